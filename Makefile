@@ -1,0 +1,70 @@
+# fecbench: `make demo` and `make test` bootstrap everything a fresh Debian/Ubuntu machine needs (as root),
+# then run the main job or every test suite. Each step is skipped when its result is already there.
+SHELL := /bin/bash
+.DEFAULT_GOAL := demo
+
+export PATH := $(HOME)/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$(PATH)
+
+VENV      := .venv
+PY        := $(VENV)/bin/python
+FECBENCH  := $(VENV)/bin/fecbench
+STAMPS    := .build
+APT_PKGS  := mininet clang llvm libbpf-dev bpftool iproute2 iputils-ping ethtool iperf3 build-essential \
+             pkg-config sqlite3 libelf-dev zlib1g-dev python3-venv python3-dev git
+FECQ_DIR  := quic-impls/fecq
+PYTEST_ARGS ?=
+
+.PHONY: demo test bootstrap apt venv native dropper delayline fecq lint clean-build
+
+demo: bootstrap
+	$(FECBENCH) doctor
+	$(FECBENCH) run designs/smoke.toml
+
+test: bootstrap
+	$(MAKE) -C dropper test
+	$(MAKE) -C delayline test
+	cargo test --release --locked --manifest-path $(FECQ_DIR)/Cargo.toml
+	$(VENV)/bin/ruff check fecbench tests
+	@# pytest exits 5 when it collected nothing: that must never count as a pass.
+	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+bootstrap: apt venv native
+
+# Debian packages: install only the missing ones (apt-get update only when something is missing).
+apt:
+	@missing=$$(for p in $(APT_PKGS); do \
+	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages: $$missing (run make as root)"; exit 2; fi; \
+	  echo "installing: $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup (https://rustup.rs), stable >= 1.85"; exit 2; }
+
+# The venv is made from Debian's /usr/bin/python3 with system site-packages so that Debian's
+# Mininet (python3-mininet, which ships mnexec) is importable; everything else comes from PyPI.
+venv: $(STAMPS)/venv.stamp
+$(STAMPS)/venv.stamp: pyproject.toml
+	@mkdir -p $(STAMPS)
+	test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[analysis,cluster,dev]'
+	$(PY) -c 'import mininet.net, fecbench' 
+	touch $@
+
+native: dropper delayline fecq
+
+dropper:
+	$(MAKE) -C dropper
+
+delayline:
+	$(MAKE) -C delayline
+
+fecq:
+	cargo build --release --locked --manifest-path $(FECQ_DIR)/Cargo.toml
+
+lint: venv
+	$(VENV)/bin/ruff check fecbench tests
+
+clean-build:
+	rm -rf $(STAMPS) dropper/build delayline/build

@@ -1,0 +1,3 @@
+from fecbench.cli import main
+
+main()

@@ -1,0 +1,149 @@
+"""What this process created, recorded so that `fecbench clean` can remove a killed process's leftovers.
+
+Every resource name carries a per-process prefix (`prefix()`), and every resource is recorded in a
+state file /run/fecbench/<pid>.json as soon as it exists. `clean()` removes the resources of state
+files whose owner process is dead, and nothing else: no pattern matching on names, no killall.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+STATE_DIR = Path(os.environ.get("FECBENCH_STATE_DIR", "/run/fecbench"))
+
+
+def prefix(pid: int | None = None) -> str:
+    """Short per-process prefix for names (interfaces allow 15 characters, so keep it short)."""
+    return f"fb{(pid or os.getpid()) % 100000}"
+
+
+def state_file(pid: int | None = None) -> Path:
+    return STATE_DIR / f"{pid or os.getpid()}.json"
+
+
+@contextlib.contextmanager
+def _locked_state(pid: int | None = None):
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    path = state_file(pid)
+    with open(STATE_DIR / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        entries = json.loads(path.read_text()) if path.exists() else []
+        yield entries
+        if entries:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(entries, indent=1))
+            tmp.replace(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def record(kind: str, name: str, **info: Any) -> None:
+    """Record a resource this process just created. Kinds: pid, netns, bpf_pin, path, link."""
+    if kind not in _REMOVERS:
+        raise ValueError(f"unknown resource kind {kind!r}")
+    with _locked_state() as entries:
+        entry = {"kind": kind, "name": name, **info}
+        if kind == "pid":
+            entry.setdefault("start_time", _start_time(int(name)))
+        entries.append(entry)
+
+
+def forget(kind: str, name: str) -> None:
+    """Drop a resource from the record once this process removed it itself."""
+    with _locked_state() as entries:
+        entries[:] = [e for e in entries if not (e["kind"] == kind and e["name"] == name)]
+
+
+def _start_time(pid: int) -> int | None:
+    """Process start time (clock ticks since boot) so a recycled PID is never mistaken for ours."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_pid(entry: dict[str, Any]) -> None:
+    pid = int(entry["name"])
+    if entry.get("start_time") is not None and _start_time(pid) != entry["start_time"]:
+        return  # gone, or the PID now belongs to someone else
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        for _ in range(50):
+            if not _alive(pid) or _start_time(pid) is None:
+                return
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            time.sleep(0.01)
+
+
+def _del_netns(entry: dict[str, Any]) -> None:
+    subprocess.run(["ip", "netns", "delete", entry["name"]], capture_output=True, check=False)
+
+
+def _del_path(entry: dict[str, Any]) -> None:
+    path = Path(entry["name"])
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _del_link(entry: dict[str, Any]) -> None:
+    argv = ["ip", "link", "delete", entry["name"]]
+    if entry.get("netns"):
+        argv = ["ip", "-n", entry["netns"], *argv[1:]]
+    subprocess.run(argv, capture_output=True, check=False)
+
+
+_REMOVERS = {"pid": _kill_pid, "netns": _del_netns, "bpf_pin": _del_path, "path": _del_path, "link": _del_link}
+# Processes first (they hold namespaces and interfaces), then links, namespaces, pins and files.
+_ORDER = ["pid", "link", "netns", "bpf_pin", "path"]
+
+
+def remove_entries(entries: list[dict[str, Any]]) -> None:
+    for kind in _ORDER:
+        for entry in reversed([e for e in entries if e["kind"] == kind]):
+            _REMOVERS[kind](entry)
+
+
+def clean(include_live: bool = False) -> list[dict[str, Any]]:
+    """Remove the resources of dead fecbench processes; return what was removed."""
+    removed: list[dict[str, Any]] = []
+    if not STATE_DIR.exists():
+        return removed
+    for path in sorted(STATE_DIR.glob("*.json")):
+        try:
+            owner = int(path.stem)
+        except ValueError:
+            continue
+        if owner == os.getpid() or (_alive(owner) and not include_live):
+            continue
+        try:
+            entries = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            entries = []
+        remove_entries(entries)
+        removed.extend({"owner": owner, **e} for e in entries)
+        path.unlink(missing_ok=True)
+    return removed

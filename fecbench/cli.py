@@ -1,0 +1,88 @@
+"""The `fecbench` command: one entry point; each component contributes its sub-commands."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import typer
+from rich.console import Console
+
+from fecbench import __version__
+from fecbench.errors import UserError
+
+app = typer.Typer(
+    help="fecbench: emulate networks, inject seeded losses, run FEC-enabled QUIC, record and analyse runs.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console()
+
+
+def git_sha() -> str:
+    """The git commit of this checkout, with '-dirty' when it has local changes; 'unknown' outside git."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return sha + ("-dirty" if dirty else "")
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"fecbench {__version__} ({git_sha()})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print version and git SHA, then exit.")) -> None:
+    pass
+
+
+@app.command()
+def doctor(json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON.")) -> None:
+    """What this machine can do, and how to fix what it cannot."""
+    from fecbench import doctor as doctor_mod
+
+    raise typer.Exit(doctor_mod.main(json_out))
+
+
+@app.command()
+def clean(all_owners: bool = typer.Option(False, "--include-live",
+                                          help="Also clean up after fecbench processes still running.")) -> None:
+    """Remove what a crashed or killed fecbench process left behind (its own resources only)."""
+    from fecbench import cleanup
+
+    removed = cleanup.clean(include_live=all_owners)
+    for entry in removed:
+        console.print(f"removed {entry['kind']} {entry['name']} (left by pid {entry['owner']})")
+    console.print(f"{len(removed)} leftover resource(s) removed")
+
+
+# --- component sub-commands (each component registers its own here) ---
+
+
+def main() -> None:
+    try:
+        code = app(standalone_mode=False)
+    except UserError as exc:
+        print(f"fecbench: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        print("fecbench: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        print("fecbench: interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,31 @@
+"""User-facing errors: every one is printed as a single clear message and exits with status 2."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+class UserError(Exception):
+    """Bad input or an unmet requirement the user can fix. The CLI prints it and exits 2."""
+
+
+class SpecError(UserError):
+    """A problem in a spec file (topology, design, implementation descriptor), naming file and key."""
+
+    def __init__(self, file: str | os.PathLike | None, key: str | None, problem: str,
+                 allowed: Any = None) -> None:
+        self.file, self.key, self.problem, self.allowed = file, key, problem, allowed
+        where = ": ".join(str(part) for part in (file, key) if part)
+        text = f"{where}: {problem}" if where else problem
+        if allowed is not None:
+            if isinstance(allowed, (list, tuple, set, frozenset)):
+                allowed = ", ".join(str(a) for a in sorted(allowed, key=str))
+            text += f" (allowed: {allowed})"
+        super().__init__(text)
+
+
+def require_root(what: str) -> None:
+    """Raise a UserError unless running as root."""
+    if os.geteuid() != 0:
+        raise UserError(f"{what} needs root (network namespaces, BPF, Mininet): run it as root, e.g. with sudo")

@@ -1,0 +1,1 @@
+//! IO-free packet-level forward erasure correction for fecq.

@@ -1,0 +1,294 @@
+"""The results database (SQLite, WAL): schema, versioning and the runner's writes.
+
+One writer (the runner) and any number of readers (`open_readonly`, which uses a `mode=ro` URI so
+a report can run while a campaign is writing). Schema version 1:
+
+meta(key TEXT PRIMARY KEY, value TEXT)                 -- 'schema_version' = '1'
+campaigns(id, name, design_path, design_text, design_hash, fecbench_version, git_sha, created_at,
+          host_json, impls_json, plan_json, seed, repetitions, topology, link_backend)
+points(campaign_id, point, <one column per factor: REAL for numbers, TEXT for choices>,
+       PRIMARY KEY (campaign_id, point))
+runs(key TEXT PRIMARY KEY, campaign_id, point, impl, label, impl_args (JSON), workload,
+     size (bytes, NULL for messages), repetition, loss_seed,
+     status  -- pending | ok | failed | timeout | unsupported | fidelity | interrupted
+     error, server_log_tail, client_log_tail, started_at, finished_at, duration_s (run wall time),
+     attempts, link_backend, host)
+metrics(run_key PRIMARY KEY REFERENCES runs(key), dct_ms, handshake_ms, bytes_app, packets_sent,
+        bytes_sent, repair_sent, recovered, lost, retransmitted_bytes, congestion_events,
+        cwnd_final, rtt_ms, rebuffering_ms, messages_late, messages_corrupt,
+        client_wall_ms (fecbench's own measurement: client process start -> exit),
+        json (the client's whole metrics JSON))
+link_stats(run_key, link, direction, seen, matched, dropped, ge_good, ge_bad, bursts,
+           longest_burst, gso_seen, model (JSON: loss model + seed + stream), delay_json,
+           PRIMARY KEY (run_key, link, direction))
+fidelity(run_key, path, rtt_configured_ms, rtt_measured_ms, rate_configured_mbit,
+         rate_measured_mbit, ok, PRIMARY KEY (run_key, path))
+verdict_logs(run_key, link, direction, data BLOB (npz), PRIMARY KEY (run_key, link, direction))
+
+Timestamps are ISO 8601 UTC strings. A run's key is a sha256 of its content (see
+`fecbench.runners.keys`), so re-running a campaign never duplicates a row. Future schema versions
+add a function to `MIGRATIONS` that upgrades from the previous version in place.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+STATUSES = ("pending", "ok", "failed", "timeout", "unsupported", "fidelity", "interrupted")
+
+# Metrics stored as typed columns (the rest stays in metrics.json).
+METRIC_COLUMNS: dict[str, str] = {
+    "dct_ms": "REAL", "handshake_ms": "REAL", "bytes_app": "INTEGER", "packets_sent": "INTEGER",
+    "bytes_sent": "INTEGER", "repair_sent": "INTEGER", "recovered": "INTEGER", "lost": "INTEGER",
+    "retransmitted_bytes": "INTEGER", "congestion_events": "INTEGER", "cwnd_final": "INTEGER",
+    "rtt_ms": "REAL", "rebuffering_ms": "REAL", "messages_late": "INTEGER",
+    "messages_corrupt": "INTEGER", "client_wall_ms": "REAL",
+}
+
+LINK_STAT_COLUMNS = ("seen", "matched", "dropped", "ge_good", "ge_bad", "bursts", "longest_burst",
+                     "gso_seen")
+
+_SCHEMA_V1 = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS campaigns (
+  id INTEGER PRIMARY KEY, name TEXT, design_path TEXT, design_text TEXT, design_hash TEXT,
+  fecbench_version TEXT, git_sha TEXT, created_at TEXT, host_json TEXT, impls_json TEXT,
+  plan_json TEXT, seed INTEGER, repetitions INTEGER, topology TEXT, link_backend TEXT);
+CREATE TABLE IF NOT EXISTS points (
+  campaign_id INTEGER, point INTEGER, PRIMARY KEY (campaign_id, point));
+CREATE TABLE IF NOT EXISTS runs (
+  key TEXT PRIMARY KEY, campaign_id INTEGER, point INTEGER, impl TEXT, label TEXT, impl_args TEXT,
+  workload TEXT, size INTEGER, repetition INTEGER, loss_seed INTEGER, status TEXT, error TEXT,
+  server_log_tail TEXT, client_log_tail TEXT, started_at TEXT, finished_at TEXT, duration_s REAL,
+  attempts INTEGER DEFAULT 0, link_backend TEXT, host TEXT);
+CREATE INDEX IF NOT EXISTS runs_status ON runs (status);
+CREATE INDEX IF NOT EXISTS runs_campaign ON runs (campaign_id, point);
+CREATE TABLE IF NOT EXISTS metrics (
+  run_key TEXT PRIMARY KEY REFERENCES runs(key),
+  {", ".join(f"{name} {kind}" for name, kind in METRIC_COLUMNS.items())},
+  json TEXT);
+CREATE TABLE IF NOT EXISTS link_stats (
+  run_key TEXT, link TEXT, direction TEXT,
+  {", ".join(f"{name} INTEGER" for name in LINK_STAT_COLUMNS)},
+  model TEXT, delay_json TEXT, PRIMARY KEY (run_key, link, direction));
+CREATE TABLE IF NOT EXISTS fidelity (
+  run_key TEXT, path INTEGER, rtt_configured_ms REAL, rtt_measured_ms REAL,
+  rate_configured_mbit REAL, rate_measured_mbit REAL, ok INTEGER, PRIMARY KEY (run_key, path));
+CREATE TABLE IF NOT EXISTS verdict_logs (
+  run_key TEXT, link TEXT, direction TEXT, data BLOB, PRIMARY KEY (run_key, link, direction));
+"""
+
+
+def _create_v1(conn: sqlite3.Connection) -> None:
+    # One statement at a time: executescript() would commit the surrounding transaction.
+    for statement in _SCHEMA_V1.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+# MIGRATIONS[v] upgrades a database at version v to v + 1 (none yet: version 1 is the first).
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+
+
+class SchemaError(Exception):
+    """The database was written by a newer fecbench, or is not a fecbench database."""
+
+
+def connect(path: str | Path) -> sqlite3.Connection:
+    """Open (creating if needed) a results database for writing, at the current schema version."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)  # autocommit; explicit transactions
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    _upgrade(conn)
+    return conn
+
+
+def open_readonly(path: str | Path) -> sqlite3.Connection:
+    """Open a results database read-only (safe while a campaign writes to it)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(path)
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    except sqlite3.OperationalError:
+        return 0
+    return int(row[0]) if row else 0
+
+
+def _upgrade(conn: sqlite3.Connection) -> None:
+    version = schema_version(conn)
+    if version > SCHEMA_VERSION:
+        raise SchemaError(f"database schema version {version} is newer than this fecbench ({SCHEMA_VERSION})")
+    with transaction(conn):
+        if version == 0:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if tables - {"meta"}:
+                raise SchemaError("not a fecbench results database (tables present, no schema version)")
+            _create_v1(conn)
+            version = 1
+        while version < SCHEMA_VERSION:
+            MIGRATIONS[version](conn)
+            version += 1
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                     (str(SCHEMA_VERSION),))
+
+
+class transaction:
+    """`with transaction(conn):` BEGIN IMMEDIATE … COMMIT, ROLLBACK on error (autocommit connections)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+# --- campaigns and points ---------------------------------------------------------------------
+
+def find_campaign(conn: sqlite3.Connection, design_hash: str) -> int | None:
+    row = conn.execute("SELECT id FROM campaigns WHERE design_hash=? ORDER BY id DESC LIMIT 1",
+                       (design_hash,)).fetchone()
+    return int(row[0]) if row else None
+
+
+def insert_campaign(conn: sqlite3.Connection, **fields: Any) -> int:
+    """Insert a campaign row; dict/list values are stored as JSON text."""
+    fields = {k: json.dumps(v, sort_keys=True, default=str) if isinstance(v, (dict, list)) else v
+              for k, v in fields.items()}
+    cols = ", ".join(fields)
+    marks = ", ".join("?" for _ in fields)
+    cur = conn.execute(f"INSERT INTO campaigns ({cols}) VALUES ({marks})", tuple(fields.values()))
+    return int(cur.lastrowid)
+
+
+def update_campaign(conn: sqlite3.Connection, campaign_id: int, **fields: Any) -> None:
+    fields = {k: json.dumps(v, sort_keys=True, default=str) if isinstance(v, (dict, list)) else v
+              for k, v in fields.items()}
+    sets = ", ".join(f"{k}=?" for k in fields)
+    conn.execute(f"UPDATE campaigns SET {sets} WHERE id=?", (*fields.values(), campaign_id))
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def ensure_factor_columns(conn: sqlite3.Connection, factors: dict[str, str]) -> None:
+    """Add missing factor columns to `points` (factors: name -> 'REAL' | 'TEXT')."""
+    present = {r[1] for r in conn.execute("PRAGMA table_info(points)")}
+    for name, kind in factors.items():
+        if name not in present:
+            conn.execute(f"ALTER TABLE points ADD COLUMN {_quote(name)} {kind}")
+
+
+def insert_points(conn: sqlite3.Connection, campaign_id: int, rows: Iterable[dict[str, Any]]) -> None:
+    """rows: {'point': int, factor: value, …}; existing points are replaced (same design, same values)."""
+    for row in rows:
+        cols = ["campaign_id", *row]
+        conn.execute(f"INSERT OR REPLACE INTO points ({', '.join(_quote(c) for c in cols)}) "
+                     f"VALUES ({', '.join('?' for _ in cols)})", (campaign_id, *row.values()))
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+def insert_pending_runs(conn: sqlite3.Connection, rows: Iterable[dict[str, Any]]) -> int:
+    """Insert runs not yet in the table as 'pending'; existing keys are left alone. Returns the count."""
+    count = 0
+    for row in rows:
+        cols = list(row) + ["status", "attempts"]
+        cur = conn.execute(f"INSERT OR IGNORE INTO runs ({', '.join(cols)}) VALUES "
+                           f"({', '.join('?' for _ in cols)})", (*row.values(), "pending", 0))
+        count += cur.rowcount
+    return count
+
+
+def run_statuses(conn: sqlite3.Connection, keys: Iterable[str] | None = None) -> dict[str, str]:
+    rows = conn.execute("SELECT key, status FROM runs").fetchall()
+    statuses = {r[0]: r[1] for r in rows}
+    if keys is not None:
+        wanted = set(keys)
+        statuses = {k: v for k, v in statuses.items() if k in wanted}
+    return statuses
+
+
+def start_run(conn: sqlite3.Connection, key: str, started_at: str, link_backend: str, host: str) -> None:
+    """Mark a run as started: a crash from here on leaves it 'interrupted', never half 'ok'."""
+    with transaction(conn):
+        conn.execute("UPDATE runs SET status='interrupted', error='started, not finished', "
+                     "started_at=?, finished_at=NULL, duration_s=NULL, attempts=attempts+1, "
+                     "link_backend=?, host=? WHERE key=?", (started_at, link_backend, host, key))
+        _delete_results(conn, key)
+
+
+def _delete_results(conn: sqlite3.Connection, key: str) -> None:
+    for table in ("metrics", "link_stats", "fidelity", "verdict_logs"):
+        conn.execute(f"DELETE FROM {table} WHERE run_key=?", (key,))
+
+
+def finish_run(conn: sqlite3.Connection, key: str, *, status: str, error: str | None,
+               server_log_tail: str | None, client_log_tail: str | None, finished_at: str,
+               duration_s: float, metrics: dict[str, Any] | None = None,
+               client_wall_ms: float | None = None, link_stats: list[dict[str, Any]] | None = None,
+               fidelity: list[dict[str, Any]] | None = None,
+               verdict_logs: list[tuple[str, str, bytes]] | None = None) -> None:
+    """Record a run's outcome and everything measured, in one transaction."""
+    if status not in STATUSES:
+        raise ValueError(f"unknown run status {status!r}")
+    with transaction(conn):
+        conn.execute("UPDATE runs SET status=?, error=?, server_log_tail=?, client_log_tail=?, "
+                     "finished_at=?, duration_s=? WHERE key=?",
+                     (status, error, server_log_tail, client_log_tail, finished_at, duration_s, key))
+        _delete_results(conn, key)
+        if metrics is not None or client_wall_ms is not None:
+            values = dict.fromkeys(METRIC_COLUMNS)
+            for name in METRIC_COLUMNS:
+                value = (metrics or {}).get(name)
+                numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+                values[name] = value if numeric else None
+            values["client_wall_ms"] = client_wall_ms
+            cols = ["run_key", *values, "json"]
+            conn.execute(f"INSERT INTO metrics ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
+                         (key, *values.values(), json.dumps(metrics, sort_keys=True) if metrics else None))
+        for stat in link_stats or []:
+            conn.execute(
+                f"INSERT OR REPLACE INTO link_stats (run_key, link, direction, "
+                f"{', '.join(LINK_STAT_COLUMNS)}, "
+                f"model, delay_json) VALUES (?, ?, ?, {', '.join('?' for _ in LINK_STAT_COLUMNS)}, ?, ?)",
+                (key, stat["link"], stat["direction"], *(stat.get(c) for c in LINK_STAT_COLUMNS),
+                 _json_or_none(stat.get("model")), _json_or_none(stat.get("delay"))))
+        for fid in fidelity or []:
+            conn.execute("INSERT OR REPLACE INTO fidelity (run_key, path, rtt_configured_ms, "
+                         "rtt_measured_ms, rate_configured_mbit, rate_measured_mbit, ok) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         (key, fid["path"], fid.get("rtt_configured_ms"), fid.get("rtt_measured_ms"),
+                          fid.get("rate_configured_mbit"), fid.get("rate_measured_mbit"),
+                          None if fid.get("ok") is None else int(bool(fid["ok"]))))
+        for link, direction, data in verdict_logs or []:
+            conn.execute("INSERT OR REPLACE INTO verdict_logs (run_key, link, direction, data) "
+                         "VALUES (?, ?, ?, ?)",
+                         (key, link, direction, data))
+
+
+def _json_or_none(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)

@@ -6,7 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import click
 import typer
 from rich.console import Console
 
@@ -60,7 +59,9 @@ def clean(all_owners: bool = typer.Option(False, "--include-live",
                                           help="Also clean up after fecbench processes still running.")) -> None:
     """Remove what a crashed or killed fecbench process left behind (its own resources only)."""
     from fecbench import cleanup
+    from fecbench.errors import require_root
 
+    require_root("fecbench clean")
     removed = cleanup.clean(include_live=all_owners)
     for entry in removed:
         console.print(f"removed {entry['kind']} {entry['name']} (left by pid {entry['owner']})")
@@ -71,18 +72,13 @@ def clean(all_owners: bool = typer.Option(False, "--include-live",
 
 
 def main() -> None:
+    # Typer's standalone mode handles usage errors (exit 2), --help and typer.Exit; user errors raised by
+    # commands come out here and become one line on stderr with exit status 2.
     try:
-        code = app(standalone_mode=False)
+        app()
     except UserError as exc:
         print(f"fecbench: error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except click.exceptions.Abort:
-        print("fecbench: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         print("fecbench: interrupted", file=sys.stderr)
         sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)

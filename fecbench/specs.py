@@ -7,9 +7,14 @@ Every component reads its spec through `Section`, which remembers which keys wer
 from __future__ import annotations
 
 import hashlib
-import tomllib
+import sys
 from pathlib import Path
 from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Ubuntu 22.04's Python 3.10
+    import tomli as tomllib
 
 from fecbench.errors import SpecError
 

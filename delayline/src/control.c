@@ -1,0 +1,104 @@
+#include "control.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int dl_parse_u64(const char *text, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!isdigit((unsigned char)text[0]))
+		return -1; /* strtoull would accept "-1", "+1" and leading spaces */
+	errno = 0;
+	v = strtoull(text, &end, 10);
+	if (errno || *end || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Copy the next space-separated word of *p into word (size n); returns its length, 0 at the end. */
+static size_t next_word(const char **p, char *word, size_t n)
+{
+	const char *s = *p;
+	size_t len = 0;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	while (*s && *s != ' ' && *s != '\t') {
+		if (len + 1 < n)
+			word[len] = *s;
+		len++;
+		s++;
+	}
+	word[len < n ? len : n - 1] = '\0';
+	*p = s;
+	return len;
+}
+
+int dl_parse_command(const char *line, struct dl_command *cmd, char *err, size_t errlen)
+{
+	char text[512], word[128];
+	const char *p = text;
+	size_t len = strlen(line);
+
+	if (len >= sizeof(text)) {
+		snprintf(err, errlen, "line too long");
+		return -1;
+	}
+	memcpy(text, line, len + 1);
+	if (len && text[len - 1] == '\r')
+		text[len - 1] = '\0';
+	memset(cmd, 0, sizeof(*cmd));
+
+	if (!next_word(&p, word, sizeof(word))) {
+		snprintf(err, errlen, "empty command (commands: set, stats)");
+		return -1;
+	}
+	if (!strcmp(word, "stats")) {
+		if (next_word(&p, word, sizeof(word))) {
+			snprintf(err, errlen, "stats takes no arguments");
+			return -1;
+		}
+		cmd->kind = DL_CMD_STATS;
+		return 0;
+	}
+	if (strcmp(word, "set")) {
+		snprintf(err, errlen, "unknown command %.64s (commands: set, stats)", word);
+		return -1;
+	}
+	cmd->kind = DL_CMD_SET;
+	while (next_word(&p, word, sizeof(word))) {
+		char *eq = strchr(word, '=');
+		uint64_t v;
+
+		if (!eq) {
+			snprintf(err, errlen, "expected key=value, got %.64s", word);
+			return -1;
+		}
+		*eq = '\0';
+		if (dl_parse_u64(eq + 1, DL_MAX_DELAY_US, &v) < 0) {
+			snprintf(err, errlen, "%.32s must be an integer from 0 to %llu", word, DL_MAX_DELAY_US);
+			return -1;
+		}
+		if (!strcmp(word, "delay_ab_us")) {
+			cmd->has_ab = 1;
+			cmd->delay_ab_us = v;
+		} else if (!strcmp(word, "delay_ba_us")) {
+			cmd->has_ba = 1;
+			cmd->delay_ba_us = v;
+		} else {
+			snprintf(err, errlen, "unknown key %.64s (keys: delay_ab_us, delay_ba_us)", word);
+			return -1;
+		}
+	}
+	if (!cmd->has_ab && !cmd->has_ba) {
+		snprintf(err, errlen, "set needs delay_ab_us=N and/or delay_ba_us=N");
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,28 @@
+/* The control protocol: one text command per line, one reply line. */
+#ifndef DELAYLINE_CONTROL_H
+#define DELAYLINE_CONTROL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Largest accepted delay: 60 s, far beyond any emulated path, small enough to never overflow. */
+#define DL_MAX_DELAY_US 60000000ULL
+
+enum dl_command_kind { DL_CMD_SET, DL_CMD_STATS };
+
+struct dl_command {
+	enum dl_command_kind kind;
+	int has_ab, has_ba;
+	uint64_t delay_ab_us, delay_ba_us;
+};
+
+/*
+ * Parse one line (without its newline; a trailing '\r' is ignored). Returns 0, or -1 with a
+ * reason written to err.
+ */
+int dl_parse_command(const char *line, struct dl_command *cmd, char *err, size_t errlen);
+
+/* Parse a decimal integer in [0, max] that makes up the whole string. 0 on success, -1 otherwise. */
+int dl_parse_u64(const char *text, uint64_t max, uint64_t *out);
+
+#endif

@@ -1,0 +1,14 @@
+"""Emulated networks: topology specs, switchless Mininet builders, link shaping (netem or delayline).
+
+    topo = load_topology("topologies/single.toml")
+    with Network(topo, {"bw": 10, "owd": 20}) as net:
+        net.configure({"owd": 50})
+        print(net.fidelity())
+"""
+
+from fecbench.topologies.backend import netem_available, netem_probe, select_backend
+from fecbench.topologies.network import Network, rtt_ok
+from fecbench.topologies.spec import Shaping, Topology, load_topology
+
+__all__ = ["Network", "Shaping", "Topology", "load_topology", "netem_available", "netem_probe",
+           "rtt_ok", "select_backend"]

@@ -1,0 +1,356 @@
+"""Build a topology spec into a running switchless Mininet network, reconfigure it, tear it down.
+
+Nodes are Mininet hosts (each in its own network namespace, no OVS, no controller); routers are
+hosts with forwarding on. Each shaped link gets a hidden delay node; per direction, on its egress
+interface: the dropper's clsact program, the delay (a delayline process, or netem) and tbf.
+Every node and process is recorded with `fecbench.cleanup` as soon as it exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import threading
+import time
+from typing import Any
+
+from fecbench import cleanup
+from fecbench.errors import UserError, require_root
+from fecbench.topologies.backend import select_backend
+from fecbench.topologies.plan import Plan, make_plan, shaping_commands
+from fecbench.topologies.spec import Shaping, Topology
+
+_build_counter = itertools.count()
+RTT_TOLERANCE_MS = 0.5
+RTT_TOLERANCE_RATIO = 0.02
+
+
+def rtt_ok(configured_ms: float, measured_ms: float) -> bool:
+    """Within max(0.5 ms, 2 %) of the configured RTT."""
+    return abs(measured_ms - configured_ms) <= max(RTT_TOLERANCE_MS, RTT_TOLERANCE_RATIO * configured_ms)
+
+
+def run_in_nodes(jobs: list[tuple[int, list[str], str | None]]) -> None:
+    """Run commands inside nodes (by PID) concurrently; raise with the first failure's stderr."""
+    procs = []
+    for pid, argv, stdin in jobs:
+        p = subprocess.Popen(["mnexec", "-da", str(pid), *argv], stdin=subprocess.PIPE if stdin else None,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs.append((p, argv, stdin))
+    errors = []
+    for p, argv, stdin in procs:
+        out, err = p.communicate(stdin)
+        if p.returncode != 0:
+            errors.append(f"{' '.join(argv)}: {(err or out).strip()}" + (f"\n{stdin}" if stdin else ""))
+    if errors:
+        raise RuntimeError("network configuration failed: " + "; ".join(errors))
+
+
+class Network:
+    """A running topology. Use as a context manager; `stop()` is idempotent."""
+
+    def __init__(self, topo: Topology, values: dict[str, Any] | None = None, backend: str | None = None) -> None:
+        self.topo = topo
+        self.values = dict(values or {})
+        self.shaping = topo.resolve(self.values)         # validates before anything is built
+        self.requested_backend = backend
+        self.backend: str = ""
+        self.base = f"{cleanup.prefix()}{chr(ord('a') + next(_build_counter) % 26)}"
+        self.plan: Plan = make_plan(topo, self.base)
+        self.nodes: dict[str, Any] = {}                   # plan node name -> mininet Host
+        self.links: list[Any] = []
+        self.delaylines: dict[str, Any] = {}              # link id -> DelayLine
+        self.droppers: dict[tuple[str, str], Any] = {}    # (link id, direction) -> Dropper
+        self.timings: dict[str, float] = {}
+        self._recorded: list[str] = []
+        self._old_handlers: dict[int, Any] = {}
+        self._running = False
+        self.dropper_error: str | None = None
+
+    # --- the runner's view -------------------------------------------------------------------
+    @property
+    def client(self) -> Any:
+        return self.nodes[self.topo.client]
+
+    @property
+    def server(self) -> Any:
+        return self.nodes[self.topo.server]
+
+    @property
+    def client_addresses(self) -> list[str]:
+        return list(self.plan.client_addresses)
+
+    @property
+    def server_address(self) -> str:
+        return self.plan.server_address
+
+    def __enter__(self) -> Network:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- build -------------------------------------------------------------------------------
+    def start(self) -> None:
+        require_root("building a network")
+        self.backend = select_backend(self.requested_backend)
+        t0 = time.perf_counter()
+        self._trap_signals()
+        try:
+            self._build()
+        except BaseException:
+            self.stop()
+            raise
+        self._running = True
+        self.timings["build_s"] = time.perf_counter() - t0
+
+    def _trap_signals(self) -> None:
+        """SIGTERM becomes KeyboardInterrupt, so a with-block (or the builder) tears down first."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def interrupted(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt(f"signal {signum}")
+
+        self._old_handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, interrupted)
+
+    def _record(self, pid: int, what: str) -> None:
+        cleanup.record("pid", str(pid), what=what)
+        self._recorded.append(str(pid))
+
+    def _build(self) -> None:
+        from mininet.link import Link
+        from mininet.node import Host
+
+        for name, np in self.plan.nodes.items():
+            host = Host(f"{self.base}{name}"[:40], inNamespace=True)
+            self.nodes[name] = host
+            self._record(host.shell.pid if host.shell else host.pid, f"mininet node {name}")
+            if host.pid != host.shell.pid:
+                self._record(host.pid, f"mininet node {name} (namespace)")
+        for _, e1, e2 in self.plan.links:
+            self.links.append(Link(self.nodes[e1.node], self.nodes[e2.node], intfName1=e1.name,
+                                   intfName2=e2.name, addr1=e1.mac, addr2=e2.mac))
+        self._configure_nodes()
+        self._apply_shaping(self.shaping, first=True)
+        if self.backend == "delayline":
+            self._start_delaylines()
+        self._attach_droppers()
+
+    def _configure_nodes(self) -> None:
+        jobs: list[tuple[int, list[str], str | None]] = []
+        for name, np in self.plan.nodes.items():
+            pid = self.nodes[name].pid
+            lines = ["link set dev lo up"]
+            sysctls = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
+                       "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"]
+            if np.role == "router":
+                sysctls.append("net.ipv4.ip_forward=1")
+            for iface in np.ifaces:
+                # One packet on the wire is one skb for the dropper and the shaper.
+                lines.append(f"link set dev {iface.name} gso_max_segs 1 up")
+                if iface.address:
+                    lines.append(f"addr add {iface.address} dev {iface.name}")
+                    # Static neighbours: no ARP through delay nodes and droppers.
+                    lines.append(f"neigh replace {iface.peer_address} lladdr {iface.peer_mac} "
+                                 f"dev {iface.name} nud permanent")
+            if np.role == "delay" and self.backend == "netem":
+                lines += ["link add name br0 type bridge stp_state 0", "link set dev br0 up"]
+                lines += [f"link set dev {i.name} master br0" for i in np.ifaces]
+            lines += ["route add " + " ".join(r) for r in np.routes]
+            lines += ["rule add " + " ".join(r) for r in np.rules]
+            jobs.append((pid, ["ip", "-batch", "-"], "\n".join(lines) + "\n"))
+            jobs.append((pid, ["sysctl", "-q", "-w", *sysctls], None))
+        run_in_nodes(jobs)
+
+    def _apply_shaping(self, shaping: dict[str, dict[str, Shaping]], first: bool = False) -> None:
+        jobs: list[tuple[int, list[str], str | None]] = []
+        for link_id, pair in shaping.items():
+            dn = self.plan.delay_nodes[link_id]
+            lines = []
+            for direction, s in pair.items():
+                if not first and self.shaping[link_id][direction] == s:
+                    continue
+                lines += [" ".join(c) for c in shaping_commands(dn.egress(direction), s, self.backend)]
+            if lines:
+                jobs.append((self.nodes[dn.name].pid, ["tc", "-batch", "-"], "\n".join(lines) + "\n"))
+        run_in_nodes(jobs)
+
+    def _start_delaylines(self) -> None:
+        from fecbench.delayline import DelayLine
+
+        for link_id, dn in self.plan.delay_nodes.items():
+            pair = self.shaping[link_id]
+            node = self.nodes[dn.name]
+            dl = DelayLine.start(dn.toward_a, dn.toward_b, pair["forward"].owd, pair["reverse"].owd,
+                                 run_in=["mnexec", "-da", str(node.pid)], name=f"{self.base}{link_id}")
+            self.delaylines[link_id] = dl   # the wrapper records (and forgets) its own process
+
+    def _attach_droppers(self) -> None:
+        lossy = self.topo.lossy_links()
+        if not lossy:
+            return
+        try:
+            from fecbench.dropper import Dropper, LossModel
+        except ImportError as exc:
+            self.dropper_error = f"the dropper is not available: {exc}"
+            return
+        for link_id in lossy:
+            dn = self.plan.delay_nodes[link_id]
+            for direction in ("forward", "reverse"):
+                self.droppers[(link_id, direction)] = Dropper.attach(
+                    dn.egress(direction), netns=self.nodes[dn.name].pid, direction="egress",
+                    model=LossModel.none(), seed=0, stream=0,
+                    name=f"{self.base}{link_id[:6]}{direction[0]}")
+
+    # --- reconfigure -------------------------------------------------------------------------
+    def configure(self, values: dict[str, Any]) -> None:
+        """Change bw, owd and queue of every shaped link without rebuilding."""
+        t0 = time.perf_counter()
+        merged = {**self.values, **values}
+        shaping = self.topo.resolve(merged)
+        self._apply_shaping(shaping)
+        for link_id, dl in self.delaylines.items():
+            old, new = self.shaping[link_id], shaping[link_id]
+            if (old["forward"].owd, old["reverse"].owd) != (new["forward"].owd, new["reverse"].owd):
+                dl.set_delay(ab_ms=new["forward"].owd, ba_ms=new["reverse"].owd)
+        self.values, self.shaping = merged, shaping
+        self.timings["configure_s"] = time.perf_counter() - t0
+
+    def set_loss(self, link_id: str, direction: str, model: Any, seed: int = 0, stream: int = 0) -> None:
+        """Loss model of one direction ("forward" = client→server, "reverse") of a lossy link."""
+        if direction not in ("forward", "reverse"):
+            raise UserError(f"direction must be forward or reverse, got {direction!r}")
+        key = (link_id, direction)
+        if key not in self.droppers and self.dropper_error:
+            raise UserError(self.dropper_error)
+        if key not in self.droppers:
+            raise UserError(f"link {link_id!r} is not lossy (lossy links: {', '.join(self.topo.lossy_links())})")
+        self.droppers[key].set(model=model, seed=seed, stream=stream)
+
+    def link_stats(self) -> list[dict[str, Any]]:
+        """Per shaped link and direction: dropper counters, delay element and tbf qdisc statistics."""
+        out = []
+        for link_id, dn in self.plan.delay_nodes.items():
+            qdiscs = {}
+            for direction in ("forward", "reverse"):
+                dev = dn.egress(direction)
+                proc = subprocess.run(["mnexec", "-da", str(self.nodes[dn.name].pid), "tc", "-s", "-j",
+                                       "qdisc", "show", "dev", dev], capture_output=True, text=True, check=False)
+                with contextlib.suppress(json.JSONDecodeError):
+                    qdiscs[direction] = [q for q in json.loads(proc.stdout or "[]")
+                                         if q.get("kind") in ("tbf", "netem")]
+            delay = self.delaylines[link_id].stats() if link_id in self.delaylines else None
+            for direction in ("forward", "reverse"):
+                dropper = self.droppers.get((link_id, direction))
+                out.append({
+                    "link": link_id, "direction": direction, "backend": self.backend,
+                    "dropper": dropper.stats() if dropper else None,
+                    "delay": delay,
+                    "qdiscs": [{k: q.get(k) for k in ("kind", "bytes", "packets", "drops", "overlimits",
+                                                      "backlog", "qlen")}
+                               for q in qdiscs.get(direction, [])],
+                })
+        return out
+
+    # --- fidelity ----------------------------------------------------------------------------
+    def fidelity(self, rate_probe: bool = False, pings: int = 5) -> list[dict[str, Any]]:
+        """Per path: configured vs measured ping RTT (and, optionally, UDP rate), with an ok flag."""
+        out = []
+        for i, src in enumerate(self.client_addresses):
+            configured = self.topo.configured_rtt(i, self.shaping)
+            rtts = self.ping(src, self.server_address, pings)
+            entry: dict[str, Any] = {"path": i + 1, "source": src, "rtt_configured_ms": configured,
+                                     "rtt_measured_ms": statistics.median(rtts) if rtts else None,
+                                     "rtt_min_ms": min(rtts) if rtts else None, "pings_received": len(rtts),
+                                     "pings_sent": pings}
+            entry["ok"] = bool(rtts) and rtt_ok(configured, entry["rtt_measured_ms"])
+            if rate_probe:
+                rate = self.topo.path_rate(i, self.shaping)
+                measured = self.udp_rate(src, rate) if rate else None
+                entry.update(rate_configured_mbit=rate, rate_measured_mbit=measured)
+                if rate and measured is not None:
+                    entry["ok"] = entry["ok"] and measured >= 0.9 * rate
+            out.append(entry)
+        return out
+
+    def ping(self, src: str, dst: str, count: int, interval: float = 0.01) -> list[float]:
+        """RTTs (ms) of `count` pings from the client's address `src`."""
+        wait = max(2, int(self.topo.configured_rtt(0, self.shaping) / 1000 * 3) + 1)
+        proc = self.client.popen(["ping", "-n", "-c", str(count), "-i", str(interval),
+                                  "-W", str(wait), "-I", src, dst], text=True)
+        out, _ = proc.communicate(timeout=count * interval + wait + 10)
+        return [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
+
+    def udp_rate(self, src: str, mbit: float, seconds: float = 1.0, port: int = 5201) -> float | None:
+        """Throughput (Mbit/s) the server receives from an iperf3 UDP stream sent at 1.1× `mbit`."""
+        server = self.server.popen(["iperf3", "-s", "-1", "-B", self.server_address, "-p", str(port), "-J"],
+                                   text=True)
+        try:
+            client_out = ""
+            for _ in range(40):
+                client = self.client.popen(["iperf3", "-u", "-c", self.server_address, "-B", src, "-p", str(port),
+                                            "-b", f"{mbit * 1.1:.3f}M", "-l", "1400", "-t", f"{seconds:g}", "-J"],
+                                           text=True)
+                client_out, _ = client.communicate(timeout=seconds + 30)
+                if client.returncode == 0:
+                    break
+                time.sleep(0.05)
+            out, _ = server.communicate(timeout=seconds + 30)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+        try:
+            result = json.loads(out)
+            return result["end"]["sum"]["bits_per_second"] / 1e6
+        except (json.JSONDecodeError, KeyError, TypeError):
+            return None
+
+    # --- teardown ----------------------------------------------------------------------------
+    def stop(self) -> None:
+        t0 = time.perf_counter()
+        masked = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                masked[sig] = signal.signal(sig, signal.SIG_IGN)
+        try:
+            for dropper in self.droppers.values():
+                with contextlib.suppress(Exception):
+                    dropper.detach()
+            self.droppers.clear()
+            for dl in self.delaylines.values():
+                with contextlib.suppress(Exception):
+                    dl.stop()
+            self.delaylines.clear()
+            shells = [n.shell for n in self.nodes.values() if n.shell]
+            for shell in shells:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(shell.pid, signal.SIGKILL)
+            for shell in shells:
+                with contextlib.suppress(Exception):
+                    shell.wait(timeout=5)
+            for node in self.nodes.values():
+                with contextlib.suppress(Exception):
+                    node.cleanup()
+                    node.shell = None
+            self.nodes.clear()
+            self.links.clear()
+            for pid in self._recorded:
+                cleanup.forget("pid", pid)
+            self._recorded.clear()
+        finally:
+            for sig, handler in masked.items():
+                signal.signal(sig, handler)
+            for sig, handler in self._old_handlers.items():
+                signal.signal(sig, handler)
+            self._old_handlers.clear()
+        self._running = False
+        self.timings["stop_s"] = time.perf_counter() - t0

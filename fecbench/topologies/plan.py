@@ -1,0 +1,227 @@
+"""Addresses, routes and shaping commands of a topology: pure logic, no root needed.
+
+Every link k gets the subnet 10.0.k.0/24 with .1 on its client-side end and .2 on the other.
+A shaped link is cut by a hidden delay node (an L2 element: a userspace delay bridge or a Linux
+bridge with netem), so both routers keep one subnet across it. Per direction, on the delay node's
+egress interface: dropper (clsact) -> delay (delayline process, or netem) -> tbf (rate, queue).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from fecbench.topologies.spec import LinkSpec, Shaping, Topology
+
+TBF_MIN_BURST = 15140          # ≥ 15 kB: ten full frames
+POLICY_TABLE_BASE = 100
+
+
+@dataclass
+class Iface:
+    name: str                  # interface name inside the node (≤ 15 characters)
+    node: str                  # spec node name, or the delay node's name
+    mac: str
+    address: str | None        # "10.0.k.1/24" or None on delay nodes
+    link: str                  # link id
+    peer_address: str | None = None
+    peer_mac: str | None = None
+
+
+@dataclass
+class NodePlan:
+    name: str
+    role: str                  # host | router | delay
+    ifaces: list[Iface] = field(default_factory=list)
+    routes: list[list[str]] = field(default_factory=list)     # `ip route add` arguments
+    rules: list[list[str]] = field(default_factory=list)      # `ip rule add` arguments
+
+
+@dataclass
+class DelayNodePlan:
+    name: str
+    link: str
+    toward_a: str              # interface facing the client-side end: egress of the reverse direction
+    toward_b: str              # interface facing the other end: egress of the forward direction
+
+    def egress(self, direction: str) -> str:
+        return self.toward_b if direction == "forward" else self.toward_a
+
+
+@dataclass
+class Plan:
+    nodes: dict[str, NodePlan]
+    delay_nodes: dict[str, DelayNodePlan]      # by link id
+    links: list[tuple[LinkSpec, Iface, Iface]]  # veth pairs to create: (link, end1, end2)
+    client_addresses: list[str]
+    server_address: str
+
+
+def _mac(k: int, side: int) -> str:
+    return f"02:fb:00:{k // 256:02x}:{k % 256:02x}:{side:02x}"
+
+
+def iface_name(base: str, k: int, side: str) -> str:
+    return f"{base}l{k}{side}"
+
+
+def make_plan(topo: Topology, base: str) -> Plan:
+    """Interfaces, addresses and routes; `base` is the per-build name prefix (≤ 9 characters)."""
+    nodes = {n.name: NodePlan(n.name, n.role) for n in topo.nodes}
+    delay_nodes: dict[str, DelayNodePlan] = {}
+    pairs: list[tuple[LinkSpec, Iface, Iface]] = []
+    ends: dict[str, tuple[Iface, Iface]] = {}
+    for k, link in enumerate(topo.links):
+        a = Iface(iface_name(base, k, "a"), link.a, _mac(k, 1), f"10.0.{k}.1/24", link.id)
+        b = Iface(iface_name(base, k, "b"), link.b, _mac(k, 2), f"10.0.{k}.2/24", link.id)
+        a.peer_address, a.peer_mac = b.address.split("/")[0], b.mac
+        b.peer_address, b.peer_mac = a.address.split("/")[0], a.mac
+        nodes[link.a].ifaces.append(a)
+        nodes[link.b].ifaces.append(b)
+        ends[link.id] = (a, b)
+        if link.shaped:
+            dname = f"d_{link.id}"
+            x = Iface(iface_name(base, k, "x"), dname, _mac(k, 3), None, link.id)
+            y = Iface(iface_name(base, k, "y"), dname, _mac(k, 4), None, link.id)
+            nodes[dname] = NodePlan(dname, "delay", [x, y])
+            delay_nodes[link.id] = DelayNodePlan(dname, link.id, x.name, y.name)
+            pairs += [(link, a, x), (link, y, b)]
+        else:
+            pairs.append((link, a, b))
+
+    # Static routes: for every subnet a node is not on, the next hop on a shortest path to it.
+    adj: dict[str, list[tuple[str, LinkSpec]]] = {n.name: [] for n in topo.nodes}
+    for link in topo.links:
+        adj[link.a].append((link.b, link))
+        adj[link.b].append((link.a, link))
+    for node in topo.nodes:
+        plan = nodes[node.name]
+        if node.role == "host":
+            _host_routes(topo, plan, ends, adj)
+            continue
+        first_hop = _first_hops(node.name, adj)
+        for k, link in enumerate(topo.links):
+            if node.name in (link.a, link.b):
+                continue
+            hop_link, hop_node = min((first_hop[end] for end in (link.a, link.b)), key=lambda t: t[2])[:2]
+            via = _address_of(ends[hop_link.id], hop_node)
+            dev = _iface_of(ends[hop_link.id], node.name)
+            plan.routes.append([f"10.0.{k}.0/24", "via", via, "dev", dev])
+
+    client_addresses = []
+    for i in range(topo.paths):
+        first, _ = topo.path_links(i)[0]
+        client_addresses.append(_address_of(ends[first.id], topo.client))
+    last, _ = topo.path_links(0)[-1]
+    return Plan(nodes, delay_nodes, pairs, client_addresses, _address_of(ends[last.id], topo.server))
+
+
+def _first_hops(src: str, adj: dict[str, list[tuple[str, LinkSpec]]]) -> dict[str, tuple[LinkSpec, str, int]]:
+    """For each node: (first link, first neighbour, distance) on a BFS shortest path from src."""
+    out: dict[str, tuple[LinkSpec, str, int]] = {}
+    todo: deque[str] = deque()
+    for nb, link in adj[src]:
+        if nb not in out:
+            out[nb] = (link, nb, 1)
+            todo.append(nb)
+    while todo:
+        cur = todo.popleft()
+        for nb, _ in adj[cur]:
+            if nb != src and nb not in out:
+                out[nb] = (out[cur][0], out[cur][1], out[cur][2] + 1)
+                todo.append(nb)
+    out[src] = (None, src, 0)  # type: ignore[assignment]
+    return out
+
+
+def _address_of(pair: tuple[Iface, Iface], node: str) -> str:
+    iface = pair[0] if pair[0].node == node else pair[1]
+    return iface.address.split("/")[0]
+
+
+def _iface_of(pair: tuple[Iface, Iface], node: str) -> str:
+    return (pair[0] if pair[0].node == node else pair[1]).name
+
+
+def _host_routes(topo: Topology, plan: NodePlan, ends: dict[str, tuple[Iface, Iface]],
+                 adj: dict[str, list[tuple[str, LinkSpec]]]) -> None:
+    """A host routes everything via its first path's neighbour; the multi-homed client also gets one
+    policy table per path so that traffic sourced from address i leaves by path i."""
+    paths = [i for i in range(topo.paths)] if plan.name == topo.client else []
+    if plan.name == topo.server:
+        links = [topo.path_links(0)[-1][0]]
+    elif paths:
+        links = [topo.path_links(0)[0][0]]
+    else:
+        links = [adj[plan.name][0][1]]
+    first = links[0]
+    peer = first.b if first.a == plan.name else first.a
+    plan.routes.append(["default", "via", _address_of(ends[first.id], peer),
+                        "dev", _iface_of(ends[first.id], plan.name)])
+    if len(adj[plan.name]) < 2:
+        return
+    for i in paths:
+        link, _ = topo.path_links(i)[0]
+        peer = link.b if link.a == plan.name else link.a
+        table = str(POLICY_TABLE_BASE + i + 1)
+        src = _address_of(ends[link.id], plan.name)
+        dev = _iface_of(ends[link.id], plan.name)
+        plan.routes.append(["default", "via", _address_of(ends[link.id], peer), "dev", dev, "table", table])
+        plan.rules.append(["from", src, "table", table, "priority", str(1000 + i)])
+
+
+# --- shaping commands ------------------------------------------------------------------------
+
+
+def tbf_args(dev: str, s: Shaping, parent: list[str]) -> list[str]:
+    """`tc qdisc replace` arguments of the rate limiter: burst ≥ 15 kB, limit = the queue."""
+    rate_bytes = s.bw * 1e6 / 8
+    burst = max(TBF_MIN_BURST, math.ceil(rate_bytes * 0.001))
+    return ["qdisc", "replace", "dev", dev, *parent, "tbf", "rate", f"{s.bw:g}mbit",
+            "burst", str(burst), "limit", str(s.queue_bytes)]
+
+
+def netem_limit(s: Shaping) -> int:
+    """Packets in flight inside netem: delay × rate in small packets, plus the queue (≥ 1000)."""
+    rate = (s.bw or 1000.0) * 1e6 / 8
+    return max(1000, math.ceil(rate * s.owd / 1e3 / 100) + s.queue)
+
+
+def shaping_commands(dev: str, s: Shaping, backend: str) -> list[list[str]]:
+    """tc commands for one direction on the delay node's egress `dev` (a `tc -batch` each)."""
+    if backend == "netem":
+        cmds = [["qdisc", "replace", "dev", dev, "root", "handle", "1:", "netem",
+                 "delay", f"{s.owd:g}ms", "limit", str(netem_limit(s))]]
+        if s.bw is not None:
+            cmds.append(tbf_args(dev, s, ["parent", "1:1", "handle", "10:"]))
+        return cmds
+    if s.bw is None:
+        return []
+    return [tbf_args(dev, s, ["root", "handle", "1:"])]
+
+
+def describe(topo: Topology, plan: Plan, resolved: dict[str, dict[str, Shaping]], backend: str) -> dict:
+    """Everything `fecbench topo show` prints, as data."""
+    out: dict = {"name": topo.name, "file": topo.file, "backend": backend, "paths": topo.paths,
+                 "client_addresses": plan.client_addresses, "server_address": plan.server_address,
+                 "nodes": [], "links": []}
+    for np in plan.nodes.values():
+        out["nodes"].append({
+            "name": np.name, "role": np.role,
+            "interfaces": [{"name": i.name, "address": i.address, "link": i.link} for i in np.ifaces],
+            "routes": [" ".join(r) for r in np.routes], "rules": [" ".join(r) for r in np.rules]})
+    for link in topo.links:
+        entry: dict = {"id": link.id, "ends": [link.a, link.b], "loss": link.loss, "shaped": link.shaped}
+        if link.id in resolved:
+            dn = plan.delay_nodes[link.id]
+            entry["delay_node"] = dn.name
+            for d in ("forward", "reverse"):
+                s = resolved[link.id][d]
+                cmds = [["tc", *c] for c in shaping_commands(dn.egress(d), s, backend)]
+                if backend == "delayline":
+                    cmds.insert(0, ["delayline", d, f"{s.owd:g}ms"])
+                entry[d] = {"bw_mbit": s.bw, "owd_ms": s.owd, "queue_packets": s.queue,
+                            "egress": dn.egress(d), "commands": [" ".join(c) for c in cmds]}
+        out["links"].append(entry)
+    return out

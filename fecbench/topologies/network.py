@@ -129,7 +129,7 @@ class Network:
         from mininet.link import Link
         from mininet.node import Host
 
-        for name, np in self.plan.nodes.items():
+        for name in self.plan.nodes:
             host = Host(f"{self.base}{name}"[:40], inNamespace=True)
             self.nodes[name] = host
             self._record(host.shell.pid if host.shell else host.pid, f"mininet node {name}")

@@ -14,6 +14,7 @@ import math
 import re
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,7 @@ class Topology:
         """Links of path `index` (0-based) in client-to-server order, with the direction crossed."""
         hops = self.path_nodes[index]
         out = []
-        for u, v in zip(hops, hops[1:]):
+        for u, v in pairwise(hops):
             link = self._link_between(u, v)
             out.append((link, "forward" if link.a == u else "reverse"))
         return out
@@ -368,7 +369,7 @@ def load_topology(path: str | Path, paths: int | None = None) -> Topology:
             raise sec.error(key, f"a path goes from the client {client!r} to the server {server!r}, got {hops!r}")
         if len(set(hops)) != len(hops):
             raise sec.error(key, f"a path visits a node twice: {hops!r}")
-        for u, v in zip(hops, hops[1:]):
+        for u, v in pairwise(hops):
             if u not in roles or v not in roles:
                 raise sec.error(key, f"unknown node {u if u not in roles else v!r}", sorted(roles))
             if not any({x.a, x.b} == {u, v} for x in links):
@@ -381,7 +382,7 @@ def load_topology(path: str | Path, paths: int | None = None) -> Topology:
 
     # Forward = the direction paths cross a link from the client; orient every link that way.
     for hops in path_nodes:
-        for u, v in zip(hops, hops[1:]):
+        for u, v in pairwise(hops):
             link = next(x for x in links if {x.a, x.b} == {u, v})
             if link.b == u:
                 link.a, link.b = link.b, link.a

@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: GPL-2.0
+/* fecbench's seeded packet dropper: a tc (tcx) classifier, direct action.
+ *
+ * Every IP packet that passes the filter gets the next stream index i (one atomic fetch-add) and the
+ * verdict D[i] of the configured model, a pure function of (seed, stream, i):
+ *   uniform           drop when hash(i).hi32 < t_drop            (stateless, no lock)
+ *   trace             drop when bit i of the decision table is set (no lock)
+ *   gilbert-elliott   the loader pre-generates the chain into the decision table (drop bit + state bit)
+ *                     and the program replays it by index; beyond the table the chain continues
+ *                     under a spin lock from the state the loader saved.
+ * Per packet of the chain: the verdict is drawn in the current state, then the transition. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "fecdrop.h"
+
+#define TC_PASS 0
+#define TC_DROP 2
+#define ETH_HLEN 14
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+
+struct fd_config cfg = {};
+__u64 next_index __attribute__((aligned(64))) = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, FD_TABLE_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} table_drop SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, FD_TABLE_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} table_state SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fd_stats);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fd_chain);
+} chain SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096); /* the loader resizes it when the verdict log is enabled */
+} verdict_log SEC(".maps");
+
+static __always_inline int table_bit(void *table, __u64 index)
+{
+	__u32 word = index >> 6;
+	__u64 *bits = bpf_map_lookup_elem(table, &word);
+
+	return bits ? (*bits >> (index & 63)) & 1 : 0;
+}
+
+static __always_inline int uniform_drop(__u64 index)
+{
+	return (fecdrop_hash(cfg.key, index) >> 32) < cfg.t_drop;
+}
+
+static __always_inline int addr_equal(const __u8 *a, const __u8 *b, int len)
+{
+	for (int i = 0; i < 16; i++)
+		if (i < len && a[i] != b[i])
+			return 0;
+	return 1;
+}
+
+/* Does the packet match the configured filter? Only called when a filter is set. */
+static __noinline int filter_match(struct __sk_buff *skb, __u16 ethertype)
+{
+	__u8 src[16] = {}, dst[16] = {};
+	__u32 l4_off, alen, family;
+	__u8 proto;
+
+	if (ethertype == ETH_P_IP) {
+		struct iphdr ip;
+
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)))
+			return 0;
+		proto = ip.protocol;
+		l4_off = ETH_HLEN + ip.ihl * 4;
+		__builtin_memcpy(src, &ip.saddr, 4);
+		__builtin_memcpy(dst, &ip.daddr, 4);
+		alen = 4;
+		family = 4;
+		/* a non-first fragment carries no ports */
+		if ((cfg.filter_flags & FD_FILTER_PORT) && (ip.frag_off & bpf_htons(0x1fff)))
+			return 0;
+	} else {
+		struct ipv6hdr ip6;
+
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6)))
+			return 0;
+		proto = ip6.nexthdr;
+		l4_off = ETH_HLEN + sizeof(ip6);
+		__builtin_memcpy(src, &ip6.saddr, 16);
+		__builtin_memcpy(dst, &ip6.daddr, 16);
+		alen = 16;
+		family = 6;
+	}
+	if ((cfg.filter_flags & FD_FILTER_PROTO) && proto != cfg.filter_proto)
+		return 0;
+	if (cfg.filter_flags & (FD_FILTER_SRC | FD_FILTER_DST)) {
+		if (family != cfg.filter_family)
+			return 0;
+		if ((cfg.filter_flags & FD_FILTER_SRC) && !addr_equal(src, cfg.filter_src, alen))
+			return 0;
+		if ((cfg.filter_flags & FD_FILTER_DST) && !addr_equal(dst, cfg.filter_dst, alen))
+			return 0;
+	}
+	if (cfg.filter_flags & FD_FILTER_PORT) {
+		__be16 ports[2];
+
+		if (proto != 6 && proto != 17 && proto != 132 && proto != 136)
+			return 0; /* TCP, UDP, SCTP, UDP-Lite */
+		if (bpf_skb_load_bytes(skb, l4_off, ports, sizeof(ports)))
+			return 0;
+		if (bpf_ntohs(ports[0]) != cfg.filter_port && bpf_ntohs(ports[1]) != cfg.filter_port)
+			return 0;
+	}
+	return 1;
+}
+
+/* The Gilbert-Elliott chain past the decision table, one packet at a time under the lock. */
+static __always_inline int chain_step(struct fd_stats *st, __u64 *index, __u32 *state)
+{
+	__u32 zero = 0;
+	struct fd_chain *c = bpf_map_lookup_elem(&chain, &zero);
+	int drop;
+
+	if (!c)
+		return 0;
+	bpf_spin_lock(&c->lock);
+	__u64 i = c->next++;
+	__u32 s = c->state;
+	__u64 x = fecdrop_hash(cfg.key, i);
+	__u32 u_verdict = x >> 32, u_move = (__u32)x;
+
+	drop = u_verdict >= (s ? cfg.t_h : cfg.t_k);
+	if (drop) {
+		if (c->run == 0)
+			st->bursts++;
+		c->run++;
+		if (c->run > c->longest)
+			c->longest = c->run;
+	} else {
+		c->run = 0;
+	}
+	c->state = s ? (u_move < cfg.t_r ? 0 : 1) : (u_move < cfg.t_p ? 1 : 0);
+	bpf_spin_unlock(&c->lock);
+	*index = i;
+	*state = s;
+	return drop;
+}
+
+SEC("tc")
+int fecdrop(struct __sk_buff *skb)
+{
+	__u32 zero = 0, state = 0;
+	struct fd_stats *st = bpf_map_lookup_elem(&stats, &zero);
+	__u16 ethertype = bpf_ntohs(skb->protocol);
+	__u64 index;
+	int drop = 0;
+
+	if (!st)
+		return TC_PASS;
+	st->seen++;
+	if (ethertype != ETH_P_IP && ethertype != ETH_P_IPV6) {
+		st->nonip++;
+		return TC_PASS; /* ARP and friends: never dropped, never counted */
+	}
+	if (cfg.filter_flags && !filter_match(skb, ethertype))
+		return TC_PASS;
+	st->matched++;
+	if (skb->gso_segs > 1)
+		st->gso++;
+
+	index = __sync_fetch_and_add(&next_index, 1);
+	switch (cfg.model) {
+	case FD_MODEL_UNIFORM:
+		drop = uniform_drop(index);
+		if (drop && (index == 0 || !uniform_drop(index - 1)))
+			st->bursts++;
+		break;
+	case FD_MODEL_GE:
+		if (index >= cfg.table_len) {
+			drop = chain_step(st, &index, &state);
+			break;
+		}
+		state = table_bit(&table_state, index);
+		/* fall through: the table holds the verdicts */
+	case FD_MODEL_TRACE:
+		if (index < cfg.table_len) {
+			drop = table_bit(&table_drop, index);
+			if (drop && (index == 0 || !table_bit(&table_drop, index - 1)))
+				st->bursts++;
+		}
+		break;
+	default:
+		break;
+	}
+	if (cfg.model == FD_MODEL_GE) {
+		if (state)
+			st->bad++;
+		else
+			st->good++;
+	}
+	if (drop)
+		st->dropped++;
+	if (cfg.log) {
+		struct fd_record rec = {.index = index, .verdict = drop, .state = state, .len = skb->len};
+
+		bpf_ringbuf_output(&verdict_log, &rec, sizeof(rec), BPF_RB_NO_WAKEUP);
+	}
+	return drop ? TC_DROP : TC_PASS;
+}
+
+char LICENSE[] SEC("license") = "GPL";

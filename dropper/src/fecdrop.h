@@ -1,0 +1,92 @@
+/* Shared between the BPF program (fecdrop.bpf.c) and its loader (fecdrop.c).
+ *
+ * The verdict of the i-th matching packet of a stream is D[i], a pure function of
+ * (model, seed, stream, i): see fecdrop_hash() and the Python reference model
+ * fecbench/dropper/model.py, which must stay bit-identical to this file. */
+#ifndef FECDROP_H
+#define FECDROP_H
+
+#define FD_MODEL_NONE 0
+#define FD_MODEL_UNIFORM 1
+#define FD_MODEL_GE 2
+#define FD_MODEL_TRACE 3
+
+/* Decision table (trace bitmap, or the pre-generated Gilbert-Elliott sequence): 2^24 packets. */
+#define FD_TABLE_BITS 24
+#define FD_TABLE_PACKETS (1ULL << FD_TABLE_BITS)
+#define FD_TABLE_WORDS (FD_TABLE_PACKETS / 64)
+
+#define FD_FILTER_PROTO 1
+#define FD_FILTER_PORT 2
+#define FD_FILTER_SRC 4
+#define FD_FILTER_DST 8
+
+/* Configuration and the shared packet index, in the program's .bss (mmapped by the loader). */
+struct fd_config {
+	__u32 model;
+	__u32 log;          /* 1: write (index, verdict, state, length) to the ring buffer */
+	__u64 key;          /* fecdrop_key(seed, stream) */
+	__u64 seed, stream; /* kept for `stats` */
+	__u64 t_drop;       /* uniform: drop when u < t_drop (thresholds in [0, 2^32]) */
+	__u64 t_p, t_r;     /* GE: Good->Bad when u < t_p; Bad->Good when u < t_r */
+	__u64 t_k, t_h;     /* GE: deliver in Good when u < t_k; deliver in Bad when u < t_h */
+	__u64 table_len;    /* packets covered by the decision table */
+	__u64 chain_state0; /* GE: chain state and loss-run length at index table_len (for resets) */
+	__u64 chain_run0;
+	/* filter */
+	__u32 filter_flags;
+	__u32 filter_proto;
+	__u32 filter_port;
+	__u32 filter_family; /* 4 or 6 when an address is given */
+	__u8 filter_src[16];
+	__u8 filter_dst[16];
+};
+
+/* Per-CPU counters; the loader sums them. */
+struct fd_stats {
+	__u64 seen, matched, dropped;
+	__u64 good, bad; /* packets handled in each Gilbert-Elliott state */
+	__u64 bursts;    /* dropped packets whose predecessor (index - 1) was delivered */
+	__u64 gso;       /* skbs with gso_segs > 1 (one verdict would hit several wire packets) */
+	__u64 nonip;     /* non-IP frames (always passed, never counted as matched) */
+};
+
+/* Gilbert-Elliott chain beyond the decision table, advanced under a lock. */
+struct fd_chain {
+	struct bpf_spin_lock lock;
+	__u32 state;      /* 0 Good, 1 Bad: state of packet `next` */
+	__u64 next;       /* index of the next packet served by the chain */
+	__u64 run;        /* length of the loss run ending at next - 1 */
+	__u64 longest;    /* longest loss run seen by the chain */
+};
+
+struct fd_record {
+	__u64 index;
+	__u8 verdict; /* 1 = dropped */
+	__u8 state;   /* GE state (0 Good, 1 Bad); 0 for other models */
+	__u16 pad;
+	__u32 len;
+};
+
+#define FD_GOLDEN 0x9e3779b97f4a7c15ULL
+
+static inline __u64 fecdrop_mix64(__u64 z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* Per-instance key; any seed (0 included) and stream give a well-mixed key. */
+static inline __u64 fecdrop_key(__u64 seed, __u64 stream)
+{
+	return fecdrop_mix64(fecdrop_mix64(seed ^ 0x6a09e667f3bcc909ULL) ^ stream);
+}
+
+/* 64 random bits for packet `index`: high 32 bits decide the verdict, low 32 the GE transition. */
+static inline __u64 fecdrop_hash(__u64 key, __u64 index)
+{
+	return fecdrop_mix64(key + (index + 1) * FD_GOLDEN);
+}
+
+#endif

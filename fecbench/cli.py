@@ -69,6 +69,11 @@ def clean(all_owners: bool = typer.Option(False, "--include-live",
 
 
 # --- component sub-commands (each component registers its own here) ---
+from fecbench.report_cli import export as _export_command  # noqa: E402
+from fecbench.report_cli import report as _report_command  # noqa: E402
+
+app.command("report")(_report_command)
+app.command("export")(_export_command)
 
 
 def main() -> None:

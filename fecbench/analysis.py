@@ -1,0 +1,413 @@
+"""Figures for campaigns, shared by ``fecbench report`` and the notebooks (one implementation each).
+
+Every function takes frames from :mod:`fecbench.results` and returns a ``matplotlib.figure.Figure``
+built without pyplot (no global state, works under the Agg backend and inline in Jupyter). Style,
+after the seed papers: one colour per label, stable across all figures of a database (from the
+``labels`` attribute ``results.load`` puts on its frames); one colour per file size on a
+sequential scale; sizes shown as kB/MB; ratios on a log2 axis with a reference line at 1; times on
+log axes where they span decades.
+
+Figures:
+- ``ratio_ecdf``: ECDF of a metric ratio (e.g. DCT of quic-fec / quic), one curve per file size,
+  one panel per compared label — Fig. 6, 7, 10 of Michel et al. 2019; also the data-received
+  ratios of the thesis (Fig. 5.9, 5.15) when there is no size.
+- ``ratio_vs_factors``: the same ratios against each design factor (where FEC hurts: low bw, low r).
+- ``metric_ecdf``: ECDF of a metric per label (re-buffering time, data received: thesis Fig. 5.7–5.19),
+  optionally one panel per size (download completion times).
+- ``status_bars``, ``fidelity_scatter``, ``loss_fidelity``: what ran and whether the emulation
+  matched the design.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from functools import wraps
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+
+#: matplotlib settings for paper figures (readable when shrunk to a column width).
+PAPER_RC = {
+    "figure.dpi": 100, "savefig.dpi": 150, "savefig.bbox": "tight", "font.size": 10,
+    "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9, "legend.title_fontsize": 9,
+    "xtick.labelsize": 9, "ytick.labelsize": 9, "lines.linewidth": 1.6, "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+LABEL_PALETTE = "colorblind"
+SIZE_PALETTE = "viridis"
+METRIC_TITLES = {
+    "dct_ms": "download completion time (ms)", "handshake_ms": "handshake time (ms)",
+    "rebuffering_ms": "total re-buffering time (ms)", "bytes_app": "data received",
+    "client_wall_ms": "client wall time (ms)", "messages_late": "late messages",
+    "messages_corrupt": "corrupted messages", "lost": "lost packets", "recovered": "recovered packets",
+    "rtt_ms": "RTT (ms)", "bytes_sent": "bytes sent", "packets_sent": "packets sent",
+}
+FACTOR_TITLES = {"bw": "bandwidth (Mbit/s)", "owd": "one-way delay (ms)", "p": "p", "r": "r", "k": "k",
+                 "h": "h", "loss": "loss rate"}
+NICE_RATIO_TICKS = [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10, 20]
+STATUS_COLORS = {"ok": "#4c9a2a", "failed": "#c0392b", "timeout": "#e67e22", "unsupported": "#95a5a6",
+                 "fidelity": "#8e44ad", "interrupted": "#f1c40f", "pending": "#d0d3d4"}
+
+
+def styled(func: Callable[..., Figure]) -> Callable[..., Figure]:
+    """Build the figure under the paper style, whatever the caller's global matplotlib settings."""
+    @wraps(func)
+    def wrapper(*args, **kwargs) -> Figure:
+        with matplotlib.rc_context(), sns.axes_style("whitegrid"):
+            matplotlib.rcParams.update(PAPER_RC)
+            return func(*args, **kwargs)
+    return wrapper
+
+
+# --- naming and colours ----------------------------------------------------------------------
+
+def format_size(size: float | None) -> str:
+    """Bytes as the papers write them (decimal units): 1000 → '1 kB', 1_000_000 → '1 MB'."""
+    if size is None or (isinstance(size, float) and math.isnan(size)) or size is pd.NA:
+        return "messages"
+    size = float(size)
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:g} {unit}"
+    return f"{size:g} B"
+
+
+def format_bytes_axis(value: float, _pos: object = None) -> str:
+    """Tick label for byte counts (1.5 MB, 200 kB)."""
+    if value <= 0:
+        return "0"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.3g} B"
+
+
+def _plain_number(value: float, _pos: object = None) -> str:
+    return f"{value:g}"
+
+
+def labels_of(frame: pd.DataFrame) -> list[str]:
+    """All labels of the database the frame came from (for stable colours), else of the frame."""
+    labels = frame.attrs.get("labels")
+    if labels:
+        return list(labels)
+    column = "label" if "label" in frame else None
+    return sorted(frame[column].dropna().unique()) if column else []
+
+
+def label_palette(labels: Sequence[str]) -> dict[str, tuple]:
+    """One colour per label, in sorted label order: the same label has the same colour everywhere."""
+    ordered = sorted(set(labels))
+    colors = sns.color_palette(LABEL_PALETTE, max(len(ordered), 1))
+    return {label: colors[i % len(colors)] for i, label in enumerate(ordered)}
+
+
+def size_palette(sizes: Sequence[float]) -> dict[str, tuple]:
+    """One colour per file size (sequential: small = dark, large = light), keyed by size name."""
+    ordered = sorted({float(s) for s in sizes if s is not None and not pd.isna(s)})
+    colors = sns.color_palette(SIZE_PALETTE, max(len(ordered), 1) + 1)[:max(len(ordered), 1)]
+    return {format_size(s): colors[i] for i, s in enumerate(ordered)}
+
+
+def _sizes_of(frame: pd.DataFrame) -> list[float]:
+    sizes = frame.attrs.get("sizes")
+    if sizes:
+        return list(sizes)
+    return sorted(frame["size"].dropna().unique()) if "size" in frame else []
+
+
+def _with_size_names(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The frame with a ``size_name`` column, and the size names in increasing size order."""
+    frame = frame.copy()
+    frame["size_name"] = [format_size(s) for s in frame["size"]] if "size" in frame else "messages"
+    order = [format_size(s) for s in sorted(frame["size"].dropna().unique())] if "size" in frame else []
+    if frame["size_name"].eq("messages").any():
+        order.append("messages")
+    return frame, order
+
+
+def _log2_axis(ax, which: str, values: pd.Series) -> None:
+    """A log2 ratio axis (``which`` = "x" or "y") with plain-number ticks (0.25, 0.5, 1, 2, 4)."""
+    finite = values[np.isfinite(values) & (values > 0)]
+    low, high = (finite.min(), finite.max()) if len(finite) else (0.5, 2.0)
+    if high / low < 1.25:  # ratios all close to 1 (data received): a linear axis reads better
+        low, high = min(low, 0.99), max(high, 1.01)
+        pad = 0.05 * (high - low)
+        (ax.set_xscale if which == "x" else ax.set_yscale)("linear")
+        (ax.set_xlim if which == "x" else ax.set_ylim)(low - pad, high + pad)
+        return
+    low, high = min(low, 0.9), max(high, 1.1)
+    span = math.log2(high) - math.log2(low)
+    if span <= 4:  # less than 16×: round numbers between the powers of two
+        ticks = [t for t in NICE_RATIO_TICKS if low / 1.2 <= t <= high * 1.2]
+    else:
+        step = math.ceil(span / 8)
+        ticks = [2.0 ** e for e in range(math.floor(math.log2(low)), math.ceil(math.log2(high)) + 1, step)]
+    pad = 2 ** (0.04 * max(span, 1))
+    set_scale, set_lim = (ax.set_xscale, ax.set_xlim) if which == "x" else (ax.set_yscale, ax.set_ylim)
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    set_scale("log", base=2)
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FuncFormatter(_plain_number))
+    axis.set_minor_formatter(NullFormatter())
+    set_lim(low / pad, high * pad)
+
+
+def _log10_axis(axis: matplotlib.axis.Axis) -> None:
+    """Plain-number ticks at 1, 2, 5 × powers of ten on an axis already in log scale."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(_plain_number))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _empty(fig: Figure, ax, text: str) -> Figure:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=11, color="0.3")
+    ax.set_axis_off()
+    return fig
+
+
+def _grid(n: int, ncols: int, width: float = 4.2, height: float = 3.3) -> tuple[Figure, list]:
+    ncols = max(1, min(ncols, n))
+    nrows = max(1, math.ceil(n / ncols))
+    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel().tolist()
+    for ax in axes[n:]:
+        ax.set_axis_off()
+    return fig, axes[:max(n, 1)]
+
+
+def metric_title(metric: str) -> str:
+    return METRIC_TITLES.get(metric, metric)
+
+
+def factor_title(factor: str) -> str:
+    return FACTOR_TITLES.get(factor, factor)
+
+
+# --- figures ---------------------------------------------------------------------------------
+
+@styled
+def ratio_ecdf(pairs: pd.DataFrame, *, title: str | None = None, ncols: int = 3) -> Figure:
+    """ECDF of the ratio ``label / baseline`` (a ``results.paired`` frame), one curve per size.
+
+    One panel per compared label. A ratio below 1 means the label did better than the baseline
+    for a time metric (DCT, re-buffering) and worse for an amount (data received).
+    """
+    metric = pairs.attrs.get("metric", "metric")
+    usable = pairs[pairs["ratio"].notna() & np.isfinite(pairs["ratio"]) & (pairs["ratio"] > 0)]
+    labels = sorted(usable["label"].unique())
+    fig, axes = _grid(len(labels), ncols)
+    if not labels:
+        return _empty(fig, axes[0], f"no paired ok runs to compare ({metric})")
+    data, order = _with_size_names(usable)
+    sized = any(name != "messages" for name in order)
+    colors = size_palette(_sizes_of(pairs)) if sized else None
+    label_colors = label_palette(labels_of(pairs))
+    baseline = str(pairs["baseline"].iloc[0])
+    for ax, label in zip(axes, labels, strict=False):
+        sub = data[data["label"] == label]
+        if sized:
+            sns.ecdfplot(data=sub, x="ratio", hue="size_name", hue_order=[o for o in order if o in
+                         set(sub["size_name"])], palette=colors, ax=ax)
+            legend = ax.get_legend()
+            if legend is not None:
+                legend.set_title("file size")
+        else:
+            sns.ecdfplot(data=sub, x="ratio", color=label_colors[label], ax=ax)
+        ax.axvline(1.0, color="0.2", linestyle="--", linewidth=1)
+        _log2_axis(ax, "x", usable["ratio"])
+        ax.set_xlabel(f"{metric_title(metric).split(' (')[0]} ratio {label} / {baseline}")
+        ax.set_ylabel("ECDF")
+        ax.set_ylim(0, 1.02)
+        ax.set_title(f"{label} vs {baseline}")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+@styled
+def ratio_vs_factors(pairs: pd.DataFrame, factors: Sequence[str] | None = None, *, label: str | None = None,
+                     ncols: int = 3) -> Figure:
+    """The ratio ``label / baseline`` against each design factor, coloured by size, log2 y axis."""
+    metric = pairs.attrs.get("metric", "metric")
+    factors = list(factors if factors is not None else pairs.attrs.get("factors", []))
+    factors = [f for f in factors if f in pairs and pd.api.types.is_numeric_dtype(pairs[f])]
+    usable = pairs[pairs["ratio"].notna() & np.isfinite(pairs["ratio"]) & (pairs["ratio"] > 0)]
+    if label is None and len(usable):
+        label = sorted(usable["label"].unique())[0]
+    usable = usable[usable["label"] == label]
+    fig, axes = _grid(len(factors), ncols, width=3.6, height=3.0)
+    if not factors or usable.empty:
+        return _empty(fig, axes[0], "no paired ok runs or no numeric factors")
+    data, order = _with_size_names(usable)
+    sized = any(name != "messages" for name in order)
+    baseline = str(pairs["baseline"].iloc[0])
+    for i, (ax, factor) in enumerate(zip(axes, factors, strict=False)):
+        if sized:
+            sns.scatterplot(data=data, x=factor, y="ratio", hue="size_name", hue_order=order,
+                            palette=size_palette(_sizes_of(pairs)), ax=ax, s=18, alpha=0.75,
+                            edgecolor="none", legend=(i == 0))
+        else:
+            sns.scatterplot(data=data, x=factor, y="ratio", color=label_palette(labels_of(pairs))[label],
+                            ax=ax, s=18, alpha=0.75, edgecolor="none")
+        ax.axhline(1.0, color="0.2", linestyle="--", linewidth=1)
+        _log2_axis(ax, "y", usable["ratio"])
+        ax.set_xlabel(factor_title(factor))
+        ax.set_ylabel(f"ratio {label} / {baseline}" if i % ncols == 0 else "")
+        if i == 0 and sized and ax.get_legend() is not None:  # one legend for all panels, outside
+            handles, names = ax.get_legend_handles_labels()
+            ax.get_legend().remove()
+            fig.legend(handles, names, title="file size", loc="outside right upper", frameon=False)
+    fig.suptitle(f"{metric_title(metric).split(' (')[0]} ratio {label} / {baseline} against each factor")
+    return fig
+
+
+@styled
+def metric_ecdf(frame: pd.DataFrame, metric: str, *, per_size: bool = False, log: bool | None = None,
+                ncols: int = 2, title: str | None = None) -> Figure:
+    """ECDF of ``metric`` over ok runs, one curve per label (thesis Fig. 5.7, 5.8; DCT per size)."""
+    usable = frame[(frame["status"] == "ok") & frame[metric].notna()] if "status" in frame else frame
+    usable = usable[usable[metric].notna()]
+    data, order = _with_size_names(usable)
+    panels = order if per_size else [None]
+    fig, axes = _grid(len(panels), ncols, width=3.8 if per_size else 5.2, height=3.2 if per_size else 3.6)
+    if usable.empty:
+        return _empty(fig, axes[0], f"no ok runs with {metric_title(metric)}")
+    colors = label_palette(labels_of(frame))
+    for i, (ax, panel) in enumerate(zip(axes, panels, strict=False)):
+        sub = data if panel is None else data[data["size_name"] == panel]
+        labels = sorted(sub["label"].unique())
+        # A log axis when the values span more than a decade and are all positive.
+        use_log = log if log is not None else bool((sub[metric] > 0).all()
+                                                   and sub[metric].max() > 10 * sub[metric].min())
+        sns.ecdfplot(data=sub, x=metric, hue="label", hue_order=labels, palette=colors, ax=ax,
+                     log_scale=(10, False) if use_log else False, legend=(i == 0))
+        if use_log:
+            _log10_axis(ax.xaxis)
+        if metric.startswith("bytes"):
+            ax.xaxis.set_major_formatter(FuncFormatter(format_bytes_axis))
+        ax.set_xlabel(metric_title(metric))
+        ax.set_ylabel("ECDF" if i % ncols == 0 else "")
+        ax.set_ylim(0, 1.02)
+        if panel is not None:
+            ax.set_title(panel)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+@styled
+def metric_vs_factor(frame: pd.DataFrame, metric: str, factor: str, *, title: str | None = None) -> Figure:
+    """``metric`` of ok runs against one factor, one colour per label (thesis Fig. 5.10)."""
+    usable = frame[(frame["status"] == "ok") & frame[metric].notna() & frame[factor].notna()]
+    fig = Figure(figsize=(5.2, 3.6), layout="constrained")
+    ax = fig.subplots()
+    if usable.empty:
+        return _empty(fig, ax, f"no ok runs with {metric_title(metric)}")
+    labels = sorted(usable["label"].unique())
+    sns.scatterplot(data=usable, x=factor, y=metric, hue="label", hue_order=labels,
+                    palette=label_palette(labels_of(frame)), ax=ax, s=22, alpha=0.8, edgecolor="none")
+    ax.set_xlabel(factor_title(factor))
+    ax.set_ylabel(metric_title(metric))
+    if metric.startswith("bytes"):
+        ax.yaxis.set_major_formatter(FuncFormatter(format_bytes_axis))
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+@styled
+def status_bars(frame: pd.DataFrame) -> Figure:
+    """Runs per label, stacked by status (what ran, what failed)."""
+    fig = Figure(figsize=(6.4, 0.5 + 0.45 * max(frame["label"].nunique(), 2)), layout="constrained")
+    ax = fig.subplots()
+    if frame.empty:
+        return _empty(fig, ax, "no runs in this database")
+    table = pd.crosstab(frame["label"], frame["status"])
+    statuses = [s for s in STATUS_COLORS if s in table.columns] + \
+               [s for s in table.columns if s not in STATUS_COLORS]
+    left = np.zeros(len(table))
+    for status in statuses:
+        values = table[status].to_numpy()
+        ax.barh(table.index, values, left=left, color=STATUS_COLORS.get(status, "0.5"), label=status)
+        left += values
+    ax.invert_yaxis()
+    ax.set_xlabel("runs")
+    ax.legend(ncols=min(len(statuses), 4), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    ax.grid(axis="y", visible=False)
+    return fig
+
+
+def _identity_scatter(ax, configured: pd.Series, measured: pd.Series, ok: pd.Series | None,
+                      xlabel: str, ylabel: str) -> None:
+    values = pd.DataFrame({"configured": configured, "measured": measured,
+                           "check": "no verdict" if ok is None else ok.map(
+                               {True: "ok", False: "out of tolerance"}).fillna("no verdict")}).dropna(
+        subset=["configured", "measured"])
+    if values.empty:
+        ax.text(0.5, 0.5, "no measurements", ha="center", va="center", transform=ax.transAxes)
+        return
+    sns.scatterplot(data=values, x="configured", y="measured", hue="check", ax=ax, s=22,
+                    palette={"ok": "#4c9a2a", "out of tolerance": "#c0392b", "no verdict": "0.5"},
+                    edgecolor="none", alpha=0.8)
+    low = min(values["configured"].min(), values["measured"].min())
+    high = max(values["configured"].max(), values["measured"].max())
+    ax.plot([low, high], [low, high], color="0.2", linestyle="--", linewidth=1, label="measured = configured")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(frameon=False)
+
+
+@styled
+def fidelity_scatter(fid: pd.DataFrame) -> Figure:
+    """Measured against configured RTT and rate (a ``results.fidelity`` frame), identity line."""
+    fig = Figure(figsize=(9.0, 3.8), layout="constrained")
+    rtt_ax, rate_ax = fig.subplots(1, 2)
+    if fid.empty:
+        _empty(fig, rate_ax, "")
+        return _empty(fig, rtt_ax, "no fidelity measurements in this database")
+    ok = fid["ok"].astype("object").where(fid["ok"].notna(), None) if "ok" in fid else None
+    _identity_scatter(rtt_ax, fid["rtt_configured_ms"], fid["rtt_measured_ms"], ok,
+                      "configured RTT (ms)", "measured RTT (ms)")
+    _identity_scatter(rate_ax, fid["rate_configured_mbit"], fid["rate_measured_mbit"], ok,
+                      "configured rate (Mbit/s)", "measured rate (Mbit/s)")
+    rtt_ax.set_title("round-trip time")
+    rate_ax.set_title("bottleneck rate")
+    return fig
+
+
+@styled
+def loss_fidelity(stats: pd.DataFrame) -> Figure:
+    """Observed loss rate per run and link direction against the loss model's long-run rate."""
+    usable = stats[stats["loss_rate"].notna() & stats["expected_loss"].notna()]
+    fig = Figure(figsize=(5.2, 4.0), layout="constrained")
+    ax = fig.subplots()
+    if usable.empty:
+        return _empty(fig, ax, "no dropper counters with a known loss model")
+    data = usable.assign(where=usable["link"] + " " + usable["direction"])
+    sns.scatterplot(data=data, x="expected_loss", y="loss_rate", hue="where", ax=ax, s=20, alpha=0.7,
+                    edgecolor="none")
+    high = max(data["expected_loss"].max(), data["loss_rate"].max(), 0.01) * 1.05
+    ax.plot([0, high], [0, high], color="0.2", linestyle="--", linewidth=1)
+    ax.set_xlim(-0.01 * high, high)
+    ax.set_ylim(-0.01 * high, high)
+    ax.set_xlabel("loss rate of the model")
+    ax.set_ylabel("loss rate observed by the dropper")
+    ax.set_title("dropped / matched packets per run")
+    ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def save(fig: Figure, path: str | Path) -> Path:
+    """Write a figure as PNG (parents created) and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with matplotlib.rc_context(PAPER_RC):
+        fig.savefig(path, format="png")
+    return path

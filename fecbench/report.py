@@ -1,0 +1,254 @@
+"""``fecbench report`` and ``fecbench export``: a campaign database to figures, tables and tidy files.
+
+``fecbench report [DB] [-o DIR] [--baseline LABEL]`` writes PNG figures and ONE self-contained HTML
+page (``index.html``, images embedded as base64) with the campaign summary, runs per status, medians
+and ratio tables. Default DB: the newest ``results/*.sqlite``; default DIR: ``results/<db stem>-report/``.
+Figures (from :mod:`fecbench.analysis`, the same code as the notebooks):
+
+- ``status.png``, ``fidelity.png``, ``loss-fidelity.png``: what ran and whether the emulation held;
+- downloads: ``dct-ecdf.png`` (completion time per size), ``dct-ratio-ecdf.png`` (ECDF of the DCT
+  ratio label / baseline on identical point, repetition and size, one curve per size — Fig. 6, 7, 10
+  of the 2019 paper) and ``dct-ratio-vs-factors-<label>.png``;
+- messages: ``rebuffering-ecdf.png``, ``data-received-ecdf.png`` (thesis Fig. 5.7–5.19),
+  ``data-received-ratio-ecdf.png`` and ``rebuffering-vs-owd.png``.
+
+``fecbench report --open-notebook [DB]`` starts Jupyter (JupyterLab, else the classic notebook) in
+``notebooks/`` with ``FECBENCH_DB`` set to the database, which every notebook's parameters cell
+reads. Jupyter's server is optional: without it the command says how to install it and exits 2.
+
+``fecbench export [DB] --format csv|parquet [-o PATH]`` writes the tidy runs frame of
+``results.load`` (one row per run: factors, run description, status, metrics); default
+``results/<db stem>.csv`` or ``.parquet``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from fecbench import results
+from fecbench.errors import UserError
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+FIGURE_NOTES = {
+    "status": "Runs per label and status.",
+    "fidelity": "Measured against configured RTT and bottleneck rate (dashed: identity).",
+    "loss-fidelity": "Loss rate counted by the dropper against the loss model's long-run rate.",
+    "dct-ecdf": "ECDF of the download completion time per file size.",
+    "dct-ratio-ecdf": "ECDF of the DCT ratio between each label and the baseline on identical (point, "
+                      "repetition, size); below 1: faster than the baseline.",
+    "rebuffering-ecdf": "ECDF of the total re-buffering time per label.",
+    "data-received-ecdf": "ECDF of the amount of data received by the application per label.",
+    "data-received-ratio-ecdf": "ECDF of the ratio of data received against the baseline; above 1: "
+                                "more data than the baseline.",
+    "rebuffering-vs-owd": "Total re-buffering time against the one-way delay.",
+}
+
+
+@dataclass
+class Report:
+    """What ``build`` wrote: the HTML page, the figures (name → PNG path) and the tables."""
+    html: Path
+    figures: dict[str, Path] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def default_db(directory: str | Path = "results") -> Path:
+    """The newest ``*.sqlite`` in ``directory`` (what ``report``, ``export`` use without a DB)."""
+    candidates = sorted(Path(directory).glob("*.sqlite"), key=lambda p: p.stat().st_mtime)
+    if not candidates:
+        raise UserError(f"no results database in {directory}/: give its path, or run a campaign first "
+                        "(fecbench run designs/smoke.toml)")
+    return candidates[-1]
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a label."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "label"
+
+
+def choose_baseline(labels: list[str], preferred: tuple[str, ...]) -> str | None:
+    for name in preferred:
+        if name in labels:
+            return name
+    return labels[0] if labels else None
+
+
+def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | None = None,
+          progress=None) -> Report:
+    """Write the report of ``db`` into ``outdir`` and return what was written.
+
+    ``baseline`` (default ``quic``, else the first label) is the label every other label is compared
+    with; for messages runs the default is ``udp`` when present. ``progress`` is called with each
+    step's name (the CLI shows it).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display; before anything imports pyplot
+    from fecbench import analysis
+
+    db = Path(db)
+    frame = results.load(db)
+    if frame.empty:
+        raise UserError(f"{db}: no runs recorded yet (is the campaign still planning?)")
+    outdir = Path(outdir) if outdir is not None else db.parent / f"{db.stem}-report"
+    outdir.mkdir(parents=True, exist_ok=True)
+    step = progress or (lambda _name: None)
+    report = Report(html=outdir / "index.html")
+    notes: dict[str, str] = {}
+    labels = frame.attrs["labels"]
+    if baseline is not None and baseline not in labels:
+        raise UserError(f"baseline label {baseline!r} has no runs in {db} (labels: {', '.join(labels)})")
+
+    def figure(name: str, fig, note: str | None = None) -> None:
+        step(name)
+        report.figures[name] = analysis.save(fig, outdir / f"{name}.png")
+        notes[name] = note or FIGURE_NOTES.get(name, "")
+
+    camps = results.campaigns(db)
+    report.tables["campaigns"] = camps[["id", "name", "created_at", "design_hash", "git_sha", "seed",
+                                        "repetitions", "topology", "link_backend"]].assign(
+        design_hash=camps["design_hash"].str[:12])
+    report.tables["runs per status"] = results.status_counts(frame)
+    figure("status", analysis.status_bars(frame))
+    fid = results.fidelity(db)
+    if not fid.empty:
+        figure("fidelity", analysis.fidelity_scatter(fid))
+        report.tables["fidelity"] = pd.DataFrame({
+            "checks": [len(fid)], "out of tolerance": [int((fid["ok"] == False).sum())],  # noqa: E712
+            "median RTT measured/configured": [fid["rtt_ratio"].median()],
+            "median rate measured/configured": [fid["rate_ratio"].median()]})
+    stats = results.link_stats(db)
+    if stats["expected_loss"].notna().any():
+        figure("loss-fidelity", analysis.loss_fidelity(stats))
+
+    downloads = frame[frame["workload"] == "download"]
+    if (downloads["status"] == "ok").any():
+        figure("dct-ecdf", analysis.metric_ecdf(downloads, "dct_ms", per_size=True))
+        report.tables["DCT medians (ms)"] = _pivot_medians(results.medians(downloads, "dct_ms"))
+        base = baseline or choose_baseline(labels, ("quic",))
+        if len(downloads["label"].unique()) > 1 and base in set(downloads["label"]):
+            pairs = results.paired(downloads, baseline=base, metric="dct_ms")
+            if pairs["ratio"].notna().any():
+                figure("dct-ratio-ecdf", analysis.ratio_ecdf(pairs))
+                report.tables[f"DCT ratio label / {base}"] = results.ratio_medians(pairs).assign(
+                    size=lambda t: t["size"].map(analysis.format_size))
+                for label in sorted(pairs["label"].unique()):
+                    figure(f"dct-ratio-vs-factors-{slug(label)}",
+                           analysis.ratio_vs_factors(pairs, label=label),
+                           f"DCT ratio {label} / {base} against each design factor.")
+
+    messages = frame[frame["workload"] == "messages"]
+    if (messages["status"] == "ok").any():
+        figure("rebuffering-ecdf", analysis.metric_ecdf(messages, "rebuffering_ms"))
+        figure("data-received-ecdf", analysis.metric_ecdf(messages, "bytes_app", log=False))
+        table = results.medians(messages, "rebuffering_ms", by=["label"]).add_prefix("rebuffering_ms ")
+        received = results.medians(messages, "bytes_app", by=["label"]).add_prefix("bytes_app ")
+        report.tables["messages medians"] = table.merge(
+            received, left_on="rebuffering_ms label", right_on="bytes_app label").rename(
+            columns={"rebuffering_ms label": "label"}).drop(columns="bytes_app label")
+        base = baseline or choose_baseline(labels, ("udp", "quic"))
+        if len(messages["label"].unique()) > 1 and base in set(messages["label"]):
+            pairs = results.paired(messages, baseline=base, by=["point", "rep"], metric="bytes_app")
+            if pairs["ratio"].notna().any():
+                figure("data-received-ratio-ecdf", analysis.ratio_ecdf(pairs))
+        if "owd" in messages:
+            figure("rebuffering-vs-owd", analysis.metric_vs_factor(messages, "rebuffering_ms", "owd"))
+
+    failures = frame[~frame["status"].isin(["ok", "pending"])]
+    if not failures.empty:
+        report.tables["runs not ok (first 30)"] = failures[
+            ["point", "label", "workload", "size", "repetition", "status", "error"]].head(30)
+    step("index.html")
+    report.html.write_text(_html(db, frame, report, notes), encoding="utf-8")
+    return report
+
+
+def _pivot_medians(table: pd.DataFrame) -> pd.DataFrame:
+    from fecbench.analysis import format_size
+
+    pivot = table.pivot(index="label", columns="size", values="median")
+    pivot.columns = [format_size(c) for c in pivot.columns]
+    return pivot
+
+
+def _html(db: Path, frame: pd.DataFrame, report: Report, notes: dict[str, str]) -> str:
+    title = f"fecbench report: {db.name}"
+    ok = int((frame["status"] == "ok").sum())
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+             "<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
+             "table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.9em}"
+             "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}"
+             "th{background:#f2f2f2}img{max-width:100%;border:1px solid #eee}"
+             "figure{margin:1.5em 0}figcaption{color:#555;font-size:.9em}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>",
+             f"<p>{len(frame)} runs, {ok} ok; labels: {html.escape(', '.join(frame.attrs['labels']))}. "
+             f"Generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} from "
+             f"<code>{html.escape(str(db))}</code>.</p>", "<h2>Tables</h2>"]
+    for name, table in report.tables.items():
+        parts.append(f"<h3>{html.escape(name)}</h3>")
+        parts.append(table.to_html(float_format=lambda v: f"{v:.4g}", na_rep="–", border=0))
+    parts.append("<h2>Figures</h2>")
+    for name, path in report.figures.items():
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        parts.append(f"<figure><img alt='{html.escape(name)}' src='data:image/png;base64,{data}'>"
+                     f"<figcaption><b>{html.escape(path.name)}</b> {html.escape(notes.get(name, ''))}"
+                     "</figcaption></figure>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def export(db: str | Path, fmt: str, path: str | Path | None = None) -> Path:
+    """Write the tidy runs frame (``results.load``) as CSV or Parquet; returns the file written."""
+    if fmt not in ("csv", "parquet"):
+        raise UserError(f"unknown export format {fmt!r} (allowed: csv, parquet)")
+    db = Path(db)
+    frame = results.load(db)
+    target = Path(path) if path is not None else db.with_suffix(f".{fmt}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")  # never leave a half-written file
+    try:
+        if fmt == "csv":
+            frame.to_csv(partial, index=False)
+        else:
+            if importlib.util.find_spec("pyarrow") is None:
+                raise UserError("Parquet export needs pyarrow: .venv/bin/pip install 'fecbench[analysis]'")
+            frame.to_parquet(partial, index=False)
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return target
+
+
+def jupyter_command() -> list[str]:
+    """argv starting a Jupyter server with this Python (JupyterLab, else the classic notebook)."""
+    for module in ("jupyterlab", "notebook"):
+        if importlib.util.find_spec(module) is not None:
+            return [sys.executable, "-m", module]
+    raise UserError("Jupyter is not installed: .venv/bin/pip install jupyterlab (or open the notebooks in "
+                    "notebooks/ with any Jupyter, after export FECBENCH_DB=<database>)")
+
+
+def open_notebook(db: str | Path, notebooks: Path = NOTEBOOKS_DIR) -> int:
+    """Start Jupyter in ``notebooks`` on ``db`` (FECBENCH_DB); returns Jupyter's exit status."""
+    db = Path(db).resolve()
+    results.connect(db).close()  # a clear error now rather than in the first notebook cell
+    argv = jupyter_command() + ["--notebook-dir", str(notebooks)]
+    if os.geteuid() == 0:
+        argv.append("--allow-root")
+    env = dict(os.environ, FECBENCH_DB=str(db))
+    print(f"starting Jupyter in {notebooks} on {db} (Ctrl-C to stop)")
+    if shutil.which(argv[0]) is None:
+        raise UserError(f"cannot run {argv[0]}")
+    return subprocess.run(argv, env=env, check=False).returncode

@@ -1,0 +1,49 @@
+"""CLI of ``fecbench report`` and ``fecbench export`` (light imports; the work is in fecbench.report)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+console = Console()
+
+
+def report(
+    db: Path = typer.Argument(None, help="Results database (default: the newest results/*.sqlite)."),
+    output: Path = typer.Option(None, "-o", "--output", help="Output directory "
+                                "(default: results/<db stem>-report/)."),
+    baseline: str = typer.Option(None, "--baseline", help="Label the others are compared with "
+                                 "(default: quic; udp for messages runs)."),
+    open_notebook: bool = typer.Option(False, "--open-notebook", help="Instead of writing a report, "
+                                       "start Jupyter in notebooks/ on this database (FECBENCH_DB)."),
+) -> None:
+    """Figures (PNG) and one self-contained HTML page with summary and medians tables.
+
+    With --open-notebook, start Jupyter on the database instead (needs jupyterlab or notebook:
+    .venv/bin/pip install jupyterlab; without it this says so and exits 2).
+    """
+    from fecbench import report as report_mod
+
+    db = db if db is not None else report_mod.default_db()
+    if open_notebook:
+        raise typer.Exit(report_mod.open_notebook(db))
+    with console.status("report") as status:
+        written = report_mod.build(db, output, baseline=baseline,
+                                   progress=lambda name: status.update(f"report: {name}"))
+    console.print(f"{len(written.figures)} figures and {len(written.tables)} tables → {written.html}")
+
+
+def export(
+    db: Path = typer.Argument(None, help="Results database (default: the newest results/*.sqlite)."),
+    fmt: str = typer.Option("csv", "--format", "-f", help="csv or parquet."),
+    output: Path = typer.Option(None, "-o", "--output", help="Output file "
+                                "(default: the database path with .csv or .parquet)."),
+) -> None:
+    """Tidy runs table (one row per run: factors, implementation, label, status, metrics) as CSV/Parquet."""
+    from fecbench import report as report_mod
+
+    db = db if db is not None else report_mod.default_db()
+    target = report_mod.export(db, fmt, output)
+    console.print(f"wrote {target}")

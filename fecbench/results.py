@@ -1,0 +1,270 @@
+"""Read API over a results database: tidy pandas frames for analysis, report and notebooks.
+
+Every function takes the database path (or, where noted, an already loaded frame) and opens it
+read-only (``file:…?mode=ro``), so it is safe to call while a campaign is still writing (WAL).
+
+- ``load(db)``: one row per run — campaign, design point, factor values (one column per factor),
+  implementation, label, workload, size, repetition, status, timings and the typed metrics.
+- ``paired(db, baseline="quic", by=["point", "rep", "size"], metric="dct_ms")``: the ratio
+  ``metric(label) / metric(baseline)`` for every other label on identical conditions (same design,
+  point, repetition — hence the same loss seed — and size).
+- ``link_stats(db)``, ``fidelity(db)``: per-run dropper counters and emulation checks, joinable on
+  ``run_key`` = ``load(db).key``.
+- ``campaigns(db)``, ``factors(db)``, ``medians(...)``, ``status_counts(...)``: small helpers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+from collections.abc import Iterable, Sequence
+from contextlib import closing
+from pathlib import Path
+from urllib.parse import quote
+
+import pandas as pd
+
+from fecbench.errors import UserError
+
+SCHEMA_VERSION = "1"
+#: Columns of the runs table kept in the tidy frame (logs tails are left to ``run_logs``).
+RUN_COLUMNS = ["key", "campaign_id", "point", "impl", "label", "impl_args", "workload", "size",
+               "repetition", "loss_seed", "status", "error", "started_at", "finished_at",
+               "duration_s", "attempts", "link_backend", "host"]
+#: Typed metric columns (the client's whole JSON stays in the database).
+METRIC_COLUMNS = ["dct_ms", "handshake_ms", "bytes_app", "packets_sent", "bytes_sent", "repair_sent",
+                  "recovered", "lost", "retransmitted_bytes", "congestion_events", "cwnd_final",
+                  "rtt_ms", "rebuffering_ms", "messages_late", "messages_corrupt", "client_wall_ms"]
+#: Aliases accepted in ``paired(by=...)``.
+KEY_ALIASES = {"rep": "repetition"}
+
+DbLike = str | os.PathLike
+
+
+def connect(db: DbLike) -> sqlite3.Connection:
+    """A read-only connection to a fecbench results database, after checking it is one (schema v1)."""
+    path = Path(db)
+    if not path.exists():
+        raise UserError(f"{path}: no such results database (run a campaign first: fecbench run DESIGN.toml)")
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory, not a results database")
+    if path.stat().st_size == 0:
+        raise UserError(f"{path}: empty file, not a results database")
+    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        con.close()
+        raise UserError(f"{path}: not a fecbench results database ({exc})") from None
+    if row is None or str(row[0]) != SCHEMA_VERSION:
+        con.close()
+        found = "none" if row is None else row[0]
+        raise UserError(f"{path}: results schema version {found}, this fecbench reads version "
+                        f"{SCHEMA_VERSION} (open it with the fecbench version that wrote it)")
+    return con
+
+
+def _query(db: DbLike, sql: str, params: Sequence = ()) -> pd.DataFrame:
+    with closing(connect(db)) as con:
+        return pd.read_sql_query(sql, con, params=params)
+
+
+def _columns(con: sqlite3.Connection, table: str) -> list[str]:
+    return [row[1] for row in con.execute(f"PRAGMA table_info({table})")]
+
+
+def factors(db: DbLike) -> list[str]:
+    """Names of the design factors (the columns of ``points`` besides campaign_id and point)."""
+    with closing(connect(db)) as con:
+        return [c for c in _columns(con, "points") if c not in ("campaign_id", "point")]
+
+
+def campaigns(db: DbLike) -> pd.DataFrame:
+    """One row per campaign: name, design, versions, seed, repetitions, topology, link backend."""
+    frame = _query(db, "SELECT id, name, design_path, design_hash, fecbench_version, git_sha, created_at, "
+                       "host_json, impls_json, seed, repetitions, topology, link_backend "
+                       "FROM campaigns ORDER BY id")
+    return frame
+
+
+def load(db: DbLike, *, status: str | Iterable[str] | None = None) -> pd.DataFrame:
+    """The tidy runs frame: one row per run with factors, run description, status and metrics.
+
+    ``status`` keeps only runs with that status (or any of those statuses), e.g. ``"ok"``.
+    The frame's ``attrs`` hold ``factors`` (the factor columns), ``labels`` and ``sizes`` (all of
+    the database, for stable colours); ``design_hash`` and ``campaign``
+    (its name) identify the design a run belongs to.
+    """
+    with closing(connect(db)) as con:
+        run_cols = [c for c in RUN_COLUMNS if c in _columns(con, "runs")]
+        runs = pd.read_sql_query(f"SELECT {', '.join(run_cols)} FROM runs", con)
+        points = pd.read_sql_query("SELECT * FROM points", con)
+        metric_cols = [c for c in METRIC_COLUMNS if c in _columns(con, "metrics")]
+        metrics = pd.read_sql_query(f"SELECT run_key, {', '.join(metric_cols)} FROM metrics", con)
+        camps = pd.read_sql_query("SELECT id AS campaign_id, name AS campaign, design_hash FROM campaigns", con)
+    factor_names = [c for c in points.columns if c not in ("campaign_id", "point")]
+    # A factor named like a run or metric column keeps its values under "factor_<name>".
+    clash = set(run_cols) | set(metric_cols) | {"campaign", "design_hash"}
+    points = points.rename(columns={f: f"factor_{f}" for f in factor_names if f in clash})
+    factor_names = [f"factor_{f}" if f in clash else f for f in factor_names]
+
+    frame = runs.merge(camps, on="campaign_id", how="left")
+    frame = frame.merge(points, on=["campaign_id", "point"], how="left")
+    frame = frame.merge(metrics, left_on="key", right_on="run_key", how="left").drop(columns="run_key")
+    for col in ("size", "repetition", "point", "loss_seed", "attempts"):
+        if col in frame:
+            frame[col] = frame[col].astype("Int64")
+    if status is not None:
+        wanted = [status] if isinstance(status, str) else list(status)
+        frame = frame[frame["status"].isin(wanted)]
+    order = ["key", "campaign", "design_hash", "campaign_id", "point", *factor_names]
+    frame = frame[order + [c for c in frame.columns if c not in order]]
+    frame = frame.sort_values(["campaign_id", "point", "label", "workload", "size", "repetition"],
+                              na_position="first", kind="stable").reset_index(drop=True)
+    frame.attrs["factors"] = factor_names
+    # Every label and size of the database, so that figures of subsets keep the same colours.
+    frame.attrs["labels"] = sorted(runs["label"].dropna().unique().tolist())
+    frame.attrs["sizes"] = sorted(int(s) for s in runs["size"].dropna().unique())
+    return frame
+
+
+def _frame(db_or_frame: DbLike | pd.DataFrame, **kwargs) -> pd.DataFrame:
+    return db_or_frame if isinstance(db_or_frame, pd.DataFrame) else load(db_or_frame, **kwargs)
+
+
+def paired(db_or_frame: DbLike | pd.DataFrame, baseline: str = "quic",
+           by: Sequence[str] = ("point", "rep", "size"), metric: str = "dct_ms",
+           labels: Sequence[str] | None = None) -> pd.DataFrame:
+    """Ratios ``metric(label) / metric(baseline)`` between labels on identical conditions.
+
+    Only ``ok`` runs with the metric present take part. Conditions are ``by`` (``rep`` is an alias
+    of ``repetition``) within one design and workload. One row per condition and compared label,
+    with the columns of ``by``, ``workload``, ``label``, ``baseline``, ``value``,
+    ``baseline_value``, ``ratio`` and the factor values of the point. A zero baseline gives a
+    NaN ratio. ``labels`` restricts the compared labels (default: all but the baseline).
+    """
+    frame = _frame(db_or_frame)
+    if metric not in frame.columns:
+        raise UserError(f"unknown metric {metric!r} (allowed: {', '.join(METRIC_COLUMNS)})")
+    keys = [KEY_ALIASES.get(k, k) for k in by]
+    unknown = [k for k in keys if k not in frame.columns]
+    if unknown:
+        raise UserError(f"cannot pair on {', '.join(unknown)}: not a column of the runs "
+                        f"(allowed: point, rep, size, workload, impl or a factor)")
+    keys = ["design_hash", "workload", *[k for k in keys if k not in ("design_hash", "workload")]]
+    present = sorted(frame["label"].dropna().unique())
+    if baseline not in present:
+        raise UserError(f"baseline label {baseline!r} has no runs (labels: {', '.join(present) or 'none'})")
+    compared = [lbl for lbl in (labels if labels is not None else present) if lbl != baseline]
+    missing = [lbl for lbl in compared if lbl not in present]
+    if missing:
+        raise UserError(f"label(s) {', '.join(missing)} have no runs (labels: {', '.join(present)})")
+
+    usable = frame[(frame["status"] == "ok") & frame[metric].notna()]
+    factor_names = [f for f in frame.attrs.get("factors", []) if f not in keys]
+    # Several rows for one condition and label (should not happen) count as their median.
+    grouped = (usable.groupby([*keys, "label"], dropna=False)[metric].median()
+               .rename("value").reset_index())
+    base = (grouped[grouped["label"] == baseline].drop(columns="label")
+            .rename(columns={"value": "baseline_value"}))
+    others = grouped[grouped["label"].isin(compared)]
+    out = others.merge(base, on=keys, how="inner")
+    out.insert(out.columns.get_loc("label") + 1, "baseline", baseline)
+    ratio = out["value"] / out["baseline_value"].where(out["baseline_value"] > 0)
+    out["ratio"] = ratio.astype(float)
+    if factor_names and "point" in keys:
+        point_factors = (frame[["design_hash", "point", *factor_names]]
+                         .drop_duplicates(["design_hash", "point"]))
+        out = out.merge(point_factors, on=["design_hash", "point"], how="left")
+    out = out.sort_values(["label", *keys], kind="stable").reset_index(drop=True)
+    out.attrs.update(factors=factor_names, metric=metric, baseline=baseline,
+                     labels=frame.attrs.get("labels", present), sizes=frame.attrs.get("sizes", []))
+    return out
+
+
+def expected_loss_rate(model: dict | str | None) -> float:
+    """Long-run loss rate a dropper model should produce (NaN when it cannot be told).
+
+    Uniform: ``p``. Gilbert-Elliott (p = P(good→bad), r = P(bad→good), k = P(deliver | good),
+    h = P(deliver | bad), as in the seed papers): ``π_G (1-k) + π_B (1-h)`` with ``π_B = p/(p+r)``;
+    without k and h it is the simple two-state model (k = 1, h = 0).
+    """
+    if isinstance(model, str):
+        try:
+            model = json.loads(model)
+        except ValueError:
+            return math.nan
+    if not isinstance(model, dict):
+        return math.nan
+    inner = model.get("model")
+    if isinstance(inner, dict):  # {"model": {...}, "seed": …, "stream": …}
+        return expected_loss_rate(inner)
+    kind = str(model.get("kind") or model.get("model") or model.get("type") or "").lower().replace("_", "-")
+    try:
+        if kind in ("none", "off", "no-loss"):
+            return 0.0
+        if kind in ("uniform", "bernoulli", "random"):
+            return float(model["p"])
+        if kind in ("gilbert-elliott", "ge", "gilbert", "gilbert-elliot", "markov"):
+            p, r = float(model["p"]), float(model["r"])
+            k, h = float(model.get("k", 1.0)), float(model.get("h", 0.0))
+            if p + r == 0:
+                return 1.0 - k
+            bad = p / (p + r)
+            return (1.0 - bad) * (1.0 - k) + bad * (1.0 - h)
+    except (KeyError, TypeError, ValueError):
+        return math.nan
+    return math.nan
+
+
+def link_stats(db: DbLike) -> pd.DataFrame:
+    """Dropper counters per run, link and direction, with ``loss_rate`` (dropped/matched packets)
+    and ``expected_loss`` (the model's long-run loss rate). Joins on ``run_key`` = ``load().key``."""
+    frame = _query(db, "SELECT * FROM link_stats ORDER BY run_key, link, direction")
+    counted = frame["matched"].where(frame["matched"] > 0, frame["seen"])
+    frame["loss_rate"] = (frame["dropped"] / counted.where(counted > 0)).astype(float)
+    frame["expected_loss"] = [expected_loss_rate(m) for m in frame["model"]] if len(frame) else []
+    frame["expected_loss"] = frame["expected_loss"].astype(float)
+    return frame
+
+
+def fidelity(db: DbLike) -> pd.DataFrame:
+    """Emulation checks per run and path: configured vs measured RTT and rate, with their ratios."""
+    frame = _query(db, "SELECT * FROM fidelity ORDER BY run_key, path")
+    frame["ok"] = frame["ok"].astype("boolean")
+    frame["rtt_ratio"] = (frame["rtt_measured_ms"] / frame["rtt_configured_ms"].where(
+        frame["rtt_configured_ms"] > 0)).astype(float)
+    frame["rate_ratio"] = (frame["rate_measured_mbit"] / frame["rate_configured_mbit"].where(
+        frame["rate_configured_mbit"] > 0)).astype(float)
+    return frame
+
+
+def status_counts(db_or_frame: DbLike | pd.DataFrame) -> pd.DataFrame:
+    """Runs per label (rows) and status (columns), with a total column."""
+    frame = _frame(db_or_frame)
+    table = pd.crosstab(frame["label"], frame["status"])
+    table["total"] = table.sum(axis=1)
+    return table
+
+
+def medians(db_or_frame: DbLike | pd.DataFrame, metric: str = "dct_ms",
+            by: Sequence[str] = ("label", "size")) -> pd.DataFrame:
+    """Median, quartiles and count of ``metric`` over ``ok`` runs, per ``by`` group."""
+    frame = _frame(db_or_frame)
+    usable = frame[(frame["status"] == "ok") & frame[metric].notna()]
+    groups = usable.groupby(list(by), dropna=False)[metric]
+    table = pd.DataFrame({"runs": groups.size(), "q25": groups.quantile(0.25),
+                          "median": groups.median(), "q75": groups.quantile(0.75)})
+    return table.reset_index()
+
+
+def ratio_medians(pairs: pd.DataFrame, by: Sequence[str] = ("label", "size")) -> pd.DataFrame:
+    """Per group of a ``paired`` frame: pairs, median ratio, quartiles and the share of ratios below 1 (``below_1``)."""
+    usable = pairs[pairs["ratio"].notna()]
+    groups = usable.groupby(list(by), dropna=False)["ratio"]
+    table = pd.DataFrame({"pairs": groups.size(), "q25": groups.quantile(0.25),
+                          "median": groups.median(), "q75": groups.quantile(0.75),
+                          "below_1": groups.apply(lambda s: float((s < 1).mean()))})
+    return table.reset_index()

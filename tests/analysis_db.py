@@ -1,0 +1,132 @@
+"""Small results databases for the analysis tests, written through fecbench.db (the real schema).
+
+The values are synthetic but shaped like a campaign's: a download design (quic vs two FEC labels,
+four sizes, a few repetitions, common loss seeds) and a messages design (udp, reliable QUIC,
+QUIC-FEC), with dropper counters and fidelity measurements. Tests compute their expectations from
+what they put in, never from constants.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from fecbench import db as dbmod
+
+FACTORS = {"bw": "REAL", "owd": "REAL", "p": "REAL", "r": "REAL", "k": "REAL", "h": "REAL"}
+DOWNLOAD_LABELS = {"quic": "none", "quic-fec-rs": "rs:30,20", "quic-fec-rlc": "rlc:3,2,20"}
+MESSAGE_LABELS = {"udp": "udp", "quic": "reliable", "quic-fec-rs": "rs:30,20"}
+SIZES = [1_000, 10_000, 50_000, 1_000_000]
+
+
+def _key(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
+
+
+def _points(rng: np.random.Generator, n: int) -> list[dict]:
+    return [{"point": i, "bw": float(rng.uniform(0.3, 10)), "owd": float(rng.uniform(10, 100)),
+             "p": float(rng.uniform(0.01, 0.08)), "r": float(rng.uniform(0.08, 0.5)),
+             "k": float(rng.uniform(0.98, 1.0)), "h": float(rng.uniform(0.0, 0.1))} for i in range(n)]
+
+
+def _new_campaign(conn, name: str, points: list[dict], repetitions: int) -> int:
+    with dbmod.transaction(conn):
+        cid = dbmod.insert_campaign(conn, name=name, design_path=f"designs/{name}.toml",
+                                    design_text="# test", design_hash=_key(name), fecbench_version="test",
+                                    git_sha="test", created_at="2026-01-01T00:00:00Z",
+                                    host_json={"kernel": "test"}, impls_json={}, plan_json={},
+                                    seed=7, repetitions=repetitions, topology="single",
+                                    link_backend="netem")
+        dbmod.ensure_factor_columns(conn, FACTORS)
+        dbmod.insert_points(conn, cid, points)
+    return cid
+
+
+def _record(conn, cid: int, point: dict, label: str, impl_arg: str, workload: str, size: int | None,
+            rep: int, status: str, metrics: dict | None, fidelity_ok: bool = True) -> str:
+    key = _key(cid, point["point"], label, workload, size, rep)
+    with dbmod.transaction(conn):
+        dbmod.insert_pending_runs(conn, [{
+            "key": key, "campaign_id": cid, "point": point["point"], "impl": "fecq", "label": label,
+            "impl_args": json.dumps({"fec": impl_arg}), "workload": workload, "size": size,
+            "repetition": rep, "loss_seed": 1000 * point["point"] + rep}])
+    dbmod.start_run(conn, key, "2026-01-01T00:00:00Z", "netem", "test")
+    sent = int((metrics or {}).get("packets_sent", 100))
+    seen = sent + 10
+    model = {"kind": "gilbert-elliott", "p": point["p"], "r": point["r"], "k": point["k"], "h": point["h"]}
+    dropped = int(round(seen * _ge_loss(point)))
+    rtt = 2 * point["owd"]
+    dbmod.finish_run(
+        conn, key, status=status, error=None if status == "ok" else f"{status} in test",
+        server_log_tail="", client_log_tail="", finished_at="2026-01-01T00:00:01Z", duration_s=1.2,
+        metrics=metrics, client_wall_ms=None if metrics is None else metrics.get("dct_ms", 0) + 40,
+        link_stats=[{"link": "bottleneck", "direction": "forward", "seen": seen, "matched": seen,
+                     "dropped": dropped, "model": {"model": model, "seed": 1, "stream": 0}},
+                    {"link": "bottleneck", "direction": "reverse", "seen": 20, "matched": 20,
+                     "dropped": 0, "model": {"model": {"kind": "uniform", "p": 0.0}}}],
+        fidelity=[{"path": 0, "rtt_configured_ms": rtt, "rtt_measured_ms": rtt * 1.02 + 0.1,
+                   "rate_configured_mbit": point["bw"], "rate_measured_mbit": point["bw"] * 0.97,
+                   "ok": fidelity_ok}])
+    return key
+
+
+def _ge_loss(point: dict) -> float:
+    bad = point["p"] / (point["p"] + point["r"])
+    return (1 - bad) * (1 - point["k"]) + bad * (1 - point["h"])
+
+
+def make_download_db(path: Path, *, points: int = 6, repetitions: int = 3, seed: int = 1,
+                     failures: int = 2) -> Path:
+    """A download campaign: DCT grows with size/bandwidth and RTT, FEC adds overhead and saves losses."""
+    rng = np.random.default_rng(seed)
+    conn = dbmod.connect(path)
+    pts = _points(rng, points)
+    cid = _new_campaign(conn, "test-download", pts, repetitions)
+    failed = 0
+    for pt in pts:
+        rtt = 2 * pt["owd"]
+        for rep in range(repetitions):
+            losses = rng.poisson(3)  # same loss pattern (seed) for every label: common random numbers
+            for size in SIZES:
+                for label, fec in DOWNLOAD_LABELS.items():
+                    overhead = 1.0 if fec == "none" else 1.5
+                    transfer = size * 8 / (pt["bw"] * 1e3) * overhead
+                    penalty = 0.0 if fec != "none" else losses * rtt * min(1.0, size / 50_000)
+                    dct = 2 * rtt + transfer + penalty + rng.uniform(0, 5)
+                    status = "ok"
+                    if label == "quic-fec-rlc" and failed < failures:
+                        status, failed = ("failed" if failed % 2 == 0 else "timeout"), failed + 1
+                    metrics = None if status != "ok" else {
+                        "dct_ms": dct, "handshake_ms": rtt, "bytes_app": size,
+                        "packets_sent": size // 1200 + 5, "lost": int(losses), "recovered": 0,
+                        "rtt_ms": rtt}
+                    _record(conn, cid, pt, label, fec, "download", size, rep, status, metrics)
+    conn.close()
+    return path
+
+
+def make_messages_db(path: Path, *, points: int = 5, repetitions: int = 2, seed: int = 2) -> Path:
+    """A real-time messages campaign: UDP loses data, reliable QUIC re-buffers, FEC recovers most."""
+    rng = np.random.default_rng(seed)
+    conn = dbmod.connect(path)
+    pts = _points(rng, points)
+    cid = _new_campaign(conn, "test-messages", pts, repetitions)
+    sent_bytes = 25 * 30 * 8 * 1000
+    for pt in pts:
+        for rep in range(repetitions):
+            lost_msgs = int(rng.poisson(20))
+            for label, mode in MESSAGE_LABELS.items():
+                if mode == "udp":
+                    received, late, corrupt = sent_bytes - lost_msgs * 4000, 0, lost_msgs
+                elif mode == "reliable":
+                    received, late, corrupt = sent_bytes, int(lost_msgs * (1 + pt["owd"] / 50)), 0
+                else:
+                    received, late, corrupt = sent_bytes - lost_msgs * 400, 0, lost_msgs // 4
+                metrics = {"bytes_app": received, "rebuffering_ms": (late + corrupt) * 33.3,
+                           "messages_late": late, "messages_corrupt": corrupt, "packets_sent": 6000}
+                _record(conn, cid, pt, label, mode, "messages", None, rep, "ok", metrics)
+    conn.close()
+    return path

@@ -1,0 +1,485 @@
+"""A campaign: prepare (plan + validate everything), then execute every run into the database.
+
+prepare() needs neither root nor a network: it parses the design, loads the topology, makes the
+plan, checks every point against the topology and the loss section, and enumerates the runs.
+execute() builds the topology once, reconfigures it per run, re-seeds the droppers with the run's
+loss seed, runs the implementation's server and client, and records everything (see fecbench.db).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import shutil
+import signal
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fecbench import __version__
+from fecbench import db as dbmod
+from fecbench.errors import SpecError, UserError
+from fecbench.runners import procs
+from fecbench.runners.design import Design, parse_design
+from fecbench.runners.metrics import MetricsError, collect_metrics
+from fecbench.runners.runs import Run, enumerate_runs, estimate_seconds
+
+RETRYABLE = ("failed", "timeout", "unsupported", "fidelity", "interrupted")
+# Consecutive harness errors (not implementation failures) after which the campaign stops.
+MAX_HARNESS_ERRORS = 5
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Prepared:
+    design: Design
+    topology: Any
+    topology_text: str
+    space: Any
+    plan: Any
+    points: dict[int, dict[str, Any]]
+    factor_types: dict[str, str]
+    experiment_hash: str
+    runs: list[Run]
+    rtt_ms: dict[int, float] = field(default_factory=dict)       # per point, path 1
+    rate_mbit: dict[int, float | None] = field(default_factory=dict)
+
+    def estimate(self, run: Run) -> float:
+        rtt = self.rtt_ms.get(run.point)
+        rate = self.rate_mbit.get(run.point)
+        values = dict(run.values)
+        if rtt is not None:
+            values = {**values, "owd": rtt / 2}
+        if rate:
+            values["bw"] = rate
+        probe = Run(**{**run.__dict__, "values": values})
+        return estimate_seconds(probe, self.design)
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+def prepare(design_path: str | Path) -> Prepared:
+    """Validate the whole design (implementations, planner, topology, loss) and enumerate its runs."""
+    from fecbench.designs import make_plan, parse_space
+    from fecbench.topologies import load_topology
+
+    design = parse_design(design_path)
+    topology = load_topology(design.topology_path)
+    topology_text = Path(design.topology_path).read_text()
+    space = parse_space(design.space, paths=topology.paths)
+    plan = make_plan(space, design.seed)
+    frame = plan.points
+    factor_names = list(space.factor_names)
+
+    factor_types: dict[str, str] = {}
+    for name in frame.columns:
+        kind = frame[name].dtype.kind
+        factor_types[str(name)] = "REAL" if kind in "biuf" else "TEXT"
+    points = {int(idx): {str(k): _plain(v) for k, v in row.items()} for idx, row in frame.iterrows()}
+
+    # Every factor the topology and the loss section use must come from the space (or a topology default).
+    defaults = getattr(topology, "defaults", {}) or {}
+    for name in sorted(topology.factors()):
+        if name not in factor_names and name not in defaults:
+            raise SpecError(design.path, "space.factors",
+                            f"the topology {design.topology_path} uses factor {name!r}, which the space does "
+                            "not define", factor_names)
+    for key, name in design.loss.factor_refs().items():
+        if name not in factor_names:
+            raise SpecError(design.path, f"loss.{key}", f"unknown factor {name!r}", factor_names)
+    lossy = topology.lossy_links()
+    links = design.loss.links if design.loss.links is not None else lossy
+    all_links = [link.id for link in topology.links]
+    for link in links:
+        if link not in all_links:
+            raise SpecError(design.path, "loss.links", f"no link {link!r} in {design.topology_path}", all_links)
+    if design.loss.model != "none" and not links:
+        raise SpecError(design.path, "loss.model", f"the topology {design.topology_path} has no lossy link "
+                        "(mark one with loss = true, or list links in loss.links)")
+
+    rtt_ms: dict[int, float] = {}
+    rate_mbit: dict[int, float | None] = {}
+    for point, values in points.items():
+        try:
+            resolved = topology.resolve(values)
+        except UserError as exc:
+            raise SpecError(design.path, f"point {point}", f"the topology rejects this point: {exc}") from None
+        for name, value in design.loss.values(values).items():
+            if not 0.0 <= value <= 1.0 or math.isnan(value):
+                raise SpecError(design.path, f"loss.{name}", f"point {point}: probability {value!r} outside [0, 1]")
+        rtt_ms[point] = topology.configured_rtt(0, resolved)
+        rate_mbit[point] = topology.path_rate(0, resolved)
+
+    experiment_hash = design.experiment_hash(topology_text)
+    runs = enumerate_runs(design, points, experiment_hash)
+    return Prepared(design=design, topology=topology, topology_text=topology_text, space=space, plan=plan,
+                    points=points, factor_types=factor_types, experiment_hash=experiment_hash, runs=runs,
+                    rtt_ms=rtt_ms, rate_mbit=rate_mbit)
+
+
+# --- the database side ------------------------------------------------------------------------
+
+def open_campaign(prepared: Prepared, conn: sqlite3.Connection, link_backend: str,
+                  host_info: dict[str, Any], impls_info: dict[str, Any]) -> int:
+    """Find this design's campaign row (same design text) or create one; add points and pending runs."""
+    from fecbench.cli import git_sha
+
+    design = prepared.design
+    with dbmod.transaction(conn):
+        campaign_id = dbmod.find_campaign(conn, design.hash)
+        if campaign_id is None:
+            campaign_id = dbmod.insert_campaign(
+                conn, name=design.name, design_path=str(design.path), design_text=design.text,
+                design_hash=design.hash, fecbench_version=__version__, git_sha=git_sha(), created_at=now_iso(),
+                host_json=host_info, impls_json=impls_info, plan_json=_manifest(prepared.plan),
+                seed=design.seed, repetitions=design.repetitions, topology=str(design.topology_path),
+                link_backend=link_backend)
+        else:
+            dbmod.update_campaign(conn, campaign_id, host_json=host_info, impls_json=impls_info,
+                                  link_backend=link_backend, git_sha=git_sha())
+        dbmod.ensure_factor_columns(conn, prepared.factor_types)
+        dbmod.insert_points(conn, campaign_id, ({"point": p, **v} for p, v in prepared.points.items()))
+        dbmod.insert_pending_runs(conn, (run.row(campaign_id) for run in prepared.runs))
+    return campaign_id
+
+
+def _manifest(plan: Any) -> dict[str, Any]:
+    manifest = getattr(plan, "manifest", {}) or {}
+    return json.loads(json.dumps(manifest, default=str))
+
+
+def select_runs(prepared: Prepared, statuses: dict[str, str], retry: set[str]) -> list[Run]:
+    """Runs still to do: never finished (pending/interrupted), plus the statuses asked for by --retry."""
+    todo_statuses = {"pending", "interrupted"} | set(retry)
+    return [run for run in prepared.runs if statuses.get(run.key, "pending") in todo_statuses]
+
+
+def parse_retry(text: str | None) -> set[str]:
+    if not text:
+        return set()
+    wanted = {part.strip() for part in text.split(",") if part.strip()}
+    unknown = wanted - set(RETRYABLE)
+    if unknown:
+        raise UserError(f"--retry: unknown status {sorted(unknown)[0]!r} (allowed: {', '.join(RETRYABLE)})")
+    return wanted
+
+
+# --- one run ----------------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    status: str
+    error: str | None = None
+    metrics: dict[str, Any] | None = None
+    client_wall_ms: float | None = None
+    server_log: str | None = None
+    client_log: str | None = None
+    link_stats: list[dict[str, Any]] = field(default_factory=list)
+    fidelity: list[dict[str, Any]] = field(default_factory=list)
+    verdict_logs: list[tuple[str, str, bytes]] = field(default_factory=list)
+
+
+class Executor:
+    """Runs the selected runs of a prepared campaign on one network, recording each in the database."""
+
+    def __init__(self, prepared: Prepared, conn: sqlite3.Connection, net: Any, log_root: Path,
+                 keep_logs: bool = False) -> None:
+        self.prepared, self.conn, self.net = prepared, conn, net
+        self.design = prepared.design
+        self.log_root, self.keep_logs = log_root, keep_logs
+        self.fidelity_cache: dict[int, list[dict[str, Any]]] = {}
+        self.host = os.uname().nodename
+        self.binaries = {e.label: e.descriptor.require_binaries() for e in self.design.impls}
+        self.loss_links = (self.design.loss.links if self.design.loss.links is not None
+                           else prepared.topology.lossy_links())
+        self.processes: list[procs.Process] = []
+
+    # Each (link, direction) gets its own dropper stream, so the patterns of links are independent
+    # but all fixed by the run's loss seed.
+    def streams(self) -> list[tuple[str, str, int]]:
+        out = []
+        for i, link in enumerate(self.loss_links):
+            for direction in self.design.loss.directions:
+                out.append((link, direction, 2 * i + (0 if direction == "forward" else 1)))
+        return out
+
+    def loss_model(self, values: dict[str, Any]) -> Any:
+        from fecbench.dropper import LossModel
+
+        loss = self.design.loss
+        params = loss.values(values)
+        if loss.model == "uniform":
+            return LossModel.uniform(params["p"])
+        if loss.model == "gilbert-elliott":
+            return LossModel.gilbert_elliott(params["p"], params["r"], params["k"], params["h"])
+        if loss.model == "trace":
+            return LossModel.trace(str(loss.trace_file))
+        return LossModel.none()
+
+    def configure(self, run: Run) -> None:
+        """Shape the links for this run's point and re-seed every dropper with the run's loss seed."""
+        self.net.configure(run.values)
+        if self.design.loss.model == "none":
+            return
+        model = self.loss_model(run.values)
+        for link, direction, stream in self.streams():
+            self.net.set_loss(link, direction, model, seed=run.loss_seed, stream=stream)
+
+    def check_fidelity(self, run: Run) -> list[dict[str, Any]]:
+        if self.design.fidelity == "off":
+            return []
+        if self.design.fidelity == "per-point" and run.point in self.fidelity_cache:
+            return self.fidelity_cache[run.point]
+        result = [dict(row) for row in self.net.fidelity(rate_probe=False)]
+        for i, row in enumerate(result):
+            row.setdefault("path", i + 1)
+        self.fidelity_cache[run.point] = result
+        return result
+
+    def placeholders(self, run: Run, run_dir: Path) -> dict[str, Any]:
+        entry = run.impl
+        workload = self.design.workload
+        addresses = [str(a) for a in self.net.client_addresses]
+        values: dict[str, Any] = {
+            "dir": str(entry.descriptor.dir), "server_address": str(self.net.server_address),
+            "client_address": addresses[0], "client_addresses": ",".join(addresses),
+            "port": self.design.port + run.index % 1000, "workload": run.workload,
+            "size": run.size if run.size is not None else "", "rate": workload.rate,
+            "packets": workload.packets, "duration": f"{workload.duration:g}", "buffer": workload.buffer,
+            "metrics_path": str(run_dir / "metrics.json"), "download_path": str(run_dir / "download"),
+            "run_dir": str(run_dir), "www_dir": str(run_dir / "www"), "seed": run.loss_seed,
+        }
+        values.update({key: str(path) for key, path in self.binaries[entry.label].items()})
+        return values
+
+    def execute(self, run: Run) -> Outcome:
+        """Run one (point, implementation, size, repetition); never raises for an implementation fault."""
+        from fecbench.runners.descriptor import render
+
+        descriptor = run.impl.descriptor
+        run_dir = self.log_root / run.key[:16]
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True)
+        self.configure(run)
+        fidelity = self.check_fidelity(run)
+        bad = [row for row in fidelity if row.get("ok") is not None and not row.get("ok")]
+        if bad:
+            text = "; ".join(f"path {row['path']}: RTT {row.get('rtt_measured_ms')} ms measured, "
+                             f"{row.get('rtt_configured_ms')} ms configured" for row in bad)
+            return Outcome(status="fidelity", error=f"network does not match the design: {text}",
+                           fidelity=fidelity)
+
+        values = self.placeholders(run, run_dir)
+        arg_lists = descriptor.arg_lists(run.impl.args)
+        if descriptor.server_files and run.size is not None:
+            www = run_dir / "www"
+            www.mkdir()
+            (www / str(run.size)).write_bytes(os.urandom(run.size))
+        timeout = self.design.timeout_s
+        server_env = {k: v.format_map(values) for k, v in descriptor.server_env.items()}
+        client_env = {k: v.format_map(values) for k, v in descriptor.client_env.items()}
+        server = client = None
+        try:
+            server = procs.start("server", render(descriptor.server_argv, values, arg_lists), run_dir,
+                                 host=self.net.server, env=server_env, cwd=run_dir)
+            self.processes.append(server)
+            not_ready = procs.wait_ready(server, descriptor.ready_pattern, descriptor.ready_delay_s, timeout)
+            if not_ready:
+                server.stop()
+                status = "unsupported" if server.popen.returncode == 127 else "failed"
+                return Outcome(status=status, error=not_ready, server_log=server.log_tail(), fidelity=fidelity)
+            client = procs.start("client", render(descriptor.client_argv[run.workload], values, arg_lists),
+                                 run_dir, host=self.net.client, env=client_env, cwd=run_dir)
+            self.processes.append(client)
+            code = client.wait(timeout)
+            server_code = server.poll()
+            client.stop()
+            server.stop()
+        finally:
+            for process in (client, server):
+                if process is not None:
+                    process.stop()
+                    with contextlib.suppress(ValueError):
+                        self.processes.remove(process)
+
+        outcome = Outcome(status="ok", client_wall_ms=client.wall_ms, server_log=server.log_tail(),
+                          client_log=client.log_tail(), fidelity=fidelity)
+        outcome.link_stats = self.link_stats()
+        if self.design.verdict_log:
+            outcome.verdict_logs = self.verdict_logs()
+        if code is None:
+            outcome.status, outcome.error = "timeout", f"client still running after {timeout:g} s (killed)"
+        elif code == 127:
+            outcome.status, outcome.error = "unsupported", "client exited with status 127 (unsupported combination)"
+        elif code != 0:
+            outcome.status, outcome.error = "failed", f"client exited with status {code}"
+        elif server_code is not None:
+            outcome.status, outcome.error = "failed", f"server exited with status {server_code} during the run"
+        else:
+            try:
+                outcome.metrics = collect_metrics(descriptor, run, values, client)
+            except MetricsError as exc:
+                outcome.status, outcome.error = "failed", f"metrics: {exc}"
+        return outcome
+
+    def link_stats(self) -> list[dict[str, Any]]:
+        rows = []
+        streams = {(link, direction): stream for link, direction, stream in self.streams()}
+        for stat in self.net.link_stats():
+            row = dict(stat)
+            key = (row.get("link"), row.get("direction"))
+            if "model" not in row and key in streams:
+                row["model"] = {"stream": streams[key]}
+            rows.append(row)
+        return rows
+
+    def verdict_logs(self) -> list[tuple[str, str, bytes]]:
+        getter = getattr(self.net, "verdict_log", None)
+        if getter is None:
+            return []
+        logs = []
+        for link, direction, _stream in self.streams():
+            data = getter(link, direction)
+            if data is not None:
+                logs.append((link, direction, data))
+        return logs
+
+    def stop_all(self) -> None:
+        for process in list(self.processes):
+            process.stop(grace_s=0.5)
+        self.processes.clear()
+
+
+# --- the campaign loop ------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (and SIGHUP) end the campaign like Ctrl-C: current run interrupted, network torn down."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@dataclass
+class Summary:
+    total: int
+    selected: int
+    counts: Counter
+    interrupted: bool = False
+    aborted: str | None = None
+
+
+def run_campaign(prepared: Prepared, db_path: Path, *, retry: set[str], link_backend: str | None,
+                 keep_logs: bool = False, console: Any = None) -> Summary:
+    """Execute the campaign (root): build the network once, run every selected run, record each."""
+    from rich.console import Console
+
+    from fecbench.runners.hostinfo import fingerprint
+    from fecbench.topologies import Network
+
+    console = console or Console()
+    design = prepared.design
+    impls_info = {e.label: {"name": e.name, "args": e.args, **e.descriptor.fingerprint()} for e in design.impls}
+    conn = dbmod.connect(db_path)
+    try:
+        statuses = dbmod.run_statuses(conn)
+        todo = select_runs(prepared, statuses, retry)
+        counts: Counter = Counter()
+        summary = Summary(total=len(prepared.runs), selected=len(todo), counts=counts)
+        if not todo:
+            host_info = fingerprint(link_backend)
+            open_campaign(prepared, conn, link_backend or "unknown", host_info, impls_info)
+            return summary
+        log_root = db_path.parent / f"{db_path.stem}.logs"
+        first = todo[0]
+        with sigterm_as_interrupt(), Network(prepared.topology, first.values, backend=link_backend) as net:
+            backend = str(net.backend)
+            host_info = fingerprint(backend)
+            campaign_id = open_campaign(prepared, conn, backend, host_info, impls_info)
+            conn.execute("UPDATE runs SET campaign_id=? WHERE campaign_id IS NULL", (campaign_id,))
+            executor = Executor(prepared, conn, net, log_root, keep_logs)
+            _loop(executor, todo, summary, backend, console)
+        return summary
+    finally:
+        conn.close()
+
+
+def _loop(executor: Executor, todo: list[Run], summary: Summary, backend: str, console: Any) -> None:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    conn, counts = executor.conn, summary.counts
+    estimates = [executor.prepared.estimate(run) for run in todo]
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                        TimeRemainingColumn(), console=console, transient=False)
+    harness_errors = 0
+    with progress:
+        console.print(f"{len(todo)} run(s) to do, estimated {sum(estimates) / 60:.1f} min")
+        task = progress.add_task(executor.design.name, total=len(todo), counts="")
+        for run in todo:
+            progress.update(task, description=f"{executor.design.name} [{run.label} p{run.point} r{run.repetition}]")
+            started_wall = time.monotonic()
+            dbmod.start_run(conn, run.key, now_iso(), backend, executor.host)
+            run_dir = executor.log_root / run.key[:16]
+            try:
+                outcome = executor.execute(run)
+                harness_errors = 0
+            except KeyboardInterrupt:
+                executor.stop_all()
+                _finish(conn, run, Outcome(status="interrupted", error="interrupted (Ctrl-C or SIGTERM)"),
+                        started_wall)
+                counts["interrupted"] += 1
+                summary.interrupted = True
+                raise
+            except Exception as exc:  # a harness or network fault: record it, go on (bounded)
+                executor.stop_all()
+                harness_errors += 1
+                outcome = Outcome(status="failed", error=f"harness: {type(exc).__name__}: {exc}")
+            _finish(conn, run, outcome, started_wall)
+            counts[outcome.status] += 1
+            if outcome.status == "ok" and not executor.keep_logs:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            progress.update(task, advance=1, counts=_counts_text(counts))
+            if harness_errors >= MAX_HARNESS_ERRORS:
+                summary.aborted = f"{harness_errors} harness errors in a row, last: {outcome.error}"
+                break
+
+
+def _finish(conn: sqlite3.Connection, run: Run, outcome: Outcome, started_wall: float) -> None:
+    dbmod.finish_run(conn, run.key, status=outcome.status, error=outcome.error,
+                     server_log_tail=outcome.server_log, client_log_tail=outcome.client_log,
+                     finished_at=now_iso(), duration_s=time.monotonic() - started_wall,
+                     metrics=outcome.metrics, client_wall_ms=outcome.client_wall_ms,
+                     link_stats=outcome.link_stats, fidelity=outcome.fidelity,
+                     verdict_logs=outcome.verdict_logs)
+
+
+def _counts_text(counts: Counter) -> str:
+    colours = {"ok": "green", "failed": "red", "timeout": "yellow", "unsupported": "blue",
+               "fidelity": "magenta", "interrupted": "red"}
+    return " ".join(f"[{colours.get(k, 'white')}]{k} {v}[/]" for k, v in sorted(counts.items()))

@@ -1,0 +1,250 @@
+"""CLI: `fecbench run`, `fecbench status`, `fecbench impls list|check`."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fecbench.errors import UserError
+
+console = Console()
+impls_app = typer.Typer(help="Implementations: descriptors, capabilities, whether they are built.",
+                        no_args_is_help=True)
+
+
+def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
+        db: Path | None = typer.Option(None, "--db", help="Results database (default results/<design name>.sqlite)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="List the runs and an estimated duration; run nothing."),
+        retry: str | None = typer.Option(None, "--retry", help="Also re-run these statuses, e.g. failed,timeout."),
+        link_backend: str | None = typer.Option(None, "--link-backend", help="netem | delayline (default: probe)."),
+        keep_logs: bool = typer.Option(False, "--keep-logs", help="Keep the log folder of ok runs too."),
+        ) -> None:
+    """Run a campaign: every design point × implementation × size × repetition, resumable."""
+    from fecbench import db as dbmod
+    from fecbench.runners.campaign import parse_retry, prepare, run_campaign, select_runs
+
+    retry_set = parse_retry(retry)
+    prepared = prepare(design)
+    db_path = db or prepared.design.default_db()
+    statuses = {}
+    if db_path.exists():
+        try:
+            with dbmod.open_readonly(db_path) as conn:
+                statuses = dict(conn.execute("SELECT key, status FROM runs").fetchall())
+        except Exception as exc:  # not a database, or another schema
+            raise UserError(f"{db_path}: cannot read the results database: {exc}") from None
+    todo = select_runs(prepared, statuses, retry_set)
+    if dry_run:
+        _print_dry_run(prepared, todo, statuses, db_path)
+        return
+    from fecbench.errors import require_root
+
+    require_root("fecbench run")
+    summary = run_campaign(prepared, db_path, retry=retry_set, link_backend=link_backend, keep_logs=keep_logs,
+                           console=console)
+    done = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing to do"
+    console.print(f"{db_path}: {summary.selected} of {summary.total} run(s) executed: {done}")
+    if summary.aborted:
+        console.print(f"[red]campaign stopped: {summary.aborted}[/]")
+        raise typer.Exit(1)
+
+
+def _print_dry_run(prepared: Any, todo: list[Any], statuses: dict[str, str], db_path: Path) -> None:
+    design = prepared.design
+    table = Table(title=f"{design.name}: {len(todo)} of {len(prepared.runs)} run(s) to do → {db_path}")
+    for col in ("#", "point", "label", "workload", "size", "rep", "loss seed", "est. s", "status"):
+        table.add_column(col, justify="right" if col in ("#", "point", "size", "rep", "est. s") else "left")
+    shown = todo[:40]
+    for run in shown:
+        table.add_row(str(run.index), str(run.point), run.label, run.workload, str(run.size or "-"),
+                      str(run.repetition), str(run.loss_seed), f"{prepared.estimate(run):.1f}",
+                      statuses.get(run.key, "new"))
+    console.print(table)
+    if len(todo) > len(shown):
+        console.print(f"… and {len(todo) - len(shown)} more")
+    per_label = Counter(run.label for run in todo)
+    console.print("per label: " + ", ".join(f"{k} {v}" for k, v in per_label.items()))
+    total = sum(prepared.estimate(run) for run in todo)
+    console.print(f"points {len(prepared.points)}, repetitions {design.repetitions}, "
+                  f"implementations {len(design.impls)}, sizes {len(design.workload.sizes)}; "
+                  f"estimated duration {total / 60:.1f} min ({total / 3600:.2f} h)")
+
+
+def _default_db(db: Path | None) -> Path:
+    if db is not None:
+        if not db.exists():
+            raise UserError(f"{db}: no such results database")
+        return db
+    candidates = sorted(Path("results").glob("*.sqlite"), key=lambda p: p.stat().st_mtime)
+    if not candidates:
+        raise UserError("no results database given and none in results/ (fecbench status results/X.sqlite)")
+    return candidates[-1]
+
+
+def status(db: Path | None = typer.Argument(None, help="Results database (default: the newest in results/)."),
+           timing: bool = typer.Option(False, "--timing", help="Per-run overhead: wall time minus transfer time."),
+           json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+           ) -> None:
+    """Progress per implementation, failures by kind, fidelity warnings (readable while a campaign runs)."""
+    from fecbench import db as dbmod
+
+    path = _default_db(db)
+    try:
+        conn = dbmod.open_readonly(path)
+        rows = [dict(r) for r in conn.execute(
+            "SELECT r.key, r.label, r.status, r.error, r.size, r.duration_s, m.dct_ms, m.client_wall_ms "
+            "FROM runs r LEFT JOIN metrics m ON m.run_key = r.key")]
+        fidelity_bad = conn.execute("SELECT COUNT(DISTINCT run_key) FROM fidelity WHERE ok = 0").fetchone()[0]
+        campaigns = [dict(r) for r in conn.execute("SELECT id, name, created_at, link_backend FROM campaigns")]
+    except Exception as exc:
+        raise UserError(f"{path}: cannot read the results database: {exc}") from None
+    summary = summarize(rows)
+    summary["fidelity_warnings"] = fidelity_bad
+    summary["campaigns"] = campaigns
+    if timing:
+        summary["timing"] = overhead(rows)
+    if json_out:
+        print(json.dumps(summary, indent=1, default=str))
+        return
+    _print_status(path, summary)
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    per_label: dict[str, Counter] = defaultdict(Counter)
+    failures: Counter = Counter()
+    for row in rows:
+        per_label[row["label"]][row["status"]] += 1
+        if row["status"] not in ("ok", "pending"):
+            failures[(row["status"], (row["error"] or "").split("\n")[0][:80])] += 1
+    totals = Counter(row["status"] for row in rows)
+    return {"total": len(rows), "statuses": dict(totals),
+            "per_label": {label: dict(c) for label, c in sorted(per_label.items())},
+            "failures": [{"status": s, "error": e, "count": n} for (s, e), n in failures.most_common()]}
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def overhead(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per size, over ok runs: run wall time minus the client's own transfer time (dct_ms), and minus
+    the client process's wall time (the harness's own cost around the client)."""
+    groups: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        if row["status"] == "ok" and row["duration_s"] is not None:
+            groups[row["size"]].append(row)
+    out = []
+    for size, group in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        vs_dct = [r["duration_s"] - r["dct_ms"] / 1000 for r in group if r["dct_ms"] is not None]
+        vs_client = [r["duration_s"] - r["client_wall_ms"] / 1000 for r in group if r["client_wall_ms"] is not None]
+        entry: dict[str, Any] = {"size": size, "runs": len(group),
+                                 "wall_median_s": statistics.median(r["duration_s"] for r in group)}
+        if vs_dct:
+            entry.update(overhead_median_s=statistics.median(vs_dct), overhead_p90_s=_quantile(vs_dct, 0.9))
+        if vs_client:
+            entry.update(harness_median_s=statistics.median(vs_client))
+        out.append(entry)
+    return out
+
+
+def _print_status(path: Path, summary: dict[str, Any]) -> None:
+    console.print(f"[bold]{path}[/]: {summary['total']} run(s): "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(summary["statuses"].items())))
+    table = Table(title="per implementation label")
+    statuses = ["ok", "failed", "timeout", "unsupported", "fidelity", "interrupted", "pending"]
+    table.add_column("label")
+    for s in statuses:
+        table.add_column(s, justify="right")
+    for label, counts in summary["per_label"].items():
+        table.add_row(label, *(str(counts.get(s, 0)) for s in statuses))
+    console.print(table)
+    if summary["failures"]:
+        console.print("[bold]failures by kind[/]")
+        for f in summary["failures"][:20]:
+            console.print(f"  {f['count']:5d}  {f['status']:<11} {f['error']}")
+    if summary["fidelity_warnings"]:
+        console.print(f"[magenta]fidelity warnings: {summary['fidelity_warnings']} run(s) measured a network "
+                      "that did not match the design[/]")
+    if "timing" in summary:
+        table = Table(title="per-run overhead (ok runs): wall time − client transfer time (dct_ms)")
+        for col in ("size", "runs", "wall median s", "overhead median s", "overhead p90 s",
+                    "wall − client process s"):
+            table.add_column(col, justify="right")
+        for t in summary["timing"]:
+            table.add_row(str(t["size"] if t["size"] is not None else "messages"), str(t["runs"]),
+                          f"{t['wall_median_s']:.3f}", _fmt(t.get("overhead_median_s")),
+                          _fmt(t.get("overhead_p90_s")), _fmt(t.get("harness_median_s")))
+        console.print(table)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+@impls_app.command("list")
+def impls_list(design_dir: list[Path] = typer.Option([], "--dir", help="Extra folders holding <name>/impl.toml."),
+               ) -> None:
+    """Every implementation descriptor found, its capabilities and whether its binary exists."""
+    from fecbench.runners.descriptor import discover, load_descriptor
+
+    table = Table(title="implementations")
+    for col in ("name", "workloads", "codes", "multipath", "args", "binary", "descriptor"):
+        table.add_column(col)
+    for name, path in sorted(discover(design_dir).items()):
+        try:
+            d = load_descriptor(path)
+        except UserError as exc:
+            table.add_row(name, "-", "-", "-", "-", f"[red]invalid: {exc}[/]", str(path))
+            continue
+        found = d.binaries()
+        built = all(found.values())
+        table.add_row(name, ",".join(d.workloads), ",".join(d.codes), "yes" if d.multipath else "no",
+                      ",".join(d.args), "[green]built[/]" if built else "[red]missing[/]", str(path))
+    console.print(table)
+
+
+@impls_app.command("check")
+def impls_check(names: list[str] = typer.Argument(None, help="Implementations to check (default: all)."),
+                build: bool = typer.Option(False, "--build", help="Run the descriptors' build commands first."),
+                design_dir: list[Path] = typer.Option([], "--dir", help="Extra folders holding <name>/impl.toml."),
+                ) -> None:
+    """Validate descriptors, check binaries exist and answer their version command; exit 1 if one fails."""
+    from fecbench.runners.descriptor import build as build_impl
+    from fecbench.runners.descriptor import discover, load_descriptor
+
+    known = discover(design_dir)
+    selected = names or sorted(known)
+    failed = 0
+    for name in selected:
+        if name not in known:
+            raise UserError(f"unknown implementation {name!r} (known: {', '.join(sorted(known))})")
+        try:
+            d = load_descriptor(known[name])
+            if build and d.build:
+                build_impl(d)
+            d.require_binaries()
+            version = d.version()
+        except UserError as exc:
+            console.print(f"[red]✗ {name}[/]: {exc}")
+            failed += 1
+            continue
+        console.print(f"[green]✓ {name}[/]: {version or '(no version output)'}")
+    if failed:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `run`, `status` and `impls` to the root CLI."""
+    app.command("run")(run)
+    app.command("status")(status)
+    app.add_typer(impls_app, name="impls")
+
+

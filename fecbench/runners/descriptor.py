@@ -1,0 +1,342 @@
+"""Implementation descriptors (`quic-impls/<name>/impl.toml`): loading, validation, argv templating.
+
+The contract is documented in quic-impls/README.md. Everything a design can get wrong about an
+implementation (unknown name, undeclared workload or argument, bad value, missing binary) is a
+SpecError before the campaign starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import string
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fecbench.errors import SpecError, UserError
+from fecbench.specs import Section, load_toml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+WORKLOADS = ("download", "messages")
+METRIC_SOURCES = ("json", "regex", "measured")
+ARG_TARGETS = ("server", "client", "both")
+
+# Placeholders an argv template may use; "{server_args}"/"{client_args}" must be whole elements.
+PLACEHOLDERS = frozenset({
+    "binary", "client_binary", "dir", "server_address", "client_address", "client_addresses", "port",
+    "workload", "size", "rate", "packets", "duration", "buffer", "metrics_path", "download_path",
+    "run_dir", "www_dir", "seed",
+})
+ARG_LISTS = ("server_args", "client_args")
+
+
+def _fields(template: str) -> list[str]:
+    try:
+        return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as exc:
+        raise ValueError(f"bad template {template!r}: {exc}") from None
+
+
+def check_template(argv: list[Any], file: Path, key: str, allowed: frozenset[str]) -> list[str]:
+    """Validate an argv template: a list of strings, known placeholders only."""
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise SpecError(file, key, "must be a non-empty list of strings (an argv, never a shell string)")
+    for element in argv:
+        if element in {f"{{{n}}}" for n in ARG_LISTS}:
+            continue
+        try:
+            names = _fields(element)
+        except ValueError as exc:
+            raise SpecError(file, key, str(exc)) from None
+        for name in names:
+            if name not in allowed:
+                raise SpecError(file, key, f"unknown placeholder {{{name}}} in {element!r}",
+                                sorted(allowed | set(ARG_LISTS)))
+    return argv
+
+
+def render(argv: list[str], values: dict[str, Any], arg_lists: dict[str, list[str]]) -> list[str]:
+    """Fill an argv template: each element formatted on its own; {server_args}/{client_args} expand."""
+    out: list[str] = []
+    for element in argv:
+        name = element[1:-1] if element.startswith("{") and element.endswith("}") else None
+        if name in arg_lists:
+            out.extend(arg_lists[name])
+        else:
+            out.append(element.format_map(values))
+    return out
+
+
+@dataclass
+class ArgSpec:
+    name: str
+    argv: list[str]
+    to: str
+    choices: list[Any] | None = None
+    pattern: str | None = None
+    default: Any = None
+
+
+@dataclass
+class Descriptor:
+    name: str
+    path: Path                      # the impl.toml
+    text: str
+    description: str
+    binary: str                     # as written
+    client_binary: str | None
+    version_argv: list[str]
+    build: list[list[str]]
+    workloads: list[str]
+    codes: list[str]
+    multipath: bool
+    args: dict[str, ArgSpec]
+    server_argv: list[str]
+    server_env: dict[str, str]
+    server_files: bool
+    ready_pattern: str | None
+    ready_delay_s: float
+    client_argv: dict[str, list[str]]
+    client_env: dict[str, str]
+    metrics_source: str
+    metric_patterns: list[str] = field(default_factory=list)
+    metric_stream: str = "both"
+    required_metrics: list[str] = field(default_factory=list)
+    download_file: str = "{download_path}"
+
+    @property
+    def dir(self) -> Path:
+        return self.path.parent
+
+    def resolve(self, binary: str | None) -> Path | None:
+        """A binary's path: relative to the descriptor folder, absolute, or a bare name on PATH."""
+        if binary is None:
+            return None
+        if "/" not in binary:
+            found = shutil.which(binary)
+            return Path(found) if found else None
+        path = Path(binary) if Path(binary).is_absolute() else self.dir / binary
+        return path if path.is_file() and os.access(path, os.X_OK) else None
+
+    def binaries(self) -> dict[str, Path | None]:
+        names = {"binary": self.binary}
+        if self.client_binary:
+            names["client_binary"] = self.client_binary
+        return {key: self.resolve(value) for key, value in names.items()}
+
+    def require_binaries(self) -> dict[str, Path]:
+        found = self.binaries()
+        for key, path in found.items():
+            if path is None:
+                raise SpecError(self.path, f"impl.{key}",
+                                f"binary {getattr(self, key)!r} not found or not executable"
+                                + (f" (build it: {' '.join(self.build[0])} in {self.dir})" if self.build else ""))
+        return found  # type: ignore[return-value]
+
+    def validate_args(self, args: dict[str, Any], file: Path | str, key: str) -> dict[str, Any]:
+        """Check a design's implementation arguments against the declared ones; fill defaults."""
+        for name, value in args.items():
+            spec = self.args.get(name)
+            if spec is None:
+                raise SpecError(file, f"{key}.{name}", f"implementation {self.name!r} has no argument {name!r}",
+                                sorted(self.args) or "none")
+            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+                raise SpecError(file, f"{key}.{name}", f"must be a string or a number, got {value!r}")
+            if spec.choices is not None and value not in spec.choices:
+                raise SpecError(file, f"{key}.{name}", f"unknown value {value!r}", spec.choices)
+            if spec.pattern is not None and not re.fullmatch(spec.pattern, str(value)):
+                raise SpecError(file, f"{key}.{name}",
+                                f"value {value!r} does not match {spec.pattern!r} ({self.path})")
+        filled = {name: spec.default for name, spec in self.args.items() if spec.default is not None}
+        filled.update(args)
+        return filled
+
+    def arg_lists(self, args: dict[str, Any]) -> dict[str, list[str]]:
+        """The argv fragments of the implementation arguments, per side, in declaration order."""
+        lists: dict[str, list[str]] = {"server_args": [], "client_args": []}
+        for name, spec in self.args.items():
+            if name not in args:
+                continue
+            fragment = [part.format(value=args[name]) for part in spec.argv]
+            if spec.to in ("server", "both"):
+                lists["server_args"].extend(fragment)
+            if spec.to in ("client", "both"):
+                lists["client_args"].extend(fragment)
+        return lists
+
+    def version(self) -> str:
+        """The output of the version command ('' when it cannot run)."""
+        values = {"dir": str(self.dir), **{k: str(v) for k, v in self.binaries().items() if v}}
+        try:
+            argv = render(self.version_argv, values, {})
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+        except (KeyError, OSError, subprocess.TimeoutExpired) as exc:
+            return f"unavailable: {exc}"
+        return (out.stdout.strip() or out.stderr.strip())[:500]
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a campaign records about this implementation."""
+        hashes = {}
+        for key, path in self.binaries().items():
+            hashes[key] = {"path": str(path) if path else None, "sha256": sha256_file(path) if path else None}
+        return {"descriptor_path": str(self.path), "descriptor": self.text, "version": self.version(),
+                "binaries": hashes}
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _env(section: Section, file: Path) -> dict[str, str]:
+    env = section.get("env", dict, {})
+    for key, value in env.items():
+        if not isinstance(value, str):
+            raise SpecError(file, f"{section.key('env')}.{key}", "must be a string")
+        check_template([value], file, f"{section.key('env')}.{key}", PLACEHOLDERS)
+    return env
+
+
+def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
+    """Load and validate one impl.toml; the implementation's name is its folder's name."""
+    path = Path(path)
+    text = path.read_text() if path.exists() else ""
+    top = Section(load_toml(path), path)
+    name = name or path.parent.name
+
+    impl = top.section("impl", required=True)
+    description = impl.get("description", str, "")
+    binary = impl.get("binary", str)
+    client_binary = impl.get("client_binary", str, None)
+    allowed = PLACEHOLDERS if client_binary else PLACEHOLDERS - {"client_binary"}
+    version_argv = check_template(impl.get("version", list, ["{binary}", "--version"]), path,
+                                  impl.key("version"), frozenset({"binary", "client_binary", "dir"}))
+    build = impl.get("build", list, [])
+    for i, argv in enumerate(build):
+        check_template(argv, path, f"{impl.key('build')}[{i}]", frozenset({"dir"}))
+    impl.done()
+
+    caps = top.section("capabilities", required=True)
+    workloads = caps.get("workloads", list)
+    for w in workloads:
+        if w not in WORKLOADS:
+            raise SpecError(path, caps.key("workloads"), f"unknown workload {w!r}", WORKLOADS)
+    codes = caps.get("codes", list, ["none"])
+    multipath = caps.get("multipath", bool, False)
+    caps.done()
+
+    args: dict[str, ArgSpec] = {}
+    args_section = top.section("args")
+    for arg_name in list(args_section.data):
+        a = args_section.section(arg_name)
+        spec = ArgSpec(
+            name=arg_name,
+            argv=check_template(a.get("argv", list), path, a.key("argv"), frozenset({"value"})),
+            to=a.get("to", str, "both", choices=ARG_TARGETS),
+            choices=a.get("choices", list, None),
+            pattern=a.get("pattern", str, None),
+            default=a.get("default", (str, int, float), None),
+        )
+        if spec.pattern is not None:
+            try:
+                re.compile(spec.pattern)
+            except re.error as exc:
+                raise SpecError(path, a.key("pattern"), f"invalid regex: {exc}") from None
+        a.done()
+        args[arg_name] = spec
+    args_section.done()
+
+    server = top.section("server", required=True)
+    server_argv = check_template(server.get("argv", list), path, server.key("argv"), allowed)
+    server_env = _env(server, path)
+    server_files = server.get("files", bool, False)
+    ready_pattern = server.get("ready", str, None)
+    ready_delay_s = server.get("ready_delay_s", float, 0.0, min=0, max=60)
+    if ready_pattern is not None:
+        try:
+            re.compile(ready_pattern)
+        except re.error as exc:
+            raise SpecError(path, server.key("ready"), f"invalid regex: {exc}") from None
+    server.done()
+
+    client = top.section("client", required=True)
+    client_argv: dict[str, list[str]] = {}
+    client_env = _env(client, path)
+    for workload in workloads:
+        table = client.section(workload)
+        if not table.data:
+            raise SpecError(path, client.key(workload),
+                            f"workload {workload!r} is declared in capabilities.workloads but has no "
+                            f"[client.{workload}] table")
+        client_argv[workload] = check_template(table.get("argv", list), path, table.key("argv"), allowed)
+        table.done()
+    client.done()
+
+    metrics = top.section("metrics")
+    source = metrics.get("source", str, "json", choices=METRIC_SOURCES)
+    patterns = metrics.get("patterns", list, [])
+    for i, pattern in enumerate(patterns):
+        try:
+            compiled = re.compile(pattern)
+        except (re.error, TypeError) as exc:
+            raise SpecError(path, f"{metrics.key('patterns')}[{i}]", f"invalid regex: {exc}") from None
+        if not compiled.groupindex:
+            raise SpecError(path, f"{metrics.key('patterns')}[{i}]", "needs named groups (?P<metric>…)")
+    if source == "regex" and not patterns:
+        raise SpecError(path, metrics.key("patterns"), "source = 'regex' needs at least one pattern")
+    stream = metrics.get("stream", str, "both", choices=("stdout", "stderr", "both"))
+    required = metrics.get("required", list, [])
+    download_file = metrics.get("download_file", str, "{download_path}")
+    check_template([download_file], path, metrics.key("download_file"), allowed)
+    metrics.done()
+    top.done()
+
+    return Descriptor(
+        name=name, path=path, text=text, description=description, binary=binary,
+        client_binary=client_binary, version_argv=version_argv, build=build, workloads=workloads,
+        codes=codes, multipath=multipath, args=args, server_argv=server_argv, server_env=server_env,
+        server_files=server_files, ready_pattern=ready_pattern, ready_delay_s=ready_delay_s,
+        client_argv=client_argv, client_env=client_env, metrics_source=source, metric_patterns=patterns,
+        metric_stream=stream, required_metrics=required, download_file=download_file)
+
+
+def search_dirs(extra: list[Path] | None = None) -> list[Path]:
+    """Where descriptors are looked for: design-given folders, $FECBENCH_IMPLS, the checkout's quic-impls."""
+    dirs = list(extra or [])
+    dirs += [Path(p) for p in os.environ.get("FECBENCH_IMPLS", "").split(":") if p]
+    dirs.append(REPO_ROOT / "quic-impls")
+    return dirs
+
+
+def discover(extra: list[Path] | None = None) -> dict[str, Path]:
+    """name -> impl.toml, first folder wins. A folder may itself hold impl.toml or hold <name>/impl.toml."""
+    found: dict[str, Path] = {}
+    for folder in search_dirs(extra):
+        candidates = [folder / "impl.toml"] if (folder / "impl.toml").exists() else sorted(folder.glob("*/impl.toml"))
+        for path in candidates:
+            found.setdefault(path.parent.name, path)
+    return found
+
+
+def find_descriptor(name: str, extra: list[Path] | None = None, *, file: Path | str | None = None,
+                    key: str | None = None) -> Descriptor:
+    known = discover(extra)
+    if name not in known:
+        raise SpecError(file, key, f"unknown implementation {name!r}", sorted(known) or "none found")
+    return load_descriptor(known[name])
+
+
+def build(descriptor: Descriptor) -> None:
+    """Run the descriptor's build commands in its folder."""
+    for argv in descriptor.build:
+        argv = render(argv, {"dir": str(descriptor.dir)}, {})
+        result = subprocess.run(argv, cwd=descriptor.dir, check=False)
+        if result.returncode != 0:
+            raise UserError(f"{descriptor.path}: build command {' '.join(argv)} failed ({result.returncode})")

@@ -1,0 +1,269 @@
+"""Design files: parsing and whole-file validation before anything runs.
+
+```toml
+[design]
+name = "smoke"                          # default: the file's stem; the database is results/<name>.sqlite
+topology = "topologies/single.toml"     # relative to the design file, then the current folder, then the checkout
+repetitions = 1
+seed = 1                                # design seed: plan and loss seeds (common random numbers) derive from it
+timeout_s = 60                          # per process (server and client), per run
+order = "random"                        # random (seeded by `seed`) | sequential
+fidelity = "per-point"                  # per-point | per-run | off: RTT check of the network
+impl_dirs = []                          # extra folders holding <name>/impl.toml (relative to the design file)
+port = 4433                             # first server port; each run uses port + (its index % 1000)
+verdict_log = false                     # keep the dropper's per-packet verdict log of every run
+
+[space]  …                              # the planner's input (fecbench.designs)
+
+[loss]                                  # on every lossy link of the topology (or `links`), both directions
+model = "gilbert-elliott"               # none | uniform | gilbert-elliott | trace
+p = "p"                                 # a factor name or a number; ge: p, r, k (default 1), h (default 0)
+r = "r"
+k = "k"
+h = "h"
+directions = ["forward", "reverse"]
+# trace: file = "traces/x.txt" (packet indices to drop)
+
+[workload]
+kind = "download"                       # download | messages
+sizes = ["1kB", "50kB"]                 # download: kB = 1000 B, KiB = 1024 B
+# messages: rate = 30, packets = 8, duration = 25, buffer = 4
+
+[[impl]]
+name = "fecq"                           # a descriptor in quic-impls/<name>/impl.toml
+label = "quic-fec"                      # unique per design; what analyses compare (default: name)
+args = { fec = "rs:30,20" }             # declared by the descriptor's [args]
+```
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fecbench.errors import SpecError
+from fecbench.runners.descriptor import REPO_ROOT, Descriptor, find_descriptor
+from fecbench.specs import Section, load_toml, spec_hash
+
+LOSS_MODELS = ("none", "uniform", "gilbert-elliott", "trace")
+DIRECTIONS = ("forward", "reverse")
+ORDERS = ("random", "sequential")
+FIDELITY_MODES = ("per-point", "per-run", "off")
+_LOSS_PARAMS = {"none": {}, "uniform": {"p": None}, "gilbert-elliott": {"p": None, "r": None, "k": 1.0, "h": 0.0},
+                "trace": {}}
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|kB|KB|KiB|MB|MiB|GB|GiB)?\s*$")
+_UNITS = {None: 1, "B": 1, "kB": 1000, "KB": 1000, "KiB": 1024, "MB": 10**6, "MiB": 2**20, "GB": 10**9,
+          "GiB": 2**30}
+
+
+def parse_size(value: Any, file: Path, key: str) -> int:
+    """'50kB' -> 50000 bytes (decimal units as in the papers; KiB/MiB for binary)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str) and (m := _SIZE.match(value)):
+        size = int(round(float(m.group(1)) * _UNITS[m.group(2)]))
+    else:
+        raise SpecError(file, key, f"bad size {value!r}", "bytes as an integer, or e.g. '1kB', '1.5MB', '64KiB'")
+    if size <= 0:
+        raise SpecError(file, key, f"size must be > 0, got {value!r}")
+    return size
+
+
+@dataclass
+class LossSpec:
+    model: str
+    params: dict[str, float | str]       # a number, or the name of a factor
+    directions: list[str]
+    links: list[str] | None               # None: the topology's lossy links
+    trace_file: Path | None = None
+
+    def factor_refs(self) -> dict[str, str]:
+        return {name: value for name, value in self.params.items() if isinstance(value, str)}
+
+    def values(self, point: dict[str, Any]) -> dict[str, float]:
+        return {name: float(point[value]) if isinstance(value, str) else float(value)
+                for name, value in self.params.items()}
+
+
+@dataclass
+class Workload:
+    kind: str
+    sizes: list[int | None]               # [None] for messages
+    rate: int = 30
+    packets: int = 8
+    duration: float = 25.0
+    buffer: int = 4
+
+    def params(self) -> dict[str, Any]:
+        if self.kind == "download":
+            return {"kind": self.kind}
+        return {"kind": self.kind, "rate": self.rate, "packets": self.packets, "duration": self.duration,
+                "buffer": self.buffer}
+
+
+@dataclass
+class ImplEntry:
+    name: str
+    label: str
+    args: dict[str, Any]                  # validated, with the descriptor's defaults filled in
+    descriptor: Descriptor
+
+
+@dataclass
+class Design:
+    path: Path
+    text: str
+    data: dict[str, Any]
+    name: str
+    topology_path: Path
+    repetitions: int
+    seed: int
+    timeout_s: float
+    order: str
+    fidelity: str
+    port: int
+    verdict_log: bool
+    impl_dirs: list[Path]
+    space: Section
+    loss: LossSpec
+    workload: Workload
+    impls: list[ImplEntry] = field(default_factory=list)
+
+    @property
+    def hash(self) -> str:
+        """Hash of the design file's text (recorded with the campaign)."""
+        return spec_hash(self.text)
+
+    def experiment_hash(self, topology_text: str) -> str:
+        """Hash of what defines the experiment a run belongs to: everything but the implementation list
+        and run-control settings, plus the topology spec. Adding an implementation or changing the
+        timeout keeps the keys (and the results) of the runs already done."""
+        design = {k: v for k, v in self.data.get("design", {}).items()
+                  if k not in ("timeout_s", "order", "fidelity", "port", "impl_dirs", "verdict_log")}
+        content = {"design": design, "space": self.data.get("space"), "loss": self.data.get("loss"),
+                   "workload": self.workload.params(), "topology": topology_text}
+        return spec_hash(json.dumps(content, sort_keys=True, default=str))
+
+    def default_db(self) -> Path:
+        return Path("results") / f"{self.name}.sqlite"
+
+
+def resolve_path(value: str, design_path: Path) -> Path:
+    """A path written in a design: relative to the design file, else the current folder, else the checkout."""
+    candidate = Path(value)
+    if candidate.is_absolute():
+        return candidate
+    for base in (design_path.parent, Path.cwd(), REPO_ROOT):
+        if (base / candidate).exists():
+            return (base / candidate).resolve()
+    return (design_path.parent / candidate).resolve()
+
+
+def _parse_loss(section: Section, file: Path) -> LossSpec:
+    model = section.get("model", str, "none", choices=LOSS_MODELS)
+    params: dict[str, float | str] = {}
+    for name, default in _LOSS_PARAMS[model].items():
+        value = section.get(name, (str, float), default)
+        if value is None:
+            raise section.error(name, f"missing required key for model {model!r}")
+        if not isinstance(value, str) and not 0.0 <= float(value) <= 1.0:
+            raise section.error(name, f"probability must be in [0, 1], got {value!r}")
+        params[name] = value
+    directions = section.get("directions", list, list(DIRECTIONS))
+    for d in directions:
+        if d not in DIRECTIONS:
+            raise section.error("directions", f"unknown direction {d!r}", DIRECTIONS)
+    links = section.get("links", list, None)
+    trace_file = None
+    if model == "trace":
+        trace_file = resolve_path(section.get("file", str), file)
+        if not trace_file.is_file():
+            raise section.error("file", f"trace file {trace_file} not found")
+    section.done()
+    return LossSpec(model=model, params=params, directions=directions, links=links, trace_file=trace_file)
+
+
+def _parse_workload(section: Section, file: Path) -> Workload:
+    kind = section.get("kind", str, choices=("download", "messages"))
+    if kind == "download":
+        sizes_raw = section.get("sizes", list)
+        if not sizes_raw:
+            raise section.error("sizes", "needs at least one size")
+        sizes: list[int | None] = [parse_size(v, file, f"{section.key('sizes')}[{i}]")
+                                   for i, v in enumerate(sizes_raw)]
+        if len(set(sizes)) != len(sizes):
+            raise section.error("sizes", "duplicate size")
+        section.done()
+        return Workload(kind=kind, sizes=sizes)
+    workload = Workload(
+        kind=kind, sizes=[None],
+        rate=section.get("rate", int, 30, min=1, max=10000),
+        packets=section.get("packets", int, 8, min=1, max=1000),
+        duration=float(section.get("duration", float, 25.0, min=0.1, max=86400)),
+        buffer=section.get("buffer", int, 4, min=0, max=100000),
+    )
+    section.done()
+    return workload
+
+
+def parse_design(path: str | Path) -> Design:
+    """Parse and validate a design file as a whole (implementations included; planner and topology
+    are checked by `fecbench.runners.campaign.prepare`)."""
+    path = Path(path)
+    data = load_toml(path)
+    text = path.read_text()
+    top = Section(data, path)
+
+    d = top.section("design", required=True)
+    name = d.get("name", str, path.stem)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise d.error("name", f"bad name {name!r}: letters, digits, '.', '_', '-' only")
+    topology_path = resolve_path(d.get("topology", str), path)
+    if not topology_path.is_file():
+        raise d.error("topology", f"topology spec {topology_path} not found")
+    repetitions = d.get("repetitions", int, 1, min=1, max=10000)
+    seed = d.get("seed", int, min=0, max=2**63 - 1)
+    timeout_s = float(d.get("timeout_s", float, 60.0, min=0.1, max=86400))
+    order = d.get("order", str, "random", choices=ORDERS)
+    fidelity = d.get("fidelity", str, "per-point", choices=FIDELITY_MODES)
+    port = d.get("port", int, 4433, min=1024, max=64000)
+    verdict_log = d.get("verdict_log", bool, False)
+    impl_dirs = [resolve_path(p, path) for p in d.get("impl_dirs", list, [])]
+    d.done()
+
+    space = top.section("space", required=True)
+    loss = _parse_loss(top.section("loss"), path)
+    workload = _parse_workload(top.section("workload", required=True), path)
+
+    impls: list[ImplEntry] = []
+    for entry in top.sections("impl", required=True):
+        impl_name = entry.get("name", str)
+        descriptor = find_descriptor(impl_name, impl_dirs, file=path, key=entry.key("name"))
+        label = entry.get("label", str, impl_name)
+        if any(e.label == label for e in impls):
+            raise entry.error("label", f"duplicate label {label!r}: every [[impl]] needs its own label")
+        if workload.kind not in descriptor.workloads:
+            raise entry.error("name", f"implementation {impl_name!r} does not declare workload "
+                              f"{workload.kind!r} ({descriptor.path})", descriptor.workloads)
+        args = descriptor.validate_args(entry.get("args", dict, {}), path, entry.key("args"))
+        descriptor.require_binaries()
+        entry.done()
+        impls.append(ImplEntry(name=impl_name, label=label, args=args, descriptor=descriptor))
+    if not impls:
+        raise top.error("impl", "needs at least one [[impl]]")
+    top.done()
+
+    return Design(path=path, text=text, data=data, name=name, topology_path=topology_path,
+                  repetitions=repetitions, seed=seed, timeout_s=timeout_s, order=order, fidelity=fidelity,
+                  port=port, verdict_log=verdict_log, impl_dirs=impl_dirs, space=space, loss=loss,
+                  workload=workload, impls=impls)
+
+
+def find_label(design: Design, label: str) -> ImplEntry:
+    for entry in design.impls:
+        if entry.label == label:
+            return entry
+    raise SpecError(design.path, "impl.label", f"unknown label {label!r}", [e.label for e in design.impls])

@@ -1,0 +1,96 @@
+"""Getting a run's metrics back from the client, by the descriptor's source: json, regex or measured."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from fecbench.db import METRIC_COLUMNS
+
+
+class MetricsError(Exception):
+    """The client exited 0 but its metrics are missing or unusable: the run is recorded as failed."""
+
+
+def _check_types(metrics: dict[str, Any]) -> None:
+    for name in METRIC_COLUMNS:
+        if name not in metrics or metrics[name] is None:
+            continue
+        value = metrics[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise MetricsError(f"{name} must be a number, got {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise MetricsError(f"{name} is not finite ({value!r})")
+
+
+def _check_required(metrics: dict[str, Any], required: list[str]) -> None:
+    missing = [name for name in required if metrics.get(name) is None]
+    if missing:
+        raise MetricsError(f"missing required metric(s): {', '.join(missing)}")
+
+
+def from_json(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise MetricsError(f"the client wrote no metrics file ({path.name})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MetricsError(f"cannot read {path.name}: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MetricsError(f"{path.name} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise MetricsError(f"{path.name} must hold a JSON object, got {type(data).__name__}")
+    return data
+
+
+def from_patterns(patterns: list[str], text: str) -> dict[str, Any]:
+    metrics: dict[str, Any] = {}
+    for pattern in patterns:
+        for match in re.finditer(pattern, text, re.MULTILINE):
+            for name, value in match.groupdict().items():
+                if value is None:
+                    continue
+                try:
+                    number = float(value)
+                except ValueError:
+                    raise MetricsError(f"pattern group {name!r} matched {value!r}, not a number") from None
+                metrics[name] = int(number) if number.is_integer() and METRIC_COLUMNS.get(name) == "INTEGER" \
+                    else number
+    return metrics
+
+
+def collect_metrics(descriptor: Any, run: Any, values: dict[str, Any], client: Any) -> dict[str, Any]:
+    """The run's metrics; raises MetricsError when they are unusable."""
+    source = descriptor.metrics_source
+    if source == "json":
+        metrics = from_json(Path(values["metrics_path"]))
+    elif source == "regex":
+        stream = descriptor.metric_stream
+        text = ""
+        if stream in ("stdout", "both"):
+            text += client.stdout_path.read_text(errors="replace")
+        if stream in ("stderr", "both"):
+            text += "\n" + client.stderr_path.read_text(errors="replace")
+        metrics = from_patterns(descriptor.metric_patterns, text)
+        if not metrics:
+            raise MetricsError("no metric pattern matched the client's output")
+    else:
+        metrics = {"dct_ms": client.wall_ms}
+        if run.size is not None:
+            target = Path(descriptor.download_file.format_map(values))
+            if not target.is_file():
+                raise MetricsError(f"downloaded file {target} is missing")
+            got = target.stat().st_size
+            if got != run.size:
+                raise MetricsError(f"downloaded {got} bytes, expected {run.size}")
+            metrics["bytes_app"] = got
+    _check_types(metrics)
+    _check_required(metrics, descriptor.required_metrics)
+    if run.size is not None and isinstance(metrics.get("bytes_app"), int) and metrics["bytes_app"] != run.size:
+        raise MetricsError(f"bytes_app = {metrics['bytes_app']}, expected the requested {run.size}")
+    return metrics

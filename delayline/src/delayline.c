@@ -45,6 +45,7 @@
 
 struct counters {
 	uint64_t rx, tx, drop_queue, drop_egress, errors, max_queue;
+	uint64_t gso; /* frames that were GSO super-packets (offloads left on upstream) */
 };
 
 /* One direction: frames read from rx_fd wait in q, then leave through tx_fd. */
@@ -216,6 +217,8 @@ static void receive(struct direction *d)
 				}
 				memcpy(s->buf + head, overflow[i], len - head);
 			}
+			if (((struct virtio_net_hdr *)s->buf)->gso_type != VIRTIO_NET_HDR_GSO_NONE)
+				d->c.gso++;
 			s->len = len;
 			s->release_ns = arrival + d->delay_ns;
 			if (keep != (uint32_t)i) { /* close the gap left by skipped frames */
@@ -308,8 +311,9 @@ static int format_counters(char *out, size_t n, const struct direction *d)
 	return snprintf(out, n,
 			"{\"rx\": %" PRIu64 ", \"tx\": %" PRIu64 ", \"drop_queue\": %" PRIu64
 			", \"drop_egress\": %" PRIu64 ", \"errors\": %" PRIu64 ", \"queue\": %u, \"max_queue\": %" PRIu64
-			", \"limit\": %u}",
-			c->rx, c->tx, c->drop_queue, c->drop_egress, c->errors, d->q.count, c->max_queue, d->q.limit);
+			", \"limit\": %u, \"gso\": %" PRIu64 "}",
+			c->rx, c->tx, c->drop_queue, c->drop_egress, c->errors, d->q.count, c->max_queue, d->q.limit,
+			c->gso);
 }
 
 static void reply_to(struct client *cl, const char *line)

@@ -1,0 +1,232 @@
+"""Start and control the native delay element `delayline` (see delayline/README.md).
+
+The topology code starts one DelayLine per emulated link, inside the link's hidden delay node:
+
+    with DelayLine.start("d-a", "d-b", 50.0, 50.0, run_in=["mnexec", "-da", str(node.pid)]) as dl:
+        dl.set_delay(ab_ms=100.0)
+        print(dl.stats()["ab"]["tx"])
+
+The process's PID and control socket are recorded with `fecbench.cleanup`, so `fecbench clean` stops
+a delayline left behind by a killed fecbench process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from fecbench import cleanup
+from fecbench.errors import UserError
+
+MAX_DELAY_MS = 60_000.0  # the binary accepts at most 60 s per direction
+READY_TIMEOUT_S = 10.0
+CONTROL_TIMEOUT_S = 5.0
+STOP_TIMEOUT_S = 5.0
+
+
+def binary_path() -> Path:
+    """The built delayline binary; a UserError saying how to build it when it is missing."""
+    root = Path(__file__).resolve().parent.parent
+    path = root / "delayline" / "build" / "delayline"
+    if not os.access(path, os.X_OK):
+        raise UserError(f"the delay element is not built ({path} missing): run `make -C {root / 'delayline'}`")
+    return path
+
+
+def _delay_us(what: str, ms: float) -> int:
+    if not isinstance(ms, (int, float)) or not math.isfinite(ms) or not 0 <= ms <= MAX_DELAY_MS:
+        raise UserError(f"delayline {what} must be a number of milliseconds from 0 to {MAX_DELAY_MS:g}, got {ms!r}")
+    return round(ms * 1000)
+
+
+def _control_path(name: str) -> Path:
+    """A control-socket path under the state directory (UNIX socket paths are limited to 107 bytes)."""
+    tag = name if len(name) <= 40 and name.replace("-", "").replace("_", "").isalnum() else \
+        hashlib.sha1(name.encode()).hexdigest()[:12]
+    return cleanup.STATE_DIR / f"{cleanup.prefix()}-dl-{tag}.sock"
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    stat = Path(f"/proc/{pid}/stat")
+    with contextlib.suppress(OSError, IndexError):
+        return stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie is gone for our purpose
+    return False
+
+
+class DelayLine:
+    """A running delayline process bridging two interfaces with a constant delay per direction."""
+
+    _counter = 0
+
+    def __init__(self, proc: subprocess.Popen, pid: int, control: Path, name: str,
+                 delay_ab_ms: float, delay_ba_ms: float) -> None:
+        self._proc = proc
+        self.pid = pid
+        self.control_path = control
+        self.name = name
+        self.delay_ab_ms = delay_ab_ms
+        self.delay_ba_ms = delay_ba_ms
+        self._stopped = False
+
+    @classmethod
+    def start(cls, if_a: str, if_b: str, delay_ab_ms: float, delay_ba_ms: float,
+              run_in: list[str] | None = None, name: str | None = None,
+              max_queue: int | None = None) -> DelayLine:
+        """Start a delayline between if_a and if_b (run inside a namespace with run_in, e.g.
+        ["mnexec", "-da", PID] or ["ip", "netns", "exec", NS]) and wait until it forwards frames."""
+        ab_us, ba_us = _delay_us("delay a→b", delay_ab_ms), _delay_us("delay b→a", delay_ba_ms)
+        if max_queue is not None and not (isinstance(max_queue, int) and 1 <= max_queue <= 10_000_000):
+            raise UserError(f"delayline max_queue must be an integer from 1 to 10000000, got {max_queue!r}")
+        if name is None:
+            cls._counter += 1
+            name = f"{if_a}-{if_b}-{cls._counter}"
+        control = _control_path(name)
+        control.parent.mkdir(parents=True, exist_ok=True)
+        argv = [*(run_in or []), str(binary_path()), "--if-a", if_a, "--if-b", if_b,
+                "--delay-ab-us", str(ab_us), "--delay-ba-us", str(ba_us), "--control", str(control)]
+        if max_queue is not None:
+            argv += ["--max-queue", str(max_queue)]
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+        except OSError as exc:
+            raise UserError(f"cannot run {argv[0]}: {exc}") from exc
+        cleanup.record("pid", str(proc.pid), what="delayline", link=name)
+        cleanup.record("path", str(control))
+        line = cls._wait_ready(proc)
+        if line != "ready":
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
+            cleanup.forget("pid", str(proc.pid))
+            control.unlink(missing_ok=True)
+            cleanup.forget("path", str(control))
+            reason = err or (f"no 'ready' within {READY_TIMEOUT_S:g} s" if proc.returncode is None
+                             else f"exit status {proc.returncode}")
+            raise UserError(f"delayline for {name} ({if_a} <-> {if_b}) failed to start: {reason}")
+        # A launcher such as `mnexec -d` may fork: the control socket's peer is the real process.
+        pid = cls._peer_pid(control)
+        if pid != proc.pid:
+            cleanup.record("pid", str(pid), what="delayline", link=name)
+            cleanup.forget("pid", str(proc.pid))
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=1.0)  # reap the launcher that forked it
+        return cls(proc, pid, control, name, delay_ab_ms, delay_ba_ms)
+
+    @staticmethod
+    def _wait_ready(proc: subprocess.Popen) -> str:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            while (left := deadline - time.monotonic()) > 0:
+                if sel.select(left):
+                    return proc.stdout.readline().decode(errors="replace").strip()
+        return ""
+
+    @staticmethod
+    def _peer_pid(control: Path) -> int:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(CONTROL_TIMEOUT_S)
+            sock.connect(str(control))
+            cred = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return struct.unpack("3i", cred)[0]
+
+    def _command(self, line: str) -> str:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(CONTROL_TIMEOUT_S)
+                sock.connect(str(self.control_path))
+                sock.sendall(line.encode() + b"\n")
+                reply = b""
+                while not reply.endswith(b"\n"):
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        break
+                    reply += chunk
+        except OSError as exc:
+            raise RuntimeError(f"delayline {self.name}: control socket {self.control_path}: {exc}") from exc
+        return reply.decode(errors="replace").strip()
+
+    def set_delay(self, ab_ms: float | None = None, ba_ms: float | None = None) -> None:
+        """Change the delay of either direction; applies to frames arriving from now on (FIFO order kept)."""
+        parts = []
+        if ab_ms is not None:
+            parts.append(f"delay_ab_us={_delay_us('delay a→b', ab_ms)}")
+        if ba_ms is not None:
+            parts.append(f"delay_ba_us={_delay_us('delay b→a', ba_ms)}")
+        if not parts:
+            return
+        reply = self._command("set " + " ".join(parts))
+        if reply != "ok":
+            raise RuntimeError(f"delayline {self.name}: set refused: {reply}")
+        if ab_ms is not None:
+            self.delay_ab_ms = ab_ms
+        if ba_ms is not None:
+            self.delay_ba_ms = ba_ms
+
+    def stats(self) -> dict[str, Any]:
+        """Counters per direction ("ab", "ba": rx, tx, drop_queue, drop_egress, errors, queue, max_queue,
+        limit) and the current delays (delay_ab_us, delay_ba_us)."""
+        reply = self._command("stats")
+        try:
+            return json.loads(reply)
+        except json.JSONDecodeError as exc:
+            raise RuntimeError(f"delayline {self.name}: bad stats reply {reply!r}") from exc
+
+    def stop(self) -> None:
+        """SIGTERM, wait for the exit (SIGKILL after a timeout), forget the PID and control socket."""
+        if not self._stopped:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, sig)
+                if self._wait_exit(STOP_TIMEOUT_S):
+                    break
+            self._stopped = True
+            for pipe in (self._proc.stdout, self._proc.stderr):
+                if pipe:
+                    pipe.close()
+        cleanup.forget("pid", str(self.pid))
+        self.control_path.unlink(missing_ok=True)
+        cleanup.forget("path", str(self.control_path))
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once stopped, when it is our child (None under a launcher that forked it)."""
+        return self._proc.returncode if self._proc.pid == self.pid else None
+
+    def _wait_exit(self, timeout: float) -> bool:
+        if self._proc.pid == self.pid:
+            try:
+                self._proc.wait(timeout=timeout)
+                return True
+            except subprocess.TimeoutExpired:
+                return False
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if _process_gone(self.pid):
+                return True
+            time.sleep(0.01)
+        return False
+
+    def __enter__(self) -> DelayLine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,146 @@
+"""The delay element for real: namespaces A — D — B, delayline bridging D's two veth ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from delayline_line import ADDR_A, ADDR_B, TCP_SINK, TCP_SOURCE, Line, line
+
+from fecbench import cleanup
+from fecbench.delayline import DelayLine, binary_path
+from fecbench.errors import UserError
+
+pytestmark = pytest.mark.require_root
+
+
+@pytest.fixture
+def net() -> Iterator[Line]:
+    binary_path()  # fail early with the build hint
+    with line() as built:
+        yield built
+
+
+def recorded(kind: str, name: str) -> bool:
+    path = cleanup.state_file()
+    entries = json.loads(path.read_text()) if path.exists() else []
+    return any(e["kind"] == kind and e["name"] == name for e in entries)
+
+
+def assert_counters_add_up(stats: dict) -> None:
+    for way in ("ab", "ba"):
+        c = stats[way]
+        assert c["rx"] == c["tx"] + c["drop_queue"] + c["drop_egress"] + c["errors"] + c["queue"], (way, c)
+
+
+def test_ping_rtt_follows_the_delay_and_set_changes_it(net: Line) -> None:
+    with DelayLine.start(net.if_a, net.if_b, 10.0, 10.0, run_in=net.run_in("D")) as dl:
+        rtt = net.ping()
+        assert 20.0 <= rtt["min"] and rtt["avg"] <= 25.0, rtt
+
+        dl.set_delay(ab_ms=30.0, ba_ms=20.0)
+        rtt = net.ping()
+        assert 50.0 <= rtt["min"] and rtt["avg"] <= 55.0, rtt
+        dl.set_delay(ba_ms=5.0)  # one direction only
+        rtt = net.ping()
+        assert 35.0 <= rtt["min"] and rtt["avg"] <= 40.0, rtt
+
+        stats = dl.stats()
+        assert (stats["delay_ab_us"], stats["delay_ba_us"]) == (30000, 5000)
+        assert stats["ab"]["tx"] == stats["ba"]["tx"] == 15  # 3 × 5 echo requests and replies
+        assert_counters_add_up(stats)
+
+
+def test_udp_arrives_in_order_without_loss_and_counters_add_up(net: Line) -> None:
+    net.offloads(False)
+    with DelayLine.start(net.if_a, net.if_b, 20.0, 5.0, run_in=net.run_in("D")) as dl:
+        got = net.udp(3000, rate=3000)
+        stats = dl.stats()
+    seqs = [seq for seq, _, _ in got]
+    assert seqs == list(range(3000))
+    one_way_ms = [(recv - sent) / 1e6 for _, sent, recv in got]
+    assert min(one_way_ms) >= 20.0
+    assert stats["ab"]["rx"] == stats["ab"]["tx"] == 3000
+    assert stats["ba"]["rx"] == 0
+    assert stats["ab"]["max_queue"] >= 30  # 20 ms at 3000/s holds ~60 datagrams
+    assert stats["ab"]["errors"] == stats["ab"]["drop_queue"] == stats["ab"]["gso"] == 0
+    assert_counters_add_up(stats)
+
+
+def test_full_queue_drops_and_counts(net: Line) -> None:
+    with DelayLine.start(net.if_a, net.if_b, 300.0, 300.0, run_in=net.run_in("D"), max_queue=50) as dl:
+        got = net.udp(400, rate=0)  # a burst far shorter than the delay
+        stats = dl.stats()
+    ab = stats["ab"]
+    assert ab["rx"] == 400 and ab["max_queue"] == 50 and ab["limit"] == 50
+    assert ab["drop_queue"] >= 300
+    assert len(got) == ab["tx"] == 400 - ab["drop_queue"]
+    assert [seq for seq, _, _ in got] == sorted(seq for seq, _, _ in got)
+    assert_counters_add_up(stats)
+
+
+def test_tcp_with_offloads_delivers_every_byte(net: Line) -> None:
+    net.offloads(True)
+    size = 30 << 20
+    with DelayLine.start(net.if_a, net.if_b, 5.0, 5.0, run_in=net.run_in("D")) as dl:
+        sink = net.python("B", TCP_SINK, ADDR_B, 5001)
+        net.wait_listening(sink)
+        sent = net.exec(net.ns["A"], [sys.executable, "-c", TCP_SOURCE, ADDR_B, "5001", str(size)],
+                        timeout=120).stdout.split()
+        received, _ = sink.communicate(timeout=60)
+        stats = dl.stats()
+    assert received.split() == sent and int(sent[0]) == size
+    assert stats["ab"]["gso"] > 0, "no offloaded frame crossed: the test did not exercise GSO"
+    snmp = net.exec(net.ns["B"], ["cat", "/proc/net/snmp"]).stdout.splitlines()
+    tcp_names, tcp_values = (row.split()[1:] for row in snmp if row.startswith("Tcp:"))
+    assert dict(zip(tcp_names, tcp_values, strict=True))["InCsumErrors"] == "0"
+    assert stats["ab"]["errors"] == stats["ba"]["errors"] == 0
+    assert_counters_add_up(stats)
+
+
+def test_sigterm_leaves_nothing_behind_also_under_mnexec(net: Line) -> None:
+    # A process in D stands for a Mininet node; mnexec -d forks when already a group leader.
+    holder = net.popen("D", ["sleep", "120"])
+    holder_pid = int(net.exec(net.ns["D"], ["ip", "netns", "pids", net.ns["D"]]).stdout.split()[0])
+    dl = DelayLine.start(net.if_a, net.if_b, 1.0, 1.0, run_in=["mnexec", "-da", str(holder_pid)], name="term")
+    assert dl.control_path.exists() and recorded("pid", str(dl.pid))
+    assert os.readlink(f"/proc/{dl.pid}/ns/net") == os.readlink(f"/proc/{holder_pid}/ns/net")
+    assert net.ping(count=2)["min"] >= 2.0
+    dl.stop()
+    assert not os.path.exists(f"/proc/{dl.pid}") or "Z" in open(f"/proc/{dl.pid}/stat").read().split(")")[1][:3]
+    assert not dl.control_path.exists()
+    assert not recorded("pid", str(dl.pid)) and not recorded("path", str(dl.control_path))
+    holder.kill()
+
+
+def test_sigterm_exit_status_is_zero(net: Line) -> None:
+    dl = DelayLine.start(net.if_a, net.if_b, 1.0, 1.0, run_in=net.run_in("D"))
+    dl.stop()
+    assert dl.returncode == 0
+    assert not dl.control_path.exists()
+
+
+def test_control_protocol_errors(net: Line) -> None:
+    with DelayLine.start(net.if_a, net.if_b, 1.0, 2.0, run_in=net.run_in("D")) as dl:
+        assert dl._command("bogus").startswith("error unknown command")
+        assert dl._command("set delay_ab_us=-5").startswith("error")
+        assert dl._command("set speed=1").startswith("error unknown key")
+        with pytest.raises(UserError):
+            dl.set_delay(ab_ms=-1.0)
+        stats = dl.stats()
+        assert (stats["delay_ab_us"], stats["delay_ba_us"]) == (1000, 2000)
+
+
+def test_bad_arguments(net: Line) -> None:
+    with pytest.raises(UserError, match="no interface"):
+        DelayLine.start("nosuchif0", net.if_b, 1.0, 1.0, run_in=net.run_in("D"))
+    with pytest.raises(UserError, match="milliseconds"):
+        DelayLine.start(net.if_a, net.if_b, float("nan"), 1.0, run_in=net.run_in("D"))
+    base = [str(binary_path()), "--if-a", ADDR_A, "--if-b", "x", "--control", "/nonexistent/dir/c.sock"]
+    for argv in (base, [*base, "--delay-ab-us", "5", "--delay-ba-us", "1e3"], [str(binary_path()), "--bogus"]):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        assert proc.returncode == 2 and proc.stderr.startswith("delayline: "), (argv, proc.stderr)

@@ -77,6 +77,11 @@ app.command("export")(_export_command)
 from fecbench.runners.cli import register as _register_runners  # noqa: E402
 
 _register_runners(app)  # run, status, impls
+from fecbench.topologies.cli import link_app as _link_app  # noqa: E402
+from fecbench.topologies.cli import topo_app as _topo_app  # noqa: E402
+
+app.add_typer(_topo_app, name="topo")
+app.add_typer(_link_app, name="link")
 
 
 def main() -> None:

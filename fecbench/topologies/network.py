@@ -29,6 +29,7 @@ from fecbench.topologies.spec import Shaping, Topology
 _build_counter = itertools.count()
 RTT_TOLERANCE_MS = 0.5
 RTT_TOLERANCE_RATIO = 0.02
+UDP_WIRE_FACTOR = (1400 + 42) / 1400   # tbf counts Ethernet + IPv4 + UDP headers too
 
 
 def rtt_ok(configured_ms: float, measured_ms: float) -> bool:
@@ -262,7 +263,8 @@ class Network:
 
     # --- fidelity ----------------------------------------------------------------------------
     def fidelity(self, rate_probe: bool = False, pings: int = 5) -> list[dict[str, Any]]:
-        """Per path: configured vs measured ping RTT (and, optionally, UDP rate), with an ok flag."""
+        """Per path: configured vs measured ping RTT (and, optionally, UDP rate, in wire Mbit/s as tbf
+        counts it), with an ok flag: RTT within max(0.5 ms, 2 %), rate ≥ 90 % of the bottleneck's."""
         out = []
         for i, src in enumerate(self.client_addresses):
             configured = self.topo.configured_rtt(i, self.shaping)
@@ -274,7 +276,8 @@ class Network:
             entry["ok"] = bool(rtts) and rtt_ok(configured, entry["rtt_measured_ms"])
             if rate_probe:
                 rate = self.topo.path_rate(i, self.shaping)
-                measured = self.udp_rate(src, rate) if rate else None
+                payload = self.udp_rate(src, rate) if rate else None
+                measured = payload * UDP_WIRE_FACTOR if payload is not None else None
                 entry.update(rate_configured_mbit=rate, rate_measured_mbit=measured)
                 if rate and measured is not None:
                     entry["ok"] = entry["ok"] and measured >= 0.9 * rate
@@ -290,7 +293,8 @@ class Network:
         return [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
 
     def udp_rate(self, src: str, mbit: float, seconds: float = 1.0, port: int = 5201) -> float | None:
-        """Throughput (Mbit/s) the server receives from an iperf3 UDP stream sent at 1.1× `mbit`."""
+        """UDP payload throughput (Mbit/s) the server receives from an iperf3 stream of 1400-byte
+        datagrams sent at 1.1× `mbit` (on the wire each datagram is 42 bytes longer)."""
         server = self.server.popen(["iperf3", "-s", "-1", "-B", self.server_address, "-p", str(port), "-J"],
                                    text=True)
         try:
@@ -310,7 +314,8 @@ class Network:
                 server.wait()
         try:
             result = json.loads(out)
-            return result["end"]["sum"]["bits_per_second"] / 1e6
+            end = result["end"]
+            return end.get("sum_received", end["sum"])["bits_per_second"] / 1e6
         except (json.JSONDecodeError, KeyError, TypeError):
             return None
 

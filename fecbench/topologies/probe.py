@@ -1,0 +1,83 @@
+"""One-way delay probe, run inside two nodes of an emulated network (both share this machine's clock).
+
+    python -m fecbench.topologies.probe recv --bind ADDR --port P --count N --timeout S
+    python -m fecbench.topologies.probe send --dst ADDR --port P --count N --pps R
+
+The sender stamps each datagram with CLOCK_REALTIME; the receiver takes the kernel's receive
+timestamp (SO_TIMESTAMPNS), so Python's scheduling delays on the receiving side do not count.
+The receiver prints one JSON line: {"received": n, "owd_ms": [...]} in arrival order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import struct
+import sys
+import time
+
+HEADER = struct.Struct("!IQ")          # sequence number, send time (ns, CLOCK_REALTIME)
+TIMESPEC = struct.Struct("@ll")
+PAYLOAD_BYTES = 200
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)   # Linux value; Python 3.11 lacks the name
+
+
+def receive(bind: str, port: int, count: int, timeout: float) -> dict:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    sock.bind((bind, port))
+    print("ready", flush=True)
+    owds: list[float] = []
+    deadline = time.monotonic() + timeout
+    while len(owds) < count and (left := deadline - time.monotonic()) > 0:
+        sock.settimeout(left)
+        try:
+            data, anc, _, _ = sock.recvmsg(2048, 64)
+        except TimeoutError:
+            break
+        _, sent_ns = HEADER.unpack_from(data)
+        rx_ns = time.time_ns()
+        for level, kind, value in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                sec, nsec = TIMESPEC.unpack(value[:TIMESPEC.size])
+                rx_ns = sec * 1_000_000_000 + nsec
+        owds.append((rx_ns - sent_ns) / 1e6)
+    return {"received": len(owds), "owd_ms": owds}
+
+
+def send(dst: str, port: int, count: int, pps: float) -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    padding = bytes(PAYLOAD_BYTES - HEADER.size)
+    start = time.monotonic()
+    for seq in range(count):
+        wait = start + seq / pps - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        sock.sendto(HEADER.pack(seq, time.time_ns()) + padding, (dst, port))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="fecbench.topologies.probe")
+    sub = parser.add_subparsers(dest="role", required=True)
+    r = sub.add_parser("recv")
+    r.add_argument("--bind", required=True)
+    r.add_argument("--port", type=int, required=True)
+    r.add_argument("--count", type=int, required=True)
+    r.add_argument("--timeout", type=float, required=True)
+    s = sub.add_parser("send")
+    s.add_argument("--dst", required=True)
+    s.add_argument("--port", type=int, required=True)
+    s.add_argument("--count", type=int, required=True)
+    s.add_argument("--pps", type=float, default=1000.0)
+    args = parser.parse_args(argv)
+    if args.role == "recv":
+        print(json.dumps(receive(args.bind, args.port, args.count, args.timeout)), flush=True)
+    else:
+        send(args.dst, args.port, args.count, args.pps)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -111,8 +111,10 @@ def label_palette(labels: Sequence[str]) -> dict[str, tuple]:
 def size_palette(sizes: Sequence[float]) -> dict[str, tuple]:
     """One colour per file size (sequential: small = dark, large = light), keyed by size name."""
     ordered = sorted({float(s) for s in sizes if s is not None and not pd.isna(s)})
-    colors = sns.color_palette(SIZE_PALETTE, max(len(ordered), 1) + 1)[:max(len(ordered), 1)]
-    return {format_size(s): colors[i] for i, s in enumerate(ordered)}
+    cmap = matplotlib.colormaps[SIZE_PALETTE]
+    # Spread over the map's 0–0.9 range (its yellow end is too pale on white).
+    steps = np.linspace(0.0, 0.9, len(ordered)) if len(ordered) > 1 else [0.35]
+    return {format_size(s): tuple(cmap(x)[:3]) for s, x in zip(ordered, steps, strict=True)}
 
 
 def _sizes_of(frame: pd.DataFrame) -> list[float]:

@@ -1,0 +1,104 @@
+"""Every notebook runs top to bottom, headless (nbclient), on real databases and writes real PNGs.
+
+The main test uses the database of a real short campaign (the `smoke_db` fixture: root, Mininet);
+the others use databases built through fecbench.db, including a messages campaign (the smoke design
+has only downloads) and an empty-of-messages case that 03-realtime must handle with a clear message.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from analysis_db import make_download_db, make_messages_db
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def execute(notebook: Path, db: Path, out: Path) -> nbformat.NotebookNode:
+    """Run a notebook with db/out injected after its parameters cell (as papermill does)."""
+    nb = nbformat.read(notebook, as_version=4)
+    index = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    injected = nbformat.v4.new_code_cell(f"db = {str(db)!r}\nout = {str(out)!r}")
+    injected.metadata["tags"] = ["injected-parameters"]
+    nb.cells.insert(index + 1, injected)
+    client = NotebookClient(copy.deepcopy(nb), timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT)}})
+    return client.execute()
+
+
+def text_output(nb: nbformat.NotebookNode) -> str:
+    return "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                     for o in c.get("outputs", []) if o.get("output_type") == "stream")
+
+
+def pngs(out: Path) -> dict[str, bytes]:
+    files = {p.stem: p.read_bytes() for p in sorted(out.glob("*.png"))}
+    for name, data in files.items():
+        assert data.startswith(PNG_MAGIC) and len(data) > 1000, f"{name}.png is not a real PNG"
+    return files
+
+
+def test_notebooks_committed_with_parameters_and_without_outputs():
+    assert [p.name for p in NOTEBOOKS] == ["01-campaign-overview.ipynb", "02-download-ratios.ipynb",
+                                           "03-realtime.ipynb"]
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        assert len(tagged) == 1 and "db = " in tagged[0].source and "out = " in tagged[0].source
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: outputs not stripped"
+
+
+@pytest.fixture(scope="module")
+def download_db(tmp_path_factory) -> Path:
+    return make_download_db(tmp_path_factory.mktemp("nb") / "download.sqlite", points=5, repetitions=2)
+
+
+@pytest.fixture(scope="module")
+def messages_db(tmp_path_factory) -> Path:
+    return make_messages_db(tmp_path_factory.mktemp("nb") / "messages.sqlite")
+
+
+def test_notebooks_on_download_campaign(download_db, tmp_path):
+    outs = {}
+    for notebook in NOTEBOOKS:
+        outs[notebook.stem] = tmp_path / notebook.stem
+        nb = execute(notebook, download_db, outs[notebook.stem])
+        if notebook.stem == "03-realtime":
+            assert "no ok messages runs" in text_output(nb)
+    assert set(pngs(outs["01-campaign-overview"])) == {"status", "fidelity", "loss-fidelity"}
+    assert set(pngs(outs["02-download-ratios"])) == {
+        "dct-ecdf", "dct-ratio-ecdf", "dct-ratio-vs-factors-quic-fec-rlc", "dct-ratio-vs-factors-quic-fec-rs",
+        "dct-ratio-ecdf-quic-fec-rlc-vs-quic-fec-rs"}
+    assert pngs(outs["03-realtime"]) == {}
+
+
+def test_realtime_notebook_on_messages_campaign(messages_db, tmp_path):
+    execute(ROOT / "notebooks" / "03-realtime.ipynb", messages_db, tmp_path)
+    assert set(pngs(tmp_path)) == {"rebuffering-ecdf", "data-received-ecdf", "data-received-ratio-ecdf",
+                                   "rebuffering-vs-owd"}
+
+
+@pytest.mark.require_root
+@pytest.mark.slow
+def test_notebooks_on_real_smoke_campaign(smoke_db, tmp_path):
+    """The database of a real short campaign (Mininet, dropper, fecq) through every notebook."""
+    for notebook in NOTEBOOKS:
+        out = tmp_path / notebook.stem
+        nb = execute(notebook, Path(smoke_db), out)
+        figures = pngs(out)
+        if notebook.stem == "03-realtime" and not figures:
+            assert "no ok messages runs" in text_output(nb)
+        else:
+            assert figures, f"{notebook.name} wrote no figure"
+    assert {"status", "fidelity"} <= set(pngs(tmp_path / "01-campaign-overview"))
+    assert {"dct-ecdf", "dct-ratio-ecdf"} <= set(pngs(tmp_path / "02-download-ratios"))

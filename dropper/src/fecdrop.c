@@ -619,6 +619,7 @@ static void cmd_testrun(struct options *o)
 	       sink.out_of_range);
 	fflush(stdout);
 	print_stats(&in);
+	printf("}\n");
 	fecdrop_bpf__destroy(skel);
 }
 

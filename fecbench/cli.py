@@ -82,6 +82,9 @@ from fecbench.topologies.cli import topo_app as _topo_app  # noqa: E402
 
 app.add_typer(_topo_app, name="topo")
 app.add_typer(_link_app, name="link")
+from fecbench.dropper.cli import app as _dropper_app  # noqa: E402
+
+app.add_typer(_dropper_app, name="dropper")
 
 
 def main() -> None:

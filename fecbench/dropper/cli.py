@@ -1,0 +1,194 @@
+"""`fecbench dropper attach|set|stats|log|detach|verify|bench|model`."""
+
+from __future__ import annotations
+
+import json
+import math
+from enum import Enum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from fecbench.errors import UserError
+
+app = typer.Typer(help="Seeded eBPF packet dropper: attach, configure, verify and benchmark.",
+                  no_args_is_help=True)
+console = Console()
+
+
+class ModelKind(str, Enum):
+    none = "none"
+    uniform = "uniform"
+    gilbert_elliott = "gilbert-elliott"
+    trace = "trace"
+
+
+MODEL = typer.Option(ModelKind.uniform, "--model", help="Loss model.")
+P = typer.Option(None, "--p", help="uniform: loss rate; gilbert-elliott: P(Good -> Bad).")
+R = typer.Option(None, "--r", help="gilbert-elliott: P(Bad -> Good).")
+K = typer.Option(1.0, "--k", help="gilbert-elliott: P(deliver | Good).")
+H = typer.Option(0.0, "--h", help="gilbert-elliott: P(deliver | Bad).")
+FILE = typer.Option(None, "--file", help="trace: file of packet indices to drop (one per line, or .npy).")
+ABSORB = typer.Option(False, "--allow-absorbing", help="Accept r = 0 with p > 0 (Bad is absorbing).")
+SEED = typer.Option(0, "--seed", help="64-bit loss seed.")
+STREAM = typer.Option(0, "--stream", help="Stream number (one per instance and direction).")
+NAME = typer.Option(..., "--name", help="Instance name, as `attach` printed it.")
+
+
+def build_model(model: ModelKind, p: float | None, r: float | None, k: float, h: float,
+                file: Path | None, allow_absorbing: bool):
+    from fecbench.dropper.model import LossModel
+
+    if model is ModelKind.none:
+        return LossModel.none()
+    if model is ModelKind.uniform:
+        if p is None:
+            raise UserError("--model uniform needs --p")
+        return LossModel.uniform(p)
+    if model is ModelKind.gilbert_elliott:
+        if p is None or r is None:
+            raise UserError("--model gilbert-elliott needs --p and --r (and optionally --k, --h)")
+        return LossModel.gilbert_elliott(p, r, k, h, allow_absorbing=allow_absorbing)
+    if file is None:
+        raise UserError("--model trace needs --file")
+    return LossModel.trace(file)
+
+
+def _netns(value: str | None) -> str | int | None:
+    return int(value) if value is not None and value.isdigit() else value
+
+
+@app.command()
+def attach(dev: str = typer.Option(..., "--dev", help="Interface."),
+           netns: str = typer.Option(None, "--netns", help="`ip netns` name, or PID of a process in it."),
+           direction: str = typer.Option("egress", "--direction", help="egress or ingress."),
+           model: ModelKind = MODEL, p: float = P, r: float = R, k: float = K, h: float = H,
+           file: Path = FILE, allow_absorbing: bool = ABSORB, seed: int = SEED, stream: int = STREAM,
+           proto: str = typer.Option(None, "--proto", help="Filter: udp or tcp."),
+           port: int = typer.Option(None, "--port", help="Filter: source or destination port."),
+           src: str = typer.Option(None, "--src", help="Filter: source address."),
+           dst: str = typer.Option(None, "--dst", help="Filter: destination address."),
+           name: str = typer.Option(None, "--name", help="Instance name (default DEV-DIRECTION)."),
+           log: bool = typer.Option(False, "--log", help="Keep a verdict log (ring buffer).")) -> None:
+    """Attach a dropper; it stays attached until `fecbench dropper detach --name NAME`."""
+    from fecbench.dropper import Dropper, Filter
+
+    loss = build_model(model, p, r, k, h, file, allow_absorbing)
+    name = name or f"{dev}-{direction}" + (f"-{netns}" if netns else "")
+    d = Dropper.attach(dev, netns=_netns(netns), direction=direction, model=loss, seed=seed, stream=stream,
+                       filter=Filter(proto, port, src, dst), name=name, log=log, persistent=True)
+    console.print(f"attached {d.name}: {loss.describe()}, seed {seed}, stream {stream}")
+
+
+@app.command("set")
+def set_(name: str = NAME, model: ModelKind = MODEL, p: float = P, r: float = R, k: float = K, h: float = H,
+         file: Path = FILE, allow_absorbing: bool = ABSORB, seed: int = SEED, stream: int = STREAM) -> None:
+    """Change an instance's model, seed and stream (resets its stream and counters)."""
+    from fecbench.dropper import Dropper
+
+    loss = build_model(model, p, r, k, h, file, allow_absorbing)
+    Dropper.open(name).set(model=loss, seed=seed, stream=stream)
+    console.print(f"{name}: {loss.describe()}, seed {seed}, stream {stream}")
+
+
+@app.command()
+def stats(name: str = NAME, json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """An instance's counters."""
+    from fecbench.dropper import Dropper
+
+    st = Dropper.open(name).stats()
+    if json_out:
+        print(json.dumps(st))
+        return
+    for key, value in st.items():
+        console.print(f"{key:>14}: {value}")
+
+
+@app.command()
+def log(name: str = NAME, out: Path = typer.Option(..., "--out", help="Output .npy file.")) -> None:
+    """Save an instance's verdict log (index, verdict, state, len) as a numpy .npy file."""
+    import numpy as np
+
+    from fecbench.dropper import Dropper
+
+    d = Dropper.open(name)
+    d.log = True
+    records = d.verdict_log()
+    np.save(out, records)
+    console.print(f"{len(records)} verdict records -> {out}")
+
+
+@app.command()
+def detach(name: str = NAME) -> None:
+    """Detach an instance and remove its pins."""
+    from fecbench.dropper import Dropper
+
+    Dropper.open(name).detach()
+    console.print(f"detached {name}")
+
+
+@app.command()
+def verify(model: ModelKind = MODEL, p: float = P, r: float = R, k: float = K, h: float = H,
+           file: Path = FILE, allow_absorbing: bool = ABSORB, seed: int = SEED, stream: int = STREAM,
+           packets: int = typer.Option(200_000, "--packets"), threads: int = typer.Option(1, "--threads"),
+           json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Kernel verdicts (BPF_PROG_TEST_RUN, several threads) == reference model? Exit 0 if so, 1 if not."""
+    from fecbench.dropper.testrun import verify as run_verify
+
+    if not 1 <= threads <= 64:
+        raise UserError("--threads must be in 1..64")
+    loss = build_model(model, p, r, k, h, file, allow_absorbing)
+    with console.status(f"feeding {packets} packets to the kernel program ({threads} thread(s))"):
+        result = run_verify(loss, seed, stream, packets, threads)
+    if json_out:
+        print(json.dumps({"ok": result.ok, "packets": packets, "threads": threads, "drops": result.drops,
+                          "first_mismatch": result.first_mismatch, "problems": result.problems}))
+    else:
+        console.print(f"{loss.describe()}, seed {seed}, stream {stream}: {result.summary()}")
+    raise typer.Exit(0 if result.ok else 1)
+
+
+@app.command()
+def bench(json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+          repeat: int = typer.Option(1_000_000, "--repeat", help="BPF_PROG_TEST_RUN repetitions.")) -> None:
+    """ns per packet of the empty tc program and of each model (goal: ratios 1.3 / 1.6 / 1.3)."""
+    from fecbench.dropper.testrun import bench as run_bench
+
+    with console.status("benchmarking"):
+        result = run_bench(repeat)
+    if json_out:
+        print(json.dumps(result))
+        return
+    goals = {"uniform": 1.3, "gilbert_elliott": 1.6, "gilbert_elliott_locked": None, "trace": 1.3}
+    console.print(f"empty tc program: {result['empty_ns']:.1f} ns/packet (repeat {result['repeat']})")
+    for key, goal in goals.items():
+        ratio = result[f"{key}_ratio"]
+        met = "met" if goal is not None and ratio <= goal else "missed"
+        verdict = "" if goal is None else f" (goal ≤ {goal:.1f}×: {met})"
+        console.print(f"{key:>24}: {result[f'{key}_ns']:.1f} ns/packet, {ratio:.2f}× empty{verdict}")
+
+
+@app.command()
+def model(loss: float = typer.Option(None, "--loss", help="Mean loss rate (with --burst)."),
+          burst: float = typer.Option(None, "--burst", help="Mean burst length in packets (with --loss)."),
+          p: float = P, r: float = R, k: float = K, h: float = H,
+          json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """(mean loss, mean burst) -> (p, r) of the two-state model, or the expected loss rate and burst
+    length of a Gilbert-Elliott (or uniform: --p alone) parameter set."""
+    from fecbench.dropper.model import LossModel, ge_from_loss_burst
+
+    if loss is not None or burst is not None:
+        if loss is None or burst is None:
+            raise UserError("give both --loss and --burst")
+        p, r = ge_from_loss_burst(loss, burst)
+        k, h = 1.0, 0.0
+    if p is None:
+        raise UserError("give --loss and --burst, or --p (and --r, --k, --h for gilbert-elliott)")
+    m = LossModel.uniform(p) if r is None else LossModel.gilbert_elliott(p, r, k, h, allow_absorbing=True)
+    out = {**m.as_dict(), "loss_rate": m.loss_rate(), "mean_burst": m.mean_burst()}
+    if json_out:
+        print(json.dumps({key: (None if isinstance(v, float) and math.isinf(v) else v) for key, v in out.items()}))
+        return
+    console.print(f"{m.describe()}: expected loss rate {out['loss_rate']:.6g}, "
+                  f"mean burst length {out['mean_burst']:.6g} packets")

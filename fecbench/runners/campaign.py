@@ -228,25 +228,36 @@ class Executor:
             return LossModel.trace(str(loss.trace_file))
         return LossModel.none()
 
-    def configure(self, run: Run) -> None:
-        """Shape the links for this run's point and re-seed every dropper with the run's loss seed."""
+    def configure(self, run: Run) -> list[dict[str, Any]]:
+        """Shape the links for this run's point, check fidelity, then re-seed every dropper with the run's
+        loss seed. The fidelity pings cross the droppers too, so they run with losses off and the
+        droppers are reset afterwards: every run's stream starts at packet 0 (common random numbers)."""
         self.net.configure(run.values)
+        fidelity: list[dict[str, Any]] = []
+        if self.design.fidelity != "off":
+            cached = self.fidelity_cache.get(run.point) if self.design.fidelity == "per-point" else None
+            if cached is None:
+                self.set_losses(None, 0)
+                cached = [dict(row) for row in self.net.fidelity(rate_probe=False)]
+                for i, row in enumerate(cached):
+                    row.setdefault("path", i + 1)
+                self.fidelity_cache[run.point] = cached
+            fidelity = cached
+        self.set_losses(run.values, run.loss_seed)
+        return fidelity
+
+    def set_losses(self, values: dict[str, Any] | None, seed: int) -> None:
+        """Set (and reset) every dropper this design uses: the design's model, or no loss (values None)."""
         if self.design.loss.model == "none":
             return
-        model = self.loss_model(run.values)
-        for link, direction, stream in self.streams():
-            self.net.set_loss(link, direction, model, seed=run.loss_seed, stream=stream)
+        if values is None:
+            from fecbench.dropper import LossModel
 
-    def check_fidelity(self, run: Run) -> list[dict[str, Any]]:
-        if self.design.fidelity == "off":
-            return []
-        if self.design.fidelity == "per-point" and run.point in self.fidelity_cache:
-            return self.fidelity_cache[run.point]
-        result = [dict(row) for row in self.net.fidelity(rate_probe=False)]
-        for i, row in enumerate(result):
-            row.setdefault("path", i + 1)
-        self.fidelity_cache[run.point] = result
-        return result
+            model = LossModel.none()
+        else:
+            model = self.loss_model(values)
+        for link, direction, stream in self.streams():
+            self.net.set_loss(link, direction, model, seed=seed, stream=stream)
 
     def placeholders(self, run: Run, run_dir: Path) -> dict[str, Any]:
         entry = run.impl
@@ -260,6 +271,7 @@ class Executor:
             "packets": workload.packets, "duration": f"{workload.duration:g}", "buffer": workload.buffer,
             "metrics_path": str(run_dir / "metrics.json"), "download_path": str(run_dir / "download"),
             "run_dir": str(run_dir), "www_dir": str(run_dir / "www"), "seed": run.loss_seed,
+            "timeout_s": f"{self.design.timeout_s:g}",
         }
         values.update({key: str(path) for key, path in self.binaries[entry.label].items()})
         return values
@@ -272,8 +284,7 @@ class Executor:
         run_dir = self.log_root / run.key[:16]
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
-        self.configure(run)
-        fidelity = self.check_fidelity(run)
+        fidelity = self.configure(run)
         bad = [row for row in fidelity if row.get("ok") is not None and not row.get("ok")]
         if bad:
             text = "; ".join(f"path {row['path']}: RTT {row.get('rtt_measured_ms')} ms measured, "
@@ -316,7 +327,7 @@ class Executor:
 
         outcome = Outcome(status="ok", client_wall_ms=client.wall_ms, server_log=server.log_tail(),
                           client_log=client.log_tail(), fidelity=fidelity)
-        outcome.link_stats = self.link_stats()
+        outcome.link_stats = self.link_stats(run)
         if self.design.verdict_log:
             outcome.verdict_logs = self.verdict_logs()
         if code is None:
@@ -334,14 +345,24 @@ class Executor:
                 outcome.status, outcome.error = "failed", f"metrics: {exc}"
         return outcome
 
-    def link_stats(self) -> list[dict[str, Any]]:
+    def link_stats(self, run: Run) -> list[dict[str, Any]]:
+        """The network's per link and direction statistics, flattened to the link_stats columns."""
         rows = []
         streams = {(link, direction): stream for link, direction, stream in self.streams()}
         for stat in self.net.link_stats():
-            row = dict(stat)
-            key = (row.get("link"), row.get("direction"))
-            if "model" not in row and key in streams:
-                row["model"] = {"stream": streams[key]}
+            key = (stat.get("link"), stat.get("direction"))
+            dropper = stat.get("dropper") or {}
+            row: dict[str, Any] = {"link": stat.get("link"), "direction": stat.get("direction")}
+            for column in dbmod.LINK_STAT_COLUMNS:
+                value = dropper.get(column, stat.get(column))
+                row[column] = int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+            if key in streams:
+                row["model"] = {"model": self.design.loss.model,
+                                "params": self.design.loss.values(run.values) if run.values else {},
+                                "seed": run.loss_seed, "stream": streams[key], "dropper": dropper}
+            elif dropper:
+                row["model"] = {"model": "none", "dropper": dropper}
+            row["delay"] = {k: v for k, v in stat.items() if k not in ("link", "direction", "dropper")}
             rows.append(row)
         return rows
 

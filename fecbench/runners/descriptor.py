@@ -29,7 +29,7 @@ ARG_TARGETS = ("server", "client", "both")
 PLACEHOLDERS = frozenset({
     "binary", "client_binary", "dir", "server_address", "client_address", "client_addresses", "port",
     "workload", "size", "rate", "packets", "duration", "buffer", "metrics_path", "download_path",
-    "run_dir", "www_dir", "seed",
+    "run_dir", "www_dir", "seed", "timeout_s",
 })
 ARG_LISTS = ("server_args", "client_args")
 
@@ -113,14 +113,16 @@ class Descriptor:
         return self.path.parent
 
     def resolve(self, binary: str | None) -> Path | None:
-        """A binary's path: relative to the descriptor folder, absolute, or a bare name on PATH."""
+        """A binary's path: absolute, relative to the descriptor folder, or else a bare name on PATH."""
         if binary is None:
             return None
+        path = Path(binary) if Path(binary).is_absolute() else self.dir / binary
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
         if "/" not in binary:
             found = shutil.which(binary)
             return Path(found) if found else None
-        path = Path(binary) if Path(binary).is_absolute() else self.dir / binary
-        return path if path.is_file() and os.access(path, os.X_OK) else None
+        return None
 
     def binaries(self) -> dict[str, Path | None]:
         names = {"binary": self.binary}
@@ -238,7 +240,7 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
         a = args_section.section(arg_name)
         spec = ArgSpec(
             name=arg_name,
-            argv=check_template(a.get("argv", list), path, a.key("argv"), frozenset({"value"})),
+            argv=check_template(a.get("argv"), path, a.key("argv"), frozenset({"value"})),
             to=a.get("to", str, "both", choices=ARG_TARGETS),
             choices=a.get("choices", list, None),
             pattern=a.get("pattern", str, None),
@@ -254,7 +256,7 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
     args_section.done()
 
     server = top.section("server", required=True)
-    server_argv = check_template(server.get("argv", list), path, server.key("argv"), allowed)
+    server_argv = check_template(server.get("argv"), path, server.key("argv"), allowed)
     server_env = _env(server, path)
     server_files = server.get("files", bool, False)
     ready_pattern = server.get("ready", str, None)
@@ -275,7 +277,7 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
             raise SpecError(path, client.key(workload),
                             f"workload {workload!r} is declared in capabilities.workloads but has no "
                             f"[client.{workload}] table")
-        client_argv[workload] = check_template(table.get("argv", list), path, table.key("argv"), allowed)
+        client_argv[workload] = check_template(table.get("argv"), path, table.key("argv"), allowed)
         table.done()
     client.done()
 

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""A fake implementation for the runner's tests: a server that waits, a client that misbehaves on request.
+
+server --listen ADDR:PORT [--behave ok|die]      prints "listening ADDR:PORT", waits for SIGTERM
+client --server ADDR:PORT --size N --out PATH --behave ok|fail|hang|unsupported|garbage|nometrics|badtype
+"""
+
+import argparse
+import json
+import signal
+import sys
+import time
+
+
+def server(args: argparse.Namespace) -> int:
+    print(f"listening {args.listen}", flush=True)
+    if args.behave == "die":
+        return 3
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while True:
+        time.sleep(1)
+
+
+def client(args: argparse.Namespace) -> int:
+    start = time.monotonic()
+    print(f"fake client: {args.behave} against {args.server}", flush=True)
+    if args.behave == "fail":
+        print("fake client: failing on purpose", file=sys.stderr)
+        return 1
+    if args.behave == "unsupported":
+        return 127
+    if args.behave == "hang":
+        while True:
+            time.sleep(1)
+    if args.behave == "garbage":
+        with open(args.out, "w") as out:
+            out.write("{this is not json")
+        return 0
+    if args.behave == "nometrics":
+        return 0
+    metrics = {"dct_ms": (time.monotonic() - start) * 1000, "bytes_app": args.size, "handshake_ms": 0.0}
+    if args.behave == "badtype":
+        metrics["dct_ms"] = "fast"
+    with open(args.out, "w") as out:
+        json.dump(metrics, out)
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="role", required=True)
+    s = sub.add_parser("server")
+    s.add_argument("--listen", required=True)
+    s.add_argument("--behave", default="ok")
+    c = sub.add_parser("client")
+    c.add_argument("--server", required=True)
+    c.add_argument("--size", type=int, required=True)
+    c.add_argument("--out", required=True)
+    c.add_argument("--behave", default="ok")
+    args = parser.parse_args()
+    return server(args) if args.role == "server" else client(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,338 @@
+"""Runner pure logic, without root: descriptors, design validation, run keys, CRN seeds, DB writes, metrics."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fecbench import db as dbmod
+from fecbench.errors import SpecError
+from fecbench.runners.descriptor import load_descriptor, render
+from fecbench.runners.design import parse_design, parse_size
+from fecbench.runners.metrics import MetricsError, from_json, from_patterns
+from fecbench.runners.runs import enumerate_runs, loss_seed, run_key
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_DIR = ROOT / "tests" / "fake_impl"
+TOPOLOGY = ROOT / "topologies" / "single.toml"
+
+
+def write_design(tmp_path: Path, body: str | None = None, *, impls: str | None = None, name: str = "d.toml",
+                 workload: str = 'kind = "download"\nsizes = ["1kB", "50kB"]') -> Path:
+    impls = impls if impls is not None else textwrap.dedent("""
+        [[impl]]
+        name = "fake"
+        label = "a"
+        [[impl]]
+        name = "fake"
+        label = "b"
+        args = { behave = "ok" }
+        """)
+    text = body if body is not None else textwrap.dedent(f"""
+        [design]
+        name = "unit"
+        topology = "{TOPOLOGY}"
+        repetitions = 2
+        seed = 7
+        impl_dirs = ["{FAKE_DIR}"]
+
+        [space]
+        method = "wsp"
+        points = 4
+        [space.factors]
+        bw = {{ low = 5, high = 20 }}
+        owd = {{ low = 5, high = 15 }}
+        p = {{ low = 0.01, high = 0.05 }}
+
+        [loss]
+        model = "uniform"
+        p = "p"
+
+        [workload]
+        """) + workload + "\n" + impls
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# --- descriptors ---------------------------------------------------------------------------------
+
+def test_fake_descriptor_loads_and_renders() -> None:
+    d = load_descriptor(FAKE_DIR / "fake" / "impl.toml")
+    assert d.name == "fake" and d.workloads == ["download"]
+    args = d.validate_args({"behave": "hang", "server_behave": "die"}, "x", "impl.args")
+    lists = d.arg_lists(args)
+    assert lists == {"server_args": ["--behave", "die"], "client_args": ["--behave", "hang"]}
+    argv = render(d.client_argv["download"], {"binary": "/b", "server_address": "10.0.0.1", "port": 5,
+                                              "size": 1000, "metrics_path": "/m.json"}, lists)
+    assert argv == ["/b", "client", "--server", "10.0.0.1:5", "--size", "1000", "--out", "/m.json",
+                    "--behave", "hang"]
+    assert d.require_binaries()["binary"].name == "fake.py"
+
+
+def test_descriptor_defaults_filled_and_bad_values_rejected() -> None:
+    d = load_descriptor(FAKE_DIR / "fake" / "impl.toml")
+    assert d.validate_args({}, "x", "k") == {"behave": "ok"}
+    with pytest.raises(SpecError, match="unknown value 'explode'"):
+        d.validate_args({"behave": "explode"}, "design.toml", "impl[0].args")
+    with pytest.raises(SpecError, match="has no argument 'fec'"):
+        d.validate_args({"fec": "rs:30,20"}, "design.toml", "impl[0].args")
+
+
+def test_descriptor_unknown_placeholder_and_shell_string(tmp_path: Path) -> None:
+    base = (FAKE_DIR / "fake" / "impl.toml").read_text()
+    (tmp_path / "x").mkdir()
+    bad = tmp_path / "x" / "impl.toml"
+    bad.write_text(base.replace('"{server_address}:{port}", "{server_args}"', '"{nowhere}", "{server_args}"'))
+    with pytest.raises(SpecError, match=r"unknown placeholder \{nowhere\}") as err:
+        load_descriptor(bad)
+    assert "server.argv" in str(err.value) and str(bad) in str(err.value)
+    bad.write_text(base.replace('argv = ["{binary}", "server", "--listen", "{server_address}:{port}", "{server_args}"]',
+                                'argv = "fake.py server --listen x"'))
+    with pytest.raises(SpecError, match="never a shell string"):
+        load_descriptor(bad)
+
+
+def test_shipped_descriptors_are_valid() -> None:
+    for path in sorted((ROOT / "quic-impls").glob("*/impl.toml")):
+        d = load_descriptor(path)
+        assert d.workloads and set(d.client_argv) == set(d.workloads)
+
+
+# --- designs -------------------------------------------------------------------------------------
+
+def test_parse_design(tmp_path: Path) -> None:
+    design = parse_design(write_design(tmp_path))
+    assert design.name == "unit" and design.repetitions == 2 and design.order == "random"
+    assert [e.label for e in design.impls] == ["a", "b"]
+    assert design.workload.sizes == [1000, 50000]
+    assert design.loss.factor_refs() == {"p": "p"}
+
+
+@pytest.mark.parametrize("text,unit", [("1kB", 1000), ("50kB", 50000), ("1MB", 10**6), ("64KiB", 65536),
+                                       (1234, 1234), ("1.5MB", 1500000)])
+def test_parse_size(text: object, unit: int) -> None:
+    assert parse_size(text, Path("d"), "k") == unit
+
+
+@pytest.mark.parametrize("impls,match", [
+    ('[[impl]]\nname = "nosuch"\n', "unknown implementation 'nosuch'"),
+    ('[[impl]]\nname = "fake"\n[[impl]]\nname = "fake"\n', "duplicate label 'fake'"),
+    ('[[impl]]\nname = "fake"\nargs = { behave = "boom" }\n', "unknown value 'boom'"),
+    ('[[impl]]\nname = "fake"\ncolour = "red"\n', "unknown key"),
+    ("", "missing required array of tables"),
+])
+def test_design_errors_name_file_and_key(tmp_path: Path, impls: str, match: str) -> None:
+    path = write_design(tmp_path, impls=impls)
+    with pytest.raises(SpecError, match=match) as err:
+        parse_design(path)
+    assert str(path) in str(err.value)
+
+
+def test_workload_not_declared(tmp_path: Path) -> None:
+    path = write_design(tmp_path, workload='kind = "messages"\nrate = 30')
+    with pytest.raises(SpecError, match="does not declare workload 'messages'") as err:
+        parse_design(path)
+    assert "impl[0].name" in str(err.value)
+
+
+def test_missing_binary(tmp_path: Path) -> None:
+    impl_dir = tmp_path / "impls" / "ghost"
+    impl_dir.mkdir(parents=True)
+    (impl_dir / "impl.toml").write_text((FAKE_DIR / "fake" / "impl.toml").read_text()
+                                        .replace('binary = "fake.py"', 'binary = "target/ghost"'))
+    path = write_design(tmp_path, impls='[[impl]]\nname = "ghost"\n')
+    path.write_text(path.read_text().replace(f'impl_dirs = ["{FAKE_DIR}"]', f'impl_dirs = ["{tmp_path / "impls"}"]'))
+    with pytest.raises(SpecError, match="binary 'target/ghost' not found"):
+        parse_design(path)
+
+
+def test_bad_loss_probability(tmp_path: Path) -> None:
+    path = write_design(tmp_path)
+    path.write_text(path.read_text().replace('p = "p"', "p = 1.5"))
+    with pytest.raises(SpecError, match=r"loss\.p.*\[0, 1\]"):
+        parse_design(path)
+
+
+# --- runs, keys, seeds ---------------------------------------------------------------------------
+
+def _points() -> dict[int, dict]:
+    return {0: {"bw": 5.0, "owd": 10.0, "p": 0.01}, 1: {"bw": 20.0, "owd": 5.0, "p": 0.05},
+            2: {"bw": 7.5, "owd": 12.0, "p": 0.02}}
+
+
+def test_runs_keys_unique_and_stable(tmp_path: Path) -> None:
+    design = parse_design(write_design(tmp_path))
+    runs = enumerate_runs(design, _points(), "h1")
+    assert len(runs) == 3 * 2 * 2 * 2  # points × repetitions × labels × sizes
+    assert len({r.key for r in runs}) == len(runs)
+    again = enumerate_runs(parse_design(write_design(tmp_path)), _points(), "h1")
+    assert [r.key for r in runs] == [r.key for r in again]  # same order too (seeded shuffle)
+    assert [r.index for r in runs] == list(range(len(runs)))
+    assert {r.key for r in enumerate_runs(design, _points(), "h2")}.isdisjoint({r.key for r in runs})
+
+
+def test_common_random_numbers(tmp_path: Path) -> None:
+    """The loss seed depends on (design seed, point, repetition) only: equal across implementations."""
+    design = parse_design(write_design(tmp_path))
+    runs = enumerate_runs(design, _points(), "h")
+    by_cell: dict[tuple[int, int], set[int]] = {}
+    for r in runs:
+        by_cell.setdefault((r.point, r.repetition), set()).add(r.loss_seed)
+    assert all(len(seeds) == 1 for seeds in by_cell.values())
+    assert len({next(iter(s)) for s in by_cell.values()}) == len(by_cell)  # cells differ
+    assert loss_seed(7, 0, 0) == loss_seed(7, 0, 0) != loss_seed(8, 0, 0)
+    assert 0 < loss_seed(7, 0, 0) < 2**63
+
+
+def test_key_depends_on_args_and_not_on_run_control(tmp_path: Path) -> None:
+    values = {"bw": 5.0}
+    k1 = run_key("h", values, ("fecq", {"fec": "none"}, "quic"), {"kind": "download"}, 1000, 0)
+    k2 = run_key("h", values, ("fecq", {"fec": "rs:30,20"}, "quic"), {"kind": "download"}, 1000, 0)
+    assert k1 != k2
+    path = write_design(tmp_path)
+    h1 = parse_design(path).experiment_hash("topo")
+    path.write_text(path.read_text().replace("seed = 7", "seed = 7\ntimeout_s = 99\norder = \"sequential\""))
+    assert parse_design(path).experiment_hash("topo") == h1
+    path.write_text(path.read_text().replace("seed = 7", "seed = 8"))
+    assert parse_design(path).experiment_hash("topo") != h1
+    assert parse_design(path).experiment_hash("other topology") != parse_design(path).experiment_hash("topo")
+
+
+def test_sequential_order(tmp_path: Path) -> None:
+    path = write_design(tmp_path)
+    path.write_text(path.read_text().replace("seed = 7", "seed = 7\norder = \"sequential\""))
+    runs = enumerate_runs(parse_design(path), _points(), "h")
+    assert [r.point for r in runs] == sorted(r.point for r in runs)
+
+
+def test_prepare_with_planner_and_topology(tmp_path: Path) -> None:
+    from fecbench.runners.campaign import prepare
+
+    prepared = prepare(write_design(tmp_path))
+    assert len(prepared.points) == 4
+    assert len(prepared.runs) == 4 * 2 * 2 * 2
+    assert set(prepared.factor_types) >= {"bw", "owd", "p"}
+    assert all(prepared.estimate(r) > 0 for r in prepared.runs)
+
+
+def test_prepare_rejects_unknown_loss_factor(tmp_path: Path) -> None:
+    from fecbench.runners.campaign import prepare
+
+    path = write_design(tmp_path)
+    path.write_text(path.read_text().replace('p = "p"', 'p = "loss"'))
+    with pytest.raises(SpecError, match="unknown factor 'loss'"):
+        prepare(path)
+
+
+# --- database --------------------------------------------------------------------------------------
+
+def test_db_lifecycle_no_duplicates(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    conn = dbmod.connect(path)
+    with dbmod.transaction(conn):
+        cid = dbmod.insert_campaign(conn, name="x", design_hash="h", host_json={"kernel": "k"})
+        dbmod.ensure_factor_columns(conn, {"bw": "REAL", "fec": "TEXT"})
+        dbmod.insert_points(conn, cid, [{"point": 0, "bw": 5.0, "fec": "rs"}])
+    rows = [{"key": f"k{i}", "campaign_id": cid, "point": 0, "impl": "fake", "label": "a", "impl_args": "{}",
+             "workload": "download", "size": 1000, "repetition": i, "loss_seed": 5} for i in range(3)]
+    assert dbmod.insert_pending_runs(conn, rows) == 3
+    assert dbmod.insert_pending_runs(conn, rows) == 0
+    dbmod.start_run(conn, "k0", "2026-01-01T00:00:00Z", "delayline", "host")
+    assert dbmod.run_statuses(conn)["k0"] == "interrupted"  # a crash here leaves it resumable
+    dbmod.finish_run(conn, "k0", status="ok", error=None, server_log_tail="s", client_log_tail="c",
+                     finished_at="t", duration_s=1.5, metrics={"dct_ms": 12.5, "lost": 2, "extra": "x"},
+                     client_wall_ms=100.0,
+                     link_stats=[{"link": "bottleneck", "direction": "forward", "seen": 10, "dropped": 1,
+                                  "model": {"seed": 5}}],
+                     fidelity=[{"path": 1, "rtt_configured_ms": 20, "rtt_measured_ms": 20.1, "ok": True}])
+    dbmod.start_run(conn, "k0", "2026-01-01T00:00:01Z", "delayline", "host")  # a retry replaces results
+    dbmod.finish_run(conn, "k0", status="ok", error=None, server_log_tail="s", client_log_tail="c",
+                     finished_at="t", duration_s=1.0, metrics={"dct_ms": 11.0}, client_wall_ms=90.0,
+                     link_stats=[{"link": "bottleneck", "direction": "forward", "seen": 9}])
+    ro = dbmod.open_readonly(path)
+    assert ro.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 3
+    run = dict(ro.execute("SELECT * FROM runs WHERE key='k0'").fetchone())
+    assert run["attempts"] == 2 and run["status"] == "ok" and run["duration_s"] == 1.0
+    metrics = ro.execute("SELECT dct_ms, client_wall_ms, json FROM metrics").fetchall()
+    assert len(metrics) == 1 and metrics[0][0] == 11.0 and json.loads(metrics[0][2]) == {"dct_ms": 11.0}
+    assert tuple(ro.execute("SELECT COUNT(*), SUM(seen) FROM link_stats").fetchone()) == (1, 9)
+    assert ro.execute("SELECT COUNT(*) FROM fidelity").fetchone()[0] == 0
+    assert ro.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "1"
+    assert ro.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        ro.execute("DELETE FROM runs")
+    conn.close()
+    assert dbmod.schema_version(dbmod.connect(path)) == 1  # reopening keeps the data and version
+
+
+def test_db_refuses_foreign_and_newer(tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign.sqlite"
+    sqlite3.connect(foreign).execute("CREATE TABLE t (x)").connection.commit()
+    with pytest.raises(dbmod.SchemaError, match="not a fecbench"):
+        dbmod.connect(foreign)
+    newer = tmp_path / "newer.sqlite"
+    dbmod.connect(newer).execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    with pytest.raises(dbmod.SchemaError, match="newer"):
+        dbmod.connect(newer)
+
+
+# --- metrics ---------------------------------------------------------------------------------------
+
+def test_metrics_parsing(tmp_path: Path) -> None:
+    good = tmp_path / "m.json"
+    good.write_text('{"dct_ms": 3.5, "lost": 1}')
+    assert from_json(good) == {"dct_ms": 3.5, "lost": 1}
+    with pytest.raises(MetricsError, match="no metrics file"):
+        from_json(tmp_path / "none.json")
+    (tmp_path / "bad.json").write_text("{nope")
+    with pytest.raises(MetricsError, match="not valid JSON"):
+        from_json(tmp_path / "bad.json")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(MetricsError, match="JSON object"):
+        from_json(tmp_path / "list.json")
+    text = "done: 50000 bytes in 123.4 ms\nlost 3\n"
+    assert from_patterns([r"(?P<bytes_app>\d+) bytes in (?P<dct_ms>[\d.]+) ms", r"lost (?P<lost>\d+)"], text) == \
+        {"bytes_app": 50000, "dct_ms": 123.4, "lost": 3}
+
+
+# --- CLI -------------------------------------------------------------------------------------------
+
+def _fecbench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fecbench", *args], capture_output=True, text=True, cwd=cwd,
+                          check=False, timeout=120)
+
+
+def test_cli_dry_run_and_errors(tmp_path: Path) -> None:
+    path = write_design(tmp_path)
+    out = _fecbench("run", str(path), "--dry-run", "--db", str(tmp_path / "x.sqlite"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "32 run(s) to do" in out.stdout and "estimated duration" in out.stdout
+    assert not (tmp_path / "x.sqlite").exists()  # a dry run writes nothing
+    bad = write_design(tmp_path, impls='[[impl]]\nname = "fake"\nargs = { behave = "boom" }\n', name="bad.toml")
+    out = _fecbench("run", str(bad), "--dry-run", cwd=tmp_path)
+    assert out.returncode == 2
+    assert "bad.toml" in out.stderr and "impl[0].args.behave" in out.stderr and "Traceback" not in out.stderr
+    out = _fecbench("run", str(path), "--retry", "oops", "--dry-run", cwd=tmp_path)
+    assert out.returncode == 2 and "--retry" in out.stderr
+
+
+def test_shipped_designs_validate() -> None:
+    """Every design in designs/ parses and plans (needs the built fecq binary)."""
+    from fecbench.runners.campaign import prepare
+
+    fecq = ROOT / "quic-impls" / "fecq" / "target" / "release" / "fecq"
+    if not fecq.exists() or not (ROOT / "quic-impls" / "fecq" / "impl.toml").exists():
+        pytest.skip("fecq is not built yet (make bootstrap)")
+    expected = {"smoke": 3 * 2 * 2, "networking2019-uniform": 130 * 9 * 3 * 4,
+                "networking2019-ge": 130 * 9 * 3 * 4, "rquic2021": 15 * 10 * 3 * 2,
+                "short-messages": 3 * 10 * 2 * 6, "thesis2018-realtime": 130 * 3 * 4}
+    for name, count in expected.items():
+        prepared = prepare(ROOT / "designs" / f"{name}.toml")
+        assert len(prepared.runs) == count, name

@@ -1,0 +1,207 @@
+"""fecbench.analysis figures and fecbench report/export, on databases written through fecbench.db."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from importlib.util import find_spec
+
+import matplotlib
+import pandas as pd
+import pytest
+from analysis_db import DOWNLOAD_LABELS, SIZES, make_download_db, make_messages_db
+from matplotlib.colors import to_rgb
+from matplotlib.figure import Figure
+
+from fecbench import analysis, report, results
+from fecbench.errors import UserError
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def download_db(tmp_path_factory):
+    return make_download_db(tmp_path_factory.mktemp("an") / "d.sqlite", points=4, repetitions=2)
+
+
+@pytest.fixture(scope="module")
+def messages_db(tmp_path_factory):
+    return make_messages_db(tmp_path_factory.mktemp("an") / "m.sqlite")
+
+
+def visible_lines(ax):
+    return [line for line in ax.get_lines() if line.get_visible()]
+
+
+def is_reference_line(line, axis: str) -> bool:
+    data = line.get_xdata() if axis == "x" else line.get_ydata()
+    return len(data) == 2 and all(float(v) == 1.0 for v in data)
+
+
+@pytest.mark.parametrize("size, text", [(1000, "1 kB"), (10_000, "10 kB"), (50_000, "50 kB"),
+                                        (1_000_000, "1 MB"), (1500, "1.5 kB"), (512, "512 B"),
+                                        (5_000_000, "5 MB"), (None, "messages"), (float("nan"), "messages")])
+def test_format_size(size, text):
+    assert analysis.format_size(size) == text
+
+
+def test_label_palette_is_stable_across_subsets():
+    full = analysis.label_palette(["udp", "quic", "quic-fec-rs"])
+    assert analysis.label_palette(["quic-fec-rs", "udp", "quic"]) == full
+    assert len(set(full.values())) == 3
+    sizes = analysis.size_palette(SIZES)
+    assert list(sizes) == ["1 kB", "10 kB", "50 kB", "1 MB"] and len(set(sizes.values())) == 4
+
+
+def test_ratio_ecdf_one_panel_per_label_one_curve_per_size(download_db):
+    pairs = results.paired(download_db)
+    fig = analysis.ratio_ecdf(pairs)
+    assert isinstance(fig, Figure)
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
+    assert [ax.get_title() for ax in panels] == [f"{lbl} vs quic" for lbl in sorted(DOWNLOAD_LABELS)
+                                                  if lbl != "quic"]
+    sizes = analysis.size_palette(SIZES)
+    for ax in panels:
+        assert ax.get_xscale() == "log"
+        assert sum(is_reference_line(line, "x") for line in ax.get_lines()) == 1  # ratio = 1
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert legend == list(sizes)
+        # Each size's curve has the size's colour in every panel, and reaches ECDF 1.
+        curves = [line for line in visible_lines(ax) if not is_reference_line(line, "x")]
+        assert len(curves) == len(SIZES)
+        assert {to_rgb(line.get_color()) for line in curves} == {to_rgb(c) for c in sizes.values()}
+        assert all(max(line.get_ydata()) == pytest.approx(1.0) for line in curves)
+
+
+def test_ratio_vs_factors_panels(download_db):
+    pairs = results.paired(download_db)
+    fig = analysis.ratio_vs_factors(pairs, label="quic-fec-rs")
+    panels = [ax for ax in fig.axes if ax.axison]
+    assert [ax.get_xlabel() for ax in panels] == [analysis.factor_title(f) for f in pairs.attrs["factors"]]
+    for ax in panels:
+        assert sum(is_reference_line(line, "y") for line in ax.get_lines()) == 1
+        points = sum(len(c.get_offsets()) for c in ax.collections)
+        assert points == int(((pairs["label"] == "quic-fec-rs") & pairs["ratio"].notna()).sum())
+
+
+def test_metric_ecdf_per_size_and_label_colours(download_db, messages_db):
+    frame = results.load(download_db)
+    fig = analysis.metric_ecdf(frame, "dct_ms", per_size=True)
+    panels = [ax for ax in fig.axes if ax.axison]
+    assert [ax.get_title() for ax in panels] == ["1 kB", "10 kB", "50 kB", "1 MB"]
+    colours = analysis.label_palette(frame.attrs["labels"])
+    for ax in panels:
+        assert len(visible_lines(ax)) == len(DOWNLOAD_LABELS)
+        assert {to_rgb(line.get_color()) for line in visible_lines(ax)} == {to_rgb(c) for c in colours.values()}
+    # A label keeps its colour in a figure of another subset of the same database.
+    only_fec = frame[frame["label"] == "quic-fec-rs"]
+    ax = analysis.metric_ecdf(only_fec, "dct_ms").axes[0]
+    assert to_rgb(visible_lines(ax)[0].get_color()) == to_rgb(colours["quic-fec-rs"])
+    messages = results.load(messages_db)
+    ax = analysis.metric_ecdf(messages, "bytes_app", log=False).axes[0]
+    assert ax.get_xscale() == "linear" and len(visible_lines(ax)) == messages["label"].nunique()
+    assert "MB" in ax.xaxis.get_major_formatter()(6_000_000, 0)
+
+
+def test_overview_figures(download_db):
+    frame = results.load(download_db)
+    bars = analysis.status_bars(frame).axes[0]
+    widths = sum(patch.get_width() for patch in bars.patches)
+    assert widths == len(frame)
+    fig = analysis.fidelity_scatter(results.fidelity(download_db))
+    assert [ax.get_title() for ax in fig.axes] == ["round-trip time", "bottleneck rate"]
+    fig = analysis.loss_fidelity(results.link_stats(download_db))
+    assert fig.axes[0].get_xlabel() == "loss rate of the model"
+
+
+def test_empty_inputs_give_a_note_not_an_exception(download_db):
+    frame = results.load(download_db)
+    pairs = results.paired(frame)
+    for fig in (analysis.ratio_ecdf(pairs.iloc[0:0]), analysis.metric_ecdf(frame.iloc[0:0], "dct_ms"),
+                analysis.ratio_vs_factors(pairs.iloc[0:0]), analysis.status_bars(frame.iloc[0:0]),
+                analysis.fidelity_scatter(results.fidelity(download_db).iloc[0:0]),
+                analysis.metric_ecdf(frame, "rebuffering_ms")):
+        texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+        assert any(text.startswith("no ") for text in texts)
+
+
+def test_save_writes_png_and_leaves_global_style_alone(download_db, tmp_path):
+    before = dict(matplotlib.rcParams)
+    path = analysis.save(analysis.status_bars(results.load(download_db)), tmp_path / "sub" / "s.png")
+    assert path.read_bytes().startswith(PNG_MAGIC)
+    assert matplotlib.rcParams["font.size"] == before["font.size"]
+    assert matplotlib.rcParams["axes.spines.top"] == before["axes.spines.top"]
+
+
+def test_report_download_campaign(download_db, tmp_path):
+    written = report.build(download_db, tmp_path / "rep")
+    expected = {"status", "fidelity", "loss-fidelity", "dct-ecdf", "dct-ratio-ecdf",
+                "dct-ratio-vs-factors-quic-fec-rlc", "dct-ratio-vs-factors-quic-fec-rs"}
+    assert set(written.figures) == expected
+    for path in written.figures.values():
+        assert path.read_bytes().startswith(PNG_MAGIC) and path.stat().st_size > 1000
+    page = written.html.read_text()
+    sources = re.findall(r"src='([^']*)'", page)
+    assert len(sources) == len(expected) and all(s.startswith("data:image/png;base64,") for s in sources)
+    assert "DCT medians (ms)" in page and "DCT ratio label / quic" in page and "runs not ok" in page
+    assert "<link" not in page and "<script" not in page  # self-contained
+
+
+def test_report_messages_campaign_and_baseline(messages_db, tmp_path):
+    written = report.build(messages_db, tmp_path / "rep")
+    assert {"rebuffering-ecdf", "data-received-ecdf", "data-received-ratio-ecdf",
+            "rebuffering-vs-owd"} <= set(written.figures)
+    assert "messages medians" in written.tables
+    with pytest.raises(UserError, match="baseline label 'tcp' has no runs"):
+        report.build(messages_db, tmp_path / "rep2", baseline="tcp")
+
+
+def test_report_default_output_dir(download_db, tmp_path):
+    db = tmp_path / "camp.sqlite"
+    db.write_bytes(download_db.read_bytes())
+    written = report.build(db)
+    assert written.html == tmp_path / "camp-report" / "index.html"
+    assert report.default_db(tmp_path) == db
+    with pytest.raises(UserError, match="no results database"):
+        report.default_db(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_export_tidy(download_db, tmp_path, fmt):
+    if fmt == "parquet" and find_spec("pyarrow") is None:
+        pytest.skip("pyarrow not installed")
+    target = report.export(download_db, fmt, tmp_path / f"runs.{fmt}")
+    frame = pd.read_csv(target) if fmt == "csv" else pd.read_parquet(target)
+    loaded = results.load(download_db)
+    assert len(frame) == len(loaded) and list(frame.columns) == list(loaded.columns)
+    assert frame["dct_ms"].sum() == pytest.approx(loaded["dct_ms"].sum())
+    assert not list(tmp_path.glob("*.partial"))
+    with pytest.raises(UserError, match="allowed: csv, parquet"):
+        report.export(download_db, "xls")
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fecbench", *args], capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def test_cli_report_and_export(download_db, tmp_path):
+    done = run_cli("report", str(download_db), "-o", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "r" / "index.html").stat().st_size > 0
+    done = run_cli("export", str(download_db), "--format", "csv", "-o", str(tmp_path / "x.csv"))
+    assert done.returncode == 0 and (tmp_path / "x.csv").exists()
+    for args in (["report", str(tmp_path / "missing.sqlite")], ["export", str(download_db), "--format", "xls"]):
+        done = run_cli(*args)
+        assert done.returncode == 2
+        assert done.stderr.startswith("fecbench: error:") and "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(find_spec("jupyterlab") is not None or find_spec("notebook") is not None,
+                    reason="a Jupyter server is installed: the command would start it")
+def test_open_notebook_without_jupyter_says_how_to_install(download_db):
+    done = run_cli("report", "--open-notebook", str(download_db))
+    assert done.returncode == 2
+    assert "pip install jupyterlab" in done.stderr

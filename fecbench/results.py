@@ -201,6 +201,8 @@ def expected_loss_rate(model: dict | str | None) -> float:
     inner = model.get("model")
     if isinstance(inner, dict):  # {"model": {...}, "seed": …, "stream": …}
         return expected_loss_rate(inner)
+    if isinstance(model.get("params"), dict):  # the runner's {"model": kind, "params": {p, r, …}, …}
+        model = {**model, **model["params"]}
     kind = str(model.get("kind") or model.get("model") or model.get("type") or "").lower().replace("_", "-")
     try:
         if kind in ("none", "off", "no-loss"):

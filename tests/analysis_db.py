@@ -56,7 +56,7 @@ def _record(conn, cid: int, point: dict, label: str, impl_arg: str, workload: st
     dbmod.start_run(conn, key, "2026-01-01T00:00:00Z", "netem", "test")
     sent = int((metrics or {}).get("packets_sent", 100))
     seen = sent + 10
-    model = {"kind": "gilbert-elliott", "p": point["p"], "r": point["r"], "k": point["k"], "h": point["h"]}
+    params = {"p": point["p"], "r": point["r"], "k": point["k"], "h": point["h"]}
     dropped = int(round(seen * _ge_loss(point)))
     rtt = 2 * point["owd"]
     dbmod.finish_run(
@@ -64,9 +64,10 @@ def _record(conn, cid: int, point: dict, label: str, impl_arg: str, workload: st
         server_log_tail="", client_log_tail="", finished_at="2026-01-01T00:00:01Z", duration_s=1.2,
         metrics=metrics, client_wall_ms=None if metrics is None else metrics.get("dct_ms", 0) + 40,
         link_stats=[{"link": "bottleneck", "direction": "forward", "seen": seen, "matched": seen,
-                     "dropped": dropped, "model": {"model": model, "seed": 1, "stream": 0}},
+                     "dropped": dropped, "model": {"model": "gilbert-elliott", "params": params,
+                                                     "seed": point["point"], "stream": 0}},
                     {"link": "bottleneck", "direction": "reverse", "seen": 20, "matched": 20,
-                     "dropped": 0, "model": {"model": {"kind": "uniform", "p": 0.0}}}],
+                     "dropped": 0, "model": {"model": "none", "dropper": {}}}],
         fidelity=[{"path": 0, "rtt_configured_ms": rtt, "rtt_measured_ms": rtt * 1.02 + 0.1,
                    "rate_configured_mbit": point["bw"], "rate_measured_mbit": point["bw"] * 0.97,
                    "ok": fidelity_ok}])

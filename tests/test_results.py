@@ -164,6 +164,9 @@ def test_expected_loss_rate_models():
     assert results.expected_loss_rate(ge) == pytest.approx(expected)
     assert results.expected_loss_rate({"model": ge, "seed": 3, "stream": 0}) == pytest.approx(expected)
     assert results.expected_loss_rate('{"kind": "uniform", "p": 0.1}') == 0.1
+    runner_style = {"model": "gilbert-elliott", "params": {"p": p, "r": r, "k": 0.99, "h": 0.1}, "seed": 1}
+    assert results.expected_loss_rate(runner_style) == pytest.approx(expected)
+    assert results.expected_loss_rate({"model": "none", "dropper": {}}) == 0.0
     for unknown in (None, "not json", {"kind": "trace"}, {"kind": "uniform"}):
         assert math.isnan(results.expected_loss_rate(unknown))
 

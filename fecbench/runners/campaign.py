@@ -31,6 +31,8 @@ from fecbench.runners.design import Design, parse_design
 from fecbench.runners.metrics import MetricsError, collect_metrics
 from fecbench.runners.runs import Run, enumerate_runs, estimate_seconds
 
+# link_stats column -> the dropper's counter name.
+_DROPPER_NAMES = {"ge_good": "good", "ge_bad": "bad", "gso_seen": "gso"}
 RETRYABLE = ("failed", "timeout", "unsupported", "fidelity", "interrupted")
 # Consecutive harness errors (not implementation failures) after which the campaign stops.
 MAX_HARNESS_ERRORS = 5
@@ -354,7 +356,7 @@ class Executor:
             dropper = stat.get("dropper") or {}
             row: dict[str, Any] = {"link": stat.get("link"), "direction": stat.get("direction")}
             for column in dbmod.LINK_STAT_COLUMNS:
-                value = dropper.get(column, stat.get(column))
+                value = dropper.get(_DROPPER_NAMES.get(column, column), dropper.get(column))
                 row[column] = int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
             if key in streams:
                 row["model"] = {"model": self.design.loss.model,
@@ -366,15 +368,36 @@ class Executor:
             rows.append(row)
         return rows
 
-    def verdict_logs(self) -> list[tuple[str, str, bytes]]:
-        getter = getattr(self.net, "verdict_log", None)
-        if getter is None:
-            return []
-        logs = []
+    def enable_verdict_logs(self) -> None:
+        """Re-attach the design's droppers with a verdict log (the network attaches them without one)."""
+        from fecbench.dropper import Dropper, LossModel
+
+        droppers = getattr(self.net, "droppers", {})
         for link, direction, _stream in self.streams():
-            data = getter(link, direction)
-            if data is not None:
-                logs.append((link, direction, data))
+            old = droppers.get((link, direction))
+            if old is None or getattr(old, "log", False):
+                continue
+            netns = self.net.nodes[self.net.plan.delay_nodes[link].name].pid
+            old.detach()
+            droppers[(link, direction)] = Dropper.attach(
+                old.dev, netns=netns, direction=old.direction, model=LossModel.none(), seed=0, stream=0,
+                name=f"{old.name.split('-', 1)[-1]}L", log=True)
+
+    def verdict_logs(self) -> list[tuple[str, str, bytes]]:
+        """Each dropper's verdict log of this run (index, verdict, state, len), as .npy bytes."""
+        import io
+
+        import numpy as np
+
+        logs = []
+        droppers = getattr(self.net, "droppers", {})
+        for link, direction, _stream in self.streams():
+            dropper = droppers.get((link, direction))
+            if dropper is None or not getattr(dropper, "log", False):
+                continue
+            buffer = io.BytesIO()
+            np.save(buffer, dropper.verdict_log(), allow_pickle=False)
+            logs.append((link, direction, buffer.getvalue()))
         return logs
 
     def stop_all(self) -> None:
@@ -437,6 +460,8 @@ def run_campaign(prepared: Prepared, db_path: Path, *, retry: set[str], link_bac
             campaign_id = open_campaign(prepared, conn, backend, host_info, impls_info)
             conn.execute("UPDATE runs SET campaign_id=? WHERE campaign_id IS NULL", (campaign_id,))
             executor = Executor(prepared, conn, net, log_root, keep_logs)
+            if design.verdict_log and design.loss.model != "none":
+                executor.enable_verdict_logs()
             _loop(executor, todo, summary, backend, console)
         return summary
     finally:

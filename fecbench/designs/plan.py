@@ -1,0 +1,320 @@
+"""make_plan: turn a parsed Space and a seed into design points, a manifest and quality metrics."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import itertools
+import json
+import platform
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import qmc
+
+from fecbench.designs.metrics import quality
+from fecbench.designs.space import CLASSICAL, Space
+from fecbench.designs.wsp import wsp_design
+from fecbench.errors import SpecError, UserError
+
+MAX_DRAW = 2 ** 22  # largest batch drawn when constraints reject most points
+
+
+@dataclass
+class Plan:
+    space: Space
+    points: pd.DataFrame     # one row per point, index "point" = 0..n-1, natural units
+    manifest: dict[str, Any]
+
+    def csv_text(self) -> str:
+        buffer = io.StringIO()
+        self.points.to_csv(buffer, lineterminator="\n")
+        return buffer.getvalue()
+
+    def write(self, directory: str | Path) -> tuple[Path, Path]:
+        """Write points.csv and manifest.json into directory (created if needed)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        csv_path, manifest_path = directory / "points.csv", directory / "manifest.json"
+        csv_path.write_text(self.csv_text())
+        manifest_path.write_text(json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
+        return csv_path, manifest_path
+
+
+def default_candidates(n: int) -> int:
+    """Candidates drawn by WSP: more raise maximin, at a linear cost in time and memory."""
+    return max(2 ** 16, 128 * n)
+
+
+def make_plan(space: Space, seed: int, *, method: str | None = None) -> Plan:
+    """Make the design; `method` overrides the space's method (used by --compare)."""
+    if method is not None and method != space.method:
+        space = dataclasses.replace(space, method=method, candidates=None)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise UserError(f"the design seed must be an integer ≥ 0, got {seed!r}")
+    info: dict[str, Any] = {}
+    if space.method == "wsp":
+        unit = _wsp(space, seed, info)
+    elif space.method in ("lhs", "sobol", "random"):
+        unit = _sampled(space, seed)
+    elif space.method == "factorial":
+        return _build(space, seed, *_factorial(space, info), info)
+    elif space.method == "list":
+        return _build(space, seed, *_listed(space), info)
+    else:
+        unit = _classical(space, info)
+    return _build(space, seed, unit, None, info)
+
+
+# --- methods (each returns unit coordinates, snapped) ---------------------------------------------
+
+def _base_count(space: Space) -> int:
+    return space.points // 2 if space.mirror else space.points
+
+
+def _add_mirrors(space: Space, unit: np.ndarray) -> np.ndarray:
+    """Each point followed by its path-reversed copy."""
+    if not space.mirror:
+        return unit
+    pairs = np.empty((2 * len(unit), unit.shape[1]))
+    pairs[0::2], pairs[1::2] = unit, space.mirrored(unit)
+    return pairs
+
+
+def _unsatisfiable(space: Space, found: int, wanted: int, tried: int) -> SpecError:
+    if found == 0:
+        texts = "; ".join(c.text for c in space.constraints)
+        return space.error("constraints", f"no point of the space satisfies the constraints ({texts}; "
+                                          f"{tried} points tried)")
+    return space.error("points", f"only {found} distinct feasible points found among {tried}, "
+                                 f"{wanted} requested (raise candidates, relax constraints or ask fewer points)")
+
+
+def _wsp(space: Space, seed: int, info: dict[str, Any]) -> np.ndarray:
+    n_candidates = space.candidates or default_candidates(space.points)
+    m = int(np.ceil(np.log2(n_candidates)))
+    raw = qmc.Sobol(space.dimension, scramble=True, rng=seed).random_base2(m)[:n_candidates]
+    unit = space.snap(raw)
+    feasible = space.feasible_unit(unit)
+    unit = unit[feasible]
+    if len(unit) == 0:
+        raise _unsatisfiable(space, 0, space.points, n_candidates)
+    start_order = np.argsort(((unit - 0.5) ** 2).sum(axis=1), kind="stable")
+    mirror = space.embed_mirror_permutation() if space.mirror else None
+    try:
+        result = wsp_design(space.embed(unit), space.points, start_order, mirror)
+    except ValueError:
+        raise _unsatisfiable(space, len(np.unique(unit, axis=0)), space.points, n_candidates) from None
+    info.update(candidates=n_candidates, feasible_candidates=int(len(unit)), d_min=round(result.d_min, 9),
+                wsp_passes=result.passes, trimmed=result.trimmed)
+    return _add_mirrors(space, unit[result.indices])
+
+
+def _sampled(space: Space, seed: int) -> np.ndarray:
+    """LHS, scrambled Sobol or uniform random; with constraints, the first feasible points of a larger draw."""
+    dims, wanted = space.dimension, _base_count(space)
+    if space.method == "sobol":
+        engine = qmc.Sobol(dims, scramble=True, rng=seed)
+        size = 2 ** int(np.ceil(np.log2(wanted)))
+        unit = engine.random_base2(int(np.log2(size)))
+    else:
+        size = wanted
+        unit = _draw(space.method, dims, size, seed, optimise=True)
+    while True:
+        snapped = space.snap(unit)
+        feasible = snapped[space.feasible_unit(snapped)]
+        if len(feasible) >= wanted:
+            return _add_mirrors(space, feasible[:wanted])
+        if len(unit) >= MAX_DRAW:
+            raise _unsatisfiable(space, len(feasible), wanted, len(unit))
+        if space.method == "sobol":  # continue the same sequence (doubling keeps powers of two)
+            unit = np.vstack([unit, engine.random_base2(int(np.log2(len(unit))))])
+        else:
+            size = len(unit) * 4
+            unit = _draw(space.method, dims, size, seed, optimise=False)
+
+
+def _draw(method: str, dims: int, size: int, seed: int, optimise: bool) -> np.ndarray:
+    if method == "lhs":
+        # random-cd improves the centred discrepancy; skipped for the large draws constraints need.
+        return qmc.LatinHypercube(dims, optimization="random-cd" if optimise else None, rng=seed).random(size)
+    return np.random.default_rng(seed).random((size, dims))
+
+
+def _subset(space: Space, values: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
+    """The given rows of natural values (fixed factors stay scalars)."""
+    return {name: (column[rows] if isinstance(column, np.ndarray) else column) for name, column in values.items()}
+
+
+def _factorial(space: Space, info: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
+    """The full grid of levels (or a space-filling subset of it); exact natural values are kept."""
+    grid = list(itertools.product(*(f.levels for f in space.varying)))
+    values = {f.name: np.array([row[j] for row in grid], dtype=object if f.kind == "choice" else float)
+              for j, f in enumerate(space.varying)}
+    values.update({f.name: f.value for f in space.fixed})
+    keep = np.flatnonzero(space.feasible(values, len(grid)))
+    values = _subset(space, values, keep)
+    unit = space.unit(values)
+    sizes = " × ".join(f"{len(f.levels)} ({f.name})" for f in space.varying)
+    if len(unit) == 0:
+        raise _unsatisfiable(space, 0, space.points or 1, len(grid))
+    info.update(grid_points=len(grid), feasible_grid_points=int(len(unit)))
+    wanted = space.points or len(unit)
+    if wanted > len(unit):
+        raise space.error("points", f"{wanted} points requested but the factorial grid {sizes} has only "
+                                    f"{len(unit)} feasible points")
+    if wanted == len(unit):
+        return unit, values
+    start_order = np.argsort(((unit - 0.5) ** 2).sum(axis=1), kind="stable")
+    result = wsp_design(space.embed(unit), wanted, start_order)  # a space-filling subset of the grid
+    info.update(d_min=round(result.d_min, 9), wsp_passes=result.passes)
+    rows = np.sort(result.indices)
+    return unit[rows], _subset(space, values, rows)
+
+
+def _listed(space: Space) -> tuple[np.ndarray, dict[str, Any]]:
+    """Points from a CSV file, validated against the factor declarations and constraints."""
+    path = space.list_file
+    try:
+        table = pd.read_csv(path, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise space.error("file", f"cannot read {path} as CSV: {exc}") from None
+    if "point" in table.columns:
+        table = table.drop(columns="point")
+    known = set(space.factor_names)
+    unknown = [c for c in table.columns if c not in known]
+    if unknown:
+        raise space.error("file", f"{path}: column {unknown[0]!r} is not a declared factor", sorted(known))
+    missing = [f.name for f in space.varying if f.name not in table.columns]
+    if missing:
+        raise space.error("file", f"{path}: no column for factor {missing[0]!r}")
+    values: dict[str, Any] = {}
+    for f in space.factors:
+        key = f"factors.{f.base}"
+        if not f.varying:
+            if f.name in table.columns and not (table[f.name].astype(str) == str(f.value)).all():
+                raise space.error(key, f"{path}: column {f.name!r} must hold the fixed value {f.value!r}")
+            values[f.name] = f.value
+            continue
+        column = table[f.name]
+        if f.kind == "choice":
+            by_text = {str(level): level for level in f.levels}
+            bad = [v for v in column if str(v) not in by_text]
+            if bad:
+                raise space.error(key, f"{path}: {f.name} = {bad[0]!r} is not a level", list(f.levels))
+            values[f.name] = np.array([by_text[str(v)] for v in column], dtype=object)
+            continue
+        numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=float)
+        row = next((i for i, v in enumerate(numbers) if not (f.low <= v <= f.high)), None)
+        if row is not None:
+            raise space.error(key, f"{path} row {row}: {f.name} = {column.iloc[row]!r} is outside "
+                                   f"[{f.low}, {f.high}]")
+        if f.kind == "int":
+            if not np.all(numbers == np.rint(numbers)):
+                raise space.error(key, f"{path}: {f.name} must hold integers")
+            numbers = numbers.astype(np.int64)
+        values[f.name] = numbers
+    bad_rows = np.flatnonzero(~space.feasible(values, len(table)))
+    if len(bad_rows):
+        texts = "; ".join(c.text for c in space.constraints)
+        raise space.error("constraints", f"{path} row {bad_rows[0]} violates the constraints ({texts})")
+    if space.mirror:  # each row followed by its path-reversed copy
+        perm = space.mirror_permutation()
+        doubled = _subset(space, values, np.repeat(np.arange(len(table)), 2))  # fancy indexing copies
+        for j, f in enumerate(space.varying):
+            doubled[f.name][1::2] = values[space.varying[perm[j]].name]
+        values = doubled
+    unit = space.unit(values)
+    if space.points is not None and space.points != len(unit):
+        raise space.error("points", f"points = {space.points} but {path} gives {len(unit)} points")
+    return unit, values
+
+
+def _classical(space: Space, info: dict[str, Any]) -> np.ndarray:
+    """Two-level fractional factorial, central composite or Box-Behnken designs (pydoe)."""
+    try:
+        import pydoe
+    except ImportError:
+        raise UserError(f"method = {space.method!r} needs the optional package pydoe: "
+                        "pip install 'fecbench[doe]'") from None
+    dims = space.dimension
+    if space.method == "fracfact":
+        generator = space.options["generator"]
+        if len(generator.split()) != dims:
+            raise space.error("generator", f"{generator!r} has {len(generator.split())} columns for "
+                                           f"{dims} varying factors")
+        try:
+            coded = pydoe.fracfact(generator)
+        except Exception as exc:  # pydoe raises ValueError/IndexError on malformed generators
+            raise space.error("generator", f"pydoe cannot build {generator!r}: {exc}") from None
+    elif space.method == "ccd":
+        if dims < 2:
+            raise space.error("method", "a central composite design needs at least 2 varying factors")
+        center = space.options["center"]
+        coded = pydoe.ccdesign(dims, center=(center, center), face=space.options["face"])
+    else:
+        if dims < 3:
+            raise space.error("method", "a Box-Behnken design needs at least 3 varying factors")
+        coded = pydoe.bbdesign(dims, center=space.options["center"])
+    unit = space.snap(np.clip((np.asarray(coded, dtype=float) + 1.0) / 2.0, 0.0, 1.0))
+    unit = unit[space.feasible_unit(unit)]
+    if len(unit) == 0:
+        raise _unsatisfiable(space, 0, len(coded), len(coded))
+    if space.points is not None and space.points != len(unit):
+        raise space.error("points", f"points = {space.points} but the {space.method} design has "
+                                    f"{len(unit)} feasible points (omit points to take them all)")
+    info["pydoe"] = version("pydoe")
+    return unit
+
+
+# --- assembling the plan --------------------------------------------------------------------------
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "numpy": np.__version__, "pandas": pd.__version__}
+    for package in ("scipy", "fecbench"):
+        try:
+            out[package] = version(package)
+        except PackageNotFoundError:
+            out[package] = "unknown"
+    return out
+
+
+def _build(space: Space, seed: int, unit: np.ndarray, values: dict[str, Any] | None,
+           info: dict[str, Any] | None = None) -> Plan:
+    """The plan from unit coordinates, and the exact natural values when the method has them."""
+    info = {} if info is None else info
+    values = space.natural(unit) if values is None else values
+    columns: dict[str, Any] = {}
+    for f in space.factors:
+        column = values[f.name]
+        if not f.varying:
+            column = [f.value] * len(unit)
+        elif f.kind == "choice":
+            column = list(column)
+        columns[f.name] = column
+    frame = pd.DataFrame(columns, index=pd.RangeIndex(len(unit), name="point"))
+    plan = Plan(space=space, points=frame, manifest={})
+    plan.manifest = {
+        "method": space.method,
+        "seed": seed,
+        "points": len(unit),
+        "factors": space.factor_names,
+        "paths": space.paths,
+        "mirror": space.mirror,
+        "constraints": [c.text for c in space.constraints],
+        "candidates": info.pop("candidates", None),
+        "d_min": info.pop("d_min", None),
+        **info,
+        "metrics": quality(space, unit),
+        "space_hash": space.hash(),
+        "points_sha256": hashlib.sha256(plan.csv_text().encode()).hexdigest(),
+        "versions": _versions(),
+    }
+    if space.method in CLASSICAL:
+        plan.manifest["versions"]["pydoe"] = plan.manifest.pop("pydoe")
+    return plan

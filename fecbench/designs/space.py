@@ -1,0 +1,403 @@
+"""The `[space]` table of a design file: factors, per-path expansion, method options, constraints.
+
+Three representations of a point are used throughout the planner:
+- natural: the values users see (Mbit/s, ms, "rs:30,20"), one column per factor;
+- unit: one coordinate in [0, 1] per varying factor (log factors normalised in log space, a choice
+  level i of k at its stratum centre (i + 0.5) / k), used by samplers and the discrepancy metric;
+- embedded: the metric space in which distances are measured. Numeric factors keep their unit
+  coordinate; a choice factor becomes a one-hot block scaled by 1/sqrt(2), so two different levels
+  are always at distance 1 (the width of a numeric range) and no order is imposed on the levels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fecbench.designs.constraints import Constraint, compile_constraint
+from fecbench.errors import SpecError
+from fecbench.specs import Section
+
+METHODS = ("wsp", "lhs", "sobol", "random", "factorial", "list", "fracfact", "ccd", "bbd")
+KINDS = ("float", "int", "choice", "fixed")
+SCALES = ("linear", "log")
+CLASSICAL = ("fracfact", "ccd", "bbd")  # need the optional `pydoe` package (extra `doe`)
+
+
+@dataclass(frozen=True)
+class Factor:
+    name: str                      # column name after per-path expansion (bw_1)
+    base: str                      # name as declared (bw)
+    path: int | None               # 1..paths for a per-path factor, else None
+    kind: str                      # float | int | choice | fixed
+    low: float | None = None
+    high: float | None = None
+    scale: str = "linear"
+    unit: str = ""
+    levels: tuple | None = None    # choice levels, or explicit factorial levels of a numeric factor
+    value: Any = None              # fixed factors
+
+    @property
+    def varying(self) -> bool:
+        return self.kind != "fixed"
+
+    @property
+    def n_levels(self) -> int | None:
+        """Number of distinct values the factor can take (None for a continuous factor)."""
+        if self.kind == "choice":
+            return len(self.levels)
+        if self.kind == "int":
+            return int(self.high - self.low) + 1
+        return None
+
+    # --- unit <-> natural ---------------------------------------------------------------------
+    def natural(self, u: np.ndarray) -> np.ndarray:
+        """Map unit coordinates (any in [0, 1]) to natural values, quantising int and choice factors."""
+        u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
+        if self.kind == "choice":
+            k = len(self.levels)
+            index = np.minimum((u * k).astype(np.int64), k - 1)
+            return np.asarray(self.levels, dtype=object)[index]
+        if self.kind == "int":
+            if self.scale == "log":
+                raw = np.rint(self.low * (self.high / self.low) ** u)
+            else:
+                raw = self.low + np.floor(u * (self.high - self.low + 1))
+            return np.clip(raw, self.low, self.high).astype(np.int64)
+        if self.scale == "log":
+            return self.low * (self.high / self.low) ** u
+        return self.low + u * (self.high - self.low)
+
+    def unit_of(self, values: Any) -> np.ndarray:
+        """Unit coordinates of natural values (choice level i of k -> (i + 0.5) / k)."""
+        if self.kind == "choice":
+            index = {level: i for i, level in enumerate(self.levels)}
+            return np.array([(index[v] + 0.5) / len(self.levels) for v in values], dtype=float)
+        v = np.asarray(values, dtype=float)
+        if self.high == self.low:
+            return np.full(v.shape, 0.5)
+        if self.scale == "log":
+            return np.log(v / self.low) / math.log(self.high / self.low)
+        return (v - self.low) / (self.high - self.low)
+
+    def embed_width(self) -> int:
+        return len(self.levels) if self.kind == "choice" else 1
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"name": self.name, "kind": self.kind}
+        for key in ("low", "high", "value"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.kind in ("float", "int"):
+            out["scale"] = self.scale
+        if self.levels is not None:
+            out["levels"] = list(self.levels)
+        if self.unit:
+            out["unit"] = self.unit
+        return out
+
+
+@dataclass(frozen=True)
+class Space:
+    method: str
+    points: int | None
+    factors: tuple[Factor, ...]
+    paths: int = 1
+    candidates: int | None = None
+    mirror: bool = False
+    constraints: tuple[Constraint, ...] = ()
+    list_file: Path | None = None
+    options: dict[str, Any] = field(default_factory=dict)   # method options: generator, face, center
+    file: str | None = None                                  # the design file, for error messages
+
+    # --- names ----------------------------------------------------------------------------------
+    @property
+    def factor_names(self) -> list[str]:
+        return [f.name for f in self.factors]
+
+    @property
+    def varying(self) -> list[Factor]:
+        return [f for f in self.factors if f.varying]
+
+    @property
+    def fixed(self) -> list[Factor]:
+        return [f for f in self.factors if not f.varying]
+
+    @property
+    def dimension(self) -> int:
+        return len(self.varying)
+
+    def error(self, key: str | None, problem: str, allowed: Any = None) -> SpecError:
+        return SpecError(self.file, f"space.{key}" if key else "space", problem, allowed)
+
+    # --- representations ------------------------------------------------------------------------
+    def natural(self, unit: np.ndarray) -> dict[str, np.ndarray]:
+        """Natural values (fixed factors as scalars) of an (n, dimension) array of unit coordinates."""
+        values: dict[str, Any] = {f.name: f.value for f in self.fixed}
+        for j, f in enumerate(self.varying):
+            values[f.name] = f.natural(unit[:, j])
+        return values
+
+    def unit(self, values: dict[str, Any]) -> np.ndarray:
+        """Unit coordinates of natural values; the inverse of `natural` on quantised points."""
+        columns = [f.unit_of(values[f.name]) for f in self.varying]
+        if not columns:
+            return np.zeros((len(next(iter(values.values()), [])), 0))
+        return np.column_stack(columns)
+
+    def snap(self, unit: np.ndarray) -> np.ndarray:
+        """Quantise unit coordinates to the values int and choice factors can take."""
+        out = unit.copy()
+        for j, f in enumerate(self.varying):
+            if f.kind in ("int", "choice"):
+                out[:, j] = f.unit_of(f.natural(unit[:, j]))
+        return out
+
+    def embed(self, unit: np.ndarray) -> np.ndarray:
+        """Coordinates in the metric space (choice factors one-hot, levels at distance 1)."""
+        blocks = []
+        for j, f in enumerate(self.varying):
+            if f.kind == "choice":
+                k = len(f.levels)
+                index = np.minimum((unit[:, j] * k).astype(np.int64), k - 1)
+                block = np.zeros((len(unit), k))
+                block[np.arange(len(unit)), index] = 1.0 / math.sqrt(2.0)
+                blocks.append(block)
+            else:
+                blocks.append(unit[:, j:j + 1])
+        if not blocks:
+            return np.zeros((len(unit), 0))
+        return np.ascontiguousarray(np.hstack(blocks))
+
+    # --- multipath mirror -----------------------------------------------------------------------
+    def mirror_permutation(self) -> list[int]:
+        """Index map of varying factors for the path-reversed copy of a point (path p <-> paths+1-p)."""
+        position = {f.name: j for j, f in enumerate(self.varying)}
+        perm = []
+        for f in self.varying:
+            if f.path is None:
+                perm.append(position[f.name])
+            else:
+                perm.append(position[f"{f.base}_{self.paths + 1 - f.path}"])
+        return perm
+
+    def embed_mirror_permutation(self) -> list[int]:
+        """The same permutation on embedded columns (choice blocks move as a whole)."""
+        starts, offset = [], 0
+        for f in self.varying:
+            starts.append(offset)
+            offset += f.embed_width()
+        perm: list[int] = []
+        for j in self.mirror_permutation():
+            perm.extend(range(starts[j], starts[j] + self.varying[j].embed_width()))
+        return perm
+
+    def mirrored(self, unit: np.ndarray) -> np.ndarray:
+        return unit[:, self.mirror_permutation()]
+
+    # --- constraints ----------------------------------------------------------------------------
+    def feasible(self, values: dict[str, Any], n: int) -> np.ndarray:
+        """Boolean mask of the n points (natural values) that satisfy every constraint."""
+        mask = np.ones(n, dtype=bool)
+        for constraint in self.constraints:
+            mask &= constraint.evaluate(values, n)
+        return mask
+
+    def feasible_unit(self, unit: np.ndarray) -> np.ndarray:
+        """Feasibility of unit points; with `mirror`, a point's mirrored copy must be feasible too."""
+        mask = self.feasible(self.natural(unit), len(unit))
+        if self.mirror and self.constraints:
+            mask &= self.feasible(self.natural(self.mirrored(unit)), len(unit))
+        return mask
+
+    # --- identity -------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "method": self.method, "points": self.points, "paths": self.paths,
+            "candidates": self.candidates, "mirror": self.mirror,
+            "constraints": [c.text for c in self.constraints],
+            "factors": [f.to_json() for f in self.factors], "options": self.options,
+        }
+        if self.list_file is not None:
+            out["list_file_sha256"] = hashlib.sha256(self.list_file.read_bytes()).hexdigest()
+        return out
+
+    def hash(self) -> str:
+        """Content hash of everything that determines the design (not file names or comments)."""
+        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+# --- parsing --------------------------------------------------------------------------------------
+
+def _number(f: Section, key: str) -> float | None:
+    return f.get(key, float, None)
+
+
+def _parse_factor(name: str, raw: Any, s: Section, method: str) -> list[dict[str, Any]]:
+    """One declared factor -> keyword arguments of its Factor (before per-path expansion)."""
+    if not isinstance(raw, dict):  # shorthand: `queue = 50` is a fixed factor
+        value = s.get(name, (int, float, str, bool))  # rejects lists with a message naming the factor
+        return [{"base": name, "kind": "fixed", "value": value, "per_path": False}]
+    f = s.section(name)
+    levels = f.get("levels", (list, int), None)
+    default_kind = "fixed" if "value" in raw else "float"
+    if isinstance(levels, list) and any(isinstance(v, str) for v in levels):
+        default_kind = "choice"
+    kind = f.get("type", str, default_kind, choices=KINDS)
+    unit = f.get("unit", str, "")
+    per_path = f.get("per_path", bool, False)
+    spec: dict[str, Any] = {"base": name, "kind": kind, "unit": unit, "per_path": per_path}
+
+    if kind == "fixed":
+        spec["value"] = f.get("value", (int, float, str, bool))
+        f.done()
+        return [spec]
+
+    if kind == "choice":
+        if not isinstance(levels, list) or not levels:
+            raise f.error("levels", "a choice factor needs a non-empty list of levels")
+        if any(isinstance(v, (list, dict, bool)) for v in levels):
+            raise f.error("levels", "levels must be strings or numbers")
+        if len(set(levels)) != len(levels):
+            raise f.error("levels", f"duplicate level in {levels}")
+        spec["levels"] = tuple(levels)
+        f.done()
+        return [spec]
+
+    low, high = _number(f, "low"), _number(f, "high")
+    scale = f.get("scale", str, "linear", choices=SCALES)
+    if isinstance(levels, list):
+        if not levels or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in levels):
+            raise f.error("levels", "levels of a numeric factor must be a non-empty list of numbers")
+        if len(set(levels)) != len(levels):
+            raise f.error("levels", f"duplicate level in {levels}")
+        low = min(levels) if low is None else low
+        high = max(levels) if high is None else high
+        if any(v < low or v > high for v in levels):
+            raise f.error("levels", f"levels must lie within [low, high] = [{low}, {high}]")
+    if low is None or high is None:
+        raise f.error("low" if low is None else "high", "missing required key (a numeric factor needs low and high)")
+    if not low < high and not (isinstance(levels, list) and len(levels) == 1):
+        raise f.error("low", f"low ({low}) must be < high ({high})")
+    if scale == "log" and low <= 0:
+        raise f.error("low", f"a log-scale factor needs low > 0, got {low}")
+    if kind == "int":
+        if low != int(low) or high != int(high):
+            raise f.error("low", f"an int factor needs integer bounds, got [{low}, {high}]")
+        low, high = int(low), int(high)
+        if isinstance(levels, list) and any(v != int(v) for v in levels):
+            raise f.error("levels", "levels of an int factor must be integers")
+    if isinstance(levels, int):
+        if method != "factorial":
+            raise f.error("levels", "a number of levels is only used by method = \"factorial\"")
+        if levels < 2:
+            raise f.error("levels", f"needs at least 2 levels, got {levels}")
+        u = np.linspace(0.0, 1.0, levels)
+        grid = low * (high / low) ** u if scale == "log" else low + u * (high - low)
+        levels = [int(round(v)) for v in grid] if kind == "int" else [float(v) for v in grid]
+        if len(set(levels)) != len(levels):
+            raise f.error("levels", f"{len(levels)} levels do not fit between {low} and {high}")
+    spec.update(low=low, high=high, scale=scale,
+                levels=tuple(levels) if isinstance(levels, list) else None)
+    f.done()
+    return [spec]
+
+
+def parse_space(section: Section, paths: int = 1) -> Space:
+    """Parse and validate the `[space]` table of a design file; SpecError on any bad input."""
+    if not isinstance(paths, int) or paths < 1:
+        raise SpecError(section.file, section.path or "space", f"paths must be an integer ≥ 1, got {paths!r}")
+    method = section.get("method", str, "wsp", choices=METHODS)
+    points = section.get("points", int, None, min=1)
+    candidates = section.get("candidates", int, None, min=1, max=5_000_000)
+    mirror = section.get("mirror", bool, False)
+    file = section.get("file", str, None)
+    raw_constraints = section.get("constraints", list, [])
+    options = {
+        "generator": section.get("generator", str, None),
+        "face": section.get("face", str, "ccf", choices=("ccf", "cci")),
+        "center": section.get("center", int, 1, min=0, max=100),
+    }
+    factors_section = section.section("factors", required=True)
+    if not factors_section.data:
+        raise factors_section.error(None, "declare at least one factor")
+
+    def err(key: str, problem: str, allowed: Any = None) -> SpecError:
+        return section.error(key, problem, allowed)
+
+    specs: list[dict[str, Any]] = []
+    for name, raw in factors_section.data.items():
+        if not name.isidentifier():
+            raise factors_section.error(name, "a factor name must be an identifier (letters, digits, _)")
+        specs.extend(_parse_factor(name, raw, factors_section, method))
+    factors_section.done()
+
+    factors: list[Factor] = []
+    for spec in specs:
+        per_path = spec.pop("per_path")
+        if per_path and paths > 1:
+            for p in range(1, paths + 1):
+                factors.append(Factor(name=f"{spec['base']}_{p}", path=p, **spec))
+        else:
+            factors.append(Factor(name=spec["base"], path=None, **spec))
+    names = [f.name for f in factors]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise err("factors", f"factor {duplicates[0]!r} is declared twice (per-path expansion adds _1.._{paths})")
+    if not any(f.varying for f in factors) and method not in ("list",):
+        raise err("factors", "every factor is fixed: nothing to plan (declare at least one varying factor)")
+
+    if mirror and not any(f.path is not None for f in factors):
+        raise err("mirror", "mirror = true needs per-path factors (per_path = true) and paths ≥ 2")
+    if mirror and method in ("factorial", *CLASSICAL):
+        raise err("mirror", f"mirror is not used by method = {method!r} (its grid is already symmetric)",
+                  ["wsp", "lhs", "sobol", "random", "list"])
+    if mirror and points is not None and method != "list" and points % 2:
+        raise err("points", f"with mirror = true the design has pairs of points: points must be even, got {points}")
+
+    if method in ("wsp", "lhs", "sobol", "random") and points is None:
+        raise err("points", f"method = {method!r} needs the number of points")
+    if candidates is not None and method not in ("wsp",):
+        raise err("candidates", "candidates is only used by method = \"wsp\"")
+    if method == "list":
+        if file is None:
+            raise err("file", "method = \"list\" needs file = \"points.csv\"")
+        base = Path(section.file).parent if section.file else Path.cwd()
+        list_file = (base / file) if not Path(file).is_absolute() else Path(file)
+        if not list_file.is_file():
+            raise err("file", f"file not found: {list_file}")
+    else:
+        list_file = None
+        if file is not None:
+            raise err("file", "file is only used by method = \"list\"")
+    if method == "factorial":
+        for f in factors:
+            if f.varying and f.levels is None:
+                raise SpecError(section.file, f"space.factors.{f.base}.levels",
+                                "method = \"factorial\" needs levels (a list, or a number of levels)")
+    if method in CLASSICAL:
+        for f in factors:
+            if f.kind == "choice":
+                raise SpecError(section.file, f"space.factors.{f.base}",
+                                f"method = {method!r} handles numeric factors only; use wsp, lhs or factorial")
+        if method == "fracfact" and options["generator"] is None:
+            raise err("generator", "method = \"fracfact\" needs a generator, e.g. \"a b ab\"")
+    if options["generator"] is not None and method != "fracfact":
+        raise err("generator", "generator is only used by method = \"fracfact\"")
+
+    constraints = []
+    for i, text in enumerate(raw_constraints):
+        if not isinstance(text, str):
+            raise err(f"constraints[{i}]", f"a constraint must be a string expression, got {text!r}")
+        constraints.append(compile_constraint(text, names, section.file, f"{section.key('constraints')}[{i}]"))
+    section.done()
+    return Space(method=method, points=points, factors=tuple(factors), paths=paths, candidates=candidates,
+                 mirror=mirror, constraints=tuple(constraints), list_file=list_file, options=options,
+                 file=str(section.file) if section.file else None)

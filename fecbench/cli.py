@@ -74,6 +74,9 @@ from fecbench.report_cli import report as _report_command  # noqa: E402
 
 app.command("report")(_report_command)
 app.command("export")(_export_command)
+from fecbench.designs.cli import plan as _plan_command  # noqa: E402
+
+app.command("plan")(_plan_command)
 from fecbench.runners.cli import register as _register_runners  # noqa: E402
 
 _register_runners(app)  # run, status, impls

@@ -1,0 +1,256 @@
+//! The application protocol: each request is one line on a new bidirectional stream.
+//!   `download SIZE`                       -> SIZE bytes of a known pattern, then FIN
+//!   `messages MODE RATE PACKETS DURATION` -> the real-time workload (see messages.rs)
+//!   `stats`                               -> the server's SideStats for this connection (JSON)
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quinn::{Connection, Endpoint};
+
+use crate::config::Common;
+use crate::messages;
+use crate::metrics::{Metrics, SideStats};
+use crate::socket::FecSocket;
+
+/// Byte at `offset` of every download: position-dependent, so a misplaced chunk is detected.
+pub fn pattern_byte(offset: u64) -> u8 {
+    (offset ^ (offset >> 8) ^ (offset >> 16) ^ (offset >> 24)) as u8
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Workload {
+    Download { size: u64 },
+    Messages(messages::Params),
+}
+
+impl Workload {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Workload::Download { .. } => "download",
+            Workload::Messages(_) => "messages",
+        }
+    }
+}
+
+// ---------------------------------------------------------------- server
+
+/// Accept connections until the endpoint is closed.
+pub async fn serve(endpoint: Endpoint, socket: Arc<FecSocket>) {
+    while let Some(incoming) = endpoint.accept().await {
+        let socket = socket.clone();
+        tokio::spawn(async move {
+            if let Ok(conn) = incoming.await {
+                serve_connection(conn, socket).await;
+            }
+        });
+    }
+}
+
+async fn serve_connection(conn: Connection, socket: Arc<FecSocket>) {
+    while let Ok((send, recv)) = conn.accept_bi().await {
+        let conn = conn.clone();
+        let socket = socket.clone();
+        tokio::spawn(async move {
+            if let Err(e) = serve_request(&conn, &socket, send, recv).await {
+                eprintln!("fecq server: {}: {e}", conn.remote_address());
+            }
+        });
+    }
+}
+
+async fn serve_request(
+    conn: &Connection,
+    socket: &FecSocket,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+) -> Result<(), String> {
+    let req = recv
+        .read_to_end(256)
+        .await
+        .map_err(|e| format!("request: {e}"))?;
+    let line = String::from_utf8_lossy(&req);
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        ["download", size] => {
+            let size: u64 = size.parse().map_err(|_| format!("bad size {size:?}"))?;
+            let mut offset = 0u64;
+            let mut chunk = Vec::with_capacity(64 * 1024);
+            while offset < size {
+                let n = (size - offset).min(64 * 1024);
+                chunk.clear();
+                chunk.extend((offset..offset + n).map(pattern_byte));
+                send.write_all(&chunk)
+                    .await
+                    .map_err(|e| format!("write: {e}"))?;
+                offset += n;
+            }
+            send.finish().map_err(|e| format!("finish: {e}"))
+        }
+        ["messages", rest @ ..] => {
+            let params = messages::Params::parse_request(rest)?;
+            messages::send(conn, &mut send, params).await
+        }
+        ["stats"] => {
+            let stats = SideStats::of_peer(conn, socket);
+            let text = serde_json::to_vec(&stats).map_err(|e| e.to_string())?;
+            send.write_all(&text)
+                .await
+                .map_err(|e| format!("write: {e}"))?;
+            send.finish().map_err(|e| format!("finish: {e}"))
+        }
+        _ => {
+            let _ = send.reset(1u32.into());
+            Err(format!("unknown request {line:?}"))
+        }
+    }
+}
+
+// ---------------------------------------------------------------- client
+
+/// Fill `m` with the metrics header (what was asked).
+pub fn metrics_header(common: &Common, workload: &Workload) -> Metrics {
+    Metrics {
+        workload: workload.name().to_string(),
+        fec: common.fec.to_string(),
+        signal: common.signal.to_string(),
+        cc: common.cc.to_string(),
+        size: match workload {
+            Workload::Download { size } => Some(*size),
+            Workload::Messages(_) => None,
+        },
+        ..Default::default()
+    }
+}
+
+/// Connect, run the workload, fetch the server's counters, close. On error, `m.error` says why
+/// and whatever was measured so far stays in `m`.
+pub async fn run_client(
+    endpoint: &Endpoint,
+    socket: &FecSocket,
+    server: SocketAddr,
+    workload: Workload,
+    m: &mut Metrics,
+) -> Result<(), String> {
+    let t0 = Instant::now();
+    let conn = endpoint
+        .connect(server, "localhost")
+        .map_err(|e| format!("connect: {e}"))?
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    m.handshake_ms = Some(ms(t0.elapsed()));
+    let result = run_workload(&conn, workload, m).await;
+    // Counters are fetched even after a failed workload, if the connection still works.
+    let sender = fetch_server_stats(&conn).await;
+    let receiver = SideStats::of_peer(&conn, socket);
+    match sender {
+        Ok(s) => m.set_transport(s, receiver),
+        Err(e) => {
+            m.client = Some(receiver);
+            if result.is_ok() {
+                conn.close(1u32.into(), b"stats failed");
+                return Err(format!("server stats: {e}"));
+            }
+        }
+    }
+    conn.close(0u32.into(), b"done");
+    result
+}
+
+async fn run_workload(
+    conn: &Connection,
+    workload: Workload,
+    m: &mut Metrics,
+) -> Result<(), String> {
+    let t_req = Instant::now();
+    match workload {
+        Workload::Download { size } => {
+            let (mut send, mut recv) = conn.open_bi().await.map_err(|e| format!("open: {e}"))?;
+            send.write_all(format!("download {size}\n").as_bytes())
+                .await
+                .map_err(|e| format!("request: {e}"))?;
+            send.finish().map_err(|e| format!("request: {e}"))?;
+            let mut received = 0u64;
+            loop {
+                match recv.read_chunk(64 * 1024, true).await {
+                    Ok(Some(chunk)) => {
+                        if chunk.offset != received {
+                            return Err(format!(
+                                "chunk at {} while expecting {received}",
+                                chunk.offset
+                            ));
+                        }
+                        if let Some(i) = chunk
+                            .bytes
+                            .iter()
+                            .enumerate()
+                            .position(|(i, &b)| b != pattern_byte(received + i as u64))
+                        {
+                            return Err(format!("corrupt byte at offset {}", received + i as u64));
+                        }
+                        received += chunk.bytes.len() as u64;
+                        m.bytes_app = received;
+                    }
+                    Ok(None) => break,
+                    Err(e) => return Err(format!("read after {received} bytes: {e}")),
+                }
+            }
+            if received != size {
+                return Err(format!("incomplete download: {received} of {size} bytes"));
+            }
+            m.dct_ms = Some(ms(t_req.elapsed()));
+        }
+        Workload::Messages(params) => {
+            let (report, bytes) = messages::receive(conn, params).await?;
+            m.bytes_app = bytes;
+            m.dct_ms = Some(ms(t_req.elapsed()));
+            m.messages = Some(report);
+        }
+    }
+    Ok(())
+}
+
+async fn fetch_server_stats(conn: &Connection) -> Result<SideStats, String> {
+    let (mut send, mut recv) = conn.open_bi().await.map_err(|e| format!("open: {e}"))?;
+    send.write_all(b"stats\n")
+        .await
+        .map_err(|e| format!("request: {e}"))?;
+    send.finish().map_err(|e| format!("request: {e}"))?;
+    let body = recv
+        .read_to_end(1 << 16)
+        .await
+        .map_err(|e| format!("read: {e}"))?;
+    serde_json::from_slice(&body).map_err(|e| format!("bad stats reply: {e}"))
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Client role: run a workload against a server, with the overall timeout, and write metrics.
+pub async fn client_main(
+    common: &Common,
+    server: SocketAddr,
+    bind: SocketAddr,
+    workload: Workload,
+    loss: Option<crate::loss::LossProcess>,
+) -> (Metrics, Result<(), String>) {
+    let mut m = metrics_header(common, &workload);
+    let (endpoint, socket) = match common.client_endpoint(bind, loss) {
+        Ok(x) => x,
+        Err(e) => return (m, Err(e)),
+    };
+    let res = match tokio::time::timeout(
+        common.timeout(),
+        run_client(&endpoint, &socket, server, workload, &mut m),
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(_) => Err(format!("timeout after {} s", common.timeout)),
+    };
+    endpoint.close(0u32.into(), b"bye");
+    let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
+    (m, res)
+}

@@ -1,0 +1,261 @@
+//! The `fecq` command line. Exit status: 0 success, 1 failure (incomplete transfer, timeout,
+//! I/O error), 2 usage, 127 unsupported combination.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::app::{self, Workload};
+use crate::config::Common;
+use crate::loopback::{self, LossSpec};
+use crate::loss::LossModel;
+use crate::messages::{self, Mode};
+use crate::metrics::Metrics;
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILURE: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_UNSUPPORTED: i32 = 127;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "fecq",
+    version,
+    about = "FEC-enabled QUIC endpoints (quinn over a FEC socket layer)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve downloads and message streams until SIGTERM/SIGINT
+    Server {
+        /// Address to listen on, e.g. 10.0.1.2:4433
+        #[arg(long)]
+        listen: SocketAddr,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Run one workload against a server and write its metrics
+    Client {
+        #[arg(long)]
+        server: SocketAddr,
+        /// Local address to bind (default: any address of the server's family, any port)
+        #[arg(long)]
+        bind: Option<SocketAddr>,
+        #[command(flatten)]
+        workload: WorkloadArgs,
+        /// Metrics JSON file to write
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Server and client in one process over loopback, with seeded in-process loss
+    Loopback {
+        #[command(flatten)]
+        workload: WorkloadArgs,
+        /// Loss probability of each datagram, in [0, 1)
+        #[arg(long, default_value_t = 0.0)]
+        loss: f64,
+        /// uniform | burst (Gilbert: bursts of mean length --burst-len)
+        #[arg(long, default_value = "uniform")]
+        loss_model: LossModel,
+        #[arg(long, default_value_t = 3.0)]
+        burst_len: f64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Measure the codes, the FEC layer and loopback downloads
+    Bench {
+        /// Print the figures as JSON
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+struct WorkloadArgs {
+    /// download | messages
+    #[arg(long, default_value = "download")]
+    workload: String,
+    /// Bytes to download
+    #[arg(long)]
+    size: Option<u64>,
+    /// Messages per second
+    #[arg(long, default_value_t = 30)]
+    rate: u32,
+    /// Packets per message
+    #[arg(long, default_value_t = 8)]
+    packets: u32,
+    /// Seconds of messages
+    #[arg(long, default_value_t = 25.0)]
+    duration: f64,
+    /// De-synchronisation buffer, in messages
+    #[arg(long, default_value_t = 4)]
+    buffer: u32,
+    /// datagram (unreliable DATAGRAM frames) | stream (one reliable stream)
+    #[arg(long, default_value = "datagram")]
+    mode: Mode,
+}
+
+impl WorkloadArgs {
+    fn workload(&self) -> Result<Workload, String> {
+        match self.workload.as_str() {
+            "download" => match self.size {
+                Some(size) => Ok(Workload::Download { size }),
+                None => Err("--workload download needs --size BYTES".into()),
+            },
+            "messages" => {
+                let p = messages::Params {
+                    mode: self.mode,
+                    rate: self.rate,
+                    packets: self.packets,
+                    duration: self.duration,
+                    buffer: self.buffer,
+                };
+                p.check()?;
+                Ok(Workload::Messages(p))
+            }
+            other => Err(format!(
+                "unknown workload {other:?} (allowed: download, messages)"
+            )),
+        }
+    }
+}
+
+fn usage(msg: &str) -> i32 {
+    eprintln!("fecq: {msg}");
+    EXIT_USAGE
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Write the metrics (even for a failed run: `ok` is false and `error` says why).
+fn finish(mut m: Metrics, res: Result<(), String>, out: &std::path::Path) -> i32 {
+    m.ok = res.is_ok();
+    m.error = res.as_ref().err().cloned();
+    if let Err(e) = m.write(out) {
+        eprintln!("fecq: {e}");
+        return EXIT_FAILURE;
+    }
+    match res {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            eprintln!("fecq: {e}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+        }
+    };
+    match cli.command {
+        Command::Server { listen, common } => {
+            if let Err(e) = common.check() {
+                return usage(&e);
+            }
+            runtime().block_on(server(listen, common))
+        }
+        Command::Client {
+            server,
+            bind,
+            workload,
+            out,
+            common,
+        } => {
+            let workload = match common.check().and_then(|_| workload.workload()) {
+                Ok(w) => w,
+                Err(e) => return usage(&e),
+            };
+            let bind = bind.unwrap_or_else(|| {
+                if server.is_ipv6() {
+                    "[::]:0".parse().unwrap()
+                } else {
+                    "0.0.0.0:0".parse().unwrap()
+                }
+            });
+            if bind.is_ipv6() != server.is_ipv6() {
+                return usage("--bind and --server must be of the same address family");
+            }
+            let (m, res) =
+                runtime().block_on(app::client_main(&common, server, bind, workload, None));
+            finish(m, res, &out)
+        }
+        Command::Loopback {
+            workload,
+            loss,
+            loss_model,
+            burst_len,
+            seed,
+            out,
+            common,
+        } => {
+            let spec = LossSpec {
+                p: loss,
+                model: loss_model,
+                burst_len,
+                seed,
+            };
+            let workload = match common
+                .check()
+                .and_then(|_| spec.check())
+                .and_then(|_| workload.workload())
+            {
+                Ok(w) => w,
+                Err(e) => return usage(&e),
+            };
+            let (m, res) = runtime().block_on(loopback::run(&common, workload, spec));
+            finish(m, res, &out)
+        }
+        Command::Bench { json } => crate::bench::main(json),
+    }
+}
+
+async fn server(listen: SocketAddr, common: Common) -> i32 {
+    let (endpoint, socket) = match common.server_endpoint(listen, None) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("fecq: {e}");
+            return EXIT_FAILURE;
+        }
+    };
+    let bound = socket.local_addr_checked().unwrap_or(listen);
+    println!("listening {bound}");
+    let _ = std::io::stdout().flush();
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("fecq: signal handler: {e}");
+            return EXIT_FAILURE;
+        }
+    };
+    let serving = tokio::spawn(app::serve(endpoint.clone(), socket));
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    endpoint.close(0u32.into(), b"server shutting down");
+    serving.abort();
+    EXIT_OK
+}

@@ -1,0 +1,117 @@
+//! What one endpoint knows about a connection, and the metrics JSON the client writes.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::socket::{FecSocket, PeerCounters};
+
+/// One endpoint's view of a connection: quinn's counters plus its FEC layer's.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SideStats {
+    /// Datagrams put on the wire by the FEC layer (QUIC source datagrams + repair datagrams).
+    pub packets_sent: u64,
+    /// Bytes of those datagrams (UDP payload: QUIC packets, FEC headers, repair symbols).
+    pub bytes_sent: u64,
+    pub repair_sent: u64,
+    /// QUIC packets quinn sent, and their bytes (without FEC headers and repairs).
+    pub quic_packets_sent: u64,
+    pub quic_bytes_sent: u64,
+    /// Packets quinn declared lost (each one's frames are retransmitted as needed).
+    pub lost: u64,
+    pub lost_bytes: u64,
+    pub congestion_events: u64,
+    pub cwnd: u64,
+    pub rtt_ms: f64,
+    /// Datagrams received from the peer and recovered from the peer's repairs.
+    pub wire_datagrams_received: u64,
+    pub recovered: u64,
+    /// Datagrams the decoder ignored (malformed, truncated, duplicated, stale).
+    pub fec_ignored: u64,
+    /// Datagrams the in-process loss model dropped (loopback only).
+    pub wire_dropped: u64,
+}
+
+impl SideStats {
+    pub fn collect(conn: &quinn::Connection, fec: PeerCounters) -> Self {
+        let s = conn.stats();
+        SideStats {
+            packets_sent: fec.wire_datagrams_sent,
+            bytes_sent: fec.wire_bytes_sent,
+            repair_sent: fec.repair_sent,
+            quic_packets_sent: s.udp_tx.datagrams,
+            quic_bytes_sent: s.udp_tx.bytes,
+            lost: s.path.lost_packets,
+            lost_bytes: s.path.lost_bytes,
+            congestion_events: s.path.congestion_events,
+            cwnd: s.path.cwnd,
+            rtt_ms: s.path.rtt.as_secs_f64() * 1e3,
+            wire_datagrams_received: fec.wire_datagrams_received,
+            recovered: fec.recovered,
+            fec_ignored: fec.ignored,
+            wire_dropped: fec.wire_dropped,
+        }
+    }
+
+    pub fn of_peer(conn: &quinn::Connection, socket: &FecSocket) -> Self {
+        Self::collect(conn, socket.peer_counters(conn.remote_address()))
+    }
+}
+
+/// The metrics file. Top-level transport keys describe the data-sending side (the server);
+/// `recovered` counts the data datagrams the receiving side (the client) rebuilt.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Metrics {
+    pub ok: bool,
+    pub error: Option<String>,
+    pub workload: String,
+    pub fec: String,
+    pub signal: String,
+    pub cc: String,
+    pub size: Option<u64>,
+    pub dct_ms: Option<f64>,
+    pub handshake_ms: Option<f64>,
+    pub bytes_app: u64,
+    pub packets_sent: u64,
+    pub bytes_sent: u64,
+    pub repair_sent: u64,
+    pub recovered: u64,
+    pub lost: u64,
+    pub retransmitted_bytes: u64,
+    pub congestion_events: u64,
+    pub cwnd_final: u64,
+    pub rtt_ms: f64,
+    /// Messages workload only: its keys sit at the top level.
+    #[serde(flatten)]
+    pub messages: Option<crate::messages::MessageReport>,
+    pub sender: Option<SideStats>,
+    pub client: Option<SideStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loopback: Option<serde_json::Value>,
+}
+
+impl Metrics {
+    /// Fill the top-level transport keys from the sender's and receiver's views.
+    pub fn set_transport(&mut self, sender: SideStats, receiver: SideStats) {
+        self.packets_sent = sender.packets_sent;
+        self.bytes_sent = sender.bytes_sent;
+        self.repair_sent = sender.repair_sent;
+        self.recovered = receiver.recovered;
+        self.lost = sender.lost;
+        self.retransmitted_bytes = sender.lost_bytes;
+        self.congestion_events = sender.congestion_events;
+        self.cwnd_final = sender.cwnd;
+        self.rtt_ms = sender.rtt_ms;
+        self.sender = Some(sender);
+        self.client = Some(receiver);
+    }
+
+    pub fn write(&self, path: &Path) -> Result<(), String> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+        // Write then rename, so a reader never sees half a file.
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, text + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+}

@@ -86,12 +86,16 @@ class DelayLine:
     @classmethod
     def start(cls, if_a: str, if_b: str, delay_ab_ms: float, delay_ba_ms: float,
               run_in: list[str] | None = None, name: str | None = None,
-              max_queue: int | None = None) -> DelayLine:
+              max_queue: int | None = None, rt_priority: int | None = None) -> DelayLine:
         """Start a delayline between if_a and if_b (run inside a namespace with run_in, e.g.
-        ["mnexec", "-da", PID] or ["ip", "netns", "exec", NS]) and wait until it forwards frames."""
+        ["mnexec", "-da", PID] or ["ip", "netns", "exec", NS]) and wait until it forwards frames.
+        max_queue: frames per direction (binary default 100000); rt_priority: SCHED_FIFO priority
+        (binary default 10; 0 for normal scheduling, at the cost of millisecond jitter under load)."""
         ab_us, ba_us = _delay_us("delay a→b", delay_ab_ms), _delay_us("delay b→a", delay_ba_ms)
         if max_queue is not None and not (isinstance(max_queue, int) and 1 <= max_queue <= 10_000_000):
             raise UserError(f"delayline max_queue must be an integer from 1 to 10000000, got {max_queue!r}")
+        if rt_priority is not None and not (isinstance(rt_priority, int) and 0 <= rt_priority <= 99):
+            raise UserError(f"delayline rt_priority must be an integer from 0 to 99, got {rt_priority!r}")
         if name is None:
             cls._counter += 1
             name = f"{if_a}-{if_b}-{cls._counter}"
@@ -101,6 +105,8 @@ class DelayLine:
                 "--delay-ab-us", str(ab_us), "--delay-ba-us", str(ba_us), "--control", str(control)]
         if max_queue is not None:
             argv += ["--max-queue", str(max_queue)]
+        if rt_priority is not None:
+            argv += ["--rt-priority", str(rt_priority)]
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE)

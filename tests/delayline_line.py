@@ -18,40 +18,52 @@ from fecbench import cleanup
 
 ADDR_A, ADDR_B = "10.77.0.1", "10.77.0.2"
 
-# A UDP receiver: prints "listening", then one JSON list of [seq, sent_ns, received_ns] once no packet
-# came for `idle` seconds. CLOCK_MONOTONIC is the same clock in every namespace of this machine.
+# A UDP receiver: prints "listening", then one JSON list of [seq, sent_ns, received_ns, sent_real_ns,
+# kernel_real_ns] once no packet came for `idle` seconds. The *_ns times are CLOCK_MONOTONIC (the same
+# clock in every namespace) when the sender sent and the receiver read; the *_real_ns ones are
+# CLOCK_REALTIME when the sender sent and when the frame entered the receiver's stack (SO_TIMESTAMPNS),
+# which leaves out the receiving process's own wake-up latency.
 UDP_SINK = r"""
-import json, socket, sys, time
+import json, socket, struct, sys, time
 addr, port, idle = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 20)
+TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Python < 3.12 lacks the name (35 on Linux)
+s.setsockopt(socket.SOL_SOCKET, TIMESTAMPNS, 1)
 s.bind((addr, port))
 print("listening", flush=True)
 got = []
 s.settimeout(idle)
 try:
     while True:
-        data = s.recv(65536)
+        data, anc, _, _ = s.recvmsg(65536, 64)
         now = time.monotonic_ns()
-        got.append([int.from_bytes(data[0:8], "big"), int.from_bytes(data[8:16], "big"), now])
+        kernel = 0
+        for level, kind, value in anc:
+            if level == socket.SOL_SOCKET and kind == TIMESTAMPNS:
+                sec, nsec = struct.unpack("qq", value[:16])
+                kernel = sec * 10**9 + nsec
+        got.append([int.from_bytes(data[0:8], "big"), int.from_bytes(data[8:16], "big"), now,
+                    int.from_bytes(data[16:24], "big"), kernel])
 except socket.timeout:
     pass
 print(json.dumps(got))
 """
 
 # A UDP sender: n datagrams of `size` bytes at `rate` per second (0: as fast as possible), each
-# carrying its sequence number and send time.
+# carrying its sequence number and send times (monotonic, realtime).
 UDP_SOURCE = r"""
 import socket, sys, time
 addr, port, n, rate, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-pad = bytes(size - 16)
+pad = bytes(size - 24)
 start = time.monotonic()
 for i in range(n):
     if rate:
         while (wait := start + i / rate - time.monotonic()) > 0:
             time.sleep(wait)
-    s.sendto(i.to_bytes(8, "big") + time.monotonic_ns().to_bytes(8, "big") + pad, (addr, port))
+    stamp = time.monotonic_ns().to_bytes(8, "big") + time.time_ns().to_bytes(8, "big")
+    s.sendto(i.to_bytes(8, "big") + stamp + pad, (addr, port))
 """
 
 # A TCP receiver: prints "listening", then "<bytes> <sha256>" of everything one connection delivered.
@@ -157,7 +169,7 @@ class Line:
             raise RuntimeError(f"receiver did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}")
 
     def udp(self, n: int, rate: float, size: int = 1000, idle: float = 1.5) -> list[list[int]]:
-        """Send n UDP datagrams from A to B; return [seq, sent_ns, received_ns] of those that arrived."""
+        """Send n UDP datagrams from A to B; return the UDP_SINK rows of those that arrived."""
         sink = self.python("B", UDP_SINK, ADDR_B, 5000, idle)
         self.wait_listening(sink)
         self.exec(self.ns["A"], [sys.executable, "-c", UDP_SOURCE, ADDR_B, "5000", str(n), str(rate), str(size)])

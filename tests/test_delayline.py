@@ -60,9 +60,9 @@ def test_udp_arrives_in_order_without_loss_and_counters_add_up(net: Line) -> Non
     with DelayLine.start(net.if_a, net.if_b, 20.0, 5.0, run_in=net.run_in("D")) as dl:
         got = net.udp(3000, rate=3000)
         stats = dl.stats()
-    seqs = [seq for seq, _, _ in got]
+    seqs = [row[0] for row in got]
     assert seqs == list(range(3000))
-    one_way_ms = [(recv - sent) / 1e6 for _, sent, recv in got]
+    one_way_ms = [(recv - sent) / 1e6 for _, sent, recv, *_ in got]
     assert min(one_way_ms) >= 20.0
     assert stats["ab"]["rx"] == stats["ab"]["tx"] == 3000
     assert stats["ba"]["rx"] == 0
@@ -79,7 +79,7 @@ def test_full_queue_drops_and_counts(net: Line) -> None:
     assert ab["rx"] == 400 and ab["max_queue"] == 50 and ab["limit"] == 50
     assert ab["drop_queue"] >= 300
     assert len(got) == ab["tx"] == 400 - ab["drop_queue"]
-    assert [seq for seq, _, _ in got] == sorted(seq for seq, _, _ in got)
+    assert [row[0] for row in got] == sorted(row[0] for row in got)
     assert_counters_add_up(stats)
 
 
@@ -117,11 +117,16 @@ def test_sigterm_leaves_nothing_behind_also_under_mnexec(net: Line) -> None:
     holder.kill()
 
 
-def test_sigterm_exit_status_is_zero(net: Line) -> None:
+def test_sigterm_exit_status_is_zero_and_scheduling_policy(net: Line) -> None:
     dl = DelayLine.start(net.if_a, net.if_b, 1.0, 1.0, run_in=net.run_in("D"))
+    # Real-time by default, so timer wake-ups are on time on a busy machine.
+    assert os.sched_getscheduler(dl.pid) & ~os.SCHED_RESET_ON_FORK == os.SCHED_FIFO
     dl.stop()
     assert dl.returncode == 0
     assert not dl.control_path.exists()
+    with DelayLine.start(net.if_a, net.if_b, 1.0, 1.0, run_in=net.run_in("D"), rt_priority=0) as dl:
+        assert os.sched_getscheduler(dl.pid) == os.SCHED_OTHER
+    assert dl.returncode == 0
 
 
 def test_control_protocol_errors(net: Line) -> None:

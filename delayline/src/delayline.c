@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -42,6 +43,7 @@
 #define CLIENT_LINE_BYTES 512
 #define DEFAULT_MAX_QUEUE 100000
 #define MAX_MAX_QUEUE 10000000
+#define DEFAULT_RT_PRIORITY 10
 
 struct counters {
 	uint64_t rx, tx, drop_queue, drop_egress, errors, max_queue;
@@ -75,11 +77,12 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: delayline --if-a IFNAME --if-b IFNAME --delay-ab-us N --delay-ba-us N\n"
 		"                 --control /path/ctl.sock [--max-queue PACKETS (default %d)]\n"
+		"                 [--rt-priority N (SCHED_FIFO priority 1-99, 0: normal scheduling; default %d)]\n"
 		"Bridges two interfaces at layer 2, delaying frames from A to B by delay-ab and\n"
 		"from B to A by delay-ba (microseconds, at most %llu). Prints 'ready' once running;\n"
 		"stops on SIGTERM or SIGINT. Control socket commands: 'set delay_ab_us=N delay_ba_us=N',\n"
 		"'stats'.\n",
-		DEFAULT_MAX_QUEUE, DL_MAX_DELAY_US);
+		DEFAULT_MAX_QUEUE, DEFAULT_RT_PRIORITY, DL_MAX_DELAY_US);
 }
 
 static void bad_argument(const char *fmt, const char *what)
@@ -436,7 +439,7 @@ static uint64_t parse_number(const char *option, const char *text, uint64_t min,
 
 int main(int argc, char **argv)
 {
-	enum { OPT_IF_A = 1, OPT_IF_B, OPT_AB, OPT_BA, OPT_CONTROL, OPT_MAX_QUEUE, OPT_HELP };
+	enum { OPT_IF_A = 1, OPT_IF_B, OPT_AB, OPT_BA, OPT_CONTROL, OPT_MAX_QUEUE, OPT_RT_PRIORITY, OPT_HELP };
 	static const struct option options[] = {
 		{"if-a", required_argument, NULL, OPT_IF_A},
 		{"if-b", required_argument, NULL, OPT_IF_B},
@@ -444,11 +447,12 @@ int main(int argc, char **argv)
 		{"delay-ba-us", required_argument, NULL, OPT_BA},
 		{"control", required_argument, NULL, OPT_CONTROL},
 		{"max-queue", required_argument, NULL, OPT_MAX_QUEUE},
+		{"rt-priority", required_argument, NULL, OPT_RT_PRIORITY},
 		{"help", no_argument, NULL, OPT_HELP},
 		{0},
 	};
 	const char *if_a = NULL, *if_b = NULL, *control = NULL;
-	uint64_t delay_ab = 0, delay_ba = 0, max_queue = DEFAULT_MAX_QUEUE;
+	uint64_t delay_ab = 0, delay_ba = 0, max_queue = DEFAULT_MAX_QUEUE, rt_priority = DEFAULT_RT_PRIORITY;
 	bool have_ab = false, have_ba = false, running = true;
 	sigset_t stop_signals;
 	int opt;
@@ -462,6 +466,7 @@ int main(int argc, char **argv)
 		case OPT_BA: delay_ba = parse_number("--delay-ba-us", optarg, 0, DL_MAX_DELAY_US); have_ba = true; break;
 		case OPT_CONTROL: control = optarg; break;
 		case OPT_MAX_QUEUE: max_queue = parse_number("--max-queue", optarg, 1, MAX_MAX_QUEUE); break;
+		case OPT_RT_PRIORITY: rt_priority = parse_number("--rt-priority", optarg, 0, 99); break;
 		case OPT_HELP: usage(stdout); return 0;
 		default: bad_argument("unknown option or missing value: %s", argv[optind - 1]);
 		}
@@ -483,6 +488,18 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	/* Timer wake-ups as precise as the kernel allows (the default slack is 50 µs). */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	/*
+	 * On a busy machine a normal-priority process woken by its timer may wait milliseconds for a CPU
+	 * (p99 error 0.4-1.6 ms measured here, 0.05 ms with SCHED_FIFO). The loop only runs on events,
+	 * and the kernel's real-time throttling still leaves other tasks 5 % of every CPU.
+	 */
+	if (rt_priority) {
+		struct sched_param param = {.sched_priority = (int)rt_priority};
+
+		if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &param) < 0)
+			fprintf(stderr, "delayline: warning: no real-time priority (%s); delays may jitter under load\n",
+				strerror(errno));
+	}
 
 	sock_a = open_packet_socket(if_a);
 	sock_b = open_packet_socket(if_b);

@@ -8,6 +8,7 @@
  *   fecdrop stats   --pin DIR           JSON counters
  *   fecdrop log     --pin DIR --out F   drain the verdict log (struct fd_record[]) into F
  *   fecdrop detach  --pin DIR           detach and remove the pins
+ *   fecdrop hooks   --dev IF [--netns PATH]   number of droppers on the interface's hooks (JSON)
  *   fecdrop testrun MODEL --packets N --threads T --out F
  *                   BPF_PROG_TEST_RUN from T threads on T CPUs; F gets one byte per index (verdict)
  *   fecdrop bench   [--repeat N]        ns per packet of the empty program and of each model
@@ -366,10 +367,11 @@ static void enter_netns(const char *path)
 	close(fd);
 }
 
-/* Is a fecdrop program already on this hook? (attaching twice is a user error) */
+/* How many fecdrop programs are on this hook? (attaching twice is a user error) */
 static int hook_taken(int ifindex, int attach_type)
 {
 	__u32 ids[64], cnt = 64, flags = 0;
+	int found = 0;
 
 	if (bpf_prog_query(ifindex, attach_type, 0, &flags, ids, &cnt))
 		return 0;
@@ -380,13 +382,27 @@ static int hook_taken(int ifindex, int attach_type)
 
 		if (fd < 0)
 			continue;
-		if (!bpf_obj_get_info_by_fd(fd, &info, &len) && !strcmp(info.name, PROG_NAME)) {
-			close(fd);
-			return 1;
-		}
+		if (!bpf_obj_get_info_by_fd(fd, &info, &len) && !strcmp(info.name, PROG_NAME))
+			found++;
 		close(fd);
 	}
-	return 0;
+	return found;
+}
+
+/* fecdrop hooks --dev IF [--netns PATH]: the number of droppers on each hook, as JSON. */
+static void cmd_hooks(struct options *o)
+{
+	int ifindex;
+
+	if (!o->dev)
+		die(2, "hooks needs --dev");
+	if (o->netns)
+		enter_netns(o->netns);
+	ifindex = if_nametoindex(o->dev);
+	if (!ifindex)
+		die(2, "unknown interface %s", o->dev);
+	printf("{\"egress\": %d, \"ingress\": %d}\n", hook_taken(ifindex, ATTACH_TCX_EGRESS),
+	       hook_taken(ifindex, ATTACH_TCX_INGRESS));
 }
 
 static void pin_or_die(int fd, const char *dir, const char *name)
@@ -830,7 +846,7 @@ int main(int argc, char **argv)
 	int opt;
 
 	if (argc < 2)
-		die(2, "usage: fecdrop attach|set|reset|stats|log|detach|testrun|bench|selftest [options]");
+		die(2, "usage: fecdrop attach|set|reset|stats|log|detach|hooks|testrun|bench|selftest [options]");
 	o.cmd = argv[1];
 	o.cfg.t_k = 1ULL << 32;
 	optind = 2;
@@ -901,6 +917,8 @@ int main(int argc, char **argv)
 		cmd_attach(&o);
 	else if (!strcmp(o.cmd, "detach"))
 		cmd_detach(&o);
+	else if (!strcmp(o.cmd, "hooks"))
+		cmd_hooks(&o);
 	else if (!strcmp(o.cmd, "testrun"))
 		cmd_testrun(&o);
 	else if (!strcmp(o.cmd, "bench"))

@@ -79,6 +79,13 @@ def netns_path(netns: str | int | None) -> str | None:
     return str(path)
 
 
+def hooks(dev: str, netns: str | int | None = None) -> dict[str, int]:
+    """Number of dropper programs on `dev`'s egress and ingress hooks (for fidelity checks)."""
+    require_root("querying tc hooks")
+    ns = netns_path(netns)
+    return json.loads(run_fecdrop("hooks", "--dev", dev, *(["--netns", ns] if ns else [])))
+
+
 @dataclass(frozen=True)
 class Filter:
     """Which IP packets the dropper considers; the others pass and do not advance the stream.

@@ -1,0 +1,221 @@
+"""The dropper on real interfaces: two hosts and a router in network namespaces this test creates."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fecbench import cleanup
+from fecbench.dropper import Dropper, Filter, LossModel, reference_verdicts
+from fecbench.dropper.dropper import PIN_ROOT, hooks
+from fecbench.errors import UserError
+
+pytestmark = pytest.mark.require_root
+
+PORT = 5001
+RECEIVER = """
+import socket, struct, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE
+s.bind(("0.0.0.0", int(sys.argv[1])))
+print("ready", flush=True)
+s.settimeout(5.0)
+seen = []
+try:
+    while True:
+        seen.append(struct.unpack("!Q", s.recv(2048)[:8])[0])
+        s.settimeout(1.0)
+except socket.timeout:
+    pass
+sys.stdout.write(" ".join(map(str, seen)) + "\\n")
+"""
+SENDER = """
+import socket, struct, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, 32, 16 << 20)  # SO_SNDBUFFORCE
+payload = bytes(100)
+for i in range(int(sys.argv[3])):
+    s.sendto(struct.pack("!Q", i) + payload, (sys.argv[1], int(sys.argv[2])))
+    if i % 200 == 199:
+        time.sleep(0.0005)  # keep the veth backlogs (1000 packets) from overflowing
+"""
+
+
+def sh(*argv: str) -> None:
+    subprocess.run(argv, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def line():
+    """h1 -- r -- h2 with veth pairs; r forwards. Yields the namespace names."""
+    tag = f"{cleanup.prefix()}{uuid.uuid4().hex[:4]}"
+    h1, r, h2 = f"{tag}h1", f"{tag}r", f"{tag}h2"
+    try:
+        for ns in (h1, r, h2):
+            sh("ip", "netns", "add", ns)
+            cleanup.record("netns", ns)
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "-n", h1, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", r)
+        sh("ip", "-n", h2, "link", "add", "eth0", "type", "veth", "peer", "name", "eth1", "netns", r)
+        for ns, dev, addr in ((h1, "eth0", "10.0.1.1/24"), (r, "eth0", "10.0.1.254/24"),
+                              (r, "eth1", "10.0.2.254/24"), (h2, "eth0", "10.0.2.1/24")):
+            sh("ip", "-n", ns, "addr", "add", addr, "dev", dev)
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+        sh("ip", "-n", h1, "route", "add", "default", "via", "10.0.1.254")
+        sh("ip", "-n", h2, "route", "add", "default", "via", "10.0.2.254")
+        sh("ip", "netns", "exec", r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        sh("ip", "netns", "exec", h1, "ping", "-c1", "-W2", "10.0.2.1")
+        yield h1, r, h2
+    finally:
+        for ns in (h1, r, h2):
+            subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
+            cleanup.forget("netns", ns)
+
+
+def transfer(line, packets: int) -> np.ndarray:
+    """Send `packets` numbered UDP datagrams h1 -> h2; return the sequence numbers h2 received."""
+    h1, _, h2 = line
+    rx = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c", RECEIVER, str(PORT)],
+                          stdout=subprocess.PIPE, text=True)
+    try:
+        assert rx.stdout.readline().strip() == "ready"
+        subprocess.run(["ip", "netns", "exec", h1, sys.executable, "-c", SENDER, "10.0.2.1", str(PORT),
+                        str(packets)], check=True)
+        out, _ = rx.communicate(timeout=60)
+    finally:
+        if rx.poll() is None:
+            rx.kill()
+            rx.wait()
+    return np.array(sorted(map(int, out.split())), dtype=np.int64)
+
+
+def missing(received: np.ndarray, packets: int) -> np.ndarray:
+    return np.setdiff1d(np.arange(packets), received)
+
+
+def test_router_egress_drops_exactly_the_predicted_packets(line):
+    n = 100_000
+    model = LossModel.gilbert_elliott(0.02, 0.25, 0.995, 0.1)
+    udp = Filter(proto="udp", port=PORT)
+    with Dropper.attach("eth1", netns=line[1], model=model, seed=7, stream=1, filter=udp, log=True) as d:
+        assert (PIN_ROOT / d.name / "link").exists()
+        entries = json.loads(cleanup.state_file().read_text())
+        assert any(e["kind"] == "bpf_pin" and e["name"] == str(d.pin) for e in entries)
+
+        lost = missing(transfer(line, n), n)
+        want = np.flatnonzero(reference_verdicts(model, 7, 1, n))
+        assert len(want) > 1000
+        assert np.array_equal(lost, want)
+        st = d.stats()
+        assert st["matched"] == n and st["dropped"] == len(want) and st["gso"] == 0
+        log = d.verdict_log()
+        assert np.array_equal(log["index"], np.arange(n))
+        assert np.array_equal(np.flatnonzero(log["verdict"]), want)
+
+        d.set(seed=7)  # same seed: the same losses again
+        assert np.array_equal(missing(transfer(line, n), n), want)
+        d.set(seed=8)
+        other = missing(transfer(line, n), n)
+        assert not np.array_equal(other, want)
+        assert np.array_equal(other, np.flatnonzero(reference_verdicts(model, 8, 1, n)))
+    assert not (PIN_ROOT / d.name).exists()
+    entries = json.loads(cleanup.state_file().read_text()) if cleanup.state_file().exists() else []
+    assert not any(e["kind"] == "bpf_pin" and e["name"] == str(d.pin) for e in entries)
+
+
+def test_filter_non_matching_traffic_passes_and_keeps_the_index(line):
+    # everything dropped, but only for another port: our datagrams pass and ARP/ping still work
+    with Dropper.attach("eth1", netns=line[1], model=LossModel.uniform(1.0), filter=Filter("udp", 9999)) as d:
+        assert len(transfer(line, 2000)) == 2000
+        st = d.stats()
+        assert st["matched"] == 0 and st["dropped"] == 0 and st["seen"] >= 2000
+
+
+def test_ingress_by_pid_and_two_instances(line):
+    h1, r, h2 = line
+    holder = subprocess.Popen(["ip", "netns", "exec", r, "sleep", "60"])
+    try:
+        pid = holder.pid  # `ip netns exec` execs the command: this PID lives in r's namespace
+        udp = Filter(proto="udp", port=PORT)
+        with Dropper.attach("eth0", netns=pid, direction="ingress", model=LossModel.trace([0, 5]), filter=udp) as a, \
+                Dropper.attach("eth0", netns=h2, model=LossModel.uniform(0.0), filter=udp) as b:
+            assert list(missing(transfer(line, 10), 10)) == [0, 5]
+            assert a.stats()["dropped"] == 2 and b.stats()["matched"] == 0  # h2's egress sees no data
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_bad_input_leaves_nothing_attached(line):
+    h1, r, h2 = line
+    before = set(os.listdir(PIN_ROOT)) if PIN_ROOT.exists() else set()
+    with pytest.raises(UserError, match="unknown interface"):
+        Dropper.attach("nosuch0", netns=r)
+    with pytest.raises(UserError, match="namespace"):
+        Dropper.attach("eth0", netns="fecbench-no-such-ns")
+    with pytest.raises(UserError, match="PID"):
+        Dropper.attach("eth0", netns=2**22 + 12345)
+    with Dropper.attach("eth1", netns=r):
+        with pytest.raises(UserError, match="already attached"):
+            Dropper.attach("eth1", netns=r)
+        assert hooks("eth1", r) == {"egress": 1, "ingress": 0}
+    assert set(os.listdir(PIN_ROOT)) == before
+    assert hooks("eth1", r) == {"egress": 0, "ingress": 0}
+
+
+def test_cli_attach_set_stats_detach(line):
+    r = line[1]
+    fb = [sys.executable, "-m", "fecbench", "dropper"]
+    name = f"{cleanup.prefix()}-cli-{uuid.uuid4().hex[:4]}"
+    try:
+        run = subprocess.run([*fb, "attach", "--dev", "eth1", "--netns", r, "--model", "uniform", "--p", "0.5",
+                              "--proto", "udp", "--port", str(PORT), "--name", name],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        again = subprocess.run([*fb, "attach", "--dev", "eth1", "--netns", r, "--model", "none"],
+                               capture_output=True, text=True)
+        assert again.returncode == 2 and "already attached" in again.stderr
+        received = transfer(line, 1000)
+        st = json.loads(subprocess.run([*fb, "stats", "--name", name, "--json"], capture_output=True,
+                                       text=True, check=True).stdout)
+        assert st["matched"] == 1000 and st["dropped"] == 1000 - len(received)
+        assert np.array_equal(missing(received, 1000),
+                              np.flatnonzero(reference_verdicts(LossModel.uniform(0.5), 0, 0, 1000)))
+        subprocess.run([*fb, "set", "--name", name, "--model", "none", "--seed", "3"], check=True,
+                       capture_output=True)
+        assert len(transfer(line, 500)) == 500
+    finally:
+        subprocess.run([*fb, "detach", "--name", name], capture_output=True)
+    assert not Path(PIN_ROOT / name).exists()
+
+
+def test_clean_detaches_a_killed_process_dropper(line):
+    """A process that attached a dropper and was killed: its recorded pins, once removed the way
+    `fecbench clean` does, leave nothing attached."""
+    r = line[1]
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "from fecbench.dropper import Dropper, LossModel\n"
+        f"Dropper.attach('eth1', netns={r!r}, model=LossModel.uniform(0.5))\n"
+        "print('attached', flush=True)\n"
+        "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "attached"
+        assert hooks("eth1", r)["egress"] == 1
+    finally:
+        child.kill()
+        child.wait()
+    state = cleanup.state_file(child.pid)
+    entries = json.loads(state.read_text())
+    assert [e["kind"] for e in entries] == ["bpf_pin"]
+    cleanup.remove_entries(entries)  # what `fecbench clean` does for this dead process
+    state.unlink()
+    assert hooks("eth1", r) == {"egress": 0, "ingress": 0}
+    assert not Path(entries[0]["name"]).exists()

@@ -4,10 +4,8 @@
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,22 +40,8 @@ def percentile(values: list[float], q: float) -> float:
 
 def one_way_errors(net: Network, owd_ms: float, count: int) -> dict[str, Any]:
     """Send `count` datagrams at 1000 pps; error = measured one-way delay − configured."""
-    recv = net.server.popen([sys.executable, "-m", "fecbench.topologies.probe", "recv", "--bind",
-                             net.server_address, "--port", str(PROBE_PORT), "--count", str(count),
-                             "--timeout", str(count / PROBE_PPS + owd_ms / 1000 + 5)], text=True)
-    try:
-        assert recv.stdout is not None
-        recv.stdout.readline()  # "ready"
-        sender = net.client.popen([sys.executable, "-m", "fecbench.topologies.probe", "send", "--dst",
-                                   net.server_address, "--port", str(PROBE_PORT), "--count", str(count),
-                                   "--pps", str(PROBE_PPS)], text=True)
-        sender.communicate(timeout=count / PROBE_PPS + 30)
-        out, _ = recv.communicate(timeout=count / PROBE_PPS + owd_ms / 1000 + 30)
-    finally:
-        if recv.poll() is None:
-            recv.kill()
-            recv.wait()
-    result = json.loads(out.strip().splitlines()[-1])
+    result = net.send_probe(net.client_addresses[0], count, PROBE_PPS, port=PROBE_PORT,
+                            timeout=count / PROBE_PPS + owd_ms / 1000 + 5)
     errors = [d - owd_ms for d in result["owd_ms"]]
     return {"owd_ms": owd_ms, "packets": count, "received": result["received"],
             "error_median_ms": round(statistics.median(errors), 4) if errors else None,

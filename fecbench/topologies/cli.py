@@ -95,7 +95,8 @@ def show(spec: str = typer.Argument(..., help="Topology spec (TOML)."),
                           f"{link['delay_node']}:{s['egress']}")
             commands += [f"{link['delay_node']}: {c}" for c in s["commands"]]
     console.print(links)
-    console.print("[bold]shaping commands[/bold] (dropper clsact → delay → tbf, on each egress):")
+    console.print("[bold]shaping commands[/bold] (per direction: dropper on the sending router's egress "
+                  "→ delay → tbf on the delay node's egress):")
     for line in commands:
         console.print("  " + line, soft_wrap=True, highlight=False)
 

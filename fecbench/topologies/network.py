@@ -1,8 +1,9 @@
 """Build a topology spec into a running switchless Mininet network, reconfigure it, tear it down.
 
 Nodes are Mininet hosts (each in its own network namespace, no OVS, no controller); routers are
-hosts with forwarding on. Each shaped link gets a hidden delay node; per direction, on its egress
-interface: the dropper's clsact program, the delay (a delayline process, or netem) and tbf.
+hosts with forwarding on. Each shaped link gets a hidden delay node; per direction: the dropper's
+clsact program on the sending router's egress toward it, then the delay (a delayline process, or
+netem) and tbf on the delay node's egress.
 Every node and process is recorded with `fecbench.cleanup` as soon as it exists.
 """
 
@@ -16,6 +17,7 @@ import re
 import signal
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -206,10 +208,11 @@ class Network:
         for link_id in lossy:
             dn = self.plan.delay_nodes[link_id]
             for direction in ("forward", "reverse"):
+                node, iface = dn.loss_point(direction)
                 self.droppers[(link_id, direction)] = Dropper.attach(
-                    dn.egress(direction), netns=self.nodes[dn.name].pid, direction="egress",
+                    iface, netns=self.nodes[node].pid, direction="egress",
                     model=LossModel.none(), seed=0, stream=0,
-                    name=f"{self.base}{link_id[:6]}{direction[0]}")
+                    name=f"{self.base}-{link_id}-{direction}")
 
     # --- reconfigure -------------------------------------------------------------------------
     def configure(self, values: dict[str, Any]) -> None:
@@ -260,6 +263,46 @@ class Network:
                                for q in qdiscs.get(direction, [])],
                 })
         return out
+
+    def interface_counters(self, node: str) -> dict[str, dict[str, int]]:
+        """Packet and byte counters of every interface of a node (spec or delay node name)."""
+        proc = subprocess.run(["mnexec", "-da", str(self.nodes[node].pid), "ip", "-s", "-j", "link", "show"],
+                              capture_output=True, text=True, check=True)
+        out = {}
+        for link in json.loads(proc.stdout):
+            stats = link.get("stats64") or link.get("stats") or {}
+            out[link["ifname"]] = {"rx_packets": stats.get("rx", {}).get("packets", 0),
+                                   "tx_packets": stats.get("tx", {}).get("packets", 0),
+                                   "rx_bytes": stats.get("rx", {}).get("bytes", 0),
+                                   "tx_bytes": stats.get("tx", {}).get("bytes", 0)}
+        return out
+
+    def send_probe(self, src: str, count: int, pps: float = 1000.0, port: int = 9000,
+                   timeout: float | None = None) -> dict[str, Any]:
+        """Send `count` numbered datagrams from the client's address `src` to the server; returns
+        the receiver's view: {"received", "seq" (arrival order), "owd_ms"}. With losses, the
+        receiver stops after 1 s + 2 RTT without a datagram."""
+        rtt_s = max(self.topo.configured_rtt(i, self.shaping) for i in range(self.topo.paths)) / 1e3
+        timeout = timeout if timeout is not None else count / pps + rtt_s + 30
+        probe = [sys.executable, "-m", "fecbench.topologies.probe"]
+        recv = self.server.popen([*probe, "recv", "--bind", self.server_address, "--port", str(port),
+                                  "--count", str(count), "--timeout", str(timeout),
+                                  "--idle", str(1 + 2 * rtt_s)], text=True)
+        try:
+            assert recv.stdout is not None
+            if recv.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"probe receiver failed: {recv.communicate()[1]}")
+            sender = self.client.popen([*probe, "send", "--dst", self.server_address, "--port", str(port),
+                                        "--count", str(count), "--pps", str(pps), "--bind", src], text=True)
+            _, err = sender.communicate(timeout=count / pps + 30)
+            if sender.returncode != 0:
+                raise RuntimeError(f"probe sender failed: {err}")
+            out, _ = recv.communicate(timeout=timeout + 30)
+        finally:
+            if recv.poll() is None:
+                recv.kill()
+                recv.wait()
+        return json.loads(out.strip().splitlines()[-1])
 
     # --- fidelity ----------------------------------------------------------------------------
     def fidelity(self, rate_probe: bool = False, pings: int = 5) -> list[dict[str, Any]]:

@@ -2,8 +2,9 @@
 
 Every link k gets the subnet 10.0.k.0/24 with .1 on its client-side end and .2 on the other.
 A shaped link is cut by a hidden delay node (an L2 element: a userspace delay bridge or a Linux
-bridge with netem), so both routers keep one subnet across it. Per direction, on the delay node's
-egress interface: dropper (clsact) -> delay (delayline process, or netem) -> tbf (rate, queue).
+bridge with netem), so both routers keep one subnet across it. Per direction: dropper (clsact on
+the sending router's egress toward the delay node) -> delay (delayline process, or netem) -> tbf
+(rate, queue; on the delay node's egress).
 """
 
 from __future__ import annotations
@@ -44,9 +45,19 @@ class DelayNodePlan:
     link: str
     toward_a: str              # interface facing the client-side end: egress of the reverse direction
     toward_b: str              # interface facing the other end: egress of the forward direction
+    sender: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # direction -> (node, role, iface)
 
     def egress(self, direction: str) -> str:
         return self.toward_b if direction == "forward" else self.toward_a
+
+    def loss_point(self, direction: str) -> tuple[str, str]:
+        """(node, interface) where this direction's dropper goes: the sending router's egress toward
+        the delay node, so that packets are dropped before the delay; a host's own egress never
+        (its TCP would see a local drop), so next to a host the delay node's egress instead."""
+        node, role, iface = self.sender[direction]
+        if role == "router":
+            return node, iface
+        return self.name, self.egress(direction)
 
 
 @dataclass
@@ -85,7 +96,9 @@ def make_plan(topo: Topology, base: str) -> Plan:
             x = Iface(iface_name(base, k, "x"), dname, _mac(k, 3), None, link.id)
             y = Iface(iface_name(base, k, "y"), dname, _mac(k, 4), None, link.id)
             nodes[dname] = NodePlan(dname, "delay", [x, y])
-            delay_nodes[link.id] = DelayNodePlan(dname, link.id, x.name, y.name)
+            roles = {n.name: n.role for n in topo.nodes}
+            delay_nodes[link.id] = DelayNodePlan(dname, link.id, x.name, y.name, {
+                "forward": (link.a, roles[link.a], a.name), "reverse": (link.b, roles[link.b], b.name)})
             pairs += [(link, a, x), (link, y, b)]
         else:
             pairs.append((link, a, b))
@@ -219,8 +232,11 @@ def describe(topo: Topology, plan: Plan, resolved: dict[str, dict[str, Shaping]]
             for d in ("forward", "reverse"):
                 s = resolved[link.id][d]
                 cmds = [["tc", *c] for c in shaping_commands(dn.egress(d), s, backend)]
+                if link.loss:
+                    node, iface = dn.loss_point(d)
+                    cmds.insert(0, ["dropper", "attach", f"{node}:{iface}", "egress"])
                 if backend == "delayline":
-                    cmds.insert(0, ["delayline", d, f"{s.owd:g}ms"])
+                    cmds.insert(1 if link.loss else 0, ["delayline", d, f"{s.owd:g}ms"])
                 entry[d] = {"bw_mbit": s.bw, "owd_ms": s.owd, "queue_packets": s.queue,
                             "egress": dn.egress(d), "commands": [" ".join(c) for c in cmds]}
         out["links"].append(entry)

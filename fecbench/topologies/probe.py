@@ -1,11 +1,11 @@
 """One-way delay probe, run inside two nodes of an emulated network (both share this machine's clock).
 
     python -m fecbench.topologies.probe recv --bind ADDR --port P --count N --timeout S
-    python -m fecbench.topologies.probe send --dst ADDR --port P --count N --pps R
+    python -m fecbench.topologies.probe send --dst ADDR --port P --count N --pps R [--bind SRC]
 
 The sender stamps each datagram with CLOCK_REALTIME; the receiver takes the kernel's receive
 timestamp (SO_TIMESTAMPNS), so Python's scheduling delays on the receiving side do not count.
-The receiver prints one JSON line: {"received": n, "owd_ms": [...]} in arrival order.
+The receiver prints one JSON line: {"received": n, "owd_ms": [...], "seq": [...]} in arrival order.
 """
 
 from __future__ import annotations
@@ -23,32 +23,37 @@ PAYLOAD_BYTES = 200
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)   # Linux value; Python 3.11 lacks the name
 
 
-def receive(bind: str, port: int, count: int, timeout: float) -> dict:
+def receive(bind: str, port: int, count: int, timeout: float, idle: float | None = None) -> dict:
+    """Until `count` datagrams arrived, `timeout` passed, or (after the first) `idle` s of silence."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     sock.bind((bind, port))
     print("ready", flush=True)
     owds: list[float] = []
+    seqs: list[int] = []
     deadline = time.monotonic() + timeout
     while len(owds) < count and (left := deadline - time.monotonic()) > 0:
-        sock.settimeout(left)
+        sock.settimeout(min(left, idle) if idle and owds else left)
         try:
             data, anc, _, _ = sock.recvmsg(2048, 64)
         except TimeoutError:
             break
-        _, sent_ns = HEADER.unpack_from(data)
+        seq, sent_ns = HEADER.unpack_from(data)
+        seqs.append(seq)
         rx_ns = time.time_ns()
         for level, kind, value in anc:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
                 sec, nsec = TIMESPEC.unpack(value[:TIMESPEC.size])
                 rx_ns = sec * 1_000_000_000 + nsec
         owds.append((rx_ns - sent_ns) / 1e6)
-    return {"received": len(owds), "owd_ms": owds}
+    return {"received": len(owds), "owd_ms": owds, "seq": seqs}
 
 
-def send(dst: str, port: int, count: int, pps: float) -> None:
+def send(dst: str, port: int, count: int, pps: float, bind: str | None = None) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if bind:
+        sock.bind((bind, 0))
     padding = bytes(PAYLOAD_BYTES - HEADER.size)
     start = time.monotonic()
     for seq in range(count):
@@ -66,16 +71,18 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--port", type=int, required=True)
     r.add_argument("--count", type=int, required=True)
     r.add_argument("--timeout", type=float, required=True)
+    r.add_argument("--idle", type=float, default=None, help="stop after this long without a datagram")
     s = sub.add_parser("send")
     s.add_argument("--dst", required=True)
     s.add_argument("--port", type=int, required=True)
     s.add_argument("--count", type=int, required=True)
     s.add_argument("--pps", type=float, default=1000.0)
+    s.add_argument("--bind", default=None, help="source address (selects the path on a multipath client)")
     args = parser.parse_args(argv)
     if args.role == "recv":
-        print(json.dumps(receive(args.bind, args.port, args.count, args.timeout)), flush=True)
+        print(json.dumps(receive(args.bind, args.port, args.count, args.timeout, args.idle)), flush=True)
     else:
-        send(args.dst, args.port, args.count, args.pps)
+        send(args.dst, args.port, args.count, args.pps, args.bind)
     return 0
 
 

@@ -380,13 +380,13 @@ def load_topology(path: str | Path, paths: int | None = None) -> Topology:
         sec.done()
         path_nodes.append(hops)
 
-    # Forward = the direction paths cross a link from the client; orient every link that way.
+    # Forward = the direction paths cross a link from the client (as in set_loss), whatever the
+    # order of `ends`: orient every link that way ([link.forward] already means client -> server).
     for hops in path_nodes:
         for u, v in pairwise(hops):
             link = next(x for x in links if {x.a, x.b} == {u, v})
             if link.b == u:
                 link.a, link.b = link.b, link.a
-                link.forward, link.reverse = link.reverse, link.forward
     _check_connected(path, roles, links)
     root.done()
     return Topology(str(path), name, description, client, server, nodes, links, path_nodes, declared)

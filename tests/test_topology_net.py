@@ -1,0 +1,191 @@
+"""Real Mininet builds of the shipped topologies (root): RTT, rate, reconfiguration, source routing,
+per-path droppers, and cleanup after a builder killed with SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fecbench import cleanup
+from fecbench.topologies import Network, load_topology, netem_probe
+from fecbench.topologies.backend import delayline_available
+
+ROOT = Path(__file__).resolve().parent.parent
+SINGLE = ROOT / "topologies" / "single.toml"
+MULTI = ROOT / "topologies" / "multipath.toml"
+
+pytestmark = pytest.mark.require_root
+
+
+def backend_or_skip(backend: str) -> str:
+    if backend == "netem":
+        ok, reason = netem_probe()
+        if not ok:
+            pytest.skip(f"this kernel has no netem ({reason}); the delayline backend is tested instead")
+    else:
+        ok, reason = delayline_available()
+        if not ok:
+            pytest.skip(reason)
+    return backend
+
+
+BACKENDS = ["delayline", "netem"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_single_path_rtt_two_settings_and_reconfigure(backend: str) -> None:
+    backend_or_skip(backend)
+    topo = load_topology(SINGLE)
+    with Network(topo, {"bw": 5, "owd": 10}, backend=backend) as net:
+        assert net.backend == backend
+        first = net.fidelity(pings=5)
+        assert len(first) == 1 and first[0]["rtt_configured_ms"] == 20
+        assert first[0]["ok"], first
+        slow = net.udp_rate(net.client_addresses[0], 5.0, seconds=1.0)
+
+        net.configure({"bw": 20, "owd": 35})
+        second = net.fidelity(pings=5)
+        assert second[0]["rtt_configured_ms"] == 70
+        assert second[0]["ok"], second
+        fast = net.udp_rate(net.client_addresses[0], 20.0, seconds=1.0)
+    # The rate follows the configuration (payload Mbit/s, sent at 1.1× the rate each time).
+    assert slow is not None and fast is not None
+    assert 0.8 * 5 <= slow <= 5.5 and 0.8 * 20 <= fast <= 22, (slow, fast)
+
+
+def test_multipath_rtt_per_path_and_source_routing() -> None:
+    backend_or_skip("delayline")
+    topo = load_topology(MULTI)
+    with Network(topo, {"owd_1": 5, "owd_2": 15}, backend="delayline") as net:
+        results = net.fidelity(pings=5)
+        assert [r["rtt_configured_ms"] for r in results] == [10, 30]
+        assert all(r["ok"] for r in results), results
+        net.configure({"owd_1": 20, "owd_2": 4})
+        results = net.fidelity(pings=5)
+        assert [r["rtt_configured_ms"] for r in results] == [40, 8]
+        assert all(r["ok"] for r in results), results
+
+        # Traffic sourced from address 2 crosses path 2's delay node only.
+        d1, d2 = net.plan.delay_nodes["path1"], net.plan.delay_nodes["path2"]
+        before1 = net.interface_counters(d1.name)[d1.toward_b]["tx_packets"]
+        before2 = net.interface_counters(d2.name)[d2.toward_b]["tx_packets"]
+        got = net.send_probe(net.client_addresses[1], 100, pps=2000)
+        after1 = net.interface_counters(d1.name)[d1.toward_b]["tx_packets"]
+        after2 = net.interface_counters(d2.name)[d2.toward_b]["tx_packets"]
+        assert got["received"] == 100
+        assert after2 - before2 >= 100
+        assert after1 - before1 == 0
+        # And from address 1, path 1 only.
+        got = net.send_probe(net.client_addresses[0], 50, pps=2000)
+        assert got["received"] == 50
+        assert net.interface_counters(d1.name)[d1.toward_b]["tx_packets"] - after1 >= 50
+        assert net.interface_counters(d2.name)[d2.toward_b]["tx_packets"] == after2
+
+
+def test_droppers_per_path_reproducible_and_distinct() -> None:
+    backend_or_skip("delayline")
+    from fecbench.dropper import LossModel
+
+    topo = load_topology(MULTI)
+    with Network(topo, {"owd_1": 2, "owd_2": 2}, backend="delayline") as net:
+        assert net.dropper_error is None
+        model = LossModel.uniform(0.3)
+
+        def pattern(path: int, seed: int) -> list[int]:
+            net.set_loss(f"path{path}", "forward", model, seed=seed, stream=0)
+            got = net.send_probe(net.client_addresses[path - 1], 200, pps=2000)
+            assert net.droppers[(f"path{path}", "forward")].stats()["seen"] == 200
+            return sorted(got["seq"])
+
+        first = {1: pattern(1, 11), 2: pattern(2, 22)}
+        again = {1: pattern(1, 11), 2: pattern(2, 22)}
+        for path in (1, 2):
+            assert 80 <= len(first[path]) <= 180, first[path]   # about 30 % of 200 lost
+            assert first[path] == again[path]
+        assert first[1] != first[2]
+        stats = {(s["link"], s["direction"]): s for s in net.link_stats()}
+        assert stats[("path1", "forward")]["dropper"]["dropped"] == 200 - len(again[1])
+        assert stats[("path2", "reverse")]["dropper"]["dropped"] == 0
+        with pytest.raises(Exception, match="not lossy"):
+            net.set_loss("egress", "forward", model, seed=1, stream=0)
+
+
+BUILDER = """
+import sys, time
+from fecbench.topologies import Network, load_topology
+net = Network(load_topology(sys.argv[1]), {}, backend="delayline")
+net.start()
+print("built", flush=True)
+time.sleep(600)
+"""
+
+
+def _netns_inode(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
+
+
+def _all_netns_inodes() -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            ino = _netns_inode(int(entry.name))
+            if ino is not None:
+                found.add(ino)
+    return found
+
+
+def test_kill_9_then_clean_removes_only_the_dead_builders_leftovers() -> None:
+    backend_or_skip("delayline")
+    # A live network of our own: `fecbench clean` must leave it alone.
+    with Network(load_topology(SINGLE), {"owd": 2}, backend="delayline") as mine:
+        builder = subprocess.Popen([sys.executable, "-c", BUILDER, str(MULTI)], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        state = cleanup.state_file(builder.pid)
+        # Kill it mid-build: as soon as a few of its resources are recorded (or once built, at worst).
+        deadline = time.monotonic() + 30
+        entries: list[dict] = []
+        while time.monotonic() < deadline and builder.poll() is None:
+            try:
+                entries = json.loads(state.read_text())
+            except (OSError, json.JSONDecodeError):
+                entries = []
+            if len(entries) >= 4:
+                break
+            time.sleep(0.002)
+        assert entries, f"the builder recorded nothing: {builder.communicate()}"
+        pids = [int(e["name"]) for e in entries if e["kind"] == "pid"]
+        inodes = {_netns_inode(p) for p in pids} - {None, _netns_inode(os.getpid())}
+        builder.send_signal(signal.SIGKILL)
+        builder.wait()
+        time.sleep(0.3)  # let it record whatever it was creating at the time of the kill
+        entries = json.loads(state.read_text())
+        pids = [int(e["name"]) for e in entries if e["kind"] == "pid"]
+        inodes |= {_netns_inode(p) for p in pids} - {None, _netns_inode(os.getpid())}
+        assert inodes, "the builder had created no namespace"
+
+        clean = subprocess.run([sys.executable, "-m", "fecbench", "clean"], capture_output=True, text=True,
+                               check=False, cwd=ROOT)
+        assert clean.returncode == 0, clean.stderr
+        assert not state.exists()
+        for pid in pids:
+            assert not Path(f"/proc/{pid}").exists() or cleanup._start_time(pid) is None, pid
+        for entry in entries:
+            if entry["kind"] in ("path", "bpf_pin"):
+                assert not Path(entry["name"]).exists(), entry
+        deadline = time.monotonic() + 5
+        while inodes & _all_netns_inodes() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not inodes & _all_netns_inodes()
+
+        # Our own network is untouched and still works.
+        assert all(r["ok"] for r in mine.fidelity(pings=3))

@@ -1,0 +1,198 @@
+"""Topology specs and plans: pure logic, no root needed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fecbench.errors import SpecError, UserError
+from fecbench.topologies.cli import parse_sets
+from fecbench.topologies.plan import TBF_MIN_BURST, make_plan, netem_limit, shaping_commands
+from fecbench.topologies.spec import Shaping, load_topology
+
+ROOT = Path(__file__).resolve().parent.parent
+SINGLE = ROOT / "topologies" / "single.toml"
+MULTI = ROOT / "topologies" / "multipath.toml"
+
+BASE_SPEC = """
+[topology]
+name = "t"
+[factors]
+bw = 10.0
+owd = 20.0
+[[node]]
+name = "client"
+role = "host"
+[[node]]
+name = "r1"
+[[node]]
+name = "server"
+role = "host"
+[[link]]
+id = "a"
+ends = ["client", "r1"]
+[[link]]
+id = "b"
+ends = ["r1", "server"]
+bw = "bw"
+owd = "owd"
+loss = true
+[[path]]
+nodes = ["client", "r1", "server"]
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "spec.toml"
+    path.write_text(text)
+    return path
+
+
+def test_shipped_single_spec() -> None:
+    topo = load_topology(SINGLE)
+    assert topo.paths == 1
+    assert topo.factors() == {"bw", "owd", "queue"}
+    assert topo.lossy_links() == ["bottleneck"]
+    shaping = topo.resolve({"bw": 10, "owd": 50})
+    fwd = shaping["bottleneck"]["forward"]
+    assert (fwd.bw, fwd.owd) == (10, 50)
+    # One BDP: 10 Mbit/s × 100 ms RTT / 1500 B = 84 packets.
+    assert fwd.queue == 84
+    assert topo.configured_rtt(0, shaping) == 100
+    assert set(shaping) == {"bottleneck"}
+
+
+def test_shipped_multipath_spec_and_n_paths() -> None:
+    topo = load_topology(MULTI)
+    assert topo.paths == 2
+    assert topo.factors() == {"bw_1", "bw_2", "owd_1", "owd_2", "queue_1", "queue_2"}
+    assert topo.lossy_links() == ["path1", "path2"]
+    three = load_topology(MULTI, paths=3)
+    assert three.paths == 3
+    assert three.lossy_links() == ["path1", "path2", "path3"]
+    assert "owd_3" in three.factors()
+    shaping = three.resolve({"owd_3": 70})
+    assert three.configured_rtt(2, shaping) == 140
+    assert three.configured_rtt(0, shaping) == 40
+
+
+def test_queue_default_is_bdp_never_below_ten_and_ms_queues() -> None:
+    topo = load_topology(SINGLE)
+    assert topo.resolve({"bw": 1, "owd": 1})["bottleneck"]["forward"].queue == 10
+    # 100 Mbit/s for 24 ms = 300 kB = 200 packets.
+    assert topo.resolve({"bw": 100, "queue": "24ms"})["bottleneck"]["forward"].queue == 200
+    assert topo.resolve({"queue": 30})["bottleneck"]["reverse"].queue == 30
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"owd": -1}, "owd"),
+    ({"bw": 0}, "bw"),
+    ({"queue": "lots"}, "queue"),
+    ({"queue": 2.5}, "queue"),
+])
+def test_bad_values_are_user_errors(values: dict, message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        load_topology(SINGLE).resolve(values)
+
+
+def test_unknown_set_name_is_rejected() -> None:
+    with pytest.raises(SpecError, match="bww: unknown factor name"):
+        load_topology(SINGLE).check_values({"bww": 3}, strict=True)
+
+
+@pytest.mark.parametrize("old, new, key, problem", [
+    ('bw = "bw"', 'bw = "bandwidth"', "link[1].bw", "unknown factor name"),
+    ('owd = "owd"', "owd = -5", "link[1].owd", "delay must be ≥ 0"),
+    ('bw = "bw"', "bw = 0", "link[1].bw", "bandwidth must be > 0"),
+    ('nodes = ["client", "r1", "server"]', 'nodes = ["client", "r1"]', "path[0].nodes", "to the server"),
+    ('name = "r1"', 'name = "client"', "node[1].name", "duplicate node name"),
+    ('ends = ["r1", "server"]', 'ends = ["r1", "nowhere"]', "link[1].ends", "unknown node"),
+    ('loss = true', 'loss = true\ncolour = "red"', "link[1].colour", "unknown key"),
+    ("bw = 10.0", "bw = 0", "factors.bw", "bandwidth must be > 0"),
+])
+def test_bad_specs_name_file_and_key(tmp_path: Path, old: str, new: str, key: str, problem: str) -> None:
+    assert old in BASE_SPEC
+    path = write(tmp_path, BASE_SPEC.replace(old, new, 1))
+    with pytest.raises(SpecError) as info:
+        load_topology(path)
+    assert str(path) in str(info.value) and key in str(info.value) and problem in str(info.value)
+
+
+def test_path_through_missing_link_does_not_reach_server(tmp_path: Path) -> None:
+    text = BASE_SPEC + '[[node]]\nname = "r9"\n[[link]]\nid = "c"\nends = ["r9", "server"]\n' \
+        '[[path]]\nnodes = ["client", "r9", "server"]\n'
+    with pytest.raises(SpecError, match=r"path\[1\]\.nodes: no link between 'client' and 'r9'"):
+        load_topology(write(tmp_path, text))
+
+
+def test_per_direction_override_and_orientation(tmp_path: Path) -> None:
+    # Written server-side first: forward must still be client -> server.
+    text = BASE_SPEC.replace('ends = ["r1", "server"]', 'ends = ["server", "r1"]\nforward = { bw = 2 }')
+    topo = load_topology(write(tmp_path, text))
+    link = topo.link("b")
+    assert (link.a, link.b) == ("r1", "server")
+    shaping = topo.resolve({})
+    # [link.forward] means client -> server whatever the order of `ends`.
+    assert shaping["b"]["forward"].bw == 2
+    assert shaping["b"]["reverse"].bw == 10
+
+
+def test_plan_addresses_routes_and_policy_rules() -> None:
+    topo = load_topology(MULTI)
+    plan = make_plan(topo, "fbT")
+    assert plan.client_addresses == ["10.0.0.1", "10.0.1.1"]
+    assert plan.server_address == "10.0.4.2"
+    client = plan.nodes["client"]
+    assert ["from", "10.0.1.1", "table", "102", "priority", "1001"] in client.rules
+    assert ["default", "via", "10.0.1.2", "dev", "fbTl1a", "table", "102"] in client.routes
+    r0 = plan.nodes["r0"]
+    # R0 returns traffic for the client's address 2 over path 2.
+    assert ["10.0.1.0/24", "via", "10.0.3.1", "dev", "fbTl3b"] in r0.routes
+    names = [i.name for n in plan.nodes.values() for i in n.ifaces]
+    assert len(names) == len(set(names))
+    assert all(len(n) <= 15 for n in names)
+    assert set(plan.delay_nodes) == {"path1", "path2"}
+    assert plan.delay_nodes["path1"].egress("forward") == "fbTl2y"
+
+
+def test_interface_names_fit_with_longest_prefix() -> None:
+    topo = load_topology(MULTI, paths=16)
+    plan = make_plan(topo, "fb99999z")
+    assert max(len(i.name) for n in plan.nodes.values() for i in n.ifaces) <= 15
+
+
+def test_shaping_commands() -> None:
+    s = Shaping(bw=100.0, owd=200.0, queue=50)
+    tbf = shaping_commands("d0", s, "delayline")
+    assert tbf == [["qdisc", "replace", "dev", "d0", "root", "handle", "1:", "tbf", "rate", "100mbit",
+                    "burst", str(max(TBF_MIN_BURST, 12500)), "limit", str(50 * 1514)]]
+    netem = shaping_commands("d0", s, "netem")
+    assert netem[0][:8] == ["qdisc", "replace", "dev", "d0", "root", "handle", "1:", "netem"]
+    assert netem[1][4:8] == ["parent", "1:1", "handle", "10:"]
+    # 100 Mbit/s × 200 ms is ~1700 full packets: netem's default limit of 1000 would cap throughput.
+    assert netem_limit(s) >= 1700
+    assert shaping_commands("d0", Shaping(bw=None, owd=5.0, queue=10), "delayline") == []
+
+
+def test_parse_sets() -> None:
+    assert parse_sets(["bw=10", "queue=50ms"]) == {"bw": 10.0, "queue": "50ms"}
+    with pytest.raises(UserError):
+        parse_sets(["bw"])
+
+
+def test_cli_show_and_bad_input_exit_2(tmp_path: Path) -> None:
+    fecbench = [sys.executable, "-m", "fecbench"]
+    ok = subprocess.run([*fecbench, "topo", "show", str(MULTI), "--paths", "3", "--json", "--set", "owd_3=9"],
+                        capture_output=True, text=True, check=False, cwd=ROOT)
+    assert ok.returncode == 0, ok.stderr
+    assert '"server_address": "10.0.6.2"' in ok.stdout and '"owd_3": 9.0' in ok.stdout
+    bad = write(tmp_path, BASE_SPEC.replace('owd = "owd"', "owd = -1"))
+    fail = subprocess.run([*fecbench, "topo", "show", str(bad)], capture_output=True, text=True, check=False)
+    assert fail.returncode == 2
+    assert "link[1].owd" in fail.stderr and "Traceback" not in fail.stderr
+    unknown = subprocess.run([*fecbench, "topo", "show", str(SINGLE), "--set", "delay=3"],
+                             capture_output=True, text=True, check=False)
+    assert unknown.returncode == 2 and "unknown factor name" in unknown.stderr

@@ -8,7 +8,8 @@ Figures (from :mod:`fecbench.analysis`, the same code as the notebooks):
 - ``status.png``, ``fidelity.png``, ``loss-fidelity.png``: what ran and whether the emulation held;
 - downloads: ``dct-ecdf.png`` (completion time per size), ``dct-ratio-ecdf.png`` (ECDF of the DCT
   ratio label / baseline on identical point, repetition and size, one curve per size — Fig. 6, 7, 10
-  of the 2019 paper) and ``dct-ratio-vs-factors-<label>.png``;
+  of the 2019 paper), ``dct-ratio-vs-factors-<label>.png`` and, with two labels besides the
+  baseline, ``dct-ratio-ecdf-<a>-vs-<b>.png`` (Fig. 7: one FEC code against another);
 - messages: ``rebuffering-ecdf.png``, ``data-received-ecdf.png`` (thesis Fig. 5.7–5.19),
   ``data-received-ratio-ecdf.png`` and ``rebuffering-vs-owd.png``.
 
@@ -148,6 +149,13 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
                     figure(f"dct-ratio-vs-factors-{slug(label)}",
                            analysis.ratio_vs_factors(pairs, label=label),
                            f"DCT ratio {label} / {base} against each design factor.")
+            others = sorted(set(downloads["label"]) - {base})
+            if len(others) >= 2:  # two FEC variants against each other (Fig. 7: RLC / Reed-Solomon)
+                fec_pairs = results.paired(downloads, baseline=others[1], labels=[others[0]], metric="dct_ms")
+                if fec_pairs["ratio"].notna().any():
+                    figure(f"dct-ratio-ecdf-{slug(others[0])}-vs-{slug(others[1])}",
+                           analysis.ratio_ecdf(fec_pairs),
+                           f"ECDF of the DCT ratio {others[0]} / {others[1]} per file size.")
 
     messages = frame[frame["workload"] == "messages"]
     if (messages["status"] == "ok").any():

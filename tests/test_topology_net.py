@@ -189,3 +189,33 @@ def test_kill_9_then_clean_removes_only_the_dead_builders_leftovers() -> None:
 
         # Our own network is untouched and still works.
         assert all(r["ok"] for r in mine.fidelity(pings=3))
+
+
+SIGTERM_BUILDER = """
+import sys, time
+from fecbench.topologies import Network, load_topology
+with Network(load_topology(sys.argv[1]), {}, backend="delayline") as net:
+    print("built", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_sigterm_tears_the_network_down() -> None:
+    backend_or_skip("delayline")
+    builder = subprocess.Popen([sys.executable, "-c", SIGTERM_BUILDER, str(SINGLE)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert builder.stdout is not None
+        assert builder.stdout.readline().strip() == "built", builder.stderr
+        entries = json.loads(cleanup.state_file(builder.pid).read_text())
+        pids = [int(e["name"]) for e in entries if e["kind"] == "pid"]
+        assert len(pids) >= 5  # four nodes, a delay node, its delayline
+        builder.send_signal(signal.SIGTERM)
+        builder.wait(timeout=30)
+    finally:
+        if builder.poll() is None:
+            builder.kill()
+            builder.wait()
+    assert not cleanup.state_file(builder.pid).exists()  # everything it recorded, it removed
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or cleanup._start_time(pid) is None, pid

@@ -206,7 +206,8 @@ def _html(db: Path, frame: pd.DataFrame, report: Report, notes: dict[str, str]) 
              f"<code>{html.escape(str(db))}</code>.</p>", "<h2>Tables</h2>"]
     for name, table in report.tables.items():
         parts.append(f"<h3>{html.escape(name)}</h3>")
-        parts.append(table.to_html(float_format=lambda v: f"{v:.4g}", na_rep="–", border=0))
+        parts.append(table.to_html(float_format=lambda v: f"{v:.4g}", na_rep="–", border=0,
+                                   index=not isinstance(table.index, pd.RangeIndex)))
     parts.append("<h2>Figures</h2>")
     for name, path in report.figures.items():
         data = base64.b64encode(path.read_bytes()).decode("ascii")

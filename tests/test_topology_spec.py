@@ -196,3 +196,29 @@ def test_cli_show_and_bad_input_exit_2(tmp_path: Path) -> None:
     unknown = subprocess.run([*fecbench, "topo", "show", str(SINGLE), "--set", "delay=3"],
                              capture_output=True, text=True, check=False)
     assert unknown.returncode == 2 and "unknown factor name" in unknown.stderr
+
+
+def test_backend_selection_env_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fecbench.topologies.backend import ENV_VAR, select_backend
+
+    monkeypatch.setenv(ENV_VAR, "bogus")
+    with pytest.raises(UserError, match=ENV_VAR):
+        select_backend()
+    with pytest.raises(UserError, match="--link-backend"):
+        select_backend("bogus")
+    monkeypatch.delenv(ENV_VAR)
+    with pytest.raises(UserError, match="unknown link backend"):
+        select_backend("tc")
+
+
+@pytest.mark.require_root
+def test_netem_probe_matches_request() -> None:
+    from fecbench.topologies import netem_available, netem_probe
+    from fecbench.topologies.backend import select_backend
+
+    if netem_available():
+        assert select_backend("netem") == "netem"
+    else:
+        with pytest.raises(UserError, match="no netem"):
+            select_backend("netem")
+        assert netem_probe()[1]  # the reason is reported

@@ -132,6 +132,19 @@ impl WorkloadArgs {
     }
 }
 
+/// A workload this build does not have is an unsupported combination (127), not a usage error:
+/// the campaign runner records it as `unsupported`.
+fn unsupported_workload(w: &WorkloadArgs) -> Option<i32> {
+    if ["download", "messages"].contains(&w.workload.as_str()) {
+        return None;
+    }
+    eprintln!(
+        "fecq: unsupported workload {:?} (supported: download, messages)",
+        w.workload
+    );
+    Some(EXIT_UNSUPPORTED)
+}
+
 fn usage(msg: &str) -> i32 {
     eprintln!("fecq: {msg}");
     EXIT_USAGE
@@ -184,6 +197,9 @@ pub fn main() -> i32 {
             out,
             common,
         } => {
+            if let Some(code) = unsupported_workload(&workload) {
+                return code;
+            }
             let workload = match common.check().and_then(|_| workload.workload()) {
                 Ok(w) => w,
                 Err(e) => return usage(&e),
@@ -211,6 +227,9 @@ pub fn main() -> i32 {
             out,
             common,
         } => {
+            if let Some(code) = unsupported_workload(&workload) {
+                return code;
+            }
             let spec = LossSpec {
                 p: loss,
                 model: loss_model,

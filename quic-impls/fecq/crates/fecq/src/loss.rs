@@ -55,6 +55,9 @@ pub struct LossProcess {
     p_enter: f64,
     p_leave: f64,
     in_burst: bool,
+    /// With `at_indices`: the 0-based datagram indices to drop, sorted; `index` counts datagrams.
+    drop_at: Vec<u64>,
+    index: u64,
 }
 
 impl LossProcess {
@@ -75,10 +78,25 @@ impl LossProcess {
             p_enter,
             p_leave,
             in_burst: false,
+            drop_at: Vec::new(),
+            index: 0,
+        }
+    }
+
+    /// Drop exactly the datagrams at these 0-based indices (for tests that need a known pattern).
+    pub fn at_indices(mut indices: Vec<u64>) -> Self {
+        indices.sort_unstable();
+        LossProcess {
+            drop_at: indices,
+            ..LossProcess::new(LossModel::Uniform, 0.0, 1.0, 0)
         }
     }
 
     pub fn lose(&mut self) -> bool {
+        if !self.drop_at.is_empty() {
+            self.index += 1;
+            return self.drop_at.binary_search(&(self.index - 1)).is_ok();
+        }
         match self.model {
             LossModel::Uniform => self.p > 0.0 && self.rng.next_f64() < self.p,
             LossModel::Burst => {
@@ -129,5 +147,12 @@ mod tests {
         let mean_burst = lost as f64 / bursts as f64;
         assert!((mean_burst - 4.0).abs() < 0.5, "mean burst {mean_burst}");
         assert!(run(LossModel::Uniform, 0.0, 1, 1000).iter().all(|&l| !l));
+    }
+
+    #[test]
+    fn at_indices_drops_exactly_those() {
+        let mut lp = LossProcess::at_indices(vec![5, 2]);
+        let lost: Vec<usize> = (0..10).filter(|_| lp.lose()).collect();
+        assert_eq!(lost, vec![2, 5]);
     }
 }

@@ -1,0 +1,170 @@
+//! The `fecq` binary: version, exit codes, server lifecycle, metrics file.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn fecq() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fecq"))
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("fecq-test-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn version_prints_name_and_version() {
+    let out = fecq().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("fecq {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let out_path = tmp("usage.json");
+    let out = out_path.to_str().unwrap();
+    for args in [
+        vec![
+            "loopback", "--size", "1000", "--fec", "rs:20,30", "--out", out,
+        ],
+        vec!["loopback", "--size", "1000", "--fec", "lt:3", "--out", out],
+        vec!["loopback", "--out", out],
+        vec!["loopback", "--size", "1000", "--loss", "1.5", "--out", out],
+        vec![
+            "loopback", "--size", "1000", "--signal", "loud", "--out", out,
+        ],
+        vec![
+            "loopback",
+            "--workload",
+            "messages",
+            "--packets",
+            "0",
+            "--out",
+            out,
+        ],
+        vec!["client", "--server", "127.0.0.1:1", "--size", "10"],
+        vec!["frobnicate"],
+    ] {
+        let st = fecq().args(&args).stderr(Stdio::null()).status().unwrap();
+        assert_eq!(st.code(), Some(2), "{args:?}");
+    }
+    assert!(!out_path.exists());
+}
+
+#[test]
+fn unknown_workload_is_unsupported_127() {
+    let out = tmp("unsupported.json");
+    let st = fecq()
+        .args(["loopback", "--workload", "upload", "--size", "10", "--out"])
+        .arg(&out)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(127));
+}
+
+#[test]
+fn client_without_server_fails_with_1_and_says_why() {
+    // A port nobody listens on (bound, then released): the handshake times out.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = tmp("noserver.json");
+    let st = fecq()
+        .args([
+            "client",
+            "--server",
+            &format!("127.0.0.1:{port}"),
+            "--size",
+            "1000",
+        ])
+        .args(["--timeout", "1", "--out"])
+        .arg(&out)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(1));
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(m["ok"], false);
+    assert!(m["error"].as_str().unwrap().contains("timeout"));
+    std::fs::remove_file(out).ok();
+}
+
+#[test]
+fn server_and_client_processes_then_sigterm_exits_0() {
+    let mut server = fecq()
+        .args(["server", "--listen", "127.0.0.1:0", "--fec", "rs:30,20"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening ")
+        .expect("listening line")
+        .to_string();
+    let out = tmp("client.json");
+    let st = fecq()
+        .args([
+            "client",
+            "--server",
+            &addr,
+            "--workload",
+            "download",
+            "--size",
+            "123456",
+        ])
+        .args(["--fec", "rs:30,20", "--timeout", "20", "--out"])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(0));
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    for key in [
+        "dct_ms",
+        "handshake_ms",
+        "bytes_app",
+        "packets_sent",
+        "bytes_sent",
+        "repair_sent",
+        "recovered",
+        "lost",
+        "retransmitted_bytes",
+        "congestion_events",
+        "cwnd_final",
+        "rtt_ms",
+        "fec",
+        "signal",
+        "cc",
+        "workload",
+        "size",
+        "sender",
+        "client",
+    ] {
+        assert!(m.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(m["bytes_app"], 123456);
+    assert_eq!(m["fec"], "rs:30,20");
+    assert!(m["repair_sent"].as_u64().unwrap() > 0);
+    std::fs::remove_file(out).ok();
+    // SIGTERM: clean exit 0.
+    // SAFETY: kill(2) on the child we spawned.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    for _ in 0..50 {
+        if let Some(st) = server.try_wait().unwrap() {
+            assert_eq!(st.code(), Some(0));
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server.kill().ok();
+    panic!("server did not exit on SIGTERM");
+}

@@ -98,6 +98,7 @@ def load(db: DbLike, *, status: str | Iterable[str] | None = None) -> pd.DataFra
     (its name) identify the design a run belongs to.
     """
     with closing(connect(db)) as con:
+        con.execute("BEGIN")  # one snapshot for all the tables, even while a campaign commits runs
         run_cols = [c for c in RUN_COLUMNS if c in _columns(con, "runs")]
         runs = pd.read_sql_query(f"SELECT {', '.join(run_cols)} FROM runs", con)
         points = pd.read_sql_query("SELECT * FROM points", con)

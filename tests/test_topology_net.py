@@ -219,3 +219,30 @@ def test_sigterm_tears_the_network_down() -> None:
     assert not cleanup.state_file(builder.pid).exists()  # everything it recorded, it removed
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or cleanup._start_time(pid) is None, pid
+
+
+def test_tcp_crosses_as_single_packets() -> None:
+    """gso_max_segs 1: a TCP flow reaches droppers and the delay element one wire packet per skb."""
+    backend_or_skip("delayline")
+    with Network(load_topology(SINGLE), {"bw": 50, "owd": 2}, backend="delayline") as net:
+        server = net.server.popen(["iperf3", "-s", "-1", "-B", net.server_address], text=True)
+        try:
+            client = None
+            for _ in range(50):
+                client = net.client.popen(["iperf3", "-c", net.server_address, "-t", "1", "-J"], text=True)
+                out, _ = client.communicate(timeout=30)
+                if client.returncode == 0:
+                    break
+                time.sleep(0.05)
+            assert client is not None and client.returncode == 0, out
+            received = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+        finally:
+            if server.poll() is None:
+                server.kill()
+            server.wait()
+        stats = net.link_stats()
+    assert received > 10
+    forward = next(s for s in stats if s["direction"] == "forward")
+    assert forward["dropper"]["seen"] > 1000
+    assert all(s["dropper"]["gso"] == 0 for s in stats)
+    assert forward["delay"]["ab"]["gso"] == 0 and forward["delay"]["ba"]["gso"] == 0

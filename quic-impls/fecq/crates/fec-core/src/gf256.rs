@@ -49,7 +49,6 @@ const fn mul_table() -> [[u8; 256]; 256] {
 /// `MUL[a][b] = a * b`; one 256-byte row per coefficient keeps the inner loop a plain lookup.
 static MUL: [[u8; 256]; 256] = mul_table();
 
-#[cfg(test)]
 pub fn mul(a: u8, b: u8) -> u8 {
     MUL[usize::from(a)][usize::from(b)]
 }

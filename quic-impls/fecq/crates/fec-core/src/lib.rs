@@ -155,7 +155,8 @@ pub struct DecoderStats {
     pub malformed: u64,
     /// Source datagrams received again after being delivered (received or recovered).
     pub duplicates: u64,
-    /// Repairs ignored because they cover symbols the decoder no longer remembers.
+    /// Repairs (counted in `received_repair`) ignored because they cover symbols the decoder no
+    /// longer remembers, or reach too far ahead of the symbols it has seen.
     pub stale: u64,
 }
 
@@ -224,14 +225,18 @@ impl Decoder {
         let result = match parsed {
             frame::Frame::Source { id, ecn, payload } => {
                 self.on_source(id, ecn, payload, out);
-                Ok(())
+                Ok(false)
             }
             repair => self.on_repair(repair),
         };
         match result {
-            Ok(()) => {}
+            Ok(true) => self.stats.received_repair += 1,
+            Ok(false) => {}
             Err(Rejected::Malformed) => self.stats.malformed += 1,
-            Err(Rejected::Stale) => self.stats.stale += 1,
+            Err(Rejected::Stale) => {
+                self.stats.received_repair += 1;
+                self.stats.stale += 1;
+            }
         }
         self.deliver_recovered(out);
     }
@@ -248,6 +253,30 @@ impl Decoder {
             DecoderCode::Linear(l) => l.pending(),
             DecoderCode::Rs(r) => r.pending(),
         }
+    }
+
+    /// Approximate bytes of decoder state (symbols, pending repairs and bookkeeping).
+    pub fn state_bytes(&self) -> usize {
+        self.window.state_bytes()
+            + match &self.code {
+                DecoderCode::None => 0,
+                DecoderCode::Linear(l) => l.state_bytes(),
+                DecoderCode::Rs(r) => r.state_bytes(),
+            }
+    }
+
+    /// The bound on [`Decoder::state_bytes`] when received datagrams are at most
+    /// `max_datagram` bytes, whatever they contain.
+    pub fn state_limit(&self, max_datagram: usize) -> usize {
+        let max_symbol = max_datagram + frame::SYMBOL_PREFIX;
+        self.window.state_limit(max_symbol)
+            + match &self.code {
+                DecoderCode::None => 0,
+                DecoderCode::Linear(l) => {
+                    l.state_limit(2 * self.window.keep() as usize + 1, max_symbol)
+                }
+                DecoderCode::Rs(r) => r.state_limit(max_datagram),
+            }
     }
 
     pub fn stats(&self) -> DecoderStats {
@@ -268,8 +297,8 @@ impl Decoder {
             ecn,
             recovered: false,
         });
-        if self.window.is_stale(id) {
-            return; // too old to help any repair
+        if self.window.is_stale(id) || !self.window.plausible_source(id) {
+            return; // too old to help any repair, or an id not trusted yet
         }
         self.window.advance(id);
         self.learn(id, frame::symbol(ecn, payload));
@@ -290,7 +319,8 @@ impl Decoder {
         }
     }
 
-    fn on_repair(&mut self, repair: frame::Frame<'_>) -> Result<(), Rejected> {
+    /// Ok(true) for a well-formed repair.
+    fn on_repair(&mut self, repair: frame::Frame<'_>) -> Result<bool, Rejected> {
         let recovered = &mut self.recovered;
         match (repair, &mut self.code, self.scheme) {
             (
@@ -309,11 +339,12 @@ impl Decoder {
                 let last = first
                     .checked_add(u32::from(count - 1) * u32::from(stride))
                     .ok_or(Rejected::Malformed)?;
-                self.stats.received_repair += 1;
-                self.window.advance(last);
+                if !self.window.within_reach(last) {
+                    return Err(Rejected::Stale);
+                }
                 let terms = (0..u32::from(count)).map(|i| (first + i * u32::from(stride), 1));
                 l.add_repair(&mut self.window, terms, data, recovered)?;
-                Ok(())
+                Ok(true)
             }
             (
                 frame::Frame::RlcRepair {
@@ -331,12 +362,13 @@ impl Decoder {
                 let last = first
                     .checked_add(u32::from(count) - 1)
                     .ok_or(Rejected::Malformed)?;
-                self.stats.received_repair += 1;
-                self.window.advance(last);
+                if !self.window.within_reach(last) {
+                    return Err(Rejected::Stale);
+                }
                 let coefs = rlc::coefficients(repair_id, usize::from(count));
                 let terms = (first..=last).zip(coefs);
                 l.add_repair(&mut self.window, terms, data, recovered)?;
-                Ok(())
+                Ok(true)
             }
             (
                 frame::Frame::RsRepair {
@@ -350,8 +382,7 @@ impl Decoder {
                 _,
             ) => {
                 rs.add_repair(&mut self.window, first, k, r, index, data, recovered)?;
-                self.stats.received_repair += 1;
-                Ok(())
+                Ok(true)
             }
             _ => Err(Rejected::Malformed),
         }

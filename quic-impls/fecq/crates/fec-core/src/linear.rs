@@ -1,15 +1,74 @@
 //! Decoder for codes whose repairs are linear combinations of source symbols over GF(2^8):
-//! XOR (all coefficients 1) and the sliding-window RLC. Pending repairs form a linear system,
-//! kept in reduced row-echelon form by Gauss-Jordan elimination, so every source symbol that the
-//! received repairs determine is recovered as soon as it is determined.
+//! XOR (all coefficients 1) and the sliding-window RLC.
+//!
+//! Pending repairs (those with unknown symbols left) form a linear system kept in reduced
+//! row-echelon form: each equation has a pivot symbol that appears in no other equation. Adding
+//! an equation or learning a symbol costs O(equations × symbol size), and a symbol is recovered
+//! as soon as the received repairs determine it (its equation is down to one term).
 
 use crate::gf256;
 use crate::window::Window;
 
-/// `sum(coef * symbol[id]) = data` over the source symbols not known yet.
+/// `sum(coef * symbol[id]) = data` over source symbols not known yet; `terms` sorted by id,
+/// coefficients non-zero, and `terms[pivot]` has coefficient 1.
 struct Equation {
     terms: Vec<(u32, u8)>,
     data: Vec<u8>,
+    pivot: u32,
+}
+
+impl Equation {
+    fn coef(&self, id: u32) -> u8 {
+        self.terms
+            .binary_search_by_key(&id, |t| t.0)
+            .map_or(0, |i| self.terms[i].1)
+    }
+
+    /// `self += c * other`.
+    fn add_scaled(&mut self, other: &Equation, c: u8) {
+        let mut merged = Vec::with_capacity(self.terms.len() + other.terms.len());
+        let (mut a, mut b) = (self.terms.iter().peekable(), other.terms.iter().peekable());
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (Some(&&(ia, ca)), Some(&&(ib, cb))) if ia == ib => {
+                    a.next();
+                    b.next();
+                    (ia, ca ^ gf256::mul(c, cb))
+                }
+                (Some(&&(ia, ca)), Some(&&(ib, _))) if ia < ib => {
+                    a.next();
+                    (ia, ca)
+                }
+                (Some(_), Some(&&(ib, cb))) | (None, Some(&&(ib, cb))) => {
+                    b.next();
+                    (ib, gf256::mul(c, cb))
+                }
+                (Some(&&(ia, ca)), None) => {
+                    a.next();
+                    (ia, ca)
+                }
+                (None, None) => break,
+            };
+            if next.1 != 0 {
+                merged.push(next);
+            }
+        }
+        self.terms = merged;
+        if self.data.len() < other.data.len() {
+            self.data.resize(other.data.len(), 0);
+        }
+        gf256::mul_add(&mut self.data, &other.data, c);
+    }
+
+    /// Make `id` the pivot (coefficient 1).
+    fn set_pivot(&mut self, id: u32) {
+        let inv = gf256::inv(self.coef(id));
+        for t in &mut self.terms {
+            t.1 = gf256::mul(t.1, inv);
+        }
+        gf256::scale(&mut self.data, inv);
+        self.pivot = id;
+    }
 }
 
 pub(crate) struct LinearDecoder {
@@ -68,12 +127,26 @@ impl LinearDecoder {
         for &(id, _) in &unknown {
             window.note_missing(id);
         }
-        self.equations.push(Equation {
+        let pivot = unknown[0].0;
+        let mut eq = Equation {
             terms: unknown,
             data,
-        });
+            pivot,
+        };
+        // Eliminate the existing pivots from the new equation.
+        for row in &self.equations {
+            let c = eq.coef(row.pivot);
+            if c != 0 {
+                eq.add_scaled(row, c);
+            }
+        }
+        let Some(&(pivot, _)) = eq.terms.first() else {
+            return Ok(false); // a combination of repairs already held
+        };
+        eq.pivot = pivot;
+        self.insert(eq);
         self.drop_old(window);
-        self.reduce(recovered);
+        self.take_solved(recovered);
         Ok(true)
     }
 
@@ -86,21 +159,36 @@ impl LinearDecoder {
         symbol: &[u8],
         recovered: &mut Vec<(u32, Vec<u8>)>,
     ) {
+        let mut orphans = Vec::new();
         let mut touched = false;
-        for eq in &mut self.equations {
-            if let Some(pos) = eq.terms.iter().position(|&(t, _)| t == id) {
+        let mut i = 0;
+        while i < self.equations.len() {
+            let eq = &mut self.equations[i];
+            if let Ok(pos) = eq.terms.binary_search_by_key(&id, |t| t.0) {
                 let (_, coef) = eq.terms.remove(pos);
                 if eq.data.len() < symbol.len() {
                     eq.data.resize(symbol.len(), 0);
                 }
                 gf256::mul_add(&mut eq.data, symbol, coef);
                 touched = true;
+                if eq.pivot == id {
+                    // It lost its pivot: re-insert it so it gets a new one.
+                    orphans.push(self.equations.swap_remove(i));
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        for eq in orphans {
+            if let Some(&(pivot, _)) = eq.terms.first() {
+                let mut eq = eq;
+                eq.pivot = pivot;
+                self.insert(eq);
             }
         }
         if touched {
-            self.equations.retain(|eq| !eq.terms.is_empty());
             self.drop_old(window);
-            self.reduce(recovered);
+            self.take_solved(recovered);
         }
     }
 
@@ -109,89 +197,56 @@ impl LinearDecoder {
         self.equations.len()
     }
 
+    /// The most `state_bytes` can reach: `max_equations` rows of at most `max_terms` terms and
+    /// `max_data` bytes.
+    pub fn state_limit(&self, max_terms: usize, max_data: usize) -> usize {
+        self.max_equations * (max_data + 8 * max_terms + 64)
+    }
+
+    /// Bytes held by the pending equations.
+    pub fn state_bytes(&self) -> usize {
+        self.equations
+            .iter()
+            .map(|eq| eq.data.len() + 8 * eq.terms.len() + 64)
+            .sum()
+    }
+
+    /// Insert an equation free of the other equations' pivots: normalise it on its pivot and
+    /// eliminate that pivot from the others.
+    fn insert(&mut self, mut eq: Equation) {
+        eq.set_pivot(eq.pivot);
+        for row in &mut self.equations {
+            let c = row.coef(eq.pivot);
+            if c != 0 {
+                row.add_scaled(&eq, c);
+            }
+        }
+        self.equations.push(eq);
+    }
+
+    /// Equations down to one term are recovered symbols (their coefficient is the pivot's, 1).
+    fn take_solved(&mut self, recovered: &mut Vec<(u32, Vec<u8>)>) {
+        let mut i = 0;
+        while i < self.equations.len() {
+            if self.equations[i].terms.len() == 1 {
+                let eq = self.equations.swap_remove(i);
+                recovered.push((eq.pivot, eq.data));
+            } else {
+                i += 1;
+            }
+        }
+    }
+
     /// Forget equations about stale symbols, and the oldest beyond the cap.
     fn drop_old(&mut self, window: &Window) {
         let floor = window.floor();
-        self.equations.retain(|eq| eq.terms[0].0 >= floor);
+        self.equations
+            .retain(|eq| eq.terms.first().is_some_and(|t| t.0 >= floor));
         if self.equations.len() > self.max_equations {
             self.equations
                 .sort_by_key(|eq| eq.terms.last().map(|t| t.0));
             let excess = self.equations.len() - self.max_equations;
             self.equations.drain(..excess);
-        }
-    }
-
-    /// Gauss-Jordan elimination over the pending equations; solved rows are recovered symbols.
-    fn reduce(&mut self, recovered: &mut Vec<(u32, Vec<u8>)>) {
-        if self.equations.is_empty() {
-            return;
-        }
-        let mut ids: Vec<u32> = self
-            .equations
-            .iter()
-            .flat_map(|eq| eq.terms.iter().map(|t| t.0))
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let width = self
-            .equations
-            .iter()
-            .map(|eq| eq.data.len())
-            .max()
-            .unwrap_or(0);
-        let mut rows: Vec<(Vec<u8>, Vec<u8>)> = self
-            .equations
-            .drain(..)
-            .map(|eq| {
-                let mut coefs = vec![0u8; ids.len()];
-                for (id, c) in eq.terms {
-                    if let Ok(col) = ids.binary_search(&id) {
-                        coefs[col] = c;
-                    }
-                }
-                let mut data = eq.data;
-                data.resize(width, 0);
-                (coefs, data)
-            })
-            .collect();
-
-        let mut rank = 0;
-        for col in 0..ids.len() {
-            let Some(pivot) = (rank..rows.len()).find(|&r| rows[r].0[col] != 0) else {
-                continue;
-            };
-            rows.swap(rank, pivot);
-            let inv = gf256::inv(rows[rank].0[col]);
-            gf256::scale(&mut rows[rank].0, inv);
-            gf256::scale(&mut rows[rank].1, inv);
-            let (pivot_row, others) = {
-                let (head, tail) = rows.split_at_mut(rank);
-                let (p, rest) = tail.split_first_mut().expect("rank < rows.len()");
-                (p, head.iter_mut().chain(rest.iter_mut()))
-            };
-            for row in others {
-                let c = row.0[col];
-                if c != 0 {
-                    gf256::mul_add(&mut row.0, &pivot_row.0, c);
-                    gf256::mul_add(&mut row.1, &pivot_row.1, c);
-                }
-            }
-            rank += 1;
-        }
-        // Rows past the rank are all-zero: repairs that carried nothing new.
-        rows.truncate(rank);
-        for (coefs, data) in rows {
-            let terms: Vec<(u32, u8)> = ids
-                .iter()
-                .zip(&coefs)
-                .filter(|&(_, &c)| c != 0)
-                .map(|(&id, &c)| (id, c))
-                .collect();
-            if terms.len() == 1 {
-                recovered.push((terms[0].0, data));
-            } else {
-                self.equations.push(Equation { terms, data });
-            }
         }
     }
 }

@@ -149,10 +149,9 @@ impl RsDecoder {
         let last = first
             .checked_add(u32::from(k) - 1)
             .ok_or(Rejected::Malformed)?;
-        if window.is_stale(first) {
+        if window.is_stale(first) || !window.within_reach(last) {
             return Err(Rejected::Stale);
         }
-        window.advance(last);
         let block = self.blocks.entry(first).or_insert_with(|| Block {
             k,
             r,
@@ -187,6 +186,20 @@ impl RsDecoder {
 
     pub fn pending(&self) -> usize {
         self.blocks.values().filter(|b| !b.done).count()
+    }
+
+    /// Bytes held by the stored repairs.
+    pub fn state_bytes(&self) -> usize {
+        self.blocks
+            .values()
+            .map(|b| 64 + b.repairs.values().map(|r| r.len() + 48).sum::<usize>())
+            .sum()
+    }
+
+    /// The most `state_bytes` can reach with repairs of at most `max_data` bytes.
+    pub fn state_limit(&self, max_data: usize) -> usize {
+        // +1 block: the cap is enforced right after a block is added.
+        (self.max_blocks + 1) * (64 + usize::from(self.r_max) * (max_data + 48))
     }
 
     fn drop_old(&mut self, window: &Window) {

@@ -1,7 +1,8 @@
 //! The receiver's bounded memory of recent source symbols, shared by all decoders.
 //!
-//! Everything is kept relative to the highest symbol id seen (`top`): ids more than `keep`
-//! below it are forgotten, and each collection also has a hard size cap, so the state stays
+//! Everything is kept relative to the highest source symbol id received (`top`; repairs never
+//! move it): ids more than `keep` below it are forgotten, repairs reaching more than `keep` above
+//! it are ignored, and each collection also has a hard size cap, so the state stays
 //! bounded whatever ids a peer sends.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,6 +16,10 @@ pub(crate) struct Window {
     missing: BTreeSet<u32>,
     top: u32,
     keep: u32,
+    /// Last source id seen too far ahead of `top` to be trusted (see `plausible_source`).
+    far: Option<u32>,
+    /// How many such ids in a row, each a little ahead of the previous one.
+    far_run: u8,
     /// Missing ids given up on (fell out of the window).
     pub unrecoverable: u64,
 }
@@ -27,6 +32,8 @@ impl Window {
             missing: BTreeSet::new(),
             top: 0,
             keep,
+            far: None,
+            far_run: 0,
             unrecoverable: 0,
         }
     }
@@ -51,6 +58,49 @@ impl Window {
     /// Ids in `ids` that were neither delivered nor are stale.
     pub fn count_missing(&self, ids: impl Iterator<Item = u32>) -> usize {
         ids.filter(|&id| !self.is_delivered(id)).count()
+    }
+
+    /// Approximate bytes held (symbols plus a fixed cost per entry).
+    pub fn state_bytes(&self) -> usize {
+        self.known.values().map(|s| s.len() + 48).sum::<usize>()
+            + 32 * (self.delivered.len() + self.missing.len())
+    }
+
+    /// The most `state_bytes` can reach with symbols of at most `max_symbol` bytes.
+    pub fn state_limit(&self, max_symbol: usize) -> usize {
+        let cap = self.keep as usize + 1;
+        cap * (max_symbol + 48) + 32 * 3 * cap
+    }
+
+    pub fn keep(&self) -> u32 {
+        self.keep
+    }
+
+    /// Whether a repair reaching up to `last` is within reach of the window.
+    pub fn within_reach(&self, last: u32) -> bool {
+        u64::from(last) <= u64::from(self.top) + u64::from(self.keep)
+    }
+
+    /// Whether a source id may move the window. An id more than `keep` ahead of `top` (a corrupt
+    /// header, or a gap longer than the window) is only trusted after `FAR_CONFIRM` such ids in
+    /// a row, each a little ahead of the previous one, so stray datagrams cannot blind the
+    /// decoder while a real jump is followed after a few datagrams.
+    pub fn plausible_source(&mut self, id: u32) -> bool {
+        const FAR_CONFIRM: u8 = 3;
+        if self.within_reach(id) {
+            self.far = None;
+            self.far_run = 0;
+            return true;
+        }
+        let follows = self.far.is_some_and(|f| f < id && id - f <= self.keep);
+        self.far_run = if follows { self.far_run + 1 } else { 1 };
+        self.far = Some(id);
+        if self.far_run >= FAR_CONFIRM {
+            self.far = None;
+            self.far_run = 0;
+            return true;
+        }
+        false
     }
 
     /// Move the window forward to include `id`, forgetting what falls behind.

@@ -34,6 +34,12 @@ impl Rng {
         }
     }
 
+    /// Random bytes, fewer than `max` of them.
+    pub fn bytes_below(&mut self, max: usize) -> Vec<u8> {
+        let n = self.below(max);
+        self.bytes(n)
+    }
+
     pub fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {
             let j = self.below(i + 1);

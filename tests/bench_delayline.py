@@ -47,6 +47,18 @@ def delay_error(net: Line, dl: DelayLine, owd_ms: float, seconds: float) -> dict
             "process_error_p99_ms": round(quantile(process, 0.99), 4)}
 
 
+def burst(net: Line, dl: DelayLine, n: int, owd_ms: float) -> dict:
+    """n small UDP datagrams as fast as one Python sender goes: does the delayline keep every one?"""
+    dl.set_delay(ab_ms=owd_ms, ba_ms=owd_ms)
+    before = dl.stats()["ab"]
+    got = net.udp(n, rate=0, size=64, idle=1.0)
+    after = dl.stats()["ab"]
+    sent_s = (max(r[1] for r in got) - min(r[1] for r in got)) / 1e9 if got else 0.0
+    return {"packets": n, "owd_ms": owd_ms, "sender_pps": round(len(got) / sent_s) if sent_s else None,
+            **{k: after[k] - before[k] for k in ("rx", "tx", "drop_queue", "drop_egress", "errors")},
+            "max_queue": after["max_queue"], "received_by_app": len(got)}
+
+
 def rate(net: Line, dl: DelayLine, mbit: float, owd_ms: float, seconds: float) -> dict:
     """TCP goodput (iperf3) through tbf on D's egress towards B, queue = one BDP (at least 10 packets)."""
     dl.set_delay(ab_ms=owd_ms, ba_ms=owd_ms)
@@ -79,9 +91,11 @@ def main() -> None:
             baseline = delay_error(net, dl, 0.0, seconds)
             delays = [delay_error(net, dl, owd, seconds) for owd in (10.0, 50.0, 200.0, 400.0)]
             rates = [rate(net, dl, mbit, 10.0, seconds + 3) for mbit in (10.0, 100.0)]
+            high_rate = burst(net, dl, 100_000, 50.0)
             stats = dl.stats()
     print(json.dumps({"backend": "delayline", "baseline_no_delay": baseline, "delay": delays, "rate": rates,
-                      "cpu_percent_at_100mbit": rates[-1]["cpu_percent"], "stats": stats}, indent=1))
+                      "cpu_percent_at_100mbit": rates[-1]["cpu_percent"], "burst": high_rate,
+                      "stats": stats}, indent=1))
 
 
 if __name__ == "__main__":

@@ -83,6 +83,21 @@ def test_full_queue_drops_and_counts(net: Line) -> None:
     assert_counters_add_up(stats)
 
 
+def test_egress_qdisc_applies_to_forwarded_frames(net: Line) -> None:
+    # A tiny tbf queue on D's egress towards B: a fast burst overflows it, and the drops are counted.
+    net.exec(net.ns["D"], ["tc", "qdisc", "add", "dev", net.if_b, "root", "tbf", "rate", "1mbit",
+                           "burst", "15kb", "limit", "20kb"])
+    with DelayLine.start(net.if_a, net.if_b, 1.0, 1.0, run_in=net.run_in("D")) as dl:
+        got = net.udp(500, rate=0, size=1000)
+        stats = dl.stats()
+    qdisc = json.loads(net.exec(net.ns["D"], ["tc", "-s", "-j", "qdisc", "show", "dev", net.if_b]).stdout)[0]
+    ab = stats["ab"]
+    assert ab["rx"] == 500 and ab["drop_egress"] > 0
+    assert ab["drop_egress"] == qdisc["drops"]
+    assert len(got) == ab["tx"] == qdisc["packets"]
+    assert_counters_add_up(stats)
+
+
 def test_tcp_with_offloads_delivers_every_byte(net: Line) -> None:
     net.offloads(True)
     size = 30 << 20

@@ -2,7 +2,7 @@
  * delayline: a layer-2 bridge between two interfaces that delays every frame by a constant time
  * per direction (the userspace replacement for netem's delay on kernels without netem).
  *
- * One AF_PACKET socket per interface, batched recvmmsg/sendmmsg, PACKET_VNET_HDR so offloaded
+ * One AF_PACKET socket per interface, batched recvmmsg, PACKET_VNET_HDR so offloaded
  * frames (GSO, partial checksums) cross unchanged, a FIFO per direction released at arrival + D
  * by a timerfd armed on the earliest head frame. Frames leave through the egress qdisc and clsact
  * of the other interface, so tbf and tc filters attached there apply.
@@ -240,41 +240,33 @@ static void receive(struct direction *d)
 	}
 }
 
-/* Send every due frame of d; stop when its socket's send buffer is full. */
+/*
+ * Send every due frame of d; stop when its socket's send buffer is full. One sendmsg per frame:
+ * sendmmsg reports a failure after the first frame only as a short count and loses its errno, so a
+ * frame the egress qdisc dropped (ENOBUFS) would be offered again, which a real router never does.
+ */
 static void release(struct direction *d, uint64_t now)
 {
-	static struct mmsghdr msgs[BATCH];
-	static struct iovec iovs[BATCH];
-	uint32_t due;
-
 	if (d->tx_blocked)
 		return;
-	while ((due = dl_queue_due(&d->q, now, BATCH)) > 0) {
-		int sent;
+	while (dl_queue_due(&d->q, now, 1)) {
+		struct dl_slot *s = dl_queue_at(&d->q, 0);
+		struct iovec iov = {s->buf, s->len};
+		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
 
-		for (uint32_t i = 0; i < due; i++) {
-			struct dl_slot *s = dl_queue_at(&d->q, i);
-
-			iovs[i] = (struct iovec){s->buf, s->len};
-			msgs[i].msg_hdr = (struct msghdr){.msg_iov = &iovs[i], .msg_iovlen = 1};
-		}
-		sent = sendmmsg(d->tx_fd, msgs, due, MSG_DONTWAIT);
-		if (sent > 0) {
-			d->c.tx += (uint64_t)sent;
-			dl_queue_pop(&d->q, (uint32_t)sent);
-			continue; /* a short count: the next call reports the error of the first unsent frame */
-		}
-		if (errno == EINTR)
+		if (sendmsg(d->tx_fd, &msg, MSG_DONTWAIT) >= 0) {
+			d->c.tx++;
+		} else if (errno == EINTR) {
 			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK) {
+		} else if (errno == EAGAIN || errno == EWOULDBLOCK) {
 			d->tx_blocked = true;
 			update_socket_events(d->tx_fd);
 			return;
-		}
-		if (errno == ENOBUFS)
+		} else if (errno == ENOBUFS) {
 			d->c.drop_egress++; /* the egress qdisc (e.g. tbf's queue limit) dropped it */
-		else
+		} else {
 			d->c.errors++;
+		}
 		dl_queue_pop(&d->q, 1);
 	}
 }

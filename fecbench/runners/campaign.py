@@ -452,7 +452,7 @@ def run_campaign(prepared: Prepared, db_path: Path, *, retry: set[str], link_bac
             host_info = fingerprint(link_backend)
             open_campaign(prepared, conn, link_backend or "unknown", host_info, impls_info)
             return summary
-        log_root = db_path.parent / f"{db_path.stem}.logs"
+        log_root = db_path.resolve().parent / f"{db_path.stem}.logs"
         first = todo[0]
         with sigterm_as_interrupt(), Network(prepared.topology, first.values, backend=link_backend) as net:
             backend = str(net.backend)

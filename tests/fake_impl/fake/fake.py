@@ -2,7 +2,7 @@
 """A fake implementation for the runner's tests: a server that waits, a client that misbehaves on request.
 
 server --listen ADDR:PORT [--behave ok|die]      prints "listening ADDR:PORT", waits for SIGTERM
-client --server ADDR:PORT --size N --out PATH --behave ok|fail|hang|unsupported|garbage|nometrics|badtype
+client --server ADDR:PORT --size N --out PATH --behave ok|slow|fail|hang|unsupported|garbage|nometrics|badtype
 """
 
 import argparse
@@ -38,6 +38,8 @@ def client(args: argparse.Namespace) -> int:
         return 0
     if args.behave == "nometrics":
         return 0
+    if args.behave == "slow":
+        time.sleep(0.5)
     metrics = {"dct_ms": (time.monotonic() - start) * 1000, "bytes_app": args.size, "handshake_ms": 0.0}
     if args.behave == "badtype":
         metrics["dct_ms"] = "fast"

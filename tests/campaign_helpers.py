@@ -1,0 +1,66 @@
+"""Helpers for the campaign tests: write small designs, run `fecbench` as a subprocess, read the database."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_DIR = ROOT / "tests" / "fake_impl"
+TOPOLOGY = ROOT / "topologies" / "single.toml"
+FECQ = ROOT / "quic-impls" / "fecq" / "target" / "release" / "fecq"
+
+
+def fake_design(path: Path, labels: dict[str, dict[str, str]], *, points: int = 2, sizes: str = '["1kB"]',
+                timeout_s: float = 3, name: str = "fakecamp", extra: str = "") -> Path:
+    """A design running the fake implementation once per label (args per label) on the single topology."""
+    impls = "".join(
+        f'\n[[impl]]\nname = "fake"\nlabel = "{label}"\nargs = {{ '
+        + ", ".join(f'{k} = "{v}"' for k, v in args.items()) + " }\n"
+        for label, args in labels.items())
+    path.write_text(textwrap.dedent(f"""
+        [design]
+        name = "{name}"
+        topology = "{TOPOLOGY}"
+        repetitions = 1
+        seed = 3
+        timeout_s = {timeout_s}
+        impl_dirs = ["{FAKE_DIR}"]
+        {extra}
+
+        [space]
+        method = "wsp"
+        points = {points}
+        [space.factors]
+        bw = {{ low = 5, high = 20 }}
+        owd = {{ low = 2, high = 5 }}
+        p = {{ low = 0.01, high = 0.05 }}
+
+        [loss]
+        model = "uniform"
+        p = "p"
+
+        [workload]
+        kind = "download"
+        sizes = {sizes}
+        """) + impls)
+    return path
+
+
+def fecbench(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fecbench", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, check=False, timeout=timeout, env={**os.environ, "COLUMNS": "200"})
+
+
+def rows(db: Path, sql: str, *params: Any) -> list[dict[str, Any]]:
+    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute(sql, params)]
+    finally:
+        conn.close()

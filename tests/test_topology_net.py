@@ -246,3 +246,14 @@ def test_tcp_crosses_as_single_packets() -> None:
     assert forward["dropper"]["seen"] > 1000
     assert all(s["dropper"]["gso"] == 0 for s in stats)
     assert forward["delay"]["ab"]["gso"] == 0 and forward["delay"]["ba"]["gso"] == 0
+
+
+def test_cli_topo_check_json() -> None:
+    backend_or_skip("delayline")
+    proc = subprocess.run([sys.executable, "-m", "fecbench", "topo", "check", str(MULTI), "--set", "owd_1=3",
+                           "--set", "owd_2=6", "--json"], capture_output=True, text=True, check=False, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["backend"] == "delayline"
+    assert [p["rtt_configured_ms"] for p in report["paths"]] == [6, 12]
+    assert all(p["ok"] for p in report["paths"])

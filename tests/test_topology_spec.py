@@ -85,13 +85,14 @@ def test_queue_default_is_bdp_never_below_ten_and_ms_queues() -> None:
     # 100 Mbit/s for 24 ms = 300 kB = 200 packets.
     assert topo.resolve({"bw": 100, "queue": "24ms"})["bottleneck"]["forward"].queue == 200
     assert topo.resolve({"queue": 30})["bottleneck"]["reverse"].queue == 30
+    assert topo.resolve({"queue": 37.4})["bottleneck"]["reverse"].queue == 37
 
 
 @pytest.mark.parametrize("values, message", [
     ({"owd": -1}, "owd"),
     ({"bw": 0}, "bw"),
     ({"queue": "lots"}, "queue"),
-    ({"queue": 2.5}, "queue"),
+    ({"queue": 0.2}, "queue"),
 ])
 def test_bad_values_are_user_errors(values: dict, message: str) -> None:
     with pytest.raises(UserError, match=message):

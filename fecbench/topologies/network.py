@@ -329,7 +329,8 @@ class Network:
 
     def ping(self, src: str, dst: str, count: int, interval: float = 0.01) -> list[float]:
         """RTTs (ms) of `count` pings from the client's address `src`."""
-        wait = max(2, int(self.topo.configured_rtt(0, self.shaping) / 1000 * 3) + 1)
+        rtt_ms = max(self.topo.configured_rtt(i, self.shaping) for i in range(self.topo.paths))
+        wait = max(2, int(rtt_ms / 1000 * 3) + 1)
         proc = self.client.popen(["ping", "-n", "-c", str(count), "-i", str(interval),
                                   "-W", str(wait), "-I", src, dst], text=True)
         out, _ = proc.communicate(timeout=count * interval + wait + 10)

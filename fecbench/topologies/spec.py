@@ -191,9 +191,10 @@ class Topology:
             packets = float(value)
         except (TypeError, ValueError):
             raise UserError(f"{self.file}: {what} must be packets, \"<n>ms\" or \"bdp\", got {value!r}") from None
-        if packets < 1 or packets != int(packets):
-            raise UserError(f"{self.file}: {what} must be a whole number of packets ≥ 1, got {value!r}")
-        return int(packets)
+        # A planner's continuous value (e.g. 37.4) is rounded to whole packets.
+        if not math.isfinite(packets) or round(packets) < 1:
+            raise UserError(f"{self.file}: {what} must be a number of packets ≥ 1, got {value!r}")
+        return int(round(packets))
 
     def configured_rtt(self, index: int, resolved: dict[str, dict[str, Shaping]]) -> float:
         """Round-trip time of path `index` from the link delays alone (ms)."""

@@ -238,3 +238,10 @@ def test_metrics_on_a_known_design():
     assert metrics["fill"] == pytest.approx(1.0)          # corners (0, 1) and (1, 0)
     assert metrics["coverage"]["x"] == {"covered": 0.2, "max_gap": 1.0}
     assert metrics["cd2"] > 0
+
+
+def test_choice_coverage_reports_level_shares():
+    space = mixed("lhs", 30)
+    coverage = make_plan(space, seed=4).manifest["metrics"]["coverage"]
+    assert coverage["fec"] == {"covered": 1.0, "min_share": round(10 / 30, 4)}
+    assert "max_gap" in coverage["bw"] and "min_share" not in coverage["bw"]

@@ -115,7 +115,7 @@ def _summary(metrics: dict[str, Any]) -> dict[str, Any]:
     coverage = metrics.get("coverage") or {}
     return {"maximin": metrics.get("maximin"), "cd2": metrics.get("cd2"), "fill": metrics.get("fill"),
             "min_coverage": min((c["covered"] for c in coverage.values()), default=None),
-            "max_gap": max((c["max_gap"] for c in coverage.values()), default=None)}
+            "max_gap": max((c["max_gap"] for c in coverage.values() if "max_gap" in c), default=None)}
 
 
 def _print_points(console: Any, frame: Any, limit: int = 30) -> None:

@@ -6,7 +6,8 @@
   set plus the corners of the cube (feasible test points only; smaller is better);
 - coverage: per factor, the fraction of its levels (int and choice factors with at most 20 values)
   or of 10 equal-width strata of its range that hold at least one point, and the largest gap
-  (unit coordinates, ends of the range included) left empty.
+  (unit coordinates, ends of the range included) left empty; for a choice factor, instead of the
+  gap, the smallest share of the points that one level gets.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def quality(space: Space, unit: np.ndarray) -> dict[str, Any]:
         "maximin": None if not np.isfinite(maximin) else round(maximin, 6),
         "cd2": round(float(qmc.discrepancy(np.clip(unit, 0.0, 1.0), method="CD")), 6),
         "fill": _fill_distance(space, embedded),
-        "coverage": {f.name: _coverage(unit[:, j], _level_positions(f)) for j, f in enumerate(space.varying)},
+        "coverage": {f.name: _coverage(unit[:, j], _level_positions(f), f.kind == "choice")
+                     for j, f in enumerate(space.varying)},
     }
 
 
@@ -63,20 +65,23 @@ def _fill_distance(space: Space, embedded: np.ndarray) -> float | None:
 
 
 def _level_positions(factor: Any) -> np.ndarray | None:
-    """Unit coordinates of every value of an int or choice factor with few values, else None."""
-    if factor.n_levels is None or factor.n_levels > 20:
-        return None
+    """Unit coordinates of every level of a choice factor, or value of an int factor with few values."""
     if factor.kind == "choice":
         return factor.unit_of(list(factor.levels))
+    if factor.n_levels is None or factor.n_levels > 20:
+        return None
     return factor.unit_of(np.arange(factor.low, factor.high + 1))
 
 
-def _coverage(u: np.ndarray, positions: np.ndarray | None) -> dict[str, float]:
+def _coverage(u: np.ndarray, positions: np.ndarray | None, unordered: bool) -> dict[str, Any]:
     if positions is not None:
         hit = {int(np.argmin(np.abs(positions - x))) for x in u}
         covered = len(hit) / len(positions)
     else:
         strata = np.minimum((np.clip(u, 0, 1) * STRATA).astype(int), STRATA - 1)
         covered = len(set(strata.tolist())) / STRATA
+    if unordered:  # gaps mean nothing between unordered levels: report how many points each holds
+        counts = np.bincount([int(np.argmin(np.abs(positions - x))) for x in u], minlength=len(positions))
+        return {"covered": round(covered, 4), "min_share": round(float(counts.min()) / len(u), 4)}
     edges = np.concatenate([[0.0], np.sort(np.clip(u, 0, 1)), [1.0]])
     return {"covered": round(covered, 4), "max_gap": round(float(np.diff(edges).max()), 6)}

@@ -41,7 +41,13 @@ def pair_plot(plan: Plan, path: str | Path) -> Path:
             ax = axes[row][col]
             x, y = columns[fx.name], columns[fy.name]
             if row == col:
-                ax.hist(x, bins=min(20, max(5, len(x) // 5)), color="tab:blue")
+                bins = min(20, max(5, len(x) // 5))
+                if fx.kind == "choice":
+                    ax.bar(range(len(fx.levels)), np.bincount(x.astype(int), minlength=len(fx.levels)))
+                elif fx.scale == "log":
+                    ax.hist(x, bins=np.geomspace(fx.low, fx.high, bins + 1), color="tab:blue")
+                else:
+                    ax.hist(x, bins=np.linspace(fx.low, fx.high, bins + 1), color="tab:blue")
             else:
                 ax.scatter(x[~original], y[~original], s=6, color="tab:orange", alpha=0.6)
                 ax.scatter(x[original], y[original], s=6, color="tab:blue")

@@ -257,3 +257,21 @@ def test_cli_topo_check_json() -> None:
     assert report["backend"] == "delayline"
     assert [p["rtt_configured_ms"] for p in report["paths"]] == [6, 12]
     assert all(p["ok"] for p in report["paths"])
+
+
+def test_attach_dropper_with_verdict_log() -> None:
+    backend_or_skip("delayline")
+    from fecbench.dropper import LossModel, reference_verdicts
+
+    with Network(load_topology(SINGLE), {"owd": 1}, backend="delayline") as net:
+        netns, dev = net.loss_point("bottleneck", "forward")
+        assert netns == net.nodes["r1"].pid and dev == net.plan.nodes["r1"].ifaces[1].name
+        dropper = net.attach_dropper("bottleneck", "forward", log=True)
+        net.set_loss("bottleneck", "forward", LossModel.uniform(0.5), seed=3, stream=1)
+        got = net.send_probe(net.client_addresses[0], 50, pps=2000)
+        log = dropper.verdict_log()
+        assert len(log) == 50
+        dropped = {int(i) for i, v in zip(log["index"], log["verdict"], strict=True) if v}
+        # The probe is the only traffic: packet i is index i, and exactly the dropped ones are missing.
+        assert dropped == set(range(50)) - set(got["seq"])
+        assert dropped == {i for i, v in enumerate(reference_verdicts(LossModel.uniform(0.5), 3, 1, 50)) if v}

@@ -206,13 +206,32 @@ class Network:
             self.dropper_error = f"the dropper is not available: {exc}"
             return
         for link_id in lossy:
-            dn = self.plan.delay_nodes[link_id]
             for direction in ("forward", "reverse"):
-                node, iface = dn.loss_point(direction)
+                netns, dev = self.loss_point(link_id, direction)
                 self.droppers[(link_id, direction)] = Dropper.attach(
-                    iface, netns=self.nodes[node].pid, direction="egress",
-                    model=LossModel.none(), seed=0, stream=0,
+                    dev, netns=netns, direction="egress", model=LossModel.none(), seed=0, stream=0,
                     name=f"{self.base}-{link_id}-{direction}")
+
+    def loss_point(self, link_id: str, direction: str) -> tuple[int, str]:
+        """(PID of the node whose namespace holds it, interface) of a direction's dropper hook."""
+        if link_id not in self.plan.delay_nodes:
+            raise UserError(f"link {link_id!r} is not shaped: losses apply on shaped links only")
+        node, dev = self.plan.delay_nodes[link_id].loss_point(direction)
+        return self.nodes[node].pid, dev
+
+    def attach_dropper(self, link_id: str, direction: str, log: bool = False) -> Any:
+        """Replace a direction's dropper by a fresh one (model none), e.g. with a verdict log."""
+        from fecbench.dropper import Dropper, LossModel
+
+        key = (link_id, direction)
+        old = self.droppers.pop(key, None)
+        if old is not None:
+            old.detach()
+        netns, dev = self.loss_point(link_id, direction)
+        self.droppers[key] = Dropper.attach(dev, netns=netns, direction="egress", model=LossModel.none(),
+                                            seed=0, stream=0, log=log,
+                                            name=f"{self.base}-{link_id}-{direction}{'-log' if log else ''}")
+        return self.droppers[key]
 
     # --- reconfigure -------------------------------------------------------------------------
     def configure(self, values: dict[str, Any]) -> None:

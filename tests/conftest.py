@@ -14,3 +14,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "require_root" in item.keywords:
             item.add_marker(skip)
+
+
+# --- the smoke campaign, run once per session (runner engineer) ---------------------------------
+
+@pytest.fixture(scope="session")
+def smoke_db(tmp_path_factory: pytest.TempPathFactory):
+    """Run designs/smoke.toml for real (root, Mininet, fecq) into a temp folder; return the database path."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if os.geteuid() != 0:
+        pytest.skip("the smoke campaign needs root (network namespaces, BPF, Mininet)")
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "quic-impls" / "fecq" / "target" / "release" / "fecq").exists():
+        pytest.skip("fecq is not built (make bootstrap)")
+    db = tmp_path_factory.mktemp("smoke") / "smoke.sqlite"
+    out = subprocess.run([sys.executable, "-m", "fecbench", "run", str(root / "designs" / "smoke.toml"),
+                          "--db", str(db)], capture_output=True, text=True, cwd=root, timeout=600, check=False)
+    if out.returncode != 0:
+        pytest.fail(f"smoke campaign failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    return db

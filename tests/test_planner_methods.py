@@ -245,3 +245,21 @@ def test_choice_coverage_reports_level_shares():
     coverage = make_plan(space, seed=4).manifest["metrics"]["coverage"]
     assert coverage["fec"] == {"covered": 1.0, "min_share": round(10 / 30, 4)}
     assert "max_gap" in coverage["bw"] and "min_share" not in coverage["bw"]
+
+
+@pytest.mark.parametrize("method", ["wsp", "lhs", "sobol"])
+def test_numeric_levels_restrict_values_for_every_method(method):
+    text = f"""
+[space]
+method = "{method}"
+points = 24
+[space.factors]
+owd = {{ low = 10, high = 100 }}
+buffer = {{ type = "int", low = 10, high = 100, levels = [100, 10, 50] }}
+rate = {{ low = 1, high = 100, scale = "log", levels = 3 }}
+"""
+    plan = make_plan(space_of(text), seed=2)
+    frame = plan.points
+    assert set(frame["buffer"]) == {10, 50, 100} and frame["buffer"].dtype.kind == "i"
+    assert set(np.round(frame["rate"], 9)) == {1.0, 10.0, 100.0}
+    assert plan.manifest["metrics"]["coverage"]["buffer"]["covered"] == 1.0

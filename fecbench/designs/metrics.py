@@ -70,7 +70,8 @@ def _level_positions(factor: Any) -> np.ndarray | None:
         return factor.unit_of(list(factor.levels))
     if factor.n_levels is None or factor.n_levels > 20:
         return None
-    return factor.unit_of(np.arange(factor.low, factor.high + 1))
+    values = factor.levels if factor.levels is not None else np.arange(factor.low, factor.high + 1)
+    return factor.unit_of(np.asarray(values))
 
 
 def _coverage(u: np.ndarray, positions: np.ndarray | None, unordered: bool) -> dict[str, Any]:

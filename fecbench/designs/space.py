@@ -40,7 +40,7 @@ class Factor:
     high: float | None = None
     scale: str = "linear"
     unit: str = ""
-    levels: tuple | None = None    # choice levels, or explicit factorial levels of a numeric factor
+    levels: tuple | None = None    # choice levels, or the only values a numeric factor may take
     value: Any = None              # fixed factors
 
     @property
@@ -50,7 +50,7 @@ class Factor:
     @property
     def n_levels(self) -> int | None:
         """Number of distinct values the factor can take (None for a continuous factor)."""
-        if self.kind == "choice":
+        if self.levels is not None:
             return len(self.levels)
         if self.kind == "int":
             return int(self.high - self.low) + 1
@@ -60,10 +60,11 @@ class Factor:
     def natural(self, u: np.ndarray) -> np.ndarray:
         """Map unit coordinates (any in [0, 1]) to natural values, quantising int and choice factors."""
         u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
-        if self.kind == "choice":
+        if self.levels is not None:  # choice levels, or the explicit levels of a numeric factor
             k = len(self.levels)
             index = np.minimum((u * k).astype(np.int64), k - 1)
-            return np.asarray(self.levels, dtype=object)[index]
+            dtype = {"choice": object, "int": np.int64}.get(self.kind, float)
+            return np.asarray(self.levels, dtype=dtype)[index]
         if self.kind == "int":
             if self.scale == "log":
                 raw = np.rint(self.low * (self.high / self.low) ** u)
@@ -240,7 +241,7 @@ def _number(f: Section, key: str) -> float | None:
     return f.get(key, float, None)
 
 
-def _parse_factor(name: str, raw: Any, s: Section, method: str) -> list[dict[str, Any]]:
+def _parse_factor(name: str, raw: Any, s: Section) -> list[dict[str, Any]]:
     """One declared factor -> keyword arguments of its Factor (before per-path expansion)."""
     if not isinstance(raw, dict):  # shorthand: `queue = 50` is a fixed factor
         value = s.get(name, (int, float, str, bool))  # rejects lists with a message naming the factor
@@ -295,8 +296,6 @@ def _parse_factor(name: str, raw: Any, s: Section, method: str) -> list[dict[str
         if isinstance(levels, list) and any(v != int(v) for v in levels):
             raise f.error("levels", "levels of an int factor must be integers")
     if isinstance(levels, int):
-        if method != "factorial":
-            raise f.error("levels", "a number of levels is only used by method = \"factorial\"")
         if levels < 2:
             raise f.error("levels", f"needs at least 2 levels, got {levels}")
         u = np.linspace(0.0, 1.0, levels)
@@ -305,7 +304,7 @@ def _parse_factor(name: str, raw: Any, s: Section, method: str) -> list[dict[str
         if len(set(levels)) != len(levels):
             raise f.error("levels", f"{len(levels)} levels do not fit between {low} and {high}")
     spec.update(low=low, high=high, scale=scale,
-                levels=tuple(levels) if isinstance(levels, list) else None)
+                levels=tuple(sorted(levels)) if isinstance(levels, list) else None)
     f.done()
     return [spec]
 
@@ -336,7 +335,7 @@ def parse_space(section: Section, paths: int = 1) -> Space:
     for name, raw in factors_section.data.items():
         if not name.isidentifier():
             raise factors_section.error(name, "a factor name must be an identifier (letters, digits, _)")
-        specs.extend(_parse_factor(name, raw, factors_section, method))
+        specs.extend(_parse_factor(name, raw, factors_section))
     factors_section.done()
 
     factors: list[Factor] = []

@@ -377,7 +377,7 @@ class Executor:
             old = droppers.get((link, direction))
             if old is None or getattr(old, "log", False):
                 continue
-            netns = self.net.nodes[self.net.plan.delay_nodes[link].name].pid
+            netns, _dev = self.net.loss_point(link, direction)
             old.detach()
             droppers[(link, direction)] = Dropper.attach(
                 old.dev, netns=netns, direction=old.direction, model=LossModel.none(), seed=0, stream=0,

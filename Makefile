@@ -48,7 +48,7 @@ venv: $(STAMPS)/venv.stamp
 $(STAMPS)/venv.stamp: pyproject.toml
 	@mkdir -p $(STAMPS)
 	test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[analysis,cluster,dev]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[analysis,cluster,dev,doe]'
 	$(PY) -c 'import mininet.net, fecbench' 
 	touch $@
 

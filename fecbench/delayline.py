@@ -189,7 +189,8 @@ class DelayLine:
 
     def stats(self) -> dict[str, Any]:
         """Counters per direction ("ab", "ba": rx, tx, drop_queue, drop_egress, errors, queue, max_queue,
-        limit) and the current delays (delay_ab_us, delay_ba_us)."""
+        limit, gso, rx_errors; rx == tx + drop_queue + drop_egress + errors + queue) and the current
+        delays (delay_ab_us, delay_ba_us). See delayline/README.md."""
         reply = self._command("stats")
         try:
             return json.loads(reply)

@@ -48,6 +48,7 @@
 struct counters {
 	uint64_t rx, tx, drop_queue, drop_egress, errors, max_queue;
 	uint64_t gso; /* frames that were GSO super-packets (offloads left on upstream) */
+	uint64_t rx_errors; /* failed reads (no frame), e.g. ENETDOWN while the interface is down */
 };
 
 /* One direction: frames read from rx_fd wait in q, then leave through tx_fd. */
@@ -191,7 +192,7 @@ static void receive(struct direction *d)
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 				return;
-			d->c.errors++; /* e.g. ENETDOWN while the interface is down */
+			d->c.rx_errors++;
 			return;
 		}
 		arrival = now_ns();
@@ -306,9 +307,9 @@ static int format_counters(char *out, size_t n, const struct direction *d)
 	return snprintf(out, n,
 			"{\"rx\": %" PRIu64 ", \"tx\": %" PRIu64 ", \"drop_queue\": %" PRIu64
 			", \"drop_egress\": %" PRIu64 ", \"errors\": %" PRIu64 ", \"queue\": %u, \"max_queue\": %" PRIu64
-			", \"limit\": %u, \"gso\": %" PRIu64 "}",
+			", \"limit\": %u, \"gso\": %" PRIu64 ", \"rx_errors\": %" PRIu64 "}",
 			c->rx, c->tx, c->drop_queue, c->drop_egress, c->errors, d->q.count, c->max_queue, d->q.limit,
-			c->gso);
+			c->gso, c->rx_errors);
 }
 
 static void reply_to(struct client *cl, const char *line)

@@ -185,6 +185,72 @@ pub fn direct(scheme: Scheme, n: usize) -> Option<Direct> {
     }
 }
 
+/// Microseconds per QUIC datagram through the real adapter: FecSocket::try_send on one socket and
+/// poll_recv on another over 127.0.0.1 (system calls included). The difference to `none` is what
+/// the FEC layer adds per datagram inside the adapter.
+async fn socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
+    use quinn::udp::{EcnCodepoint, RecvMeta, Transmit};
+    use quinn::AsyncUdpSocket;
+    use std::io::IoSliceMut;
+
+    let opts = crate::socket::FecOptions {
+        scheme,
+        signal: crate::socket::Signal::Ce,
+        flush_after: std::time::Duration::from_millis(10),
+        rcvbuf: 8 << 20,
+        sndbuf: 8 << 20,
+    };
+    let bind = || std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string());
+    let tx =
+        crate::socket::FecSocket::new(bind()?, opts.clone(), None).map_err(|e| e.to_string())?;
+    let rx = crate::socket::FecSocket::new(bind()?, opts, None).map_err(|e| e.to_string())?;
+    let to = rx.local_addr_checked()?;
+    let mut poller = tx.clone().create_io_poller();
+    let input = datagrams(256);
+    let mut storage = vec![vec![0u8; 2048]; 32];
+    let mut meta = vec![RecvMeta::default(); 32];
+    let t = Instant::now();
+    let mut received = 0usize;
+    for batch in 0..n / 128 {
+        for i in 0..128 {
+            let d = &input[(batch * 128 + i) % input.len()];
+            let transmit = Transmit {
+                destination: to,
+                ecn: Some(EcnCodepoint::Ect0),
+                contents: d,
+                segment_size: None,
+                src_ip: None,
+            };
+            // As quinn does: on WouldBlock, wait until writable and retry.
+            loop {
+                match tx.try_send(&transmit) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::future::poll_fn(|cx| poller.as_mut().poll_writable(cx))
+                            .await
+                            .map_err(|e| format!("writable: {e}"))?;
+                    }
+                    Err(e) => return Err(format!("send: {e}")),
+                }
+            }
+        }
+        // Receive until this batch is in (repairs are consumed inside poll_recv).
+        while received < (batch + 1) * 128 {
+            let mut bufs: Vec<IoSliceMut> =
+                storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+            let got = tokio::time::timeout(
+                std::time::Duration::from_secs(2),
+                std::future::poll_fn(|cx| rx.poll_recv(cx, &mut bufs, &mut meta)),
+            )
+            .await
+            .map_err(|_| "socket path: datagrams lost on loopback".to_string())?
+            .map_err(|e| format!("recv: {e}"))?;
+            received += got;
+        }
+    }
+    Ok(t.elapsed().as_secs_f64() * 1e6 / received.max(1) as f64)
+}
+
 fn loopback_download(fec: Scheme, loss: f64) -> Result<(f64, u64), String> {
     let common = Common {
         fec,
@@ -217,6 +283,21 @@ fn loopback_download(fec: Scheme, loss: f64) -> Result<(f64, u64), String> {
     Ok((m.dct_ms.unwrap_or(f64::NAN), m.recovered))
 }
 
+fn socket_path(scheme: Scheme) -> Result<f64, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        socket_path_us(scheme, 2_560).await?;
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            v.push(socket_path_us(scheme, 12_800).await?);
+        }
+        Ok(median(v))
+    })
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -229,6 +310,7 @@ pub fn run() -> Result<Value, String> {
         let _warm = measure_code(scheme, 2_000, 10);
         let f = measure_code(scheme, 20_000, 10);
         let clean = measure_code(scheme, 20_000, 0);
+        let socket_us = socket_path(scheme)?;
         let direct = direct(scheme, 20_000);
         let ratio = |ours: f64, theirs: Option<f64>| theirs.map(|t| t / ours);
         codes.push(json!({
@@ -242,6 +324,7 @@ pub fn run() -> Result<Value, String> {
             "layer_us_per_datagram": clean.layer_us_per_datagram,
             "layer_us_per_datagram_10pct_loss": f.layer_us_per_datagram,
             "recovered_in_bench": f.recovered,
+            "socket_path_us_per_datagram": socket_us,
         }));
     }
     let mut downloads = Vec::new();
@@ -306,6 +389,16 @@ fn print_table(v: &Value) {
             c["layer_us_per_datagram_10pct_loss"]
                 .as_f64()
                 .unwrap_or(f64::NAN),
+        );
+    }
+    println!("\nFecSocket send + receive over 127.0.0.1, us per datagram (system calls included)");
+    for c in v["codes"].as_array().into_iter().flatten() {
+        println!(
+            "{:<12} {:>8}",
+            c["scheme"].as_str().unwrap_or(""),
+            c["socket_path_us_per_datagram"]
+                .as_f64()
+                .map_or("-".into(), |x| format!("{x:.2}"))
         );
     }
     println!("\nloopback 1 MB download (median of 3, ms)");

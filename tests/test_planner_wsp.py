@@ -154,3 +154,18 @@ fec = { levels = ["rs", "rlc", "xor"] }
     with pytest.raises(SpecError) as info:
         make_plan(space_of(text), seed=1)
     assert info.value.key == "space.points" and "only 6 distinct" in str(info.value)
+
+
+@pytest.mark.slow
+def test_bench_reaches_the_quality_and_memory_goals():
+    from fecbench.designs.bench import run_bench
+
+    result = run_bench()
+    for case, n in (("d6_n130", 130), ("d8_n500", 500)):
+        assert set(result[case]) >= {"wsp", "lhs"}
+        assert set(result[case]["wsp"]) >= {"maximin", "points", "seconds", "peak_mb"}
+        assert result[case]["wsp"]["points"] == n
+        assert result[case]["wsp"]["maximin"] >= 2.2 * result[case]["lhs"]["maximin"]
+    assert result["d6_n130"]["wsp"]["maximin"] >= 0.55
+    assert result["d8_n500"]["wsp"]["maximin"] >= 0.60
+    assert result["d8_n500_N50000"]["wsp"]["peak_mb"] < 500   # memory, not time: tests never assert on time

@@ -82,6 +82,7 @@ class DelayLine:
         self.delay_ab_ms = delay_ab_ms
         self.delay_ba_ms = delay_ba_ms
         self._stopped = False
+        self.warnings: list[str] = []  # what the delayline printed on stderr while starting
 
     @classmethod
     def start(cls, if_a: str, if_b: str, delay_ab_ms: float, delay_ba_ms: float,
@@ -133,7 +134,9 @@ class DelayLine:
             cleanup.forget("pid", str(proc.pid))
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=1.0)  # reap the launcher that forked it
-        return cls(proc, pid, control, name, delay_ab_ms, delay_ba_ms)
+        line = cls(proc, pid, control, name, delay_ab_ms, delay_ba_ms)
+        line.warnings = cls._startup_warnings(proc)
+        return line
 
     @staticmethod
     def _wait_ready(proc: subprocess.Popen) -> str:
@@ -145,6 +148,17 @@ class DelayLine:
                 if sel.select(left):
                     return proc.stdout.readline().decode(errors="replace").strip()
         return ""
+
+    @staticmethod
+    def _startup_warnings(proc: subprocess.Popen) -> list[str]:
+        """The stderr lines written before `ready` (e.g. no real-time priority), without blocking."""
+        assert proc.stderr is not None
+        os.set_blocking(proc.stderr.fileno(), False)
+        try:
+            text = os.read(proc.stderr.fileno(), 65536).decode(errors="replace")
+        except BlockingIOError:
+            text = ""
+        return [line for line in text.splitlines() if line.strip()]
 
     @staticmethod
     def _peer_pid(control: Path) -> int:

@@ -314,7 +314,7 @@ static int format_counters(char *out, size_t n, const struct direction *d)
 
 static void reply_to(struct client *cl, const char *line)
 {
-	char reply[1024];
+	char reply[1280];
 	char err[256];
 	struct dl_command cmd;
 
@@ -327,7 +327,7 @@ static void reply_to(struct client *cl, const char *line)
 			dir_ba.delay_ns = cmd.delay_ba_us * 1000;
 		snprintf(reply, sizeof(reply), "ok\n");
 	} else {
-		char ab[384], ba[384];
+		char ab[512], ba[512];
 
 		format_counters(ab, sizeof(ab), &dir_ab);
 		format_counters(ba, sizeof(ba), &dir_ba);

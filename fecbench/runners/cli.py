@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -47,8 +48,14 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     from fecbench.errors import require_root
 
     require_root("fecbench run")
-    summary = run_campaign(prepared, db_path, retry=retry_set, link_backend=link_backend, keep_logs=keep_logs,
-                           console=console)
+    try:
+        summary = run_campaign(prepared, db_path, retry=retry_set, link_backend=link_backend,
+                               keep_logs=keep_logs, console=console)
+    except KeyboardInterrupt:
+        # sys.__stderr__: the progress display may still be redirecting sys.stderr.
+        print(f"fecbench: interrupted; the current run is recorded as interrupted in {db_path}, the network "
+              "is torn down; run the same command again to resume", file=sys.__stderr__, flush=True)
+        raise typer.Exit(130) from None
     done = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing to do"
     console.print(f"{db_path}: {summary.selected} of {summary.total} run(s) executed: {done}")
     if summary.aborted:

@@ -1,0 +1,115 @@
+"""Resume: kill -9 a campaign half-way, `fecbench clean`, run again → every run ok exactly once.
+Ctrl-C: the current run is marked interrupted, the network is torn down, the database stays consistent."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from campaign_helpers import FECQ, ROOT, fecbench, rows
+
+from fecbench import cleanup
+
+pytestmark = [pytest.mark.require_root, pytest.mark.slow]
+
+
+def _start(design: Path, db: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "fecbench", "run", str(design), "--db", str(db)],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_finished_runs(proc: subprocess.Popen, db: Path, count: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the campaign ended early: {proc.stderr.read()}"
+        if db.exists():
+            try:
+                done = rows(db, "SELECT COUNT(*) AS n FROM runs WHERE status = 'ok'")[0]["n"]
+            except Exception:  # tables not created yet
+                done = 0
+            if done >= count:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {count} runs finished in {timeout} s")
+
+
+def _live_processes_mentioning(marker: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(cmdline)
+    return found
+
+
+def _smoke_copy(tmp_path: Path) -> Path:
+    if not FECQ.exists():
+        pytest.skip("fecq is not built (make bootstrap)")
+    design = tmp_path / "smoke.toml"
+    shutil.copy(ROOT / "designs" / "smoke.toml", design)
+    design.write_text(design.read_text().replace('topology = "topologies/single.toml"',
+                                                 f'topology = "{ROOT / "topologies" / "single.toml"}"'))
+    return design
+
+
+def test_kill_9_clean_and_resume(tmp_path: Path) -> None:
+    design = _smoke_copy(tmp_path)
+    db = tmp_path / "smoke.sqlite"
+    proc = _start(design, db)
+    _wait_for_finished_runs(proc, db, 5)
+    proc.kill()  # SIGKILL: no cleanup of any kind
+    proc.wait()
+    state = cleanup.state_file(proc.pid)
+    assert state.exists()  # it left resources behind, recorded
+
+    before = {r["key"]: r["status"] for r in rows(db, "SELECT key, status FROM runs")}
+    assert len(before) == 16
+    assert sum(s == "ok" for s in before.values()) >= 5
+    assert sum(s == "interrupted" for s in before.values()) <= 1
+    assert set(before.values()) <= {"ok", "interrupted", "pending"}
+
+    out = fecbench("clean")
+    assert out.returncode == 0, out.stderr
+    assert f"left by pid {proc.pid}" in out.stdout
+    assert not state.exists()
+    assert not _live_processes_mentioning(str(tmp_path))
+
+    out = fecbench("run", str(design), "--db", str(db))
+    assert out.returncode == 0, out.stdout + out.stderr
+    after = rows(db, "SELECT key, status, attempts FROM runs")
+    assert len(after) == 16 and {r["key"] for r in after} == set(before)
+    assert all(r["status"] == "ok" for r in after)
+    for r in after:  # the runs finished before the kill were not run again
+        assert r["attempts"] == (1 if before[r["key"]] in ("ok", "pending") else 2)
+    assert len(rows(db, "SELECT run_key FROM metrics")) == 16
+    assert len(rows(db, "SELECT run_key FROM link_stats")) == 32
+    assert len(rows(db, "SELECT id FROM campaigns")) == 1
+
+
+def test_ctrl_c_marks_interrupted_and_tears_down(tmp_path: Path) -> None:
+    design = _smoke_copy(tmp_path)
+    db = tmp_path / "smoke.sqlite"
+    proc = _start(design, db)
+    _wait_for_finished_runs(proc, db, 3)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    statuses = [r["status"] for r in rows(db, "SELECT status FROM runs")]
+    assert statuses.count("interrupted") <= 1 and statuses.count("ok") >= 3
+    assert set(statuses) <= {"ok", "interrupted", "pending"}
+    assert not cleanup.state_file(proc.pid).exists()  # it removed everything it created itself
+    assert not _live_processes_mentioning(str(tmp_path))
+    interrupted = rows(db, "SELECT error FROM runs WHERE status = 'interrupted'")
+    assert all("interrupted" in r["error"] for r in interrupted)

@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import os
+import select
 import selectors
 import signal
 import socket
@@ -213,12 +214,20 @@ class DelayLine:
 
     def stop(self) -> None:
         """SIGTERM, wait for the exit (SIGKILL after a timeout), forget the PID and control socket."""
+        self._signal_stop()
+        self._finish_stop()
+
+    def _signal_stop(self) -> None:
         if not self._stopped:
-            for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+
+    def _finish_stop(self) -> None:
+        if not self._stopped:
+            if not self._wait_exit(STOP_TIMEOUT_S):
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.pid, sig)
-                if self._wait_exit(STOP_TIMEOUT_S):
-                    break
+                    os.kill(self.pid, signal.SIGKILL)
+                self._wait_exit(STOP_TIMEOUT_S)
             self._stopped = True
             for pipe in (self._proc.stdout, self._proc.stderr):
                 if pipe:
@@ -233,21 +242,43 @@ class DelayLine:
         return self._proc.returncode if self._proc.pid == self.pid else None
 
     def _wait_exit(self, timeout: float) -> bool:
-        if self._proc.pid == self.pid:
+        """Wait until the process exited (a pidfd wakes us at once; polling the PID is the fallback)."""
+        own_child = self._proc.pid == self.pid
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except ProcessLookupError:
+            pidfd = None  # already gone (or a zombie we reap below)
+        except OSError:
+            pidfd = -1  # no pidfd support: poll
+        if pidfd is not None and pidfd >= 0:
             try:
-                self._proc.wait(timeout=timeout)
-                return True
-            except subprocess.TimeoutExpired:
+                ready = select.select([pidfd], [], [], timeout)[0]
+            finally:
+                os.close(pidfd)
+            if not ready:
                 return False
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if _process_gone(self.pid):
-                return True
-            time.sleep(0.01)
-        return False
+        elif pidfd == -1:
+            deadline = time.monotonic() + timeout
+            while not _process_gone(self.pid):
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.005)
+        if own_child:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=timeout)
+        return True
 
     def __enter__(self) -> DelayLine:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def stop_all(lines: list[DelayLine]) -> None:
+    """Stop several delaylines at once: SIGTERM to all first, so their exits (each waits for the kernel
+    to release its packet sockets) overlap instead of adding up."""
+    for line in lines:
+        line._signal_stop()
+    for line in lines:
+        line._finish_stop()

@@ -12,7 +12,7 @@ import pytest
 from delayline_line import ADDR_A, ADDR_B, TCP_SINK, TCP_SOURCE, Line, line
 
 from fecbench import cleanup
-from fecbench.delayline import DelayLine, binary_path
+from fecbench.delayline import DelayLine, binary_path, stop_all
 from fecbench.errors import UserError
 
 pytestmark = pytest.mark.require_root
@@ -149,6 +149,18 @@ def test_sigterm_exit_status_is_zero_and_scheduling_policy(net: Line) -> None:
     with DelayLine.start(net.if_a, net.if_b, 1.0, 1.0, run_in=net.run_in("D"), rt_priority=0) as dl:
         assert os.sched_getscheduler(dl.pid) == os.SCHED_OTHER and dl.warnings == []
     assert dl.returncode == 0
+
+
+def test_stop_all_stops_every_delayline(net: Line) -> None:
+    d = net.ns["D"]
+    net.exec(d, ["ip", "link", "add", "xa", "type", "veth", "peer", "name", "xb"])
+    for dev in ("xa", "xb"):
+        net.exec(d, ["ip", "link", "set", dev, "up"])
+    lines = [DelayLine.start(net.if_a, net.if_b, 1.0, 1.0, run_in=net.run_in("D")),
+             DelayLine.start("xa", "xb", 1.0, 1.0, run_in=net.run_in("D"))]
+    stop_all(lines)
+    assert [dl.returncode for dl in lines] == [0, 0]
+    assert not any(dl.control_path.exists() or recorded("pid", str(dl.pid)) for dl in lines)
 
 
 def test_control_protocol_errors(net: Line) -> None:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -217,5 +218,10 @@ def test_clean_detaches_a_killed_process_dropper(line):
     assert [e["kind"] for e in entries] == ["bpf_pin"]
     cleanup.remove_entries(entries)  # what `fecbench clean` does for this dead process
     state.unlink()
+    # the kernel frees an unpinned link after an RCU grace period: allow it a moment
+    for _ in range(100):
+        if hooks("eth1", r)["egress"] == 0:
+            break
+        time.sleep(0.02)
     assert hooks("eth1", r) == {"egress": 0, "ingress": 0}
     assert not Path(entries[0]["name"]).exists()

@@ -135,12 +135,20 @@ static __noinline int filter_match(struct __sk_buff *skb, __u16 ethertype)
 	return 1;
 }
 
+static __always_inline struct fd_stats *counters(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&stats, &zero);
+}
+
 /* The Gilbert-Elliott chain past the decision table, one packet at a time under the lock. */
-static __always_inline int chain_step(struct fd_stats *st, __u64 *index, __u32 *state)
+static __noinline int chain_step(__u64 *index, __u32 *state)
 {
 	__u32 zero = 0;
 	struct fd_chain *c = bpf_map_lookup_elem(&chain, &zero);
-	int drop;
+	struct fd_stats *st = counters();
+	int drop, burst_start = 0;
 
 	if (!c)
 		return 0;
@@ -151,9 +159,9 @@ static __always_inline int chain_step(struct fd_stats *st, __u64 *index, __u32 *
 	__u32 u_verdict = x >> 32, u_move = (__u32)x;
 
 	drop = u_verdict >= (s ? cfg.t_h : cfg.t_k);
+	c->bad += s;
 	if (drop) {
-		if (c->run == 0)
-			st->bursts++;
+		burst_start = c->run == 0;
 		c->run++;
 		if (c->run > c->longest)
 			c->longest = c->run;
@@ -162,65 +170,72 @@ static __always_inline int chain_step(struct fd_stats *st, __u64 *index, __u32 *
 	}
 	c->state = s ? (u_move < cfg.t_r ? 0 : 1) : (u_move < cfg.t_p ? 1 : 0);
 	bpf_spin_unlock(&c->lock);
+	if (burst_start && st)
+		st->bursts++;
 	*index = i;
 	*state = s;
 	return drop;
 }
 
+/* The hot path touches only the shared index (one atomic add) and the model: counters that can be
+ * derived (seen, matched, GE states) are derived by the loader; the others change on rare events. */
 SEC("tc")
 int fecdrop(struct __sk_buff *skb)
 {
-	__u32 zero = 0, state = 0;
-	struct fd_stats *st = bpf_map_lookup_elem(&stats, &zero);
 	__u16 ethertype = bpf_ntohs(skb->protocol);
+	struct fd_stats *st;
+	__u32 state = 0;
 	__u64 index;
-	int drop = 0;
+	int drop = 0, burst_start = 0;
 
-	if (!st)
-		return TC_PASS;
-	st->seen++;
 	if (ethertype != ETH_P_IP && ethertype != ETH_P_IPV6) {
-		st->nonip++;
-		return TC_PASS; /* ARP and friends: never dropped, never counted */
+		st = counters();
+		if (st)
+			st->nonip++;
+		return TC_PASS; /* ARP and friends: never dropped, never counted as matched */
 	}
-	if (cfg.filter_flags && !filter_match(skb, ethertype))
+	if (cfg.filter_flags && !filter_match(skb, ethertype)) {
+		st = counters();
+		if (st)
+			st->unmatched++;
 		return TC_PASS;
-	st->matched++;
-	if (skb->gso_segs > 1)
-		st->gso++;
+	}
+	if (skb->gso_segs > 1) {
+		st = counters();
+		if (st)
+			st->gso++;
+	}
 
 	index = __sync_fetch_and_add(&next_index, 1);
 	switch (cfg.model) {
 	case FD_MODEL_UNIFORM:
 		drop = uniform_drop(index);
-		if (drop && (index == 0 || !uniform_drop(index - 1)))
-			st->bursts++;
+		burst_start = drop && (index == 0 || !uniform_drop(index - 1));
 		break;
 	case FD_MODEL_GE:
 		if (index >= cfg.table_len) {
-			drop = chain_step(st, &index, &state);
+			drop = chain_step(&index, &state);
 			break;
 		}
-		state = table_bit(&table_state, index);
+		if (cfg.log)
+			state = table_bit(&table_state, index);
 		/* fall through: the table holds the verdicts */
 	case FD_MODEL_TRACE:
 		if (index < cfg.table_len) {
 			drop = table_bit(&table_drop, index);
-			if (drop && (index == 0 || !table_bit(&table_drop, index - 1)))
-				st->bursts++;
+			burst_start = drop && (index == 0 || !table_bit(&table_drop, index - 1));
 		}
 		break;
 	default:
 		break;
 	}
-	if (cfg.model == FD_MODEL_GE) {
-		if (state)
-			st->bad++;
-		else
-			st->good++;
+	if (drop) {
+		st = counters();
+		if (st) {
+			st->dropped++;
+			st->bursts += burst_start;
+		}
 	}
-	if (drop)
-		st->dropped++;
 	if (cfg.log) {
 		struct fd_record rec = {.index = index, .verdict = drop, .state = state, .len = skb->len};
 

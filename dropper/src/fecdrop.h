@@ -42,13 +42,14 @@ struct fd_config {
 	__u8 filter_dst[16];
 };
 
-/* Per-CPU counters; the loader sums them. */
+/* Per-CPU counters of rare events; the loader sums them. Packets seen, matched and in each GE state
+ * are derived from the index (matched = index, seen = index + nonip + unmatched). */
 struct fd_stats {
-	__u64 seen, matched, dropped;
-	__u64 good, bad; /* packets handled in each Gilbert-Elliott state */
+	__u64 nonip;     /* non-IP frames (always passed, never counted as matched) */
+	__u64 unmatched; /* IP packets the filter let through untouched */
+	__u64 dropped;
 	__u64 bursts;    /* dropped packets whose predecessor (index - 1) was delivered */
 	__u64 gso;       /* skbs with gso_segs > 1 (one verdict would hit several wire packets) */
-	__u64 nonip;     /* non-IP frames (always passed, never counted as matched) */
 };
 
 /* Gilbert-Elliott chain beyond the decision table, advanced under a lock. */
@@ -58,6 +59,7 @@ struct fd_chain {
 	__u64 next;       /* index of the next packet served by the chain */
 	__u64 run;        /* length of the loss run ending at next - 1 */
 	__u64 longest;    /* longest loss run seen by the chain */
+	__u64 bad;        /* packets the chain served in state Bad */
 };
 
 struct fd_record {

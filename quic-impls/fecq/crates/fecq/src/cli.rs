@@ -158,6 +158,15 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
+/// Run to completion, then drop whatever tasks are left (connection drivers, flush timers)
+/// without waiting for them: exit promptly after SIGTERM or the end of a run.
+fn run<T>(fut: impl std::future::Future<Output = T>) -> T {
+    let rt = runtime();
+    let out = rt.block_on(fut);
+    rt.shutdown_background();
+    out
+}
+
 /// Write the metrics (even for a failed run: `ok` is false and `error` says why).
 fn finish(mut m: Metrics, res: Result<(), String>, out: &std::path::Path) -> i32 {
     m.ok = res.is_ok();
@@ -188,7 +197,7 @@ pub fn main() -> i32 {
             if let Err(e) = common.check() {
                 return usage(&e);
             }
-            runtime().block_on(server(listen, common))
+            run(server(listen, common))
         }
         Command::Client {
             server,
@@ -214,8 +223,7 @@ pub fn main() -> i32 {
             if bind.is_ipv6() != server.is_ipv6() {
                 return usage("--bind and --server must be of the same address family");
             }
-            let (m, res) =
-                runtime().block_on(app::client_main(&common, server, bind, workload, None));
+            let (m, res) = run(app::client_main(&common, server, bind, workload, None));
             finish(m, res, &out)
         }
         Command::Loopback {
@@ -244,7 +252,7 @@ pub fn main() -> i32 {
                 Ok(w) => w,
                 Err(e) => return usage(&e),
             };
-            let (m, res) = runtime().block_on(loopback::run(&common, workload, spec));
+            let (m, res) = run(loopback::run(&common, workload, spec));
             finish(m, res, &out)
         }
         Command::Bench { json } => crate::bench::main(json),

@@ -163,12 +163,18 @@ pub fn rlc_repair(repair_id: u32, first: u32, count: u8, data: &[u8]) -> Vec<u8>
 /// The protected symbol of a source datagram: `[ecn][len u16][payload]` (unpadded).
 /// Payloads longer than 65535 bytes cannot be UDP datagrams; their length is clamped.
 pub fn symbol(ecn: u8, payload: &[u8]) -> Vec<u8> {
-    let payload = &payload[..payload.len().min(usize::from(u16::MAX))];
     let mut out = Vec::with_capacity(SYMBOL_PREFIX + payload.len());
+    write_symbol(&mut out, ecn, payload);
+    out
+}
+
+/// [`symbol`] written into a reused buffer (its old content is discarded).
+pub fn write_symbol(out: &mut Vec<u8>, ecn: u8, payload: &[u8]) {
+    let payload = &payload[..payload.len().min(usize::from(u16::MAX))];
+    out.clear();
     out.push(ecn & 0b11);
     out.extend_from_slice(&(payload.len() as u16).to_be_bytes());
     out.extend_from_slice(payload);
-    out
 }
 
 /// Read back a (possibly padded) symbol: `(ecn, payload)`, or `None` if the prefix is

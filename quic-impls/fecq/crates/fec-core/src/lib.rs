@@ -9,6 +9,7 @@
 //! Codes: `none` (no header at all), XOR with interleaving, Reed-Solomon (n, k) via
 //! `reed-solomon-simd`, and a sliding-window random linear code over GF(2^8).
 
+pub mod bench;
 pub mod frame;
 mod gf256;
 mod linear;
@@ -91,12 +92,11 @@ impl Encoder {
         self.next_id = self.next_id.wrapping_add(1);
         out.push(frame::source(id, ecn, payload));
         let before = out.len();
-        let symbol = frame::symbol(ecn, payload);
         match &mut self.code {
             EncoderCode::None => {}
-            EncoderCode::Xor(x) => x.on_source(id, &symbol, out),
-            EncoderCode::Rs(r) => r.on_source(id, symbol, out),
-            EncoderCode::Rlc(r) => r.on_source(id, symbol, out),
+            EncoderCode::Xor(x) => x.on_source(id, ecn, payload, out),
+            EncoderCode::Rs(r) => r.on_source(id, ecn, payload, out),
+            EncoderCode::Rlc(r) => r.on_source(id, ecn, payload, out),
         }
         self.count_repairs(&out[before..]);
     }
@@ -186,7 +186,7 @@ impl Decoder {
                 DecoderCode::Linear(LinearDecoder::new(2 * usize::from(interleave) + 16)),
             ),
             Scheme::ReedSolomon { n, k } => {
-                (u32::from(k), DecoderCode::Rs(RsDecoder::new(n, k, 8)))
+                (u32::from(k), DecoderCode::Rs(RsDecoder::new(n, k, 16)))
             }
             Scheme::Rlc { k, window, .. } => (
                 u32::from(window) + u32::from(k),

@@ -102,17 +102,15 @@ impl LinearDecoder {
         data: &[u8],
         recovered: &mut Vec<(u32, Vec<u8>)>,
     ) -> Result<bool, Rejected> {
-        let mut data = data.to_vec();
+        // First find the unknowns: a repair over symbols all delivered costs no arithmetic.
+        let mut known = Vec::new();
         let mut unknown = Vec::new();
         for (id, coef) in terms {
             if window.is_stale(id) {
                 return Err(Rejected::Stale);
             }
-            if let Some(symbol) = window.symbol(id) {
-                if symbol.len() > data.len() {
-                    return Err(Rejected::Malformed);
-                }
-                gf256::mul_add(&mut data, symbol, coef);
+            if window.symbol(id).is_some() {
+                known.push((id, coef));
             } else if window.is_delivered(id) {
                 return Err(Rejected::Stale);
             } else if coef != 0 {
@@ -121,6 +119,14 @@ impl LinearDecoder {
         }
         if unknown.is_empty() {
             return Ok(false);
+        }
+        let mut data = data.to_vec();
+        for (id, coef) in known {
+            let symbol = window.symbol(id).unwrap_or_default();
+            if symbol.len() > data.len() {
+                return Err(Rejected::Malformed);
+            }
+            gf256::mul_add(&mut data, symbol, coef);
         }
         unknown.sort_unstable_by_key(|&(id, _)| id);
         unknown.dedup_by_key(|&mut (id, _)| id);

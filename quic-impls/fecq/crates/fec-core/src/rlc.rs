@@ -56,10 +56,14 @@ impl RlcEncoder {
         }
     }
 
-    pub fn on_source(&mut self, id: u32, symbol: Vec<u8>, out: &mut Vec<Vec<u8>>) {
-        if self.symbols.len() == self.window {
-            self.symbols.pop_front();
-        }
+    pub fn on_source(&mut self, id: u32, ecn: u8, payload: &[u8], out: &mut Vec<Vec<u8>>) {
+        // Reuse the buffer of the symbol leaving the window.
+        let mut symbol = if self.symbols.len() == self.window {
+            self.symbols.pop_front().map(|(_, s)| s).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        frame::write_symbol(&mut symbol, ecn, payload);
         self.symbols.push_back((id, symbol));
         self.since_repair += 1;
         if self.since_repair >= self.k {

@@ -27,9 +27,10 @@ pub(crate) struct RsEncoder {
     n: u16,
     k: u16,
     first: u32,
+    /// Symbols of the current block: the first `filled` buffers (the others are kept for reuse).
     block: Vec<Vec<u8>>,
+    filled: usize,
     coder: Option<ReedSolomonEncoder>,
-    scratch: Vec<u8>,
 }
 
 impl RsEncoder {
@@ -39,26 +40,30 @@ impl RsEncoder {
             k,
             first: 0,
             block: Vec::with_capacity(usize::from(k)),
+            filled: 0,
             coder: None,
-            scratch: Vec::new(),
         }
     }
 
-    pub fn on_source(&mut self, id: u32, symbol: Vec<u8>, out: &mut Vec<Vec<u8>>) {
-        if self.block.is_empty() {
+    pub fn on_source(&mut self, id: u32, ecn: u8, payload: &[u8], out: &mut Vec<Vec<u8>>) {
+        if self.filled == 0 {
             self.first = id;
         }
-        self.block.push(symbol);
-        if self.block.len() == usize::from(self.k) {
+        if self.filled == self.block.len() {
+            self.block.push(Vec::new());
+        }
+        frame::write_symbol(&mut self.block[self.filled], ecn, payload);
+        self.filled += 1;
+        if self.filled == usize::from(self.k) {
             self.emit(self.n - self.k, out);
         }
     }
 
     pub fn flush(&mut self, out: &mut Vec<Vec<u8>>) -> bool {
-        if self.block.is_empty() {
+        if self.filled == 0 {
             return false;
         }
-        let k_now = self.block.len() as u32;
+        let k_now = self.filled as u32;
         let per_block = u32::from(self.n - self.k);
         let r = (k_now * per_block).div_ceil(u32::from(self.k)).max(1);
         self.emit(r as u16, out);
@@ -66,8 +71,10 @@ impl RsEncoder {
     }
 
     fn emit(&mut self, r: u16, out: &mut Vec<Vec<u8>>) {
-        let k = self.block.len();
-        let shard = shard_len(self.block.iter().map(Vec::len).max().unwrap_or(0));
+        let k = self.filled;
+        self.filled = 0;
+        let block = &mut self.block[..k];
+        let shard = shard_len(block.iter().map(Vec::len).max().unwrap_or(0));
         let r = usize::from(r);
         let ready = match &mut self.coder {
             Some(coder) => coder.reset(k, r, shard).is_ok(),
@@ -81,9 +88,9 @@ impl RsEncoder {
         };
         if let (true, Some(coder)) = (ready, self.coder.as_mut()) {
             let mut ok = true;
-            for symbol in &self.block {
-                pad_into(&mut self.scratch, symbol, shard);
-                ok &= coder.add_original_shard(&self.scratch).is_ok();
+            for symbol in block.iter_mut() {
+                symbol.resize(shard, 0);
+                ok &= coder.add_original_shard(&symbol[..]).is_ok();
             }
             if ok {
                 if let Ok(result) = coder.encode() {
@@ -99,7 +106,6 @@ impl RsEncoder {
                 }
             }
         }
-        self.block.clear();
     }
 }
 

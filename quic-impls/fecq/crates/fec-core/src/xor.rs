@@ -33,16 +33,23 @@ impl XorEncoder {
         }
     }
 
-    pub fn on_source(&mut self, id: u32, symbol: &[u8], out: &mut Vec<Vec<u8>>) {
+    pub fn on_source(&mut self, id: u32, ecn: u8, payload: &[u8], out: &mut Vec<Vec<u8>>) {
         if self.in_span == 0 {
             self.base = id;
         }
         let j = usize::from(self.in_span % u16::from(self.interleave));
         let acc = &mut self.acc[j];
-        if acc.len() < symbol.len() {
-            acc.resize(symbol.len(), 0);
+        // XOR the symbol [ecn][len][payload] in without building it.
+        let mut prefix = [0u8; frame::SYMBOL_PREFIX];
+        let payload = &payload[..payload.len().min(usize::from(u16::MAX))];
+        prefix[0] = ecn & 0b11;
+        prefix[1..].copy_from_slice(&(payload.len() as u16).to_be_bytes());
+        let len = frame::SYMBOL_PREFIX + payload.len();
+        if acc.len() < len {
+            acc.resize(len, 0);
         }
-        gf256::xor_into(acc, symbol);
+        gf256::xor_into(acc, &prefix);
+        gf256::xor_into(&mut acc[frame::SYMBOL_PREFIX..], payload);
         self.members[j] += 1;
         self.in_span += 1;
         if self.members[j] == self.k {

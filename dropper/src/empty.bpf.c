@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Baseline for `fecbench dropper bench`: a tc program that passes everything, built like fecdrop. */
-#include "vmlinux.h"
+#include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
 SEC("tc")

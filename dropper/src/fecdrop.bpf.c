@@ -9,16 +9,17 @@
  *                     and the program replays it by index; beyond the table the chain continues
  *                     under a spin lock from the state the loader saved.
  * Per packet of the chain: the verdict is drawn in the current state, then the transition. */
-#include "vmlinux.h"
+/* UAPI headers, not vmlinux.h: no CO-RE relocations, so loading needs no kernel BTF parse (~10 ms) */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "fecdrop.h"
 
 #define TC_PASS 0
 #define TC_DROP 2
-#define ETH_HLEN 14
-#define ETH_P_IP 0x0800
-#define ETH_P_IPV6 0x86DD
 
 struct fd_config cfg = {};
 __u64 next_index __attribute__((aligned(64))) = 0;

@@ -1,12 +1,14 @@
 //! `fecq bench`: what the FEC layer costs. Figures, not a test: nothing here asserts on time.
-//! - per code, encode and decode throughput of fec-core for 1200-byte datagrams, and the same
-//!   work done by the underlying code called directly (`fec_core::bench`), with their ratio;
-//! - FEC layer cost per datagram (encode + decode of one source datagram, repairs included);
+//! - per code (`fec_core::bench`), encode and decode throughput of fec-core for 1200-byte
+//!   datagrams, and the same work done by the underlying code called directly, with their ratio;
+//! - FEC layer cost per datagram (encode + decode of one source datagram, repairs included),
+//!   without loss and with one source datagram in 10 lost;
+//! - the adapter's send + receive path per datagram (FecSocket over 127.0.0.1);
 //! - loopback 1 MB download time with each code vs without, at 0 % and 5 % loss.
 
 use std::time::Instant;
 
-use fec_core::{Decoder, Delivered, Encoder, Scheme};
+use fec_core::Scheme;
 use serde_json::{json, Value};
 
 use crate::app::Workload;
@@ -23,166 +25,6 @@ fn datagrams(n: usize) -> Vec<Vec<u8>> {
     (0..n)
         .map(|_| (0..SYMBOL).map(|_| rng.next_u64() as u8).collect())
         .collect()
-}
-
-pub struct CodeFigures {
-    pub scheme: String,
-    /// Source megabytes per second through Encoder::protect (+ final flush).
-    pub encode_mb_s: f64,
-    /// Source megabytes per second through Decoder::receive.
-    pub decode_mb_s: f64,
-    /// Encode + decode time per source datagram, in microseconds.
-    pub layer_us_per_datagram: f64,
-    pub recovered: u64,
-}
-
-/// Run `n` datagrams through fec-core's encoder and decoder, losing every `lose_every`-th source
-/// datagram (never when 0).
-pub fn measure_code(scheme: Scheme, n: usize, lose_every: usize) -> CodeFigures {
-    let input = datagrams(n);
-    let mut enc = Encoder::new(scheme, SYMBOL);
-    let mut wire: Vec<Vec<u8>> = Vec::with_capacity(n * 2);
-    let mut out = Vec::new();
-    let t = Instant::now();
-    for d in &input {
-        out.clear();
-        enc.protect(d, 0b10, &mut out);
-        wire.append(&mut out);
-    }
-    enc.flush(&mut wire);
-    let t_enc = t.elapsed();
-
-    // Drop every 10th source datagram (the first datagram protect() returned for it).
-    let mut kept = Vec::with_capacity(wire.len());
-    let mut source_index = 0usize;
-    let mut enc2 = Encoder::new(scheme, SYMBOL);
-    for d in &input {
-        out.clear();
-        enc2.protect(d, 0b10, &mut out);
-        for (i, w) in out.drain(..).enumerate() {
-            if i == 0 {
-                source_index += 1;
-                if lose_every > 0
-                    && source_index.is_multiple_of(lose_every)
-                    && scheme != Scheme::None
-                {
-                    continue;
-                }
-            }
-            kept.push(w);
-        }
-    }
-    enc2.flush(&mut kept);
-
-    let mut dec = Decoder::new(scheme);
-    let mut delivered: Vec<Delivered> = Vec::new();
-    let t = Instant::now();
-    for w in &kept {
-        dec.receive(w, &mut delivered);
-        delivered.clear();
-    }
-    let t_dec = t.elapsed();
-    let mb = (n * SYMBOL) as f64 / 1e6;
-    CodeFigures {
-        scheme: scheme.to_string(),
-        encode_mb_s: mb / t_enc.as_secs_f64().max(1e-9),
-        decode_mb_s: mb / t_dec.as_secs_f64().max(1e-9),
-        layer_us_per_datagram: (t_enc + t_dec).as_secs_f64() * 1e6 / n as f64,
-        recovered: dec.stats().recovered,
-    }
-}
-
-/// Throughput of the bare code, without framing, windows or bookkeeping.
-#[derive(Clone, Copy)]
-pub struct Direct {
-    pub encode_mb_s: f64,
-    pub decode_mb_s: f64,
-}
-
-/// The same coding work as `measure_code`, done directly: XOR over k symbols, or
-/// reed-solomon-simd on (n, k) blocks of 1200-byte shards. None for codes with no
-/// underlying crate (`none`; RLC is fec-core's own GF(2^8) code).
-pub fn direct(scheme: Scheme, n: usize) -> Option<Direct> {
-    let input = datagrams(n);
-    let mb = (n * SYMBOL) as f64 / 1e6;
-    match scheme {
-        Scheme::Xor { k, .. } => {
-            let k = usize::from(k);
-            let t = Instant::now();
-            let mut repairs = Vec::new();
-            for block in input.chunks(k) {
-                let mut r = vec![0u8; SYMBOL];
-                for s in block {
-                    r.iter_mut().zip(s).for_each(|(a, b)| *a ^= b);
-                }
-                repairs.push(r);
-            }
-            let t_enc = t.elapsed();
-            // Decode: rebuild the first symbol of every block from the others and the repair.
-            let t = Instant::now();
-            let mut check = 0u8;
-            for (block, repair) in input.chunks(k).zip(&repairs) {
-                let mut r = repair.clone();
-                for s in &block[1..] {
-                    r.iter_mut().zip(s).for_each(|(a, b)| *a ^= b);
-                }
-                check ^= r[0];
-            }
-            std::hint::black_box(check);
-            let t_dec = t.elapsed();
-            Some(Direct {
-                encode_mb_s: mb / t_enc.as_secs_f64().max(1e-9),
-                decode_mb_s: mb / t_dec.as_secs_f64().max(1e-9),
-            })
-        }
-        Scheme::ReedSolomon { n: rs_n, k } => {
-            use reed_solomon_simd::{ReedSolomonDecoder, ReedSolomonEncoder};
-            let (k, r) = (usize::from(k), usize::from(rs_n - k));
-            let blocks: Vec<&[Vec<u8>]> = input.chunks_exact(k).collect();
-            let t = Instant::now();
-            let mut enc = ReedSolomonEncoder::new(k, r, SYMBOL).ok()?;
-            let mut all_repairs = Vec::with_capacity(blocks.len());
-            for block in &blocks {
-                enc.reset(k, r, SYMBOL).ok()?;
-                for s in block.iter() {
-                    enc.add_original_shard(s).ok()?;
-                }
-                let result = enc.encode().ok()?;
-                all_repairs.push(
-                    result
-                        .recovery_iter()
-                        .map(|x| x.to_vec())
-                        .collect::<Vec<_>>(),
-                );
-            }
-            let t_enc = t.elapsed();
-            // Decode with every 10th shard of a block missing (as measure_code loses them).
-            let t = Instant::now();
-            let mut dec = ReedSolomonDecoder::new(k, r, SYMBOL).ok()?;
-            for (block, repairs) in blocks.iter().zip(&all_repairs) {
-                dec.reset(k, r, SYMBOL).ok()?;
-                let mut missing = 0;
-                for (i, s) in block.iter().enumerate() {
-                    if i % 10 == 9 {
-                        missing += 1;
-                    } else {
-                        dec.add_original_shard(i, s).ok()?;
-                    }
-                }
-                for (i, s) in repairs.iter().enumerate().take(missing) {
-                    dec.add_recovery_shard(i, s).ok()?;
-                }
-                std::hint::black_box(dec.decode().ok()?.restored_original_iter().count());
-            }
-            let t_dec = t.elapsed();
-            let mb = (blocks.len() * k * SYMBOL) as f64 / 1e6;
-            Some(Direct {
-                encode_mb_s: mb / t_enc.as_secs_f64().max(1e-9),
-                decode_mb_s: mb / t_dec.as_secs_f64().max(1e-9),
-            })
-        }
-        Scheme::None | Scheme::Rlc { .. } => None,
-    }
 }
 
 /// Microseconds per QUIC datagram through the real adapter: FecSocket::try_send on one socket and
@@ -304,27 +146,28 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn run() -> Result<Value, String> {
+    let schemes = SCHEMES
+        .iter()
+        .map(|name| name.parse::<Scheme>())
+        .collect::<Result<Vec<_>, _>>()?;
+    // fec-core's own bench: each code through Encoder/Decoder and the same work done directly.
+    let lossy = fec_core::bench::run(&schemes, 20_000, 10, 3);
+    let clean = fec_core::bench::run(&schemes, 20_000, 0, 3);
     let mut codes = Vec::new();
-    for name in SCHEMES {
-        let scheme: Scheme = name.parse()?;
-        let _warm = measure_code(scheme, 2_000, 10);
-        let f = measure_code(scheme, 20_000, 10);
-        let clean = measure_code(scheme, 20_000, 0);
-        let socket_us = socket_path(scheme)?;
-        let direct = direct(scheme, 20_000);
-        let ratio = |ours: f64, theirs: Option<f64>| theirs.map(|t| t / ours);
+    for ((scheme, f), c) in schemes.iter().zip(&lossy).zip(&clean) {
         codes.push(json!({
             "scheme": f.scheme,
             "encode_mb_s": f.encode_mb_s,
             "decode_mb_s": f.decode_mb_s,
-            "direct_encode_mb_s": direct.map(|d| d.encode_mb_s),
-            "direct_decode_mb_s": direct.map(|d| d.decode_mb_s),
-            "encode_ratio_direct_over_fecq": ratio(f.encode_mb_s, direct.map(|d| d.encode_mb_s)),
-            "decode_ratio_direct_over_fecq": ratio(f.decode_mb_s, direct.map(|d| d.decode_mb_s)),
-            "layer_us_per_datagram": clean.layer_us_per_datagram,
-            "layer_us_per_datagram_10pct_loss": f.layer_us_per_datagram,
+            "direct_encode_mb_s": f.direct_encode_mb_s,
+            "direct_decode_mb_s": f.direct_decode_mb_s,
+            "encode_ratio_direct_over_fecq": f.encode_ratio(),
+            "decode_ratio_direct_over_fecq": f.decode_ratio(),
+            "layer_us_per_datagram": c.layer_ns_per_datagram / 1e3,
+            "layer_us_per_datagram_10pct_loss": f.layer_ns_per_datagram / 1e3,
             "recovered_in_bench": f.recovered,
-            "socket_path_us_per_datagram": socket_us,
+            "lost_in_bench": f.lost,
+            "socket_path_us_per_datagram": socket_path(*scheme)?,
         }));
     }
     let mut downloads = Vec::new();

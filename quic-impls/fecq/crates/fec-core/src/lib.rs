@@ -56,7 +56,8 @@ pub struct Encoder {
 }
 
 impl Encoder {
-    /// `max_payload` is the largest source datagram the caller will protect (used for sizing).
+    /// `max_payload` is the largest source datagram the caller will protect. It is only a hint:
+    /// repair sizes follow the datagrams actually sent (any length up to 65535 bytes works).
     pub fn new(scheme: Scheme, max_payload: usize) -> Self {
         let code = match scheme {
             Scheme::None => EncoderCode::None,

@@ -189,6 +189,35 @@ mod tests {
     }
 
     #[test]
+    fn every_valid_scheme_round_trips() {
+        let mut x: u32 = 1;
+        let mut next = |max: u32| {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (x >> 8) % max
+        };
+        for _ in 0..2000 {
+            let k = 1 + next(255) as u16;
+            let scheme = match next(4) {
+                0 => Scheme::None,
+                1 => Scheme::Xor {
+                    k,
+                    interleave: 1 + next(255) as u16,
+                },
+                2 => Scheme::ReedSolomon {
+                    n: k + 1 + next(255) as u16,
+                    k,
+                },
+                _ => Scheme::Rlc {
+                    n: k + 1 + next(255) as u16,
+                    k,
+                    window: 1 + next(255) as u16,
+                },
+            };
+            assert_eq!(scheme.to_string().parse::<Scheme>(), Ok(scheme));
+        }
+    }
+
+    #[test]
     fn rejects_bad_syntax_with_explanation() {
         for text in [
             "",

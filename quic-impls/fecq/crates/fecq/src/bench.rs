@@ -15,6 +15,7 @@ use crate::app::Workload;
 use crate::config::Common;
 use crate::loopback::{self, LossSpec};
 use crate::loss::LossModel;
+use crate::socket::Signal;
 
 const SYMBOL: usize = 1200;
 pub const SCHEMES: [&str; 5] = ["none", "xor:5", "xor:5:4", "rs:30,20", "rlc:3,2,20"];
@@ -93,10 +94,10 @@ async fn socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
     Ok(t.elapsed().as_secs_f64() * 1e6 / received.max(1) as f64)
 }
 
-fn loopback_download(fec: Scheme, loss: f64) -> Result<(f64, u64), String> {
+fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64), String> {
     let common = Common {
         fec,
-        signal: crate::socket::Signal::Ce,
+        signal,
         cc: crate::cc::CcAlgo::Cubic,
         reorder_packets: 3,
         reorder_time: 1.125,
@@ -173,16 +174,21 @@ pub fn run() -> Result<Value, String> {
     let mut downloads = Vec::new();
     for name in SCHEMES {
         let scheme: Scheme = name.parse()?;
-        for loss in [0.0, 0.05] {
+        // Default options (signal ce); with loss, also the hidden-recovery variant.
+        let mut cases = vec![(0.0, Signal::Ce), (0.05, Signal::Ce)];
+        if scheme != Scheme::None {
+            cases.push((0.05, Signal::Hide));
+        }
+        for (loss, signal) in cases {
             let mut times = Vec::new();
             let mut recovered = 0;
             for _ in 0..3 {
-                let (ms, rec) = loopback_download(scheme, loss)?;
+                let (ms, rec) = loopback_download(scheme, signal, loss)?;
                 times.push(ms);
                 recovered = rec;
             }
             downloads.push(json!({
-                "scheme": name, "loss": loss, "size": 1_000_000,
+                "scheme": name, "signal": signal.to_string(), "loss": loss, "size": 1_000_000,
                 "dct_ms_median": median(times.clone()), "dct_ms": times, "recovered": recovered,
             }));
         }
@@ -247,8 +253,9 @@ fn print_table(v: &Value) {
     println!("\nloopback 1 MB download (median of 3, ms)");
     for d in v["loopback_download_1mb"].as_array().into_iter().flatten() {
         println!(
-            "{:<12} loss {:>4.0}%  {:>8}",
+            "{:<12} {:<5} loss {:>4.0}%  {:>8}",
             d["scheme"].as_str().unwrap_or(""),
+            d["signal"].as_str().unwrap_or(""),
             d["loss"].as_f64().unwrap_or(0.0) * 100.0,
             f(&d["dct_ms_median"]),
         );

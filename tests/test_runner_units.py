@@ -336,3 +336,23 @@ def test_shipped_designs_validate() -> None:
     for name, count in expected.items():
         prepared = prepare(ROOT / "designs" / f"{name}.toml")
         assert len(prepared.runs) == count, name
+
+
+def test_multipath_loss_per_path(tmp_path: Path) -> None:
+    """On the 2-path topology, p = "p_{path}" gives each path's lossy link its own factor."""
+    from fecbench.runners.campaign import prepare
+
+    path = write_design(tmp_path)
+    text = path.read_text().replace(str(TOPOLOGY), str(ROOT / "topologies" / "multipath.toml"))
+    text = text.replace("bw = { low = 5, high = 20 }", "bw = { low = 5, high = 20, per_path = true }")
+    text = text.replace("owd = { low = 5, high = 15 }", "owd = { low = 5, high = 15, per_path = true }")
+    text = text.replace("p = { low = 0.01, high = 0.05 }", "p = { low = 0.01, high = 0.05, per_path = true }")
+    path.write_text(text.replace('p = "p"', 'p = "p_{path}"'))
+    prepared = prepare(path)
+    assert {"p_1", "p_2", "bw_1", "bw_2"} <= set(prepared.factor_types)
+    loss = prepared.design.loss
+    point = prepared.points[0]
+    assert loss.values(point, 1) == {"p": point["p_1"]} and loss.values(point, 2) == {"p": point["p_2"]}
+    path.write_text(text.replace('p = "p"', 'p = "p"\nlinks = ["egress"]'))
+    with pytest.raises(SpecError, match="no lossy link 'egress'"):
+        prepare(path)

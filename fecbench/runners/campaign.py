@@ -68,6 +68,12 @@ class Prepared:
         return estimate_seconds(probe, self.design)
 
 
+def _path_of(topology: Any, link: str) -> int | None:
+    """The 1-based path a link belongs to, or None if it is on no path or on several."""
+    paths = [i + 1 for i in range(topology.paths) if any(spec.id == link for spec, _ in topology.path_links(i))]
+    return paths[0] if len(paths) == 1 else None
+
+
 def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
@@ -98,18 +104,22 @@ def prepare(design_path: str | Path) -> Prepared:
             raise SpecError(design.path, "space.factors",
                             f"the topology {design.topology_path} uses factor {name!r}, which the space does "
                             "not define", factor_names)
-    for key, name in design.loss.factor_refs().items():
-        if name not in factor_names:
-            raise SpecError(design.path, f"loss.{key}", f"unknown factor {name!r}", factor_names)
     lossy = topology.lossy_links()
     links = design.loss.links if design.loss.links is not None else lossy
-    all_links = [link.id for link in topology.links]
     for link in links:
-        if link not in all_links:
-            raise SpecError(design.path, "loss.links", f"no link {link!r} in {design.topology_path}", all_links)
+        if link not in lossy:
+            raise SpecError(design.path, "loss.links", f"no lossy link {link!r} in {design.topology_path} "
+                            "(droppers sit on links marked loss = true)", lossy)
     if design.loss.model != "none" and not links:
         raise SpecError(design.path, "loss.model", f"the topology {design.topology_path} has no lossy link "
                         "(mark one with loss = true, or list links in loss.links)")
+    link_paths = {link: _path_of(topology, link) for link in links}
+    for link, path in link_paths.items():
+        if design.loss.per_path() and path is None:
+            raise SpecError(design.path, "loss", f"'{{path}}' is used but link {link!r} is not on exactly one path")
+        for key, name in design.loss.factor_refs(path).items():
+            if name not in factor_names:
+                raise SpecError(design.path, f"loss.{key}", f"unknown factor {name!r}", factor_names)
 
     rtt_ms: dict[int, float] = {}
     rate_mbit: dict[int, float | None] = {}
@@ -118,9 +128,11 @@ def prepare(design_path: str | Path) -> Prepared:
             resolved = topology.resolve(values)
         except UserError as exc:
             raise SpecError(design.path, f"point {point}", f"the topology rejects this point: {exc}") from None
-        for name, value in design.loss.values(values).items():
-            if not 0.0 <= value <= 1.0 or math.isnan(value):
-                raise SpecError(design.path, f"loss.{name}", f"point {point}: probability {value!r} outside [0, 1]")
+        for path in set(link_paths.values()):
+            for name, value in design.loss.values(values, path).items():
+                if not 0.0 <= value <= 1.0 or math.isnan(value):
+                    raise SpecError(design.path, f"loss.{name}",
+                                    f"point {point}: probability {value!r} outside [0, 1]")
         rtt_ms[point] = topology.configured_rtt(0, resolved)
         rate_mbit[point] = topology.path_rate(0, resolved)
 
@@ -207,6 +219,7 @@ class Executor:
         self.loss_links = (self.design.loss.links if self.design.loss.links is not None
                            else prepared.topology.lossy_links())
         self.processes: list[procs.Process] = []
+        self.link_paths = {link: _path_of(prepared.topology, link) for link in self.loss_links}
 
     # Each (link, direction) gets its own dropper stream, so the patterns of links are independent
     # but all fixed by the run's loss seed.
@@ -217,11 +230,11 @@ class Executor:
                 out.append((link, direction, 2 * i + (0 if direction == "forward" else 1)))
         return out
 
-    def loss_model(self, values: dict[str, Any]) -> Any:
+    def loss_model(self, values: dict[str, Any], link: str) -> Any:
         from fecbench.dropper import LossModel
 
         loss = self.design.loss
-        params = loss.values(values)
+        params = loss.values(values, self.link_paths[link])
         if loss.model == "uniform":
             return LossModel.uniform(params["p"])
         if loss.model == "gilbert-elliott":
@@ -252,13 +265,10 @@ class Executor:
         """Set (and reset) every dropper this design uses: the design's model, or no loss (values None)."""
         if self.design.loss.model == "none":
             return
-        if values is None:
-            from fecbench.dropper import LossModel
+        from fecbench.dropper import LossModel
 
-            model = LossModel.none()
-        else:
-            model = self.loss_model(values)
         for link, direction, stream in self.streams():
+            model = LossModel.none() if values is None else self.loss_model(values, link)
             self.net.set_loss(link, direction, model, seed=seed, stream=stream)
 
     def placeholders(self, run: Run, run_dir: Path) -> dict[str, Any]:
@@ -360,7 +370,7 @@ class Executor:
                 row[column] = int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
             if key in streams:
                 row["model"] = {"model": self.design.loss.model,
-                                "params": self.design.loss.values(run.values) if run.values else {},
+                                "params": self.design.loss.values(run.values, self.link_paths[key[0]]),
                                 "seed": run.loss_seed, "stream": streams[key], "dropper": dropper}
             elif dropper:
                 row["model"] = {"model": "none", "dropper": dropper}

@@ -17,7 +17,8 @@ verdict_log = false                     # keep the dropper's per-packet verdict 
 
 [loss]                                  # on every lossy link of the topology (or `links`), both directions
 model = "gilbert-elliott"               # none | uniform | gilbert-elliott | trace
-p = "p"                                 # a factor name or a number; ge: p, r, k (default 1), h (default 0)
+p = "p"                                 # a factor name or a number; ge: p, r, k (default 1), h (default 0);
+                                        # "p_{path}": the factor of the lossy link's path (multipath)
 r = "r"
 k = "k"
 h = "h"
@@ -80,11 +81,20 @@ class LossSpec:
     links: list[str] | None               # None: the topology's lossy links
     trace_file: Path | None = None
 
-    def factor_refs(self) -> dict[str, str]:
-        return {name: value for name, value in self.params.items() if isinstance(value, str)}
+    def factor_refs(self, path: int | None = None) -> dict[str, str]:
+        """Parameter -> factor name; "{path}" in a name is the lossy link's path (p = "p_{path}")."""
+        refs = {}
+        for name, value in self.params.items():
+            if isinstance(value, str):
+                refs[name] = value.replace("{path}", str(path)) if path is not None else value
+        return refs
 
-    def values(self, point: dict[str, Any]) -> dict[str, float]:
-        return {name: float(point[value]) if isinstance(value, str) else float(value)
+    def per_path(self) -> bool:
+        return any(isinstance(v, str) and "{path}" in v for v in self.params.values())
+
+    def values(self, point: dict[str, Any], path: int | None = None) -> dict[str, float]:
+        refs = self.factor_refs(path)
+        return {name: float(point[refs[name]]) if name in refs else float(value)
                 for name, value in self.params.items()}
 
 

@@ -22,7 +22,7 @@ pub struct CodeBench {
     pub decode_mb_s: f64,
     /// Encoder + decoder time per source datagram, nanoseconds.
     pub layer_ns_per_datagram: f64,
-    /// The same coding work done directly (None for `none`).
+    /// The same coding work done directly (None for `none`, and for decoding without losses).
     pub direct_encode_mb_s: Option<f64>,
     pub direct_decode_mb_s: Option<f64>,
     /// Datagrams the decoder recovered (sanity: the losses were repaired).
@@ -70,7 +70,8 @@ fn lost(i: usize, loss_every: usize) -> bool {
     loss_every > 0 && i % loss_every == loss_every / 2
 }
 
-/// Measure every scheme on `count` datagrams, losing one source datagram in `loss_every`.
+/// Measure every scheme on `count` datagrams, losing one source datagram in `loss_every`
+/// (0: no loss).
 pub fn run(schemes: &[Scheme], count: usize, loss_every: usize, reps: usize) -> Vec<CodeBench> {
     let input = payloads(count);
     let bytes = count * SYMBOL_BYTES;
@@ -124,7 +125,10 @@ pub fn run(schemes: &[Scheme], count: usize, loss_every: usize, reps: usize) -> 
                 decode_mb_s: mb_s(bytes, t_dec),
                 layer_ns_per_datagram: (t_enc + t_dec).as_secs_f64() * 1e9 / count as f64,
                 direct_encode_mb_s: direct.map(|(e, _)| mb_s(bytes, e)),
-                direct_decode_mb_s: direct.map(|(_, d)| mb_s(bytes, d)),
+                // Without losses there is no decoding work to do directly.
+                direct_decode_mb_s: direct
+                    .filter(|_| loss_every > 0)
+                    .map(|(_, d)| mb_s(bytes, d)),
                 recovered,
                 lost: if scheme == Scheme::None {
                     0

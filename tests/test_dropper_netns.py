@@ -23,9 +23,9 @@ pytestmark = pytest.mark.require_root
 PORT = 5001
 RECEIVER = """
 import socket, struct, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)  # dual stack: IPv4 arrives v4-mapped
 s.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE
-s.bind(("0.0.0.0", int(sys.argv[1])))
+s.bind(("::", int(sys.argv[1])))
 print("ready", flush=True)
 s.settimeout(5.0)
 seen = []
@@ -39,11 +39,15 @@ sys.stdout.write(" ".join(map(str, seen)) + "\\n")
 """
 SENDER = """
 import socket, struct, sys, time
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.SOL_SOCKET, 32, 16 << 20)  # SO_SNDBUFFORCE
 payload = bytes(100)
+gso = len(sys.argv) > 4  # one sendmsg of 8 datagrams: a UDP GSO super-packet
+if gso:
+    s.setsockopt(17, 103, 108)  # UDP_SEGMENT: 108-byte segments
 for i in range(int(sys.argv[3])):
-    s.sendto(struct.pack("!Q", i) + payload, (sys.argv[1], int(sys.argv[2])))
+    data = b"".join(struct.pack("!Q", 8 * i + j) + payload for j in range(8)) if gso else struct.pack("!Q", i) + payload
+    s.sendto(data, (sys.argv[1], int(sys.argv[2])))
     if i % 200 == 199:
         time.sleep(0.0005)  # keep the veth backlogs (1000 packets) from overflowing
 """
@@ -65,14 +69,26 @@ def line():
             sh("ip", "-n", ns, "link", "set", "lo", "up")
         sh("ip", "-n", h1, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", r)
         sh("ip", "-n", h2, "link", "add", "eth0", "type", "veth", "peer", "name", "eth1", "netns", r)
-        for ns, dev, addr in ((h1, "eth0", "10.0.1.1/24"), (r, "eth0", "10.0.1.254/24"),
-                              (r, "eth1", "10.0.2.254/24"), (h2, "eth0", "10.0.2.1/24")):
+        for ns, dev, addr, addr6 in ((h1, "eth0", "10.0.1.1/24", "fd00:1::1/64"),
+                                     (r, "eth0", "10.0.1.254/24", "fd00:1::fe/64"),
+                                     (r, "eth1", "10.0.2.254/24", "fd00:2::fe/64"),
+                                     (h2, "eth0", "10.0.2.1/24", "fd00:2::1/64")):
             sh("ip", "-n", ns, "addr", "add", addr, "dev", dev)
+            sh("ip", "-n", ns, "addr", "add", addr6, "dev", dev, "nodad")
             sh("ip", "-n", ns, "link", "set", dev, "up")
-        sh("ip", "-n", h1, "route", "add", "default", "via", "10.0.1.254")
-        sh("ip", "-n", h2, "route", "add", "default", "via", "10.0.2.254")
+        for host, gw, gw6 in ((h1, "10.0.1.254", "fd00:1::fe"), (h2, "10.0.2.254", "fd00:2::fe")):
+            sh("ip", "-n", host, "route", "add", "default", "via", gw)
+            sh("ip", "-n", host, "-6", "route", "add", "default", "via", gw6)
         sh("ip", "netns", "exec", r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-        sh("ip", "netns", "exec", h1, "ping", "-c1", "-W2", "10.0.2.1")
+        sh("ip", "netns", "exec", r, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+        for dst in ("10.0.2.1", "fd00:2::1"):  # the first IPv6 pings fail while link-local DAD runs
+            for _ in range(30):
+                if subprocess.run(["ip", "netns", "exec", h1, "ping", "-c1", "-W1", dst],
+                                  capture_output=True).returncode == 0:
+                    break
+                time.sleep(0.2)
+            else:
+                raise RuntimeError(f"{h1} cannot reach {dst}")
         yield h1, r, h2
     finally:
         for ns in (h1, r, h2):
@@ -80,15 +96,16 @@ def line():
             cleanup.forget("netns", ns)
 
 
-def transfer(line, packets: int) -> np.ndarray:
-    """Send `packets` numbered UDP datagrams h1 -> h2; return the sequence numbers h2 received."""
+def transfer(line, packets: int, dst: str = "10.0.2.1", gso: bool = False) -> np.ndarray:
+    """Send `packets` numbered UDP datagrams h1 -> h2 (`gso`: 8 per sendmsg, as one UDP GSO super-packet);
+    return the sequence numbers h2 received."""
     h1, _, h2 = line
     rx = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c", RECEIVER, str(PORT)],
                           stdout=subprocess.PIPE, text=True)
     try:
         assert rx.stdout.readline().strip() == "ready"
-        subprocess.run(["ip", "netns", "exec", h1, sys.executable, "-c", SENDER, "10.0.2.1", str(PORT),
-                        str(packets)], check=True)
+        subprocess.run(["ip", "netns", "exec", h1, sys.executable, "-c", SENDER, dst, str(PORT),
+                        str(packets), *(["gso"] if gso else [])], check=True)
         out, _ = rx.communicate(timeout=60)
     finally:
         if rx.poll() is None:
@@ -137,6 +154,19 @@ def test_filter_non_matching_traffic_passes_and_keeps_the_index(line):
         assert len(transfer(line, 2000)) == 2000
         st = d.stats()
         assert st["matched"] == 0 and st["dropped"] == 0 and st["seen"] >= 2000
+
+
+def test_ipv6_address_pair_filter_and_gso_count(line):
+    pair = Filter(proto="udp", port=PORT, src="fd00:1::1", dst="fd00:2::1")
+    with Dropper.attach("eth1", netns=line[1], model=LossModel.uniform(1.0), filter=pair) as d:
+        assert len(transfer(line, 500, dst="fd00:2::1")) == 0
+        assert len(transfer(line, 500)) == 500  # IPv4: not the filtered pair
+        st = d.stats()
+        assert st["matched"] == 500 and st["dropped"] == 500 and st["unmatched"] >= 500
+    with Dropper.attach("eth1", netns=line[1], model=LossModel.none(), filter=Filter("udp", PORT)) as d:
+        assert len(transfer(line, 50, gso=True)) == 400
+        st = d.stats()
+        assert st["gso"] > 0 and st["matched"] < 400  # one verdict covered several wire packets
 
 
 def test_ingress_by_pid_and_two_instances(line):

@@ -112,7 +112,7 @@ fn ce_signals_recovered_losses_without_retransmission() {
             "--reorder-packets",
             "1000",
             "--reorder-time",
-            "50",
+            "100",
         ]);
         let m = download_with_drops(&c, drops.clone());
         assert_eq!(m.bytes_app, 1_000_000);

@@ -255,3 +255,13 @@ def test_clean_detaches_a_killed_process_dropper(line):
         time.sleep(0.02)
     assert hooks("eth1", r) == {"egress": 0, "ingress": 0}
     assert not Path(entries[0]["name"]).exists()
+
+
+def test_verdict_log_overflow_is_counted(line):
+    with Dropper.attach("eth1", netns=line[1], model=LossModel.uniform(0.2), filter=Filter("udp", PORT),
+                        log=True, log_bytes=4096) as d:
+        transfer(line, 1000)
+        log, st = d.verdict_log(), d.stats()
+        assert st["log_lost"] > 0 and len(log) + st["log_lost"] == 1000
+        want = reference_verdicts(LossModel.uniform(0.2), 0, 0, 1000)
+        assert np.array_equal(log["verdict"].astype(bool), want[log["index"].astype(np.int64)])

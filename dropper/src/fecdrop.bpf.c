@@ -240,7 +240,11 @@ int fecdrop(struct __sk_buff *skb)
 	if (cfg.log) {
 		struct fd_record rec = {.index = index, .verdict = drop, .state = state, .len = skb->len};
 
-		bpf_ringbuf_output(&verdict_log, &rec, sizeof(rec), BPF_RB_NO_WAKEUP);
+		if (bpf_ringbuf_output(&verdict_log, &rec, sizeof(rec), BPF_RB_NO_WAKEUP)) {
+			st = counters();
+			if (st)
+				st->log_lost++; /* ring buffer full: the log is incomplete */
+		}
 	}
 	return drop ? TC_DROP : TC_PASS;
 }

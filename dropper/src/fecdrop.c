@@ -245,11 +245,14 @@ static void configure(struct instance *in, struct options *o, int keep_filter)
 	if (c.model == FD_MODEL_TRACE)
 		memset(in->drop, 0, FD_TABLE_WORDS * sizeof(__u64));
 	prepare_model(&c, o->trace, o->table_len, in->drop, in->state);
-	in->bss->cfg.model = FD_MODEL_NONE; /* packets in flight during the switch are delivered */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	/* Packets passing during the switch are delivered; the new model starts at index 0. (Change
+	 * parameters between runs: a packet racing with the reset may still take an index.) */
+	__atomic_store_n(&in->bss->cfg.model, FD_MODEL_NONE, __ATOMIC_SEQ_CST);
+	__u32 model = c.model;
+	c.model = FD_MODEL_NONE;
 	memcpy(&in->bss->cfg, &c, sizeof(c));
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	reset_stream(in);
+	__atomic_store_n(&in->bss->cfg.model, model, __ATOMIC_SEQ_CST);
 }
 
 static void instance_from_skel(struct fecdrop_bpf *skel, struct instance *in)
@@ -332,6 +335,7 @@ static void print_stats(struct instance *in)
 		sum.dropped += per[i].dropped;
 		sum.bursts += per[i].bursts;
 		sum.gso += per[i].gso;
+		sum.log_lost += per[i].log_lost;
 	}
 	free(per);
 	index = __atomic_load_n(&in->bss->next_index, __ATOMIC_SEQ_CST);
@@ -352,10 +356,10 @@ static void print_stats(struct instance *in)
 	printf("{\"model\": \"%s\", \"seed\": %llu, \"stream\": %llu, \"index\": %llu"
 	       ", \"seen\": %llu, \"matched\": %llu, \"unmatched\": %llu, \"dropped\": %llu"
 	       ", \"good\": %llu, \"bad\": %llu, \"bursts\": %llu, \"longest_burst\": %llu, \"gso\": %llu"
-	       ", \"non_ip\": %llu, \"table_len\": %llu}\n",
+	       ", \"non_ip\": %llu, \"log_lost\": %llu, \"table_len\": %llu}\n",
 	       model_name(c->model), c->seed, c->stream, index, index + sum.nonip + sum.unmatched, index,
 	       sum.unmatched, sum.dropped, c->model == FD_MODEL_GE ? index - bad : 0, bad, sum.bursts, longest,
-	       sum.gso, sum.nonip, c->table_len);
+	       sum.gso, sum.nonip, sum.log_lost, c->table_len);
 }
 
 /* ---------- attach / detach ---------- */

@@ -50,6 +50,7 @@ struct fd_stats {
 	__u64 dropped;
 	__u64 bursts;    /* dropped packets whose predecessor (index - 1) was delivered */
 	__u64 gso;       /* skbs with gso_segs > 1 (one verdict would hit several wire packets) */
+	__u64 log_lost;  /* verdict records the full ring buffer could not take */
 };
 
 /* Gilbert-Elliott chain beyond the decision table, advanced under a lock. */

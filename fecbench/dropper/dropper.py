@@ -266,7 +266,8 @@ class Dropper:
 
     def verdict_log(self) -> np.ndarray:
         """Verdicts since the last set/reset, sorted by index: fields index, verdict, state, len.
-        Needs log=True at attach (the ring buffer holds about LOG_BYTES / 24 records)."""
+        Needs log=True at attach (the ring buffer holds about log_bytes / 24 records; records that did
+        not fit are counted in stats()["log_lost"])."""
         self._check()
         if not self.log:
             raise UserError(f"dropper {self.name} was attached without log=True")

@@ -50,6 +50,7 @@ METRIC_TITLES = {
 }
 FACTOR_TITLES = {"bw": "bandwidth (Mbit/s)", "owd": "one-way delay (ms)", "p": "p", "r": "r", "k": "k",
                  "h": "h", "loss": "loss rate"}
+FINE_RATIO_TICKS = [0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.8, 2, 2.5]
 NICE_RATIO_TICKS = [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10, 20]
 STATUS_COLORS = {"ok": "#4c9a2a", "failed": "#c0392b", "timeout": "#e67e22", "unsupported": "#95a5a6",
                  "fidelity": "#8e44ad", "interrupted": "#f1c40f", "pending": "#d0d3d4"}
@@ -146,12 +147,15 @@ def _log2_axis(ax, which: str, values: pd.Series) -> None:
         return
     low, high = min(low, 0.9), max(high, 1.1)
     span = math.log2(high) - math.log2(low)
-    if span <= 4:  # less than 16×: round numbers between the powers of two
-        ticks = [t for t in NICE_RATIO_TICKS if low / 1.2 <= t <= high * 1.2]
+    pad = 2 ** (0.04 * max(span, 1))
+    if span <= 1.3:  # less than 2.5×: tenths
+        candidates = FINE_RATIO_TICKS
+    elif span <= 4:  # less than 16×: round numbers between the powers of two
+        candidates = NICE_RATIO_TICKS
     else:
         step = math.ceil(span / 8)
-        ticks = [2.0 ** e for e in range(math.floor(math.log2(low)), math.ceil(math.log2(high)) + 1, step)]
-    pad = 2 ** (0.04 * max(span, 1))
+        candidates = [2.0 ** e for e in range(math.floor(math.log2(low)), math.ceil(math.log2(high)) + 1, step)]
+    ticks = [t for t in candidates if low / pad <= t <= high * pad]
     set_scale, set_lim = (ax.set_xscale, ax.set_xlim) if which == "x" else (ax.set_yscale, ax.set_ylim)
     axis = ax.xaxis if which == "x" else ax.yaxis
     set_scale("log", base=2)
@@ -368,40 +372,53 @@ def _identity_scatter(ax, configured: pd.Series, measured: pd.Series, ok: pd.Ser
 
 @styled
 def fidelity_scatter(fid: pd.DataFrame) -> Figure:
-    """Measured against configured RTT and rate (a ``results.fidelity`` frame), identity line."""
-    fig = Figure(figsize=(9.0, 3.8), layout="constrained")
-    rtt_ax, rate_ax = fig.subplots(1, 2)
-    if fid.empty:
-        _empty(fig, rate_ax, "")
-        return _empty(fig, rtt_ax, "no fidelity measurements in this database")
+    """Measured against configured RTT and rate (a ``results.fidelity`` frame), identity line.
+
+    One panel per quantity that has measurements (the rate is not measured on every backend).
+    """
+    panels = [(title, fid[f"{col}_configured_{unit}"], fid[f"{col}_measured_{unit}"], label)
+              for title, col, unit, label in (("round-trip time", "rtt", "ms", "RTT (ms)"),
+                                              ("bottleneck rate", "rate", "mbit", "rate (Mbit/s)"))
+              if not fid.empty and (fid[f"{col}_configured_{unit}"].notna()
+                                    & fid[f"{col}_measured_{unit}"].notna()).any()]
+    fig, axes = _grid(len(panels), 2, width=4.6, height=3.8)
+    if not panels:
+        return _empty(fig, axes[0], "no fidelity measurements in this database")
     ok = fid["ok"].astype("object").where(fid["ok"].notna(), None) if "ok" in fid else None
-    _identity_scatter(rtt_ax, fid["rtt_configured_ms"], fid["rtt_measured_ms"], ok,
-                      "configured RTT (ms)", "measured RTT (ms)")
-    _identity_scatter(rate_ax, fid["rate_configured_mbit"], fid["rate_measured_mbit"], ok,
-                      "configured rate (Mbit/s)", "measured rate (Mbit/s)")
-    rtt_ax.set_title("round-trip time")
-    rate_ax.set_title("bottleneck rate")
+    for ax, (title, configured, measured, label) in zip(axes, panels, strict=True):
+        _identity_scatter(ax, configured, measured, ok, f"configured {label}", f"measured {label}")
+        ax.set_title(title)
     return fig
 
 
 @styled
 def loss_fidelity(stats: pd.DataFrame) -> Figure:
-    """Observed loss rate per run and link direction against the loss model's long-run rate."""
+    """Loss rate counted by the dropper against the model's long-run rate, per link direction.
+
+    Runs with the same model (same design point) are pooled, since one short run sees few packets;
+    the grey bars show the model's ±2σ for the number of packets counted.
+    """
     usable = stats[stats["loss_rate"].notna() & stats["expected_loss"].notna()]
-    fig = Figure(figsize=(5.2, 4.0), layout="constrained")
+    fig = Figure(figsize=(5.4, 4.2), layout="constrained")
     ax = fig.subplots()
     if usable.empty:
         return _empty(fig, ax, "no dropper counters with a known loss model")
-    data = usable.assign(where=usable["link"] + " " + usable["direction"])
-    sns.scatterplot(data=data, x="expected_loss", y="loss_rate", hue="where", ax=ax, s=20, alpha=0.7,
-                    edgecolor="none")
-    high = max(data["expected_loss"].max(), data["loss_rate"].max(), 0.01) * 1.05
-    ax.plot([0, high], [0, high], color="0.2", linestyle="--", linewidth=1)
-    ax.set_xlim(-0.01 * high, high)
-    ax.set_ylim(-0.01 * high, high)
+    counted = usable["matched"].where(usable["matched"] > 0, usable["seen"])
+    pooled = (usable.assign(counted=counted, where=usable["link"] + " " + usable["direction"])
+              .groupby(["where", "expected_loss"], as_index=False)[["dropped", "counted"]].sum())
+    pooled["observed"] = pooled["dropped"] / pooled["counted"]
+    sigma = np.sqrt(pooled["expected_loss"] * (1 - pooled["expected_loss"]) / pooled["counted"])
+    ax.vlines(pooled["expected_loss"], (pooled["expected_loss"] - 2 * sigma).clip(lower=0),
+              pooled["expected_loss"] + 2 * sigma, color="0.75", linewidth=3, zorder=1)
+    sns.scatterplot(data=pooled, x="expected_loss", y="observed", hue="where", ax=ax, s=28, alpha=0.85,
+                    edgecolor="none", zorder=2)
+    high = max(pooled["expected_loss"].max(), pooled["observed"].max(), 0.01) * 1.08
+    ax.plot([0, high], [0, high], color="0.2", linestyle="--", linewidth=1, zorder=0)
+    ax.set_xlim(-0.02 * high, high)
+    ax.set_ylim(-0.02 * high, high)
     ax.set_xlabel("loss rate of the model")
-    ax.set_ylabel("loss rate observed by the dropper")
-    ax.set_title("dropped / matched packets per run")
+    ax.set_ylabel("loss rate counted by the dropper")
+    ax.set_title("dropped / matched packets, pooled per model")
     ax.legend(frameon=False, fontsize=8)
     return fig
 

@@ -111,8 +111,15 @@ def test_overview_figures(download_db):
     assert widths == len(frame)
     fig = analysis.fidelity_scatter(results.fidelity(download_db))
     assert [ax.get_title() for ax in fig.axes] == ["round-trip time", "bottleneck rate"]
-    fig = analysis.loss_fidelity(results.link_stats(download_db))
-    assert fig.axes[0].get_xlabel() == "loss rate of the model"
+    no_rate = results.fidelity(download_db).assign(rate_configured_mbit=None, rate_measured_mbit=None)
+    assert [ax.get_title() for ax in analysis.fidelity_scatter(no_rate).axes if ax.axison] == ["round-trip time"]
+    stats = results.link_stats(download_db)
+    ax = analysis.loss_fidelity(stats).axes[0]
+    assert ax.get_xlabel() == "loss rate of the model"
+    # Runs with the same model are pooled: one marker per link direction and model.
+    groups = stats.groupby(["link", "direction", "expected_loss"]).ngroups
+    assert sum(len(c.get_offsets()) for c in ax.collections if c.get_offsets().size and
+               type(c).__name__ == "PathCollection") == groups
 
 
 def test_empty_inputs_give_a_note_not_an_exception(download_db):

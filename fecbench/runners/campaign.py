@@ -30,6 +30,7 @@ from fecbench.runners import procs
 from fecbench.runners.design import Design, parse_design
 from fecbench.runners.metrics import MetricsError, collect_metrics
 from fecbench.runners.runs import Run, enumerate_runs, estimate_seconds
+from fecbench.specs import load_toml
 
 # link_stats column -> the dropper's counter name.
 _DROPPER_NAMES = {"ge_good": "good", "ge_bad": "bad", "gso_seen": "gso"}
@@ -136,7 +137,9 @@ def prepare(design_path: str | Path) -> Prepared:
         rtt_ms[point] = topology.configured_rtt(0, resolved)
         rate_mbit[point] = topology.path_rate(0, resolved)
 
-    experiment_hash = design.experiment_hash(topology_text)
+    # The parsed topology, not its text: editing a comment must not orphan the results already obtained.
+    experiment_hash = design.experiment_hash(json.dumps(load_toml(design.topology_path), sort_keys=True,
+                                                        default=str))
     runs = enumerate_runs(design, points, experiment_hash)
     return Prepared(design=design, topology=topology, topology_text=topology_text, space=space, plan=plan,
                     points=points, factor_types=factor_types, experiment_hash=experiment_hash, runs=runs,

@@ -84,9 +84,8 @@ class Process:
             if self.wait(grace_s) is None:
                 self._signal_group(signal.SIGKILL)
                 self.wait(5.0)
-        else:
-            # The leader is gone; anything it left in its group still goes.
-            self._signal_group(signal.SIGKILL)
+        # Whatever the leader left in its group (children that ignored SIGTERM) goes too.
+        self._signal_group(signal.SIGKILL)
         if self.ended is None:
             self.ended = time.monotonic()
         with contextlib.suppress(Exception):

@@ -26,7 +26,7 @@ from fecbench.errors import UserError, require_root
 
 REPO = Path(__file__).resolve().parents[2]
 PIN_ROOT = Path("/sys/fs/bpf/fecbench")
-GE_TABLE_LEN = 1 << 20  # Gilbert-Elliott packets pre-generated per set(); later ones use the locked chain
+GE_TABLE_LEN = 1 << 21  # Gilbert-Elliott packets pre-generated per set(); later ones use the locked chain
 LOG_BYTES = 1 << 24  # ring buffer of the verdict log: ~700 000 records of 24 bytes
 PROTOCOLS = {"udp": 17, "tcp": 6, None: None}
 RECORD_DTYPE = np.dtype([("index", "<u8"), ("verdict", "u1"), ("state", "u1"), ("pad", "<u2"), ("len", "<u4")])

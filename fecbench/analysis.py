@@ -239,8 +239,12 @@ def ratio_ecdf(pairs: pd.DataFrame, *, title: str | None = None, ncols: int = 3)
 
 @styled
 def ratio_vs_factors(pairs: pd.DataFrame, factors: Sequence[str] | None = None, *, label: str | None = None,
-                     ncols: int = 3) -> Figure:
-    """The ratio ``label / baseline`` against each design factor, coloured by size, log2 y axis."""
+                     per_point: bool = True, ncols: int = 3) -> Figure:
+    """The ratio ``label / baseline`` against each design factor, coloured by size, log2 y axis.
+
+    ``per_point``: one marker per design point and size, the median ratio over its repetitions
+    (as the 2019 paper reduces its 9 repetitions); otherwise one marker per pair.
+    """
     metric = pairs.attrs.get("metric", "metric")
     factors = list(factors if factors is not None else pairs.attrs.get("factors", []))
     factors = [f for f in factors if f in pairs and pd.api.types.is_numeric_dtype(pairs[f])]
@@ -248,6 +252,11 @@ def ratio_vs_factors(pairs: pd.DataFrame, factors: Sequence[str] | None = None, 
     if label is None and len(usable):
         label = sorted(usable["label"].unique())[0]
     usable = usable[usable["label"] == label]
+    if per_point and "point" in usable and len(usable):
+        keys = [k for k in ("design_hash", "workload", "point", "size") if k in usable]
+        medians = usable.groupby(keys, dropna=False)["ratio"].median().rename("ratio")
+        usable = (usable.drop(columns="ratio").drop_duplicates(keys)
+                  .merge(medians.reset_index(), on=keys, how="left"))
     fig, axes = _grid(len(factors), ncols, width=3.6, height=3.0)
     if not factors or usable.empty:
         return _empty(fig, axes[0], "no paired ok runs or no numeric factors")
@@ -270,7 +279,9 @@ def ratio_vs_factors(pairs: pd.DataFrame, factors: Sequence[str] | None = None, 
             handles, names = ax.get_legend_handles_labels()
             ax.get_legend().remove()
             fig.legend(handles, names, title="file size", loc="outside right upper", frameon=False)
-    fig.suptitle(f"{metric_title(metric).split(' (')[0]} ratio {label} / {baseline} against each factor")
+    what = "median over repetitions per design point" if per_point else "every repetition"
+    fig.suptitle(f"{metric_title(metric).split(' (')[0]} ratio {label} / {baseline} against each factor\n"
+                 f"({what})")
     return fig
 
 

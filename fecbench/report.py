@@ -148,7 +148,8 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
                 for label in sorted(pairs["label"].unique()):
                     figure(f"dct-ratio-vs-factors-{slug(label)}",
                            analysis.ratio_vs_factors(pairs, label=label),
-                           f"DCT ratio {label} / {base} against each design factor.")
+                           f"DCT ratio {label} / {base} against each design factor "
+                           "(median over the repetitions of each point).")
             others = sorted(set(downloads["label"]) - {base})
             if len(others) >= 2:  # two FEC variants against each other (Fig. 7: RLC / Reed-Solomon)
                 fec_pairs = results.paired(downloads, baseline=others[1], labels=[others[0]], metric="dct_ms")

@@ -8,6 +8,7 @@ import sys
 from importlib.util import find_spec
 
 import matplotlib
+import numpy as np
 import pandas as pd
 import pytest
 from analysis_db import DOWNLOAD_LABELS, SIZES, make_download_db, make_messages_db
@@ -76,13 +77,19 @@ def test_ratio_ecdf_one_panel_per_label_one_curve_per_size(download_db):
 
 def test_ratio_vs_factors_panels(download_db):
     pairs = results.paired(download_db)
-    fig = analysis.ratio_vs_factors(pairs, label="quic-fec-rs")
-    panels = [ax for ax in fig.axes if ax.axison]
-    assert [ax.get_xlabel() for ax in panels] == [analysis.factor_title(f) for f in pairs.attrs["factors"]]
-    for ax in panels:
-        assert sum(is_reference_line(line, "y") for line in ax.get_lines()) == 1
-        points = sum(len(c.get_offsets()) for c in ax.collections)
-        assert points == int(((pairs["label"] == "quic-fec-rs") & pairs["ratio"].notna()).sum())
+    mine = pairs[(pairs["label"] == "quic-fec-rs") & pairs["ratio"].notna()]
+    for per_point, markers in ((False, len(mine)), (True, mine.groupby(["point", "size"]).ngroups)):
+        fig = analysis.ratio_vs_factors(pairs, label="quic-fec-rs", per_point=per_point)
+        panels = [ax for ax in fig.axes if ax.axison]
+        assert [ax.get_xlabel() for ax in panels] == [analysis.factor_title(f) for f in pairs.attrs["factors"]]
+        for ax in panels:
+            assert sum(is_reference_line(line, "y") for line in ax.get_lines()) == 1
+            assert sum(len(c.get_offsets()) for c in ax.collections) == markers
+    # The per-point marker of (point 0, 1 MB) sits at the median ratio of its repetitions.
+    ax = analysis.ratio_vs_factors(pairs, ["bw"], label="quic-fec-rs").axes[0]
+    offsets = np.concatenate([c.get_offsets() for c in ax.collections])
+    sub = mine[(mine["point"] == 0) & (mine["size"] == 1_000_000)]
+    assert any(np.isclose(x, sub["bw"].iloc[0]) and np.isclose(y, sub["ratio"].median()) for x, y in offsets)
 
 
 def test_metric_ecdf_per_size_and_label_colours(download_db, messages_db):

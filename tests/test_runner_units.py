@@ -321,6 +321,12 @@ def test_cli_dry_run_and_errors(tmp_path: Path) -> None:
     assert "bad.toml" in out.stderr and "impl[0].args.behave" in out.stderr and "Traceback" not in out.stderr
     out = _fecbench("run", str(path), "--retry", "oops", "--dry-run", cwd=tmp_path)
     assert out.returncode == 2 and "--retry" in out.stderr
+    out = _fecbench("run", str(path), "--link-backend", "carrier-pigeon", cwd=tmp_path)
+    assert out.returncode == 2 and "--link-backend" in out.stderr
+    foreign = tmp_path / "foreign.sqlite"
+    sqlite3.connect(foreign).execute("CREATE TABLE t (x)").connection.commit()
+    out = _fecbench("run", str(path), "--dry-run", "--db", str(foreign), cwd=tmp_path)
+    assert out.returncode == 2 and "foreign.sqlite" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_shipped_designs_validate() -> None:

@@ -454,31 +454,41 @@ def run_campaign(prepared: Prepared, db_path: Path, *, retry: set[str], link_bac
 
     console = console or Console()
     design = prepared.design
+    todo = select_runs(prepared, read_statuses(db_path), retry)
+    summary = Summary(total=len(prepared.runs), selected=len(todo), counts=Counter())
+    if not todo:
+        return summary
     impls_info = {e.label: {"name": e.name, "args": e.args, **e.descriptor.fingerprint()} for e in design.impls}
-    conn = dbmod.connect(db_path)
-    try:
-        statuses = dbmod.run_statuses(conn)
-        todo = select_runs(prepared, statuses, retry)
-        counts: Counter = Counter()
-        summary = Summary(total=len(prepared.runs), selected=len(todo), counts=counts)
-        if not todo:
-            host_info = fingerprint(link_backend)
-            open_campaign(prepared, conn, link_backend or "unknown", host_info, impls_info)
-            return summary
-        log_root = db_path.resolve().parent / f"{db_path.stem}.logs"
-        first = todo[0]
-        with sigterm_as_interrupt(), Network(prepared.topology, first.values, backend=link_backend) as net:
-            backend = str(net.backend)
-            host_info = fingerprint(backend)
-            campaign_id = open_campaign(prepared, conn, backend, host_info, impls_info)
-            conn.execute("UPDATE runs SET campaign_id=? WHERE campaign_id IS NULL", (campaign_id,))
+    log_root = db_path.resolve().parent / f"{db_path.stem}.logs"
+    # The network first: if it cannot be built, no database is created or touched.
+    with sigterm_as_interrupt(), Network(prepared.topology, todo[0].values, backend=link_backend) as net:
+        backend = str(net.backend)
+        conn = dbmod.connect(db_path)
+        try:
+            open_campaign(prepared, conn, backend, fingerprint(backend), impls_info)
             executor = Executor(prepared, conn, net, log_root, keep_logs)
             if design.verdict_log and design.loss.model != "none":
                 executor.enable_verdict_logs()
             _loop(executor, todo, summary, backend, console)
-        return summary
-    finally:
-        conn.close()
+        finally:
+            conn.close()
+    return summary
+
+
+def read_statuses(db_path: Path) -> dict[str, str]:
+    """key -> status of the runs already in a results database (empty if it does not exist yet)."""
+    if not db_path.exists():
+        return {}
+    try:
+        conn = dbmod.open_readonly(db_path)
+        try:
+            if dbmod.schema_version(conn) > dbmod.SCHEMA_VERSION:
+                raise dbmod.SchemaError(f"schema version {dbmod.schema_version(conn)} is newer than this fecbench")
+            return dict(conn.execute("SELECT key, status FROM runs").fetchall())
+        finally:
+            conn.close()
+    except (sqlite3.Error, dbmod.SchemaError) as exc:
+        raise UserError(f"{db_path}: cannot use this results database: {exc}") from None
 
 
 def _loop(executor: Executor, todo: list[Run], summary: Summary, backend: str, console: Any) -> None:

@@ -28,19 +28,14 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         keep_logs: bool = typer.Option(False, "--keep-logs", help="Keep the log folder of ok runs too."),
         ) -> None:
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
-    from fecbench import db as dbmod
-    from fecbench.runners.campaign import parse_retry, prepare, run_campaign, select_runs
+    from fecbench.runners.campaign import parse_retry, prepare, read_statuses, run_campaign, select_runs
 
+    if link_backend not in (None, "netem", "delayline"):
+        raise UserError(f"--link-backend: unknown backend {link_backend!r} (allowed: netem, delayline)")
     retry_set = parse_retry(retry)
     prepared = prepare(design)
     db_path = db or prepared.design.default_db()
-    statuses = {}
-    if db_path.exists():
-        try:
-            with dbmod.open_readonly(db_path) as conn:
-                statuses = dict(conn.execute("SELECT key, status FROM runs").fetchall())
-        except Exception as exc:  # not a database, or another schema
-            raise UserError(f"{db_path}: cannot read the results database: {exc}") from None
+    statuses = read_statuses(db_path)
     todo = select_runs(prepared, statuses, retry_set)
     if dry_run:
         _print_dry_run(prepared, todo, statuses, db_path)

@@ -77,7 +77,7 @@ def test_verdict_logs_agree_across_implementations(tmp_path: Path) -> None:
             assert seed_a == seed_b
             assert np.array_equal(a["index"], np.arange(len(a)))  # every packet logged, from index 0
             common = min(len(a), len(b))
-            assert common > 20
+            assert common > 10  # a 50 kB download: ~50 data packets one way, ~20 acks the other
             assert np.array_equal(a["verdict"][:common], b["verdict"][:common])
             # ... and both equal the reference model's sequence for this run's seed and stream.
             reference = reference_verdicts(LossModel.uniform(p), seed_a, stream, max(len(a), len(b)))

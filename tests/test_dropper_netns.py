@@ -265,3 +265,17 @@ def test_verdict_log_overflow_is_counted(line):
         assert st["log_lost"] > 0 and len(log) + st["log_lost"] == 1000
         want = reference_verdicts(LossModel.uniform(0.2), 0, 0, 1000)
         assert np.array_equal(log["verdict"].astype(bool), want[log["index"].astype(np.int64)])
+
+
+def test_detach_after_the_namespace_is_gone():
+    ns = f"{cleanup.prefix()}{uuid.uuid4().hex[:4]}gone"
+    sh("ip", "netns", "add", ns)
+    cleanup.record("netns", ns)
+    try:
+        sh("ip", "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
+        d = Dropper.attach("v0", netns=ns, model=LossModel.uniform(0.5))
+    finally:
+        subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
+        cleanup.forget("netns", ns)
+    d.detach()  # the interface vanished with its namespace: detach still removes the pins
+    assert not d.pin.exists()

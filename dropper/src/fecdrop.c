@@ -197,9 +197,22 @@ static int pinned(const char *dir, const char *name)
 	return fd;
 }
 
+/* An instance pinned by another build of this tool may lay its maps out differently: refuse it. */
+static int check_layout(int fd, __u32 value_size, const char *dir)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) || info.value_size != value_size)
+		die(2, "the dropper at %s was attached by another build of fecdrop: detach it and attach again", dir);
+	return fd;
+}
+
 static void open_pinned(const char *dir, struct instance *in)
 {
-	in->bss = map_mmap(pinned(dir, "bss"), &in->bss_size);
+	check_layout(pinned(dir, "stats"), sizeof(struct fd_stats), dir);
+	check_layout(pinned(dir, "chain"), sizeof(struct fd_chain), dir);
+	in->bss = map_mmap(check_layout(pinned(dir, "bss"), sizeof(struct fecdrop_bpf__bss), dir), &in->bss_size);
 	in->drop = map_mmap(pinned(dir, "table_drop"), NULL);
 	in->state = map_mmap(pinned(dir, "table_state"), NULL);
 	in->stats_fd = pinned(dir, "stats");
@@ -356,10 +369,11 @@ static void print_stats(struct instance *in)
 	printf("{\"model\": \"%s\", \"seed\": %llu, \"stream\": %llu, \"index\": %llu"
 	       ", \"seen\": %llu, \"matched\": %llu, \"unmatched\": %llu, \"dropped\": %llu"
 	       ", \"good\": %llu, \"bad\": %llu, \"bursts\": %llu, \"longest_burst\": %llu, \"gso\": %llu"
-	       ", \"non_ip\": %llu, \"log_lost\": %llu, \"table_len\": %llu}\n",
+	       ", \"non_ip\": %llu, \"log_lost\": %llu, \"table_len\": %llu, \"t_drop\": %llu, \"t_p\": %llu"
+	       ", \"t_r\": %llu, \"t_k\": %llu, \"t_h\": %llu}\n",
 	       model_name(c->model), c->seed, c->stream, index, index + sum.nonip + sum.unmatched, index,
 	       sum.unmatched, sum.dropped, c->model == FD_MODEL_GE ? index - bad : 0, bad, sum.bursts, longest,
-	       sum.gso, sum.nonip, sum.log_lost, c->table_len);
+	       sum.gso, sum.nonip, sum.log_lost, c->table_len, c->t_drop, c->t_p, c->t_r, c->t_k, c->t_h);
 }
 
 /* ---------- attach / detach ---------- */

@@ -93,16 +93,24 @@ def set_(name: str = NAME, model: ModelKind = MODEL, p: float = P, r: float = R,
 
 
 @app.command()
-def stats(name: str = NAME, json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """An instance's counters."""
+def stats(name: str = typer.Option(None, "--name", help="Instance name (default: every instance)."),
+          json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Counters of one instance, or of every instance under /sys/fs/bpf/fecbench."""
     from fecbench.dropper import Dropper
+    from fecbench.dropper.dropper import PIN_ROOT
 
-    st = Dropper.open(name).stats()
+    names = [name] if name else sorted(p.name for p in PIN_ROOT.glob("*") if (p / "link").exists())
+    all_stats = [Dropper.open(n).stats() for n in names]
     if json_out:
-        print(json.dumps(st))
+        print(json.dumps(all_stats[0] if name else all_stats))
         return
-    for key, value in st.items():
-        console.print(f"{key:>14}: {value}")
+    if not names:
+        console.print("no dropper instances")
+    for st in all_stats:
+        console.print(f"[bold]{st['name']}[/bold]")
+        for key, value in st.items():
+            if key not in ("name", "dev", "direction"):
+                console.print(f"{key:>14}: {value}")
 
 
 @app.command()

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from fecbench import cleanup
-from fecbench.dropper.model import LossModel, threshold
+from fecbench.dropper.model import ONE, LossModel, threshold
 from fecbench.errors import UserError, require_root
 
 REPO = Path(__file__).resolve().parents[2]
@@ -251,7 +251,12 @@ class Dropper:
         st["matched"] = st["index"]  # every matching packet takes one index
         st["loss_rate"] = st["dropped"] / st["matched"] if st["matched"] else 0.0
         st["name"], st["dev"], st["direction"] = self.name, self.dev, self.direction
-        st.update({f"model_{k}": v for k, v in self.model.as_dict().items() if k != "model"})
+        # the parameters in force, read back from the kernel's thresholds
+        thresholds = {key: st.pop(f"t_{key}") / ONE for key in ("drop", "p", "r", "k", "h")}
+        if st["model"] == "uniform":
+            st["model_p"] = thresholds["drop"]
+        elif st["model"] == "gilbert-elliott":
+            st.update({f"model_{key}": thresholds[key] for key in ("p", "r", "k", "h")})
         return st
 
     def _drain_log(self) -> np.ndarray:

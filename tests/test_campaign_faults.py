@@ -4,10 +4,12 @@ the campaign goes on, a rerun resumes by key, --retry re-runs only what it names
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from campaign_helpers import fake_design, fecbench, rows
+from campaign_helpers import ROOT, fake_design, fecbench, rows
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 
@@ -89,3 +91,40 @@ def test_fault_statuses_resume_and_retry(tmp_path: Path) -> None:
 
     status = fecbench("status", str(db), "--timing")
     assert status.returncode == 0 and "per-run overhead" in status.stdout and "failures by kind" in status.stdout
+
+
+def _in_small_tmpfs(folder: Path, size: str, argv: list[str]) -> subprocess.CompletedProcess:
+    """Run argv in a private mount namespace where `folder` is a tmpfs of `size` (nothing else sees it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = 'mount -t tmpfs -o size="$1" fbtest "$2" && shift 2 && exec "$@"'
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", size,
+                           str(folder), *argv], capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+
+
+def test_full_disk(tmp_path: Path) -> None:
+    """A nearly full disk stops before the campaign; a disk filled during it ends in a clear error with
+    the database consistent (what was recorded stays, the run in progress is resumable)."""
+    design = fake_design(tmp_path / "full.toml", {"fill": {"behave": "fill"}, "ok": {}}, points=2,
+                         extra='order = "sequential"')
+    small = tmp_path / "small"
+    out = _in_small_tmpfs(small, "10m", [sys.executable, "-m", "fecbench", "run", str(design), "--db",
+                                         str(small / "x.sqlite")])
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "MB free" in out.stderr and "Traceback" not in out.stderr
+
+    room = tmp_path / "room"
+    db = room / "full.sqlite"
+    # The database must survive the namespace: keep it on the real disk, the run logs on the tmpfs.
+    script = (f'{sys.executable} -m fecbench run "$0" --db "$1"; code=$?; '
+              f'cp "$1" "$2/"; cp "$1-wal" "$2/" 2>/dev/null; exit $code')
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    out = _in_small_tmpfs(room, "60m", ["sh", "-c", script, str(design), str(db), str(keep)])
+    assert out.returncode in (1, 2), out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+    text = out.stdout + out.stderr
+    assert "cannot write the results database" in text or "harness errors in a row" in text, text
+    saved = keep / "full.sqlite"
+    if saved.exists():
+        statuses = [r["status"] for r in rows(saved, "SELECT status FROM runs")]
+        assert set(statuses) <= {"ok", "failed", "interrupted", "pending"}

@@ -460,6 +460,7 @@ def run_campaign(prepared: Prepared, db_path: Path, *, retry: set[str], link_bac
         return summary
     impls_info = {e.label: {"name": e.name, "args": e.args, **e.descriptor.fingerprint()} for e in design.impls}
     log_root = db_path.resolve().parent / f"{db_path.stem}.logs"
+    check_free_space(db_path.resolve().parent)
     # The network first: if it cannot be built, no database is created or touched.
     with sigterm_as_interrupt(), Network(prepared.topology, todo[0].values, backend=link_backend) as net:
         backend = str(net.backend)
@@ -473,6 +474,18 @@ def run_campaign(prepared: Prepared, db_path: Path, *, retry: set[str], link_bac
         finally:
             conn.close()
     return summary
+
+
+MIN_FREE_BYTES = 50 * 10**6
+
+
+def check_free_space(folder: Path, minimum: int = MIN_FREE_BYTES) -> None:
+    """Refuse to start a campaign on a (nearly) full disk: runs write logs and the database grows."""
+    folder.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(folder).free
+    if free < minimum:
+        raise UserError(f"{folder}: only {free / 1e6:.1f} MB free, a campaign needs at least "
+                        f"{minimum / 1e6:.0f} MB (results database and run logs)")
 
 
 def read_statuses(db_path: Path) -> dict[str, str]:
@@ -513,7 +526,7 @@ def _loop(executor: Executor, todo: list[Run], summary: Summary, backend: str, c
         for run in todo:
             progress.update(task, description=f"{executor.design.name} [{run.label} p{run.point} r{run.repetition}]")
             started_wall = time.monotonic()
-            dbmod.start_run(conn, run.key, now_iso(), backend, executor.host)
+            _db_write(dbmod.start_run, conn, run.key, now_iso(), backend, executor.host)
             run_dir = executor.log_root / run.key[:16]
             try:
                 outcome = executor.execute(run)
@@ -539,13 +552,21 @@ def _loop(executor: Executor, todo: list[Run], summary: Summary, backend: str, c
                 break
 
 
+def _db_write(function: Any, *args: Any, **kwargs: Any) -> None:
+    """A database write; failing to record (disk full, database gone) stops the campaign with a clear error."""
+    try:
+        function(*args, **kwargs)
+    except sqlite3.Error as exc:
+        raise UserError(f"cannot write the results database ({exc}); the campaign stopped (free some disk "
+                        "space, then run the same command again to resume)") from None
+
+
 def _finish(conn: sqlite3.Connection, run: Run, outcome: Outcome, started_wall: float) -> None:
-    dbmod.finish_run(conn, run.key, status=outcome.status, error=outcome.error,
-                     server_log_tail=outcome.server_log, client_log_tail=outcome.client_log,
-                     finished_at=now_iso(), duration_s=time.monotonic() - started_wall,
-                     metrics=outcome.metrics, client_wall_ms=outcome.client_wall_ms,
-                     link_stats=outcome.link_stats, fidelity=outcome.fidelity,
-                     verdict_logs=outcome.verdict_logs)
+    _db_write(dbmod.finish_run, conn, run.key, status=outcome.status, error=outcome.error,
+              server_log_tail=outcome.server_log, client_log_tail=outcome.client_log,
+              finished_at=now_iso(), duration_s=time.monotonic() - started_wall,
+              metrics=outcome.metrics, client_wall_ms=outcome.client_wall_ms,
+              link_stats=outcome.link_stats, fidelity=outcome.fidelity, verdict_logs=outcome.verdict_logs)
 
 
 def _counts_text(counts: Counter) -> str:

@@ -2,7 +2,7 @@
 """A fake implementation for the runner's tests: a server that waits, a client that misbehaves on request.
 
 server --listen ADDR:PORT [--behave ok|die]      prints "listening ADDR:PORT", waits for SIGTERM
-client --server ADDR:PORT --size N --out PATH --behave ok|slow|fail|hang|unsupported|garbage|nometrics|badtype
+client --server ADDR:PORT --size N --out PATH --behave ok|slow|fill|fail|hang|unsupported|garbage|nometrics|badtype
 """
 
 import argparse
@@ -40,6 +40,14 @@ def client(args: argparse.Namespace) -> int:
         return 0
     if args.behave == "slow":
         time.sleep(0.5)
+    if args.behave == "fill":  # fill the disk holding the metrics file, then carry on
+        try:
+            with open(args.out + ".fill", "wb") as fill:
+                while True:
+                    fill.write(b"\0" * (1 << 20))
+                    fill.flush()
+        except OSError as exc:
+            print(f"fake client: disk full: {exc}", file=sys.stderr)
     metrics = {"dct_ms": (time.monotonic() - start) * 1000, "bytes_app": args.size, "handshake_ms": 0.0}
     if args.behave == "badtype":
         metrics["dct_ms"] = "fast"

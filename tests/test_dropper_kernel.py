@@ -30,6 +30,7 @@ def test_kernel_equals_reference(name, threads):
         result = verify(MODELS[name], seed, 3, 200_000, threads=threads)
         assert result.ok, result.summary()
         assert result.info["index"] == 200_000
+        assert len(result.info["fed_per_thread"]) == threads and min(result.info["fed_per_thread"]) > 0
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -582,8 +582,9 @@ struct feeder {
 	pthread_t thread;
 	int prog_fd, cpu;
 	_Atomic __u64 *issued;
-	__u64 total;
+	__u64 total, fed;
 	int failed;
+	pthread_barrier_t *start; /* all feeders start together, so that they overlap */
 };
 
 static void *feed(void *arg)
@@ -596,17 +597,20 @@ static void *feed(void *arg)
 	CPU_ZERO(&set);
 	CPU_SET(f->cpu, &set);
 	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	if (f->start)
+		pthread_barrier_wait(f->start);
 	for (;;) {
-		__u64 start = atomic_fetch_add(f->issued, 64);
+		__u64 start = atomic_fetch_add(f->issued, 16);
 
 		if (start >= f->total)
 			break;
-		__u64 batch = f->total - start < 64 ? f->total - start : 64;
+		__u64 batch = f->total - start < 16 ? f->total - start : 16;
 		LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = len, .repeat = batch);
 		if (bpf_prog_test_run_opts(f->prog_fd, &opts)) {
 			f->failed = errno;
 			break;
 		}
+		f->fed += batch;
 	}
 	return NULL;
 }
@@ -646,10 +650,13 @@ static void cmd_testrun(struct options *o)
 	rb = ring_buffer__new(in.log_fd, on_record, &sink, NULL);
 	if (!rb)
 		die(1, "open ring buffer: %s", strerror(errno));
+	pthread_barrier_t start;
+
+	pthread_barrier_init(&start, NULL, o->threads);
 	f = calloc(o->threads, sizeof(*f));
 	for (int t = 0; t < o->threads; t++) {
 		f[t] = (struct feeder){.prog_fd = bpf_program__fd(skel->progs.fecdrop), .cpu = t % ncpu,
-				       .issued = &issued, .total = o->packets};
+				       .issued = &issued, .total = o->packets, .start = &start};
 		pthread_create(&f[t].thread, NULL, feed, &f[t]);
 	}
 	for (int t = 0; t < o->threads; t++) {
@@ -665,9 +672,13 @@ static void cmd_testrun(struct options *o)
 	if (!out || fwrite(sink.verdicts, 1, o->packets, out) != o->packets || fclose(out))
 		die(2, "cannot write %s", o->out);
 	printf("{\"packets\": %llu, \"threads\": %d, \"index\": %llu, \"records\": %llu, \"missing\": %llu"
-	       ", \"duplicates\": %llu, \"out_of_range\": %llu, \"stats\": ",
+	       ", \"duplicates\": %llu, \"out_of_range\": %llu, ",
 	       o->packets, o->threads, in.bss->next_index, sink.records, missing, sink.duplicates,
 	       sink.out_of_range);
+	printf("\"fed_per_thread\": [");
+	for (int t = 0; t < o->threads; t++)
+		printf("%s%llu", t ? ", " : "", f[t].fed);
+	printf("], \"stats\": ");
 	fflush(stdout);
 	print_stats(&in);
 	printf("}\n");

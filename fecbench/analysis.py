@@ -105,7 +105,10 @@ def labels_of(frame: pd.DataFrame) -> list[str]:
 def label_palette(labels: Sequence[str]) -> dict[str, tuple]:
     """One colour per label, in sorted label order: the same label has the same colour everywhere."""
     ordered = sorted(set(labels))
-    colors = sns.color_palette(LABEL_PALETTE, max(len(ordered), 1))
+    base = sns.color_palette(LABEL_PALETTE, 10)
+    # Colour-blind palette reordered so that the first labels get clearly distinct hues
+    # (its orange and vermillion are close: vermillion comes late).
+    colors = [base[i] for i in (0, 1, 2, 4, 5, 9, 6, 3, 8, 7)]
     return {label: colors[i % len(colors)] for i, label in enumerate(ordered)}
 
 

@@ -453,18 +453,33 @@ static void pin_or_die(int fd, const char *dir, const char *name)
 	}
 }
 
+struct link_job {
+	int prog_fd, ifindex, attach_type, fd, err;
+};
+
+static void *create_link(void *arg)
+{
+	struct link_job *j = arg;
+
+	j->fd = bpf_link_create(j->prog_fd, j->ifindex, j->attach_type, NULL);
+	j->err = j->fd < 0 ? errno : 0;
+	return NULL;
+}
+
 static void cmd_attach(struct options *o)
 {
 	int attach_type = o->egress ? ATTACH_TCX_EGRESS : ATTACH_TCX_INGRESS;
 	const char *hook = o->egress ? "egress" : "ingress";
 	struct fecdrop_bpf *skel;
+	struct link_job job;
 	struct instance in;
-	int ifindex, link_fd;
+	pthread_t thread;
+	int ifindex;
 
 	if (!o->dev || !o->pin)
 		die(2, "attach needs --dev and --pin");
 	if (o->netns)
-		enter_netns(o->netns);
+		enter_netns(o->netns); /* threads created from now on share this namespace */
 	ifindex = if_nametoindex(o->dev);
 	if (!ifindex)
 		die(2, "unknown interface %s%s%s", o->dev, o->netns ? " in namespace " : "", o->netns ? o->netns : "");
@@ -472,7 +487,6 @@ static void cmd_attach(struct options *o)
 		die(2, "a dropper is already attached to %s %s", o->dev, hook);
 	skel = load_skel(o->log_bytes);
 	instance_from_skel(skel, &in);
-	configure(&in, o, 0);
 	if (mkdir(o->pin, 0700) && errno != EEXIST)
 		die(1, "mkdir %s: %s", o->pin, strerror(errno));
 	pin_or_die(bpf_map__fd(skel->maps.bss), o->pin, "bss");
@@ -481,16 +495,22 @@ static void cmd_attach(struct options *o)
 	pin_or_die(in.stats_fd, o->pin, "stats");
 	pin_or_die(in.chain_fd, o->pin, "chain");
 	pin_or_die(in.log_fd, o->pin, "log");
-	link_fd = bpf_link_create(bpf_program__fd(skel->progs.fecdrop), ifindex, attach_type, NULL);
-	if (link_fd < 0) {
-		int err = errno;
-
+	/* Creating a tcx link waits for an RCU grace period (~10 ms): meanwhile, generate the model's
+	 * tables. Until configure() resets the stream and sets the model, the program's model is "none"
+	 * (zeroed .bss): it drops nothing, and the packets it sees then do not count. */
+	job = (struct link_job){.prog_fd = bpf_program__fd(skel->progs.fecdrop), .ifindex = ifindex,
+				.attach_type = attach_type};
+	if (pthread_create(&thread, NULL, create_link, &job))
+		die(1, "pthread_create");
+	configure(&in, o, 0);
+	pthread_join(thread, NULL);
+	if (job.fd < 0) {
 		remove_pins(o->pin);
-		die(err == EINVAL ? 2 : 1, "attach to %s %s: %s (needs tcx, Linux >= 6.6)", o->dev, hook,
-		    strerror(err));
+		die(job.err == EINVAL ? 2 : 1, "attach to %s %s: %s (needs tcx, Linux >= 6.6)", o->dev, hook,
+		    strerror(job.err));
 	}
 	/* The pinned link keeps the program attached after we exit; unlinking the pin detaches it. */
-	pin_or_die(link_fd, o->pin, "link");
+	pin_or_die(job.fd, o->pin, "link");
 	printf("{\"ifindex\": %d}\n", ifindex);
 }
 

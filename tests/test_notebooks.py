@@ -105,3 +105,33 @@ def test_notebooks_on_real_smoke_campaign(request, tmp_path):
             assert figures, f"{notebook.name} wrote no figure"
     assert {"status", "fidelity"} <= set(pngs(tmp_path / "01-campaign-overview"))
     assert {"dct-ecdf", "dct-ratio-ecdf"} <= set(pngs(tmp_path / "02-download-ratios"))
+
+
+@pytest.mark.require_root
+@pytest.mark.slow
+def test_realtime_notebook_on_real_messages_campaign(tmp_path):
+    """A tiny real messages campaign (the thesis design cut to 1 point, 2 labels, 2 s) through 03."""
+    import subprocess
+    import sys
+
+    import tomli_w
+
+    from fecbench.specs import load_toml
+
+    if not (ROOT / "quic-impls" / "fecq" / "target" / "release" / "fecq").exists():
+        pytest.skip("fecq is not built (make bootstrap)")
+    design = load_toml(ROOT / "designs" / "thesis2018-realtime.toml")
+    design["design"].update(name="nb-realtime", repetitions=1,
+                            topology=str(ROOT / design["design"]["topology"]))
+    design["space"]["points"] = 1
+    design["workload"]["duration"] = 2
+    design["impl"] = [i for i in design["impl"] if i["label"] in ("udp", "quic-fec-rs")]
+    spec = tmp_path / "realtime.toml"
+    spec.write_text(tomli_w.dumps(design))
+    db = tmp_path / "realtime.sqlite"
+    done = subprocess.run([sys.executable, "-m", "fecbench", "run", str(spec), "--db", str(db)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    execute(ROOT / "notebooks" / "03-realtime.ipynb", db, tmp_path / "figs")
+    assert set(pngs(tmp_path / "figs")) == {"rebuffering-ecdf", "data-received-ecdf",
+                                            "data-received-ratio-ecdf", "rebuffering-vs-owd"}

@@ -47,7 +47,7 @@ def _locked_state(pid: int | None = None):
 
 
 def record(kind: str, name: str, **info: Any) -> None:
-    """Record a resource this process just created. Kinds: pid, netns, bpf_pin, path, link."""
+    """Record a resource this process just created. Kinds: pid, netns, bpf_pin, path, link, tc_filter."""
     if kind not in _REMOVERS:
         raise ValueError(f"unknown resource kind {kind!r}")
     with _locked_state() as entries:
@@ -116,9 +116,34 @@ def _del_link(entry: dict[str, Any]) -> None:
     subprocess.run(argv, capture_output=True, check=False)
 
 
-_REMOVERS = {"pid": _kill_pid, "netns": _del_netns, "bpf_pin": _del_path, "path": _del_path, "link": _del_link}
-# Processes first (they hold namespaces and interfaces), then links, namespaces, pins and files.
-_ORDER = ["pid", "link", "netns", "bpf_pin", "path"]
+def _del_tc_filter(entry: dict[str, Any]) -> None:
+    """A clsact filter (a dropper on kernels without tcx) outlives its pins: delete it by handle and
+    priority in its namespace, then the clsact qdisc if we created it and it is empty. A namespace that
+    is gone took the filter with it; one whose path now names another namespace is not touched."""
+    ns = entry.get("netns") or "/proc/self/ns/net"
+    try:
+        st = os.stat(ns)
+    except OSError:
+        return
+    if (st.st_dev, st.st_ino) != (entry["netns_dev"], entry["netns_ino"]):
+        return
+    tc = ["nsenter", f"--net={ns}", "tc"] if entry.get("netns") else ["tc"]
+    dev = entry["dev"]
+    subprocess.run([*tc, "filter", "delete", "dev", dev, entry["direction"], "protocol", "all",
+                    "pref", str(entry["priority"]), "handle", hex(entry["handle"]), "bpf"],
+                   capture_output=True, check=False)
+    if entry.get("created_qdisc"):
+        shows = [subprocess.run([*tc, "filter", "show", "dev", dev, hook], capture_output=True, text=True,
+                                check=False) for hook in ("ingress", "egress")]
+        if all(p.returncode == 0 and not p.stdout.strip() for p in shows):
+            subprocess.run([*tc, "qdisc", "delete", "dev", dev, "clsact"], capture_output=True, check=False)
+
+
+_REMOVERS = {"pid": _kill_pid, "netns": _del_netns, "bpf_pin": _del_path, "path": _del_path, "link": _del_link,
+             "tc_filter": _del_tc_filter}
+# Processes first (they hold namespaces and interfaces), then tc filters (in namespaces that may still
+# exist), links, namespaces, pins and files.
+_ORDER = ["pid", "tc_filter", "link", "netns", "bpf_pin", "path"]
 
 
 def remove_entries(entries: list[dict[str, Any]]) -> None:

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-/* fecbench's seeded packet dropper: a tc (tcx) classifier, direct action.
+/* fecbench's seeded packet dropper: a tc classifier, direct action, on a tcx link or a clsact
+ * cls_bpf filter (the same program and return codes serve both hooks).
  *
  * Every IP packet that passes the filter gets the next stream index i (one atomic fetch-add) and the
  * verdict D[i] of the configured model, a pure function of (seed, stream, i):
@@ -18,7 +19,9 @@
 #include <bpf/bpf_endian.h>
 #include "fecdrop.h"
 
-#define TC_PASS 0
+/* Pass = TC_ACT_UNSPEC (cls_bpf) = TCX_NEXT (tcx): the hook's other filters and programs still run and
+ * decide, and with none the packet passes. Drop = TC_ACT_SHOT = TCX_DROP. */
+#define TC_PASS -1
 #define TC_DROP 2
 
 struct fd_config cfg = {};

@@ -2,13 +2,17 @@
 /* fecdrop: loader and control tool of the fecbench dropper (called by fecbench.dropper).
  *
  *   fecdrop attach  --dev IF --pin DIR [--netns PATH] [--direction egress|ingress] [--log-bytes N]
- *                   MODEL FILTER
+ *                   [--hook auto|tcx|clsact] [--handle H] MODEL FILTER
+ *                   tcx: a pinned tcx link (Linux >= 6.6); clsact: a cls_bpf filter (direct action, priority
+ *                   FD_TC_PRIORITY, handle H, default the program id) on the clsact qdisc, created if absent;
+ *                   auto: tcx when the kernel has it (probed), else clsact
  *   fecdrop set     --pin DIR MODEL     new parameters; resets the stream (index 0, state Good)
  *   fecdrop reset   --pin DIR           resets the stream and the counters
  *   fecdrop stats   --pin DIR           JSON counters
  *   fecdrop log     --pin DIR --out F   drain the verdict log (struct fd_record[]) into F
  *   fecdrop detach  --pin DIR           detach and remove the pins
  *   fecdrop hooks   --dev IF [--netns PATH]   number of droppers on the interface's hooks (JSON)
+ *   fecdrop probe                       does the kernel have tcx links? (JSON)
  *   fecdrop testrun MODEL --packets N --threads T --out F
  *                   BPF_PROG_TEST_RUN from T threads on T CPUs; F gets one byte per index (verdict)
  *   fecdrop bench   [--repeat N]        ns per packet of the empty program and of each model
@@ -40,6 +44,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
+#include <linux/netlink.h>
+#include <linux/pkt_cls.h>
+#include <linux/pkt_sched.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
 
 #include "fecdrop.h"
 #include "fecdrop.skel.h"
@@ -48,6 +57,24 @@
 #define ATTACH_TCX_INGRESS 46 /* enum bpf_attach_type, newer than Debian's uapi headers */
 #define ATTACH_TCX_EGRESS 47
 #define PROG_NAME "fecdrop"
+#define FD_TC_PRIORITY 1 /* clsact: before the hook's other filters (a pass lets them run) */
+
+enum { HOOK_AUTO, HOOK_TCX, HOOK_CLSACT };
+static const char *hook_names[] = {"auto", "tcx", "clsact"};
+
+/* Where an instance is attached, pinned next to its maps (as "attach") so that any later process can
+ * detach it: a clsact filter, unlike a tcx link, is not removed with its pins. */
+struct fd_attach {
+	__u32 hook;          /* HOOK_TCX or HOOK_CLSACT */
+	__u32 egress;
+	__u32 ifindex;
+	__u32 handle;        /* clsact: the filter's handle and priority */
+	__u32 priority;
+	__u32 created_qdisc; /* clsact: this instance created the clsact qdisc */
+	__u64 netns_dev, netns_ino; /* the namespace's identity (its path may outlive it, e.g. a PID) */
+	char netns[256];     /* namespace path ("" = the loader's own) */
+	char dev[16];
+};
 
 static void die(int code, const char *fmt, ...)
 {
@@ -63,7 +90,8 @@ static void die(int code, const char *fmt, ...)
 
 struct options {
 	const char *cmd, *dev, *pin, *netns, *out, *trace;
-	int egress, threads, log_bytes;
+	int egress, threads, log_bytes, hook;
+	__u32 handle;
 	__u64 packets, repeat;
 	int have_model;
 	struct fd_config cfg;
@@ -163,7 +191,7 @@ struct instance {
 	struct fecdrop_bpf__bss *bss;
 	size_t bss_size;
 	__u64 *drop, *state;
-	int stats_fd, chain_fd, log_fd;
+	int stats_fd, chain_fd, log_fd, attach_fd; /* attach_fd: -1 when not attached (testrun, bench) */
 };
 
 static void *map_mmap(int fd, size_t *size_out)
@@ -218,6 +246,7 @@ static void open_pinned(const char *dir, struct instance *in)
 	in->stats_fd = pinned(dir, "stats");
 	in->chain_fd = pinned(dir, "chain");
 	in->log_fd = pinned(dir, "log");
+	in->attach_fd = check_layout(pinned(dir, "attach"), sizeof(struct fd_attach), dir);
 }
 
 /* Index 0, state Good (or the saved state at the end of the table), counters zero. */
@@ -276,6 +305,7 @@ static void instance_from_skel(struct fecdrop_bpf *skel, struct instance *in)
 	in->stats_fd = bpf_map__fd(skel->maps.stats);
 	in->chain_fd = bpf_map__fd(skel->maps.chain);
 	in->log_fd = bpf_map__fd(skel->maps.verdict_log);
+	in->attach_fd = -1;
 }
 
 static struct fecdrop_bpf *load_skel(__u32 log_bytes)
@@ -339,6 +369,8 @@ static void print_stats(struct instance *in)
 	struct fd_chain ch = {};
 	__u32 zero = 0;
 	__u64 index, longest, prefix, bad = 0;
+	struct fd_attach at = {};
+	const char *hook = "none";
 
 	if (bpf_map_lookup_elem(in->stats_fd, &zero, per) || bpf_map_lookup_elem(in->chain_fd, &zero, &ch))
 		die(1, "read counters: %s", strerror(errno));
@@ -351,6 +383,8 @@ static void print_stats(struct instance *in)
 		sum.log_lost += per[i].log_lost;
 	}
 	free(per);
+	if (in->attach_fd >= 0 && !bpf_map_lookup_elem(in->attach_fd, &zero, &at) && at.hook <= HOOK_CLSACT)
+		hook = hook_names[at.hook];
 	index = __atomic_load_n(&in->bss->next_index, __ATOMIC_SEQ_CST);
 	/* D[i] is a function of i: the longest loss run and the GE states of the stream so far are those
 	 * of the sequence over [0, index); past the table, the chain counted them under its lock. */
@@ -366,19 +400,19 @@ static void print_stats(struct instance *in)
 				longest = ch.longest;
 		}
 	}
-	printf("{\"model\": \"%s\", \"seed\": %llu, \"stream\": %llu, \"index\": %llu"
+	printf("{\"hook\": \"%s\", \"model\": \"%s\", \"seed\": %llu, \"stream\": %llu, \"index\": %llu"
 	       ", \"seen\": %llu, \"matched\": %llu, \"unmatched\": %llu, \"dropped\": %llu"
 	       ", \"good\": %llu, \"bad\": %llu, \"bursts\": %llu, \"longest_burst\": %llu, \"gso\": %llu"
 	       ", \"non_ip\": %llu, \"log_lost\": %llu, \"table_len\": %llu, \"t_drop\": %llu, \"t_p\": %llu"
 	       ", \"t_r\": %llu, \"t_k\": %llu, \"t_h\": %llu}\n",
-	       model_name(c->model), c->seed, c->stream, index, index + sum.nonip + sum.unmatched, index,
+	       hook, model_name(c->model), c->seed, c->stream, index, index + sum.nonip + sum.unmatched, index,
 	       sum.unmatched, sum.dropped, c->model == FD_MODEL_GE ? index - bad : 0, bad, sum.bursts, longest,
 	       sum.gso, sum.nonip, sum.log_lost, c->table_len, c->t_drop, c->t_p, c->t_r, c->t_k, c->t_h);
 }
 
 /* ---------- attach / detach ---------- */
 
-static const char *pin_names[] = {"bss", "table_drop", "table_state", "stats", "chain", "log", "link"};
+static const char *pin_names[] = {"bss", "table_drop", "table_state", "stats", "chain", "log", "attach", "link"};
 
 static void remove_pins(const char *dir)
 {
@@ -391,40 +425,118 @@ static void remove_pins(const char *dir)
 	rmdir(dir);
 }
 
-static void enter_netns(const char *path)
+static int open_netns(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
 		die(2, "network namespace %s: %s", path, strerror(errno));
+	return fd;
+}
+
+static void enter_netns(const char *path)
+{
+	int fd = open_netns(path);
+
 	if (setns(fd, CLONE_NEWNET))
 		die(2, "cannot enter network namespace %s: %s", path, strerror(errno));
 	close(fd);
 }
 
-/* How many fecdrop programs are on this hook? (attaching twice is a user error) */
-static int hook_taken(int ifindex, int attach_type)
+/* Does the kernel have tcx links (Linux >= 6.6)? Older kernels reject the attach type with EINVAL. */
+static int tcx_supported(int ifindex)
+{
+	__u32 cnt = 0, flags = 0;
+
+	return !bpf_prog_query(ifindex, ATTACH_TCX_EGRESS, 0, &flags, NULL, &cnt) || errno != EINVAL;
+}
+
+static int is_fecdrop(__u32 prog_id)
+{
+	struct bpf_prog_info info = {};
+	__u32 len = sizeof(info);
+	int fd = bpf_prog_get_fd_by_id(prog_id), found;
+
+	if (fd < 0)
+		return 0;
+	found = !bpf_obj_get_info_by_fd(fd, &info, &len) && !strcmp(info.name, PROG_NAME);
+	close(fd);
+	return found;
+}
+
+/* How many fecdrop programs are on this tcx hook? */
+static int tcx_taken(int ifindex, int egress)
 {
 	__u32 ids[64], cnt = 64, flags = 0;
 	int found = 0;
 
-	if (bpf_prog_query(ifindex, attach_type, 0, &flags, ids, &cnt))
+	if (bpf_prog_query(ifindex, egress ? ATTACH_TCX_EGRESS : ATTACH_TCX_INGRESS, 0, &flags, ids, &cnt))
 		return 0;
-	for (__u32 i = 0; i < cnt; i++) {
-		struct bpf_prog_info info = {};
-		__u32 len = sizeof(info);
-		int fd = bpf_prog_get_fd_by_id(ids[i]);
-
-		if (fd < 0)
-			continue;
-		if (!bpf_obj_get_info_by_fd(fd, &info, &len) && !strcmp(info.name, PROG_NAME))
-			found++;
-		close(fd);
-	}
+	for (__u32 i = 0; i < cnt; i++)
+		found += is_fecdrop(ids[i]);
 	return found;
 }
 
-/* fecdrop hooks --dev IF [--netns PATH]: the number of droppers on each hook, as JSON. */
+/* The filters on a clsact hook, by a netlink dump: returns how many there are (0 without a clsact
+ * qdisc) and sets *ours to how many of them run a fecdrop program. */
+static int clsact_filters(int ifindex, int egress, int *ours)
+{
+	struct {
+		struct nlmsghdr nh;
+		struct tcmsg tc;
+	} req = {
+		.nh = {.nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETTFILTER,
+		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1},
+		.tc = {.tcm_family = AF_UNSPEC, .tcm_ifindex = ifindex,
+		       .tcm_parent = TC_H_MAKE(TC_H_CLSACT, egress ? TC_H_MIN_EGRESS : TC_H_MIN_INGRESS)},
+	};
+	static char buf[32768];
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE), total = 0, done = 0;
+
+	*ours = 0;
+	if (fd < 0 || send(fd, &req, sizeof(req), 0) < 0)
+		die(1, "netlink: %s", strerror(errno));
+	while (!done) {
+		int n = recv(fd, buf, sizeof(buf), 0);
+
+		if (n <= 0)
+			break;
+		for (struct nlmsghdr *nh = (void *)buf; NLMSG_OK(nh, n); nh = NLMSG_NEXT(nh, n)) {
+			struct tcmsg *tc = NLMSG_DATA(nh);
+			int len = nh->nlmsg_len - NLMSG_LENGTH(sizeof(*tc));
+
+			if (nh->nlmsg_type == NLMSG_DONE || nh->nlmsg_type == NLMSG_ERROR) {
+				done = 1; /* an error: no clsact qdisc on the device */
+				break;
+			}
+			if (nh->nlmsg_type != RTM_NEWTFILTER || !tc->tcm_handle)
+				continue; /* handle 0: a classifier's own entry, not a filter */
+			total++;
+			for (struct rtattr *a = (void *)((char *)tc + NLMSG_ALIGN(sizeof(*tc))); RTA_OK(a, len);
+			     a = RTA_NEXT(a, len)) {
+				int inner = RTA_PAYLOAD(a);
+
+				if (a->rta_type != TCA_OPTIONS)
+					continue;
+				for (struct rtattr *o = RTA_DATA(a); RTA_OK(o, inner); o = RTA_NEXT(o, inner))
+					if (o->rta_type == TCA_BPF_ID)
+						*ours += is_fecdrop(*(__u32 *)RTA_DATA(o));
+			}
+		}
+	}
+	close(fd);
+	return total;
+}
+
+static int hook_taken(int ifindex, int egress)
+{
+	int ours = 0;
+
+	clsact_filters(ifindex, egress, &ours);
+	return tcx_taken(ifindex, egress) + ours;
+}
+
+/* fecdrop hooks --dev IF [--netns PATH]: the number of droppers (tcx and clsact) on each hook, as JSON. */
 static void cmd_hooks(struct options *o)
 {
 	int ifindex;
@@ -436,8 +548,7 @@ static void cmd_hooks(struct options *o)
 	ifindex = if_nametoindex(o->dev);
 	if (!ifindex)
 		die(2, "unknown interface %s", o->dev);
-	printf("{\"egress\": %d, \"ingress\": %d}\n", hook_taken(ifindex, ATTACH_TCX_EGRESS),
-	       hook_taken(ifindex, ATTACH_TCX_INGRESS));
+	printf("{\"egress\": %d, \"ingress\": %d}\n", hook_taken(ifindex, 1), hook_taken(ifindex, 0));
 }
 
 static void pin_or_die(int fd, const char *dir, const char *name)
@@ -466,27 +577,111 @@ static void *create_link(void *arg)
 	return NULL;
 }
 
+static void save_attach(int fd, const struct fd_attach *at)
+{
+	__u32 zero = 0;
+
+	if (bpf_map_update_elem(fd, &zero, at, BPF_ANY))
+		die(1, "save attachment: %s", strerror(errno));
+}
+
+/* tcx: a link, created in a thread because it waits for an RCU grace period (~10 ms) that the model's
+ * table generation can use. The pinned link keeps the program attached after we exit. */
+static void attach_tcx(struct fecdrop_bpf *skel, struct instance *in, struct options *o, int ifindex)
+{
+	const char *dir = o->egress ? "egress" : "ingress";
+	struct link_job job = {.prog_fd = bpf_program__fd(skel->progs.fecdrop), .ifindex = ifindex,
+			       .attach_type = o->egress ? ATTACH_TCX_EGRESS : ATTACH_TCX_INGRESS};
+	pthread_t thread;
+
+	if (pthread_create(&thread, NULL, create_link, &job))
+		die(1, "pthread_create");
+	configure(in, o, 0);
+	pthread_join(thread, NULL);
+	if (job.fd < 0) {
+		remove_pins(o->pin);
+		die(job.err == EINVAL ? 2 : 1, "attach to %s %s: %s (tcx needs Linux >= 6.6: use the clsact hook)",
+		    o->dev, dir, strerror(job.err));
+	}
+	pin_or_die(job.fd, o->pin, "link");
+}
+
+/* clsact: a cls_bpf filter in direct-action mode (libbpf's bpf_tc_* netlink API), on the clsact qdisc,
+ * which is created when absent. The pinned attachment record says how to find the filter again. */
+static void attach_clsact(struct fecdrop_bpf *skel, struct instance *in, struct options *o,
+			  struct fd_attach *at)
+{
+	const char *dir = o->egress ? "egress" : "ingress";
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = at->ifindex, .attach_point = o->egress ? BPF_TC_EGRESS : BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = bpf_program__fd(skel->progs.fecdrop), .handle = at->handle,
+		    .priority = at->priority);
+	int err;
+
+	configure(in, o, 0);
+	err = bpf_tc_hook_create(&hook);
+	if (err && err != -EEXIST) {
+		remove_pins(o->pin);
+		die(1, "create the clsact qdisc on %s: %s", o->dev, strerror(-err));
+	}
+	at->created_qdisc = !err;
+	save_attach(in->attach_fd, at); /* before the filter exists: a detach after a kill finds it */
+	err = bpf_tc_attach(&hook, &opts);
+	if (err) {
+		int ours = 0;
+
+		if (at->created_qdisc && !clsact_filters(at->ifindex, 0, &ours) && !clsact_filters(at->ifindex, 1, &ours)) {
+			LIBBPF_OPTS(bpf_tc_hook, qdisc, .ifindex = at->ifindex, .attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS);
+			bpf_tc_hook_destroy(&qdisc);
+		}
+		remove_pins(o->pin);
+		die(err == -EEXIST ? 2 : 1, "attach a filter (handle %#x, priority %u) to %s %s: %s", at->handle,
+		    at->priority, o->dev, dir, strerror(-err));
+	}
+}
+
 static void cmd_attach(struct options *o)
 {
-	int attach_type = o->egress ? ATTACH_TCX_EGRESS : ATTACH_TCX_INGRESS;
-	const char *hook = o->egress ? "egress" : "ingress";
+	struct fd_attach at = {.egress = o->egress, .priority = FD_TC_PRIORITY};
 	struct fecdrop_bpf *skel;
-	struct link_job job;
 	struct instance in;
-	pthread_t thread;
-	int ifindex;
+	struct stat ns;
 
 	if (!o->dev || !o->pin)
 		die(2, "attach needs --dev and --pin");
-	if (o->netns)
+	if (o->netns) {
+		if (strlen(o->netns) >= sizeof(at.netns))
+			die(2, "namespace path too long: %s", o->netns);
+		strcpy(at.netns, o->netns);
 		enter_netns(o->netns); /* threads created from now on share this namespace */
-	ifindex = if_nametoindex(o->dev);
-	if (!ifindex)
+	}
+	if (stat("/proc/self/ns/net", &ns))
+		die(1, "stat /proc/self/ns/net: %s", strerror(errno));
+	at.netns_dev = ns.st_dev;
+	at.netns_ino = ns.st_ino;
+	at.ifindex = if_nametoindex(o->dev);
+	if (!at.ifindex)
 		die(2, "unknown interface %s%s%s", o->dev, o->netns ? " in namespace " : "", o->netns ? o->netns : "");
-	if (hook_taken(ifindex, attach_type))
-		die(2, "a dropper is already attached to %s %s", o->dev, hook);
+	snprintf(at.dev, sizeof(at.dev), "%s", o->dev);
+	at.hook = o->hook != HOOK_AUTO ? o->hook : tcx_supported(at.ifindex) ? HOOK_TCX : HOOK_CLSACT;
+	if (at.hook == HOOK_TCX && !tcx_supported(at.ifindex))
+		die(2, "this kernel has no tcx links (Linux >= 6.6): use the clsact hook");
+	if (hook_taken(at.ifindex, o->egress))
+		die(2, "a dropper is already attached to %s %s", o->dev, o->egress ? "egress" : "ingress");
 	skel = load_skel(o->log_bytes);
 	instance_from_skel(skel, &in);
+	in.attach_fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "fd_attach", sizeof(__u32), sizeof(at), 1, NULL);
+	if (in.attach_fd < 0)
+		die(1, "create the attachment map: %s", strerror(errno));
+	if (o->handle) {
+		at.handle = o->handle;
+	} else { /* the program's id: unique while the filter holds the program */
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+
+		if (bpf_obj_get_info_by_fd(bpf_program__fd(skel->progs.fecdrop), &info, &len))
+			die(1, "program info: %s", strerror(errno));
+		at.handle = info.id;
+	}
 	if (mkdir(o->pin, 0700) && errno != EEXIST)
 		die(1, "mkdir %s: %s", o->pin, strerror(errno));
 	pin_or_die(bpf_map__fd(skel->maps.bss), o->pin, "bss");
@@ -495,30 +690,52 @@ static void cmd_attach(struct options *o)
 	pin_or_die(in.stats_fd, o->pin, "stats");
 	pin_or_die(in.chain_fd, o->pin, "chain");
 	pin_or_die(in.log_fd, o->pin, "log");
-	/* Creating a tcx link waits for an RCU grace period (~10 ms): meanwhile, generate the model's
-	 * tables. Until configure() resets the stream and sets the model, the program's model is "none"
-	 * (zeroed .bss): it drops nothing, and the packets it sees then do not count. */
-	job = (struct link_job){.prog_fd = bpf_program__fd(skel->progs.fecdrop), .ifindex = ifindex,
-				.attach_type = attach_type};
-	if (pthread_create(&thread, NULL, create_link, &job))
-		die(1, "pthread_create");
-	configure(&in, o, 0);
-	pthread_join(thread, NULL);
-	if (job.fd < 0) {
-		remove_pins(o->pin);
-		die(job.err == EINVAL ? 2 : 1, "attach to %s %s: %s (needs tcx, Linux >= 6.6)", o->dev, hook,
-		    strerror(job.err));
+	pin_or_die(in.attach_fd, o->pin, "attach");
+	/* Until configure() resets the stream and sets the model, the program's model is "none" (zeroed
+	 * .bss): it drops nothing, and the packets it sees then do not count. */
+	if (at.hook == HOOK_TCX) {
+		save_attach(in.attach_fd, &at);
+		attach_tcx(skel, &in, o, at.ifindex);
+	} else {
+		attach_clsact(skel, &in, o, &at);
 	}
-	/* The pinned link keeps the program attached after we exit; unlinking the pin detaches it. */
-	pin_or_die(job.fd, o->pin, "link");
-	printf("{\"ifindex\": %d}\n", ifindex);
+	printf("{\"ifindex\": %u, \"hook\": \"%s\", \"handle\": %u, \"priority\": %u, \"created_qdisc\": %u}\n",
+	       at.ifindex, hook_names[at.hook], at.handle, at.priority, at.created_qdisc);
+}
+
+/* Remove a clsact filter in its namespace, and the qdisc if this instance created it and nothing else
+ * uses it. A namespace that is gone took the filter with it: nothing to do. */
+static void detach_clsact(const struct fd_attach *at)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = at->ifindex, .attach_point = at->egress ? BPF_TC_EGRESS : BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = at->handle, .priority = at->priority);
+	const char *path = at->netns[0] ? at->netns : "/proc/self/ns/net";
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ours = 0;
+	struct stat ns;
+
+	if (fd < 0 || fstat(fd, &ns) || ns.st_dev != at->netns_dev || ns.st_ino != at->netns_ino)
+		return; /* not the namespace we attached in (gone; its PID or name reused) */
+	if (at->netns[0] && setns(fd, CLONE_NEWNET))
+		die(1, "cannot enter network namespace %s: %s", path, strerror(errno));
+	close(fd);
+	bpf_tc_detach(&hook, &opts); /* fails harmlessly when the interface is already gone */
+	if (at->created_qdisc && !clsact_filters(at->ifindex, 0, &ours) && !clsact_filters(at->ifindex, 1, &ours)) {
+		LIBBPF_OPTS(bpf_tc_hook, qdisc, .ifindex = at->ifindex, .attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS);
+		bpf_tc_hook_destroy(&qdisc);
+	}
 }
 
 static void cmd_detach(struct options *o)
 {
+	struct fd_attach at = {};
 	char path[512];
+	__u32 zero = 0;
 	int fd;
 
+	snprintf(path, sizeof(path), "%s/attach", o->pin);
+	fd = bpf_obj_get(path);
+	if (fd >= 0 && !bpf_map_lookup_elem(fd, &zero, &at) && at.hook == HOOK_CLSACT)
+		detach_clsact(&at);
 	snprintf(path, sizeof(path), "%s/link", o->pin);
 	fd = bpf_obj_get(path);
 	if (fd >= 0) {
@@ -926,14 +1143,15 @@ int main(int argc, char **argv)
 		{"t-drop", 1, 0, 1},	{"t-p", 1, 0, 2},	  {"t-r", 1, 0, 3},	  {"t-k", 1, 0, 4},
 		{"t-h", 1, 0, 5},	{"table-len", 1, 0, 6},	  {"trace", 1, 0, 7},	  {"proto", 1, 0, 8},
 		{"port", 1, 0, 9},	{"src", 1, 0, 10},	  {"dst", 1, 0, 11},	  {"packets", 1, 0, 12},
-		{"threads", 1, 0, 13},	{"out", 1, 0, 14},	  {"repeat", 1, 0, 15},	  {0, 0, 0, 0},
+		{"threads", 1, 0, 13},	{"out", 1, 0, 14},	  {"repeat", 1, 0, 15},	  {"hook", 1, 0, 16},
+		{"handle", 1, 0, 17},	{0, 0, 0, 0},
 	};
 	struct options o = {.egress = 1, .threads = 1, .table_len = 1 << 20};
 	struct instance in;
 	int opt;
 
 	if (argc < 2)
-		die(2, "usage: fecdrop attach|set|reset|stats|log|detach|hooks|testrun|bench|selftest [options]");
+		die(2, "usage: fecdrop attach|set|reset|stats|log|detach|hooks|probe|testrun|bench|selftest [options]");
 	o.cmd = argv[1];
 	o.cfg.t_k = 1ULL << 32;
 	optind = 2;
@@ -985,6 +1203,17 @@ int main(int argc, char **argv)
 			break;
 		case 14: o.out = optarg; break;
 		case 15: o.repeat = parse_u64(optarg, "repeat"); break;
+		case 16:
+			if (!strcmp(optarg, "auto")) o.hook = HOOK_AUTO;
+			else if (!strcmp(optarg, "tcx")) o.hook = HOOK_TCX;
+			else if (!strcmp(optarg, "clsact")) o.hook = HOOK_CLSACT;
+			else die(2, "hook must be auto, tcx or clsact, not %s", optarg);
+			break;
+		case 17:
+			o.handle = parse_u64(optarg, "handle");
+			if (!o.handle || o.handle != parse_u64(optarg, "handle"))
+				die(2, "handle must be in 1..2^32-1");
+			break;
 		default: die(2, "bad option (see the comment at the top of fecdrop.c)");
 		}
 	}
@@ -1006,6 +1235,8 @@ int main(int argc, char **argv)
 		cmd_detach(&o);
 	else if (!strcmp(o.cmd, "hooks"))
 		cmd_hooks(&o);
+	else if (!strcmp(o.cmd, "probe"))
+		printf("{\"tcx\": %s}\n", tcx_supported(1) ? "true" : "false");
 	else if (!strcmp(o.cmd, "testrun"))
 		cmd_testrun(&o);
 	else if (!strcmp(o.cmd, "bench"))

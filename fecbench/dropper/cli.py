@@ -70,15 +70,17 @@ def attach(dev: str = typer.Option(..., "--dev", help="Interface."),
            src: str = typer.Option(None, "--src", help="Filter: source address."),
            dst: str = typer.Option(None, "--dst", help="Filter: destination address."),
            name: str = typer.Option(None, "--name", help="Instance name (default DEV-DIRECTION)."),
-           log: bool = typer.Option(False, "--log", help="Keep a verdict log (ring buffer).")) -> None:
+           log: bool = typer.Option(False, "--log", help="Keep a verdict log (ring buffer)."),
+           hook: str = typer.Option(None, "--hook", help="auto (tcx if the kernel has it, else clsact), tcx or "
+                                    "clsact; default $FECBENCH_DROPPER_HOOK or auto.")) -> None:
     """Attach a dropper; it stays attached until `fecbench dropper detach --name NAME`."""
     from fecbench.dropper import Dropper, Filter
 
     loss = build_model(model, p, r, k, h, file, allow_absorbing)
     name = name or f"{dev}-{direction}" + (f"-{netns}" if netns else "")
     d = Dropper.attach(dev, netns=_netns(netns), direction=direction, model=loss, seed=seed, stream=stream,
-                       filter=Filter(proto, port, src, dst), name=name, log=log, persistent=True)
-    console.print(f"attached {d.name}: {loss.describe()}, seed {seed}, stream {stream}")
+                       filter=Filter(proto, port, src, dst), name=name, log=log, persistent=True, hook=hook)
+    console.print(f"attached {d.name} ({d.hook}): {loss.describe()}, seed {seed}, stream {stream}")
 
 
 @app.command("set")
@@ -99,7 +101,7 @@ def stats(name: str = typer.Option(None, "--name", help="Instance name (default:
     from fecbench.dropper import Dropper
     from fecbench.dropper.dropper import PIN_ROOT
 
-    names = [name] if name else sorted(p.name for p in PIN_ROOT.glob("*") if (p / "link").exists())
+    names = [name] if name else sorted(p.name for p in PIN_ROOT.glob("*") if (p / "attach").exists())
     all_stats = [Dropper.open(n).stats() for n in names]
     if json_out:
         print(json.dumps(all_stats[0] if name else all_stats))

@@ -1,13 +1,20 @@
 """Attach, configure, read and detach dropper instances (through the `fecdrop` loader in dropper/build/).
 
-An instance is a BPF program on one interface's tcx egress or ingress hook, with its maps and link
-pinned under /sys/fs/bpf/fecbench/<name>/. The pinned link keeps it attached after the loader exits;
-removing the pin directory (what `detach` and `fecbench clean` do) detaches it.
+An instance is a BPF program on one interface's egress or ingress, with its maps pinned under
+/sys/fs/bpf/fecbench/<name>/ together with a record of where it is attached. Two hooks:
+- tcx (Linux >= 6.6): a pinned tcx link; removing the pin directory detaches it;
+- clsact (any kernel with clsact + cls_bpf, e.g. Debian 12's 6.1, Ubuntu 22.04's 5.15): a cls_bpf filter
+  (direct action, priority 1, a handle of its own) on the clsact qdisc, created if absent. A filter does
+  not go away with its pins: `detach` deletes it in its namespace, and `fecbench clean` does the same
+  for a killed process (resource kind `tc_filter`).
+`hook="auto"` (the default, or FECBENCH_DROPPER_HOOK) takes tcx when the kernel has it, else clsact.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import itertools
 import json
 import os
@@ -32,6 +39,10 @@ PROTOCOLS = {"udp": 17, "tcp": 6, None: None}
 RECORD_DTYPE = np.dtype([("index", "<u8"), ("verdict", "u1"), ("state", "u1"), ("pad", "<u2"), ("len", "<u4")])
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,100}$")
 _counter = itertools.count()
+_handles = itertools.count(1)
+HOOKS = ("auto", "tcx", "clsact")
+HOOK_ENV = "FECBENCH_DROPPER_HOOK"
+TC_PRIORITY = 1  # clsact filters: priority 1 (the loader's FD_TC_PRIORITY), before the hook's other filters
 
 
 def fecdrop_binary() -> Path:
@@ -79,8 +90,35 @@ def netns_path(netns: str | int | None) -> str | None:
     return str(path)
 
 
+def tcx_available() -> bool | None:
+    """Does this kernel have tcx links (Linux >= 6.6)? A real probe: BPF_PROG_QUERY for the tcx ingress
+    attach type on the loopback interface, which older kernels reject with EINVAL. None: cannot tell
+    (not root, no bpf syscall)."""
+    sys_bpf = {"x86_64": 321, "aarch64": 280}.get(os.uname().machine)
+    if sys_bpf is None:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = (ctypes.c_uint32 * 32)()
+    attr[0], attr[1] = 1, 46  # target_ifindex 1 (lo), BPF_TCX_INGRESS; no id buffer: just the count
+    if libc.syscall(sys_bpf, 16, ctypes.byref(attr), ctypes.sizeof(attr)) == 0:  # BPF_PROG_QUERY
+        return True
+    return False if ctypes.get_errno() == errno.EINVAL else None
+
+
+def resolve_hook(hook: str | None) -> str:
+    """The hook to use: `hook`, else $FECBENCH_DROPPER_HOOK, else auto; auto -> tcx if available, else clsact."""
+    source = "hook"
+    if hook is None:
+        hook, source = os.environ.get(HOOK_ENV) or "auto", HOOK_ENV
+    if hook not in HOOKS:
+        raise UserError(f"dropper: {source} must be auto, tcx or clsact, not {hook!r}")
+    if hook == "auto":
+        return "clsact" if tcx_available() is False else "tcx"
+    return hook
+
+
 def hooks(dev: str, netns: str | int | None = None) -> dict[str, int]:
-    """Number of dropper programs on `dev`'s egress and ingress hooks (for fidelity checks)."""
+    """Number of dropper programs (tcx and clsact) on `dev`'s egress and ingress (for fidelity checks)."""
     require_root("querying tc hooks")
     ns = netns_path(netns)
     return json.loads(run_fecdrop("hooks", "--dev", dev, *(["--netns", ns] if ns else [])))
@@ -155,8 +193,8 @@ class Dropper:
     """One dropper instance on one interface hook. Use `Dropper.attach(...)`; a context manager."""
 
     def __init__(self, pin: Path, dev: str, direction: str, model: LossModel, seed: int, stream: int,
-                 filter: Filter | None, log: bool, recorded: bool) -> None:
-        self.pin, self.dev, self.direction = pin, dev, direction
+                 filter: Filter | None, log: bool, recorded: bool, hook: str = "?") -> None:
+        self.pin, self.dev, self.direction, self.hook = pin, dev, direction, hook
         self.model, self.seed, self.stream, self.filter, self.log = model, seed, stream, filter, log
         self.ge_table_len = GE_TABLE_LEN
         self._recorded = recorded
@@ -167,12 +205,14 @@ class Dropper:
     def attach(cls, dev: str, netns: str | int | None = None, direction: str = "egress",
                model: LossModel | None = None, seed: int = 0, stream: int = 0, filter: Filter | None = None,
                name: str | None = None, log: bool = False, log_bytes: int = LOG_BYTES,
-               persistent: bool = False) -> Dropper:
-        """Attach a dropper to `dev`'s egress (default) or ingress hook inside `netns`.
+               persistent: bool = False, hook: str | None = None) -> Dropper:
+        """Attach a dropper to `dev`'s egress (default) or ingress inside `netns`.
 
-        The instance is recorded for `fecbench clean` unless `persistent` (the CLI's attach, meant to
-        outlive its process). Bad input raises UserError and leaves nothing attached."""
+        `hook`: "tcx", "clsact" or "auto" (tcx when the kernel has it); None = $FECBENCH_DROPPER_HOOK or
+        auto. The instance is recorded for `fecbench clean` unless `persistent` (the CLI's attach, meant
+        to outlive its process). Bad input raises UserError and leaves nothing attached."""
         require_root("attaching a dropper")
+        hook = resolve_hook(hook)
         if direction not in ("egress", "ingress"):
             raise UserError(f"dropper: direction must be egress or ingress, not {direction!r}")
         if not isinstance(dev, str) or not dev or "/" in dev or len(dev) > 15:
@@ -192,32 +232,47 @@ class Dropper:
         pin = PIN_ROOT / name
         if pin.exists():
             raise UserError(f"dropper: an instance named {name!r} already exists ({pin})")
-        args = ["attach", "--dev", dev, "--pin", str(pin), "--direction", direction]
+        # a clsact filter's handle, unique among this machine's live instances (pid, counter)
+        handle = ((os.getpid() << 10) | (next(_handles) & 0x3FF)) & 0xFFFFFFFF or 1
+        args = ["attach", "--dev", dev, "--pin", str(pin), "--direction", direction, "--hook", hook,
+                "--handle", str(handle)]
         if ns:
             args += ["--netns", ns]
         if log:
             args += ["--log-bytes", str(log_bytes)]
         args += (filter or Filter()).args()
-        cleanup.record("bpf_pin", str(pin), dev=dev, direction=direction)  # before: a kill mid-attach
+        # recorded before the loader runs, so that a kill mid-attach leaves nothing behind
+        ns_stat = os.stat(ns or "/proc/self/ns/net")
+        tc_filter = {"netns": ns, "netns_dev": ns_stat.st_dev, "netns_ino": ns_stat.st_ino, "dev": dev,
+                     "direction": direction, "handle": handle, "priority": TC_PRIORITY, "created_qdisc": False}
+        cleanup.record("bpf_pin", str(pin), dev=dev, direction=direction)
+        if hook == "clsact":
+            cleanup.record("tc_filter", str(pin), **tc_filter)
         try:
             with tempfile.TemporaryDirectory() as tmp:
-                run_fecdrop(*args, *model_args(model, seed, stream, tmp))
+                attached = json.loads(run_fecdrop(*args, *model_args(model, seed, stream, tmp)))
         except BaseException:
+            cleanup.forget("tc_filter", str(pin))
             cleanup.forget("bpf_pin", str(pin))
             raise
+        if hook == "clsact" and attached["created_qdisc"]:
+            cleanup.forget("tc_filter", str(pin))
+            cleanup.record("tc_filter", str(pin), **{**tc_filter, "created_qdisc": True})
         if persistent:
+            cleanup.forget("tc_filter", str(pin))
             cleanup.forget("bpf_pin", str(pin))
-        return cls(pin, dev, direction, model, seed, stream, filter, log, recorded=not persistent)
+        return cls(pin, dev, direction, model, seed, stream, filter, log, recorded=not persistent,
+                   hook=attached["hook"])
 
     @classmethod
     def open(cls, name: str) -> Dropper:
         """An existing instance by its full name (as `fecbench dropper attach` printed it)."""
         pin = PIN_ROOT / name
-        if not _NAME_RE.match(name) or not (pin / "link").exists():
+        if not _NAME_RE.match(name) or not (pin / "attach").exists():
             raise UserError(f"dropper: no instance named {name!r} under {PIN_ROOT}")
         st = json.loads(run_fecdrop("stats", "--pin", str(pin)))
         model = LossModel.none() if st["model"] == "none" else LossModel(st["model"])
-        return cls(pin, "?", "?", model, st["seed"], st["stream"], None, False, recorded=False)
+        return cls(pin, "?", "?", model, st["seed"], st["stream"], None, False, recorded=False, hook=st["hook"])
 
     @property
     def name(self) -> str:
@@ -245,7 +300,8 @@ class Dropper:
         self._discard_log()
 
     def stats(self) -> dict[str, Any]:
-        """Counters: seen, matched (= index), dropped, good, bad, bursts, longest_burst, gso, non_ip, ..."""
+        """Counters: seen, matched (= index), dropped, good, bad, bursts, longest_burst, gso, non_ip, ...;
+        `hook`: "tcx" or "clsact"."""
         self._check()
         st = json.loads(run_fecdrop("stats", "--pin", str(self.pin)))
         st["matched"] = st["index"]  # every matching packet takes one index
@@ -283,11 +339,13 @@ class Dropper:
         return records[["index", "verdict", "state", "len"]]
 
     def detach(self) -> None:
-        """Remove exactly what attach created (link and pins); idempotent."""
+        """Remove exactly what attach created (tcx link, or clsact filter and the qdisc if attach created
+        it and nothing else uses it; pins); idempotent."""
         if not self.attached:
             return
         run_fecdrop("detach", "--pin", str(self.pin))
         if self._recorded:
+            cleanup.forget("tc_filter", str(self.pin))
             cleanup.forget("bpf_pin", str(self.pin))
         self.attached = False
 
@@ -299,4 +357,5 @@ class Dropper:
             self.detach()
 
     def __repr__(self) -> str:
-        return f"Dropper({self.name}, {self.model.describe()}, seed={self.seed}, stream={self.stream})"
+        return (f"Dropper({self.name}, {self.hook}, {self.model.describe()}, seed={self.seed}, "
+                f"stream={self.stream})")

@@ -1,4 +1,5 @@
-"""The dropper on real interfaces: two hosts and a router in network namespaces this test creates."""
+"""The dropper on real interfaces: two hosts and a router in network namespaces this test creates.
+Tests taking the `hook` fixture run on both attach paths: tcx links and clsact cls_bpf filters."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from fecbench import cleanup
 from fecbench.dropper import Dropper, Filter, LossModel, reference_verdicts
-from fecbench.dropper.dropper import PIN_ROOT, hooks
+from fecbench.dropper.dropper import PIN_ROOT, hooks, tcx_available
 from fecbench.errors import UserError
 
 pytestmark = pytest.mark.require_root
@@ -55,6 +56,27 @@ for i in range(int(sys.argv[3])):
 
 def sh(*argv: str) -> None:
     subprocess.run(argv, check=True, capture_output=True)
+
+
+@pytest.fixture(params=["tcx", "clsact"])
+def hook(request):
+    if request.param == "tcx" and not tcx_available():
+        pytest.skip("this kernel has no tcx links (Linux < 6.6)")
+    return request.param
+
+
+def tc_show(ns: str, dev: str, *what: str) -> str:
+    """`tc filter show dev DEV egress` (what = ("filter", "egress")) or `tc qdisc show dev DEV` in `ns`."""
+    kind, *hook = what
+    return subprocess.run(["ip", "netns", "exec", ns, "tc", kind, "show", "dev", dev, *hook],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def attached_on(d: Dropper, ns: str, dev: str, direction: str = "egress") -> bool:
+    """Is this instance's program on the hook: its tcx link pinned, or its clsact filter present?"""
+    if d.hook == "tcx":
+        return (d.pin / "link").exists()
+    return "fecdrop" in tc_show(ns, dev, "filter", direction)
 
 
 @pytest.fixture(scope="module")
@@ -118,12 +140,13 @@ def missing(received: np.ndarray, packets: int) -> np.ndarray:
     return np.setdiff1d(np.arange(packets), received)
 
 
-def test_router_egress_drops_exactly_the_predicted_packets(line):
+def test_router_egress_drops_exactly_the_predicted_packets(line, hook):
     n = 100_000
     model = LossModel.gilbert_elliott(0.02, 0.25, 0.995, 0.1)
     udp = Filter(proto="udp", port=PORT)
-    with Dropper.attach("eth1", netns=line[1], model=model, seed=7, stream=1, filter=udp, log=True) as d:
-        assert (PIN_ROOT / d.name / "link").exists()
+    with Dropper.attach("eth1", netns=line[1], model=model, seed=7, stream=1, filter=udp, log=True, hook=hook) as d:
+        assert d.hook == hook and d.stats()["hook"] == hook
+        assert attached_on(d, line[1], "eth1")
         entries = json.loads(cleanup.state_file().read_text())
         assert any(e["kind"] == "bpf_pin" and e["name"] == str(d.pin) for e in entries)
 
@@ -144,6 +167,7 @@ def test_router_egress_drops_exactly_the_predicted_packets(line):
         assert not np.array_equal(other, want)
         assert np.array_equal(other, np.flatnonzero(reference_verdicts(model, 8, 1, n)))
     assert not (PIN_ROOT / d.name).exists()
+    assert hooks("eth1", line[1]) == {"egress": 0, "ingress": 0}
     entries = json.loads(cleanup.state_file().read_text()) if cleanup.state_file().exists() else []
     assert not any(e["kind"] == "bpf_pin" and e["name"] == str(d.pin) for e in entries)
 
@@ -169,22 +193,25 @@ def test_ipv6_address_pair_filter_and_gso_count(line):
         assert st["gso"] > 0 and st["matched"] < 400  # one verdict covered several wire packets
 
 
-def test_ingress_by_pid_and_two_instances(line):
+def test_ingress_by_pid_and_two_instances(line, hook):
     h1, r, h2 = line
     holder = subprocess.Popen(["ip", "netns", "exec", r, "sleep", "60"])
     try:
         pid = holder.pid  # `ip netns exec` execs the command: this PID lives in r's namespace
         udp = Filter(proto="udp", port=PORT)
-        with Dropper.attach("eth0", netns=pid, direction="ingress", model=LossModel.trace([0, 5]), filter=udp) as a, \
-                Dropper.attach("eth0", netns=h2, model=LossModel.uniform(0.0), filter=udp) as b:
-            assert list(missing(transfer(line, 10), 10)) == [0, 5]
+        with Dropper.attach("eth0", netns=pid, direction="ingress", model=LossModel.trace([0, 5]), filter=udp,
+                            hook=hook) as a, \
+                Dropper.attach("eth0", netns=h2, model=LossModel.uniform(0.0), filter=udp, hook=hook) as b, \
+                Dropper.attach("eth0", netns=h1, model=LossModel.trace([7]), filter=udp, hook=hook) as c:
+            assert list(missing(transfer(line, 10), 10)) == [0, 5, 7]
             assert a.stats()["dropped"] == 2 and b.stats()["matched"] == 0  # h2's egress sees no data
+            assert c.stats()["dropped"] == 1 and {a.hook, b.hook, c.hook} == {hook}
     finally:
         holder.kill()
         holder.wait()
 
 
-def test_bad_input_leaves_nothing_attached(line):
+def test_bad_input_leaves_nothing_attached(line, hook):
     h1, r, h2 = line
     before = set(os.listdir(PIN_ROOT)) if PIN_ROOT.exists() else set()
     with pytest.raises(UserError, match="unknown interface"):
@@ -193,30 +220,36 @@ def test_bad_input_leaves_nothing_attached(line):
         Dropper.attach("eth0", netns="fecbench-no-such-ns")
     with pytest.raises(UserError, match="PID"):
         Dropper.attach("eth0", netns=2**22 + 12345)
-    with Dropper.attach("eth1", netns=r):
-        with pytest.raises(UserError, match="already attached"):
-            Dropper.attach("eth1", netns=r)
+    with pytest.raises(UserError, match="hook must be auto, tcx or clsact"):
+        Dropper.attach("eth1", netns=r, hook="tc")
+    with Dropper.attach("eth1", netns=r, hook=hook):
+        for again in ("tcx", "clsact"):  # one dropper per interface direction, whatever the hook
+            if again == "tcx" and not tcx_available():
+                continue
+            with pytest.raises(UserError, match="already attached"):
+                Dropper.attach("eth1", netns=r, hook=again)
         assert hooks("eth1", r) == {"egress": 1, "ingress": 0}
     assert set(os.listdir(PIN_ROOT)) == before
     assert hooks("eth1", r) == {"egress": 0, "ingress": 0}
 
 
-def test_cli_attach_set_stats_detach(line):
+def test_cli_attach_set_stats_detach(line, hook):
     r = line[1]
     fb = [sys.executable, "-m", "fecbench", "dropper"]
     name = f"{cleanup.prefix()}-cli-{uuid.uuid4().hex[:4]}"
     try:
         run = subprocess.run([*fb, "attach", "--dev", "eth1", "--netns", r, "--model", "uniform", "--p", "0.5",
-                              "--proto", "udp", "--port", str(PORT), "--name", name],
+                              "--proto", "udp", "--port", str(PORT), "--name", name, "--hook", hook],
                              capture_output=True, text=True)
         assert run.returncode == 0, run.stderr
+        # the hook also comes from the environment (a whole suite or campaign on one path)
         again = subprocess.run([*fb, "attach", "--dev", "eth1", "--netns", r, "--model", "none"],
-                               capture_output=True, text=True)
+                               capture_output=True, text=True, env={**os.environ, "FECBENCH_DROPPER_HOOK": hook})
         assert again.returncode == 2 and "already attached" in again.stderr
         received = transfer(line, 1000)
         st = json.loads(subprocess.run([*fb, "stats", "--name", name, "--json"], capture_output=True,
                                        text=True, check=True).stdout)
-        assert st["matched"] == 1000 and st["dropped"] == 1000 - len(received)
+        assert st["matched"] == 1000 and st["dropped"] == 1000 - len(received) and st["hook"] == hook
         assert np.array_equal(missing(received, 1000),
                               np.flatnonzero(reference_verdicts(LossModel.uniform(0.5), 0, 0, 1000)))
         subprocess.run([*fb, "set", "--name", name, "--model", "none", "--seed", "3"], check=True,
@@ -225,16 +258,20 @@ def test_cli_attach_set_stats_detach(line):
     finally:
         subprocess.run([*fb, "detach", "--name", name], capture_output=True)
     assert not Path(PIN_ROOT / name).exists()
+    assert hooks("eth1", r) == {"egress": 0, "ingress": 0}
+    bad = subprocess.run([*fb, "attach", "--dev", "eth1", "--netns", r, "--model", "none"], capture_output=True,
+                         text=True, env={**os.environ, "FECBENCH_DROPPER_HOOK": "bogus"})
+    assert bad.returncode == 2 and "FECBENCH_DROPPER_HOOK" in bad.stderr
 
 
-def test_clean_detaches_a_killed_process_dropper(line):
-    """A process that attached a dropper and was killed: its recorded pins, once removed the way
-    `fecbench clean` does, leave nothing attached."""
+def test_clean_detaches_a_killed_process_dropper(line, hook):
+    """A process that attached a dropper and was killed: its recorded resources (pins; the clsact filter),
+    once removed the way `fecbench clean` does, leave nothing attached."""
     r = line[1]
     child = subprocess.Popen([sys.executable, "-c", (
         "import sys, time\n"
         "from fecbench.dropper import Dropper, LossModel\n"
-        f"Dropper.attach('eth1', netns={r!r}, model=LossModel.uniform(0.5))\n"
+        f"Dropper.attach('eth1', netns={r!r}, model=LossModel.uniform(0.5), hook={hook!r})\n"
         "print('attached', flush=True)\n"
         "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
     try:
@@ -245,7 +282,7 @@ def test_clean_detaches_a_killed_process_dropper(line):
         child.wait()
     state = cleanup.state_file(child.pid)
     entries = json.loads(state.read_text())
-    assert [e["kind"] for e in entries] == ["bpf_pin"]
+    assert [e["kind"] for e in entries] == (["bpf_pin"] if hook == "tcx" else ["bpf_pin", "tc_filter"])
     cleanup.remove_entries(entries)  # what `fecbench clean` does for this dead process
     state.unlink()
     # the kernel frees an unpinned link after an RCU grace period: allow it a moment
@@ -255,6 +292,7 @@ def test_clean_detaches_a_killed_process_dropper(line):
         time.sleep(0.02)
     assert hooks("eth1", r) == {"egress": 0, "ingress": 0}
     assert not Path(entries[0]["name"]).exists()
+    assert "clsact" not in tc_show(r, "eth1", "qdisc")  # the killed process had created it
 
 
 def test_verdict_log_overflow_is_counted(line):
@@ -267,15 +305,119 @@ def test_verdict_log_overflow_is_counted(line):
         assert np.array_equal(log["verdict"].astype(bool), want[log["index"].astype(np.int64)])
 
 
-def test_detach_after_the_namespace_is_gone():
+def test_detach_after_the_namespace_is_gone(hook):
     ns = f"{cleanup.prefix()}{uuid.uuid4().hex[:4]}gone"
     sh("ip", "netns", "add", ns)
     cleanup.record("netns", ns)
     try:
         sh("ip", "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
-        d = Dropper.attach("v0", netns=ns, model=LossModel.uniform(0.5))
+        d = Dropper.attach("v0", netns=ns, model=LossModel.uniform(0.5), hook=hook)
     finally:
         subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
         cleanup.forget("netns", ns)
     d.detach()  # the interface vanished with its namespace: detach still removes the pins
     assert not d.pin.exists()
+
+
+def test_clean_after_the_namespace_is_gone():
+    """`fecbench clean` of a clsact dropper whose namespace is already gone: nothing left, no error."""
+    ns = f"{cleanup.prefix()}{uuid.uuid4().hex[:4]}cg"
+    sh("ip", "netns", "add", ns)
+    cleanup.record("netns", ns)
+    try:
+        sh("ip", "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
+        d = Dropper.attach("v0", netns=ns, model=LossModel.uniform(0.5), hook="clsact")
+        entries = [e for e in json.loads(cleanup.state_file().read_text()) if e["name"] == str(d.pin)]
+    finally:
+        subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
+        cleanup.forget("netns", ns)
+    cleanup.remove_entries(entries)
+    assert not d.pin.exists()
+    cleanup.forget("tc_filter", str(d.pin))
+    cleanup.forget("bpf_pin", str(d.pin))
+
+
+@pytest.fixture
+def scratch():
+    """A namespace with a veth pair (v0, v1) for tests that inspect a device's qdiscs and filters."""
+    ns = f"{cleanup.prefix()}{uuid.uuid4().hex[:4]}q"
+    sh("ip", "netns", "add", ns)
+    cleanup.record("netns", ns)
+    try:
+        sh("ip", "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
+        yield ns
+    finally:
+        subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
+        cleanup.forget("netns", ns)
+
+
+def test_clsact_detach_removes_exactly_what_attach_created(scratch):
+    ns = scratch
+    # no qdisc before: attach creates clsact, detach removes it again
+    with Dropper.attach("v0", netns=ns, model=LossModel.uniform(0.5), hook="clsact") as d:
+        assert "clsact" in tc_show(ns, "v0", "qdisc") and "fecdrop" in tc_show(ns, "v0", "filter", "egress")
+    assert "clsact" not in tc_show(ns, "v0", "qdisc")
+
+    # a clsact qdisc and a filter that are someone else's: they stay, only our filter goes
+    sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "v1", "clsact")
+    sh("ip", "netns", "exec", ns, "tc", "filter", "add", "dev", "v1", "egress", "pref", "7", "bpf",
+       "bytecode", "1,6 0 0 4294967295,")
+    foreign = tc_show(ns, "v1", "filter", "egress")
+    with Dropper.attach("v1", netns=ns, model=LossModel.none(), hook="clsact") as d, \
+            Dropper.attach("v1", netns=ns, direction="ingress", model=LossModel.none(), hook="clsact") as i:
+        assert hooks("v1", ns) == {"egress": 1, "ingress": 1}
+        assert d.stats()["hook"] == i.stats()["hook"] == "clsact"
+    assert tc_show(ns, "v1", "filter", "egress") == foreign and tc_show(ns, "v1", "filter", "ingress") == ""
+    assert "clsact" in tc_show(ns, "v1", "qdisc")
+
+    # two instances on one device: the qdisc stays while the other one still uses it
+    with Dropper.attach("v0", netns=ns, model=LossModel.none(), hook="clsact") as e:
+        i = Dropper.attach("v0", netns=ns, direction="ingress", model=LossModel.none(), hook="clsact")
+        e.detach()
+        assert "clsact" in tc_show(ns, "v0", "qdisc") and hooks("v0", ns) == {"egress": 0, "ingress": 1}
+        i.detach()
+    assert hooks("v0", ns) == {"egress": 0, "ingress": 0}
+
+
+TWO_CPU_SENDER = """
+import os, socket, struct, sys, time
+os.sched_setaffinity(0, {int(sys.argv[3])})
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, 32, 16 << 20)
+first, count = int(sys.argv[1]), int(sys.argv[2])
+for i in range(first, first + count):
+    s.sendto(struct.pack("!Q", i) + bytes(100), ("10.0.2.1", int(sys.argv[4])))
+    if i % 200 == 199:
+        time.sleep(0.0005)
+"""
+
+
+def test_two_cpus_through_the_attached_hook(line, hook):
+    """Two senders pinned to two CPUs: the router forwards (and runs the dropper) on both at once. The
+    verdict logged for each stream index still equals the reference D[i], and the index ends at the
+    number of packets."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs two CPUs")
+    h1, r, h2 = line
+    n = 20_000
+    model = LossModel.gilbert_elliott(0.05, 0.3, 0.99, 0.2)
+    with Dropper.attach("eth1", netns=r, model=model, seed=11, stream=2, filter=Filter("udp", PORT), log=True,
+                        hook=hook) as d:
+        rx = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c", RECEIVER, str(PORT)],
+                              stdout=subprocess.PIPE, text=True)
+        try:
+            assert rx.stdout.readline().strip() == "ready"
+            senders = [subprocess.Popen(["ip", "netns", "exec", h1, sys.executable, "-c", TWO_CPU_SENDER,
+                                         str(cpu * n), str(n), str(cpu), str(PORT)]) for cpu in (0, 1)]
+            assert all(s.wait(timeout=60) == 0 for s in senders)
+            out, _ = rx.communicate(timeout=60)
+        finally:
+            if rx.poll() is None:
+                rx.kill()
+                rx.wait()
+        received = len(out.split())
+        st, log = d.stats(), d.verdict_log()
+        want = reference_verdicts(model, 11, 2, 2 * n)
+        assert st["matched"] == 2 * n and st["dropped"] == want.sum() == 2 * n - received
+        assert np.array_equal(log["index"], np.arange(2 * n))
+        assert np.array_equal(log["verdict"].astype(bool), want)

@@ -118,6 +118,18 @@ def check_bpf_syscall() -> Check:
     return Check("bpf syscall", "ok", "bpf(2) creates maps")
 
 
+def check_tcx() -> Check:
+    """tcx links (Linux >= 6.6): optional, the dropper falls back to a clsact cls_bpf filter."""
+    if os.geteuid() != 0:
+        return Check("tcx links", "skipped", "needs root to probe", "run doctor as root", required=False)
+    from fecbench.dropper.dropper import tcx_available
+
+    if tcx_available():
+        return Check("tcx links", "ok", "BPF tcx hooks: the dropper attaches through tcx links", required=False)
+    return Check("tcx links", "optional", "absent (Linux < 6.6): the dropper attaches as a clsact filter",
+                 "optional: Linux >= 6.6 adds tcx links", required=False)
+
+
 def check_btf() -> Check:
     if Path("/sys/kernel/btf/vmlinux").exists():
         return Check("BTF", "ok", "/sys/kernel/btf/vmlinux present")
@@ -230,7 +242,7 @@ def check_sqlite() -> Check:
 
 def run_checks() -> list[Check]:
     steps: list[Callable[[], Check | list[Check]]] = [
-        check_root, check_kernel, check_bpf_syscall, check_btf, check_bpffs, check_netns_features, check_ovs,
+        check_root, check_kernel, check_bpf_syscall, check_tcx, check_btf, check_bpffs, check_netns_features, check_ovs,
         check_mininet, check_clang_bpf,
         lambda: _tool_check("bpftool", ["bpftool", "version"], "apt-get install bpftool"),
         lambda: _tool_check("tc (iproute2)", ["tc", "-V"], "apt-get install iproute2"),

@@ -151,8 +151,7 @@ static __noinline int chain_step(__u64 *index, __u32 *state)
 {
 	__u32 zero = 0;
 	struct fd_chain *c = bpf_map_lookup_elem(&chain, &zero);
-	struct fd_stats *st = counters();
-	int drop, burst_start = 0;
+	int drop;
 
 	if (!c)
 		return 0;
@@ -164,8 +163,9 @@ static __noinline int chain_step(__u64 *index, __u32 *state)
 
 	drop = u_verdict >= (s ? cfg.t_h : cfg.t_k);
 	c->bad += s;
+	c->dropped += drop;
 	if (drop) {
-		burst_start = c->run == 0;
+		c->bursts += c->run == 0;
 		c->run++;
 		if (c->run > c->longest)
 			c->longest = c->run;
@@ -174,15 +174,14 @@ static __noinline int chain_step(__u64 *index, __u32 *state)
 	}
 	c->state = s ? (u_move < cfg.t_r ? 0 : 1) : (u_move < cfg.t_p ? 1 : 0);
 	bpf_spin_unlock(&c->lock);
-	if (burst_start && st)
-		st->bursts++;
 	*index = i;
 	*state = s;
 	return drop;
 }
 
 /* The hot path touches only the shared index (one atomic add) and the model: counters that can be
- * derived (seen, matched, GE states) are derived by the loader; the others change on rare events. */
+ * derived (seen, matched, dropped, bursts, GE states) are derived by the loader; the others change on
+ * rare events. A drop costs nothing extra, and the verdict leaves without a branch. */
 SEC("tc")
 int fecdrop(struct __sk_buff *skb)
 {
@@ -190,7 +189,7 @@ int fecdrop(struct __sk_buff *skb)
 	struct fd_stats *st;
 	__u32 state = 0;
 	__u64 index;
-	int drop = 0, burst_start = 0;
+	int drop = 0;
 
 	if (ethertype != ETH_P_IP && ethertype != ETH_P_IPV6) {
 		st = counters();
@@ -214,7 +213,6 @@ int fecdrop(struct __sk_buff *skb)
 	switch (cfg.model) {
 	case FD_MODEL_UNIFORM:
 		drop = uniform_drop(index);
-		burst_start = drop && (index == 0 || !uniform_drop(index - 1));
 		break;
 	case FD_MODEL_GE:
 		if (index >= cfg.table_len) {
@@ -225,20 +223,11 @@ int fecdrop(struct __sk_buff *skb)
 			state = table_bit(&table_state, index);
 		/* fall through: the table holds the verdicts */
 	case FD_MODEL_TRACE:
-		if (index < cfg.table_len) {
+		if (index < cfg.table_len)
 			drop = table_bit(&table_drop, index);
-			burst_start = drop && (index == 0 || !table_bit(&table_drop, index - 1));
-		}
 		break;
 	default:
 		break;
-	}
-	if (drop) {
-		st = counters();
-		if (st) {
-			st->dropped++;
-			st->bursts += burst_start;
-		}
 	}
 	if (cfg.log) {
 		struct fd_record rec = {.index = index, .verdict = drop, .state = state, .len = skb->len};
@@ -249,7 +238,7 @@ int fecdrop(struct __sk_buff *skb)
 				st->log_lost++; /* ring buffer full: the log is incomplete */
 		}
 	}
-	return drop ? TC_DROP : TC_PASS;
+	return TC_PASS + drop * (TC_DROP - TC_PASS); /* drop is 0 or 1 */
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -323,9 +323,11 @@ static struct fecdrop_bpf *load_skel(__u32 log_bytes)
 
 /* ---------- stats ---------- */
 
-static __u64 longest_run(const struct fd_config *c, const __u64 *drop, __u64 n)
+/* Dropped packets, loss runs and the longest run of the sequence over [0, n). */
+static void sequence_stats(const struct fd_config *c, const __u64 *drop, __u64 n, __u64 *dropped, __u64 *bursts,
+			   __u64 *longest)
 {
-	__u64 run = 0, best = 0;
+	__u64 run = 0, best = 0, drops = 0, runs = 0;
 
 	for (__u64 i = 0; i < n; i++) {
 		int d;
@@ -336,11 +338,15 @@ static __u64 longest_run(const struct fd_config *c, const __u64 *drop, __u64 n)
 			d = 0;
 		else
 			d = i < c->table_len && table_has(drop, i);
+		runs += d && run == 0;
+		drops += d;
 		run = d ? run + 1 : 0;
 		if (run > best)
 			best = run;
 	}
-	return best;
+	*dropped = drops;
+	*bursts = runs;
+	*longest = best;
 }
 
 static const char *model_name(__u32 m)
@@ -368,7 +374,7 @@ static void print_stats(struct instance *in)
 	struct fd_config *c = &in->bss->cfg;
 	struct fd_chain ch = {};
 	__u32 zero = 0;
-	__u64 index, longest, prefix, bad = 0;
+	__u64 index, longest, prefix, dropped, bursts, bad = 0;
 	struct fd_attach at = {};
 	const char *hook = "none";
 
@@ -377,8 +383,6 @@ static void print_stats(struct instance *in)
 	for (int i = 0; i < ncpu; i++) {
 		sum.nonip += per[i].nonip;
 		sum.unmatched += per[i].unmatched;
-		sum.dropped += per[i].dropped;
-		sum.bursts += per[i].bursts;
 		sum.gso += per[i].gso;
 		sum.log_lost += per[i].log_lost;
 	}
@@ -391,11 +395,13 @@ static void print_stats(struct instance *in)
 	prefix = index;
 	if (c->model == FD_MODEL_GE && prefix > c->table_len)
 		prefix = c->table_len;
-	longest = longest_run(c, in->drop, prefix);
+	sequence_stats(c, in->drop, prefix, &dropped, &bursts, &longest);
 	if (c->model == FD_MODEL_GE) {
 		bad = popcount_prefix(in->state, prefix);
 		if (index > c->table_len) {
 			bad += ch.bad;
+			dropped += ch.dropped;
+			bursts += ch.bursts;
 			if (ch.longest > longest)
 				longest = ch.longest;
 		}
@@ -406,7 +412,7 @@ static void print_stats(struct instance *in)
 	       ", \"non_ip\": %llu, \"log_lost\": %llu, \"table_len\": %llu, \"t_drop\": %llu, \"t_p\": %llu"
 	       ", \"t_r\": %llu, \"t_k\": %llu, \"t_h\": %llu}\n",
 	       hook, model_name(c->model), c->seed, c->stream, index, index + sum.nonip + sum.unmatched, index,
-	       sum.unmatched, sum.dropped, c->model == FD_MODEL_GE ? index - bad : 0, bad, sum.bursts, longest,
+	       sum.unmatched, dropped, c->model == FD_MODEL_GE ? index - bad : 0, bad, bursts, longest,
 	       sum.gso, sum.nonip, sum.log_lost, c->table_len, c->t_drop, c->t_p, c->t_r, c->t_k, c->t_h);
 }
 

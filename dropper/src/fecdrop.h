@@ -42,13 +42,12 @@ struct fd_config {
 	__u8 filter_dst[16];
 };
 
-/* Per-CPU counters of rare events; the loader sums them. Packets seen, matched and in each GE state
- * are derived from the index (matched = index, seen = index + nonip + unmatched). */
+/* Per-CPU counters of rare events; the loader sums them. Whatever follows from the index and the
+ * deterministic sequence is derived by the loader instead: matched = index, seen = index + nonip +
+ * unmatched, and dropped, bursts, longest burst and GE states over [0, index). */
 struct fd_stats {
 	__u64 nonip;     /* non-IP frames (always passed, never counted as matched) */
 	__u64 unmatched; /* IP packets the filter let through untouched */
-	__u64 dropped;
-	__u64 bursts;    /* dropped packets whose predecessor (index - 1) was delivered */
 	__u64 gso;       /* skbs with gso_segs > 1 (one verdict would hit several wire packets) */
 	__u64 log_lost;  /* verdict records the full ring buffer could not take */
 };
@@ -61,6 +60,8 @@ struct fd_chain {
 	__u64 run;        /* length of the loss run ending at next - 1 */
 	__u64 longest;    /* longest loss run seen by the chain */
 	__u64 bad;        /* packets the chain served in state Bad */
+	__u64 dropped;    /* packets the chain dropped */
+	__u64 bursts;     /* loss runs the chain started */
 };
 
 struct fd_record {

@@ -172,6 +172,7 @@ def bench(json_out: bool = typer.Option(False, "--json", help="Print JSON."),
         return
     goals = {"uniform": 1.3, "gilbert_elliott": 1.6, "gilbert_elliott_locked": None, "trace": 1.3}
     console.print(f"empty tc program: {result['empty_ns']:.1f} ns/packet (repeat {result['repeat']})")
+    console.print(f"({result['hook_note']})")
     for key, goal in goals.items():
         ratio = result[f"{key}_ratio"]
         met = "met" if goal is not None and ratio <= goal else "missed"

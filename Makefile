@@ -14,7 +14,7 @@ APT_PKGS  := mininet clang llvm libbpf-dev bpftool iproute2 iputils-ping ethtool
 FECQ_DIR  := quic-impls/fecq
 PYTEST_ARGS ?=
 
-.PHONY: demo test bootstrap apt venv native dropper delayline fecq lint clean-build
+.PHONY: demo test bootstrap apt venv native dropper delayline fecq lint clean-build constraints
 
 demo: bootstrap
 	$(FECBENCH) doctor
@@ -45,10 +45,10 @@ apt:
 # The venv is made from Debian's /usr/bin/python3 with system site-packages so that Debian's
 # Mininet (python3-mininet, which ships mnexec) is importable; everything else comes from PyPI.
 venv: $(STAMPS)/venv.stamp
-$(STAMPS)/venv.stamp: pyproject.toml
+$(STAMPS)/venv.stamp: pyproject.toml constraints.txt
 	@mkdir -p $(STAMPS)
 	test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[analysis,cluster,dev,doe]'
+	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[analysis,cluster,dev,doe]'
 	$(PY) -c 'import mininet.net, fecbench' 
 	touch $@
 
@@ -62,6 +62,12 @@ delayline:
 
 fecq:
 	cargo build --release --locked --manifest-path $(FECQ_DIR)/Cargo.toml
+
+# Re-pin constraints.txt to what the venv holds now (after changing dependencies in pyproject.toml).
+constraints: venv
+	{ sed -n '1,/^# Regenerate/p' constraints.txt; \
+	  $(PY) -m pip freeze --exclude-editable --path $(VENV)/lib/python3.11/site-packages | \
+	  sed 's/$$/ ; python_version == "3.11"/'; } > constraints.txt.new && mv constraints.txt.new constraints.txt
 
 lint: venv
 	$(VENV)/bin/ruff check fecbench tests

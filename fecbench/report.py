@@ -250,11 +250,15 @@ def jupyter_command() -> list[str]:
                     "notebooks/ with any Jupyter, after export FECBENCH_DB=<database>)")
 
 
-def open_notebook(db: str | Path, notebooks: Path = NOTEBOOKS_DIR) -> int:
-    """Start Jupyter in ``notebooks`` on ``db`` (FECBENCH_DB); returns Jupyter's exit status."""
+def open_notebook(db: str | Path, notebooks: Path = NOTEBOOKS_DIR, port: int = 8888) -> int:
+    """Start Jupyter in ``notebooks`` on ``db`` (FECBENCH_DB); returns Jupyter's exit status.
+
+    It listens on 127.0.0.1 only: results machines are often shared, and a notebook server runs code.
+    """
     db = Path(db).resolve()
     results.connect(db).close()  # a clear error now rather than in the first notebook cell
-    argv = jupyter_command() + ["--notebook-dir", str(notebooks)]
+    argv = jupyter_command() + ["--notebook-dir", str(notebooks), "--ip", "127.0.0.1", "--port", str(port),
+                                "--no-browser"]
     if os.geteuid() == 0:
         argv.append("--allow-root")
     env = dict(os.environ, FECBENCH_DB=str(db))

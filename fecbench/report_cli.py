@@ -18,17 +18,19 @@ def report(
                                  "(default: quic; udp for messages runs)."),
     open_notebook: bool = typer.Option(False, "--open-notebook", help="Instead of writing a report, "
                                        "start Jupyter in notebooks/ on this database (FECBENCH_DB)."),
+    port: int = typer.Option(8888, "--port", min=1, max=65535, help="With --open-notebook: the port Jupyter "
+                             "listens on (on 127.0.0.1 only; tunnel it with ssh -L to reach it from elsewhere)."),
 ) -> None:
     """Figures (PNG) and one self-contained HTML page with summary and medians tables.
 
-    With --open-notebook, start Jupyter on the database instead (needs jupyterlab or notebook:
-    .venv/bin/pip install jupyterlab; without it this says so and exits 2).
+    With --open-notebook, start JupyterLab (installed with the analysis extra) on the database instead,
+    listening on 127.0.0.1:PORT; without Jupyter installed this says how to install it and exits 2.
     """
     from fecbench import report as report_mod
 
     db = db if db is not None else report_mod.default_db()
     if open_notebook:
-        raise typer.Exit(report_mod.open_notebook(db))
+        raise typer.Exit(report_mod.open_notebook(db, port=port))
     with console.status("report") as status:
         written = report_mod.build(db, output, baseline=baseline,
                                    progress=lambda name: status.update(f"report: {name}"))

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from importlib.util import find_spec
 
 import matplotlib
@@ -214,9 +220,47 @@ def test_cli_report_and_export(download_db, tmp_path):
         assert len(done.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.skipif(find_spec("jupyterlab") is not None or find_spec("notebook") is not None,
-                    reason="a Jupyter server is installed: the command would start it")
-def test_open_notebook_without_jupyter_says_how_to_install(download_db):
-    done = run_cli("report", "--open-notebook", str(download_db))
-    assert done.returncode == 2
-    assert "pip install jupyterlab" in done.stderr
+def test_open_notebook_without_jupyter_says_how_to_install(monkeypatch):
+    monkeypatch.setattr(report.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(UserError, match="pip install jupyterlab"):
+        report.jupyter_command()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(find_spec("jupyterlab") is None, reason="JupyterLab is not installed (analysis extra)")
+def test_open_notebook_starts_jupyter_on_localhost(download_db, tmp_path):
+    """--open-notebook really serves the notebooks folder, on 127.0.0.1 only, until interrupted."""
+    port = _free_port()
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"), "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg"),
+           "JUPYTER_DATA_DIR": str(tmp_path / "data"), "HOME": str(tmp_path)}
+    server = subprocess.Popen([sys.executable, "-m", "fecbench", "report", "--open-notebook", "--port", str(port),
+                               str(download_db)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=env, start_new_session=True)
+    try:
+        answer = None
+        for _ in range(300):  # Jupyter takes a few seconds to start on a busy machine
+            if server.poll() is not None:
+                break
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api", timeout=1) as response:
+                    answer = json.loads(response.read())
+                break
+            except OSError:
+                time.sleep(0.2)
+        assert answer is not None and "version" in answer, server.stdout.read() if server.poll() is not None else ""
+        listening = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True).stdout
+        local_addresses = {line.split()[3] for line in listening.splitlines()}
+        assert local_addresses == {f"127.0.0.1:{port}"}
+    finally:
+        os.killpg(server.pid, signal.SIGINT)
+        os.killpg(server.pid, signal.SIGINT)  # Jupyter asks for confirmation on the first Ctrl-C
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()

@@ -385,10 +385,13 @@ os.sched_setaffinity(0, {int(sys.argv[3])})
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.SOL_SOCKET, 32, 16 << 20)
 first, count = int(sys.argv[1]), int(sys.argv[2])
+time.sleep(max(0.0, float(sys.argv[5]) - time.time()))  # both senders start together
+start = time.time()
 for i in range(first, first + count):
     s.sendto(struct.pack("!Q", i) + bytes(100), ("10.0.2.1", int(sys.argv[4])))
     if i % 200 == 199:
         time.sleep(0.0005)
+print(start, time.time())
 """
 
 
@@ -407,9 +410,13 @@ def test_two_cpus_through_the_attached_hook(line, hook):
                               stdout=subprocess.PIPE, text=True)
         try:
             assert rx.stdout.readline().strip() == "ready"
+            go = time.time() + 1.0
             senders = [subprocess.Popen(["ip", "netns", "exec", h1, sys.executable, "-c", TWO_CPU_SENDER,
-                                         str(cpu * n), str(n), str(cpu), str(PORT)]) for cpu in (0, 1)]
-            assert all(s.wait(timeout=60) == 0 for s in senders)
+                                         str(cpu * n), str(n), str(cpu), str(PORT), str(go)],
+                                        stdout=subprocess.PIPE, text=True) for cpu in (0, 1)]
+            spans = [tuple(map(float, s.communicate(timeout=60)[0].split())) for s in senders]
+            assert all(s.returncode == 0 for s in senders)
+            assert max(a for a, _ in spans) < min(b for _, b in spans), f"the senders did not overlap: {spans}"
             out, _ = rx.communicate(timeout=60)
         finally:
             if rx.poll() is None:

@@ -7,7 +7,7 @@ fn main() {
         .map(|s| s.parse().unwrap())
         .collect();
     println!(
-        "{:<11} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>8} {:>9}",
+        "{:<11} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>8} {:>9} {:>5}",
         "scheme",
         "enc MB/s",
         "dec MB/s",
@@ -16,13 +16,14 @@ fn main() {
         "r enc",
         "r dec",
         "ns/dgram",
-        "recovered"
+        "recovered",
+        "same"
     );
     for b in bench::run(&schemes, 20_000, 10, 5) {
         let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
         let ratio = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
         println!(
-            "{:<11} {:>9.0} {:>9.0} {:>9} {:>9} {:>6} {:>6} {:>8.0} {:>5}/{}",
+            "{:<11} {:>9.0} {:>9.0} {:>9} {:>9} {:>6} {:>6} {:>8.0} {:>5}/{} {:>5}",
             b.scheme,
             b.encode_mb_s,
             b.decode_mb_s,
@@ -32,7 +33,9 @@ fn main() {
             ratio(b.decode_ratio()),
             b.layer_ns_per_datagram,
             b.recovered,
-            b.lost
+            b.lost,
+            b.direct_same_output
+                .map_or("-".to_string(), |s| s.to_string())
         );
     }
 }

@@ -7,14 +7,14 @@
 //! decides when to [`Encoder::flush`] a partial block.
 //!
 //! Codes: `none` (no header at all), XOR with interleaving, Reed-Solomon (n, k) via
-//! `reed-solomon-simd`, and a sliding-window random linear code over GF(2^8).
+//! `reed-solomon-erasure`, and a sliding-window random linear code over GF(2^8).
 
 pub mod bench;
 pub mod frame;
 mod gf256;
 mod linear;
 mod rlc;
-mod rs;
+pub(crate) mod rs;
 mod scheme;
 mod window;
 mod xor;

@@ -1,26 +1,92 @@
-//! Systematic Reed-Solomon (n, k) block code on top of the `reed-solomon-simd` crate.
+//! Systematic Reed-Solomon (n, k) block code on top of the `reed-solomon-erasure` crate
+//! (Vandermonde-derived generator over GF(2^8), pure Rust), with fec-core's GF(2^8) slice kernels.
 //!
 //! Source symbols are grouped in blocks of k consecutive ids; each full block gets n − k repair
 //! shards. A block cut short by a flush (k' < k symbols) gets ceil(k' (n − k) / k) repairs, which
 //! keeps the code rate. Shards are the blocks' symbols zero-padded to the longest one, rounded up
-//! to an even length (the crate's requirement). Any k of a block's k + r shards recover it.
+//! to an even length (kept from the wire format's first version). Any k of a block's k + r
+//! shards recover it.
 
 use std::collections::BTreeMap;
 
-use reed_solomon_simd::{ReedSolomonDecoder, ReedSolomonEncoder};
+use reed_solomon_erasure::galois_8;
+use reed_solomon_erasure::{Field, ReedSolomon};
 
 use crate::frame;
+use crate::gf256;
 use crate::linear::Rejected;
 use crate::window::Window;
 
-fn shard_len(longest: usize) -> usize {
-    (longest.max(2) + 1) & !1
+/// GF(2^8) for `reed-solomon-erasure`: the crate's own scalar arithmetic (its `galois_8` field, same
+/// polynomial 0x11D as [`gf256`]), so the code is exactly the crate's, but slices are multiplied
+/// with fec-core's kernels (AVX2 when the CPU has it, checked at run time) instead of the crate's
+/// pure-Rust table loop.
+pub enum Gf {}
+
+impl Field for Gf {
+    const ORDER: usize = 256;
+    type Elem = u8;
+
+    fn add(a: u8, b: u8) -> u8 {
+        a ^ b
+    }
+    fn mul(a: u8, b: u8) -> u8 {
+        <galois_8::Field as Field>::mul(a, b)
+    }
+    fn div(a: u8, b: u8) -> u8 {
+        <galois_8::Field as Field>::div(a, b)
+    }
+    fn exp(a: u8, n: usize) -> u8 {
+        <galois_8::Field as Field>::exp(a, n)
+    }
+    fn zero() -> u8 {
+        0
+    }
+    fn one() -> u8 {
+        1
+    }
+    fn nth_internal(n: usize) -> u8 {
+        <galois_8::Field as Field>::nth_internal(n)
+    }
+    fn mul_slice(c: u8, input: &[u8], out: &mut [u8]) {
+        assert_eq!(input.len(), out.len());
+        out.fill(0);
+        gf256::mul_add(out, input, c);
+    }
+    fn mul_slice_add(c: u8, input: &[u8], out: &mut [u8]) {
+        assert_eq!(input.len(), out.len());
+        gf256::mul_add(out, input, c);
+    }
 }
 
-fn pad_into(scratch: &mut Vec<u8>, symbol: &[u8], len: usize) {
-    scratch.clear();
-    scratch.extend_from_slice(symbol);
-    scratch.resize(len, 0);
+/// A few codecs by (k, r): building one inverts a k × k matrix, so full blocks and the odd
+/// flushed block reuse theirs. Each codec also caches its decoding matrices per loss pattern.
+#[derive(Default)]
+struct Codecs {
+    list: Vec<((usize, usize), ReedSolomon<Gf>)>,
+}
+
+impl Codecs {
+    const MAX: usize = 4;
+
+    fn get(&mut self, k: usize, r: usize) -> Option<&ReedSolomon<Gf>> {
+        let at = match self.list.iter().position(|(kr, _)| *kr == (k, r)) {
+            Some(at) => at,
+            None => {
+                let codec = ReedSolomon::new(k, r).ok()?;
+                if self.list.len() == Self::MAX {
+                    self.list.remove(0);
+                }
+                self.list.push(((k, r), codec));
+                self.list.len() - 1
+            }
+        };
+        Some(&self.list[at].1)
+    }
+}
+
+fn shard_len(longest: usize) -> usize {
+    (longest.max(2) + 1) & !1
 }
 
 pub(crate) struct RsEncoder {
@@ -30,7 +96,8 @@ pub(crate) struct RsEncoder {
     /// Symbols of the current block: the first `filled` buffers (the others are kept for reuse).
     block: Vec<Vec<u8>>,
     filled: usize,
-    coder: Option<ReedSolomonEncoder>,
+    codecs: Codecs,
+    parity: Vec<Vec<u8>>,
 }
 
 impl RsEncoder {
@@ -41,7 +108,8 @@ impl RsEncoder {
             first: 0,
             block: Vec::with_capacity(usize::from(k)),
             filled: 0,
-            coder: None,
+            codecs: Codecs::default(),
+            parity: Vec::new(),
         }
     }
 
@@ -76,34 +144,25 @@ impl RsEncoder {
         let block = &mut self.block[..k];
         let shard = shard_len(block.iter().map(Vec::len).max().unwrap_or(0));
         let r = usize::from(r);
-        let ready = match &mut self.coder {
-            Some(coder) => coder.reset(k, r, shard).is_ok(),
-            None => match ReedSolomonEncoder::new(k, r, shard) {
-                Ok(coder) => {
-                    self.coder = Some(coder);
-                    true
-                }
-                Err(_) => false,
-            },
+        let Some(codec) = self.codecs.get(k, r) else {
+            return;
         };
-        if let (true, Some(coder)) = (ready, self.coder.as_mut()) {
-            let mut ok = true;
-            for symbol in block.iter_mut() {
-                symbol.resize(shard, 0);
-                ok &= coder.add_original_shard(&symbol[..]).is_ok();
-            }
-            if ok {
-                if let Ok(result) = coder.encode() {
-                    for (index, data) in result.recovery_iter().enumerate() {
-                        out.push(frame::rs_repair(
-                            self.first,
-                            k as u8,
-                            r as u8,
-                            index as u8,
-                            data,
-                        ));
-                    }
-                }
+        for symbol in block.iter_mut() {
+            symbol.resize(shard, 0);
+        }
+        self.parity.resize_with(r, Vec::new);
+        for p in &mut self.parity[..r] {
+            p.resize(shard, 0);
+        }
+        if codec.encode_sep(block, &mut self.parity[..r]).is_ok() {
+            for (index, data) in self.parity[..r].iter().enumerate() {
+                out.push(frame::rs_repair(
+                    self.first,
+                    k as u8,
+                    r as u8,
+                    index as u8,
+                    data,
+                ));
             }
         }
     }
@@ -122,8 +181,9 @@ pub(crate) struct RsDecoder {
     r_max: u8,
     max_blocks: usize,
     blocks: BTreeMap<u32, Block>,
-    coder: Option<ReedSolomonDecoder>,
-    scratch: Vec<u8>,
+    codecs: Codecs,
+    /// The k + r shards of the block being decoded, and whether each is present.
+    shards: Vec<(Vec<u8>, bool)>,
 }
 
 impl RsDecoder {
@@ -133,8 +193,8 @@ impl RsDecoder {
             r_max: (n - k) as u8,
             max_blocks,
             blocks: BTreeMap::new(),
-            coder: None,
-            scratch: Vec::new(),
+            codecs: Codecs::default(),
+            shards: Vec::new(),
         }
     }
 
@@ -149,7 +209,7 @@ impl RsDecoder {
         data: &[u8],
         recovered: &mut Vec<(u32, Vec<u8>)>,
     ) -> Result<(), Rejected> {
-        if k > self.k_max || r > self.r_max || !data.len().is_multiple_of(2) {
+        if k > self.k_max || r > self.r_max || index >= r || !data.len().is_multiple_of(2) {
             return Err(Rejected::Malformed);
         }
         let last = first
@@ -240,39 +300,64 @@ impl RsDecoder {
             return;
         }
         let (k, r, shard) = (usize::from(block.k), usize::from(block.r), block.shard);
-        let ready = match &mut self.coder {
-            Some(coder) => coder.reset(k, r, shard).is_ok(),
-            None => match ReedSolomonDecoder::new(k, r, shard) {
-                Ok(coder) => {
-                    self.coder = Some(coder);
-                    true
-                }
-                Err(_) => false,
-            },
-        };
-        let Some(coder) = self.coder.as_mut().filter(|_| ready) else {
-            return;
-        };
-        let mut ok = true;
+        self.shards.resize_with(k + r, Default::default);
+        let shards = &mut self.shards[..k + r];
+        for (buf, present) in shards.iter_mut() {
+            buf.clear();
+            buf.resize(shard, 0);
+            *present = false;
+        }
         for (index, symbol) in available {
-            pad_into(&mut self.scratch, symbol, shard);
-            ok &= coder.add_original_shard(index, &self.scratch).is_ok();
+            let (buf, present) = &mut shards[index];
+            buf[..symbol.len()].copy_from_slice(symbol);
+            *present = true;
         }
         for (&index, data) in &block.repairs {
-            ok &= coder.add_recovery_shard(usize::from(index), data).is_ok();
+            if let Some((buf, present)) = shards.get_mut(k + usize::from(index)) {
+                buf.copy_from_slice(data);
+                *present = true;
+            }
         }
         block.done = true;
         block.repairs.clear();
-        if !ok {
+        let Some(codec) = self.codecs.get(k, r) else {
             return;
-        }
-        if let Ok(result) = coder.decode() {
-            for (index, data) in result.restored_original_iter() {
+        };
+        if codec.reconstruct_data(shards).is_ok() {
+            for (index, (data, present)) in shards[..k].iter().enumerate() {
                 let id = first + index as u32;
-                if !window.is_delivered(id) {
-                    recovered.push((id, data.to_vec()));
+                if !*present && !window.is_delivered(id) {
+                    recovered.push((id, data.clone()));
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// fec-core's slice kernels give exactly the crate's own `galois_8` code.
+    #[test]
+    fn kernel_field_matches_the_crates_field() {
+        let (k, r, len) = (20, 10, 1202);
+        let data: Vec<Vec<u8>> = (0..k)
+            .map(|i| (0..len).map(|j| (i * 31 + j * 7 + j / 5) as u8).collect())
+            .collect();
+        let ours = ReedSolomon::<Gf>::new(k, r).unwrap();
+        let theirs = ReedSolomon::<galois_8::Field>::new(k, r).unwrap();
+        let mut a = vec![vec![0u8; len]; r];
+        let mut b = vec![vec![1u8; len]; r];
+        ours.encode_sep(&data, &mut a).unwrap();
+        theirs.encode_sep(&data, &mut b).unwrap();
+        assert_eq!(a, b);
+        // And the kernels agree on every coefficient.
+        for c in 0..=255u8 {
+            let (mut x, mut y) = (data[1].clone(), data[1].clone());
+            Gf::mul_slice_add(c, &data[0], &mut x);
+            <galois_8::Field as Field>::mul_slice_add(c, &data[0], &mut y);
+            assert_eq!(x, y, "coefficient {c}");
         }
     }
 }

@@ -10,11 +10,13 @@ PY        := $(VENV)/bin/python
 FECBENCH  := $(VENV)/bin/fecbench
 STAMPS    := .build
 APT_PKGS  := mininet clang llvm libbpf-dev bpftool iproute2 iputils-ping ethtool iperf3 build-essential \
-             pkg-config sqlite3 libelf-dev zlib1g-dev python3-venv python3-dev git
+             pkg-config sqlite3 libelf-dev zlib1g-dev python3-venv python3-dev git cmake openssl
 FECQ_DIR  := quic-impls/fecq
+TQUIC_DIR := quic-impls/tquic
+TQUIC_VERSION := 1.6.0
 PYTEST_ARGS ?=
 
-.PHONY: demo test bootstrap apt venv native dropper delayline fecq lint clean-build constraints
+.PHONY: demo test bootstrap apt venv native dropper delayline fecq tquic lint clean-build constraints
 
 demo: bootstrap
 	$(FECBENCH) doctor
@@ -52,7 +54,7 @@ $(STAMPS)/venv.stamp: pyproject.toml constraints.txt
 	$(PY) -c 'import mininet.net, fecbench' 
 	touch $@
 
-native: dropper delayline fecq
+native: dropper delayline fecq tquic
 
 dropper:
 	$(MAKE) -C dropper
@@ -68,6 +70,15 @@ constraints: venv
 	{ sed -n '1,/^# Regenerate/p' constraints.txt; \
 	  $(PY) -m pip freeze --exclude-editable --path $(VENV)/lib/python3.11/site-packages | \
 	  sed 's/$$/ ; python_version == "3.11"/'; } > constraints.txt.new && mv constraints.txt.new constraints.txt
+
+# tquic's example tools (multipath QUIC, quic-impls/tquic/impl.toml): ~2–5 min cold (BoringSSL via cmake);
+# skipped when the pinned version is already installed.
+tquic:
+	@if [ "$$($(TQUIC_DIR)/build/bin/tquic_client --version 2>/dev/null)" = "client $(TQUIC_VERSION)" ]; then \
+	  echo "tquic $(TQUIC_VERSION): already built"; \
+	else \
+	  cargo install --locked tquic_tools --version $(TQUIC_VERSION) --root $(TQUIC_DIR)/build; \
+	fi
 
 lint: venv
 	$(VENV)/bin/ruff check fecbench tests

@@ -308,7 +308,7 @@ class Executor:
                            fidelity=fidelity)
 
         values = self.placeholders(run, run_dir)
-        arg_lists = descriptor.arg_lists(run.impl.args)
+        arg_lists = descriptor.arg_lists(run.impl.args, values)
         if descriptor.server_files and run.size is not None:
             www = run_dir / "www"
             www.mkdir()
@@ -317,6 +317,9 @@ class Executor:
         server_env = {k: v.format_map(values) for k, v in descriptor.server_env.items()}
         client_env = {k: v.format_map(values) for k, v in descriptor.client_env.items()}
         server = client = None
+        failed_setup = self.setup(descriptor, values, run_dir)
+        if failed_setup:
+            return Outcome(status="failed", error=failed_setup, fidelity=fidelity)
         try:
             server = procs.start("server", render(descriptor.server_argv, values, arg_lists), run_dir,
                                  host=self.net.server, env=server_env, cwd=run_dir)
@@ -359,6 +362,26 @@ class Executor:
             except MetricsError as exc:
                 outcome.status, outcome.error = "failed", f"metrics: {exc}"
         return outcome
+
+    def setup(self, descriptor: Any, values: dict[str, Any], run_dir: Path) -> str | None:
+        """Run the descriptor's `[server] setup` commands (e.g. make a certificate) in the run folder,
+        on the server host; None when they all succeed, else why the run failed."""
+        from fecbench.runners.descriptor import render
+
+        for i, template in enumerate(descriptor.server_setup):
+            argv = render(template, values, {})
+            process = procs.start(f"setup{i}", argv, run_dir, host=self.net.server, cwd=run_dir)
+            self.processes.append(process)
+            try:
+                code = process.wait(self.design.timeout_s)
+            finally:
+                process.stop(grace_s=0.5)
+                self.processes.remove(process)
+            if code != 0:
+                what = f"still running after {self.design.timeout_s:g} s" if code is None \
+                    else f"exited with status {code}"
+                return f"server setup command {argv[0]} {what}: {process.output()[-500:]}"
+        return None
 
     def link_stats(self, run: Run) -> list[dict[str, Any]]:
         """The network's per link and direction statistics, flattened to the link_stats columns."""

@@ -74,7 +74,7 @@ def render(argv: list[str], values: dict[str, Any], arg_lists: dict[str, list[st
 @dataclass
 class ArgSpec:
     name: str
-    argv: list[str]
+    argv: list[str] | dict[str, list[str]]   # a fragment with {value}, or one fragment per value
     to: str
     choices: list[Any] | None = None
     pattern: str | None = None
@@ -97,13 +97,15 @@ class Descriptor:
     args: dict[str, ArgSpec]
     server_argv: list[str]
     server_env: dict[str, str]
+    server_setup: list[list[str]]   # argvs run (in the run folder) before the server starts
     server_files: bool
     ready_pattern: str | None
     ready_delay_s: float
     client_argv: dict[str, list[str]]
     client_env: dict[str, str]
-    metrics_source: str
+    metrics_sources: list[str]      # one or more of METRIC_SOURCES, merged in this order
     metric_patterns: list[str] = field(default_factory=list)
+    metric_scale: dict[str, float] = field(default_factory=dict)   # regex metric -> factor
     metric_stream: str = "both"
     required_metrics: list[str] = field(default_factory=list)
     download_file: str = "{download_path}"
@@ -157,13 +159,15 @@ class Descriptor:
         filled.update(args)
         return filled
 
-    def arg_lists(self, args: dict[str, Any]) -> dict[str, list[str]]:
-        """The argv fragments of the implementation arguments, per side, in declaration order."""
+    def arg_lists(self, args: dict[str, Any], values: dict[str, Any] | None = None) -> dict[str, list[str]]:
+        """The argv fragments of the implementation arguments, per side, in declaration order.
+        Fragments are formatted with the run's placeholder `values` plus {value}."""
         lists: dict[str, list[str]] = {"server_args": [], "client_args": []}
         for name, spec in self.args.items():
             if name not in args:
                 continue
-            fragment = [part.format(value=args[name]) for part in spec.argv]
+            template = spec.argv[str(args[name])] if isinstance(spec.argv, dict) else spec.argv
+            fragment = [part.format_map({**(values or {}), "value": args[name]}) for part in template]
             if spec.to in ("server", "both"):
                 lists["server_args"].extend(fragment)
             if spec.to in ("client", "both"):
@@ -206,6 +210,24 @@ def _env(section: Section, file: Path) -> dict[str, str]:
     return env
 
 
+def _arg_argv(a: Section, file: Path, allowed: frozenset[str]) -> tuple[list[str] | dict[str, list[str]], list | None]:
+    """An argument's argv: a fragment using {value} (and run placeholders), or a table giving each
+    allowed value its own fragment (possibly empty: flags without a value); then the values are its keys."""
+    names = allowed | {"value"}
+    argv = a.get("argv", (list, dict))
+    choices = a.get("choices", list, None)
+    if isinstance(argv, list):
+        return check_template(argv, file, a.key("argv"), names), choices
+    if choices is not None:
+        raise SpecError(file, a.key("choices"), "not with an argv table: its keys are the allowed values")
+    if not argv:
+        raise SpecError(file, a.key("argv"), "an argv table needs at least one value")
+    for value, fragment in argv.items():
+        if fragment != []:  # an empty fragment adds nothing (a flag's "off" value)
+            check_template(fragment, file, f"{a.key('argv')}.{value}", names)
+    return argv, list(argv)
+
+
 def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
     """Load and validate one impl.toml; the implementation's name is its folder's name."""
     path = Path(path)
@@ -238,14 +260,17 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
     args_section = top.section("args")
     for arg_name in list(args_section.data):
         a = args_section.section(arg_name)
+        argv, choices = _arg_argv(a, path, allowed)
         spec = ArgSpec(
             name=arg_name,
-            argv=check_template(a.get("argv"), path, a.key("argv"), frozenset({"value"})),
+            argv=argv,
             to=a.get("to", str, "both", choices=ARG_TARGETS),
-            choices=a.get("choices", list, None),
+            choices=choices,
             pattern=a.get("pattern", str, None),
             default=a.get("default", (str, int, float), None),
         )
+        if spec.default is not None and spec.choices is not None and spec.default not in spec.choices:
+            raise SpecError(path, a.key("default"), f"unknown value {spec.default!r}", spec.choices)
         if spec.pattern is not None:
             try:
                 re.compile(spec.pattern)
@@ -258,6 +283,9 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
     server = top.section("server", required=True)
     server_argv = check_template(server.get("argv"), path, server.key("argv"), allowed)
     server_env = _env(server, path)
+    server_setup = server.get("setup", list, [])
+    for i, argv in enumerate(server_setup):
+        check_template(argv, path, f"{server.key('setup')}[{i}]", allowed)
     server_files = server.get("files", bool, False)
     ready_pattern = server.get("ready", str, None)
     ready_delay_s = server.get("ready_delay_s", float, 0.0, min=0, max=60)
@@ -282,7 +310,14 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
     client.done()
 
     metrics = top.section("metrics")
-    source = metrics.get("source", str, "json", choices=METRIC_SOURCES)
+    sources = metrics.get("source", (str, list), "json")
+    sources = [sources] if isinstance(sources, str) else sources
+    for value in sources:
+        if value not in METRIC_SOURCES:
+            raise SpecError(path, metrics.key("source"), f"unknown metrics source {value!r}", METRIC_SOURCES)
+    if not sources or len(set(sources)) != len(sources):
+        raise SpecError(path, metrics.key("source"), "needs one source, or a list of distinct sources",
+                        METRIC_SOURCES)
     patterns = metrics.get("patterns", list, [])
     for i, pattern in enumerate(patterns):
         try:
@@ -291,8 +326,16 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
             raise SpecError(path, f"{metrics.key('patterns')}[{i}]", f"invalid regex: {exc}") from None
         if not compiled.groupindex:
             raise SpecError(path, f"{metrics.key('patterns')}[{i}]", "needs named groups (?P<metric>…)")
-    if source == "regex" and not patterns:
+    if "regex" in sources and not patterns:
         raise SpecError(path, metrics.key("patterns"), "source = 'regex' needs at least one pattern")
+    scale = metrics.get("scale", dict, {})
+    groups = {name for pattern in patterns for name in re.compile(pattern).groupindex}
+    for metric, factor in scale.items():
+        if metric not in groups:
+            raise SpecError(path, f"{metrics.key('scale')}.{metric}", "not a named group of the patterns",
+                            sorted(groups) or "none")
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0:
+            raise SpecError(path, f"{metrics.key('scale')}.{metric}", f"must be a number > 0, got {factor!r}")
     stream = metrics.get("stream", str, "both", choices=("stdout", "stderr", "both"))
     required = metrics.get("required", list, [])
     download_file = metrics.get("download_file", str, "{download_path}")
@@ -304,8 +347,9 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
         name=name, path=path, text=text, description=description, binary=binary,
         client_binary=client_binary, version_argv=version_argv, build=build, workloads=workloads,
         codes=codes, multipath=multipath, args=args, server_argv=server_argv, server_env=server_env,
-        server_files=server_files, ready_pattern=ready_pattern, ready_delay_s=ready_delay_s,
-        client_argv=client_argv, client_env=client_env, metrics_source=source, metric_patterns=patterns,
+        server_setup=server_setup, server_files=server_files, ready_pattern=ready_pattern, ready_delay_s=ready_delay_s,
+        client_argv=client_argv, client_env=client_env, metrics_sources=sources, metric_patterns=patterns,
+        metric_scale={k: float(v) for k, v in scale.items()},
         metric_stream=stream, required_metrics=required, download_file=download_file)
 
 

@@ -48,7 +48,8 @@ def from_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def from_patterns(patterns: list[str], text: str) -> dict[str, Any]:
+def from_patterns(patterns: list[str], text: str, scale: dict[str, float] | None = None) -> dict[str, Any]:
+    """Named groups of the patterns as numbers (the last match wins), times their `scale` factor."""
     metrics: dict[str, Any] = {}
     for pattern in patterns:
         for match in re.finditer(pattern, text, re.MULTILINE):
@@ -56,7 +57,7 @@ def from_patterns(patterns: list[str], text: str) -> dict[str, Any]:
                 if value is None:
                     continue
                 try:
-                    number = float(value)
+                    number = float(value) * (scale or {}).get(name, 1.0)
                 except ValueError:
                     raise MetricsError(f"pattern group {name!r} matched {value!r}, not a number") from None
                 metrics[name] = int(number) if number.is_integer() and METRIC_COLUMNS.get(name) == "INTEGER" \
@@ -64,31 +65,38 @@ def from_patterns(patterns: list[str], text: str) -> dict[str, Any]:
     return metrics
 
 
-def collect_metrics(descriptor: Any, run: Any, values: dict[str, Any], client: Any) -> dict[str, Any]:
-    """The run's metrics; raises MetricsError when they are unusable."""
-    source = descriptor.metrics_source
+def _from_source(source: str, descriptor: Any, run: Any, values: dict[str, Any], client: Any) -> dict[str, Any]:
     if source == "json":
-        metrics = from_json(Path(values["metrics_path"]))
-    elif source == "regex":
+        return from_json(Path(values["metrics_path"]))
+    if source == "regex":
         stream = descriptor.metric_stream
         text = ""
         if stream in ("stdout", "both"):
             text += client.stdout_path.read_text(errors="replace")
         if stream in ("stderr", "both"):
             text += "\n" + client.stderr_path.read_text(errors="replace")
-        metrics = from_patterns(descriptor.metric_patterns, text)
+        metrics = from_patterns(descriptor.metric_patterns, text, descriptor.metric_scale)
         if not metrics:
             raise MetricsError("no metric pattern matched the client's output")
-    else:
-        metrics = {"dct_ms": client.wall_ms}
-        if run.size is not None:
-            target = Path(descriptor.download_file.format_map(values))
-            if not target.is_file():
-                raise MetricsError(f"downloaded file {target} is missing")
-            got = target.stat().st_size
-            if got != run.size:
-                raise MetricsError(f"downloaded {got} bytes, expected {run.size}")
-            metrics["bytes_app"] = got
+        return metrics
+    metrics = {"dct_ms": client.wall_ms}
+    if run.size is not None:
+        target = Path(descriptor.download_file.format_map(values))
+        if not target.is_file():
+            raise MetricsError(f"downloaded file {target} is missing")
+        got = target.stat().st_size
+        if got != run.size:
+            raise MetricsError(f"downloaded {got} bytes, expected {run.size}")
+        metrics["bytes_app"] = got
+    return metrics
+
+
+def collect_metrics(descriptor: Any, run: Any, values: dict[str, Any], client: Any) -> dict[str, Any]:
+    """The run's metrics, from each of the descriptor's sources in order (a later source's value of a
+    metric replaces an earlier one's); raises MetricsError when they are unusable."""
+    metrics: dict[str, Any] = {}
+    for source in descriptor.metrics_sources:
+        metrics.update(_from_source(source, descriptor, run, values, client))
     _check_types(metrics)
     _check_required(metrics, descriptor.required_metrics)
     if run.size is not None and isinstance(metrics.get("bytes_app"), int) and metrics["bytes_app"] != run.size:

@@ -1,0 +1,144 @@
+"""Descriptor contract extensions, without root: `[server] setup` commands, several metrics sources
+merged in order, and `[metrics] scale` for numbers printed in other units (µs → ms)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from fecbench.errors import SpecError
+from fecbench.runners.descriptor import load_descriptor, render
+from fecbench.runners.metrics import MetricsError, collect_metrics, from_patterns
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BASE = """
+[impl]
+binary = "true"
+
+[capabilities]
+workloads = ["download"]
+
+[server]
+argv = ["{binary}", "--root", "{www_dir}"]
+ready_delay_s = 0.1
+{setup}
+
+[client.download]
+argv = ["{binary}", "https://{server_address}:{port}/{size}", "--dump", "{run_dir}/dl"]
+
+[metrics]
+{metrics}
+"""
+
+
+def descriptor(tmp_path: Path, *, setup: str = "", metrics: str = 'source = "measured"'):
+    folder = tmp_path / "impl"
+    folder.mkdir(exist_ok=True)
+    path = folder / "impl.toml"
+    path.write_text(textwrap.dedent(BASE).replace("{setup}", setup).replace("{metrics}", metrics))
+    return load_descriptor(path)
+
+
+def test_setup_commands_are_templated_argvs(tmp_path: Path) -> None:
+    d = descriptor(tmp_path, setup='setup = [["openssl", "req", "-keyout", "{run_dir}/k.pem"], ["true"]]')
+    assert d.server_setup == [["openssl", "req", "-keyout", "{run_dir}/k.pem"], ["true"]]
+    assert render(d.server_setup[0], {"run_dir": "/r"}, {}) == ["openssl", "req", "-keyout", "/r/k.pem"]
+    assert descriptor(tmp_path).server_setup == []
+
+
+@pytest.mark.parametrize("setup, match", [
+    ('setup = "openssl req -x509"', "must be a list"),
+    ('setup = ["openssl", "req"]', "never a shell string"),
+    ('setup = [["openssl", "{nowhere}"]]', r"unknown placeholder \{nowhere\}"),
+])
+def test_bad_setup_rejected_naming_the_key(tmp_path: Path, setup: str, match: str) -> None:
+    with pytest.raises(SpecError, match=match) as err:
+        descriptor(tmp_path, setup=setup)
+    assert "server.setup" in str(err.value)
+
+
+def test_sources_list_and_scale(tmp_path: Path) -> None:
+    d = descriptor(tmp_path, metrics=textwrap.dedent("""
+        source = ["measured", "regex"]
+        patterns = ['median: (?P<dct_ms>[0-9.]+)', 'lost pkts: (?P<lost>[0-9]+)']
+        scale = { dct_ms = 0.001 }
+        """))
+    assert d.metrics_sources == ["measured", "regex"] and d.metric_scale == {"dct_ms": 0.001}
+    assert descriptor(tmp_path).metrics_sources == ["measured"]
+
+
+@pytest.mark.parametrize("metrics, match", [
+    ('source = ["measured", "psychic"]', "unknown metrics source 'psychic'"),
+    ('source = ["measured", "measured"]', "distinct sources"),
+    ('source = []', "distinct sources"),
+    ('source = ["regex"]', "needs at least one pattern"),
+    ("source = \"regex\"\npatterns = ['t (?P<dct_ms>[0-9]+)']\nscale = { rtt_ms = 2 }", "not a named group"),
+    ("source = \"regex\"\npatterns = ['t (?P<dct_ms>[0-9]+)']\nscale = { dct_ms = 0 }", "number > 0"),
+])
+def test_bad_metrics_rejected(tmp_path: Path, metrics: str, match: str) -> None:
+    with pytest.raises(SpecError, match=match):
+        descriptor(tmp_path, metrics=metrics)
+
+
+def test_scale_applies_to_its_group_only() -> None:
+    text = "median: 123456.00\nlost pkts: 3\n"
+    got = from_patterns([r"median: (?P<dct_ms>[0-9.]+)", r"lost pkts: (?P<lost>[0-9]+)"], text,
+                        {"dct_ms": 0.001})
+    assert got == {"dct_ms": pytest.approx(123.456), "lost": 3}
+
+
+def _client(tmp_path: Path, stdout: str, wall_ms: float) -> SimpleNamespace:
+    out, err = tmp_path / "client.out", tmp_path / "client.err"
+    out.write_text(stdout)
+    err.write_text("")
+    return SimpleNamespace(stdout_path=out, stderr_path=err, wall_ms=wall_ms)
+
+
+def test_measured_then_regex_merge(tmp_path: Path) -> None:
+    """The measured source checks the downloaded file; the later regex source's dct_ms replaces the
+    client's wall time, and its other groups are added."""
+    d = descriptor(tmp_path, metrics=textwrap.dedent("""
+        source = ["measured", "regex"]
+        download_file = "{run_dir}/dl/{size}"
+        patterns = ['median: (?P<dct_ms>[0-9.]+)', 'lost pkts: (?P<lost>[0-9]+)']
+        scale = { dct_ms = 0.001 }
+        required = ["dct_ms", "bytes_app"]
+        """))
+    (tmp_path / "dl").mkdir()
+    (tmp_path / "dl" / "5000").write_bytes(b"x" * 5000)
+    run = SimpleNamespace(size=5000)
+    values = {"run_dir": str(tmp_path), "size": 5000}
+    client = _client(tmp_path, "median: 40500.00, p80: 1\nlost pkts: 2\n", wall_ms=90.0)
+    assert collect_metrics(d, run, values, client) == {"dct_ms": pytest.approx(40.5), "bytes_app": 5000,
+                                                       "lost": 2}
+    # A short file fails the run even though the client's output looks fine.
+    (tmp_path / "dl" / "5000").write_bytes(b"x" * 4999)
+    with pytest.raises(MetricsError, match="downloaded 4999 bytes, expected 5000"):
+        collect_metrics(d, run, values, client)
+    (tmp_path / "dl" / "5000").write_bytes(b"x" * 5000)
+    with pytest.raises(MetricsError, match="no metric pattern matched"):
+        collect_metrics(d, run, values, _client(tmp_path, "connection refused\n", wall_ms=3.0))
+
+
+def test_tquic_descriptor_renders_multipath_arguments() -> None:
+    d = load_descriptor(ROOT / "quic-impls" / "tquic" / "impl.toml")
+    assert d.multipath and d.workloads == ["download"]
+    args = d.validate_args({"multipath": "on", "scheduler": "redundant", "cc": "cubic"}, "design.toml", "impl")
+    values = {"binary": "/s", "client_binary": "/c", "dir": "/d", "server_address": "10.0.9.2",
+              "client_address": "10.0.1.1", "client_addresses": "10.0.1.1,10.0.2.1", "port": 4433,
+              "size": 1000, "run_dir": "/r", "www_dir": "/r/www", "timeout_s": "30"}
+    lists = d.arg_lists(args, values)
+    client = render(d.client_argv["download"], values, lists)
+    assert "https://10.0.9.2:4433/1000" in client
+    assert client[client.index("--local-addresses") + 1] == "10.0.1.1,10.0.2.1"
+    assert "--enable-multipath" in client and "--enable-multipath" in render(d.server_argv, values, lists)
+    assert client[client.index("--multipath-algor") + 1] == "redundant"
+    single = render(d.client_argv["download"], values, d.arg_lists(d.validate_args({}, "design.toml", "impl"), values))
+    assert "--enable-multipath" not in single
+    assert single[single.index("--local-addresses") + 1] == "10.0.1.1"
+    with pytest.raises(SpecError, match="unknown value 'fastest'"):
+        d.validate_args({"scheduler": "fastest"}, "design.toml", "impl")

@@ -481,7 +481,7 @@ def run_campaign(prepared: Prepared, db_path: Path, *, retry: set[str], link_bac
     summary = Summary(total=len(prepared.runs), selected=len(todo), counts=Counter())
     if not todo:
         return summary
-    impls_info = {e.label: {"name": e.name, "args": e.args, **e.descriptor.fingerprint()} for e in design.impls}
+    impls_info = impls_fingerprint(design)
     log_root = db_path.resolve().parent / f"{db_path.stem}.logs"
     check_free_space(db_path.resolve().parent)
     # The network first: if it cannot be built, no database is created or touched.
@@ -497,6 +497,11 @@ def run_campaign(prepared: Prepared, db_path: Path, *, retry: set[str], link_bac
         finally:
             conn.close()
     return summary
+
+
+def impls_fingerprint(design: Design) -> dict[str, Any]:
+    """What a campaign records about its implementations (versions, descriptors, binary hashes)."""
+    return {e.label: {"name": e.name, "args": e.args, **e.descriptor.fingerprint()} for e in design.impls}
 
 
 MIN_FREE_BYTES = 50 * 10**6
@@ -527,7 +532,8 @@ def read_statuses(db_path: Path) -> dict[str, str]:
         raise UserError(f"{db_path}: cannot use this results database: {exc}") from None
 
 
-def _loop(executor: Executor, todo: list[Run], summary: Summary, backend: str, console: Any) -> None:
+def progress_bar(console: Any) -> Any:
+    """The campaign's rich progress bar: description, bar, done/total, status counts, elapsed, ETA."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -537,11 +543,32 @@ def _loop(executor: Executor, todo: list[Run], summary: Summary, backend: str, c
         TimeRemainingColumn,
     )
 
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                    TimeRemainingColumn(), console=console, transient=False)
+
+
+def run_one(executor: Executor, run: Run) -> tuple[Outcome, bool]:
+    """Execute one run, turning a harness fault into a `failed` outcome; (outcome, harness_error).
+    The local loop and the Dask workers both execute runs through this function."""
+    run_dir = executor.log_root / run.key[:16]
+    try:
+        outcome = executor.execute(run)
+    except KeyboardInterrupt:
+        executor.stop_all()
+        raise
+    except Exception as exc:  # a harness or network fault: record it, go on (bounded by the caller)
+        executor.stop_all()
+        return Outcome(status="failed", error=f"harness: {type(exc).__name__}: {exc}"), True
+    if outcome.status == "ok" and not executor.keep_logs:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return outcome, False
+
+
+def _loop(executor: Executor, todo: list[Run], summary: Summary, backend: str, console: Any) -> None:
     conn, counts = executor.conn, summary.counts
     estimates = [executor.prepared.estimate(run) for run in todo]
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), TextColumn("ETA"),
-                        TimeRemainingColumn(), console=console, transient=False)
+    progress = progress_bar(console)
     harness_errors = 0
     with progress:
         console.print(f"{len(todo)} run(s) to do, estimated {sum(estimates) / 60:.1f} min")
@@ -550,25 +577,17 @@ def _loop(executor: Executor, todo: list[Run], summary: Summary, backend: str, c
             progress.update(task, description=f"{executor.design.name} [{run.label} p{run.point} r{run.repetition}]")
             started_wall = time.monotonic()
             _db_write(dbmod.start_run, conn, run.key, now_iso(), backend, executor.host)
-            run_dir = executor.log_root / run.key[:16]
             try:
-                outcome = executor.execute(run)
-                harness_errors = 0
+                outcome, harness_error = run_one(executor, run)
             except KeyboardInterrupt:
-                executor.stop_all()
                 _finish(conn, run, Outcome(status="interrupted", error="interrupted (Ctrl-C or SIGTERM)"),
                         started_wall)
                 counts["interrupted"] += 1
                 summary.interrupted = True
                 raise
-            except Exception as exc:  # a harness or network fault: record it, go on (bounded)
-                executor.stop_all()
-                harness_errors += 1
-                outcome = Outcome(status="failed", error=f"harness: {type(exc).__name__}: {exc}")
+            harness_errors = harness_errors + 1 if harness_error else 0
             _finish(conn, run, outcome, started_wall)
             counts[outcome.status] += 1
-            if outcome.status == "ok" and not executor.keep_logs:
-                shutil.rmtree(run_dir, ignore_errors=True)
             progress.update(task, advance=1, counts=_counts_text(counts))
             if harness_errors >= MAX_HARNESS_ERRORS:
                 summary.aborted = f"{harness_errors} harness errors in a row, last: {outcome.error}"
@@ -584,10 +603,14 @@ def _db_write(function: Any, *args: Any, **kwargs: Any) -> None:
                         "space, then run the same command again to resume)") from None
 
 
-def _finish(conn: sqlite3.Connection, run: Run, outcome: Outcome, started_wall: float) -> None:
+def _finish(conn: sqlite3.Connection, run: Run, outcome: Outcome, started_wall: float,
+            duration_s: float | None = None) -> None:
+    """Record a run's outcome; duration_s: measured where the run executed (default: since started_wall)."""
+    if duration_s is None:
+        duration_s = time.monotonic() - started_wall
     _db_write(dbmod.finish_run, conn, run.key, status=outcome.status, error=outcome.error,
               server_log_tail=outcome.server_log, client_log_tail=outcome.client_log,
-              finished_at=now_iso(), duration_s=time.monotonic() - started_wall,
+              finished_at=now_iso(), duration_s=duration_s,
               metrics=outcome.metrics, client_wall_ms=outcome.client_wall_ms,
               link_stats=outcome.link_stats, fidelity=outcome.fidelity, verdict_logs=outcome.verdict_logs)
 

@@ -26,6 +26,8 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         retry: str | None = typer.Option(None, "--retry", help="Also re-run these statuses, e.g. failed,timeout."),
         link_backend: str | None = typer.Option(None, "--link-backend", help="netem | delayline (default: probe)."),
         keep_logs: bool = typer.Option(False, "--keep-logs", help="Keep the log folder of ok runs too."),
+        dask: str | None = typer.Option(None, "--dask", help="Run on a Dask cluster: tcp://SCHEDULER:8786, "
+                                        "or local:N (N worker processes here)."),
         ) -> None:
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
     from fecbench.runners.campaign import parse_retry, prepare, read_statuses, run_campaign, select_runs
@@ -33,6 +35,11 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     if link_backend not in (None, "netem", "delayline"):
         raise UserError(f"--link-backend: unknown backend {link_backend!r} (allowed: netem, delayline)")
     retry_set = parse_retry(retry)
+    if dask is not None:
+        from fecbench.runners.distributed import parse_target, require_distributed
+
+        parse_target(dask)
+        require_distributed()
     prepared = prepare(design)
     db_path = db or prepared.design.default_db()
     statuses = read_statuses(db_path)
@@ -44,11 +51,18 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
 
     require_root("fecbench run")
     try:
-        summary = run_campaign(prepared, db_path, retry=retry_set, link_backend=link_backend,
-                               keep_logs=keep_logs, console=console)
+        if dask is not None:
+            from fecbench.runners.distributed import run_distributed
+
+            summary = run_distributed(prepared, db_path, dask, retry=retry_set, link_backend=link_backend,
+                                      keep_logs=keep_logs, console=console)
+        else:
+            summary = run_campaign(prepared, db_path, retry=retry_set, link_backend=link_backend,
+                                   keep_logs=keep_logs, console=console)
     except KeyboardInterrupt:
         # sys.__stderr__: the progress display may still be redirecting sys.stderr.
-        print(f"fecbench: interrupted; the current run is recorded as interrupted in {db_path}, the network "
+        where = "the runs in flight are" if dask else "the current run is"
+        print(f"fecbench: interrupted; {where} recorded as interrupted in {db_path}, the network "
               "is torn down; run the same command again to resume", file=sys.__stderr__, flush=True)
         raise typer.Exit(130) from None
     done = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing to do"

@@ -76,3 +76,21 @@ def test_not_root_is_a_clear_error():
     for args in (["verify", "--model", "uniform", "--p", "0.1"], ["attach", "--dev", "lo", "--model", "none"]):
         run = subprocess.run([*drop_root, *FB, *args], capture_output=True, text=True)
         assert run.returncode == 2 and "needs root" in run.stderr, run.stderr
+
+
+@pytest.mark.require_root
+def test_hook_choice_explicit_then_environment_then_probe(monkeypatch):
+    from fecbench.dropper.dropper import HOOK_ENV, fecdrop_binary, resolve_hook, tcx_available
+    from fecbench.errors import UserError
+
+    probed = tcx_available()
+    assert probed is not None  # as root the probe answers
+    assert probed == (json.loads(subprocess.run([str(fecdrop_binary()), "probe"], capture_output=True, text=True,
+                                                check=True).stdout)["tcx"])  # Python and the loader agree
+    monkeypatch.delenv(HOOK_ENV, raising=False)
+    assert resolve_hook(None) == ("tcx" if probed else "clsact")
+    monkeypatch.setenv(HOOK_ENV, "clsact")
+    assert resolve_hook(None) == "clsact" and resolve_hook("tcx") == "tcx"  # an explicit choice wins
+    monkeypatch.setenv(HOOK_ENV, "tc")
+    with pytest.raises(UserError, match=HOOK_ENV):
+        resolve_hook(None)

@@ -719,10 +719,13 @@ static void detach_clsact(const struct fd_attach *at)
 	int fd = open(path, O_RDONLY | O_CLOEXEC), ours = 0;
 	struct stat ns;
 
-	if (fd < 0 || fstat(fd, &ns) || ns.st_dev != at->netns_dev || ns.st_ino != at->netns_ino)
-		return; /* not the namespace we attached in (gone; its PID or name reused) */
-	if (at->netns[0] && setns(fd, CLONE_NEWNET))
-		die(1, "cannot enter network namespace %s: %s", path, strerror(errno));
+	if (fd < 0)
+		return; /* the namespace is gone */
+	if (fstat(fd, &ns) || ns.st_dev != at->netns_dev || ns.st_ino != at->netns_ino ||
+	    (at->netns[0] && setns(fd, CLONE_NEWNET))) {
+		close(fd); /* not the namespace we attached in (its PID or name reused), or cannot enter it */
+		return;
+	}
 	close(fd);
 	bpf_tc_detach(&hook, &opts); /* fails harmlessly when the interface is already gone */
 	if (at->created_qdisc && !clsact_filters(at->ifindex, 0, &ours) && !clsact_filters(at->ifindex, 1, &ours)) {

@@ -10,7 +10,7 @@
  *   fecdrop reset   --pin DIR           resets the stream and the counters
  *   fecdrop stats   --pin DIR           JSON counters
  *   fecdrop log     --pin DIR --out F   drain the verdict log (struct fd_record[]) into F
- *   fecdrop detach  --pin DIR           detach and remove the pins
+ *   fecdrop detach  --pin DIR           detach (tcx link; or clsact filter, in its namespace) and remove the pins
  *   fecdrop hooks   --dev IF [--netns PATH]   number of droppers on the interface's hooks (JSON)
  *   fecdrop probe                       does the kernel have tcx links? (JSON)
  *   fecdrop testrun MODEL --packets N --threads T --out F

@@ -302,7 +302,9 @@ impl Decoder {
             return; // too old to help any repair, or an id not trusted yet
         }
         self.window.advance(id);
-        self.learn(id, frame::symbol(ecn, payload));
+        let mut symbol = self.window.symbol_buffer();
+        frame::write_symbol(&mut symbol, ecn, payload);
+        self.learn(id, symbol);
     }
 
     /// Record a delivered symbol and let the code use it.
@@ -414,7 +416,8 @@ impl Decoder {
                 ecn,
                 recovered: true,
             });
-            let symbol = padded[..frame::SYMBOL_PREFIX + payload.len()].to_vec();
+            let mut symbol = self.window.symbol_buffer();
+            symbol.extend_from_slice(&padded[..frame::SYMBOL_PREFIX + payload.len()]);
             self.learn(id, symbol);
         }
     }

@@ -5,13 +5,22 @@
 //! it are ignored, and each collection also has a hard size cap, so the state stays
 //! bounded whatever ids a peer sends.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+
+/// One slot of the ring of recent ids: the delivered id it holds (if any) and that id's symbol.
+/// Slot of id = id mod ring size.
+#[derive(Default)]
+struct Slot {
+    id: Option<u32>,
+    symbol: Vec<u8>,
+}
 
 pub(crate) struct Window {
-    /// Symbols (`[ecn][len][payload]`) of recently delivered sources, for decoding.
-    known: BTreeMap<u32, Vec<u8>>,
-    /// Ids delivered recently (received or recovered), to drop duplicates.
-    delivered: BTreeSet<u32>,
+    /// Delivered ids (received or recovered) and their symbols (`[ecn][len][payload]`), for
+    /// duplicates and decoding. Ids tracked lie in [floor, top + keep]: 2 keep + 1 ids, so a ring
+    /// of 2 keep + 2 slots never holds two of them at once, and ids below the floor are simply
+    /// ignored when read (no per-datagram tree operations or allocations).
+    ring: Vec<Slot>,
     /// Ids covered by a repair and not delivered yet: lost unless recovered in time.
     missing: BTreeSet<u32>,
     top: u32,
@@ -22,19 +31,26 @@ pub(crate) struct Window {
     far_run: u8,
     /// Missing ids given up on (fell out of the window).
     pub unrecoverable: u64,
+    /// Buffers of overwritten symbols, reused for new ones (no allocation per datagram).
+    spare: Vec<Vec<u8>>,
 }
+
+/// Most spare symbol buffers kept.
+const MAX_SPARE: usize = 4;
 
 impl Window {
     pub fn new(keep: u32) -> Self {
         Window {
-            known: BTreeMap::new(),
-            delivered: BTreeSet::new(),
+            ring: (0..2 * keep as usize + 2)
+                .map(|_| Slot::default())
+                .collect(),
             missing: BTreeSet::new(),
             top: 0,
             keep,
             far: None,
             far_run: 0,
             unrecoverable: 0,
+            spare: Vec::new(),
         }
     }
 
@@ -47,12 +63,19 @@ impl Window {
         id < self.floor()
     }
 
+    fn slot(&self, id: u32) -> Option<&Slot> {
+        let slot = &self.ring[id as usize % self.ring.len()];
+        (slot.id == Some(id) && !self.is_stale(id)).then_some(slot)
+    }
+
     pub fn is_delivered(&self, id: u32) -> bool {
-        self.delivered.contains(&id)
+        self.slot(id).is_some()
     }
 
     pub fn symbol(&self, id: u32) -> Option<&[u8]> {
-        self.known.get(&id).map(Vec::as_slice)
+        self.slot(id)
+            .map(|s| s.symbol.as_slice())
+            .filter(|s| !s.is_empty())
     }
 
     /// Ids in `ids` that were neither delivered nor are stale.
@@ -62,14 +85,19 @@ impl Window {
 
     /// Approximate bytes held (symbols plus a fixed cost per entry).
     pub fn state_bytes(&self) -> usize {
-        self.known.values().map(|s| s.len() + 48).sum::<usize>()
-            + 32 * (self.delivered.len() + self.missing.len())
+        self.ring
+            .iter()
+            .map(|s| s.symbol.capacity() + 32)
+            .sum::<usize>()
+            + self.spare.iter().map(|s| s.capacity() + 24).sum::<usize>()
+            + 32 * self.missing.len()
     }
 
-    /// The most `state_bytes` can reach with symbols of at most `max_symbol` bytes.
+    /// The most `state_bytes` can reach with symbols of at most `max_symbol` bytes (a reused
+    /// buffer's capacity can reach twice that).
     pub fn state_limit(&self, max_symbol: usize) -> usize {
         let cap = self.keep as usize + 1;
-        cap * (max_symbol + 48) + 32 * 3 * cap
+        self.ring.len() * (2 * max_symbol + 32) + MAX_SPARE * (2 * max_symbol + 24) + 32 * cap
     }
 
     pub fn keep(&self) -> u32 {
@@ -113,10 +141,26 @@ impl Window {
 
     /// Record a delivered source (received or recovered) and keep its symbol.
     pub fn deliver(&mut self, id: u32, symbol: Vec<u8>) {
-        self.delivered.insert(id);
-        self.missing.remove(&id);
-        self.known.insert(id, symbol);
-        self.evict();
+        if !self.missing.is_empty() {
+            self.missing.remove(&id);
+        }
+        let n = self.ring.len();
+        let slot = &mut self.ring[id as usize % n];
+        slot.id = Some(id);
+        let old = std::mem::replace(&mut slot.symbol, symbol);
+        self.recycle(old);
+    }
+
+    /// An empty buffer for a symbol: a forgotten symbol's if there is one.
+    pub fn symbol_buffer(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
+    }
+
+    fn recycle(&mut self, mut buffer: Vec<u8>) {
+        if self.spare.len() < MAX_SPARE {
+            buffer.clear();
+            self.spare.push(buffer);
+        }
     }
 
     /// A repair covers `id`, which has not arrived.
@@ -136,18 +180,6 @@ impl Window {
     fn evict(&mut self) {
         let floor = self.floor();
         let cap = self.keep as usize + 1;
-        while let Some(&id) = self.known.keys().next() {
-            if id >= floor && self.known.len() <= cap {
-                break;
-            }
-            self.known.remove(&id);
-        }
-        while let Some(&id) = self.delivered.first() {
-            if id >= floor && self.delivered.len() <= 2 * cap {
-                break;
-            }
-            self.delivered.pop_first();
-        }
         while let Some(&id) = self.missing.first() {
             if id >= floor && self.missing.len() <= cap {
                 break;

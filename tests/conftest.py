@@ -36,3 +36,26 @@ def smoke_db(tmp_path_factory: pytest.TempPathFactory):
     if out.returncode != 0:
         pytest.fail(f"smoke campaign failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
     return db
+
+
+# --- the multipath smoke campaign (tquic single-path vs multipath), run once per session ---------
+
+@pytest.fixture(scope="session")
+def multipath_db(tmp_path_factory: pytest.TempPathFactory):
+    """Run designs/multipath-smoke.toml for real (root, Mininet, tquic); return the database path.
+    tquic is built by `make bootstrap` (make native), so a missing build is a failure, not a skip."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if os.geteuid() != 0:
+        pytest.skip("the multipath campaign needs root (network namespaces, BPF, Mininet)")
+    root = Path(__file__).resolve().parent.parent
+    client = root / "quic-impls" / "tquic" / "build" / "bin" / "tquic_client"
+    assert client.exists(), f"{client} is missing: build it with `make native` (part of make bootstrap)"
+    db = tmp_path_factory.mktemp("multipath") / "multipath-smoke.sqlite"
+    out = subprocess.run([sys.executable, "-m", "fecbench", "run", str(root / "designs" / "multipath-smoke.toml"),
+                          "--db", str(db)], capture_output=True, text=True, cwd=root, timeout=600, check=False)
+    if out.returncode != 0:
+        pytest.fail(f"multipath campaign failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    return db

@@ -25,7 +25,7 @@ from rich.table import Table
 from fecbench import cleanup
 
 ROOT = Path(__file__).resolve().parent.parent
-MIN_KERNEL = (5, 8)  # BPF ring buffer and spin locks in tc programs
+MIN_KERNEL = (5, 12)  # BPF atomic fetch-add (the dropper's index), ring buffer, spin locks in tc programs
 
 # Native artefacts built by `make bootstrap`, relative to the checkout.
 ARTEFACTS = {
@@ -96,7 +96,7 @@ def check_kernel() -> Check:
     if version >= MIN_KERNEL:
         return Check("kernel", "ok", f"Linux {release}")
     return Check("kernel", "missing", f"Linux {release}",
-                 f"use a kernel >= {MIN_KERNEL[0]}.{MIN_KERNEL[1]} (BPF ring buffer, spin locks)")
+                 f"use a kernel >= {MIN_KERNEL[0]}.{MIN_KERNEL[1]} (BPF atomic fetch-add, ring buffer, spin locks)")
 
 
 def check_bpf_syscall() -> Check:

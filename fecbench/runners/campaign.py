@@ -395,9 +395,11 @@ class Executor:
                 value = dropper.get(_DROPPER_NAMES.get(column, column), dropper.get(column))
                 row[column] = int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
             if key in streams:
+                # "path": the 1-based client-server path the link is on (per-path traffic analyses).
                 row["model"] = {"model": self.design.loss.model,
                                 "params": self.design.loss.values(run.values, self.link_paths[key[0]]),
-                                "seed": run.loss_seed, "stream": streams[key], "dropper": dropper}
+                                "seed": run.loss_seed, "stream": streams[key], "path": self.link_paths[key[0]],
+                                "dropper": dropper}
             elif dropper:
                 row["model"] = {"model": "none", "dropper": dropper}
             row["delay"] = {k: v for k, v in stat.items() if k not in ("link", "direction", "dropper")}

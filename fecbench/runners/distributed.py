@@ -439,7 +439,10 @@ class Coordinator:
                                      f"worker(s), {len(self.inflight)} running]")
                 pending = list(self.inflight) + list(self.setting_up)
                 if pending:
-                    done, _ = wait(pending, timeout=POLL_S, return_when="FIRST_COMPLETED")
+                    try:
+                        done, _ = wait(pending, timeout=POLL_S, return_when="FIRST_COMPLETED")
+                    except TimeoutError:  # nothing finished within POLL_S
+                        done = set()
                     for future in done:
                         self._collect(future)
                 else:

@@ -1,0 +1,178 @@
+"""Campaigns on a Dask cluster (`fecbench run --dask local:N`): the same runs, keys and loss seeds as a
+local campaign, each run recorded exactly once with the host that ran it; a worker killed mid-run
+leaves its run `interrupted` while the others go on; a rerun completes everything."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from campaign_helpers import ROOT, fecbench, rows
+from test_campaign_resume import _live_processes_mentioning, _smoke_copy
+
+from fecbench import cleanup
+from fecbench.runners.distributed import differences, parse_target
+
+pytest.importorskip("distributed", reason="the cluster extra is not installed")
+
+
+# --- pure logic -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["local:0", "local:", "local:x", "local:-1", "local:100", "nohost:8786",
+                                  "tcp://", "tcp://host", "http://host:8786", "8786"])
+def test_bad_dask_values_are_user_errors(text: str) -> None:
+    from fecbench.errors import UserError
+
+    with pytest.raises(UserError, match="--dask"):
+        parse_target(text)
+
+
+def test_good_dask_values() -> None:
+    assert parse_target("local:2") == ("local", 2)
+    assert parse_target("tcp://10.0.0.1:8786") == ("address", "tcp://10.0.0.1:8786")
+    assert parse_target("tcp://sched.example.org:8786")[0] == "address"
+
+
+def test_bad_dask_values_exit_2() -> None:
+    for text in ("local:0", "bogus"):
+        out = fecbench("run", str(ROOT / "designs" / "smoke.toml"), "--dask", text, "--dry-run")
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert "--dask" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_without_the_cluster_extra_a_clear_error() -> None:
+    """distributed made unimportable: the error names the extra to install."""
+    code = ("import sys; sys.modules['distributed'] = None\n"
+            "from fecbench.errors import UserError\n"
+            "from fecbench.runners.distributed import require_distributed\n"
+            "try:\n    require_distributed()\nexcept UserError as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'fecbench[cluster]'" in out.stdout
+
+
+def test_identity_differences() -> None:
+    mine = {"fecbench": "0.1.0", "git_sha": "abc", "design_hash": "d", "experiment_hash": "e",
+            "impls": {"quic": {"version": "fecq 1", "descriptor": "t", "binaries": {"binary": "h1"}}}}
+    assert differences(mine, json.loads(json.dumps(mine))) == []
+    other = json.loads(json.dumps(mine))
+    other["git_sha"] = "def"
+    other["impls"]["quic"]["binaries"]["binary"] = "h2"
+    found = differences(mine, other)
+    assert any("git_sha def" in d for d in found) and any("binary binary sha256 h2" in d for d in found)
+    assert differences(mine, {**mine, "impls": {}}) == ["implementation 'quic' missing"]
+
+
+# --- real campaigns (root, Mininet, fecq) ------------------------------------------------------------
+
+def _keys_and_seeds(db: Path) -> dict[str, int]:
+    return {r["key"]: r["loss_seed"] for r in rows(db, "SELECT key, loss_seed FROM runs")}
+
+
+@pytest.mark.require_root
+@pytest.mark.slow
+def test_smoke_on_two_local_workers(tmp_path: Path, smoke_db: Path) -> None:
+    db = tmp_path / "smoke.sqlite"  # the design itself, as the local fixture ran it: the same run keys
+    out = fecbench("run", str(ROOT / "designs" / "smoke.toml"), "--db", str(db), "--dask", "local:2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    runs = rows(db, "SELECT * FROM runs")
+    assert len(runs) == 16 and all(r["status"] == "ok" and r["attempts"] == 1 for r in runs)
+    # The same runs and common-random-number loss seeds as the local campaign.
+    assert _keys_and_seeds(db) == _keys_and_seeds(smoke_db)
+    assert all(r["host"] and r["link_backend"] for r in runs)
+    assert len(rows(db, "SELECT run_key FROM metrics")) == 16
+    assert len(rows(db, "SELECT run_key FROM link_stats")) == 32
+    seeds = {r["run_key"]: json.loads(r["model"])["seed"]
+             for r in rows(db, "SELECT run_key, model FROM link_stats WHERE direction = 'reverse'")}
+    assert seeds == {r["key"]: r["loss_seed"] for r in runs}
+    campaign = rows(db, "SELECT * FROM campaigns")
+    assert len(campaign) == 1
+    host = json.loads(campaign[0]["host_json"])
+    assert host["dask"] == "local:2" and host["link_backend"] == campaign[0]["link_backend"]
+    workers = [w for info in host["hosts"].values() for w in info["workers"]]
+    assert len(workers) == 2 and len({w["prefix"] for w in workers}) == 2  # no name collision on one host
+    assert all(info["kernel"] for info in host["hosts"].values())
+    assert {r["host"] for r in runs} <= set(host["hosts"])
+    for worker in workers:  # every worker removed its network and processes
+        assert not cleanup.state_file(worker["pid"]).exists()
+    assert not _live_processes_mentioning(str(tmp_path))
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        for child in _children(todo.pop()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _worker_in_a_run(coordinator: int, timeout: float = 60) -> int:
+    """A Dask worker process (child of the coordinator) that is running a run's fecq right now."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for worker in _children(coordinator):
+            if "spawn_main" in _cmdline(worker) and any("fecq" in _cmdline(p) for p in _descendants(worker)):
+                return worker
+        time.sleep(0.02)
+    raise AssertionError("no worker was seen running a run")
+
+
+@pytest.mark.require_root
+@pytest.mark.slow
+def test_killed_worker_interrupts_its_run_only(tmp_path: Path) -> None:
+    design = _smoke_copy(tmp_path)
+    db = tmp_path / "smoke.sqlite"
+    proc = subprocess.Popen([sys.executable, "-m", "fecbench", "run", str(design), "--db", str(db),
+                             "--dask", "local:2"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not (db.exists() and rows(db, "SELECT COUNT(*) AS n FROM runs WHERE status = 'ok'")[0]["n"] >= 2):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+        victim = _worker_in_a_run(proc.pid)
+        os.kill(victim, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr
+    statuses = [r["status"] for r in rows(db, "SELECT status FROM runs")]
+    assert len(statuses) == 16
+    assert statuses.count("interrupted") == 1 and statuses.count("ok") == 15, statuses
+    error = rows(db, "SELECT error FROM runs WHERE status = 'interrupted'")[0]["error"]
+    assert "died" in error
+    # The coordinator removed what the killed worker left (its namespaces, shells, droppers).
+    assert not cleanup.state_file(victim).exists()
+    assert not _live_processes_mentioning(str(tmp_path))
+
+    out = fecbench("run", str(design), "--db", str(db), "--dask", "local:2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 of 16 run(s) executed: ok 1" in " ".join(out.stdout.split())
+    after = rows(db, "SELECT status, attempts FROM runs")
+    assert len(after) == 16 and all(r["status"] == "ok" for r in after)
+    assert sorted(r["attempts"] for r in after) == [1] * 15 + [2]

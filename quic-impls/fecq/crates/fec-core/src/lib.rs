@@ -368,6 +368,9 @@ impl Decoder {
                 if !self.window.within_reach(last) {
                     return Err(Rejected::Stale);
                 }
+                if (first..=last).all(|id| self.window.symbol(id).is_some()) {
+                    return Ok(true); // nothing to recover: skip the coefficients
+                }
                 let coefs = rlc::coefficients(repair_id, usize::from(count));
                 let terms = (first..=last).zip(coefs);
                 l.add_repair(&mut self.window, terms, data, recovered)?;

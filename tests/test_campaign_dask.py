@@ -176,3 +176,35 @@ def test_killed_worker_interrupts_its_run_only(tmp_path: Path) -> None:
     after = rows(db, "SELECT status, attempts FROM runs")
     assert len(after) == 16 and all(r["status"] == "ok" for r in after)
     assert sorted(r["attempts"] for r in after) == [1] * 15 + [2]
+
+
+@pytest.mark.require_root
+@pytest.mark.slow
+def test_ctrl_c_on_the_coordinator(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the whole process group, as a terminal does): in-flight runs interrupted, the
+    other runs untouched, every worker gone with its network."""
+    design = _smoke_copy(tmp_path)
+    db = tmp_path / "smoke.sqlite"
+    proc = subprocess.Popen([sys.executable, "-m", "fecbench", "run", str(design), "--db", str(db),
+                             "--dask", "local:2"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not (db.exists() and rows(db, "SELECT COUNT(*) AS n FROM runs WHERE status = 'ok'")[0]["n"] >= 2):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+        workers = [c for c in _children(proc.pid) if "spawn_main" in _cmdline(c)]
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    statuses = [r["status"] for r in rows(db, "SELECT status FROM runs")]
+    assert len(statuses) == 16 and set(statuses) <= {"ok", "interrupted", "pending"}
+    assert statuses.count("ok") >= 2 and statuses.count("interrupted") <= 2  # one run in flight per worker
+    assert len(workers) == 2 and not any(Path(f"/proc/{pid}").exists() for pid in workers)
+    assert not any(cleanup.state_file(pid).exists() for pid in [proc.pid, *workers])
+    assert not _live_processes_mentioning(str(tmp_path))

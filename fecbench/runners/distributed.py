@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import re
+import signal
 import socket
 import threading
 import time
@@ -221,7 +222,16 @@ def _plugin_class() -> Any:
     from distributed import WorkerPlugin
 
     class TeardownOnClose(WorkerPlugin):
-        """Tear this worker's network down when the worker closes (cluster shut down, worker restarted)."""
+        """Tear this worker's network down when the worker closes (cluster shut down, worker restarted).
+        Workers of a LocalCluster ignore Ctrl-C (it reaches the whole process group): the coordinator
+        handles it and shuts them down cleanly."""
+
+        def __init__(self, ignore_sigint: bool = False) -> None:
+            self.ignore_sigint = ignore_sigint
+
+        def setup(self, worker: Any) -> None:
+            if self.ignore_sigint and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
 
         def teardown(self, worker: Any) -> None:
             worker_teardown(wait_s=10)
@@ -336,6 +346,7 @@ class Coordinator:
 
     def _worker_gone(self, worker: _Worker) -> None:
         self.console.print(f"[yellow]worker {worker.address} ({worker.host}, pid {worker.pid}) left the cluster[/]")
+        self.seen.discard(worker.address)  # a worker restarted on a fixed port comes back: set it up again
         if worker.host == socket.gethostname():
             self.dead_local_pids.add(worker.pid)
         self.clean_dead_local_workers()
@@ -479,7 +490,7 @@ def _client(kind: str, value: Any) -> Any:
     distributed = require_distributed()
     import dask
 
-    silence = logging.ERROR
+    silence = logging.CRITICAL  # the coordinator reports dead and refused workers itself
     if kind == "local":
         # A dying worker's run must fail at once (recorded interrupted), never be retried elsewhere.
         with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
@@ -518,7 +529,7 @@ def run_distributed(prepared: Prepared, db_path: Path, target: str, *, retry: se
     with sigterm_as_interrupt(), _client(kind, value) as client:
         coordinator = Coordinator(client, prepared, db_path, todo, link_backend=link_backend, keep_logs=keep_logs,
                                   console=console, summary=summary, target=target)
-        client.register_plugin(_plugin_class()(), name="fecbench-teardown")
+        client.register_plugin(_plugin_class()(ignore_sigint=kind == "local"), name="fecbench-teardown")
         try:
             # Workers first: if one is not comparable or cannot build its network, no database is touched.
             coordinator.start_workers()

@@ -16,6 +16,8 @@ Figures:
   optionally one panel per size (download completion times).
 - ``status_bars``, ``fidelity_scatter``, ``loss_fidelity``: what ran and whether the emulation
   matched the design.
+- ``path_share``, ``path_share_vs_capacity``: multipath — how each label spread its packets over the
+  paths (from ``results.path_traffic``), and whether it follows the paths' capacities.
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ METRIC_TITLES = {
     "rtt_ms": "RTT (ms)", "bytes_sent": "bytes sent", "packets_sent": "packets sent",
 }
 FACTOR_TITLES = {"bw": "bandwidth (Mbit/s)", "owd": "one-way delay (ms)", "p": "p", "r": "r", "k": "k",
-                 "h": "h", "loss": "loss rate"}
+                 "h": "h", "loss": "loss rate", "bw_1/bw_2": "bandwidth ratio path 1 / path 2",
+                 "owd_1/owd_2": "one-way delay ratio path 1 / path 2", "p_1/p_2": "p ratio path 1 / path 2"}
+PATH_PALETTE = "Set2"
 FINE_RATIO_TICKS = [0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.8, 2, 2.5]
 NICE_RATIO_TICKS = [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10, 20]
 STATUS_COLORS = {"ok": "#4c9a2a", "failed": "#c0392b", "timeout": "#e67e22", "unsupported": "#95a5a6",
@@ -242,11 +246,13 @@ def ratio_ecdf(pairs: pd.DataFrame, *, title: str | None = None, ncols: int = 3)
 
 @styled
 def ratio_vs_factors(pairs: pd.DataFrame, factors: Sequence[str] | None = None, *, label: str | None = None,
-                     per_point: bool = True, ncols: int = 3) -> Figure:
+                     per_point: bool = True, ncols: int = 3, log2_factors: Sequence[str] = ()) -> Figure:
     """The ratio ``label / baseline`` against each design factor, coloured by size, log2 y axis.
 
     ``per_point``: one marker per design point and size, the median ratio over its repetitions
     (as the 2019 paper reduces its 9 repetitions); otherwise one marker per pair.
+    ``log2_factors``: factors drawn on a log2 x axis with a line at 1 (path ratios such as
+    ``bw_1/bw_2`` from ``results.path_asymmetry``).
     """
     metric = pairs.attrs.get("metric", "metric")
     factors = list(factors if factors is not None else pairs.attrs.get("factors", []))
@@ -276,6 +282,9 @@ def ratio_vs_factors(pairs: pd.DataFrame, factors: Sequence[str] | None = None, 
                             ax=ax, s=18, alpha=0.75, edgecolor="none")
         ax.axhline(1.0, color="0.2", linestyle="--", linewidth=1)
         _log2_axis(ax, "y", usable["ratio"])
+        if factor in log2_factors:
+            ax.axvline(1.0, color="0.6", linestyle=":", linewidth=1)
+            _log2_axis(ax, "x", usable[factor].dropna())
         ax.set_xlabel(factor_title(factor))
         ax.set_ylabel(f"ratio {label} / {baseline}" if i % ncols == 0 else "")
         if i == 0 and sized and ax.get_legend() is not None:  # one legend for all panels, outside
@@ -434,6 +443,79 @@ def loss_fidelity(stats: pd.DataFrame) -> Figure:
     ax.set_ylabel("loss rate counted by the dropper")
     ax.set_title("dropped / matched packets, pooled per model")
     ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+@styled
+def path_share(traffic: pd.DataFrame, *, direction: str = "down", ncols: int = 3) -> Figure:
+    """Share of each run's packets sent on each path (a ``results.path_traffic`` frame), per label:
+    stacked bars of the mean share, one panel per file size; ``direction`` "down" = server → client
+    (a download's data), "up" = client → server."""
+    column = f"share_{direction}"
+    usable = traffic[(traffic["status"] == "ok") & traffic[column].notna()] if len(traffic) else traffic
+    data, order = _with_size_names(usable) if len(usable) else (usable, [])
+    fig, axes = _grid(max(len(order), 1), ncols, width=4.4,
+                      height=0.9 + 0.45 * max(usable["label"].nunique() if len(usable) else 1, 2))
+    if usable.empty:
+        return _empty(fig, axes[0], "no per-path packet counts in this database")
+    paths = sorted(int(p) for p in usable["path"].unique())
+    colors = dict(zip(paths, sns.color_palette(PATH_PALETTE, max(len(paths), 3)), strict=False))
+    labels = sorted(usable["label"].unique())
+    for i, (ax, size_name) in enumerate(zip(axes, order, strict=False)):
+        sub = data[data["size_name"] == size_name]
+        means = sub.groupby(["label", "path"])[column].mean().unstack("path").reindex(
+            index=labels, columns=paths).fillna(0.0)
+        left = np.zeros(len(means))
+        for path in paths:
+            values = means[path].to_numpy()
+            ax.barh(means.index, values, left=left, color=colors[path], label=f"path {path}")
+            for y, (x0, width) in enumerate(zip(left, values, strict=True)):
+                if width >= 0.08:
+                    ax.text(x0 + width / 2, y, f"{width:.0%}", ha="center", va="center", fontsize=8)
+            left += values
+        ax.set_xlim(0, 1)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:.0%}"))
+        ax.invert_yaxis()
+        ax.grid(axis="y", visible=False)
+        ax.set_title(size_name)
+        ax.set_xlabel(f"mean share of {'server → client' if direction == 'down' else 'client → server'} packets")
+        if i % ncols:
+            ax.set_yticklabels([])
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside upper center", ncols=len(paths), frameon=False)
+    return fig
+
+
+@styled
+def path_share_vs_capacity(traffic: pd.DataFrame, *, labels: Sequence[str] | None = None,
+                           ncols: int = 3) -> Figure:
+    """Per run, the share of server → client packets on path 1 against path 1's share of the
+    capacity, bw_1 / (bw_1 + bw_2), coloured by size, one panel per label; the diagonal is a
+    scheduler that splits the data in proportion to the paths' rates."""
+    needed = {"bw_1", "bw_2", "share_down", "path"}
+    usable = traffic[(traffic["status"] == "ok") & (traffic["path"] == 1)] if needed <= set(traffic) else \
+        traffic.iloc[0:0]
+    if labels is not None:
+        usable = usable[usable["label"].isin(labels)]
+    shown = sorted(usable["label"].unique()) if len(usable) else []
+    fig, axes = _grid(max(len(shown), 1), ncols, width=3.8, height=3.4)
+    if not shown:
+        return _empty(fig, axes[0], "no two-path runs with per-path bandwidths")
+    data, order = _with_size_names(usable.assign(capacity_1=usable["bw_1"] / (usable["bw_1"] + usable["bw_2"])))
+    palette = size_palette(_sizes_of(traffic))
+    for i, (ax, label) in enumerate(zip(axes, shown, strict=False)):
+        sub = data[data["label"] == label]
+        sns.scatterplot(data=sub, x="capacity_1", y="share_down", hue="size_name",
+                        hue_order=[o for o in order if o in set(sub["size_name"])], palette=palette, ax=ax,
+                        s=24, alpha=0.8, edgecolor="none", legend=(i == 0))
+        ax.plot([0, 1], [0, 1], color="0.2", linestyle="--", linewidth=1)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(label)
+        ax.set_xlabel("path 1 share of capacity, bw_1 / (bw_1 + bw_2)")
+        ax.set_ylabel("path 1 share of data packets" if i % ncols == 0 else "")
+        if i == 0 and ax.get_legend() is not None:
+            ax.get_legend().set_title("file size")
     return fig
 
 

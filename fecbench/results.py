@@ -10,6 +10,8 @@ read-only (``file:…?mode=ro``), so it is safe to call while a campaign is stil
   point, repetition — hence the same loss seed — and size).
 - ``link_stats(db)``, ``fidelity(db)``: per-run dropper counters and emulation checks, joinable on
   ``run_key`` = ``load(db).key``.
+- ``path_traffic(db)``: packets per run and client-server path counted by the droppers (multipath:
+  how a scheduler spread the data); ``path_asymmetry(frame)``: per-path factor ratios (bw_1/bw_2, …).
 - ``campaigns(db)``, ``factors(db)``, ``medians(...)``, ``status_counts(...)``: small helpers.
 """
 
@@ -231,6 +233,68 @@ def link_stats(db: DbLike) -> pd.DataFrame:
     frame["expected_loss"] = [expected_loss_rate(m) for m in frame["model"]] if len(frame) else []
     frame["expected_loss"] = frame["expected_loss"].astype(float)
     return frame
+
+
+def _link_path(model: object) -> float:
+    """The 1-based path recorded with a link's dropper statistics (NaN when not recorded)."""
+    try:
+        path = json.loads(model).get("path") if isinstance(model, str) else None
+    except (ValueError, AttributeError):
+        return math.nan
+    return float(path) if isinstance(path, (int, float)) and not isinstance(path, bool) else math.nan
+
+
+def path_traffic(db: DbLike) -> pd.DataFrame:
+    """Packets each run sent over each client-server path, as counted by the droppers of the lossy
+    links (their ``matched`` counter): ``packets_down`` server → client (a download's data),
+    ``packets_up`` client → server, and ``share_down``/``share_up``, the path's part of the run's
+    packets in that direction. One row per run and path, with the run's columns and factor values
+    (as in ``load``). Empty when the database records no link's path (campaigns before it did).
+    """
+    stats = link_stats(db)
+    stats["path"] = [_link_path(m) for m in stats["model"]] if len(stats) else []
+    stats = stats[stats["path"].notna()]
+    runs = load(db)
+    columns = ["path", "packets_down", "packets_up", "share_down", "share_up"]
+    if stats.empty:
+        out = runs.iloc[0:0].assign(**{c: pd.Series(dtype=float) for c in columns})
+        out.attrs.update(runs.attrs)
+        return out
+    counts = (stats.assign(matched=stats["matched"].fillna(0))
+              .pivot_table(index=["run_key", "path"], columns="direction", values="matched", aggfunc="sum",
+                           fill_value=0)
+              .reindex(columns=["reverse", "forward"], fill_value=0)
+              .rename(columns={"reverse": "packets_down", "forward": "packets_up"}).reset_index())
+    counts.columns.name = None
+    counts["path"] = counts["path"].astype(int)
+    for direction in ("down", "up"):
+        total = counts.groupby("run_key")[f"packets_{direction}"].transform("sum")
+        counts[f"share_{direction}"] = (counts[f"packets_{direction}"] / total.where(total > 0)).astype(float)
+    out = runs.merge(counts, left_on="key", right_on="run_key", how="inner").drop(columns="run_key")
+    out = out.sort_values(["campaign_id", "point", "label", "size", "repetition", "path"],
+                          kind="stable").reset_index(drop=True)
+    out.attrs.update(runs.attrs)
+    return out
+
+
+def path_asymmetry(frame: pd.DataFrame, bases: Sequence[str] = ("bw", "owd")) -> pd.DataFrame:
+    """The frame with one column ``<f>_1/<f>_2`` per base factor that has a value on paths 1 and 2
+    (how much path 1 differs from path 2; NaN where path 2's value is 0 or either is missing), and
+    those columns appended to ``attrs["asymmetry"]``. Works on ``load``, ``paired`` and
+    ``path_traffic`` frames."""
+    out = frame.copy()
+    out.attrs.update(frame.attrs)
+    names = []
+    for base in bases:
+        first, second = f"{base}_1", f"{base}_2"
+        if first not in out or second not in out:
+            continue
+        ratio = pd.to_numeric(out[first], errors="coerce") / pd.to_numeric(out[second], errors="coerce")
+        valid = (pd.to_numeric(out[first], errors="coerce") > 0) & (pd.to_numeric(out[second], errors="coerce") > 0)
+        out[f"{first}/{second}"] = ratio.where(valid).astype(float)
+        names.append(f"{first}/{second}")
+    out.attrs["asymmetry"] = names
+    return out
 
 
 def fidelity(db: DbLike) -> pd.DataFrame:

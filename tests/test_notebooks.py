@@ -46,7 +46,7 @@ def pngs(out: Path) -> dict[str, bytes]:
 
 def test_notebooks_committed_with_parameters_and_without_outputs():
     assert [p.name for p in NOTEBOOKS] == ["01-campaign-overview.ipynb", "02-download-ratios.ipynb",
-                                           "03-realtime.ipynb"]
+                                           "03-realtime.ipynb", "04-multipath.ipynb"]
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
@@ -74,11 +74,14 @@ def test_notebooks_on_download_campaign(download_db, tmp_path):
         nb = execute(notebook, download_db, outs[notebook.stem])
         if notebook.stem == "03-realtime":
             assert "no ok messages runs" in text_output(nb)
+        if notebook.stem == "04-multipath":
+            assert "no ok download runs on several paths" in text_output(nb)
     assert set(pngs(outs["01-campaign-overview"])) == {"status", "fidelity", "loss-fidelity"}
     assert set(pngs(outs["02-download-ratios"])) == {
         "dct-ecdf", "dct-ratio-ecdf", "dct-ratio-vs-factors-quic-fec-rlc", "dct-ratio-vs-factors-quic-fec-rs",
         "dct-ratio-ecdf-quic-fec-rlc-vs-quic-fec-rs"}
     assert pngs(outs["03-realtime"]) == {}
+    assert pngs(outs["04-multipath"]) == {}
 
 
 def test_realtime_notebook_on_messages_campaign(messages_db, tmp_path):
@@ -101,6 +104,8 @@ def test_notebooks_on_real_smoke_campaign(request, tmp_path):
         figures = pngs(out)
         if notebook.stem == "03-realtime" and not figures:
             assert "no ok messages runs" in text_output(nb)
+        elif notebook.stem == "04-multipath":  # a single-path campaign
+            assert not figures and "no ok download runs on several paths" in text_output(nb)
         else:
             assert figures, f"{notebook.name} wrote no figure"
     assert {"status", "fidelity"} <= set(pngs(tmp_path / "01-campaign-overview"))
@@ -135,3 +140,16 @@ def test_realtime_notebook_on_real_messages_campaign(tmp_path):
     execute(ROOT / "notebooks" / "03-realtime.ipynb", db, tmp_path / "figs")
     assert set(pngs(tmp_path / "figs")) == {"rebuffering-ecdf", "data-received-ecdf",
                                             "data-received-ratio-ecdf", "rebuffering-vs-owd"}
+
+
+@pytest.mark.require_root
+@pytest.mark.slow
+def test_multipath_notebook_on_real_multipath_campaign(multipath_db, tmp_path):
+    """The database of the real multipath smoke campaign (Mininet, per-path droppers, tquic) through
+    04-multipath, and through 01 and 02, which must handle per-path factors too."""
+    execute(ROOT / "notebooks" / "04-multipath.ipynb", Path(multipath_db), tmp_path / "04")
+    assert set(pngs(tmp_path / "04")) == {"dct-ecdf", "dct-ratio-ecdf", "dct-ratio-vs-asymmetry-tquic-mp-minrtt",
+                                          "path-share-down", "path-share-up", "path-share-vs-capacity"}
+    for notebook in ("01-campaign-overview", "02-download-ratios"):
+        execute(ROOT / "notebooks" / f"{notebook}.ipynb", Path(multipath_db), tmp_path / notebook)
+        assert pngs(tmp_path / notebook), f"{notebook} wrote no figure on the multipath campaign"

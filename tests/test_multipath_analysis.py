@@ -1,0 +1,102 @@
+"""Multipath analysis: per-path factor ratios, packets per path from the droppers, and their figures.
+Pure logic on hand-made frames (no root); `path_traffic` on the real multipath smoke campaign (root)."""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from campaign_helpers import rows
+
+from fecbench import analysis, results
+
+
+def test_path_asymmetry_ratios_and_attrs() -> None:
+    frame = pd.DataFrame({"bw_1": [10.0, 5.0, 4.0], "bw_2": [5.0, 10.0, 0.0], "owd_1": [0.0, 20.0, 10.0],
+                          "owd_2": [10.0, 10.0, 10.0], "label": ["a", "b", "c"]})
+    frame.attrs["labels"] = ["a", "b", "c"]
+    out = results.path_asymmetry(frame)
+    assert out.attrs["asymmetry"] == ["bw_1/bw_2", "owd_1/owd_2"] and out.attrs["labels"] == ["a", "b", "c"]
+    assert out["bw_1/bw_2"].tolist()[:2] == [2.0, 0.5] and math.isnan(out["bw_1/bw_2"].iloc[2])
+    assert math.isnan(out["owd_1/owd_2"].iloc[0]) and out["owd_1/owd_2"].iloc[1] == 2.0  # 0 ms: no ratio
+    assert "bw_1/bw_2" not in frame  # the input is left alone
+    single = results.path_asymmetry(pd.DataFrame({"bw": [1.0], "owd": [2.0]}))
+    assert single.attrs["asymmetry"] == [] and list(single.columns) == ["bw", "owd"]
+
+
+def _traffic() -> pd.DataFrame:
+    """Two runs of two labels on two paths: sp keeps everything on path 1, mp splits 60/40."""
+    base = {"status": "ok", "workload": "download", "point": 0, "repetition": 0, "bw_1": 10.0, "bw_2": 5.0}
+    rows_ = []
+    for size in (100_000, 1_000_000):
+        for label, share_1 in (("sp", 1.0), ("mp", 0.6)):
+            for path, share in ((1, share_1), (2, 1 - share_1)):
+                rows_.append({**base, "key": f"{label}{size}", "label": label, "size": size, "path": path,
+                              "packets_down": 100 * share, "packets_up": 30 * share, "share_down": share,
+                              "share_up": share})
+    frame = pd.DataFrame(rows_)
+    frame.attrs.update(labels=["mp", "sp"], sizes=[100_000, 1_000_000])
+    return frame
+
+
+def _png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def test_path_share_figures() -> None:
+    traffic = _traffic()
+    fig = analysis.path_share(traffic)
+    assert len([ax for ax in fig.axes if ax.get_visible() and ax.axison]) == 2  # one panel per size
+    bars = [p for p in fig.axes[0].patches]
+    assert sorted(round(b.get_width(), 3) for b in bars) == [0.0, 0.4, 0.6, 1.0]
+    assert _png(fig).startswith(b"\x89PNG")
+    fig = analysis.path_share_vs_capacity(traffic, labels=["mp"])
+    ax = fig.axes[0]
+    points = np.vstack([c.get_offsets() for c in ax.collections])
+    assert np.allclose(points[:, 0], 10 / 15) and np.allclose(points[:, 1], 0.6)
+    assert _png(fig).startswith(b"\x89PNG")
+
+
+def test_path_figures_on_nothing_say_so() -> None:
+    empty = _traffic().iloc[0:0]
+    for fig in (analysis.path_share(empty), analysis.path_share_vs_capacity(empty),
+                analysis.path_share_vs_capacity(_traffic().drop(columns=["bw_1", "bw_2"]))):
+        texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+        assert any(text.startswith("no ") for text in texts), texts
+
+
+def test_ratio_vs_asymmetry_log2_axis() -> None:
+    pairs = pd.DataFrame({"design_hash": "h", "workload": "download", "point": [0, 1, 2, 3], "repetition": 0,
+                          "size": 1000, "label": "mp", "baseline": "sp", "ratio": [0.5, 0.8, 1.0, 1.2],
+                          "bw_1": [2.0, 8.0, 4.0, 16.0], "bw_2": [8.0, 2.0, 4.0, 1.0]})
+    pairs.attrs.update(metric="dct_ms", factors=["bw_1", "bw_2"], labels=["mp", "sp"], sizes=[1000])
+    pairs = results.path_asymmetry(pairs)
+    fig = analysis.ratio_vs_factors(pairs, pairs.attrs["asymmetry"], label="mp", log2_factors=["bw_1/bw_2"])
+    assert fig.axes[0].get_xscale() == "log" and fig.axes[0].get_xlabel() == "bandwidth ratio path 1 / path 2"
+    linear = analysis.ratio_vs_factors(pairs, ["bw_1"], label="mp")
+    assert linear.axes[0].get_xscale() == "linear"
+
+
+@pytest.mark.require_root
+@pytest.mark.slow
+def test_path_traffic_on_real_multipath_campaign(multipath_db: Path) -> None:
+    traffic = results.path_traffic(multipath_db)
+    assert set(traffic["path"]) == {1, 2} and len(traffic) == 2 * len(results.load(multipath_db))
+    shares = traffic.groupby("key")["share_down"].sum()
+    assert np.allclose(shares, 1.0)
+    sp = traffic[traffic["label"] == "tquic-sp"]
+    assert (sp[sp["path"] == 1]["share_down"] == 1.0).all() and (sp[sp["path"] == 2]["packets_down"] == 0).all()
+    mp = traffic[(traffic["label"] == "tquic-mp-minrtt") & (traffic["path"] == 2)]
+    assert (mp["packets_down"] > 0).all() and (mp["packets_up"] > 0).all()
+    # The counts are the droppers' matched packets of each path's lossy link.
+    stats = rows(multipath_db, "SELECT run_key, link, direction, matched FROM link_stats WHERE link = 'path2'")
+    down = {s["run_key"]: s["matched"] for s in stats if s["direction"] == "reverse"}
+    assert {k: int(v) for k, v in zip(mp["key"], mp["packets_down"], strict=True)} == \
+        {k: down[k] for k in mp["key"]}
+    assert {"bw_1", "bw_2", "owd_1", "owd_2", "p_1", "p_2"} <= set(traffic.columns)

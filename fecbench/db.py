@@ -25,6 +25,10 @@ fidelity(run_key, path, rtt_configured_ms, rtt_measured_ms, rate_configured_mbit
          rate_measured_mbit, ok, PRIMARY KEY (run_key, path))
 verdict_logs(run_key, link, direction, data BLOB (npz), PRIMARY KEY (run_key, link, direction))
 
+campaigns.host_json is the host fingerprint (kernel, CPU, tools, link backend); a campaign run on
+a Dask cluster adds "dask" (the --dask value), "coordinator" (its hostname) and "hosts": {hostname:
+fingerprint + "workers": [{pid, prefix, address}]}; runs.host names the host that ran the run.
+
 Timestamps are ISO 8601 UTC strings. A run's key is a sha256 of its content (see
 `fecbench.runners.keys`), so re-running a campaign never duplicates a row. Future schema versions
 add a function to `MIGRATIONS` that upgrades from the previous version in place.

@@ -77,7 +77,7 @@ tquic:
 	@if [ "$$($(TQUIC_DIR)/build/bin/tquic_client --version 2>/dev/null)" = "client $(TQUIC_VERSION)" ]; then \
 	  echo "tquic $(TQUIC_VERSION): already built"; \
 	else \
-	  cargo install --locked tquic_tools --version $(TQUIC_VERSION) --root $(TQUIC_DIR)/build; \
+	  cargo install --locked --force tquic_tools --version $(TQUIC_VERSION) --root $(TQUIC_DIR)/build; \
 	fi
 
 lint: venv

@@ -91,7 +91,8 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
     """Write the report of ``db`` into ``outdir`` and return what was written.
 
     ``baseline`` (default ``quic``, else the first label) is the label every other label is compared
-    with; for messages runs the default is ``udp`` when present. ``progress`` is called with each
+    with; for messages runs the default is ``udp`` when present; on a multipath campaign, the label
+    that kept its data on path 1. ``progress`` is called with each
     step's name (the CLI shows it).
     """
     import matplotlib
@@ -135,10 +136,16 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
         figure("loss-fidelity", analysis.loss_fidelity(stats))
 
     downloads = frame[frame["workload"] == "download"]
+    # Multipath campaigns: the default baseline is the label that stayed on path 1 (single path).
+    traffic = results.path_traffic(db)
+    single_path = results.single_path_label(traffic[traffic["workload"] == "download"])
+    if single_path is not None:
+        figure("path-share-down", analysis.path_share(traffic),
+               "Mean share of each run's server → client packets on each path, per label and file size.")
     if (downloads["status"] == "ok").any():
         figure("dct-ecdf", analysis.metric_ecdf(downloads, "dct_ms", per_size=True))
         report.tables["DCT medians (ms)"] = _pivot_medians(results.medians(downloads, "dct_ms"))
-        base = baseline or choose_baseline(labels, ("quic",))
+        base = baseline or single_path or choose_baseline(labels, ("quic",))
         if len(downloads["label"].unique()) > 1 and base in set(downloads["label"]):
             pairs = results.paired(downloads, baseline=base, metric="dct_ms")
             if pairs["ratio"].notna().any():

@@ -11,7 +11,8 @@ read-only (``file:…?mode=ro``), so it is safe to call while a campaign is stil
 - ``link_stats(db)``, ``fidelity(db)``: per-run dropper counters and emulation checks, joinable on
   ``run_key`` = ``load(db).key``.
 - ``path_traffic(db)``: packets per run and client-server path counted by the droppers (multipath:
-  how a scheduler spread the data); ``path_asymmetry(frame)``: per-path factor ratios (bw_1/bw_2, …).
+  how a scheduler spread the data); ``single_path_label(traffic)``: the label that stayed on path 1;
+  ``path_asymmetry(frame)``: per-path factor ratios (bw_1/bw_2, owd_1/owd_2).
 - ``campaigns(db)``, ``factors(db)``, ``medians(...)``, ``status_counts(...)``: small helpers.
 """
 
@@ -275,6 +276,16 @@ def path_traffic(db: DbLike) -> pd.DataFrame:
                           kind="stable").reset_index(drop=True)
     out.attrs.update(runs.attrs)
     return out
+
+
+def single_path_label(traffic: pd.DataFrame) -> str | None:
+    """In a ``path_traffic`` frame of a multipath campaign, the label that kept the largest mean share
+    of its server → client packets on path 1 (the single-path baseline); None without two paths."""
+    ok = traffic[(traffic["status"] == "ok") & traffic["share_down"].notna()] if len(traffic) else traffic
+    if ok.empty or ok["path"].nunique() < 2:
+        return None
+    on_path_1 = ok[ok["path"] == 1].groupby("label")["share_down"].mean()
+    return str(on_path_1.sort_values(kind="stable").index[-1]) if len(on_path_1) else None
 
 
 def path_asymmetry(frame: pd.DataFrame, bases: Sequence[str] = ("bw", "owd")) -> pd.DataFrame:

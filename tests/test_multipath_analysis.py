@@ -100,3 +100,21 @@ def test_path_traffic_on_real_multipath_campaign(multipath_db: Path) -> None:
     assert {k: int(v) for k, v in zip(mp["key"], mp["packets_down"], strict=True)} == \
         {k: down[k] for k in mp["key"]}
     assert {"bw_1", "bw_2", "owd_1", "owd_2", "p_1", "p_2"} <= set(traffic.columns)
+
+
+def test_single_path_label() -> None:
+    assert results.single_path_label(_traffic()) == "sp"
+    assert results.single_path_label(_traffic()[lambda t: t["path"] == 1]) is None
+    assert results.single_path_label(_traffic().iloc[0:0]) is None
+
+
+@pytest.mark.require_root
+@pytest.mark.slow
+def test_report_on_real_multipath_campaign(multipath_db: Path, tmp_path: Path) -> None:
+    """`fecbench report` compares multipath with the single-path label and shows the traffic per path."""
+    from fecbench.report import build
+
+    report = build(multipath_db, tmp_path)
+    names = {p.name for p in tmp_path.glob("*.png")}
+    assert {"path-share-down.png", "dct-ratio-ecdf.png", "dct-ratio-vs-factors-tquic-mp-minrtt.png"} <= names, names
+    assert "DCT ratio label / tquic-sp" in report.tables

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -103,6 +104,19 @@ def test_smoke_on_two_local_workers(tmp_path: Path, smoke_db: Path) -> None:
     assert not _live_processes_mentioning(str(tmp_path))
 
 
+def _wait_for_ok_runs(proc: subprocess.Popen, db: Path, count: int, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, f"the campaign ended early: {proc.stderr.read() if proc.stderr else ''}"
+        assert time.monotonic() < deadline, f"fewer than {count} ok runs after {timeout} s"
+        try:
+            if rows(db, "SELECT COUNT(*) AS n FROM runs WHERE status = 'ok'")[0]["n"] >= count:
+                return
+        except sqlite3.Error:  # not created yet
+            pass
+        time.sleep(0.05)
+
+
 def _children(pid: int) -> list[int]:
     out = []
     for task in Path(f"/proc/{pid}/task").iterdir():
@@ -149,10 +163,7 @@ def test_killed_worker_interrupts_its_run_only(tmp_path: Path) -> None:
                              "--dask", "local:2"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     try:
-        deadline = time.monotonic() + 90
-        while not (db.exists() and rows(db, "SELECT COUNT(*) AS n FROM runs WHERE status = 'ok'")[0]["n"] >= 2):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.05)
+        _wait_for_ok_runs(proc, db, 2)
         victim = _worker_in_a_run(proc.pid)
         os.kill(victim, signal.SIGKILL)
         _, stderr = proc.communicate(timeout=120)
@@ -189,10 +200,7 @@ def test_ctrl_c_on_the_coordinator(tmp_path: Path) -> None:
                              "--dask", "local:2"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 90
-        while not (db.exists() and rows(db, "SELECT COUNT(*) AS n FROM runs WHERE status = 'ok'")[0]["n"] >= 2):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.05)
+        _wait_for_ok_runs(proc, db, 2)
         workers = [c for c in _children(proc.pid) if "spawn_main" in _cmdline(c)]
         os.killpg(proc.pid, signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)

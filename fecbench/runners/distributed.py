@@ -207,8 +207,13 @@ def worker_teardown(token: str | None = None, wait_s: float = 60) -> bool:
     if current is None or (token is not None and current.token != token):
         return False
     current.closed = True
-    current.executor.stop_all()          # the run in flight (if any) ends quickly, then releases the lock
-    locked = current.lock.acquire(timeout=wait_s)
+    # Stop the run in flight (if any) until it returns and releases the lock: it may start its next
+    # process (the client after the server) just after a stop.
+    deadline = time.monotonic() + wait_s
+    locked = False
+    while not locked and time.monotonic() < deadline:
+        current.executor.stop_all()
+        locked = current.lock.acquire(timeout=0.2)
     try:
         current.net.stop()
     finally:
@@ -302,8 +307,11 @@ class Coordinator:
             self._setup(address)
         from distributed import wait
 
-        wait(list(self.setting_up))
+        with contextlib.suppress(TimeoutError):  # a worker still busy setting up joins later
+            wait(list(self.setting_up), timeout=WORKER_WAIT_S)
         for future, address in list(self.setting_up.items()):
+            if not future.done():
+                continue
             del self.setting_up[future]
             try:
                 self._ready(address, future.result())
@@ -311,6 +319,8 @@ class Coordinator:
                 raise
             except Exception as exc:
                 raise UserError(f"--dask {self.target}: worker {address} refused: {exc}") from None
+        if not self.ready:
+            raise UserError(f"--dask {self.target}: no worker finished setting up within {WORKER_WAIT_S} s")
 
     def _ready(self, address: str, info: dict[str, Any]) -> None:
         clash = [w for w in self.ready.values() if w.host == info["host"] and w.prefix == info["prefix"]]
@@ -341,6 +351,11 @@ class Coordinator:
                                           "died during the run"), started)
         for address in [a for a in self.ready if a not in present]:
             self._worker_gone(self.ready.pop(address))
+        for future, address in list(self.setting_up.items()):
+            if address not in present:
+                del self.setting_up[future]
+                future.cancel()
+                self.seen.discard(address)
         for address in sorted(present - self.seen):
             self._setup(address)
 
@@ -411,6 +426,11 @@ class Coordinator:
         run, worker, started = self.inflight.pop(future)
         try:
             result = future.result()
+        except WorkerRefused as exc:  # the worker lost its setup (restarted): the run never started
+            self._record(run, Outcome(status="interrupted", error=f"worker {worker.address}: {exc}"), started)
+            if self.ready.pop(worker.address, None) is not None:
+                self._setup(worker.address)
+            return
         except Exception as exc:
             if type(exc).__name__ == "KilledWorker" or worker.address not in self._addresses():
                 self._record(run, Outcome(status="interrupted", error=f"worker {worker.address} on {worker.host} "
@@ -468,14 +488,14 @@ class Coordinator:
                 elif time.monotonic() - no_worker_since > WORKER_WAIT_S:
                     self.summary.aborted = f"no Dask worker left for {WORKER_WAIT_S} s"
 
-    def interrupt(self) -> None:
-        """Ctrl-C: cancel what is outstanding, record in-flight runs interrupted."""
+    def interrupt(self, error: str = "interrupted (Ctrl-C or SIGTERM)") -> None:
+        """Ctrl-C (or the campaign stopped): cancel what is outstanding, record in-flight runs interrupted."""
         futures = list(self.inflight) + list(self.setting_up)
         with contextlib.suppress(Exception):
             self.client.cancel(futures, force=True)
         for _future, (run, _worker, started) in list(self.inflight.items()):
             with contextlib.suppress(UserError):
-                self._record(run, Outcome(status="interrupted", error="interrupted (Ctrl-C or SIGTERM)"), started)
+                self._record(run, Outcome(status="interrupted", error=error), started)
         self.inflight.clear()
 
     def teardown_workers(self) -> None:
@@ -542,6 +562,8 @@ def run_distributed(prepared: Prepared, db_path: Path, target: str, *, retry: se
             except KeyboardInterrupt:
                 coordinator.interrupt()
                 raise
+            if summary.aborted:
+                coordinator.interrupt(f"campaign stopped: {summary.aborted}")
         finally:
             coordinator.teardown_workers()
             if coordinator.conn is not None:

@@ -47,6 +47,15 @@ def test_bad_dask_values_exit_2() -> None:
         assert "--dask" in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.require_root
+def test_unreachable_scheduler_exit_2(tmp_path: Path) -> None:
+    db = tmp_path / "x.sqlite"
+    out = fecbench("run", str(ROOT / "designs" / "smoke.toml"), "--db", str(db), "--dask", "tcp://127.0.0.1:1")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "cannot reach the Dask scheduler" in out.stderr and "Traceback" not in out.stderr
+    assert not db.exists()
+
+
 def test_without_the_cluster_extra_a_clear_error() -> None:
     """distributed made unimportable: the error names the extra to install."""
     code = ("import sys; sys.modules['distributed'] = None\n"

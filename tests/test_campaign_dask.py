@@ -4,6 +4,7 @@ leaves its run `interrupted` while the others go on; a rerun completes everythin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -152,6 +153,26 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def _kill_campaign(proc: subprocess.Popen) -> None:
+    """(A failed test) kill a campaign still running and its workers, then remove what they left."""
+    if proc.poll() is not None:
+        return
+    workers = [c for c in _children(proc.pid) if "spawn_main" in _cmdline(c)]
+    for pid in [proc.pid, *workers]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait()
+    for pid in workers:
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    for pid in [proc.pid, *workers]:
+        state = cleanup.state_file(pid)
+        if state.exists():
+            cleanup.remove_entries(json.loads(state.read_text()))
+            state.unlink()
+
+
 def _worker_in_a_run(coordinator: int, timeout: float = 60) -> int:
     """A Dask worker process (child of the coordinator) that is running a run's fecq right now."""
     deadline = time.monotonic() + timeout
@@ -177,9 +198,7 @@ def test_killed_worker_interrupts_its_run_only(tmp_path: Path) -> None:
         os.kill(victim, signal.SIGKILL)
         _, stderr = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill_campaign(proc)
     assert proc.returncode == 0, stderr
     statuses = [r["status"] for r in rows(db, "SELECT status FROM runs")]
     assert len(statuses) == 16
@@ -214,9 +233,7 @@ def test_ctrl_c_on_the_coordinator(tmp_path: Path) -> None:
         os.killpg(proc.pid, signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill_campaign(proc)
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     statuses = [r["status"] for r in rows(db, "SELECT status FROM runs")]

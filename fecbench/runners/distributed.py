@@ -25,6 +25,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -163,6 +164,8 @@ def worker_setup(token: str, design_path: str, relative: str | None, expected: d
     if current is not None and current.token == token and not current.closed:
         return current.info
     worker_teardown()
+    if sys.platform != "linux":
+        raise WorkerRefused(f"the Dask worker runs on {sys.platform}: workers must be Linux hosts")
     if os.geteuid() != 0:
         raise WorkerRefused("the Dask worker does not run as root (start `dask worker` as root)")
     prepared = prepare(_find_design(design_path, relative))

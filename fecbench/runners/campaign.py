@@ -256,7 +256,7 @@ class Executor:
             cached = self.fidelity_cache.get(run.point) if self.design.fidelity == "per-point" else None
             if cached is None:
                 self.set_losses(None, 0)
-                cached = [dict(row) for row in self.net.fidelity(rate_probe=False)]
+                cached = [dict(row) for row in self.net.fidelity(rate_probe=self.design.fidelity_rate)]
                 for i, row in enumerate(cached):
                     row.setdefault("path", i + 1)
                 self.fidelity_cache[run.point] = cached

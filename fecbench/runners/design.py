@@ -9,6 +9,7 @@ seed = 1                                # design seed: plan and loss seeds (comm
 timeout_s = 60                          # per process (server and client), per run
 order = "random"                        # random (seeded by `seed`) | sequential
 fidelity = "per-point"                  # per-point | per-run | off: RTT check of the network
+fidelity_rate = false                   # also probe each path's rate (~1 s of UDP): must reach 90 %
 impl_dirs = []                          # extra folders holding <name>/impl.toml (relative to the design file)
 port = 4433                             # first server port; each run uses port + (its index % 1000)
 verdict_log = false                     # keep the dropper's per-packet verdict log of every run
@@ -134,6 +135,7 @@ class Design:
     timeout_s: float
     order: str
     fidelity: str
+    fidelity_rate: bool
     port: int
     verdict_log: bool
     impl_dirs: list[Path]
@@ -152,7 +154,8 @@ class Design:
         and run-control settings, plus the topology spec. Adding an implementation or changing the
         timeout keeps the keys (and the results) of the runs already done."""
         design = {k: v for k, v in self.data.get("design", {}).items()
-                  if k not in ("timeout_s", "order", "fidelity", "port", "impl_dirs", "verdict_log")}
+                  if k not in ("timeout_s", "order", "fidelity", "fidelity_rate", "port", "impl_dirs",
+                               "verdict_log")}
         content = {"design": design, "space": self.data.get("space"), "loss": self.data.get("loss"),
                    "workload": self.workload.params(), "topology": topology_text}
         return spec_hash(json.dumps(content, sort_keys=True, default=str))
@@ -239,6 +242,9 @@ def parse_design(path: str | Path) -> Design:
     timeout_s = float(d.get("timeout_s", float, 60.0, min=0.1, max=86400))
     order = d.get("order", str, "random", choices=ORDERS)
     fidelity = d.get("fidelity", str, "per-point", choices=FIDELITY_MODES)
+    fidelity_rate = d.get("fidelity_rate", bool, False)
+    if fidelity_rate and fidelity == "off":
+        raise d.error("fidelity_rate", "a rate probe needs the fidelity check: set fidelity to per-point or per-run")
     port = d.get("port", int, 4433, min=1024, max=64000)
     verdict_log = d.get("verdict_log", bool, False)
     impl_dirs = [resolve_path(p, path) for p in d.get("impl_dirs", list, [])]
@@ -268,8 +274,8 @@ def parse_design(path: str | Path) -> Design:
 
     return Design(path=path, text=text, data=data, name=name, topology_path=topology_path,
                   repetitions=repetitions, seed=seed, timeout_s=timeout_s, order=order, fidelity=fidelity,
-                  port=port, verdict_log=verdict_log, impl_dirs=impl_dirs, space=space, loss=loss,
-                  workload=workload, impls=impls)
+                  fidelity_rate=fidelity_rate, port=port, verdict_log=verdict_log, impl_dirs=impl_dirs,
+                  space=space, loss=loss, workload=workload, impls=impls)
 
 
 def find_label(design: Design, label: str) -> ImplEntry:

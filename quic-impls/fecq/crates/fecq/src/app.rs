@@ -93,6 +93,10 @@ async fn serve_request(
             messages::send(conn, &mut send, params).await
         }
         ["stats"] => {
+            // The transfer is over: send the repairs of its partial last block now rather than
+            // when the idle timer would, so `repair_sent` includes the tail protection the
+            // transfer triggered (they are on the wire before the reply is).
+            socket.flush_peer(conn.remote_address());
             let stats = SideStats::of_peer(conn, socket);
             let text = serde_json::to_vec(&stats).map_err(|e| e.to_string())?;
             send.write_all(&text)

@@ -112,6 +112,7 @@ fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64
         model: LossModel::Uniform,
         burst_len: 1.0,
         seed: 1,
+        rate_mbit: None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -69,6 +69,9 @@ enum Command {
         burst_len: f64,
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Limit each direction's send rate to this many Mbit/s (a queue of 200 ms, tail drop)
+        #[arg(long)]
+        rate_mbit: Option<f64>,
         #[arg(long)]
         out: PathBuf,
         #[command(flatten)]
@@ -232,6 +235,7 @@ pub fn main() -> i32 {
             loss_model,
             burst_len,
             seed,
+            rate_mbit,
             out,
             common,
         } => {
@@ -243,6 +247,7 @@ pub fn main() -> i32 {
                 model: loss_model,
                 burst_len,
                 seed,
+                rate_mbit,
             };
             let workload = match common
                 .check()

@@ -41,7 +41,8 @@ pub struct Common {
     /// Give up after this many seconds (client, loopback); exit status 1
     #[arg(long, default_value_t = 60.0)]
     pub timeout: f64,
-    /// Idle time in milliseconds after which a partial FEC block is flushed
+    /// Least idle time in milliseconds before a partial FEC block is flushed; the flush waits
+    /// max(this, 4 × the peer's smoothed inter-send gap)
     #[arg(long, default_value_t = 10)]
     pub flush_ms: u64,
 }

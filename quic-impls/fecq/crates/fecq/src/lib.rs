@@ -5,6 +5,7 @@ pub mod bench;
 pub mod cc;
 pub mod cli;
 pub mod config;
+pub mod flush;
 pub mod loopback;
 pub mod loss;
 pub mod messages;

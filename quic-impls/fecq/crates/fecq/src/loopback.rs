@@ -1,5 +1,6 @@
 //! `fecq loopback`: server and client in one process over 127.0.0.1, with seeded loss applied
-//! by each FEC socket to the datagrams it sends (server and client draw from different seeds).
+//! by each FEC socket to the datagrams it sends (server and client draw from different seeds),
+//! and optionally a send-rate limit per direction (a simulated bottleneck, see crate::socket).
 
 use std::net::SocketAddr;
 
@@ -16,6 +17,8 @@ pub struct LossSpec {
     pub model: LossModel,
     pub burst_len: f64,
     pub seed: u64,
+    /// Send-rate limit of each direction in Mbit/s (None: as fast as loopback goes).
+    pub rate_mbit: Option<f64>,
 }
 
 impl LossSpec {
@@ -26,17 +29,23 @@ impl LossSpec {
         if !(self.burst_len >= 1.0 && self.burst_len.is_finite()) {
             return Err(format!("--burst-len {} must be >= 1", self.burst_len));
         }
+        if let Some(r) = self.rate_mbit {
+            if !(r >= 0.01 && r.is_finite()) {
+                return Err(format!("--rate-mbit {r} must be >= 0.01"));
+            }
+        }
         Ok(())
     }
 
     fn process(&self, stream: u64) -> Option<LossProcess> {
-        (self.p > 0.0).then(|| {
+        (self.p > 0.0 || self.rate_mbit.is_some()).then(|| {
             LossProcess::new(
                 self.model,
                 self.p,
                 self.burst_len,
                 self.seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15),
             )
+            .with_rate(self.rate_mbit.map(|r| r * 1e6))
         })
     }
 }
@@ -64,6 +73,7 @@ pub async fn run(
         "loss_model": match loss.model { LossModel::Uniform => "uniform", LossModel::Burst => "burst" },
         "burst_len": loss.burst_len,
         "seed": loss.seed,
+        "rate_mbit": loss.rate_mbit,
     }));
     (m, res)
 }

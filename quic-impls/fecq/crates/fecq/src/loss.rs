@@ -58,6 +58,9 @@ pub struct LossProcess {
     /// With `at_indices`: the 0-based datagram indices to drop, sorted; `index` counts datagrams.
     drop_at: Vec<u64>,
     index: u64,
+    /// Send-rate limit of the simulated link, in bits per second (`fecq loopback --rate-mbit`):
+    /// the FEC socket then queues datagrams and releases them at this rate (crate::socket).
+    pub rate_bps: Option<f64>,
 }
 
 impl LossProcess {
@@ -80,6 +83,7 @@ impl LossProcess {
             in_burst: false,
             drop_at: Vec::new(),
             index: 0,
+            rate_bps: None,
         }
     }
 
@@ -90,6 +94,12 @@ impl LossProcess {
             drop_at: indices,
             ..LossProcess::new(LossModel::Uniform, 0.0, 1.0, 0)
         }
+    }
+
+    /// Also limit the send rate to `bps` bits per second.
+    pub fn with_rate(mut self, bps: Option<f64>) -> Self {
+        self.rate_bps = bps;
+        self
     }
 
     pub fn lose(&mut self) -> bool {

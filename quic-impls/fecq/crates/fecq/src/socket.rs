@@ -25,6 +25,7 @@ use quinn::{AsyncUdpSocket, UdpPoller};
 use serde::Serialize;
 use tokio::io::Interest;
 
+use crate::flush::FlushPolicy;
 use crate::loss::LossProcess;
 
 /// How a recovered datagram is shown to quinn.
@@ -71,7 +72,8 @@ const MAX_READY: usize = 4096;
 pub struct FecOptions {
     pub scheme: Scheme,
     pub signal: Signal,
-    /// Idle time after which a partial block is flushed (repairs sent for what it holds).
+    /// Least idle time after which a partial block is flushed (repairs sent for what it holds);
+    /// the actual threshold follows the peer's send pace (crate::flush).
     pub flush_after: Duration,
     pub rcvbuf: usize,
     pub sndbuf: usize,
@@ -100,10 +102,9 @@ struct Peer {
     enc: Encoder,
     dec: Decoder,
     counters: PeerCounters,
-    last_send: Instant,
     last_active: Instant,
-    /// Source datagrams sent since the last flush: nothing to flush when 0.
-    unflushed: u64,
+    /// Send pace and the partial-block flush decision (crate::flush).
+    flush: FlushPolicy,
 }
 
 struct Ready {
@@ -112,11 +113,64 @@ struct Ready {
     ecn: Option<EcnCodepoint>,
 }
 
+/// A datagram on its way out: destination, bytes, ECN codepoint.
+type Outgoing = (SocketAddr, Vec<u8>, Option<EcnCodepoint>);
+
+/// `fecq loopback --rate-mbit`: a simulated bottleneck on the send side. Datagrams leave at
+/// `bytes_per_sec` in FIFO order (each departs when the previous one has been "serialised");
+/// beyond `limit_bytes` queued (200 ms at the rate) they are dropped, as a tail-drop router queue
+/// would. quinn's sends are then ACK-clocked by this link, as over a real bottleneck.
+struct Shaper {
+    bytes_per_sec: f64,
+    limit_bytes: usize,
+    /// When the link finishes sending what is queued.
+    busy_until: Instant,
+    queued_bytes: usize,
+    queue: VecDeque<(Instant, Outgoing)>,
+}
+
+impl Shaper {
+    fn new(bits_per_sec: f64) -> Self {
+        let bytes_per_sec = bits_per_sec / 8.0;
+        Shaper {
+            bytes_per_sec,
+            limit_bytes: ((bytes_per_sec * 0.2) as usize).max(16 * 1024),
+            busy_until: Instant::now(),
+            queued_bytes: 0,
+            queue: VecDeque::new(),
+        }
+    }
+
+    /// Queue a datagram; false if the queue is full (the datagram is dropped).
+    fn enqueue(&mut self, item: Outgoing) -> bool {
+        let len = item.1.len();
+        if self.queued_bytes + len > self.limit_bytes {
+            return false;
+        }
+        let start = self.busy_until.max(Instant::now());
+        self.busy_until = start + Duration::from_secs_f64(len as f64 / self.bytes_per_sec);
+        self.queued_bytes += len;
+        self.queue.push_back((self.busy_until, item));
+        true
+    }
+
+    /// The next datagram whose time has come.
+    fn pop_due(&mut self, now: Instant) -> Option<Outgoing> {
+        if self.queue.front().is_some_and(|(due, _)| *due <= now) {
+            let (_, item) = self.queue.pop_front()?;
+            self.queued_bytes -= item.1.len();
+            return Some(item);
+        }
+        None
+    }
+}
+
 struct Inner {
     peers: HashMap<SocketAddr, Peer>,
-    backlog: VecDeque<(SocketAddr, Vec<u8>, Option<EcnCodepoint>)>,
+    backlog: VecDeque<Outgoing>,
     ready: VecDeque<Ready>,
     loss: Option<LossProcess>,
+    shaper: Option<Shaper>,
     /// Scratch space for one (possibly GRO-coalesced) receive.
     recv_buf: Vec<u8>,
     out: Vec<Vec<u8>>,
@@ -128,6 +182,8 @@ pub struct FecSocket {
     state: UdpSocketState,
     opts: FecOptions,
     inner: Mutex<Inner>,
+    /// Wakes the shaper task when its queue was empty (loopback `--rate-mbit` only).
+    shaper_wake: tokio::sync::Notify,
 }
 
 impl fmt::Debug for FecSocket {
@@ -171,6 +227,8 @@ impl FecSocket {
         let state = UdpSocketState::new((&sock).into())?;
         sock.set_nonblocking(true)?;
         let io = tokio::net::UdpSocket::from_std(sock)?;
+        let shaper = loss.as_ref().and_then(|l| l.rate_bps).map(Shaper::new);
+        let shaped = shaper.is_some();
         let socket = Arc::new(FecSocket {
             io,
             state,
@@ -180,13 +238,18 @@ impl FecSocket {
                 backlog: VecDeque::new(),
                 ready: VecDeque::new(),
                 loss,
+                shaper,
                 recv_buf: vec![0u8; 65536],
                 out: Vec::new(),
                 delivered: Vec::new(),
             }),
+            shaper_wake: tokio::sync::Notify::new(),
         });
         if socket.opts.scheme != Scheme::None {
             tokio::spawn(flush_task(Arc::downgrade(&socket)));
+        }
+        if shaped {
+            tokio::spawn(shaper_task(Arc::downgrade(&socket)));
         }
         Ok(socket)
     }
@@ -239,9 +302,8 @@ impl FecSocket {
             enc: Encoder::new(self.opts.scheme, usize::from(QUIC_MTU)),
             dec: Decoder::new(self.opts.scheme),
             counters: PeerCounters::default(),
-            last_send: now,
             last_active: now,
-            unflushed: 0,
+            flush: FlushPolicy::new(self.opts.flush_after),
         })
     }
 
@@ -249,6 +311,7 @@ impl FecSocket {
     fn send_wire(
         &self,
         loss: &mut Option<LossProcess>,
+        shaper: &mut Option<Shaper>,
         counters: &mut PeerCounters,
         to: SocketAddr,
         data: &[u8],
@@ -260,6 +323,18 @@ impl FecSocket {
                 return Ok(());
             }
         }
+        if let Some(sh) = shaper.as_mut() {
+            if !sh.enqueue((to, data.to_vec(), ecn)) {
+                counters.wire_dropped += 1;
+            } else if sh.queue.len() == 1 {
+                self.shaper_wake.notify_one();
+            }
+            return Ok(());
+        }
+        self.send_now(to, data, ecn)
+    }
+
+    fn send_now(&self, to: SocketAddr, data: &[u8], ecn: Option<EcnCodepoint>) -> io::Result<()> {
         let transmit = Transmit {
             destination: to,
             ecn,
@@ -278,6 +353,7 @@ impl FecSocket {
             peers,
             backlog,
             loss,
+            shaper,
             out,
             ..
         } = inner;
@@ -294,7 +370,7 @@ impl FecSocket {
                 }
                 continue;
             }
-            match self.send_wire(loss, &mut peer.counters, to, &d, ecn) {
+            match self.send_wire(loss, shaper, &mut peer.counters, to, &d, ecn) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => backlog.push_back((to, d, ecn)),
                 // Other send errors (e.g. unreachable) are a lost datagram, as on a real network.
@@ -307,7 +383,14 @@ impl FecSocket {
     fn drain_backlog(&self, inner: &mut Inner) -> io::Result<()> {
         while let Some((to, d, ecn)) = inner.backlog.pop_front() {
             let mut scratch = PeerCounters::default();
-            match self.send_wire(&mut inner.loss, &mut scratch, to, &d, ecn) {
+            match self.send_wire(
+                &mut inner.loss,
+                &mut inner.shaper,
+                &mut scratch,
+                to,
+                &d,
+                ecn,
+            ) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     inner.backlog.push_front((to, d, ecn));
@@ -324,7 +407,7 @@ impl FecSocket {
         Ok(())
     }
 
-    /// Flush the partial blocks of peers idle for `flush_after`, and the backlog.
+    /// Flush the partial blocks of peers that went quiet (crate::flush), and the backlog.
     fn flush_idle(&self) {
         let mut inner = self.inner.lock().unwrap();
         let _ = self.drain_backlog(&mut inner);
@@ -332,20 +415,32 @@ impl FecSocket {
         let idle: Vec<SocketAddr> = inner
             .peers
             .iter()
-            .filter(|(_, p)| p.unflushed > 0 && now - p.last_send >= self.opts.flush_after)
+            .filter(|(_, p)| p.flush.should_flush(now))
             .map(|(a, _)| *a)
             .collect();
         for addr in idle {
-            let inner = &mut *inner;
-            let Some(peer) = inner.peers.get_mut(&addr) else {
-                continue;
-            };
-            inner.out.clear();
-            peer.enc.flush(&mut inner.out);
-            peer.unflushed = 0;
-            peer.counters.repair_sent += inner.out.len() as u64;
-            self.send_out(inner, addr, Some(EcnCodepoint::Ect0));
+            self.flush_locked(&mut inner, addr);
         }
+    }
+
+    /// Send the repairs of `peer`'s partial block now, without waiting for the sender to go
+    /// quiet (the `stats` request does this so the counters include the transfer's tail repairs).
+    pub fn flush_peer(&self, peer: SocketAddr) {
+        let mut inner = self.inner.lock().unwrap();
+        self.flush_locked(&mut inner, peer);
+    }
+
+    fn flush_locked(&self, inner: &mut Inner, addr: SocketAddr) {
+        let Some(peer) = inner.peers.get_mut(&addr) else {
+            return;
+        };
+        if !peer.flush.take_pending() {
+            return;
+        }
+        inner.out.clear();
+        peer.enc.flush(&mut inner.out);
+        peer.counters.repair_sent += inner.out.len() as u64;
+        self.send_out(inner, addr, Some(EcnCodepoint::Ect0));
     }
 
     fn receive_wire(
@@ -435,6 +530,31 @@ async fn flush_task(socket: Weak<FecSocket>) {
     }
 }
 
+/// Release the shaper's datagrams when their time comes (loopback `--rate-mbit` only).
+async fn shaper_task(socket: Weak<FecSocket>) {
+    loop {
+        let Some(s) = socket.upgrade() else { return };
+        let next_due = {
+            let mut inner = s.inner.lock().unwrap();
+            let now = Instant::now();
+            let sh = inner.shaper.as_mut().expect("shaper task without a shaper");
+            while let Some((to, d, ecn)) = sh.pop_due(now) {
+                // A full socket buffer or an unreachable peer is a lost datagram here.
+                let _ = s.send_now(to, &d, ecn);
+            }
+            sh.queue.front().map(|(due, _)| *due)
+        };
+        // Wait for the next departure, or for a datagram queued into an empty queue (a
+        // notification sent meanwhile is kept as a permit); re-check at least every 50 ms so the
+        // task ends soon after the socket is gone.
+        let deadline = next_due.unwrap_or_else(|| Instant::now() + Duration::from_millis(50));
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline.into()) => {}
+            _ = s.shaper_wake.notified() => {}
+        }
+    }
+}
+
 impl AsyncUdpSocket for FecSocket {
     fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
         Box::pin(Poller {
@@ -456,13 +576,12 @@ impl AsyncUdpSocket for FecSocket {
         for chunk in transmit.contents.chunks(seg) {
             let peer = self.peer(&mut inner.peers, transmit.destination);
             let now = Instant::now();
-            peer.last_send = now;
+            peer.flush.on_send(now);
             peer.last_active = now;
             inner.out.clear();
             peer.enc.protect(chunk, ecn_bits, &mut inner.out);
             // One source datagram per QUIC datagram; anything beyond it is repair.
             peer.counters.repair_sent += inner.out.len().saturating_sub(1) as u64;
-            peer.unflushed += 1;
             self.send_out(inner, transmit.destination, transmit.ecn);
         }
         Ok(())

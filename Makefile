@@ -21,6 +21,7 @@ PYTEST_ARGS ?=
 demo: bootstrap
 	$(FECBENCH) doctor
 	$(FECBENCH) run designs/smoke.toml
+	$(FECBENCH) report results/smoke.sqlite
 
 test: bootstrap
 	$(MAKE) -C dropper test

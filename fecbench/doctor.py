@@ -32,6 +32,7 @@ ARTEFACTS = {
     "dropper": "dropper/build",
     "delayline": "delayline/build/delayline",
     "fecq": "quic-impls/fecq/target/release/fecq",
+    "tquic": "quic-impls/tquic/build/bin/tquic_client",
 }
 
 

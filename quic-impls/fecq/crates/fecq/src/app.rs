@@ -42,6 +42,7 @@ pub async fn serve(endpoint: Endpoint, socket: Arc<FecSocket>) {
         let socket = socket.clone();
         tokio::spawn(async move {
             if let Ok(conn) = incoming.await {
+                socket.track_connection(&conn);
                 serve_connection(conn, socket).await;
             }
         });
@@ -144,6 +145,7 @@ pub async fn run_client(
         .await
         .map_err(|e| format!("handshake: {e}"))?;
     m.handshake_ms = Some(ms(t0.elapsed()));
+    socket.track_connection(&conn);
     let result = run_workload(&conn, workload, m).await;
     // Counters are fetched even after a failed workload, if the connection still works.
     let sender = fetch_server_stats(&conn).await;

@@ -4,7 +4,7 @@
 //! spaced wider than that — any bottleneck below ~1 Mbit/s, where ACK-clocked sending emits a pair
 //! of packets every ~20 ms — so the real repair overhead ends far above the configured code rate.
 //!
-//! Rule: flush when idle for longer than `max(floor, K × gap)`, where `gap` is a smoothed
+//! Rule: flush when idle for longer than `max(floor, min(K × gap, RTT / 2))`, where `gap` is a smoothed
 //! inter-send gap (EWMA, weight 1/8 like TCP's SRTT, started from the first gap: it follows a
 //! change of pace within a few dozen packets but is not swayed by one odd gap), and K = 4:
 //! - a stream of sends never pauses K times its mean gap unless it stopped: ACK-clocked pairs
@@ -19,6 +19,14 @@
 //! threshold grow from the floor when the pace is slower than the floor (ignoring every gap above
 //! the floor would pin the threshold there: exactly the old behaviour), while a long pause only
 //! moves the average by threshold / 8.
+//!
+//! The pace alone cannot tell ACK-clocked pairs on a slow link (a stream) from the ping-pong of a
+//! handshake or a small request on a short path (the sender waits one RTT each time): on a 10 ms
+//! RTT the handshake's gaps would raise the threshold to ~40 ms, and the tail repair of a small
+//! transfer would come after quinn's probe timeout (≥ RTT + 25 ms of ACK delay). So when the
+//! connection's RTT is known (quinn's estimate, given by the socket) the threshold is capped at
+//! RTT / 2: a tail repair then reaches the receiver, and its ACK the sender, before the probe
+//! would; and a sender idle for half an RTT is waiting for ACKs, i.e. quiet.
 //! `floor` (`--flush-ms`) is the least idle time that counts as quiet, before any pace is known.
 
 use std::time::{Duration, Instant};
@@ -36,6 +44,8 @@ pub struct FlushPolicy {
     /// Smoothed inter-send gap (zero until two sends were seen).
     gap: Duration,
     samples: u64,
+    /// The connection's RTT, when known: caps the threshold at RTT / 2.
+    rtt: Option<Duration>,
     /// Source datagrams sent since the last flush: nothing to flush when 0.
     unflushed: u64,
 }
@@ -47,13 +57,21 @@ impl FlushPolicy {
             last_send: None,
             gap: Duration::ZERO,
             samples: 0,
+            rtt: None,
             unflushed: 0,
         }
     }
 
-    /// Idle time after which a partial block is flushed: max(floor, K × smoothed gap).
+    /// Idle time after which a partial block is flushed: max(floor, min(K × gap, RTT / 2)).
     pub fn threshold(&self) -> Duration {
-        self.floor.max(self.gap * K)
+        let pace = self.gap * K;
+        let pace = self.rtt.map_or(pace, |rtt| pace.min(rtt / 2));
+        self.floor.max(pace)
+    }
+
+    /// The connection's current RTT estimate (None: unknown, no cap).
+    pub fn set_rtt(&mut self, rtt: Option<Duration>) {
+        self.rtt = rtt;
     }
 
     /// Smoothed inter-send gap measured so far.
@@ -104,9 +122,14 @@ mod tests {
     /// Drive the policy on a simulated clock: `sends` are send times in ms; the flush check runs
     /// every `tick` ms (as the flush task does) until `end`. Returns the times of the flushes.
     fn simulate(sends: &[f64], tick: f64, end: f64) -> Vec<f64> {
+        simulate_with_rtt(sends, tick, end, None)
+    }
+
+    fn simulate_with_rtt(sends: &[f64], tick: f64, end: f64, rtt: Option<f64>) -> Vec<f64> {
         let t0 = Instant::now();
         let at = |ms: f64| t0 + Duration::from_secs_f64(ms / 1e3);
         let mut p = FlushPolicy::new(10 * MS);
+        p.set_rtt(rtt.map(|ms| Duration::from_secs_f64(ms / 1e3)));
         let mut flushes = Vec::new();
         let mut next = sends.iter().peekable();
         let mut now = 0.0;
@@ -157,6 +180,37 @@ mod tests {
         let late_mid = flushes.iter().filter(|&&t| t > 300.0 && t < last).count();
         assert_eq!(late_mid, 0, "{flushes:?}");
         assert_eq!(flushes.iter().filter(|&&t| t > last).count(), 1);
+    }
+
+    #[test]
+    fn a_long_rtt_does_not_change_paced_sending() {
+        // 1 Mbit/s over 200 ms RTT: pairs every 20 ms, RTT / 2 = 100 ms is above K × gap.
+        let sends: Vec<f64> = (0..200)
+            .map(|i| 20.0 * (i / 2) as f64 + 0.1 * (i % 2) as f64)
+            .collect();
+        let last = *sends.last().unwrap();
+        let flushes = simulate_with_rtt(&sends, 1.0, last + 1000.0, Some(200.0));
+        assert_eq!(
+            flushes.iter().filter(|&&t| t > 300.0 && t < last).count(),
+            0
+        );
+        let tail: Vec<f64> = flushes.into_iter().filter(|&t| t > last).collect();
+        assert_eq!(tail.len(), 1);
+        assert!(tail[0] - last <= 4.0 * 10.0 + 2.0, "{tail:?}");
+    }
+
+    #[test]
+    fn a_short_rtt_keeps_the_tail_of_a_small_transfer_protected_early() {
+        // Handshake-like ping-pong on a 12 ms RTT (one packet per RTT) then a 3-packet reply:
+        // the pace alone takes the 12 ms gaps for a stream and waits ~4 × 12 ms; the RTT cap
+        // flushes after max(floor, 6 ms).
+        let mut sends: Vec<f64> = (0..4).map(|i| 12.0 * i as f64).collect();
+        sends.extend([48.0, 48.05, 48.1]);
+        let uncapped = simulate(&sends, 1.0, 500.0);
+        let capped = simulate_with_rtt(&sends, 1.0, 500.0, Some(12.0));
+        let tail = |f: &[f64]| f.iter().copied().find(|&t| t > 48.1).unwrap() - 48.1;
+        assert!(tail(&uncapped) > 12.0, "{uncapped:?}");
+        assert!(tail(&capped) <= 10.0 + 1.0, "{capped:?}");
     }
 
     #[test]

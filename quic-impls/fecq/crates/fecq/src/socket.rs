@@ -184,6 +184,9 @@ pub struct FecSocket {
     inner: Mutex<Inner>,
     /// Wakes the shaper task when its queue was empty (loopback `--rate-mbit` only).
     shaper_wake: tokio::sync::Notify,
+    /// Connections over this socket, by peer address: their RTT caps the flush threshold.
+    /// Never locked together with a connection's own lock held elsewhere (see flush_idle).
+    connections: Mutex<HashMap<SocketAddr, quinn::Connection>>,
 }
 
 impl fmt::Debug for FecSocket {
@@ -244,6 +247,7 @@ impl FecSocket {
                 delivered: Vec::new(),
             }),
             shaper_wake: tokio::sync::Notify::new(),
+            connections: Mutex::new(HashMap::new()),
         });
         if socket.opts.scheme != Scheme::None {
             tokio::spawn(flush_task(Arc::downgrade(&socket)));
@@ -407,10 +411,29 @@ impl FecSocket {
         Ok(())
     }
 
+    /// Let the flush policy of this connection's peer use its RTT (crate::flush).
+    pub fn track_connection(&self, conn: &quinn::Connection) {
+        let mut conns = self.connections.lock().unwrap();
+        conns.retain(|_, c| c.close_reason().is_none());
+        conns.insert(conn.remote_address(), conn.clone());
+    }
+
     /// Flush the partial blocks of peers that went quiet (crate::flush), and the backlog.
     fn flush_idle(&self) {
+        // RTTs first, without our lock: quinn calls try_send (which takes it) with the
+        // connection's lock held, so taking them in the other order could deadlock.
+        let rtts: Vec<(SocketAddr, Duration)> = {
+            let mut conns = self.connections.lock().unwrap();
+            conns.retain(|_, c| c.close_reason().is_none());
+            conns.iter().map(|(a, c)| (*a, c.rtt())).collect()
+        };
         let mut inner = self.inner.lock().unwrap();
         let _ = self.drain_backlog(&mut inner);
+        for (addr, rtt) in rtts {
+            if let Some(p) = inner.peers.get_mut(&addr) {
+                p.flush.set_rtt(Some(rtt));
+            }
+        }
         let now = Instant::now();
         let idle: Vec<SocketAddr> = inner
             .peers

@@ -33,7 +33,15 @@ fn usage_errors_exit_2() {
         vec!["loopback", "--size", "1000", "--fec", "lt:3", "--out", out],
         vec!["loopback", "--out", out],
         vec!["loopback", "--size", "1000", "--loss", "1.5", "--out", out],
-        vec!["loopback", "--size", "1000", "--rate-mbit", "0", "--out", out],
+        vec![
+            "loopback",
+            "--size",
+            "1000",
+            "--rate-mbit",
+            "0",
+            "--out",
+            out,
+        ],
         vec![
             "loopback", "--size", "1000", "--signal", "loud", "--out", out,
         ],

@@ -236,15 +236,6 @@ fn repair_overhead_matches_the_code_rate_at_low_rate() {
             "{code}: {} repairs for {sources} sources = {measured:.3}, configured {ratio}",
             m.repair_sent
         );
-        // The client sends ACKs, spaced by the data's pace: not one flush per ACK either.
-        let client = m.client.as_ref().unwrap();
-        let client_ratio = client.repair_sent as f64 / client.quic_packets_sent.max(1) as f64;
-        assert!(
-            client_ratio <= ratio + 0.2,
-            "{code}: client {} repairs for {} packets",
-            client.repair_sent,
-            client.quic_packets_sent
-        );
         assert_eq!(m.loopback.as_ref().unwrap()["rate_mbit"], 1.0);
     }
 }

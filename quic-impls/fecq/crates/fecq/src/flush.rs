@@ -25,8 +25,10 @@
 //! RTT the handshake's gaps would raise the threshold to ~40 ms, and the tail repair of a small
 //! transfer would come after quinn's probe timeout (≥ RTT + 25 ms of ACK delay). So when the
 //! connection's RTT is known (quinn's estimate, given by the socket) the threshold is capped at
-//! RTT / 2: a tail repair then reaches the receiver, and its ACK the sender, before the probe
-//! would; and a sender idle for half an RTT is waiting for ACKs, i.e. quiet.
+//! RTT / 2: a tail repair then reaches the receiver about one RTT after the last packet was sent,
+//! before a probe could (quinn's PTO ≥ RTT + 25 ms, plus the one-way delay), so the lost tail is
+//! recovered there and acknowledged as received; and a sender idle for half an RTT is waiting for
+//! ACKs, i.e. quiet.
 //! `floor` (`--flush-ms`) is the least idle time that counts as quiet, before any pace is known.
 
 use std::time::{Duration, Instant};

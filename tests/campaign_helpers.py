@@ -64,3 +64,18 @@ def rows(db: Path, sql: str, *params: Any) -> list[dict[str, Any]]:
         return [dict(r) for r in conn.execute(sql, params)]
     finally:
         conn.close()
+
+
+def leftover_processes(marker: str) -> list[str]:
+    """Command lines of live processes mentioning `marker` (the campaign's log folder is in their argv)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(cmdline)
+    return found

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from campaign_helpers import ROOT, fecbench, rows
-from test_campaign_resume import _live_processes_mentioning, _smoke_copy
+from campaign_helpers import ROOT, fecbench, leftover_processes, rows
+from test_campaign_resume import _smoke_copy
 
 from fecbench import cleanup
 from fecbench.runners.distributed import differences, parse_target
@@ -111,7 +111,7 @@ def test_smoke_on_two_local_workers(tmp_path: Path, smoke_db: Path) -> None:
     assert {r["host"] for r in runs} <= set(host["hosts"])
     for worker in workers:  # every worker removed its network and processes
         assert not cleanup.state_file(worker["pid"]).exists()
-    assert not _live_processes_mentioning(str(tmp_path))
+    assert not leftover_processes(str(tmp_path))
 
 
 def _wait_for_ok_runs(proc: subprocess.Popen, db: Path, count: int, timeout: float = 90) -> None:
@@ -207,7 +207,7 @@ def test_killed_worker_interrupts_its_run_only(tmp_path: Path) -> None:
     assert "died" in error
     # The coordinator removed what the killed worker left (its namespaces, shells, droppers).
     assert not cleanup.state_file(victim).exists()
-    assert not _live_processes_mentioning(str(tmp_path))
+    assert not leftover_processes(str(tmp_path))
 
     out = fecbench("run", str(design), "--db", str(db), "--dask", "local:2")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -241,4 +241,4 @@ def test_ctrl_c_on_the_coordinator(tmp_path: Path) -> None:
     assert statuses.count("ok") >= 2 and statuses.count("interrupted") <= 2  # one run in flight per worker
     assert len(workers) == 2 and not any(Path(f"/proc/{pid}").exists() for pid in workers)
     assert not any(cleanup.state_file(pid).exists() for pid in [proc.pid, *workers])
-    assert not _live_processes_mentioning(str(tmp_path))
+    assert not leftover_processes(str(tmp_path))

@@ -3,13 +3,12 @@ the campaign goes on, a rerun resumes by key, --retry re-runs only what it names
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from campaign_helpers import ROOT, fake_design, fecbench, rows
+from campaign_helpers import ROOT, fake_design, fecbench, leftover_processes, rows
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 
@@ -27,21 +26,6 @@ ARGS = {"ok": {}, "fail": {"behave": "fail"}, "hang": {"behave": "hang"},
         "unsupported": {"behave": "unsupported"}, "garbage": {"behave": "garbage"},
         "badtype": {"behave": "badtype"}, "nometrics": {"behave": "nometrics"},
         "serverdies": {"server_behave": "die"}}
-
-
-def leftover_processes(marker: str) -> list[str]:
-    """Command lines of live processes mentioning `marker` (the campaign's log folder is in their argv)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if marker in cmdline:
-            found.append(cmdline)
-    return found
 
 
 def test_fault_statuses_resume_and_retry(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@ Ctrl-C: the current run is marked interrupted, the network is torn down, the dat
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
@@ -12,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from campaign_helpers import FECQ, ROOT, fecbench, rows
+from campaign_helpers import FECQ, ROOT, fecbench, leftover_processes, rows
 
 from fecbench import cleanup
 
@@ -37,20 +36,6 @@ def _wait_for_finished_runs(proc: subprocess.Popen, db: Path, count: int, timeou
                 return
         time.sleep(0.05)
     raise AssertionError(f"fewer than {count} runs finished in {timeout} s")
-
-
-def _live_processes_mentioning(marker: str) -> list[str]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if marker in cmdline:
-            found.append(cmdline)
-    return found
 
 
 def _smoke_copy(tmp_path: Path) -> Path:
@@ -83,7 +68,7 @@ def test_kill_9_clean_and_resume(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert f"left by pid {proc.pid}" in out.stdout
     assert not state.exists()
-    assert not _live_processes_mentioning(str(tmp_path))
+    assert not leftover_processes(str(tmp_path))
 
     out = fecbench("run", str(design), "--db", str(db))
     assert out.returncode == 0, out.stdout + out.stderr
@@ -110,6 +95,6 @@ def test_ctrl_c_marks_interrupted_and_tears_down(tmp_path: Path) -> None:
     assert statuses.count("interrupted") <= 1 and statuses.count("ok") >= 3
     assert set(statuses) <= {"ok", "interrupted", "pending"}
     assert not cleanup.state_file(proc.pid).exists()  # it removed everything it created itself
-    assert not _live_processes_mentioning(str(tmp_path))
+    assert not leftover_processes(str(tmp_path))
     interrupted = rows(db, "SELECT error FROM runs WHERE status = 'interrupted'")
     assert all("interrupted" in r["error"] for r in interrupted)

@@ -27,7 +27,7 @@ test: bootstrap
 	$(MAKE) -C dropper test
 	$(MAKE) -C delayline test
 	cargo test --release --locked --manifest-path $(FECQ_DIR)/Cargo.toml
-	$(VENV)/bin/ruff check fecbench tests
+	$(MAKE) lint
 	@# pytest exits 5 when it collected nothing: that must never count as a pass.
 	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
@@ -81,8 +81,11 @@ tquic:
 	  cargo install --locked --force tquic_tools --version $(TQUIC_VERSION) --root $(TQUIC_DIR)/build; \
 	fi
 
+# Conventions of DESIGN.md: ruff for Python; cargo fmt and clippy -D warnings for Rust (C builds with -Werror).
 lint: venv
 	$(VENV)/bin/ruff check fecbench tests
+	cargo fmt --manifest-path $(FECQ_DIR)/Cargo.toml --all --check
+	cargo clippy --release --locked --manifest-path $(FECQ_DIR)/Cargo.toml --all-targets -- -D warnings
 
 clean-build:
 	rm -rf $(STAMPS) dropper/build delayline/build

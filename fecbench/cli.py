@@ -10,7 +10,13 @@ import typer
 from rich.console import Console
 
 from fecbench import __version__
+from fecbench.designs.cli import plan as plan_command
+from fecbench.dropper.cli import app as dropper_app
 from fecbench.errors import UserError
+from fecbench.report_cli import export as export_command
+from fecbench.report_cli import report as report_command
+from fecbench.runners.cli import register as register_runner_commands
+from fecbench.topologies.cli import link_app, topo_app
 
 app = typer.Typer(
     help="fecbench: emulate networks, inject seeded losses, run FEC-enabled QUIC, record and analyse runs.",
@@ -68,26 +74,15 @@ def clean(all_owners: bool = typer.Option(False, "--include-live",
     console.print(f"{len(removed)} leftover resource(s) removed")
 
 
-# --- component sub-commands (each component registers its own here) ---
-from fecbench.report_cli import export as _export_command  # noqa: E402
-from fecbench.report_cli import report as _report_command  # noqa: E402
-
-app.command("report")(_report_command)
-app.command("export")(_export_command)
-from fecbench.designs.cli import plan as _plan_command  # noqa: E402
-
-app.command("plan")(_plan_command)
-from fecbench.runners.cli import register as _register_runners  # noqa: E402
-
-_register_runners(app)  # run, status, impls
-from fecbench.topologies.cli import link_app as _link_app  # noqa: E402
-from fecbench.topologies.cli import topo_app as _topo_app  # noqa: E402
-
-app.add_typer(_topo_app, name="topo")
-app.add_typer(_link_app, name="link")
-from fecbench.dropper.cli import app as _dropper_app  # noqa: E402
-
-app.add_typer(_dropper_app, name="dropper")
+# Component sub-commands, in the order of DESIGN.md's CLI surface. Each component keeps its heavy imports
+# inside its command functions, so `fecbench --help` stays fast.
+app.command("plan")(plan_command)
+register_runner_commands(app)  # run, status, impls
+app.command("report")(report_command)
+app.command("export")(export_command)
+app.add_typer(dropper_app, name="dropper")
+app.add_typer(topo_app, name="topo")
+app.add_typer(link_app, name="link")
 
 
 def main() -> None:

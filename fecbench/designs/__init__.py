@@ -5,7 +5,19 @@
     plan.write("results/x-plan")            # points.csv + manifest.json
 """
 
-from fecbench.designs.plan import Plan, make_plan
-from fecbench.designs.space import Factor, Space, parse_space
+from __future__ import annotations
 
-__all__ = ["Factor", "Plan", "Space", "make_plan", "parse_space"]
+import importlib
+from typing import Any
+
+# Loaded on first use: numpy/scipy/pandas take half a second to import, and `fecbench --help` (which
+# imports this package's CLI) should not pay for them.
+_EXPORTS = {"Plan": "plan", "make_plan": "plan", "Factor": "space", "Space": "space", "parse_space": "space"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'fecbench.designs' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"fecbench.designs.{_EXPORTS[name]}"), name)

@@ -136,6 +136,7 @@ pub async fn run_client(
     socket: &FecSocket,
     server: SocketAddr,
     workload: Workload,
+    idle_timeout: Duration,
     m: &mut Metrics,
 ) -> Result<(), String> {
     let t0 = Instant::now();
@@ -146,7 +147,9 @@ pub async fn run_client(
         .map_err(|e| format!("handshake: {e}"))?;
     m.handshake_ms = Some(ms(t0.elapsed()));
     socket.track_connection(&conn);
-    let result = run_workload(&conn, workload, m).await;
+    let result = run_workload(&conn, workload, m)
+        .await
+        .map_err(|e| explain_lost_connection(e, &conn, socket, idle_timeout));
     // Counters are fetched even after a failed workload, if the connection still works.
     let sender = fetch_server_stats(&conn).await;
     let receiver = SideStats::of_peer(&conn, socket);
@@ -208,13 +211,41 @@ async fn run_workload(
             m.dct_ms = Some(ms(t_req.elapsed()));
         }
         Workload::Messages(params) => {
-            let (report, bytes) = messages::receive(conn, params).await?;
+            let (report, bytes, res) = messages::receive(conn, params).await;
             m.bytes_app = bytes;
-            m.dct_ms = Some(ms(t_req.elapsed()));
             m.messages = Some(report);
+            res?;
+            m.dct_ms = Some(ms(t_req.elapsed()));
         }
     }
     Ok(())
+}
+
+/// quinn reports a read on a lost connection as "connection lost": say why it was lost, from
+/// the connection's close reason. An idle timeout is silent (nothing is sent, the peer may
+/// still be there): it ends a connection whose packets stopped getting through for the idle
+/// timeout, e.g. when a long loss burst outlasts the exponentially backed-off probe timeouts.
+fn explain_lost_connection(
+    error: String,
+    conn: &Connection,
+    socket: &FecSocket,
+    idle_timeout: Duration,
+) -> String {
+    match conn.close_reason() {
+        Some(quinn::ConnectionError::TimedOut) => {
+            let silent = socket
+                .last_received(conn.remote_address())
+                .map(|t| format!("{:.1} s", t.elapsed().as_secs_f64()))
+                .unwrap_or_else(|| "ever".to_string());
+            format!(
+                "{error}: connection timed out: no packet received from the server for {silent} \
+                 (idle timeout {} s)",
+                idle_timeout.as_secs_f64()
+            )
+        }
+        Some(reason) if error.ends_with("connection lost") => format!("{error}: {reason}"),
+        _ => error,
+    }
 }
 
 async fn fetch_server_stats(conn: &Connection) -> Result<SideStats, String> {
@@ -249,7 +280,14 @@ pub async fn client_main(
     };
     let res = match tokio::time::timeout(
         common.timeout(),
-        run_client(&endpoint, &socket, server, workload, &mut m),
+        run_client(
+            &endpoint,
+            &socket,
+            server,
+            workload,
+            Duration::from_secs_f64(common.idle_timeout),
+            &mut m,
+        ),
     )
     .await
     {

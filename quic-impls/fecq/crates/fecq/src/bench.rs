@@ -106,6 +106,7 @@ fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64
         sndbuf: 8 << 20,
         timeout: 60.0,
         flush_ms: 10,
+        idle_timeout: 30.0,
     };
     let spec = LossSpec {
         p: loss,

@@ -45,6 +45,10 @@ pub struct Common {
     /// max(this, 4 × the peer's smoothed inter-send gap)
     #[arg(long, default_value_t = 10)]
     pub flush_ms: u64,
+    /// QUIC idle timeout in seconds: a connection that receives nothing for this long (or 3
+    /// probe timeouts, if longer) is closed silently; the lower of both ends' values applies
+    #[arg(long, default_value_t = 30.0)]
+    pub idle_timeout: f64,
 }
 
 impl Common {
@@ -57,6 +61,12 @@ impl Common {
         }
         if !(self.timeout > 0.0 && self.timeout.is_finite()) {
             return Err(format!("--timeout {} must be > 0", self.timeout));
+        }
+        if !(self.idle_timeout >= 0.001 && self.idle_timeout <= 86_400.0) {
+            return Err(format!(
+                "--idle-timeout {} must be in [0.001, 86400] seconds",
+                self.idle_timeout
+            ));
         }
         if self.rcvbuf < 4096 || self.sndbuf < 4096 {
             return Err("--rcvbuf and --sndbuf must be at least 4096".to_string());
@@ -89,7 +99,9 @@ impl Common {
         // Path MTU discovery off: every QUIC datagram is at most QUIC_MTU, the FEC header on top.
         t.mtu_discovery_config(None);
         t.initial_mtu(QUIC_MTU);
-        t.max_idle_timeout(Some(IdleTimeout::from(VarInt::from_u32(30_000))));
+        t.max_idle_timeout(Some(IdleTimeout::from(VarInt::from_u32(
+            (self.idle_timeout * 1e3).round() as u32,
+        ))));
         t.stream_receive_window(VarInt::from_u32(16 << 20));
         t.receive_window(VarInt::from_u32(32 << 20));
         t.send_window(32 << 20);

@@ -277,15 +277,24 @@ fn playback(t: &Tracker, p: &Params) -> MessageReport {
 }
 
 /// Receiver side (the client): request, receive until the sender is done, play back.
-/// Returns the report and the application bytes received.
-pub async fn receive(conn: &quinn::Connection, p: Params) -> Result<(MessageReport, u64), String> {
+/// Returns the report and the application bytes received, also when reception failed half-way
+/// (the report then covers what arrived before the failure), and the failure.
+pub async fn receive(
+    conn: &quinn::Connection,
+    p: Params,
+) -> (MessageReport, u64, Result<(), String>) {
+    let mut t = Tracker::new(&p);
+    let res = receive_into(conn, p, &mut t).await;
+    (playback(&t, &p), t.bytes_app, res)
+}
+
+async fn receive_into(conn: &quinn::Connection, p: Params, t: &mut Tracker) -> Result<(), String> {
     let (mut ctl_send, mut ctl_recv) = conn.open_bi().await.map_err(|e| format!("open: {e}"))?;
     ctl_send
         .write_all(p.request().as_bytes())
         .await
         .map_err(|e| format!("request: {e}"))?;
     ctl_send.finish().map_err(|e| format!("request: {e}"))?;
-    let mut t = Tracker::new(&p);
     let interval = p.interval();
     match p.mode {
         Mode::Stream => {
@@ -325,8 +334,7 @@ pub async fn receive(conn: &quinn::Connection, p: Params) -> Result<(MessageRepo
             }
         }
     }
-    let report = playback(&t, &p);
-    Ok((report, t.bytes_app))
+    Ok(())
 }
 
 #[cfg(test)]

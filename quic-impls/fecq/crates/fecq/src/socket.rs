@@ -103,6 +103,8 @@ struct Peer {
     dec: Decoder,
     counters: PeerCounters,
     last_active: Instant,
+    /// When a datagram last arrived from this peer (for the error text of an idle timeout).
+    last_received: Option<Instant>,
     /// Send pace and the partial-block flush decision (crate::flush).
     flush: FlushPolicy,
 }
@@ -272,6 +274,12 @@ impl FecSocket {
             .unwrap_or_default()
     }
 
+    /// When the last datagram from `peer` arrived (None if none did, or it was evicted).
+    pub fn last_received(&self, peer: SocketAddr) -> Option<Instant> {
+        let inner = self.inner.lock().unwrap();
+        inner.peers.get(&peer).and_then(|p| p.last_received)
+    }
+
     /// Sum over all peers, for an endpoint with one connection (the client, loopback).
     pub fn total_counters(&self) -> PeerCounters {
         let inner = self.inner.lock().unwrap();
@@ -307,6 +315,7 @@ impl FecSocket {
             dec: Decoder::new(self.opts.scheme),
             counters: PeerCounters::default(),
             last_active: now,
+            last_received: None,
             flush: FlushPolicy::new(self.opts.flush_after),
         })
     }
@@ -483,6 +492,7 @@ impl FecSocket {
         } = inner;
         let peer = self.peer(peers, from);
         peer.last_active = Instant::now();
+        peer.last_received = Some(peer.last_active);
         peer.counters.wire_datagrams_received += 1;
         peer.counters.wire_bytes_received += datagram_len as u64;
         delivered.clear();

@@ -239,3 +239,50 @@ fn repair_overhead_matches_the_code_rate_at_low_rate() {
         assert_eq!(m.loopback.as_ref().unwrap()["rate_mbit"], 1.0);
     }
 }
+
+/// The server's datagrams stop getting through for good after the first 100 (as in a loss burst
+/// that outlasts quinn's exponentially backed-off probes): the client's connection ends by idle
+/// timeout. The error says so (not just quinn's "connection lost"), and the metrics keep what
+/// arrived before: bytes, the messages report, the client's counters.
+#[test]
+fn idle_timeout_is_reported_with_what_arrived_before() {
+    let c = common(&["--fec", "none", "--idle-timeout", "1"]);
+    let p = Params {
+        mode: Mode::Stream,
+        rate: 30,
+        packets: 8,
+        duration: 2.0,
+        buffer: 4,
+    };
+    let (m, res) = rt().block_on(async {
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let outage = LossProcess::at_indices((100..1_000_000).collect());
+        let (endpoint, socket) = c.server_endpoint(any, Some(outage)).unwrap();
+        let server = socket.local_addr_checked().unwrap();
+        let serving = tokio::spawn(app::serve(endpoint.clone(), socket));
+        let out = app::client_main(&c, server, any, Workload::Messages(p), None).await;
+        endpoint.close(0u32.into(), b"");
+        serving.abort();
+        out
+    });
+    let err = res.expect_err("the connection cannot survive the outage");
+    assert!(
+        err.starts_with("stream read: connection lost: connection timed out: no packet received")
+            && err.ends_with("(idle timeout 1 s)"),
+        "{err}"
+    );
+    assert!(
+        m.bytes_app > 0 && m.bytes_app < 60 * 8 * 1000,
+        "{}",
+        m.bytes_app
+    );
+    let r = m
+        .messages
+        .as_ref()
+        .expect("messages report of a failed run");
+    assert_eq!(r.messages_expected, 60);
+    assert!(r.messages_ok > 0 && r.messages_corrupt > 0, "{r:?}");
+    let client = m.client.as_ref().expect("client counters of a failed run");
+    assert!(client.wire_datagrams_received > 0);
+    assert!(m.dct_ms.is_none());
+}

@@ -286,3 +286,42 @@ fn idle_timeout_is_reported_with_what_arrived_before() {
     assert!(client.wire_datagrams_received > 0);
     assert!(m.dct_ms.is_none());
 }
+
+/// The client exits without waiting for the draining period, but its application close still
+/// reaches the server (which would otherwise keep the connection until its idle timeout), and
+/// the metrics are complete.
+#[test]
+fn client_close_reaches_the_server() {
+    let c = common(&["--fec", "none"]);
+    rt().block_on(async {
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let (endpoint, socket) = c.server_endpoint(any, None).unwrap();
+        let server = socket.local_addr_checked().unwrap();
+        let accepting = {
+            let endpoint = endpoint.clone();
+            tokio::spawn(async move {
+                let conn = endpoint.accept().await.unwrap().await.unwrap();
+                socket.track_connection(&conn);
+                tokio::spawn(app::serve_connection(conn.clone(), socket));
+                conn
+            })
+        };
+        let (m, res) =
+            app::client_main(&c, server, any, Workload::Download { size: 1000 }, None).await;
+        res.unwrap();
+        assert_eq!(m.bytes_app, 1000);
+        assert!(m.sender.is_some() && m.client.is_some());
+        let conn = accepting.await.unwrap();
+        let reason = tokio::time::timeout(std::time::Duration::from_secs(10), conn.closed())
+            .await
+            .expect("the server never saw the client's close");
+        match reason {
+            quinn::ConnectionError::ApplicationClosed(close) => {
+                assert_eq!(close.error_code, 0u32.into());
+                assert_eq!(&close.reason[..], b"done");
+            }
+            other => panic!("server connection ended by {other}"),
+        }
+        endpoint.close(0u32.into(), b"");
+    });
+}

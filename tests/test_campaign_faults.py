@@ -15,6 +15,7 @@ pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 EXPECTED = {
     "ok": ("ok", None),
     "fail": ("failed", "client exited with status 1"),
+    "failreport": ("failed", "client exited with status 1: transfer incomplete: connection lost"),
     "hang": ("timeout", "client still running"),
     "unsupported": ("unsupported", "status 127"),
     "garbage": ("failed", "not valid JSON"),
@@ -22,7 +23,7 @@ EXPECTED = {
     "nometrics": ("failed", "no metrics file"),
     "serverdies": ("failed", "server exited with status 3"),
 }
-ARGS = {"ok": {}, "fail": {"behave": "fail"}, "hang": {"behave": "hang"},
+ARGS = {"ok": {}, "fail": {"behave": "fail"}, "failreport": {"behave": "failreport"}, "hang": {"behave": "hang"},
         "unsupported": {"behave": "unsupported"}, "garbage": {"behave": "garbage"},
         "badtype": {"behave": "badtype"}, "nometrics": {"behave": "nometrics"},
         "serverdies": {"server_behave": "die"}}
@@ -57,7 +58,7 @@ def test_fault_statuses_resume_and_retry(tmp_path: Path) -> None:
 
     # Resume: nothing left to do, nothing duplicated.
     out = fecbench("run", str(design), "--db", str(db))
-    assert out.returncode == 0 and "0 of 16 run(s) executed" in out.stdout.replace("\n", " ")
+    assert out.returncode == 0 and "0 of 18 run(s) executed" in out.stdout.replace("\n", " ")
     assert len(rows(db, "SELECT * FROM runs")) == len(runs)
 
     # --retry failed re-runs the failed runs only, in place.
@@ -69,9 +70,13 @@ def test_fault_statuses_resume_and_retry(tmp_path: Path) -> None:
         expected_attempts = 2 if run["status"] == "failed" else 1
         assert after[run["key"]]["attempts"] == expected_attempts
         assert after[run["key"]]["status"] == run["status"]
-    # One metrics row per run at most (retries replace theirs); client metrics for the ok runs only.
+    # One metrics row per run at most (retries replace theirs); client metrics for the ok runs, and what a
+    # failing client still reported (partial bytes, its error) for the record.
     assert len(rows(db, "SELECT * FROM metrics")) == len(runs)
-    assert len(rows(db, "SELECT * FROM metrics WHERE json IS NOT NULL")) == 2
+    reported = rows(db, "SELECT r.label, m.bytes_app FROM metrics m JOIN runs r ON r.key = m.run_key "
+                        "WHERE m.json IS NOT NULL")
+    assert sorted(r["label"] for r in reported) == ["failreport", "failreport", "ok", "ok"]
+    assert all(r["bytes_app"] == 500 for r in reported if r["label"] == "failreport")
 
     status = fecbench("status", str(db), "--timing")
     assert status.returncode == 0 and "per-run overhead" in status.stdout and "failures by kind" in status.stdout

@@ -28,7 +28,7 @@ from fecbench import db as dbmod
 from fecbench.errors import SpecError, UserError
 from fecbench.runners import procs
 from fecbench.runners.design import Design, parse_design
-from fecbench.runners.metrics import MetricsError, collect_metrics
+from fecbench.runners.metrics import MetricsError, collect_metrics, partial_metrics
 from fecbench.runners.runs import Run, enumerate_runs, estimate_seconds
 from fecbench.specs import load_toml
 
@@ -354,6 +354,10 @@ class Executor:
             outcome.status, outcome.error = "unsupported", "client exited with status 127 (unsupported combination)"
         elif code != 0:
             outcome.status, outcome.error = "failed", f"client exited with status {code}"
+            outcome.metrics = partial_metrics(descriptor, values)
+            reason = (outcome.metrics or {}).get("error")
+            if isinstance(reason, str) and reason.strip():
+                outcome.error += f": {reason.strip()[:500]}"
         elif server_code is not None:
             outcome.status, outcome.error = "failed", f"server exited with status {server_code} during the run"
         else:

@@ -102,3 +102,16 @@ def collect_metrics(descriptor: Any, run: Any, values: dict[str, Any], client: A
     if run.size is not None and isinstance(metrics.get("bytes_app"), int) and metrics["bytes_app"] != run.size:
         raise MetricsError(f"bytes_app = {metrics['bytes_app']}, expected the requested {run.size}")
     return metrics
+
+
+def partial_metrics(descriptor: Any, values: dict[str, Any]) -> dict[str, Any] | None:
+    """What a client that failed still reported in its JSON metrics file (e.g. fecq's `error` and the
+    bytes that arrived), kept for the record; None when it wrote nothing usable. Never raises."""
+    if "json" not in descriptor.metrics_sources:
+        return None
+    try:
+        metrics = from_json(Path(values["metrics_path"]))
+        _check_types(metrics)
+    except MetricsError:
+        return None
+    return metrics

@@ -2,7 +2,8 @@
 """A fake implementation for the runner's tests: a server that waits, a client that misbehaves on request.
 
 server --listen ADDR:PORT [--behave ok|die]      prints "listening ADDR:PORT", waits for SIGTERM
-client --server ADDR:PORT --size N --out PATH --behave ok|slow|fill|fail|hang|unsupported|garbage|nometrics|badtype
+client --server ADDR:PORT --size N --out PATH
+       --behave ok|slow|fill|fail|failreport|hang|unsupported|garbage|nometrics|badtype
 """
 
 import argparse
@@ -26,6 +27,10 @@ def client(args: argparse.Namespace) -> int:
     print(f"fake client: {args.behave} against {args.server}", flush=True)
     if args.behave == "fail":
         print("fake client: failing on purpose", file=sys.stderr)
+        return 1
+    if args.behave == "failreport":  # fails, but says why and what arrived, as fecq does
+        with open(args.out, "w") as out:
+            json.dump({"ok": False, "error": "transfer incomplete: connection lost", "bytes_app": args.size // 2}, out)
         return 1
     if args.behave == "unsupported":
         return 127

@@ -2,7 +2,7 @@
 
 Every resource name carries a per-process prefix (`prefix()`), and every resource is recorded in a
 state file /run/fecbench/<pid>.json as soon as it exists. `clean()` removes the resources of state
-files whose owner process is dead, and nothing else: no pattern matching on names, no killall.
+files whose owner process is dead, and nothing else: no pattern matching on names, no broad process kills.
 """
 
 from __future__ import annotations

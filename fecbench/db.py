@@ -41,6 +41,9 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
+
+from fecbench.errors import UserError
 
 SCHEMA_VERSION = 1
 
@@ -118,13 +121,36 @@ def connect(path: str | Path) -> sqlite3.Connection:
 
 
 def open_readonly(path: str | Path) -> sqlite3.Connection:
-    """Open a results database read-only (safe while a campaign writes to it)."""
+    """Open a results database read-only (safe while a campaign writes to it); anything that is not a
+    fecbench results database this version can read is a UserError naming the file."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(path)
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+        raise UserError(f"{path}: no such results database (run a campaign first: fecbench run DESIGN.toml)")
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory, not a results database")
+    if path.stat().st_size == 0:
+        raise UserError(f"{path}: empty file, not a results database")
+    conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=30)
     conn.row_factory = sqlite3.Row
+    try:
+        version = int(conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+    except (sqlite3.DatabaseError, TypeError, ValueError) as exc:
+        conn.close()
+        raise UserError(f"{path}: not a fecbench results database ({exc})") from None
+    if version > SCHEMA_VERSION:
+        conn.close()
+        raise UserError(f"{path}: results schema version {version}, this fecbench reads version {SCHEMA_VERSION} "
+                        "(open it with the fecbench version that wrote it)")
     return conn
+
+
+def newest(directory: str | Path = "results") -> Path:
+    """The newest ``*.sqlite`` in ``directory``: the database commands use when none is given."""
+    candidates = sorted(Path(directory).glob("*.sqlite"), key=lambda p: p.stat().st_mtime)
+    if not candidates:
+        raise UserError(f"no results database in {directory}/: give its path, or run a campaign first "
+                        "(fecbench run designs/smoke.toml)")
+    return candidates[-1]
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fecbench import db as dbmod
 from fecbench import results
 from fecbench.errors import UserError
 
@@ -67,11 +68,7 @@ class Report:
 
 def default_db(directory: str | Path = "results") -> Path:
     """The newest ``*.sqlite`` in ``directory`` (what ``report``, ``export`` use without a DB)."""
-    candidates = sorted(Path(directory).glob("*.sqlite"), key=lambda p: p.stat().st_mtime)
-    if not candidates:
-        raise UserError(f"no results database in {directory}/: give its path, or run a campaign first "
-                        "(fecbench run designs/smoke.toml)")
-    return candidates[-1]
+    return dbmod.newest(directory)
 
 
 def slug(text: str) -> str:

@@ -24,22 +24,18 @@ import os
 import sqlite3
 from collections.abc import Iterable, Sequence
 from contextlib import closing
-from pathlib import Path
-from urllib.parse import quote
 
 import pandas as pd
 
+from fecbench import db as dbmod
 from fecbench.errors import UserError
 
-SCHEMA_VERSION = "1"
 #: Columns of the runs table kept in the tidy frame (logs tails are left to ``run_logs``).
 RUN_COLUMNS = ["key", "campaign_id", "point", "impl", "label", "impl_args", "workload", "size",
                "repetition", "loss_seed", "status", "error", "started_at", "finished_at",
                "duration_s", "attempts", "link_backend", "host"]
 #: Typed metric columns (the client's whole JSON stays in the database).
-METRIC_COLUMNS = ["dct_ms", "handshake_ms", "bytes_app", "packets_sent", "bytes_sent", "repair_sent",
-                  "recovered", "lost", "retransmitted_bytes", "congestion_events", "cwnd_final",
-                  "rtt_ms", "rebuffering_ms", "messages_late", "messages_corrupt", "client_wall_ms"]
+METRIC_COLUMNS = list(dbmod.METRIC_COLUMNS)
 #: Aliases accepted in ``paired(by=...)``.
 KEY_ALIASES = {"rep": "repetition"}
 
@@ -47,25 +43,9 @@ DbLike = str | os.PathLike
 
 
 def connect(db: DbLike) -> sqlite3.Connection:
-    """A read-only connection to a fecbench results database, after checking it is one (schema v1)."""
-    path = Path(db)
-    if not path.exists():
-        raise UserError(f"{path}: no such results database (run a campaign first: fecbench run DESIGN.toml)")
-    if path.is_dir():
-        raise UserError(f"{path}: is a directory, not a results database")
-    if path.stat().st_size == 0:
-        raise UserError(f"{path}: empty file, not a results database")
-    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
-    try:
-        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    except sqlite3.DatabaseError as exc:
-        con.close()
-        raise UserError(f"{path}: not a fecbench results database ({exc})") from None
-    if row is None or str(row[0]) != SCHEMA_VERSION:
-        con.close()
-        found = "none" if row is None else row[0]
-        raise UserError(f"{path}: results schema version {found}, this fecbench reads version "
-                        f"{SCHEMA_VERSION} (open it with the fecbench version that wrote it)")
+    """A read-only connection to a fecbench results database (plain tuples, as pandas wants them)."""
+    con = dbmod.open_readonly(db)
+    con.row_factory = None
     return con
 
 

@@ -526,16 +526,13 @@ def read_statuses(db_path: Path) -> dict[str, str]:
     """key -> status of the runs already in a results database (empty if it does not exist yet)."""
     if not db_path.exists():
         return {}
+    conn = dbmod.open_readonly(db_path)  # a UserError if it is not a database this fecbench can use
     try:
-        conn = dbmod.open_readonly(db_path)
-        try:
-            if dbmod.schema_version(conn) > dbmod.SCHEMA_VERSION:
-                raise dbmod.SchemaError(f"schema version {dbmod.schema_version(conn)} is newer than this fecbench")
-            return dict(conn.execute("SELECT key, status FROM runs").fetchall())
-        finally:
-            conn.close()
-    except (sqlite3.Error, dbmod.SchemaError) as exc:
+        return dict(conn.execute("SELECT key, status FROM runs").fetchall())
+    except sqlite3.Error as exc:
         raise UserError(f"{db_path}: cannot use this results database: {exc}") from None
+    finally:
+        conn.close()
 
 
 def progress_bar(console: Any) -> Any:

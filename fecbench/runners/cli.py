@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import statistics
 import sys
 from collections import Counter, defaultdict
@@ -93,17 +94,6 @@ def _print_dry_run(prepared: Any, todo: list[Any], statuses: dict[str, str], db_
                   f"estimated duration {total / 60:.1f} min ({total / 3600:.2f} h)")
 
 
-def _default_db(db: Path | None) -> Path:
-    if db is not None:
-        if not db.exists():
-            raise UserError(f"{db}: no such results database")
-        return db
-    candidates = sorted(Path("results").glob("*.sqlite"), key=lambda p: p.stat().st_mtime)
-    if not candidates:
-        raise UserError("no results database given and none in results/ (fecbench status results/X.sqlite)")
-    return candidates[-1]
-
-
 def status(db: Path | None = typer.Argument(None, help="Results database (default: the newest in results/)."),
            timing: bool = typer.Option(False, "--timing", help="Per-run overhead: wall time minus transfer time."),
            json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -111,16 +101,18 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
     """Progress per implementation, failures by kind, fidelity warnings (readable while a campaign runs)."""
     from fecbench import db as dbmod
 
-    path = _default_db(db)
+    path = db if db is not None else dbmod.newest()
+    conn = dbmod.open_readonly(path)
     try:
-        conn = dbmod.open_readonly(path)
         rows = [dict(r) for r in conn.execute(
             "SELECT r.key, r.label, r.status, r.error, r.size, r.duration_s, m.dct_ms, m.client_wall_ms "
             "FROM runs r LEFT JOIN metrics m ON m.run_key = r.key")]
         fidelity_bad = conn.execute("SELECT COUNT(DISTINCT run_key) FROM fidelity WHERE ok = 0").fetchone()[0]
         campaigns = [dict(r) for r in conn.execute("SELECT id, name, created_at, link_backend FROM campaigns")]
-    except Exception as exc:
+    except sqlite3.Error as exc:
         raise UserError(f"{path}: cannot read the results database: {exc}") from None
+    finally:
+        conn.close()
     summary = summarize(rows)
     summary["fidelity_warnings"] = fidelity_bad
     summary["campaigns"] = campaigns

@@ -57,12 +57,7 @@ fn reed_solomon_recovers_up_to_r_losses_per_block() {
                 lost[p] = true;
             }
         }
-        let mut received: Vec<&[u8]> = sent
-            .iter()
-            .zip(&lost)
-            .filter(|(_, &l)| !l)
-            .map(|(s, _)| s.bytes.as_slice())
-            .collect();
+        let mut received = survivors(&sent, &lost);
         if case % 2 == 1 {
             rng.reorder(&mut received, 24);
         }

@@ -59,12 +59,7 @@ fn xor_recovers_one_loss_per_block() {
                 lost[positions[&(id as usize)]] = true;
             }
         }
-        let mut received: Vec<&[u8]> = sent
-            .iter()
-            .zip(&lost)
-            .filter(|(_, &l)| !l)
-            .map(|(s, _)| s.bytes.as_slice())
-            .collect();
+        let mut received = survivors(&sent, &lost);
         if case % 2 == 1 {
             rng.reorder(&mut received, 32);
         }

@@ -100,6 +100,15 @@ pub fn encode(scheme: Scheme, payloads: &[Vec<u8>], flush_every: usize) -> Vec<S
 
 /// Feed `received` to a decoder, then check every delivery byte-exact against `payloads` and
 /// delivered once. Returns (decoder, set of delivered indexes).
+/// The datagrams of `sent` whose `lost` flag is false, in sending order.
+pub fn survivors<'a>(sent: &'a [Sent], lost: &[bool]) -> Vec<&'a [u8]> {
+    sent.iter()
+        .zip(lost)
+        .filter(|(_, &l)| !l)
+        .map(|(s, _)| s.bytes.as_slice())
+        .collect()
+}
+
 pub fn decode(scheme: Scheme, payloads: &[Vec<u8>], received: &[&[u8]]) -> (Decoder, Vec<bool>) {
     let mut dec = Decoder::new(scheme);
     let mut out: Vec<Delivered> = Vec::new();

@@ -186,6 +186,35 @@ def check_netns_features() -> list[Check]:
     return checks
 
 
+def check_choices() -> list[Check]:
+    """What fecbench chooses here when nothing is requested: the link backend and the dropper's hook."""
+    if os.geteuid() != 0:
+        return [Check(name, "skipped", "needs root to probe", "run doctor as root")
+                for name in ("link backend", "dropper hook")]
+    from fecbench.dropper.dropper import HOOK_ENV, resolve_hook
+    from fecbench.errors import UserError
+    from fecbench.topologies.backend import ENV_VAR, select_backend
+
+    checks = []
+    try:
+        backend = select_backend(None)
+        why = (f"from ${ENV_VAR}" if os.environ.get(ENV_VAR) else
+               "default: this kernel has netem" if backend == "netem" else
+               "default: no netem in this kernel, so fecbench's delay element")
+        checks.append(Check("link backend", "ok", f"{backend} ({why}; --link-backend or ${ENV_VAR} overrides)"))
+    except UserError as exc:
+        checks.append(Check("link backend", "missing", str(exc),
+                            "make bootstrap (builds the delay element), or a kernel with netem (sch_netem)"))
+    try:
+        hook = resolve_hook(None)
+        why = (f"from ${HOOK_ENV}" if os.environ.get(HOOK_ENV) else
+               "default: tcx links" if hook == "tcx" else "default: no tcx links (Linux < 6.6), a clsact filter")
+        checks.append(Check("dropper hook", "ok", f"{hook} ({why}; ${HOOK_ENV} overrides)"))
+    except UserError as exc:
+        checks.append(Check("dropper hook", "missing", str(exc), f"unset ${HOOK_ENV} or set it to auto, tcx or clsact"))
+    return checks
+
+
 def check_ovs() -> Check:
     if Path("/sys/module/openvswitch").exists():
         return Check("openvswitch", "ok", "module loaded (not needed)", required=False)
@@ -243,7 +272,8 @@ def check_sqlite() -> Check:
 
 def run_checks() -> list[Check]:
     steps: list[Callable[[], Check | list[Check]]] = [
-        check_root, check_kernel, check_bpf_syscall, check_tcx, check_btf, check_bpffs, check_netns_features, check_ovs,
+        check_root, check_kernel, check_bpf_syscall, check_tcx, check_btf, check_bpffs, check_netns_features,
+        check_choices, check_ovs,
         check_mininet, check_clang_bpf,
         lambda: _tool_check("bpftool", ["bpftool", "version"], "apt-get install bpftool"),
         lambda: _tool_check("tc (iproute2)", ["tc", "-V"], "apt-get install iproute2"),

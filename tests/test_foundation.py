@@ -117,6 +117,9 @@ def test_doctor_probes_this_kernel() -> None:
     # netem and OVS are optional: their absence never fails doctor.
     assert checks["netem"]["required"] is False and checks["netem"]["status"] in ("ok", "optional")
     assert checks["openvswitch"]["required"] is False
+    # doctor says which link backend and dropper hook fecbench takes here
+    assert checks["link backend"]["detail"].split()[0] in ("netem", "delayline"), checks["link backend"]
+    assert checks["dropper hook"]["detail"].split()[0] in ("tcx", "clsact"), checks["dropper hook"]
     assert proc.returncode == (0 if report["ok"] else 1)
 
 

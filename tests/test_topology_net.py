@@ -37,6 +37,9 @@ def backend_or_skip(backend: str) -> str:
 
 
 BACKENDS = ["delayline", "netem"]
+# The backend of the tests that run on one backend: $FECBENCH_LINK_BACKEND when set (a kernel with netem
+# runs them under netem: `make test-kernels`, vm/README.md), else the delay element.
+BACKEND = os.environ.get("FECBENCH_LINK_BACKEND") or "delayline"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -60,10 +63,24 @@ def test_single_path_rtt_two_settings_and_reconfigure(backend: str) -> None:
     assert 0.8 * 5 <= slow <= 5.5 and 0.8 * 20 <= fast <= 22, (slow, fast)
 
 
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_overload_fills_the_queue_and_drops_at_the_rate_limiter(backend: str) -> None:
+    """Three times the bottleneck rate for a second, 10-packet queue: the receiver gets the configured
+    rate, and the surplus is dropped (and counted) by the bottleneck's rate limiter, not elsewhere."""
+    backend_or_skip(backend)
+    with Network(load_topology(SINGLE), {"bw": 2, "owd": 5, "queue": 10}, backend=backend) as net:
+        got = net.udp_rate(net.client_addresses[0], 6.0, seconds=1.0)
+        stats = net.link_stats()
+    forward = next(s for s in stats if s["link"] == "bottleneck" and s["direction"] == "forward")
+    tbf = next(q for q in forward["qdiscs"] if q["kind"] == "tbf")
+    assert got is not None and 0.8 * 2 <= got <= 2.1, got
+    assert tbf["drops"] > 100, forward   # ~2/3 of ~590 datagrams
+
 def test_multipath_rtt_per_path_and_source_routing() -> None:
-    backend_or_skip("delayline")
+    backend_or_skip(BACKEND)
     topo = load_topology(MULTI)
-    with Network(topo, {"owd_1": 5, "owd_2": 15}, backend="delayline") as net:
+    with Network(topo, {"owd_1": 5, "owd_2": 15}, backend=BACKEND) as net:
         results = net.fidelity(pings=5)
         assert [r["rtt_configured_ms"] for r in results] == [10, 30]
         assert all(r["ok"] for r in results), results
@@ -90,11 +107,11 @@ def test_multipath_rtt_per_path_and_source_routing() -> None:
 
 
 def test_droppers_per_path_reproducible_and_distinct() -> None:
-    backend_or_skip("delayline")
+    backend_or_skip(BACKEND)
     from fecbench.dropper import LossModel
 
     topo = load_topology(MULTI)
-    with Network(topo, {"owd_1": 2, "owd_2": 2}, backend="delayline") as net:
+    with Network(topo, {"owd_1": 2, "owd_2": 2}, backend=BACKEND) as net:
         assert net.dropper_error is None
         model = LossModel.uniform(0.3)
 
@@ -120,7 +137,7 @@ def test_droppers_per_path_reproducible_and_distinct() -> None:
 BUILDER = """
 import sys, time
 from fecbench.topologies import Network, load_topology
-net = Network(load_topology(sys.argv[1]), {}, backend="delayline")
+net = Network(load_topology(sys.argv[1]), {}, backend=sys.argv[2])
 net.start()
 print("built", flush=True)
 time.sleep(600)
@@ -145,10 +162,10 @@ def _all_netns_inodes() -> set[int]:
 
 
 def test_kill_9_then_clean_removes_only_the_dead_builders_leftovers() -> None:
-    backend_or_skip("delayline")
+    backend_or_skip(BACKEND)
     # A live network of our own: `fecbench clean` must leave it alone.
-    with Network(load_topology(SINGLE), {"owd": 2}, backend="delayline") as mine:
-        builder = subprocess.Popen([sys.executable, "-c", BUILDER, str(MULTI)], stdout=subprocess.PIPE,
+    with Network(load_topology(SINGLE), {"owd": 2}, backend=BACKEND) as mine:
+        builder = subprocess.Popen([sys.executable, "-c", BUILDER, str(MULTI), BACKEND], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True, cwd=ROOT)
         state = cleanup.state_file(builder.pid)
         # Kill it mid-build: as soon as a few of its resources are recorded (or once built, at worst).
@@ -194,22 +211,22 @@ def test_kill_9_then_clean_removes_only_the_dead_builders_leftovers() -> None:
 SIGTERM_BUILDER = """
 import sys, time
 from fecbench.topologies import Network, load_topology
-with Network(load_topology(sys.argv[1]), {}, backend="delayline") as net:
+with Network(load_topology(sys.argv[1]), {}, backend=sys.argv[2]) as net:
     print("built", flush=True)
     time.sleep(600)
 """
 
 
 def test_sigterm_tears_the_network_down() -> None:
-    backend_or_skip("delayline")
-    builder = subprocess.Popen([sys.executable, "-c", SIGTERM_BUILDER, str(SINGLE)], stdout=subprocess.PIPE,
+    backend_or_skip(BACKEND)
+    builder = subprocess.Popen([sys.executable, "-c", SIGTERM_BUILDER, str(SINGLE), BACKEND], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert builder.stdout is not None
         assert builder.stdout.readline().strip() == "built", builder.stderr
         entries = json.loads(cleanup.state_file(builder.pid).read_text())
         pids = [int(e["name"]) for e in entries if e["kind"] == "pid"]
-        assert len(pids) >= 5  # four nodes, a delay node, its delayline
+        assert len(pids) >= 5  # four nodes, a delay node (and its delayline)
         builder.send_signal(signal.SIGTERM)
         builder.wait(timeout=30)
     finally:
@@ -223,8 +240,8 @@ def test_sigterm_tears_the_network_down() -> None:
 
 def test_tcp_crosses_as_single_packets() -> None:
     """gso_max_segs 1: a TCP flow reaches droppers and the delay element one wire packet per skb."""
-    backend_or_skip("delayline")
-    with Network(load_topology(SINGLE), {"bw": 50, "owd": 2}, backend="delayline") as net:
+    backend_or_skip(BACKEND)
+    with Network(load_topology(SINGLE), {"bw": 50, "owd": 2}, backend=BACKEND) as net:
         server = net.server.popen(["iperf3", "-s", "-1", "-B", net.server_address], text=True)
         try:
             client = None
@@ -245,25 +262,26 @@ def test_tcp_crosses_as_single_packets() -> None:
     forward = next(s for s in stats if s["direction"] == "forward")
     assert forward["dropper"]["seen"] > 1000
     assert all(s["dropper"]["gso"] == 0 for s in stats)
-    assert forward["delay"]["ab"]["gso"] == 0 and forward["delay"]["ba"]["gso"] == 0
+    if BACKEND == "delayline":
+        assert forward["delay"]["ab"]["gso"] == 0 and forward["delay"]["ba"]["gso"] == 0
 
 
 def test_cli_topo_check_json() -> None:
-    backend_or_skip("delayline")
+    backend_or_skip(BACKEND)
     proc = subprocess.run([sys.executable, "-m", "fecbench", "topo", "check", str(MULTI), "--set", "owd_1=3",
                            "--set", "owd_2=6", "--json"], capture_output=True, text=True, check=False, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    assert report["backend"] == "delayline"
+    assert report["backend"] == BACKEND
     assert [p["rtt_configured_ms"] for p in report["paths"]] == [6, 12]
     assert all(p["ok"] for p in report["paths"])
 
 
 def test_attach_dropper_with_verdict_log() -> None:
-    backend_or_skip("delayline")
+    backend_or_skip(BACKEND)
     from fecbench.dropper import LossModel, reference_verdicts
 
-    with Network(load_topology(SINGLE), {"owd": 1}, backend="delayline") as net:
+    with Network(load_topology(SINGLE), {"owd": 1}, backend=BACKEND) as net:
         netns, dev = net.loss_point("bottleneck", "forward")
         assert netns == net.nodes["r1"].pid and dev == net.plan.nodes["r1"].ifaces[1].name
         dropper = net.attach_dropper("bottleneck", "forward", log=True)
@@ -275,3 +293,29 @@ def test_attach_dropper_with_verdict_log() -> None:
         # The probe is the only traffic: packet i is index i, and exactly the dropped ones are missing.
         assert dropped == set(range(50)) - set(got["seq"])
         assert dropped == {i for i, v in enumerate(reference_verdicts(LossModel.uniform(0.5), 3, 1, 50)) if v}
+
+
+def test_netem_asked_for_on_a_kernel_without_it_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    """`--link-backend netem` (or $FECBENCH_LINK_BACKEND=netem) where netem is missing: status 2, one
+    message naming the module (sch_netem) and the alternative (delayline); no database, no state."""
+    ok, _ = netem_probe()
+    if ok:
+        pytest.skip("this kernel has netem")
+    out = tmp_path / "out"
+    before = set(cleanup.STATE_DIR.glob("*.json")) if cleanup.STATE_DIR.exists() else set()
+    env = {k: v for k, v in os.environ.items() if k != "FECBENCH_LINK_BACKEND"}
+    cases = [(["run", str(ROOT / "designs" / "smoke.toml"), "--db", str(out / "smoke.sqlite"),
+               "--link-backend", "netem"], env),
+             (["run", str(ROOT / "designs" / "smoke.toml"), "--db", str(out / "env.sqlite")],
+              {**env, "FECBENCH_LINK_BACKEND": "netem"}),
+             (["topo", "check", str(SINGLE), "--link-backend", "netem"], env),
+             (["link", "bench", "--link-backend", "netem"], env)]
+    for argv, case_env in cases:
+        proc = subprocess.run([sys.executable, "-m", "fecbench", *argv], capture_output=True, text=True,
+                              check=False, cwd=ROOT, env=case_env, timeout=120)
+        assert proc.returncode == 2, (argv, proc.stdout, proc.stderr)
+        assert "sch_netem" in proc.stderr and "--link-backend delayline" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not out.exists()
+    after = set(cleanup.STATE_DIR.glob("*.json")) if cleanup.STATE_DIR.exists() else set()
+    assert after <= before

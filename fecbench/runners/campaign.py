@@ -514,9 +514,13 @@ MIN_FREE_BYTES = 50 * 10**6
 
 
 def check_free_space(folder: Path, minimum: int = MIN_FREE_BYTES) -> None:
-    """Refuse to start a campaign on a (nearly) full disk: runs write logs and the database grows."""
-    folder.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(folder).free
+    """Refuse to start a campaign on a (nearly) full disk: runs write logs and the database grows.
+    Creates nothing (the folder's nearest existing ancestor is measured): a campaign refused later,
+    e.g. for a link backend this kernel lacks, leaves no trace."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
     if free < minimum:
         raise UserError(f"{folder}: only {free / 1e6:.1f} MB free, a campaign needs at least "
                         f"{minimum / 1e6:.0f} MB (results database and run logs)")

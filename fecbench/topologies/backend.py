@@ -56,8 +56,9 @@ def select_backend(requested: str | None = None) -> str:
         if ok:
             return "netem"
         if choice == "netem":
-            raise UserError(f"link backend netem: this kernel has no netem ({reason}); "
-                            "use --link-backend delayline")
+            raise UserError(f"link backend netem: this kernel has no netem qdisc, module sch_netem "
+                            f"(CONFIG_NET_SCH_NETEM; tc: {reason}); load it with `modprobe sch_netem` where "
+                            "the kernel ships it, or use --link-backend delayline (fecbench's delay element)")
     ok, reason = delayline_available()
     if not ok:
         raise UserError(f"link backend delayline: {reason}")

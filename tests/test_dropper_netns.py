@@ -3,6 +3,7 @@ Tests taking the `hook` fixture run on both attach paths: tcx links and clsact c
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -304,6 +305,54 @@ def test_verdict_log_overflow_is_counted(line):
         want = reference_verdicts(LossModel.uniform(0.2), 0, 0, 1000)
         assert np.array_equal(log["verdict"].astype(bool), want[log["index"].astype(np.int64)])
 
+
+
+# --- the verdict logs of a committed reference (tcx, this project's CI kernel) ------------------------
+# vm/reference/verdicts-tcx.txt holds, per model and seed, a digest of the whole verdict log (index,
+# verdict, state, len of every packet) and the verdicts as a hex bitmap, recorded through tcx links.
+# Every hook must reproduce it byte for byte: `make test-kernels` runs this on Debian 12's kernel,
+# where only clsact exists. Rewrite it (on a tcx kernel) with FECBENCH_WRITE_VERDICT_REFERENCE=1.
+REFERENCE = Path(__file__).resolve().parent.parent / "vm" / "reference" / "verdicts-tcx.txt"
+REFERENCE_PACKETS = 3000
+REFERENCE_MODELS = {
+    "uniform": LossModel.uniform(0.1),
+    "ge": LossModel.gilbert_elliott(0.05, 0.3, 0.99, 0.2),
+    "trace": LossModel.trace(np.random.default_rng(17).choice(REFERENCE_PACKETS, 200, replace=False)),
+}
+
+
+def verdict_record(log: np.ndarray) -> str:
+    """One reference line's payload: packets, drops, sha256 of every field of every record, verdict bitmap."""
+    digest = hashlib.sha256(b"".join(np.asarray(log[f]).astype("<u8").tobytes()
+                                     for f in ("index", "verdict", "state", "len"))).hexdigest()
+    bits = np.packbits(np.asarray(log["verdict"]).astype(bool)).tobytes().hex()
+    return f"packets={len(log)} dropped={int(np.count_nonzero(log['verdict']))} sha256={digest} verdicts={bits}"
+
+
+def test_verdict_logs_equal_the_committed_tcx_reference(line, hook):
+    lines = [f"# fecbench dropper verdict logs: {REFERENCE_PACKETS} UDP datagrams h1 -> r -> h2, dropper on r's "
+             "egress, stream 1; recorded with hook tcx (tests/test_dropper_netns.py)"]
+    for name, model in REFERENCE_MODELS.items():
+        with Dropper.attach("eth1", netns=line[1], model=model, seed=1, stream=1, filter=Filter("udp", PORT),
+                            log=True, hook=hook) as d:
+            for seed in (1, 2, 3):
+                d.set(seed=seed)
+                transfer(line, REFERENCE_PACKETS)
+                log = d.verdict_log()
+                assert d.stats()["log_lost"] == 0
+                assert np.array_equal(log["index"], np.arange(REFERENCE_PACKETS))
+                assert np.array_equal(log["verdict"].astype(bool),
+                                      reference_verdicts(model, seed, 1, REFERENCE_PACKETS))
+                lines.append(f"{name} seed={seed} {verdict_record(log)}")
+    text = "\n".join(lines) + "\n"
+    if os.environ.get("FECBENCH_WRITE_VERDICT_REFERENCE") == "1" and hook == "tcx":
+        REFERENCE.parent.mkdir(parents=True, exist_ok=True)
+        REFERENCE.write_text(text)
+    want = REFERENCE.read_text().splitlines()
+    got = text.splitlines()
+    differ = [w.split(" sha256=")[0] for w, g in zip(want, got, strict=True) if w != g]
+    assert not differ, f"hook {hook}: verdict logs differ from {REFERENCE.name} for: {differ}"
+    assert text == REFERENCE.read_text()
 
 def test_detach_after_the_namespace_is_gone(hook):
     ns = f"{cleanup.prefix()}{uuid.uuid4().hex[:4]}gone"

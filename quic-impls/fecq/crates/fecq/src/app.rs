@@ -12,6 +12,7 @@ use quinn::{Connection, Endpoint};
 use crate::config::Common;
 use crate::messages;
 use crate::metrics::{Metrics, SideStats};
+use crate::quic::{QuicConn, QuicRecv, QuicSend};
 use crate::socket::FecSocket;
 
 /// Byte at `offset` of every download: position-dependent, so a misplaced chunk is detected.
@@ -36,37 +37,54 @@ impl Workload {
 
 // ---------------------------------------------------------------- server
 
-/// Accept connections until the endpoint is closed.
+/// The server's reply to a `stats` request on a connection: its SideStats as JSON, after the
+/// transfer's tail repairs were sent. Given by the stack's adapter.
+pub type StatsFn = Arc<dyn Fn() -> Result<Vec<u8>, String> + Send + Sync>;
+
+/// Accept connections until the endpoint is closed (quinn).
 pub async fn serve(endpoint: Endpoint, socket: Arc<FecSocket>) {
     while let Some(incoming) = endpoint.accept().await {
         let socket = socket.clone();
         tokio::spawn(async move {
             if let Ok(conn) = incoming.await {
                 socket.track_connection(&conn);
-                serve_connection(conn, socket).await;
+                let stats = stats_fn(&conn, socket);
+                serve_connection(conn, stats).await;
             }
         });
     }
 }
 
+/// The `stats` reply of a quinn connection over `socket`.
+pub fn stats_fn(conn: &Connection, socket: Arc<FecSocket>) -> StatsFn {
+    let conn = conn.clone();
+    Arc::new(move || {
+        // The transfer is over: send the repairs of its partial last block now rather than when
+        // the idle timer would, so `repair_sent` includes the tail protection the transfer
+        // triggered (they are on the wire before the reply is).
+        socket.flush_peer(conn.remote_address());
+        serde_json::to_vec(&SideStats::of_peer(&conn, &socket)).map_err(|e| e.to_string())
+    })
+}
+
 /// Serve the requests of one connection until it ends.
-pub async fn serve_connection(conn: Connection, socket: Arc<FecSocket>) {
-    while let Ok((send, recv)) = conn.accept_bi().await {
+pub async fn serve_connection<C: QuicConn>(conn: C, stats: StatsFn) {
+    while let Some((send, recv)) = conn.accept_bi().await {
         let conn = conn.clone();
-        let socket = socket.clone();
+        let stats = stats.clone();
         tokio::spawn(async move {
-            if let Err(e) = serve_request(&conn, &socket, send, recv).await {
+            if let Err(e) = serve_request(&conn, &stats, send, recv).await {
                 eprintln!("fecq server: {}: {e}", conn.remote_address());
             }
         });
     }
 }
 
-async fn serve_request(
-    conn: &Connection,
-    socket: &FecSocket,
-    mut send: quinn::SendStream,
-    mut recv: quinn::RecvStream,
+async fn serve_request<C: QuicConn>(
+    conn: &C,
+    stats: &StatsFn,
+    mut send: C::Send,
+    mut recv: C::Recv,
 ) -> Result<(), String> {
     let req = recv
         .read_to_end(256)
@@ -83,31 +101,22 @@ async fn serve_request(
                 let n = (size - offset).min(64 * 1024);
                 chunk.clear();
                 chunk.extend((offset..offset + n).map(pattern_byte));
-                send.write_all(&chunk)
-                    .await
-                    .map_err(|e| format!("write: {e}"))?;
+                send.write_all(&chunk).await?;
                 offset += n;
             }
-            send.finish().map_err(|e| format!("finish: {e}"))
+            send.finish()
         }
         ["messages", rest @ ..] => {
             let params = messages::Params::parse_request(rest)?;
             messages::send(conn, &mut send, params).await
         }
         ["stats"] => {
-            // The transfer is over: send the repairs of its partial last block now rather than
-            // when the idle timer would, so `repair_sent` includes the tail protection the
-            // transfer triggered (they are on the wire before the reply is).
-            socket.flush_peer(conn.remote_address());
-            let stats = SideStats::of_peer(conn, socket);
-            let text = serde_json::to_vec(&stats).map_err(|e| e.to_string())?;
-            send.write_all(&text)
-                .await
-                .map_err(|e| format!("write: {e}"))?;
-            send.finish().map_err(|e| format!("finish: {e}"))
+            let text = stats()?;
+            send.write_all(&text).await?;
+            send.finish()
         }
         _ => {
-            let _ = send.reset(1u32.into());
+            send.reset(1);
             Err(format!("unknown request {line:?}"))
         }
     }
@@ -184,38 +193,32 @@ async fn close_now(conn: &Connection, code: u32, reason: &[u8]) {
     }
 }
 
-async fn run_workload(
-    conn: &Connection,
+/// Run the workload on an established connection (any stack), filling `m`.
+pub async fn run_workload<C: QuicConn>(
+    conn: &C,
     workload: Workload,
     m: &mut Metrics,
 ) -> Result<(), String> {
     let t_req = Instant::now();
     match workload {
         Workload::Download { size } => {
-            let (mut send, mut recv) = conn.open_bi().await.map_err(|e| format!("open: {e}"))?;
+            let (mut send, mut recv) = conn.open_bi().await?;
             send.write_all(format!("download {size}\n").as_bytes())
                 .await
                 .map_err(|e| format!("request: {e}"))?;
             send.finish().map_err(|e| format!("request: {e}"))?;
             let mut received = 0u64;
             loop {
-                match recv.read_chunk(64 * 1024, true).await {
-                    Ok(Some(chunk)) => {
-                        if chunk.offset != received {
-                            return Err(format!(
-                                "chunk at {} while expecting {received}",
-                                chunk.offset
-                            ));
-                        }
-                        if let Some(i) = chunk
-                            .bytes
+                match recv.read_chunk(64 * 1024).await {
+                    Ok(Some(bytes)) => {
+                        if let Some(i) = bytes
                             .iter()
                             .enumerate()
                             .position(|(i, &b)| b != pattern_byte(received + i as u64))
                         {
                             return Err(format!("corrupt byte at offset {}", received + i as u64));
                         }
-                        received += chunk.bytes.len() as u64;
+                        received += bytes.len() as u64;
                         m.bytes_app = received;
                     }
                     Ok(None) => break,
@@ -265,16 +268,14 @@ fn explain_lost_connection(
     }
 }
 
-async fn fetch_server_stats(conn: &Connection) -> Result<SideStats, String> {
-    let (mut send, mut recv) = conn.open_bi().await.map_err(|e| format!("open: {e}"))?;
+/// Ask the server for its view of the connection (the `stats` request).
+pub async fn fetch_server_stats<C: QuicConn>(conn: &C) -> Result<SideStats, String> {
+    let (mut send, mut recv) = conn.open_bi().await?;
     send.write_all(b"stats\n")
         .await
         .map_err(|e| format!("request: {e}"))?;
     send.finish().map_err(|e| format!("request: {e}"))?;
-    let body = recv
-        .read_to_end(1 << 16)
-        .await
-        .map_err(|e| format!("read: {e}"))?;
+    let body = recv.read_to_end(1 << 20).await?;
     serde_json::from_slice(&body).map_err(|e| format!("bad stats reply: {e}"))
 }
 

@@ -13,6 +13,7 @@ use crate::loopback::{self, LossSpec};
 use crate::loss::LossModel;
 use crate::messages::{self, Mode};
 use crate::metrics::Metrics;
+use crate::mp::{self, MpArgs};
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
@@ -34,11 +35,14 @@ struct Cli {
 enum Command {
     /// Serve downloads and message streams until SIGTERM/SIGINT
     Server {
-        /// Address to listen on, e.g. 10.0.1.2:4433
+        /// Address to listen on, e.g. 10.0.1.2:4433 (with --multipath: the wildcard address at
+        /// this port, so that every per-path server address reaches it)
         #[arg(long)]
         listen: SocketAddr,
         #[command(flatten)]
         common: Common,
+        #[command(flatten)]
+        mp: MpArgs,
     },
     /// Run one workload against a server and write its metrics
     Client {
@@ -54,6 +58,8 @@ enum Command {
         out: PathBuf,
         #[command(flatten)]
         common: Common,
+        #[command(flatten)]
+        mp: MpArgs,
     },
     /// Server and client in one process over loopback, with seeded in-process loss
     Loopback {
@@ -76,6 +82,9 @@ enum Command {
         out: PathBuf,
         #[command(flatten)]
         common: Common,
+        /// With --multipath, --local-addresses 127.0.0.1,127.0.0.2,… gives one path per address
+        #[command(flatten)]
+        mp: MpArgs,
     },
     /// Measure the codes, the FEC layer and loopback downloads
     Bench {
@@ -196,11 +205,11 @@ pub fn main() -> i32 {
         }
     };
     match cli.command {
-        Command::Server { listen, common } => {
-            if let Err(e) = common.check() {
+        Command::Server { listen, common, mp } => {
+            if let Err(e) = common.check().and_then(|_| mp.check(false)) {
                 return usage(&e);
             }
-            run(server(listen, common))
+            run(server(listen, common, mp))
         }
         Command::Client {
             server,
@@ -208,14 +217,29 @@ pub fn main() -> i32 {
             workload,
             out,
             common,
+            mp,
         } => {
             if let Some(code) = unsupported_workload(&workload) {
                 return code;
             }
-            let workload = match common.check().and_then(|_| workload.workload()) {
+            let workload = match common
+                .check()
+                .and_then(|_| mp.check(true))
+                .and_then(|_| workload.workload())
+            {
                 Ok(w) => w,
                 Err(e) => return usage(&e),
             };
+            if mp.multipath {
+                if bind.is_some() {
+                    return usage("--bind is single-path: with --multipath, --local-addresses");
+                }
+                if let Some(e) = family_mismatch(&mp, server) {
+                    return usage(&e);
+                }
+                let (m, res) = run(mp::client_main(&common, &mp, server, workload, None, false));
+                return finish(m, res, &out);
+            }
             let bind = bind.unwrap_or_else(|| {
                 if server.is_ipv6() {
                     "[::]:0".parse().unwrap()
@@ -238,6 +262,7 @@ pub fn main() -> i32 {
             rate_mbit,
             out,
             common,
+            mp,
         } => {
             if let Some(code) = unsupported_workload(&workload) {
                 return code;
@@ -251,12 +276,29 @@ pub fn main() -> i32 {
             };
             let workload = match common
                 .check()
+                .and_then(|_| mp.check(true))
                 .and_then(|_| spec.check())
                 .and_then(|_| workload.workload())
             {
                 Ok(w) => w,
                 Err(e) => return usage(&e),
             };
+            if !mp.server_addresses.is_empty() {
+                return usage("loopback: the server is in-process, no --server-addresses");
+            }
+            if mp.multipath {
+                if let Some(bad) = mp
+                    .local_addresses
+                    .iter()
+                    .find(|ip| !ip.is_loopback() || ip.is_ipv6())
+                {
+                    return usage(&format!(
+                        "loopback: --local-addresses must be 127.x.y.z addresses, got {bad}"
+                    ));
+                }
+                let (m, res) = run(loopback::run_multipath(&common, &mp, workload, spec));
+                return finish(m, res, &out);
+            }
             let (m, res) = run(loopback::run(&common, workload, spec));
             finish(m, res, &out)
         }
@@ -264,7 +306,48 @@ pub fn main() -> i32 {
     }
 }
 
-async fn server(listen: SocketAddr, common: Common) -> i32 {
+/// Every path's addresses of the address family of the server.
+fn family_mismatch(mp: &MpArgs, server: SocketAddr) -> Option<String> {
+    let bad_local = mp
+        .local_addresses
+        .iter()
+        .find(|ip| ip.is_ipv6() != server.is_ipv6());
+    let bad_server = mp
+        .server_addresses
+        .iter()
+        .find(|a| a.is_ipv6() != server.is_ipv6());
+    match (bad_local, bad_server) {
+        (Some(ip), _) => Some(format!(
+            "--local-addresses: {ip} is not of --server's address family"
+        )),
+        (_, Some(a)) => Some(format!(
+            "--server-addresses: {a} is not of --server's address family"
+        )),
+        _ => None,
+    }
+}
+
+async fn server(listen: SocketAddr, common: Common, mp_args: MpArgs) -> i32 {
+    if mp_args.multipath {
+        let (endpoint, socket) = match mp::server_endpoint(&common, &mp_args, listen, None, false) {
+            Ok(x) => x,
+            Err(e) => {
+                eprintln!("fecq: {e}");
+                return EXIT_FAILURE;
+            }
+        };
+        let port = socket.local_addr().map_or(listen.port(), |a| a.port());
+        println!(
+            "listening {} (multipath, all addresses)",
+            SocketAddr::new(listen.ip(), port)
+        );
+        let _ = std::io::stdout().flush();
+        let serving = tokio::spawn(mp::serve(endpoint.clone(), socket));
+        let code = wait_for_signal().await;
+        endpoint.close(0u32.into(), b"server shutting down");
+        serving.abort();
+        return code;
+    }
     let (endpoint, socket) = match common.server_endpoint(listen, None) {
         Ok(x) => x,
         Err(e) => {
@@ -275,6 +358,15 @@ async fn server(listen: SocketAddr, common: Common) -> i32 {
     let bound = socket.local_addr_checked().unwrap_or(listen);
     println!("listening {bound}");
     let _ = std::io::stdout().flush();
+    let serving = tokio::spawn(app::serve(endpoint.clone(), socket));
+    let code = wait_for_signal().await;
+    endpoint.close(0u32.into(), b"server shutting down");
+    serving.abort();
+    code
+}
+
+/// Until SIGTERM or SIGINT: EXIT_OK, or EXIT_FAILURE if the handler cannot be installed.
+async fn wait_for_signal() -> i32 {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(s) => s,
         Err(e) => {
@@ -282,12 +374,9 @@ async fn server(listen: SocketAddr, common: Common) -> i32 {
             return EXIT_FAILURE;
         }
     };
-    let serving = tokio::spawn(app::serve(endpoint.clone(), socket));
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
     }
-    endpoint.close(0u32.into(), b"server shutting down");
-    serving.abort();
     EXIT_OK
 }

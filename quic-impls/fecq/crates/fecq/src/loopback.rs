@@ -8,8 +8,10 @@ use serde_json::json;
 
 use crate::app::{self, Workload};
 use crate::config::Common;
+use crate::link::Link;
 use crate::loss::{LossModel, LossProcess};
 use crate::metrics::Metrics;
+use crate::mp::{self, MpArgs};
 
 #[derive(Clone, Copy, Debug)]
 pub struct LossSpec {
@@ -37,6 +39,18 @@ impl LossSpec {
         Ok(())
     }
 
+    /// The link of a multipath endpoint: path i of `stream` draws from stream `stream + 16 i`
+    /// (path 0 is the single-path stream), so every path has its own seeded loss pattern.
+    pub fn link(&self, stream: u64) -> Option<Link> {
+        let spec = *self;
+        self.process(stream).map(|_| -> Link {
+            Link::new(Box::new(move |i| {
+                spec.process(stream + 16 * i)
+                    .expect("a link exists only when a loss process does")
+            }))
+        })
+    }
+
     fn process(&self, stream: u64) -> Option<LossProcess> {
         (self.p > 0.0 || self.rate_mbit.is_some()).then(|| {
             LossProcess::new(
@@ -48,6 +62,40 @@ impl LossSpec {
             .with_rate(self.rate_mbit.map(|r| r * 1e6))
         })
     }
+}
+
+/// Multipath loopback: a noq server on 127.0.0.1 (wildcard-bound) and a client opening one path
+/// per `--local-addresses` entry (127.0.0.x addresses all reach the loopback interface).
+pub async fn run_multipath(
+    common: &Common,
+    mp_args: &MpArgs,
+    workload: Workload,
+    loss: LossSpec,
+) -> (Metrics, Result<(), String>) {
+    let shaped = loss.rate_mbit.is_some();
+    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let (endpoint, socket) =
+        match mp::server_endpoint(common, mp_args, listen, loss.link(1), shaped) {
+            Ok(x) => x,
+            Err(e) => return (app::metrics_header(common, &workload), Err(e)),
+        };
+    let port = match socket.local_addr() {
+        Ok(a) => a.port(),
+        Err(e) => {
+            return (
+                app::metrics_header(common, &workload),
+                Err(format!("local address: {e}")),
+            )
+        }
+    };
+    let serving = tokio::spawn(mp::serve(endpoint.clone(), socket.clone()));
+    let server = SocketAddr::new(listen.ip(), port);
+    let (mut m, res) =
+        mp::client_main(common, mp_args, server, workload, loss.link(2), shaped).await;
+    endpoint.close(0u32.into(), b"bye");
+    serving.abort();
+    m.loopback = Some(loss.describe());
+    (m, res)
 }
 
 pub async fn run(
@@ -68,12 +116,18 @@ pub async fn run(
     let (mut m, res) = app::client_main(common, server, localhost, workload, loss.process(2)).await;
     endpoint.close(0u32.into(), b"bye");
     serving.abort();
-    m.loopback = Some(json!({
-        "loss": loss.p,
-        "loss_model": match loss.model { LossModel::Uniform => "uniform", LossModel::Burst => "burst" },
-        "burst_len": loss.burst_len,
-        "seed": loss.seed,
-        "rate_mbit": loss.rate_mbit,
-    }));
+    m.loopback = Some(loss.describe());
     (m, res)
+}
+
+impl LossSpec {
+    fn describe(&self) -> serde_json::Value {
+        json!({
+            "loss": self.p,
+            "loss_model": match self.model { LossModel::Uniform => "uniform", LossModel::Burst => "burst" },
+            "burst_len": self.burst_len,
+            "seed": self.seed,
+            "rate_mbit": self.rate_mbit,
+        })
+    }
 }

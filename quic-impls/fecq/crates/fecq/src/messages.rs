@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::quic::{QuicConn, QuicRecv, QuicSend};
+
 /// Bytes of one message packet (header included), small enough for one DATAGRAM frame at the
 /// 1200-byte QUIC MTU.
 pub const PACKET_SIZE: usize = 1000;
@@ -123,11 +125,7 @@ fn make_packet(msg: u32, part: u16, parts: u16) -> Vec<u8> {
 }
 
 /// Sender side (the server): messages at their due times, then "done" on the control stream.
-pub async fn send(
-    conn: &quinn::Connection,
-    ctl: &mut quinn::SendStream,
-    p: Params,
-) -> Result<(), String> {
+pub async fn send<C: QuicConn>(conn: &C, ctl: &mut C::Send, p: Params) -> Result<(), String> {
     if p.mode == Mode::Datagram {
         match conn.max_datagram_size() {
             Some(max) if max >= PACKET_SIZE => {}
@@ -144,22 +142,15 @@ pub async fn send(
         for part in 0..p.packets as u16 {
             let packet = make_packet(msg, part, p.packets as u16);
             match p.mode {
-                Mode::Datagram => conn
-                    .send_datagram(packet.into())
-                    .map_err(|e| format!("send_datagram: {e}"))?,
-                Mode::Stream => ctl
-                    .write_all(&packet)
-                    .await
-                    .map_err(|e| format!("write: {e}"))?,
+                Mode::Datagram => conn.send_datagram(packet.into())?,
+                Mode::Stream => ctl.write_all(&packet).await?,
             }
         }
     }
     if p.mode == Mode::Datagram {
-        ctl.write_all(b"done\n")
-            .await
-            .map_err(|e| format!("write: {e}"))?;
+        ctl.write_all(b"done\n").await?;
     }
-    ctl.finish().map_err(|e| format!("finish: {e}"))
+    ctl.finish()
 }
 
 /// What the receiver saw.
@@ -279,17 +270,14 @@ fn playback(t: &Tracker, p: &Params) -> MessageReport {
 /// Receiver side (the client): request, receive until the sender is done, play back.
 /// Returns the report and the application bytes received, also when reception failed half-way
 /// (the report then covers what arrived before the failure), and the failure.
-pub async fn receive(
-    conn: &quinn::Connection,
-    p: Params,
-) -> (MessageReport, u64, Result<(), String>) {
+pub async fn receive<C: QuicConn>(conn: &C, p: Params) -> (MessageReport, u64, Result<(), String>) {
     let mut t = Tracker::new(&p);
     let res = receive_into(conn, p, &mut t).await;
     (playback(&t, &p), t.bytes_app, res)
 }
 
-async fn receive_into(conn: &quinn::Connection, p: Params, t: &mut Tracker) -> Result<(), String> {
-    let (mut ctl_send, mut ctl_recv) = conn.open_bi().await.map_err(|e| format!("open: {e}"))?;
+async fn receive_into<C: QuicConn>(conn: &C, p: Params, t: &mut Tracker) -> Result<(), String> {
+    let (mut ctl_send, mut ctl_recv) = conn.open_bi().await?;
     ctl_send
         .write_all(p.request().as_bytes())
         .await
@@ -299,12 +287,8 @@ async fn receive_into(conn: &quinn::Connection, p: Params, t: &mut Tracker) -> R
     match p.mode {
         Mode::Stream => {
             let mut buf = vec![0u8; PACKET_SIZE];
-            loop {
-                match ctl_recv.read_exact(&mut buf).await {
-                    Ok(()) => t.packet(&buf, Instant::now(), interval),
-                    Err(quinn::ReadExactError::FinishedEarly(0)) => break,
-                    Err(e) => return Err(format!("stream read: {e}")),
-                }
+            while ctl_recv.read_exact(&mut buf).await? {
+                t.packet(&buf, Instant::now(), interval);
             }
         }
         Mode::Datagram => {
@@ -319,7 +303,7 @@ async fn receive_into(conn: &quinn::Connection, p: Params, t: &mut Tracker) -> R
                 };
                 tokio::select! {
                     dg = conn.read_datagram() => {
-                        let dg = dg.map_err(|e| format!("datagram read: {e}"))?;
+                        let dg = dg?;
                         t.packet(&dg, Instant::now(), interval);
                     }
                     end = &mut ctl, if done_at.is_none() => {

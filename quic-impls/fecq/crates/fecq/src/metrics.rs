@@ -30,6 +30,61 @@ pub struct SideStats {
     pub fec_ignored: u64,
     /// Datagrams the in-process loss model dropped (loopback only).
     pub wire_dropped: u64,
+    /// Multipath only: this endpoint's view of each path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<PathSide>,
+}
+
+/// One endpoint's view of one path (multipath): its FEC layer's counters for the path's
+/// (local IP, remote address) and the QUIC stack's counters of the path it belongs to.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PathSide {
+    /// This endpoint's IP address on the path, and the peer's address.
+    pub local: String,
+    pub remote: String,
+    /// The QUIC path id (None: the FEC layer saw the path but QUIC no longer has it open).
+    pub quic_path_id: Option<u32>,
+    /// Datagrams (and bytes) put on the wire on this path: QUIC source datagrams + repairs.
+    pub packets_sent: u64,
+    pub bytes_sent: u64,
+    /// Repair datagrams sent on this path (whichever path's datagrams they protect).
+    pub repair_sent: u64,
+    /// Datagrams received on this path, and their bytes.
+    pub packets_received: u64,
+    pub bytes_received: u64,
+    /// Datagrams the peer sent on this path that were lost and rebuilt from repairs.
+    pub recovered: u64,
+    pub fec_ignored: u64,
+    pub wire_dropped: u64,
+    /// QUIC's counters of the path: packets sent, declared lost (and their bytes), congestion
+    /// events, congestion window and smoothed RTT.
+    pub quic_packets_sent: u64,
+    pub lost: u64,
+    pub lost_bytes: u64,
+    pub congestion_events: u64,
+    pub cwnd: u64,
+    pub rtt_ms: Option<f64>,
+}
+
+/// One path in the client's metrics file: the client's and the server's view of it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PathReport {
+    /// 1-based, in the order of `--local-addresses`.
+    pub path: usize,
+    pub client_address: String,
+    pub server_address: String,
+    pub client: Option<PathSide>,
+    pub server: Option<PathSide>,
+}
+
+/// The multipath settings of a run and what came of them.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MultipathInfo {
+    pub scheduler: String,
+    pub fec_blocks: String,
+    pub repair_path: String,
+    pub paths_requested: usize,
+    pub paths_established: usize,
 }
 
 impl SideStats {
@@ -50,6 +105,7 @@ impl SideStats {
             recovered: fec.recovered,
             fec_ignored: fec.ignored,
             wire_dropped: fec.wire_dropped,
+            paths: Vec::new(),
         }
     }
 
@@ -88,6 +144,11 @@ pub struct Metrics {
     pub client: Option<SideStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loopback: Option<serde_json::Value>,
+    /// Multipath runs only (schema in README.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multipath: Option<MultipathInfo>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<PathReport>,
 }
 
 impl Metrics {

@@ -16,7 +16,8 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-pub fn server_crypto() -> Result<QuicServerConfig, String> {
+/// The server's rustls configuration (any QUIC stack wraps it).
+pub fn server_rustls() -> Result<rustls::ServerConfig, String> {
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])
         .map_err(|e| format!("certificate generation failed: {e}"))?;
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
@@ -29,10 +30,15 @@ pub fn server_crypto() -> Result<QuicServerConfig, String> {
         .with_single_cert(vec![certified.cert.der().clone()], key)
         .map_err(|e| e.to_string())?;
     cfg.alpn_protocols = vec![ALPN.to_vec()];
-    QuicServerConfig::try_from(cfg).map_err(|e| e.to_string())
+    Ok(cfg)
 }
 
-pub fn client_crypto() -> Result<QuicClientConfig, String> {
+pub fn server_crypto() -> Result<QuicServerConfig, String> {
+    QuicServerConfig::try_from(server_rustls()?).map_err(|e| e.to_string())
+}
+
+/// The client's rustls configuration (any QUIC stack wraps it).
+pub fn client_rustls() -> Result<rustls::ClientConfig, String> {
     let provider = provider();
     let mut cfg = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -41,7 +47,11 @@ pub fn client_crypto() -> Result<QuicClientConfig, String> {
         .with_custom_certificate_verifier(Arc::new(AnyServerCert(provider)))
         .with_no_client_auth();
     cfg.alpn_protocols = vec![ALPN.to_vec()];
-    QuicClientConfig::try_from(cfg).map_err(|e| e.to_string())
+    Ok(cfg)
+}
+
+pub fn client_crypto() -> Result<QuicClientConfig, String> {
+    QuicClientConfig::try_from(client_rustls()?).map_err(|e| e.to_string())
 }
 
 #[derive(Debug)]

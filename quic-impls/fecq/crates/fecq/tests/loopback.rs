@@ -302,7 +302,10 @@ fn client_close_reaches_the_server() {
             tokio::spawn(async move {
                 let conn = endpoint.accept().await.unwrap().await.unwrap();
                 socket.track_connection(&conn);
-                tokio::spawn(app::serve_connection(conn.clone(), socket));
+                tokio::spawn(app::serve_connection(
+                    conn.clone(),
+                    app::stats_fn(&conn, socket),
+                ));
                 conn
             })
         };

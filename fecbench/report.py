@@ -6,12 +6,21 @@ and ratio tables. Default DB: the newest ``results/*.sqlite``; default DIR: ``re
 Figures (from :mod:`fecbench.analysis`, the same code as the notebooks):
 
 - ``status.png``, ``fidelity.png``, ``loss-fidelity.png``: what ran and whether the emulation held;
-- downloads: ``dct-ecdf.png`` (completion time per size), ``dct-ratio-ecdf.png`` (ECDF of the DCT
-  ratio label / baseline on identical point, repetition and size, one curve per size — Fig. 6, 7, 10
-  of the 2019 paper), ``dct-ratio-vs-factors-<label>.png`` and, with two labels besides the
-  baseline, ``dct-ratio-ecdf-<a>-vs-<b>.png`` (Fig. 7: one FEC code against another);
+- downloads: ``dct-ecdf.png`` (completion time per size); ``dct-point-ratio-ecdf.png`` (the
+  headline: ECDF over the design points of the ratio of median DCTs label / baseline over each
+  point's loss seeds, one curve per size — the statistic of the 2019 paper's Fig. 6, 7, 10);
+  ``dct-ratio-ecdf.png`` (ECDF of the per-run ratios on identical point, seed and size — Fig. 5);
+  ``dct-ratio-vs-factors-<label>.png`` (per-point ratios against each factor, bootstrap intervals)
+  and, with two labels besides the baseline, ``dct-ratio-ecdf-<a>-vs-<b>.png`` (Fig. 7);
 - messages: ``rebuffering-ecdf.png``, ``data-received-ecdf.png`` (thesis Fig. 5.7–5.19),
   ``data-received-ratio-ecdf.png`` and ``rebuffering-vs-owd.png``.
+
+The page opens with the headline table: per label and size, the median over the design points of
+the per-point ratio of medians, the share of points where the label did better, and how many points
+and pairs were censored or excluded and why (``fecbench.ratios``: a run that reached the design's
+``timeout_s`` is censored there, never dropped; the bootstrap intervals are seeded with
+``REPORT_SEED``, so a report is reproducible). ``point-ratios.csv`` and ``pairs.csv`` beside the
+page hold every point's statistics and every pair (per-run ratios, outcomes, exclusion reasons).
 
 ``fecbench report --open-notebook [DB]`` starts Jupyter (JupyterLab, else the classic notebook) in
 ``notebooks/`` with ``FECBENCH_DB`` set to the database, which every notebook's parameters cell
@@ -39,7 +48,7 @@ from pathlib import Path
 import pandas as pd
 
 from fecbench import db as dbmod
-from fecbench import results
+from fecbench import ratios, results, stats
 from fecbench.errors import UserError
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
@@ -48,8 +57,16 @@ FIGURE_NOTES = {
     "fidelity": "Measured against configured RTT and bottleneck rate (dashed: identity).",
     "loss-fidelity": "Loss rate counted by the dropper against the loss model's long-run rate.",
     "dct-ecdf": "ECDF of the download completion time per file size.",
-    "dct-ratio-ecdf": "ECDF of the DCT ratio between each label and the baseline on identical (point, "
-                      "repetition, size); below 1: faster than the baseline.",
+    "dct-point-ratio-ecdf": "Ratio of medians (Michel et al. 2019 §IV-B): per design point and size, the "
+                            "median DCT of the label over the point's loss seeds divided by the baseline's over "
+                            "the same seeds; ECDF over the points, below 1: faster than the baseline. A point "
+                            "whose label median timed out is drawn at +∞ (the curve ends below 1), one whose "
+                            "baseline median timed out at 0; each panel says how many pairs were censored or "
+                            "excluded, and why.",
+    "dct-ratio-ecdf": "Per-run ratios: ECDF of the DCT ratio between each label and the baseline on identical "
+                      "(point, loss seed, size); below 1: faster. A pair whose label timed out is drawn at +∞, "
+                      "one whose baseline timed out at 0; pairs where both timed out or a run failed are "
+                      "counted in each panel.",
     "rebuffering-ecdf": "ECDF of the total re-buffering time per label.",
     "data-received-ecdf": "ECDF of the amount of data received by the application per label.",
     "data-received-ratio-ecdf": "ECDF of the ratio of data received against the baseline; above 1: "
@@ -58,12 +75,30 @@ FIGURE_NOTES = {
 }
 
 
+#: Seed of the bootstrap intervals (``ratios.point_ratios``): the same database gives the same report.
+REPORT_SEED = 2019
+HEADLINE_NOTE = (
+    "Statistic: per design point and file size, the median DCT of the label over the point's loss seeds "
+    "divided by the baseline's median over the same seeds (ratio of medians, Michel et al. 2019 §IV-B); "
+    "then, per label and size, the median of these per-point ratios and the share of points below 1 "
+    "(label faster). A run that reached the design's timeout_s is censored there, not dropped: a median "
+    "stays exact while fewer than half the runs of a side timed out; otherwise the point's ratio is only "
+    "known to be ≥ or ≤ a bound (undefined when both sides' medians timed out), and the statistics over "
+    "points are shown as ranges. Pairs with a failed, unsupported, interrupted or missing run are "
+    "excluded from their point and counted. Per-point values with {level:.0%} bootstrap intervals "
+    "({n_boot} resamples of the seeds, seed {seed}): point-ratios.csv; every pair: pairs.csv.")
+
+
 @dataclass
 class Report:
-    """What ``build`` wrote: the HTML page, the figures (name → PNG path) and the tables."""
+    """What ``build`` wrote: the HTML page, the figures (name → PNG path), the tables (the headline
+    ones first on the page, with their notes) and other files (CSV)."""
     html: Path
     figures: dict[str, Path] = field(default_factory=dict)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    headline: dict[str, pd.DataFrame] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    files: dict[str, Path] = field(default_factory=dict)
 
 
 def default_db(directory: str | Path = "results") -> Path:
@@ -144,23 +179,8 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
         report.tables["DCT medians (ms)"] = _pivot_medians(results.medians(downloads, "dct_ms"))
         base = baseline or single_path or choose_baseline(labels, ("quic",))
         if len(downloads["label"].unique()) > 1 and base in set(downloads["label"]):
-            pairs = results.paired(downloads, baseline=base, metric="dct_ms")
-            if pairs["ratio"].notna().any():
-                figure("dct-ratio-ecdf", analysis.ratio_ecdf(pairs))
-                report.tables[f"DCT ratio label / {base}"] = results.ratio_medians(pairs).assign(
-                    size=lambda t: t["size"].map(analysis.format_size))
-                for label in sorted(pairs["label"].unique()):
-                    figure(f"dct-ratio-vs-factors-{slug(label)}",
-                           analysis.ratio_vs_factors(pairs, label=label),
-                           f"DCT ratio {label} / {base} against each design factor "
-                           "(median over the repetitions of each point).")
-            others = sorted(set(downloads["label"]) - {base})
-            if len(others) >= 2:  # two FEC variants against each other (Fig. 7: RLC / Reed-Solomon)
-                fec_pairs = results.paired(downloads, baseline=others[1], labels=[others[0]], metric="dct_ms")
-                if fec_pairs["ratio"].notna().any():
-                    figure(f"dct-ratio-ecdf-{slug(others[0])}-vs-{slug(others[1])}",
-                           analysis.ratio_ecdf(fec_pairs),
-                           f"ECDF of the DCT ratio {others[0]} / {others[1]} per file size.")
+            _download_ratios(report, downloads, base, outdir, figure)
+
 
     messages = frame[frame["workload"] == "messages"]
     if (messages["status"] == "ok").any():
@@ -173,7 +193,8 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
             columns={"rebuffering_ms label": "label"}).drop(columns="bytes_app label")
         base = baseline or choose_baseline(labels, ("udp", "quic"))
         if len(messages["label"].unique()) > 1 and base in set(messages["label"]):
-            pairs = results.paired(messages, baseline=base, by=["point", "rep"], metric="bytes_app")
+            pairs = ratios.pairs(messages, baseline=base, by=["point", "rep"], metric="bytes_app")
+            report.tables[f"messages: pairs per label against {base}"] = ratios.accounting(pairs, by=["label"])
             if pairs["ratio"].notna().any():
                 figure("data-received-ratio-ecdf", analysis.ratio_ecdf(pairs))
         if "owd" in messages:
@@ -188,6 +209,97 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
     return report
 
 
+def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir: Path, figure) -> None:
+    """The headline (ratio of medians per point, timeouts censored), the pair accounting, the ratio
+    figures and the CSV files of a campaign's downloads against ``base``."""
+    from fecbench import analysis
+
+    pairs = ratios.pairs(downloads, baseline=base, metric="dct_ms")
+    points = ratios.point_ratios(pairs, seed=REPORT_SEED)
+    name = f"DCT: ratio of medians label / {base} per design point"
+    report.headline[name] = headline_table(ratios.summary(points))
+    report.notes[name] = HEADLINE_NOTE.format(level=points.attrs["level"], n_boot=points.attrs["n_boot"],
+                                              seed=REPORT_SEED)
+    accounting = ratios.accounting(pairs).reset_index()
+    accounting["size"] = accounting["size"].map(analysis.format_size)
+    report.headline[f"DCT pairs against {base}: finished, timed out, excluded"] = accounting
+    runs = ratios.run_summary(pairs)
+    report.tables[f"DCT ratio label / {base}"] = pd.DataFrame({
+        "label": runs["label"], "size": runs["size"].map(analysis.format_size), "pairs": runs["pairs"],
+        "excluded": runs["excluded"],
+        "median per-run ratio": [stats.describe(b) for b in zip(runs["median_ratio_low"], runs["median_ratio_high"],
+                                                                 strict=True)],
+        "pairs with ratio < 1": [_share(lo, hi) for lo, hi in zip(runs["below_1_low"], runs["below_1_high"],
+                                                                  strict=True)]})
+    report.notes[f"DCT ratio label / {base}"] = (
+        "Per-run ratios (each pair of runs on the same point, loss seed and size), for comparison with the "
+        "headline; a pair where one side timed out counts as a bound, one where both did as undefined.")
+    if len(points) <= 24:  # a few fixed points (DA2GC, MSS): every point with its interval
+        report.headline[f"DCT ratio of medians per point (label / {base})"] = point_table(points)
+    for file, table in (("point-ratios.csv", points), ("pairs.csv", pairs)):
+        report.files[file] = outdir / file
+        table.to_csv(outdir / file, index=False)
+    if not pairs["outcome"].isin(["finished", "label timed out", "baseline timed out"]).any():
+        return
+    figure("dct-point-ratio-ecdf", analysis.point_ratio_ecdf(points))
+    figure("dct-ratio-ecdf", analysis.ratio_ecdf(pairs))
+    for label in sorted(points["label"].unique()):
+        figure(f"dct-ratio-vs-factors-{slug(label)}", analysis.ratio_vs_factors(points, label=label),
+               f"Ratio of median DCTs {label} / {base} per design point against each design factor; bars: "
+               f"{points.attrs['level']:.0%} bootstrap interval over the point's seeds; ▲/▼: the label's/the "
+               "baseline's median timed out (bound).")
+    others = sorted(set(downloads["label"]) - {base})
+    if len(others) >= 2:  # two FEC variants against each other (Fig. 7: RLC / Reed-Solomon)
+        fec_pairs = ratios.pairs(downloads, baseline=others[1], labels=[others[0]], metric="dct_ms")
+        if fec_pairs["outcome"].isin(["finished", "label timed out", "baseline timed out"]).any():
+            figure(f"dct-ratio-ecdf-{slug(others[0])}-vs-{slug(others[1])}", analysis.ratio_ecdf(fec_pairs),
+                   f"ECDF of the per-run DCT ratio {others[0]} / {others[1]} per file size (timeouts censored).")
+
+
+def _share(low: float, high: float) -> str:
+    """A share's bounds as a percentage (``83.3 %``, ``8.33–50 %``)."""
+    text = stats.describe((100 * low, 100 * high), 3)
+    return text if text == "–" else f"{text} %"
+
+
+def headline_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """``ratios.summary`` as the report shows it: bounds as text (``≥ 2.1``, ``0.8–0.95``)."""
+    from fecbench.analysis import format_size
+
+    rows = []
+    for row in summary.itertuples(index=False):
+        seeds = f"{row.seeds_min}" if row.seeds_min == row.seeds_max else f"{row.seeds_min}–{row.seeds_max}"
+        rows.append({
+            "label": row.label, "size": format_size(row.size), "points": row.points, "seeds per point": seeds,
+            "median ratio over points": stats.describe((row.median_ratio_low, row.median_ratio_high)),
+            "points with ratio < 1": _share(row.below_1_low, row.below_1_high),
+            "points exact": row.exact, "label median timed out (≥)": row.at_least,
+            "baseline median timed out (≤)": row.at_most, "both (undefined)": row.undefined,
+            "pairs with a timeout": row.timed_out_pairs, "pairs excluded": row.excluded_pairs})
+    return pd.DataFrame(rows)
+
+
+def point_table(points: pd.DataFrame) -> pd.DataFrame:
+    """``ratios.point_ratios`` as the report shows it, one row per point, size and label."""
+    from fecbench.analysis import format_size
+
+    level = points.attrs.get("level", 0.95)
+    return pd.DataFrame({
+        "label": points["label"], "point": points["point"], "size": points["size"].map(format_size),
+        "seeds": points["seeds"],
+        "ratio of medians": [stats.describe((lo, hi)) for lo, hi in zip(points["ratio_low"], points["ratio_high"],
+                                                                      strict=True)],
+        f"{level:.0%} bootstrap interval": [f"[{stats.describe((lo, lo))}, {stats.describe((hi, hi))}]"
+                                            for lo, hi in zip(points["ci_low"], points["ci_high"], strict=True)],
+        "median per-run ratio": [stats.describe((lo, hi)) for lo, hi in zip(points["run_ratio_low"],
+                                                                          points["run_ratio_high"], strict=True)],
+        "finished": points["finished"], "timed out (label/baseline/both)": [
+            f"{a}/{b}/{c}" for a, b, c in zip(points["label_timeouts"], points["baseline_timeouts"],
+                                              points["both_timeouts"], strict=True)],
+        "excluded": [f"{n} ({why})" if n else "0" for n, why in zip(points["excluded"], points["excluded_why"],
+                                                                      strict=True)]})
+
+
 def _pivot_medians(table: pd.DataFrame) -> pd.DataFrame:
     from fecbench.analysis import format_size
 
@@ -198,21 +310,32 @@ def _pivot_medians(table: pd.DataFrame) -> pd.DataFrame:
 
 def _html(db: Path, frame: pd.DataFrame, report: Report, notes: dict[str, str]) -> str:
     title = f"fecbench report: {db.name}"
-    ok = int((frame["status"] == "ok").sum())
+    counts = frame["status"].value_counts()
+    order = [s for s in dbmod.STATUSES if s in counts] + [s for s in counts.index if s not in dbmod.STATUSES]
+    by_status = ", ".join(f"{counts[s]} {s}" for s in order)
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              "<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
              "table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.9em}"
              "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}"
              "th{background:#f2f2f2}img{max-width:100%;border:1px solid #eee}"
-             "figure{margin:1.5em 0}figcaption{color:#555;font-size:.9em}</style></head><body>",
+             "figure{margin:1.5em 0}figcaption{color:#555;font-size:.9em}p.note{color:#444;font-size:.9em}"
+             "</style></head><body>",
              f"<h1>{html.escape(title)}</h1>",
-             f"<p>{len(frame)} runs, {ok} ok; labels: {html.escape(', '.join(frame.attrs['labels']))}. "
+             f"<p>{len(frame)} runs ({by_status}); labels: {html.escape(', '.join(frame.attrs['labels']))}. "
              f"Generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} from "
-             f"<code>{html.escape(str(db))}</code>.</p>", "<h2>Tables</h2>"]
-    for name, table in report.tables.items():
-        parts.append(f"<h3>{html.escape(name)}</h3>")
-        parts.append(table.to_html(float_format=lambda v: f"{v:.4g}", na_rep="–", border=0,
-                                   index=not isinstance(table.index, pd.RangeIndex)))
+             f"<code>{html.escape(str(db))}</code>.</p>"]
+    for title, tables in (("Headline", report.headline), ("Tables", report.tables)):
+        if tables:
+            parts.append(f"<h2>{title}</h2>")
+        for name, table in tables.items():
+            parts.append(f"<h3>{html.escape(name)}</h3>")
+            if name in report.notes:
+                parts.append(f"<p class='note'>{html.escape(report.notes[name])}</p>")
+            parts.append(table.to_html(float_format=lambda v: f"{v:.4g}", na_rep="–", border=0,
+                                       index=not isinstance(table.index, pd.RangeIndex)))
+    if report.files:
+        links = ", ".join(f"<a href='{html.escape(p.name)}'>{html.escape(p.name)}</a>" for p in report.files.values())
+        parts.append(f"<p>Data beside this page: {links}.</p>")
     parts.append("<h2>Figures</h2>")
     for name, path in report.figures.items():
         data = base64.b64encode(path.read_bytes()).decode("ascii")

@@ -5,9 +5,11 @@ read-only (``file:…?mode=ro``), so it is safe to call while a campaign is stil
 
 - ``load(db)``: one row per run — campaign, design point, factor values (one column per factor),
   implementation, label, workload, size, repetition, status, timings and the typed metrics.
-- ``paired(db, baseline="quic", by=["point", "rep", "size"], metric="dct_ms")``: the ratio
+- ``paired(db, baseline="quic", by=["point", "rep", "size"], metric="dct_ms")``: the per-run ratio
   ``metric(label) / metric(baseline)`` for every other label on identical conditions (same design,
-  point, repetition — hence the same loss seed — and size).
+  point, repetition — hence the same loss seed — and size), over pairs of ``ok`` runs only.
+  ``fecbench.ratios`` builds on it: every pair accounted for (timeouts censored at the design's
+  ``timeout_s``) and the papers' per-point ratio of medians with bootstrap intervals.
 - ``link_stats(db)``, ``fidelity(db)``: per-run dropper counters and emulation checks, joinable on
   ``run_key`` = ``load(db).key``.
 - ``path_traffic(db)``: packets per run and client-server path counted by the droppers (multipath:
@@ -29,6 +31,7 @@ import pandas as pd
 
 from fecbench import db as dbmod
 from fecbench.errors import UserError
+from fecbench.specs import tomllib  # tomli on Python 3.10
 
 #: Columns of the runs table kept in the tidy frame (logs tails are left to ``run_logs``).
 RUN_COLUMNS = ["key", "campaign_id", "point", "impl", "label", "impl_args", "workload", "size",
@@ -38,6 +41,8 @@ RUN_COLUMNS = ["key", "campaign_id", "point", "impl", "label", "impl_args", "wor
 METRIC_COLUMNS = list(dbmod.METRIC_COLUMNS)
 #: Aliases accepted in ``paired(by=...)``.
 KEY_ALIASES = {"rep": "repetition"}
+#: The runner's time limit per run when a design sets no ``timeout_s`` (fecbench.runners.design).
+DEFAULT_TIMEOUT_S = 60.0
 
 DbLike = str | os.PathLike
 
@@ -87,10 +92,12 @@ def load(db: DbLike, *, status: str | Iterable[str] | None = None) -> pd.DataFra
         points = pd.read_sql_query("SELECT * FROM points", con)
         metric_cols = [c for c in METRIC_COLUMNS if c in _columns(con, "metrics")]
         metrics = pd.read_sql_query(f"SELECT run_key, {', '.join(metric_cols)} FROM metrics", con)
-        camps = pd.read_sql_query("SELECT id AS campaign_id, name AS campaign, design_hash FROM campaigns", con)
+        camps = pd.read_sql_query("SELECT id AS campaign_id, name AS campaign, design_hash, design_text "
+                                  "FROM campaigns", con)
+    camps["timeout_s"] = [design_timeout(text) for text in camps.pop("design_text")]
     factor_names = [c for c in points.columns if c not in ("campaign_id", "point")]
     # A factor named like a run or metric column keeps its values under "factor_<name>".
-    clash = set(run_cols) | set(metric_cols) | {"campaign", "design_hash"}
+    clash = set(run_cols) | set(metric_cols) | {"campaign", "design_hash", "timeout_s"}
     points = points.rename(columns={f: f"factor_{f}" for f in factor_names if f in clash})
     factor_names = [f"factor_{f}" if f in clash else f for f in factor_names]
 
@@ -114,22 +121,24 @@ def load(db: DbLike, *, status: str | Iterable[str] | None = None) -> pd.DataFra
     return frame
 
 
+def design_timeout(design_text: str | None) -> float:
+    """The time limit per run (s) a campaign's design file set (``[design] timeout_s``), the
+    runner's default when it set none, NaN when the stored text cannot be read."""
+    try:
+        value = tomllib.loads(design_text or "").get("design", {}).get("timeout_s", DEFAULT_TIMEOUT_S)
+        return float(value)
+    except (tomllib.TOMLDecodeError, AttributeError, TypeError, ValueError):
+        return math.nan
+
+
 def _frame(db_or_frame: DbLike | pd.DataFrame, **kwargs) -> pd.DataFrame:
     return db_or_frame if isinstance(db_or_frame, pd.DataFrame) else load(db_or_frame, **kwargs)
 
 
-def paired(db_or_frame: DbLike | pd.DataFrame, baseline: str = "quic",
-           by: Sequence[str] = ("point", "rep", "size"), metric: str = "dct_ms",
-           labels: Sequence[str] | None = None) -> pd.DataFrame:
-    """Ratios ``metric(label) / metric(baseline)`` between labels on identical conditions.
-
-    Only ``ok`` runs with the metric present take part. Conditions are ``by`` (``rep`` is an alias
-    of ``repetition``) within one design and workload. One row per condition and compared label,
-    with the columns of ``by``, ``workload``, ``label``, ``baseline``, ``value``,
-    ``baseline_value``, ``ratio`` and the factor values of the point. A zero baseline gives a
-    NaN ratio. ``labels`` restricts the compared labels (default: all but the baseline).
-    """
-    frame = _frame(db_or_frame)
+def pairing(frame: pd.DataFrame, baseline: str, by: Sequence[str], metric: str,
+            labels: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """The columns that identify a condition (``design_hash``, ``workload`` and ``by``) and the
+    labels compared with ``baseline``; a UserError naming what is wrong otherwise."""
     if metric not in frame.columns:
         raise UserError(f"unknown metric {metric!r} (allowed: {', '.join(METRIC_COLUMNS)})")
     keys = [KEY_ALIASES.get(k, k) for k in by]
@@ -145,7 +154,25 @@ def paired(db_or_frame: DbLike | pd.DataFrame, baseline: str = "quic",
     missing = [lbl for lbl in compared if lbl not in present]
     if missing:
         raise UserError(f"label(s) {', '.join(missing)} have no runs (labels: {', '.join(present)})")
+    return keys, compared
 
+
+def paired(db_or_frame: DbLike | pd.DataFrame, baseline: str = "quic",
+           by: Sequence[str] = ("point", "rep", "size"), metric: str = "dct_ms",
+           labels: Sequence[str] | None = None) -> pd.DataFrame:
+    """Per-run ratios ``metric(label) / metric(baseline)`` between labels on identical conditions.
+
+    Only pairs of two ``ok`` runs with the metric present take part: ``fecbench.ratios.pairs``
+    accounts for every pair (timeouts as censored values, failures and why) and
+    ``fecbench.ratios.point_ratios`` gives the papers' per-point ratio of medians. Conditions are
+    ``by`` (``rep`` is an alias of ``repetition``) within one design and workload. One row per
+    condition and compared label, with the columns of ``by``, ``workload``, ``label``,
+    ``baseline``, ``value``, ``baseline_value``, ``ratio`` and the factor values of the point. A zero baseline gives a
+    NaN ratio. ``labels`` restricts the compared labels (default: all but the baseline).
+    """
+    frame = _frame(db_or_frame)
+    keys, compared = pairing(frame, baseline, by, metric, labels)
+    present = sorted(frame["label"].dropna().unique())
     usable = frame[(frame["status"] == "ok") & frame[metric].notna()]
     factor_names = [f for f in frame.attrs.get("factors", []) if f not in keys]
     # Several rows for one condition and label (should not happen) count as their median.
@@ -299,10 +326,10 @@ def fidelity(db: DbLike) -> pd.DataFrame:
     return frame
 
 
-def status_counts(db_or_frame: DbLike | pd.DataFrame) -> pd.DataFrame:
-    """Runs per label (rows) and status (columns), with a total column."""
+def status_counts(db_or_frame: DbLike | pd.DataFrame, by: Sequence[str] = ("label",)) -> pd.DataFrame:
+    """Runs per ``by`` group (rows; e.g. ``["point", "label"]``) and status (columns), with a total column."""
     frame = _frame(db_or_frame)
-    table = pd.crosstab(frame["label"], frame["status"])
+    table = pd.crosstab([frame[c] for c in by], frame["status"])
     table["total"] = table.sum(axis=1)
     return table
 

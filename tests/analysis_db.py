@@ -32,10 +32,10 @@ def _points(rng: np.random.Generator, n: int) -> list[dict]:
              "k": float(rng.uniform(0.98, 1.0)), "h": float(rng.uniform(0.0, 0.1))} for i in range(n)]
 
 
-def _new_campaign(conn, name: str, points: list[dict], repetitions: int) -> int:
+def _new_campaign(conn, name: str, points: list[dict], repetitions: int, design_text: str = "# test") -> int:
     with dbmod.transaction(conn):
         cid = dbmod.insert_campaign(conn, name=name, design_path=f"designs/{name}.toml",
-                                    design_text="# test", design_hash=_key(name), fecbench_version="test",
+                                    design_text=design_text, design_hash=_key(name), fecbench_version="test",
                                     git_sha="test", created_at="2026-01-01T00:00:00Z",
                                     host_json={"kernel": "test"}, impls_json={}, plan_json={},
                                     seed=7, repetitions=repetitions, topology="single",
@@ -131,3 +131,50 @@ def make_messages_db(path: Path, *, points: int = 5, repetitions: int = 2, seed:
                 _record(conn, cid, pt, label, mode, "messages", None, rep, "ok", metrics)
     conn.close()
     return path
+
+
+def make_table_db(path: Path, rows: list[tuple], *, timeout_s: float | None = 10.0, name: str = "hand") -> Path:
+    """A download campaign from a hand-made table: one ``(point, label, size, rep, status, dct_ms)``
+    per run (``dct_ms`` None for runs without metrics). The design file stored with the campaign
+    sets ``timeout_s`` (none: the runner's default applies)."""
+    conn = dbmod.connect(path)
+    point_ids = sorted({row[0] for row in rows})
+    pts = [{"point": i, "bw": 1.0 + i, "owd": 50.0, "p": 0.02, "r": 0.3, "k": 1.0, "h": 0.0} for i in point_ids]
+    text = f'[design]\nname = "{name}"\n' + (f"timeout_s = {timeout_s}\n" if timeout_s is not None else "")
+    cid = _new_campaign(conn, name, pts, max(row[3] for row in rows) + 1, design_text=text)
+    by_id = {pt["point"]: pt for pt in pts}
+    for point, label, size, rep, status, dct in rows:
+        metrics = None if dct is None else {"dct_ms": float(dct), "packets_sent": 10}
+        _record(conn, cid, by_id[point], label, label, "download", size, rep, status, metrics)
+    conn.close()
+    return path
+
+
+T = "timeout"
+#: A hand-made download campaign with timeouts on either side (tests of fecbench.ratios, documented
+#: in notebooks/README.md). (point, repetition) → (quic, fec): a DCT in ms, "timeout", another status, or None (no run).
+#: The design's timeout_s is 10 s: a timeout is censored at 10 000 ms.
+CENSORED_TABLE = {
+    # point 0: one timeout on each side, fewer than half: both medians exact, ratio 150 / 300 = 0.5
+    (0, 0): (100, 50), (0, 1): (200, 100), (0, 2): (300, T), (0, 3): (400, 150), (0, 4): (T, 250),
+    # point 1: fec timed out on 3 of 5 seeds: its median is >= 10 000, ratio >= 10 000 / 120;
+    # seed 5 failed for fec, so quic's 150 ms there is left out of quic's median (same seeds)
+    (1, 0): (100, T), (1, 1): (110, T), (1, 2): (120, T), (1, 3): (130, 60), (1, 4): (140, 70),
+    (1, 5): (150, "failed"),
+    # point 2: quic timed out on 3 of 4 seeds: ratio <= 130 / 10 000; seed 4 has no quic run
+    (2, 0): (T, 100), (2, 1): (T, 120), (2, 2): (T, 140), (2, 3): (200, 160), (2, 4): (None, 100),
+    # point 3: both sides timed out on every usable seed: undefined; seed 2: quic unsupported
+    (3, 0): (T, T), (3, 1): (T, T), (3, 2): ("unsupported", 90),
+}
+
+
+def table_rows(table: dict) -> list[tuple]:
+    """A ``CENSORED_TABLE``-like dict as ``make_table_db`` rows (label quic then fec, size 1 kB)."""
+    rows = []
+    for (point, rep), sides in table.items():
+        for label, cell in zip(("quic", "fec"), sides, strict=True):
+            if cell is None:
+                continue
+            status, dct = ("ok", float(cell)) if isinstance(cell, int) else (cell, None)
+            rows.append((point, label, 1000, rep, status, dct))
+    return rows

@@ -17,11 +17,19 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
-from analysis_db import DOWNLOAD_LABELS, SIZES, make_download_db, make_messages_db
+from analysis_db import (
+    CENSORED_TABLE,
+    DOWNLOAD_LABELS,
+    SIZES,
+    make_download_db,
+    make_messages_db,
+    make_table_db,
+    table_rows,
+)
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
-from fecbench import analysis, report, results
+from fecbench import analysis, ratios, report, results
 from fecbench.errors import UserError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -156,7 +164,7 @@ def test_save_writes_png_and_leaves_global_style_alone(download_db, tmp_path):
 
 def test_report_download_campaign(download_db, tmp_path):
     written = report.build(download_db, tmp_path / "rep")
-    expected = {"status", "fidelity", "loss-fidelity", "dct-ecdf", "dct-ratio-ecdf",
+    expected = {"status", "fidelity", "loss-fidelity", "dct-ecdf", "dct-point-ratio-ecdf", "dct-ratio-ecdf",
                 "dct-ratio-vs-factors-quic-fec-rlc", "dct-ratio-vs-factors-quic-fec-rs",
                 "dct-ratio-ecdf-quic-fec-rlc-vs-quic-fec-rs"}
     assert set(written.figures) == expected
@@ -165,8 +173,17 @@ def test_report_download_campaign(download_db, tmp_path):
     page = written.html.read_text()
     sources = re.findall(r"src='([^']*)'", page)
     assert len(sources) == len(expected) and all(s.startswith("data:image/png;base64,") for s in sources)
-    assert "DCT medians (ms)" in page and "DCT ratio label / quic" in page and "runs not ok" in page
+    assert "DCT medians (ms)" in page and "runs not ok" in page
     assert "<link" not in page and "<script" not in page  # self-contained
+    # The headline comes first and names its statistic; the data behind it is written beside the page.
+    assert page.index("Headline") < page.index("runs per status")
+    assert "ratio of medians label / quic per design point" in page and "Michel et al. 2019" in page
+    headline = written.headline["DCT: ratio of medians label / quic per design point"]
+    assert list(headline["label"]) == [lbl for lbl in sorted(DOWNLOAD_LABELS) if lbl != "quic" for _ in SIZES]
+    assert set(written.files) == {"point-ratios.csv", "pairs.csv"}
+    pairs = pd.read_csv(written.files["pairs.csv"])
+    assert len(pairs) == len(results.load(download_db).query("label != 'quic'"))  # one pair per compared run
+    assert "pairs.csv" in page
 
 
 def test_report_messages_campaign_and_baseline(messages_db, tmp_path):
@@ -264,3 +281,56 @@ def test_open_notebook_starts_jupyter_on_localhost(download_db, tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
+
+
+# --- censored ratios (fecbench.ratios) in the figures ----------------------------------------
+
+@pytest.fixture(scope="module")
+def hand_pairs(tmp_path_factory):
+    db = make_table_db(tmp_path_factory.mktemp("an") / "hand.sqlite", table_rows(CENSORED_TABLE), timeout_s=10)
+    return ratios.pairs(db, baseline="quic")
+
+
+def curve_ends(ax) -> list[tuple[float, float]]:
+    """(first y, last y) of each ECDF step curve of a panel (reference lines left out)."""
+    return [(float(line.get_ydata()[0]), float(line.get_ydata()[-1])) for line in visible_lines(ax)
+            if not is_reference_line(line, "x")]
+
+
+def test_ratio_ecdf_draws_censored_pairs_beyond_the_axis_and_says_so(hand_pairs):
+    fig = analysis.ratio_ecdf(hand_pairs)
+    ax = next(ax for ax in fig.axes if ax.axison)
+    # 6 finished + 4 fec timed out (at +inf) + 4 quic timed out (at 0) = 14 pairs drawn.
+    assert curve_ends(ax) == [pytest.approx((4 / 14, 10 / 14))]
+    note = "\n".join(t.get_text() for t in ax.texts)
+    assert "19 pairs: 6 finished" in note and "4 fec timed out (at +∞)" in note and "4 quic timed out (at 0)" in note
+    assert "left out: both timed out 2, baseline missing 1, baseline unsupported 1, label failed 1" in note
+    assert "per-run" in fig.get_suptitle()
+
+
+def test_point_ratio_ecdf_names_its_statistic(hand_pairs):
+    points = ratios.point_ratios(hand_pairs, n_boot=50)
+    fig = analysis.point_ratio_ecdf(points)
+    ax = next(ax for ax in fig.axes if ax.axison)
+    assert curve_ends(ax) == [pytest.approx((1 / 3, 2 / 3))]  # exact, >= (at +inf), <= (at 0); undefined left out
+    assert "ratio of median DCT fec / quic" == ax.get_xlabel()
+    assert "ratio of medians per design point" in fig.get_suptitle() and "2–5 seeds per point" in fig.get_suptitle()
+    note = "\n".join(t.get_text() for t in ax.texts)
+    assert "4 points: 1 exact" in note and "left out: 1 undefined" in note
+    assert "3 excluded: baseline missing 1, baseline unsupported 1, label failed 1" in note
+    empty = analysis.point_ratio_ecdf(points.iloc[0:0])
+    assert any(t.get_text().startswith("no ") for ax in empty.axes for t in ax.texts)
+
+
+def test_ratio_vs_factors_marks_censored_points(hand_pairs):
+    points = ratios.point_ratios(hand_pairs, n_boot=50)
+    fig = analysis.ratio_vs_factors(points, ["bw"], label="fec")
+    ax = fig.axes[0]
+    marks = {}
+    for collection in ax.collections:
+        if type(collection).__name__ == "PathCollection" and len(collection.get_offsets()):
+            marks[len(marks)] = collection.get_offsets().tolist()
+    # Exact point 0 (bw 1) at 0.5, point 1 (bw 2) as ▲ at 10 000 / 120, point 2 (bw 3) as ▼ at 0.013.
+    assert marks == {0: [[1.0, 0.5]], 1: [[2.0, pytest.approx(10_000 / 120)]], 2: [[3.0, pytest.approx(0.013)]]}
+    assert "ratio of medians over the loss seeds" in fig.get_suptitle()
+    assert "left out: 1 undefined" in fig.get_supxlabel()

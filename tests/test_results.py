@@ -202,3 +202,14 @@ def test_tables(download_db):
     assert got["below_1"] == pytest.approx((sub < 1).mean())
     assert len(results.campaigns(download_db)) == 1
     assert results.factors(download_db) == list(FACTORS)
+
+
+def test_load_has_the_design_timeout_and_status_counts_per_point(download_db):
+    frame = results.load(download_db)
+    # The test campaign's stored design text sets no timeout_s: the runner's default applied.
+    assert set(frame["timeout_s"]) == {results.DEFAULT_TIMEOUT_S}
+    assert results.design_timeout('[design]\nname = "x"\ntimeout_s = 300\n') == 300.0
+    per_point = results.status_counts(frame, by=["point", "label"])
+    assert len(per_point) == POINTS * len(DOWNLOAD_LABELS)
+    assert per_point["total"].sum() == len(frame)
+    assert per_point.loc[(0, "quic"), "total"] == REPS * len(SIZES)

@@ -1,0 +1,140 @@
+"""Pure statistics for comparing labels as the seed papers do, with timeouts kept as censored values.
+
+Censored values. A run stopped by the time limit (status ``timeout``) has no completion time: it is
+only known to be at least the limit ``T`` (the design's ``timeout_s``, up to the client's start-up
+time). Dropping such runs biases every slow point towards whichever side finished, so each
+statistic here is computed on *bounds* instead: once with every censored value at its lower bound
+``T`` (the ``low`` placement) and once at ``+inf`` (``high``). The statistics below are monotone in
+each value, so the true statistic lies in ``[low, high]``; when both agree it is exact, whatever
+the censored runs would have measured.
+
+- ``median_bounds``: the sample median with censored values placed at ``T`` and at ``+inf`` (a
+  simple order-statistic median). With ``c`` of ``n`` values censored at a ``T`` above every
+  finished value, it is exact when ``c < n/2`` (the middle order statistics are finished values),
+  and otherwise only known to be ``>= low``.
+- ``ratio_bounds``: a ratio ``a / b`` of two bounded values is in ``[a_low / b_high, a_high / b_low]``
+  (``x / inf = 0``, ``inf / x = inf``). ``state`` names the four cases: ``exact``; ``at least``
+  (only the numerator is censored: the label was slower than the bound); ``at most`` (only the
+  denominator: the baseline was slower); ``undefined`` (``[0, inf]``: both censored).
+- ``share_below_bounds``: the share of values below a threshold (e.g. ratios < 1: the label won).
+- ``bootstrap_ratio_of_medians``: a percentile bootstrap confidence interval of ``median(a) /
+  median(b)`` over paired samples (the loss seeds of one design point: both sides of a seed are
+  resampled together, since they saw the same loss pattern). Censored values are at ``+inf``;
+  quantiles are order statistics (no interpolation), so an infinite or zero resampled ratio keeps
+  its rank; resamples where both medians are censored (ratio undefined) are left out. Seeded with
+  ``numpy.random.default_rng``: the same inputs and seed give the same interval.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+#: (low, high): the statistic lies between; equal when exact; NaN when there is no data.
+Bounds = tuple[float, float]
+NAN_BOUNDS: Bounds = (math.nan, math.nan)
+
+
+def placements(values: ArrayLike, censored: ArrayLike, limit: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """The values with each censored one at its limit (low) and at +inf (high).
+
+    An unknown limit (NaN) gives a low placement of 0: always a valid lower bound of a duration.
+    """
+    values = np.asarray(values, dtype=float)
+    censored = np.asarray(censored, dtype=bool)
+    limit = np.broadcast_to(np.asarray(limit, dtype=float), values.shape)
+    low = np.where(censored, np.nan_to_num(limit, nan=0.0), values)
+    high = np.where(censored, np.inf, values)
+    return low, high
+
+
+def median_bounds(values: ArrayLike, censored: ArrayLike, limit: ArrayLike) -> Bounds:
+    """Bounds of the median of ``values`` where ``censored`` ones are only known to be >= ``limit``."""
+    low, high = placements(values, censored, limit)
+    if low.size == 0:
+        return NAN_BOUNDS
+    return float(np.median(low)), float(np.median(high))
+
+
+def divide(a: float, b: float) -> float:
+    """``a / b`` with the conventions of bounds: x / inf = 0, inf / x = inf; 0 or NaN divisors give NaN."""
+    if math.isnan(a) or math.isnan(b) or b == 0 or (math.isinf(a) and math.isinf(b)):
+        return math.nan
+    return a / b
+
+
+def ratio_bounds(numerator: Bounds, denominator: Bounds) -> Bounds:
+    """Bounds of ``numerator / denominator`` for positive bounded values."""
+    return divide(numerator[0], denominator[1]), divide(numerator[1], denominator[0])
+
+
+def exact(bounds: Bounds) -> float:
+    """The value when the bounds agree, else NaN."""
+    low, high = bounds
+    return low if low == high else math.nan
+
+
+def state(bounds: Bounds) -> str:
+    """``exact``, ``at least`` (upper bound infinite), ``at most`` (lower bound 0 with a finite upper
+    bound), ``undefined`` (``[0, inf]``), ``between`` (a finite interval) or ``no data`` (NaN)."""
+    low, high = bounds
+    if math.isnan(low) or math.isnan(high):
+        return "no data"
+    if low == high:
+        return "exact"
+    if math.isinf(high):
+        return "undefined" if low == 0 else "at least"
+    return "at most" if low == 0 else "between"
+
+
+def describe(bounds: Bounds, digits: int = 3) -> str:
+    """Bounds as text for tables: ``0.853``, ``≥ 12.5``, ``≤ 0.04``, ``0.8–0.95``, ``undefined``."""
+    low, high = bounds
+    text = {"exact": f"{low:.{digits}g}", "at least": f"≥ {low:.{digits}g}", "at most": f"≤ {high:.{digits}g}",
+            "between": f"{low:.{digits}g}–{high:.{digits}g}", "undefined": "undefined", "no data": "–"}
+    return text[state(bounds)]
+
+
+def share_below_bounds(lows: ArrayLike, highs: ArrayLike, threshold: float = 1.0) -> Bounds:
+    """Bounds of the share of values below ``threshold``, from each value's bounds (NaN: none)."""
+    lows, highs = np.asarray(lows, dtype=float), np.asarray(highs, dtype=float)
+    known = ~(np.isnan(lows) | np.isnan(highs))
+    if not known.any():
+        return NAN_BOUNDS
+    return float(np.mean(highs[known] < threshold)), float(np.mean(lows[known] < threshold))
+
+
+def group_seed(seed: int, key: object) -> int:
+    """A seed for one group (e.g. one design point) from the analysis seed and the group's key, so
+    that a group's interval does not depend on which other groups are analysed, nor on their order."""
+    digest = hashlib.sha256(json.dumps([seed, key], default=str).encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def bootstrap_ratio_of_medians(numerator: ArrayLike, denominator: ArrayLike, *, n_boot: int = 2000,
+                               level: float = 0.95, seed: int = 0) -> Bounds:
+    """Percentile bootstrap interval of ``median(numerator) / median(denominator)`` over pairs.
+
+    ``numerator[i]`` and ``denominator[i]`` are one pair (one loss seed); censored values are
+    ``+inf``. Returns NaN bounds without pairs, or when more than ``1 - level`` of the resamples
+    have an undefined ratio (both medians censored).
+    """
+    num = np.asarray(numerator, dtype=float)
+    den = np.asarray(denominator, dtype=float)
+    if num.size == 0 or num.size != den.size:
+        return NAN_BOUNDS
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, num.size, size=(n_boot, num.size))
+    top, bottom = np.median(num[picks], axis=1), np.median(den[picks], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(bottom > 0, top / bottom, np.nan)
+    ratios = ratios[~np.isnan(ratios)]  # inf / inf: both medians censored in that resample
+    if ratios.size < level * n_boot:
+        return NAN_BOUNDS
+    alpha = (1.0 - level) / 2
+    low, high = np.quantile(ratios, [alpha, 1.0 - alpha], method="inverted_cdf")
+    return float(low), float(high)

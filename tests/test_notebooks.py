@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from analysis_db import make_download_db, make_messages_db
+from analysis_db import CENSORED_TABLE, make_download_db, make_messages_db, make_table_db, table_rows
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,10 +78,24 @@ def test_notebooks_on_download_campaign(download_db, tmp_path):
             assert "no ok download runs on several paths" in text_output(nb)
     assert set(pngs(outs["01-campaign-overview"])) == {"status", "fidelity", "loss-fidelity"}
     assert set(pngs(outs["02-download-ratios"])) == {
-        "dct-ecdf", "dct-ratio-ecdf", "dct-ratio-vs-factors-quic-fec-rlc", "dct-ratio-vs-factors-quic-fec-rs",
-        "dct-ratio-ecdf-quic-fec-rlc-vs-quic-fec-rs"}
+        "dct-ecdf", "dct-point-ratio-ecdf", "dct-ratio-ecdf", "dct-ratio-vs-factors-quic-fec-rlc",
+        "dct-ratio-vs-factors-quic-fec-rs", "dct-ratio-ecdf-quic-fec-rlc-vs-quic-fec-rs"}
     assert pngs(outs["03-realtime"]) == {}
     assert pngs(outs["04-multipath"]) == {}
+
+
+def test_notebooks_on_campaign_with_timeouts(tmp_path):
+    """A campaign with timeouts on either side (the hand-made table of notebooks/README.md): 01 counts
+    them, 02 keeps them as censored values and draws the per-point ratios."""
+    db = make_table_db(tmp_path / "censored.sqlite", table_rows(CENSORED_TABLE), timeout_s=10)
+    text = text_output(execute(ROOT / "notebooks" / "01-campaign-overview.ipynb", db, tmp_path / "01"))
+    assert "time limit per run: 10 s" in text and "6 of 8 (point, label) groups" in text
+    nb = execute(ROOT / "notebooks" / "02-download-ratios.ipynb", db, tmp_path / "02")
+    assert "time limit per run (timeout_s): 10 s" in text_output(nb)
+    shown = "\n".join(o.get("data", {}).get("text/plain", "") for c in nb.cells if c.cell_type == "code"
+                      for o in c.get("outputs", []))
+    assert "≥ 83.3" in shown and "≤ 0.013" in shown and "undefined" in shown  # the per-point table
+    assert {"dct-point-ratio-ecdf", "dct-ratio-ecdf", "dct-ratio-vs-factors-fec"} <= set(pngs(tmp_path / "02"))
 
 
 def test_realtime_notebook_on_messages_campaign(messages_db, tmp_path):

@@ -31,7 +31,8 @@ available (``run_ratio_median`` and its bounds), as do the per-run ratios themse
 ``summary`` reduces the points to one row per label and size (the report's headline): the
 median over the points of the per-point ratio and the share of points where the label did better
 (ratio < 1), both as bounds; ``run_summary`` does the same over the per-run ratios.
-``accounting`` counts the pairs per outcome and exclusion reason.
+``accounting`` counts the pairs per outcome and exclusion reason; ``censored_medians`` gives
+each label's own median per size with its timeouts censored.
 """
 
 from __future__ import annotations
@@ -213,6 +214,29 @@ def summary(points: pd.DataFrame, by: Sequence[str] = ("label", "size")) -> pd.D
     out = pd.DataFrame(rows)
     out.attrs.update(points.attrs)
     return out
+
+
+def censored_medians(frame: pd.DataFrame, metric: str = "dct_ms", by: Sequence[str] = ("label", "size")
+                     ) -> pd.DataFrame:
+    """Per ``by`` group of a ``results.load`` frame: ``runs``, ``finished`` (ok with the metric),
+    ``timed_out`` (censored at ``timeout_s`` for a duration, else counted in ``other``), ``other``
+    (runs of any other status, not used) and the median over finished and censored runs
+    (``median``: exact or NaN; ``median_low``/``median_high`` bounds, see ``fecbench.stats``)."""
+    scale = CENSORED_METRICS.get(metric)
+    finished = (frame["status"] == "ok") & frame[metric].notna()
+    timed_out = (frame["status"] == "timeout") & ~finished if scale else pd.Series(False, index=frame.index)
+    limit = frame["timeout_s"].astype(float) * scale if scale and "timeout_s" in frame else math.nan
+    work = frame.assign(finished=finished, timed_out=timed_out, limit=limit)
+    rows = []
+    for key, group in work.groupby(list(by), dropna=False, sort=True):
+        used = group[group["finished"] | group["timed_out"]]
+        bounds = stats.median_bounds(used[metric].where(used["finished"]), used["timed_out"], used["limit"])
+        row = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True))
+        row.update(runs=len(group), finished=int(group["finished"].sum()), timed_out=int(group["timed_out"].sum()),
+                   other=len(group) - len(used), median=stats.exact(bounds), median_low=bounds[0],
+                   median_high=bounds[1])
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def run_summary(pair_frame: pd.DataFrame, by: Sequence[str] = ("label", "size")) -> pd.DataFrame:

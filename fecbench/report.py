@@ -176,7 +176,9 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
                "Mean share of each run's server → client packets on each path, per label and file size.")
     if (downloads["status"] == "ok").any():
         figure("dct-ecdf", analysis.metric_ecdf(downloads, "dct_ms", per_size=True))
-        report.tables["DCT medians (ms)"] = _pivot_medians(results.medians(downloads, "dct_ms"))
+        report.tables["DCT medians (ms)"] = _pivot_medians(ratios.censored_medians(downloads, "dct_ms"))
+        report.notes["DCT medians (ms)"] = ("Median DCT per label and size over the runs that finished or timed "
+                                            "out (censored at timeout_s: ≥ when half or more timed out).")
         base = baseline or single_path or choose_baseline(labels, ("quic",))
         if len(downloads["label"].unique()) > 1 and base in set(downloads["label"]):
             _download_ratios(report, downloads, base, outdir, figure)
@@ -303,7 +305,9 @@ def point_table(points: pd.DataFrame) -> pd.DataFrame:
 def _pivot_medians(table: pd.DataFrame) -> pd.DataFrame:
     from fecbench.analysis import format_size
 
-    pivot = table.pivot(index="label", columns="size", values="median")
+    table = table.assign(text=[stats.describe(b, 4) for b in zip(table["median_low"], table["median_high"],
+                                                                   strict=True)])
+    pivot = table.pivot(index="label", columns="size", values="text")
     pivot.columns = [format_size(c) for c in pivot.columns]
     return pivot
 

@@ -334,3 +334,15 @@ def test_ratio_vs_factors_marks_censored_points(hand_pairs):
     assert marks == {0: [[1.0, 0.5]], 1: [[2.0, pytest.approx(10_000 / 120)]], 2: [[3.0, pytest.approx(0.013)]]}
     assert "ratio of medians over the loss seeds" in fig.get_suptitle()
     assert "left out: 1 undefined" in fig.get_supxlabel()
+
+
+def test_metric_ecdf_censors_timeouts(tmp_path):
+    frame = results.load(make_table_db(tmp_path / "h.sqlite", table_rows(CENSORED_TABLE), timeout_s=10))
+    ax = analysis.metric_ecdf(frame, "dct_ms").axes[0]
+    ends = {line.get_label(): float(line.get_ydata()[-1]) for line in visible_lines(ax)}
+    assert ends == {"fec": pytest.approx(12 / 18), "quic": pytest.approx(11 / 17)}  # timeouts at +inf
+    note = "\n".join(t.get_text() for t in ax.texts)
+    assert "timed out (at +∞): fec 6 of 18, quic 6 of 17" in note
+    # Not a duration: only finished runs, curves reach 1.
+    ax = analysis.metric_ecdf(frame, "packets_sent").axes[0]
+    assert all(float(line.get_ydata()[-1]) == 1.0 for line in visible_lines(ax)) and not ax.texts

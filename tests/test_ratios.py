@@ -157,3 +157,19 @@ def test_run_summary_per_run_ratios_as_bounds(hand_pairs):
     assert row["median_ratio_low"] == pytest.approx((60 / 130 + 0.5) / 2)
     assert row["median_ratio_high"] == 0.5
     assert (row["below_1_low"], row["below_1_high"]) == (10 / 16, 12 / 16)
+
+
+def test_censored_medians_per_label(hand_db):
+    frame = results.load(hand_db)
+    table = ratios.censored_medians(frame).set_index("label")
+    # fec: 12 finished (50 … 250), 6 timed out at 10 000, 1 failed: the median of 18 is (140 + 150) / 2.
+    assert table.loc["fec", ["runs", "finished", "timed_out", "other"]].tolist() == [19, 12, 6, 1]
+    assert table.loc["fec", "median"] == 145
+    # quic: 11 finished, 6 timed out, 1 unsupported: the 9th of 17 values is 200.
+    assert table.loc["quic", ["runs", "finished", "timed_out", "other"]].tolist() == [18, 11, 6, 1]
+    assert table.loc["quic", "median"] == 200
+    per_point = ratios.censored_medians(frame, by=["point", "label"]).set_index(["point", "label"])
+    assert (per_point.loc[(1, "fec"), "median_low"], per_point.loc[(1, "fec"), "median_high"]) == (10_000, INF)
+    # Not a duration: timeouts are not censored, just not used.
+    packets = ratios.censored_medians(frame, "packets_sent").set_index("label")
+    assert packets.loc["fec", ["finished", "timed_out", "other"]].tolist() == [12, 0, 7]

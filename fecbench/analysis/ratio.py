@@ -17,6 +17,7 @@ from matplotlib.lines import Line2D
 
 from fecbench import ratios
 from fecbench.analysis.style import (
+    censored_ecdf,
     empty,
     factor_title,
     grid,
@@ -24,6 +25,7 @@ from fecbench.analysis.style import (
     labels_of,
     log2_axis,
     metric_title,
+    note_below,
     size_palette,
     sizes_of,
     styled,
@@ -37,25 +39,6 @@ SHORT_NAMES = {"dct_ms": "DCT", "client_wall_ms": "client wall time", "rebufferi
 def _metric_name(frame: pd.DataFrame) -> str:
     metric = frame.attrs.get("metric", "metric")
     return SHORT_NAMES.get(metric, metric_title(metric).split(" (")[0])
-
-
-def _note_below(ax, text: str) -> None:
-    """A small note under the panel's x label (constrained layout makes room for it)."""
-    ax.annotate(text, xy=(0, 0), xycoords="axes fraction", xytext=(0, -30), textcoords="offset points",
-                ha="left", va="top", fontsize=7, color="0.25")
-
-
-def _censored_ecdf(ax, values: np.ndarray, below: int, above: int, xlim: tuple[float, float], **style) -> None:
-    """An ECDF step curve over ``len(values) + below + above`` items where ``below`` items are known
-    to lie left of the axis (drawn at 0: the curve starts at their share) and ``above`` right of it
-    (at +∞: the curve ends below 1)."""
-    total = len(values) + below + above
-    if total == 0:
-        return
-    xs = np.sort(values)
-    ys = (below + np.arange(1, len(xs) + 1)) / total
-    start = below / total
-    ax.step(np.r_[xlim[0], xs, xlim[1]], np.r_[start, ys, ys[-1] if len(ys) else start], where="post", **style)
 
 
 def _pair_note(sub: pd.DataFrame) -> str:
@@ -126,14 +109,14 @@ def _ecdf_panels(frame: pd.DataFrame, exact: pd.Series, below: pd.Series, above:
             sub = mine & (data["size_name"] == name) if name is not None else mine
             if not sub.any():
                 continue
-            _censored_ecdf(ax, exact[sub & exact.notna()].to_numpy(dtype=float), int(below[sub].sum()),
+            censored_ecdf(ax, exact[sub & exact.notna()].to_numpy(dtype=float), int(below[sub].sum()),
                            int(above[sub].sum()), xlim, color=colors[name if sized else label],
                            label=name if sized else label)
         ax.set_xlim(xlim)
         ax.axvline(1.0, color="0.2", linestyle="--", linewidth=1)
         if sized:
             ax.legend(title="file size", loc="upper left", frameon=False)
-        _note_below(ax, note(frame[mine]))
+        note_below(ax, note(frame[mine]))
         ax.set_xlabel(xlabel.format(label=label, baseline=baseline))
         ax.set_ylabel("ECDF")
         ax.set_ylim(0, 1.02)

@@ -181,6 +181,25 @@ def grid(n: int, ncols: int, width: float = 4.2, height: float = 3.3) -> tuple[F
     return fig, axes[:max(n, 1)]
 
 
+def note_below(ax, text: str) -> None:
+    """A small note under the panel's x label (constrained layout makes room for it)."""
+    ax.annotate(text, xy=(0, 0), xycoords="axes fraction", xytext=(0, -30), textcoords="offset points",
+                ha="left", va="top", fontsize=7, color="0.25")
+
+
+def censored_ecdf(ax, values: np.ndarray, below: int, above: int, xlim: tuple[float, float], **style) -> None:
+    """An ECDF step curve over ``len(values) + below + above`` items where ``below`` items are known
+    to lie left of the axis (drawn at 0: the curve starts at their share) and ``above`` right of it
+    (at +∞: the curve ends below 1)."""
+    total = len(values) + below + above
+    if total == 0:
+        return
+    xs = np.sort(values)
+    ys = (below + np.arange(1, len(xs) + 1)) / total
+    start = below / total
+    ax.step(np.r_[xlim[0], xs, xlim[1]], np.r_[start, ys, ys[-1] if len(ys) else start], where="post", **style)
+
+
 def metric_title(metric: str) -> str:
     return METRIC_TITLES.get(metric, metric)
 

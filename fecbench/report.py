@@ -36,6 +36,7 @@ from __future__ import annotations
 import base64
 import html
 import importlib.util
+import math
 import os
 import re
 import shutil
@@ -291,8 +292,9 @@ def point_table(points: pd.DataFrame) -> pd.DataFrame:
         "seeds": points["seeds"],
         "ratio of medians": [stats.describe((lo, hi)) for lo, hi in zip(points["ratio_low"], points["ratio_high"],
                                                                       strict=True)],
-        f"{level:.0%} bootstrap interval": [f"[{stats.describe((lo, lo))}, {stats.describe((hi, hi))}]"
-                                            for lo, hi in zip(points["ci_low"], points["ci_high"], strict=True)],
+        f"{level:.0%} bootstrap interval": [
+            "none" if math.isnan(lo) or math.isnan(hi) else f"[{lo:.3g}, {hi:.3g}]"
+            for lo, hi in zip(points["ci_low"], points["ci_high"], strict=True)],
         "median per-run ratio": [stats.describe((lo, hi)) for lo, hi in zip(points["run_ratio_low"],
                                                                           points["run_ratio_high"], strict=True)],
         "finished": points["finished"], "timed out (label/baseline/both)": [

@@ -291,6 +291,11 @@ def hand_pairs(tmp_path_factory):
     return ratios.pairs(db, baseline="quic")
 
 
+def note_text(ax) -> str:
+    """The panel's notes with line breaks (wrapping) folded to single spaces."""
+    return " ".join(" ".join(t.get_text() for t in ax.texts).split())
+
+
 def curve_ends(ax) -> list[tuple[float, float]]:
     """(first y, last y) of each ECDF step curve of a panel (reference lines left out)."""
     return [(float(line.get_ydata()[0]), float(line.get_ydata()[-1])) for line in visible_lines(ax)
@@ -302,7 +307,7 @@ def test_ratio_ecdf_draws_censored_pairs_beyond_the_axis_and_says_so(hand_pairs)
     ax = next(ax for ax in fig.axes if ax.axison)
     # 6 finished + 4 fec timed out (at +inf) + 4 quic timed out (at 0) = 14 pairs drawn.
     assert curve_ends(ax) == [pytest.approx((4 / 14, 10 / 14))]
-    note = "\n".join(t.get_text() for t in ax.texts)
+    note = note_text(ax)
     assert "19 pairs: 6 finished" in note and "4 fec timed out (at +∞)" in note and "4 quic timed out (at 0)" in note
     assert "left out: both timed out 2, baseline missing 1, baseline unsupported 1, label failed 1" in note
     assert "per-run" in fig.get_suptitle()
@@ -315,7 +320,7 @@ def test_point_ratio_ecdf_names_its_statistic(hand_pairs):
     assert curve_ends(ax) == [pytest.approx((1 / 3, 2 / 3))]  # exact, >= (at +inf), <= (at 0); undefined left out
     assert "ratio of median DCT fec / quic" == ax.get_xlabel()
     assert "ratio of medians per design point" in fig.get_suptitle() and "2–5 seeds per point" in fig.get_suptitle()
-    note = "\n".join(t.get_text() for t in ax.texts)
+    note = note_text(ax)
     assert "4 points: 1 exact" in note and "left out: 1 undefined" in note
     assert "3 excluded: baseline missing 1, baseline unsupported 1, label failed 1" in note
     empty = analysis.point_ratio_ecdf(points.iloc[0:0])
@@ -333,7 +338,10 @@ def test_ratio_vs_factors_marks_censored_points(hand_pairs):
     # Exact point 0 (bw 1) at 0.5, point 1 (bw 2) as ▲ at 10 000 / 120, point 2 (bw 3) as ▼ at 0.013.
     assert marks == {0: [[1.0, 0.5]], 1: [[2.0, pytest.approx(10_000 / 120)]], 2: [[3.0, pytest.approx(0.013)]]}
     assert "ratio of medians over the loss seeds" in fig.get_suptitle()
-    assert "left out: 1 undefined" in fig.get_supxlabel()
+    assert "left out: 1 undefined" in " ".join(fig.get_supxlabel().split())
+    # Factors that do not vary (owd, p, r, k, h of this table) get no panel.
+    assert [ax.get_xlabel() for ax in analysis.ratio_vs_factors(points, label="fec").axes if ax.axison] == \
+        ["bandwidth (Mbit/s)"]
 
 
 def test_metric_ecdf_censors_timeouts(tmp_path):
@@ -341,8 +349,7 @@ def test_metric_ecdf_censors_timeouts(tmp_path):
     ax = analysis.metric_ecdf(frame, "dct_ms").axes[0]
     ends = {line.get_label(): float(line.get_ydata()[-1]) for line in visible_lines(ax)}
     assert ends == {"fec": pytest.approx(12 / 18), "quic": pytest.approx(11 / 17)}  # timeouts at +inf
-    note = "\n".join(t.get_text() for t in ax.texts)
-    assert "timed out (at +∞): fec 6 of 18, quic 6 of 17" in note
+    assert "timed out (at +∞): fec 6 of 18, quic 6 of 17" in note_text(ax)
     # Not a duration: only finished runs, curves reach 1.
     ax = analysis.metric_ecdf(frame, "packets_sent").axes[0]
     assert all(float(line.get_ydata()[-1]) == 1.0 for line in visible_lines(ax)) and not ax.texts

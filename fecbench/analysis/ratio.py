@@ -30,6 +30,7 @@ from fecbench.analysis.style import (
     sizes_of,
     styled,
     with_size_names,
+    wrap,
 )
 
 #: Short metric names for axis labels that carry a label pair.
@@ -143,8 +144,8 @@ def ratio_ecdf(pairs: pd.DataFrame, *, title: str | None = None, ncols: int = 3)
         return empty(fig, axes[0], f"no paired ok runs to compare ({metric})")
     fig = _ecdf_panels(pairs, exact, pairs["outcome"] == "baseline timed out", pairs["outcome"] == "label timed out",
                        _pair_note, f"{_metric_name(pairs)} ratio {{label}} / {{baseline}} (per run)", ncols)
-    fig.suptitle(title or f"per-run {_metric_name(pairs)} ratio: each pair of runs on the same point, "
-                          "loss seed and size")
+    fig.suptitle(title or f"per-run {_metric_name(pairs)} ratio\n(each pair of runs on the same point, "
+                          "loss seed and size)")
     return fig
 
 
@@ -161,8 +162,8 @@ def point_ratio_ecdf(points: pd.DataFrame, *, title: str | None = None, ncols: i
     exact = usable["ratio"].where(usable["state"] == "exact")
     fig = _ecdf_panels(usable, exact, usable["state"] == "at most", usable["state"] == "at least", _point_note,
                        f"ratio of median {_metric_name(points)} {{label}} / {{baseline}}", ncols)
-    fig.suptitle(title or f"ratio of medians per design point, over the loss seeds of each point "
-                          f"({_seeds_text(usable)})")
+    fig.suptitle(title or f"ratio of medians per design point\n(over the loss seeds of each point: "
+                          f"{_seeds_text(usable)})")
     return fig
 
 
@@ -196,7 +197,8 @@ def ratio_vs_factors(pairs: pd.DataFrame, factors: Sequence[str] | None = None, 
     metric = _metric_name(pairs)
     is_points = "state" in pairs and "seeds" in pairs
     factors = list(factors if factors is not None else pairs.attrs.get("factors", []))
-    factors = [f for f in factors if f in pairs and pd.api.types.is_numeric_dtype(pairs[f])]
+    # Numeric factors that vary (a constant one has nothing to show).
+    factors = [f for f in factors if f in pairs and pd.api.types.is_numeric_dtype(pairs[f]) and pairs[f].nunique() > 1]
     if is_points:
         shown = pairs["state"].isin(["exact", "at least", "at most"])
         usable = pairs.assign(ratio=pairs["ratio"].where(pairs["state"] == "exact", pairs["ratio_low"].where(
@@ -247,7 +249,7 @@ def ratio_vs_factors(pairs: pd.DataFrame, factors: Sequence[str] | None = None, 
         level = pairs.attrs.get("level", 0.95)
         what = (f"ratio of medians over the loss seeds of each design point ({_seeds_text(everything)}); "
                 f"bars: {level:.0%} bootstrap interval")
-        fig.supxlabel(_point_note(everything, "▲ at the bound", "▼ at the bound"), x=0.01, ha="left",
+        fig.supxlabel(wrap(_point_note(everything, "▲ at the bound", "▼ at the bound"), 100), x=0.01, ha="left",
                       fontsize=8, color="0.25")
     else:
         what = "median of the per-run ratios of each design point" if per_point else "every pair of runs"

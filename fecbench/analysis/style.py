@@ -9,6 +9,7 @@ decades. Figures are built without pyplot (no global state; Agg backend or inlin
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from functools import wraps
 from pathlib import Path
@@ -181,9 +182,14 @@ def grid(n: int, ncols: int, width: float = 4.2, height: float = 3.3) -> tuple[F
     return fig, axes[:max(n, 1)]
 
 
+def wrap(text: str, width: int = 64) -> str:
+    """Each line of ``text`` wrapped at ``width`` characters (notes must not widen a figure)."""
+    return "\n".join(textwrap.fill(line, width, subsequent_indent="  ") for line in text.split("\n"))
+
+
 def note_below(ax, text: str) -> None:
     """A small note under the panel's x label (constrained layout makes room for it)."""
-    ax.annotate(text, xy=(0, 0), xycoords="axes fraction", xytext=(0, -30), textcoords="offset points",
+    ax.annotate(wrap(text), xy=(0, 0), xycoords="axes fraction", xytext=(0, -30), textcoords="offset points",
                 ha="left", va="top", fontsize=7, color="0.25")
 
 

@@ -353,3 +353,21 @@ def test_metric_ecdf_censors_timeouts(tmp_path):
     # Not a duration: only finished runs, curves reach 1.
     ax = analysis.metric_ecdf(frame, "packets_sent").axes[0]
     assert all(float(line.get_ydata()[-1]) == 1.0 for line in visible_lines(ax)) and not ax.texts
+
+
+def test_report_on_campaign_with_timeouts_hides_nothing(tmp_path):
+    db = make_table_db(tmp_path / "h.sqlite", table_rows(CENSORED_TABLE), timeout_s=10)
+    written = report.build(db, tmp_path / "rep")
+    headline = written.headline["DCT: ratio of medians label / quic per design point"].iloc[0]
+    assert (headline["median ratio over points"], headline["points with ratio < 1"]) == ("≥ 0.25", "50–75 %")
+    assert (headline["pairs with a timeout"], headline["pairs excluded"]) == (10, 3)
+    per_point = written.headline["DCT ratio of medians per point (label / quic)"]
+    assert per_point["ratio of medians"].tolist() == ["0.5", "≥ 83.3", "≤ 0.013", "undefined"]
+    assert per_point["excluded"].tolist() == ["0", "1 (label failed: 1)", "1 (baseline missing: 1)",
+                                              "1 (baseline unsupported: 1)"]
+    pairs = pd.read_csv(written.files["pairs.csv"])
+    assert len(pairs) == len(CENSORED_TABLE) and pairs["outcome"].value_counts().to_dict() == {
+        "finished": 6, "label timed out": 4, "baseline timed out": 4, "excluded": 3, "both timed out": 2}
+    assert written.tables["DCT medians (ms)"].loc["fec", "1 kB"] == "145"
+    page = written.html.read_text()
+    assert "12 timeout" in page and "1 unsupported" in page and "censored" in page

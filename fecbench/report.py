@@ -70,8 +70,9 @@ FIGURE_NOTES = {
                       "counted in each panel.",
     "rebuffering-ecdf": "ECDF of the total re-buffering time per label.",
     "data-received-ecdf": "ECDF of the amount of data received by the application per label.",
-    "data-received-ratio-ecdf": "ECDF of the ratio of data received against the baseline; above 1: "
-                                "more data than the baseline.",
+    "data-received-ratio-ecdf": "Per-run ratios: ECDF of the ratio of data received against the baseline on "
+                                "identical (point, loss seed); above 1: more data than the baseline. Pairs with a "
+                                "run that did not end ok are counted in each panel, not drawn.",
     "rebuffering-vs-owd": "Total re-buffering time against the one-way delay.",
 }
 

@@ -144,8 +144,8 @@ def ratio_ecdf(pairs: pd.DataFrame, *, title: str | None = None, ncols: int = 3)
         return empty(fig, axes[0], f"no paired ok runs to compare ({metric})")
     fig = _ecdf_panels(pairs, exact, pairs["outcome"] == "baseline timed out", pairs["outcome"] == "label timed out",
                        _pair_note, f"{_metric_name(pairs)} ratio {{label}} / {{baseline}} (per run)", ncols)
-    fig.suptitle(title or f"per-run {_metric_name(pairs)} ratio\n(each pair of runs on the same point, "
-                          "loss seed and size)")
+    same = "point, loss seed and size" if "size" in pairs and pairs["size"].notna().any() else "point and loss seed"
+    fig.suptitle(title or f"per-run {_metric_name(pairs)} ratio\n(each pair of runs on the same {same})")
     return fig
 
 

@@ -88,7 +88,8 @@ HEADLINE_NOTE = (
     "known to be ≥ or ≤ a bound (undefined when both sides' medians timed out), and the statistics over "
     "points are shown as ranges. Pairs with a failed, unsupported, interrupted or missing run are "
     "excluded from their point and counted. Per-point values with {level:.0%} bootstrap intervals "
-    "({n_boot} resamples of the seeds, seed {seed}): point-ratios.csv; every pair: pairs.csv.")
+    "({n_boot} resamples of the seeds, seed {seed}; none with fewer than 3 seeds): point-ratios.csv; every pair: "
+    "pairs.csv.")
 
 
 @dataclass

@@ -22,7 +22,8 @@ the censored runs would have measured.
   resampled together, since they saw the same loss pattern). Censored values are at ``+inf``;
   quantiles are order statistics (no interpolation), so an infinite or zero resampled ratio keeps
   its rank; resamples where both medians are censored (ratio undefined) are left out. Seeded with
-  ``numpy.random.default_rng``: the same inputs and seed give the same interval.
+  ``numpy.random.default_rng``: the same inputs and seed give the same interval. No interval for
+  fewer than 3 pairs.
 """
 
 from __future__ import annotations
@@ -116,16 +117,17 @@ def group_seed(seed: int, key: object) -> int:
 
 
 def bootstrap_ratio_of_medians(numerator: ArrayLike, denominator: ArrayLike, *, n_boot: int = 2000,
-                               level: float = 0.95, seed: int = 0) -> Bounds:
+                               level: float = 0.95, seed: int = 0, min_pairs: int = 3) -> Bounds:
     """Percentile bootstrap interval of ``median(numerator) / median(denominator)`` over pairs.
 
     ``numerator[i]`` and ``denominator[i]`` are one pair (one loss seed); censored values are
-    ``+inf``. Returns NaN bounds without pairs, or when more than ``1 - level`` of the resamples
-    have an undefined ratio (both medians censored).
+    ``+inf``. Returns NaN bounds with fewer than ``min_pairs`` pairs (one or two seeds say nothing
+    about the spread: a single seed would give a zero-width interval), or when more than
+    ``1 - level`` of the resamples have an undefined ratio (both medians censored).
     """
     num = np.asarray(numerator, dtype=float)
     den = np.asarray(denominator, dtype=float)
-    if num.size == 0 or num.size != den.size:
+    if num.size < max(min_pairs, 1) or num.size != den.size:
         return NAN_BOUNDS
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, num.size, size=(n_boot, num.size))

@@ -89,6 +89,9 @@ def test_bootstrap_degenerate_and_censored_cases():
     # Both sides always censored: no defined resample, no interval.
     assert all(math.isnan(v) for v in stats.bootstrap_ratio_of_medians(np.full(3, INF), np.full(3, INF)))
     assert all(math.isnan(v) for v in stats.bootstrap_ratio_of_medians([], []))
+    # One or two seeds: no interval (a single seed would give a zero-width one).
+    assert all(math.isnan(v) for v in stats.bootstrap_ratio_of_medians([1.0, 2.0], [2.0, 2.0]))
+    assert stats.bootstrap_ratio_of_medians([1.0], [2.0], min_pairs=1) == (0.5, 0.5)
 
 
 def test_group_seed_depends_on_key_not_on_order():

@@ -90,7 +90,9 @@ def _seeds_text(points: pd.DataFrame) -> str:
     if seeded.empty:
         return "no seeds"
     low, high = int(seeded.min()), int(seeded.max())
-    return f"{low} seeds per point" if low == high else f"{low}–{high} seeds per point"
+    if low == high:
+        return f"{low} seed per point" if low == 1 else f"{low} seeds per point"
+    return f"{low}–{high} seeds per point"
 
 
 def _ecdf_panels(frame: pd.DataFrame, exact: pd.Series, below: pd.Series, above: pd.Series, note,
@@ -247,8 +249,9 @@ def ratio_vs_factors(pairs: pd.DataFrame, factors: Sequence[str] | None = None, 
         fig.legend(handles=handles, title="file size", loc="outside right upper", frameon=False)
     if is_points:
         level = pairs.attrs.get("level", 0.95)
-        what = (f"ratio of medians over the loss seeds of each design point ({_seeds_text(everything)}); "
-                f"bars: {level:.0%} bootstrap interval")
+        bars = (f"bars: {level:.0%} bootstrap interval" if everything["ci_low"].notna().any()
+                else "no bootstrap interval: fewer than 3 seeds")
+        what = f"ratio of medians over the loss seeds of each design point ({_seeds_text(everything)}); {bars}"
         fig.supxlabel(wrap(_point_note(everything, "▲ at the bound", "▼ at the bound"), 100), x=0.01, ha="left",
                       fontsize=8, color="0.25")
     else:

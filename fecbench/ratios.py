@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from fecbench import results, stats
+from fecbench.errors import UserError
 
 #: Duration metrics a timeout censors, with their unit per second of ``timeout_s``.
 CENSORED_METRICS = {"dct_ms": 1000.0, "client_wall_ms": 1000.0}
@@ -86,9 +87,11 @@ def pairs(db_or_frame: str | os.PathLike | pd.DataFrame, baseline: str = "quic",
     runs["state"] = _states(runs, metric)
     limit = runs["timeout_s"] if "timeout_s" in runs else pd.Series(math.nan, index=runs.index)
     runs["limit"] = limit.astype(float) * scale if scale else math.nan
-    # One run per condition and label (run keys make it so); should there be more, ok ones first.
-    rank = runs["state"].map({"ok": 0, "timeout": 1}).fillna(2)
-    runs = runs.assign(rank=rank).sort_values("rank", kind="stable").drop_duplicates([*keys, "label"])
+    # One run per condition and label, or a pair would hide runs: ask for the missing condition column.
+    repeated = runs.duplicated([*keys, "label"], keep=False)
+    if repeated.any():
+        raise UserError(f"{int(repeated.sum())} runs share a condition and label with another run: pair on more "
+                        f"columns than {', '.join(by)} (e.g. size)")
 
     side = [*keys, "label", "key", "status", "state", metric, "limit"]
     base = (runs.loc[runs["label"] == baseline, side].drop(columns="label")

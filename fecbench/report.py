@@ -275,7 +275,10 @@ def headline_table(summary: pd.DataFrame) -> pd.DataFrame:
     for row in summary.itertuples(index=False):
         seeds = f"{row.seeds_min}" if row.seeds_min == row.seeds_max else f"{row.seeds_min}–{row.seeds_max}"
         rows.append({
-            "label": row.label, "size": format_size(row.size), "points": row.points, "seeds per point": seeds,
+            "label": row.label, "size": format_size(row.size),
+            "points": f"{row.points}" + (f" (+{row.points_without_seeds} without a usable pair)"
+                                         if row.points_without_seeds else ""),
+            "seeds per point": seeds,
             "median ratio over points": stats.describe((row.median_ratio_low, row.median_ratio_high)),
             "points with ratio < 1": _share(row.below_1_low, row.below_1_high),
             "points exact": row.exact, "label median timed out (≥)": row.at_least,

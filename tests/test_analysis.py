@@ -371,3 +371,12 @@ def test_report_on_campaign_with_timeouts_hides_nothing(tmp_path):
     assert written.tables["DCT medians (ms)"].loc["fec", "1 kB"] == "145"
     page = written.html.read_text()
     assert "12 timeout" in page and "1 unsupported" in page and "censored" in page
+
+
+def test_point_ratio_ecdf_counts_points_without_usable_pair(tmp_path):
+    table = {(0, 0): (100, 50), (0, 1): (200, 100), (1, 0): (100, "failed"), (1, 1): (120, "failed")}
+    points = ratios.point_ratios(ratios.pairs(make_table_db(tmp_path / "f.sqlite", table_rows(table))), n_boot=50)
+    ax = next(ax for ax in analysis.point_ratio_ecdf(points).axes if ax.axison)
+    assert curve_ends(ax) == [(0.0, 1.0)]  # the point with a usable pair, drawn
+    assert "2 points: 1 exact left out: 1 without a usable pair" in note_text(ax)
+    assert "2 excluded: label failed 2" in note_text(ax)

@@ -180,3 +180,12 @@ def test_pairs_refuse_to_hide_runs(hand_db):
     # Without the repetition, several runs share (point, size, label): no silent choice among them.
     with pytest.raises(UserError, match="runs share a condition and label"):
         ratios.pairs(hand_db, by=["point", "size"])
+
+
+def test_a_point_without_usable_pair_is_still_counted(tmp_path):
+    table = {(0, 0): (100, 50), (0, 1): (200, 100), (1, 0): (100, "failed"), (1, 1): (120, "failed")}
+    pairs = ratios.pairs(make_table_db(tmp_path / "f.sqlite", table_rows(table)))
+    points = ratios.point_ratios(pairs, n_boot=50).set_index("point")
+    assert points.loc[1, "seeds"] == 0 and points.loc[1, "state"] == "no data" and points.loc[1, "excluded"] == 2
+    row = ratios.summary(points.reset_index()).iloc[0]
+    assert (row["points"], row["points_without_seeds"], row["excluded_pairs"]) == (1, 1, 2)

@@ -73,9 +73,11 @@ def _point_note(sub: pd.DataFrame, above: str = "at +∞", below: str = "at 0") 
         lines.append(f"{states['at least']} with the {label} median timed out ({above})")
     if states.get("at most", 0):
         lines.append(f"{states['at most']} with the {baseline} median timed out ({below})")
-    left_out = [f"{int(states[name])} {name}" for name in ("undefined", "between", "no data") if states.get(name, 0)]
+    reasons = {"undefined": "undefined (both medians timed out)", "between": "only bounded",
+               "no data": "without a usable pair"}
+    left_out = [f"{int(states[name])} {why}" for name, why in reasons.items() if states.get(name, 0)]
     if left_out:
-        lines.append("left out: " + ", ".join(left_out) + " (both medians timed out)")
+        lines.append("left out: " + ", ".join(left_out))
     pairs = [f"{int(sub[['label_timeouts', 'baseline_timeouts', 'both_timeouts']].sum().sum())} with a timeout "
              "(censored)"]
     reasons = ratios.excluded_reasons(sub)
@@ -139,9 +141,8 @@ def ratio_ecdf(pairs: pd.DataFrame, *, title: str | None = None, ncols: int = 3)
     metric = pairs.attrs.get("metric", "metric")
     if "outcome" not in pairs:  # a results.paired frame: finished pairs only
         pairs = pairs.assign(outcome="finished", excluded_why="")
-    drawn = pairs["outcome"].isin(["finished", "label timed out", "baseline timed out"])
     exact = pairs["ratio"].where((pairs["outcome"] == "finished") & np.isfinite(pairs["ratio"]) & (pairs["ratio"] > 0))
-    if not (drawn & (exact.notna() | (pairs["outcome"] != "finished"))).any():
+    if not (exact.notna().any() or pairs["outcome"].isin(["label timed out", "baseline timed out"]).any()):
         fig, axes = grid(1, 1)
         return empty(fig, axes[0], f"no paired ok runs to compare ({metric})")
     fig = _ecdf_panels(pairs, exact, pairs["outcome"] == "baseline timed out", pairs["outcome"] == "label timed out",
@@ -157,15 +158,15 @@ def point_ratio_ecdf(points: pd.DataFrame, *, title: str | None = None, ncols: i
     ``ratios.point_ratios`` frame: the 2019 paper's statistic), one curve per size, one panel per
     label. A point whose label median timed out is drawn at +∞, one whose baseline median did at 0;
     undefined points are counted in the note."""
-    usable = points[points["seeds"] > 0] if len(points) else points
-    if usable.empty:
+    if not len(points) or not (points["seeds"] > 0).any():
         fig, axes = grid(1, 1)
         return empty(fig, axes[0], "no design point with seeds on both sides to compare")
-    exact = usable["ratio"].where(usable["state"] == "exact")
-    fig = _ecdf_panels(usable, exact, usable["state"] == "at most", usable["state"] == "at least", _point_note,
+    # Points without a usable pair are not drawn but stay in the notes ("no data").
+    exact = points["ratio"].where(points["state"] == "exact")
+    fig = _ecdf_panels(points, exact, points["state"] == "at most", points["state"] == "at least", _point_note,
                        f"ratio of median {_metric_name(points)} {{label}} / {{baseline}}", ncols)
     fig.suptitle(title or f"ratio of medians per design point\n(over the loss seeds of each point: "
-                          f"{_seeds_text(usable)})")
+                          f"{_seeds_text(points)})")
     return fig
 
 

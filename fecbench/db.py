@@ -26,8 +26,9 @@ fidelity(run_key, path, rtt_configured_ms, rtt_measured_ms, rate_configured_mbit
 verdict_logs(run_key, link, direction, data BLOB (npz), PRIMARY KEY (run_key, link, direction))
 
 campaigns.host_json is the host fingerprint (kernel, CPU, tools, link backend); a campaign run on
-a Dask cluster adds "dask" (the --dask value), "coordinator" (its hostname) and "hosts": {hostname:
-fingerprint + "workers": [{pid, prefix, address}]}; runs.host names the host that ran the run.
+a Dask cluster adds "dask" (the --dask value), "dask_security" (transport tls|tcp, authenticated,
+credentials or why not; see runners/dask_security.py), "coordinator" (its hostname) and "hosts":
+{hostname: fingerprint + "workers": [{pid, prefix, address}]}; runs.host names the host that ran the run.
 
 Timestamps are ISO 8601 UTC strings. A run's key is a sha256 of its content (see
 `fecbench.runners.keys`), so re-running a campaign never duplicates a row. Future schema versions

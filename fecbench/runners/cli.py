@@ -19,6 +19,7 @@ from fecbench.errors import UserError
 console = Console()
 impls_app = typer.Typer(help="Implementations: descriptors, capabilities, whether they are built.",
                         no_args_is_help=True)
+dask_app = typer.Typer(help="Dask clusters: TLS credentials for campaigns on many hosts.", no_args_is_help=True)
 
 
 def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
@@ -27,8 +28,17 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         retry: str | None = typer.Option(None, "--retry", help="Also re-run these statuses, e.g. failed,timeout."),
         link_backend: str | None = typer.Option(None, "--link-backend", help="netem | delayline (default: probe)."),
         keep_logs: bool = typer.Option(False, "--keep-logs", help="Keep the log folder of ok runs too."),
-        dask: str | None = typer.Option(None, "--dask", help="Run on a Dask cluster: tcp://SCHEDULER:8786, "
-                                        "or local:N (N worker processes here)."),
+        dask: str | None = typer.Option(None, "--dask", help="Run on a Dask cluster: tls://SCHEDULER:8786, or "
+                                        "local:N (N worker processes here, TLS with per-campaign credentials)."),
+        tls_ca_file: Path | None = typer.Option(None, "--tls-ca-file", help="tls:// cluster: the campaign CA "
+                                                "(default: Dask config distributed.comm.tls.ca-file)."),
+        tls_cert: Path | None = typer.Option(None, "--tls-cert", help="tls:// cluster: this host's certificate "
+                                             "(default: distributed.comm.tls.client.cert)."),
+        tls_key: Path | None = typer.Option(None, "--tls-key", help="tls:// cluster: this host's private key "
+                                            "(default: distributed.comm.tls.client.key)."),
+        insecure: bool = typer.Option(False, "--insecure", help="Allow an unauthenticated tcp:// scheduler on "
+                                      "another host (anyone reaching it runs code as root on the workers)."),
+        dashboard: bool = typer.Option(False, "--dashboard", help="local:N: serve Dask's dashboard on 127.0.0.1."),
         ) -> None:
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
     from fecbench.runners.campaign import parse_retry, prepare, read_statuses, run_campaign, select_runs
@@ -36,11 +46,19 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     if link_backend not in (None, "netem", "delayline"):
         raise UserError(f"--link-backend: unknown backend {link_backend!r} (allowed: netem, delayline)")
     retry_set = parse_retry(retry)
+    security = None
     if dask is not None:
-        from fecbench.runners.distributed import parse_target, require_distributed
+        from fecbench.runners.dask_security import TlsFiles
+        from fecbench.runners.distributed import campaign_security
 
-        parse_target(dask)
-        require_distributed()
+        security = campaign_security(dask, insecure, TlsFiles(tls_ca_file, tls_cert, tls_key))
+        if dashboard and not dask.startswith("local:"):
+            raise UserError("--dashboard is for --dask local:N (a cluster's own scheduler serves its dashboard)")
+        if not security.authenticated:
+            console.print(f"[yellow]warning: --dask {dask} is unauthenticated: anyone who can reach it can run code "
+                          "as root on its workers; the campaign records this[/]")
+    elif insecure or dashboard or tls_ca_file or tls_cert or tls_key:
+        raise UserError("--insecure, --dashboard and --tls-* go with --dask")
     prepared = prepare(design)
     db_path = db or prepared.design.default_db()
     statuses = read_statuses(db_path)
@@ -56,7 +74,7 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
             from fecbench.runners.distributed import run_distributed
 
             summary = run_distributed(prepared, db_path, dask, retry=retry_set, link_backend=link_backend,
-                                      keep_logs=keep_logs, console=console)
+                                      keep_logs=keep_logs, console=console, security=security, dashboard=dashboard)
         else:
             summary = run_campaign(prepared, db_path, retry=retry_set, link_backend=link_backend,
                                    keep_logs=keep_logs, console=console)
@@ -108,7 +126,8 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
             "SELECT r.key, r.label, r.status, r.error, r.size, r.duration_s, m.dct_ms, m.client_wall_ms "
             "FROM runs r LEFT JOIN metrics m ON m.run_key = r.key")]
         fidelity_bad = conn.execute("SELECT COUNT(DISTINCT run_key) FROM fidelity WHERE ok = 0").fetchone()[0]
-        campaigns = [dict(r) for r in conn.execute("SELECT id, name, created_at, link_backend FROM campaigns")]
+        campaigns = [_campaign_row(dict(r)) for r in conn.execute(
+            "SELECT id, name, created_at, link_backend, host_json FROM campaigns")]
     except sqlite3.Error as exc:
         raise UserError(f"{path}: cannot read the results database: {exc}") from None
     finally:
@@ -122,6 +141,19 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
         print(json.dumps(summary, indent=1, default=str))
         return
     _print_status(path, summary)
+
+
+def _campaign_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A campaign as status shows it: where it ran (Dask target) and whether that was authenticated."""
+    try:
+        host = json.loads(row.pop("host_json") or "{}")
+    except json.JSONDecodeError:
+        host = {}
+    if "dask" in host:
+        row["dask"] = host["dask"]
+        row["dask_security"] = host.get("dask_security") or {"transport": "tcp", "authenticated": False,
+                                                              "why": "recorded before fecbench checked it"}
+    return row
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -178,6 +210,16 @@ def _print_status(path: Path, summary: dict[str, Any]) -> None:
         console.print("[bold]failures by kind[/]")
         for f in summary["failures"][:20]:
             console.print(f"  {f['count']:5d}  {f['status']:<11} {f['error']}")
+    for campaign in summary["campaigns"]:
+        if "dask" not in campaign:
+            continue
+        sec = campaign["dask_security"]
+        if sec.get("authenticated"):
+            console.print(f"campaign {campaign['id']} ran on Dask {campaign['dask']} over TLS "
+                          f"({sec.get('credentials', '')})")
+        else:
+            console.print(f"[red]campaign {campaign['id']} ran on Dask {campaign['dask']} UNAUTHENTICATED "
+                          f"(plain TCP: {sec.get('why', '')})[/]")
     if summary["fidelity_warnings"]:
         console.print(f"[magenta]fidelity warnings: {summary['fidelity_warnings']} run(s) measured a network "
                       "that did not match the design[/]")
@@ -249,10 +291,29 @@ def impls_check(names: list[str] = typer.Argument(None, help="Implementations to
         raise typer.Exit(1)
 
 
+@dask_app.command("certs")
+def dask_certs(out: Path = typer.Argument(..., help="A new folder for the CA and the host certificates."),
+               scheduler: str = typer.Option(..., "--scheduler", help="The scheduler host's name or address "
+                                             "(the interface the workers reach)."),
+               worker: list[str] = typer.Option(..., "--worker", help="A worker host (repeat for each)."),
+               port: int = typer.Option(8786, "--port", help="The scheduler's port."),
+               days: int = typer.Option(365, "--days", help="Validity of the certificates."),
+               ) -> None:
+    """Make a campaign CA and one certificate per host; print the commands that start a TLS cluster."""
+    from fecbench.runners import dask_certs as certs
+
+    if not 1 <= port <= 65535:
+        raise UserError(f"--port {port}: expected 1 to 65535")
+    files = certs.make(out, scheduler, worker, days)
+    console.print(f"wrote {out}/ca.pem, ca.key and a certificate and key for {', '.join(files)}")
+    print(certs.recipe(out, scheduler, worker, port))
+
+
 def register(app: typer.Typer) -> None:
-    """Add `run`, `status` and `impls` to the root CLI."""
+    """Add `run`, `status`, `impls` and `dask` to the root CLI."""
     app.command("run")(run)
     app.command("status")(status)
     app.add_typer(impls_app, name="impls")
+    app.add_typer(dask_app, name="dask")
 
 

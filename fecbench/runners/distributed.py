@@ -1,4 +1,7 @@
-"""Campaigns on a Dask cluster: `fecbench run DESIGN.toml --dask tcp://SCHEDULER:8786 | local:N`.
+"""Campaigns on a Dask cluster: `fecbench run DESIGN.toml --dask tls://SCHEDULER:8786 | local:N`.
+
+Who may talk to the cluster (TLS, the campaign's credentials, the address policy) is
+`dask_security`'s business; this module assumes it was settled before the cluster is used.
 
 The coordinator (this process) plans the campaign, owns the results database (single writer) and
 hands runs to the workers one at a time. Each worker process is set up once per campaign: it checks
@@ -37,6 +40,7 @@ from typing import Any
 from fecbench import __version__, cleanup
 from fecbench import db as dbmod
 from fecbench.errors import UserError
+from fecbench.runners import dask_security
 from fecbench.runners.campaign import (
     MAX_HARNESS_ERRORS,
     Executor,
@@ -57,6 +61,7 @@ from fecbench.runners.campaign import (
     select_runs,
     sigterm_as_interrupt,
 )
+from fecbench.runners.dask_security import CampaignSecurity, TlsFiles
 from fecbench.runners.descriptor import REPO_ROOT
 from fecbench.runners.runs import Run
 
@@ -78,7 +83,7 @@ def parse_target(text: str) -> tuple[str, Any]:
     if re.fullmatch(r"(tcp|tls)://[A-Za-z0-9_.\-\[\]:]+:\d{1,5}", text):
         return "address", text
     raise UserError(f"--dask {text!r}: expected local:N (N worker processes on this machine) or the "
-                    "scheduler's address tcp://HOST:PORT (e.g. tcp://10.0.0.1:8786)")
+                    "scheduler's address tls://HOST:PORT (e.g. tls://10.0.0.1:8786; see `fecbench dask certs`)")
 
 
 def require_distributed() -> Any:
@@ -155,8 +160,9 @@ def _find_design(design_path: str, relative: str | None) -> Path:
 
 
 def worker_setup(token: str, design_path: str, relative: str | None, expected: dict[str, Any],
-                 log_root: str, link_backend: str | None, keep_logs: bool) -> dict[str, Any]:
-    """(A Dask task.) Check this host against the coordinator, build this worker's network once."""
+                 log_root: str, link_backend: str | None, keep_logs: bool, ca_pem: str | None) -> dict[str, Any]:
+    """(A Dask task.) Check this host against the coordinator (software, and a certificate from the
+    campaign's CA when the campaign is authenticated), build this worker's network once."""
     from fecbench.runners.hostinfo import fingerprint
     from fecbench.topologies import Network
 
@@ -168,6 +174,11 @@ def worker_setup(token: str, design_path: str, relative: str | None, expected: d
         raise WorkerRefused(f"the Dask worker runs on {sys.platform}: workers must be Linux hosts")
     if os.geteuid() != 0:
         raise WorkerRefused("the Dask worker does not run as root (start `dask worker` as root)")
+    if ca_pem is not None:
+        credentials = dask_security.worker_credentials()
+        why = dask_security.check_worker_certificate(CampaignSecurity(security=None, ca_pem=ca_pem), credentials)
+        if why or not credentials["encrypted"]:
+            raise WorkerRefused(f"this worker may not take part: {why or 'it accepts unencrypted connections'}")
     prepared = prepare(_find_design(design_path, relative))
     impls = impls_fingerprint(prepared.design)
     problems = differences(expected, identity(prepared, impls))
@@ -263,9 +274,9 @@ class Coordinator:
     """Hands runs to workers (grouped by point, one in flight per worker) and records their outcomes."""
 
     def __init__(self, client: Any, prepared: Prepared, db_path: Path, todo: list[Run], *, link_backend: str | None,
-                 keep_logs: bool, console: Any, summary: Summary, target: str) -> None:
+                 keep_logs: bool, console: Any, summary: Summary, target: str, security: CampaignSecurity) -> None:
         self.client, self.prepared, self.db_path, self.console = client, prepared, db_path, console
-        self.summary, self.target = summary, target
+        self.summary, self.target, self.security = summary, target, security
         self.link_backend, self.keep_logs = link_backend, keep_logs
         self.token = uuid.uuid4().hex
         self.impls = impls_fingerprint(prepared.design)
@@ -292,7 +303,8 @@ class Coordinator:
         design = self.prepared.design.path.resolve()
         relative = str(design.relative_to(REPO_ROOT)) if design.is_relative_to(REPO_ROOT) else None
         future = self.client.submit(worker_setup, self.token, str(design), relative, self.identity,
-                                    str(self.log_root), self.link_backend, self.keep_logs, workers=[address],
+                                    str(self.log_root), self.link_backend, self.keep_logs, self.security.ca_pem,
+                                    workers=[address],
                                     allow_other_workers=False, pure=False, key=f"fecbench-setup-{uuid.uuid4().hex}")
         self.setting_up[future] = address
         self.seen.add(address)
@@ -341,7 +353,7 @@ class Coordinator:
 
         backends = ",".join(sorted({w.backend for w in self.ready.values()}))
         return {**fingerprint(backends), "coordinator": socket.gethostname(), "dask": self.target,
-                "hosts": self.hosts}
+                "dask_security": self.security.record, "hosts": self.hosts}
 
     def _refresh_workers(self) -> None:
         """Notice workers that died (their run: interrupted) and workers that joined (set them up)."""
@@ -508,50 +520,75 @@ class Coordinator:
 
 
 @contextlib.contextmanager
-def _client(kind: str, value: Any) -> Any:
-    """A Dask client on the given scheduler, or on a LocalCluster of `value` processes that lives as long."""
+def _client(kind: str, value: Any, security: CampaignSecurity, dashboard: bool, console: Any) -> Any:
+    """A Dask client on the given scheduler, or on a LocalCluster of `value` processes that lives as long.
+    The local cluster listens on 127.0.0.1 only and speaks mutual TLS with the campaign's own credentials."""
     distributed = require_distributed()
     import dask
 
     silence = logging.CRITICAL  # the coordinator reports dead and refused workers itself
+    for name in ("distributed", "distributed.client", "distributed.comm", "distributed.core"):
+        logging.getLogger(name).setLevel(silence)
     if kind == "local":
         # A dying worker's run must fail at once (recorded interrupted), never be retried elsewhere.
-        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-            cluster = distributed.LocalCluster(n_workers=value, threads_per_worker=1, processes=True,
-                                               dashboard_address=None, silence_logs=silence)
+        settings: dict[str, Any] = {"distributed.scheduler.allowed-failures": 0}
+        if not dashboard:  # Dask's nodes always listen for HTTP: without a dashboard they serve nothing there
+            settings.update({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []})
+        with dask.config.set(settings):
+            cluster = distributed.LocalCluster(n_workers=value, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                               security=security.security,
+                                               dashboard_address="127.0.0.1:0" if dashboard else None,
+                                               silence_logs=silence)
         try:
-            with distributed.Client(cluster) as client:
+            if dashboard:
+                console.print(f"Dask dashboard (this machine only): {cluster.dashboard_link}")
+            with distributed.Client(cluster, security=security.security) as client:
                 yield client
         finally:
             cluster.close()
         return
-    for name in ("distributed", "distributed.client", "distributed.comm"):
-        logging.getLogger(name).setLevel(silence)
+    dask_security.probe(value, security)
     try:
-        client = distributed.Client(value, timeout=CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError) as exc:
-        raise UserError(f"--dask {value}: cannot reach the Dask scheduler ({exc}); start it with "
-                        "`dask scheduler` and workers with `dask worker` (as root) on each host") from None
+        client = distributed.Client(value, timeout=CONNECT_TIMEOUT_S, security=security.security)
+    except Exception as exc:  # anything Dask raises while connecting is about that endpoint
+        raise UserError(f"--dask {value}: cannot connect to the Dask scheduler ({type(exc).__name__}: {exc}); start "
+                        "it with `dask scheduler` and workers with `dask worker` (as root) on each host") from None
     with client:
         yield client
 
 
+def campaign_security(target: str, insecure: bool = False, tls: TlsFiles | None = None) -> CampaignSecurity:
+    """Check the --dask value against the security policy and make or load the campaign's credentials."""
+    kind, value = parse_target(target)
+    tls = tls or TlsFiles()
+    if kind == "local":
+        if tls.given():
+            raise UserError(f"--dask {target}: --tls-* options are for a tls:// cluster; local:N makes its own "
+                            "credentials for the campaign")
+        require_distributed()
+        return dask_security.for_local_cluster()
+    dask_security.check_policy(value, insecure, tls)
+    require_distributed()
+    return dask_security.for_address(value, insecure, tls)
+
+
 def run_distributed(prepared: Prepared, db_path: Path, target: str, *, retry: set[str], link_backend: str | None,
-                    keep_logs: bool = False, console: Any = None) -> Summary:
+                    keep_logs: bool = False, console: Any = None, security: CampaignSecurity | None = None,
+                    dashboard: bool = False) -> Summary:
     """Execute the campaign's selected runs on the workers of a Dask cluster; record each here."""
     from rich.console import Console
 
     kind, value = parse_target(target)
-    require_distributed()
+    security = security or campaign_security(target)
     console = console or Console()
     todo = select_runs(prepared, read_statuses(db_path), retry)
     summary = Summary(total=len(prepared.runs), selected=len(todo), counts=Counter())
     if not todo:
         return summary
     check_free_space(db_path.resolve().parent)
-    with sigterm_as_interrupt(), _client(kind, value) as client:
+    with sigterm_as_interrupt(), _client(kind, value, security, dashboard, console) as client:
         coordinator = Coordinator(client, prepared, db_path, todo, link_backend=link_backend, keep_logs=keep_logs,
-                                  console=console, summary=summary, target=target)
+                                  console=console, summary=summary, target=target, security=security)
         client.register_plugin(_plugin_class()(ignore_sigint=kind == "local"), name="fecbench-teardown")
         try:
             # Workers first: if one is not comparable or cannot build its network, no database is touched.

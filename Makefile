@@ -94,7 +94,7 @@ tquic:
 	  cargo install --locked --force tquic_tools --version $(TQUIC_VERSION) --root $(TQUIC_DIR)/build; \
 	fi
 
-# Conventions of DESIGN.md: ruff for Python; cargo fmt and clippy -D warnings for Rust (C builds with -Werror).
+# Conventions (ARCHITECTURE.md): ruff for Python; cargo fmt and clippy -D warnings for Rust (C builds with -Werror).
 lint: venv
 	$(VENV)/bin/ruff check fecbench tests
 	cargo fmt --manifest-path $(FECQ_DIR)/Cargo.toml --all --check

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
-from pathlib import Path
 
 import typer
 from rich.console import Console
 
-from fecbench import __version__
-from fecbench.designs.cli import plan as plan_command
 from fecbench.dropper.cli import app as dropper_app
 from fecbench.errors import UserError
+from fecbench.planner.cli import plan as plan_command
+from fecbench.provenance import version_text
 from fecbench.report_cli import export as export_command
 from fecbench.report_cli import report as report_command
 from fecbench.runners.cli import register as register_runner_commands
@@ -27,22 +25,9 @@ app = typer.Typer(
 console = Console()
 
 
-def git_sha() -> str:
-    """The git commit of this checkout, with '-dirty' when it has local changes; 'unknown' outside git."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return sha + ("-dirty" if dirty else "")
-
-
 def _version(value: bool) -> None:
     if value:
-        print(f"fecbench {__version__} ({git_sha()})")
+        print(version_text())
         raise typer.Exit()
 
 
@@ -74,7 +59,7 @@ def clean(all_owners: bool = typer.Option(False, "--include-live",
     console.print(f"{len(removed)} leftover resource(s) removed")
 
 
-# Component sub-commands, in the order of DESIGN.md's CLI surface. Each component keeps its heavy imports
+# Component sub-commands, in the order of the CLI surface in README.md. Each component keeps its heavy imports
 # inside its command functions, so `fecbench --help` stays fast.
 app.command("plan")(plan_command)
 register_runner_commands(app)  # run, status, impls

@@ -45,10 +45,10 @@ from typing import Any
 from urllib.parse import quote
 
 from fecbench.errors import UserError
+from fecbench.status import STATUSES
 
 SCHEMA_VERSION = 1
 
-STATUSES = ("pending", "ok", "failed", "timeout", "unsupported", "fidelity", "interrupted")
 
 # Metrics stored as typed columns (the rest stays in metrics.json).
 METRIC_COLUMNS: dict[str, str] = {

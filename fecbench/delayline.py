@@ -29,6 +29,7 @@ from typing import Any
 
 from fecbench import cleanup
 from fecbench.errors import UserError
+from fecbench.paths import DELAYLINE_DIR
 
 MAX_DELAY_MS = 60_000.0  # the binary accepts at most 60 s per direction
 READY_TIMEOUT_S = 10.0
@@ -38,10 +39,9 @@ STOP_TIMEOUT_S = 5.0
 
 def binary_path() -> Path:
     """The built delayline binary; a UserError saying how to build it when it is missing."""
-    root = Path(__file__).resolve().parent.parent
-    path = root / "delayline" / "build" / "delayline"
+    path = DELAYLINE_DIR / "build" / "delayline"
     if not os.access(path, os.X_OK):
-        raise UserError(f"the delay element is not built ({path} missing): run `make -C {root / 'delayline'}`")
+        raise UserError(f"the delay element is not built ({path} missing): run `make -C {DELAYLINE_DIR}`")
     return path
 
 

@@ -23,8 +23,8 @@ from rich.console import Console
 from rich.table import Table
 
 from fecbench import cleanup
+from fecbench.paths import REPO_ROOT as ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 MIN_KERNEL = (5, 12)  # BPF atomic fetch-add (the dropper's index), ring buffer, spin locks in tc programs
 
 # Native artefacts built by `make bootstrap`, relative to the checkout.

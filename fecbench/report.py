@@ -51,8 +51,8 @@ import pandas as pd
 from fecbench import db as dbmod
 from fecbench import ratios, results, stats
 from fecbench.errors import UserError
+from fecbench.paths import NOTEBOOKS_DIR
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 FIGURE_NOTES = {
     "status": "Runs per label and status.",
     "fidelity": "Measured against configured RTT and bottleneck rate (dashed: identity).",

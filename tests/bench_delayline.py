@@ -2,7 +2,7 @@
 
 Prints one JSON object: one-way delay error (median, p99) at 1000 pps for several delays, TCP goodput
 through tbf at 10 and 100 Mbit/s as a fraction of the tbf rate, and the delayline's CPU use at
-100 Mbit/s. Runs on the namespace line A — D — B of tests/delayline_line.py, offloads off.
+100 Mbit/s. Runs on the namespace line A — D — B of tests/helpers/delayline_line.py, offloads off.
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from delayline_line import ADDR_B, Line, line  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout: fecbench and tests
 
 from fecbench.delayline import DelayLine  # noqa: E402
+from tests.helpers.delayline_line import ADDR_B, Line, line  # noqa: E402
 
 
 def cpu_seconds(pid: int) -> float:

@@ -17,7 +17,12 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
-from analysis_db import (
+from matplotlib.colors import to_rgb
+from matplotlib.figure import Figure
+
+from fecbench import analysis, ratios, report, results
+from fecbench.errors import UserError
+from tests.helpers.analysis_db import (
     CENSORED_TABLE,
     DOWNLOAD_LABELS,
     SIZES,
@@ -26,11 +31,6 @@ from analysis_db import (
     make_table_db,
     table_rows,
 )
-from matplotlib.colors import to_rgb
-from matplotlib.figure import Figure
-
-from fecbench import analysis, ratios, report, results
-from fecbench.errors import UserError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

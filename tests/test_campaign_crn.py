@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from campaign_helpers import FECQ, TOPOLOGY, fecbench, rows
+
+from tests.helpers.campaign import FECQ, TOPOLOGY, fecbench, rows
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 

@@ -15,11 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
-from campaign_helpers import ROOT, fecbench, leftover_processes, rows
-from test_campaign_resume import _smoke_copy
 
 from fecbench import cleanup
-from fecbench.runners.distributed import differences, parse_target
+from fecbench.runners.dask_worker import differences
+from fecbench.runners.distributed import parse_target
+from tests.helpers.campaign import ROOT, fecbench, leftover_processes, rows
+from tests.helpers.campaign import smoke_copy as _smoke_copy
 
 pytest.importorskip("distributed", reason="the cluster extra is not installed")
 

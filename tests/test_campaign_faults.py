@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from campaign_helpers import ROOT, fake_design, fecbench, leftover_processes, rows
+
+from tests.helpers.campaign import ROOT, fake_design, fecbench, leftover_processes, rows
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from campaign_helpers import fake_design, fecbench, rows
 
 from fecbench.errors import SpecError
 from fecbench.runners.design import parse_design
+from tests.helpers.campaign import fake_design, fecbench, rows
 
 
 def test_rate_probe_needs_the_fidelity_check(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from campaign_helpers import FAKE_DIR, ROOT, TOPOLOGY, fecbench, rows
+
+from tests.helpers.campaign import FAKE_DIR, ROOT, TOPOLOGY, fecbench, rows
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 
@@ -22,7 +23,7 @@ def _runs(db: Path) -> list[dict]:
 
 
 def test_all_runs_ok_with_verified_sizes(multipath_db: Path) -> None:
-    from fecbench.runners.campaign import prepare
+    from fecbench.runners.prepare import prepare
 
     runs = _runs(multipath_db)
     assert len(runs) == len(prepare(DESIGN).runs) == 16

@@ -3,7 +3,6 @@ Ctrl-C: the current run is marked interrupted, the network is torn down, the dat
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import sys
@@ -11,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from campaign_helpers import FECQ, ROOT, fecbench, leftover_processes, rows
 
 from fecbench import cleanup
+from tests.helpers.campaign import ROOT, fecbench, leftover_processes, rows
+from tests.helpers.campaign import smoke_copy as _smoke_copy
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 
@@ -36,16 +36,6 @@ def _wait_for_finished_runs(proc: subprocess.Popen, db: Path, count: int, timeou
                 return
         time.sleep(0.05)
     raise AssertionError(f"fewer than {count} runs finished in {timeout} s")
-
-
-def _smoke_copy(tmp_path: Path) -> Path:
-    if not FECQ.exists():
-        pytest.skip("fecq is not built (make bootstrap)")
-    design = tmp_path / "smoke.toml"
-    shutil.copy(ROOT / "designs" / "smoke.toml", design)
-    design.write_text(design.read_text().replace('topology = "topologies/single.toml"',
-                                                 f'topology = "{ROOT / "topologies" / "single.toml"}"'))
-    return design
 
 
 def test_kill_9_clean_and_resume(tmp_path: Path) -> None:

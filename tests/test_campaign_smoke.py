@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from campaign_helpers import ROOT, fecbench, rows
+
+from tests.helpers.campaign import ROOT, fecbench, rows
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 
@@ -16,7 +17,7 @@ DOWNLOAD_METRICS = ["dct_ms", "handshake_ms", "bytes_app", "packets_sent", "byte
 
 
 def _expected_runs() -> int:
-    from fecbench.runners.campaign import prepare
+    from fecbench.runners.prepare import prepare
 
     return len(prepare(ROOT / "designs" / "smoke.toml").runs)
 

@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from campaign_helpers import ROOT, fecbench, rows
-from test_campaign_resume import _smoke_copy
 
 from fecbench.errors import UserError
+from tests.helpers.campaign import ROOT, fecbench, rows
+from tests.helpers.campaign import smoke_copy as _smoke_copy
 
 pytest.importorskip("distributed", reason="the cluster extra is not installed")
 

@@ -9,11 +9,11 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from delayline_line import ADDR_A, ADDR_B, TCP_SINK, TCP_SOURCE, Line, line
 
 from fecbench import cleanup
 from fecbench.delayline import DelayLine, binary_path, stop_all
 from fecbench.errors import UserError
+from tests.helpers.delayline_line import ADDR_A, ADDR_B, TCP_SINK, TCP_SOURCE, Line, line
 
 pytestmark = pytest.mark.require_root
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from campaign_helpers import rows
 
 from fecbench import analysis, results
+from tests.helpers.campaign import rows
 
 
 def test_path_asymmetry_ratios_and_attrs() -> None:

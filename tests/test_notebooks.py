@@ -12,8 +12,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from analysis_db import CENSORED_TABLE, make_download_db, make_messages_db, make_table_db, table_rows
 from nbclient import NotebookClient
+
+from tests.helpers.analysis_db import CENSORED_TABLE, make_download_db, make_messages_db, make_table_db, table_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

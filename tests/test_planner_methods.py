@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from test_planner_space import space_of
 
-from fecbench.designs import make_plan
-from fecbench.designs.augment import augment_plan
-from fecbench.designs.metrics import quality
-from fecbench.designs.wsp import min_distance
 from fecbench.errors import SpecError, UserError
+from fecbench.planner import make_plan
+from fecbench.planner.augment import augment_plan
+from fecbench.planner.metrics import quality
+from fecbench.planner.wsp import min_distance
+from tests.test_planner_space import space_of
 
 MIXED = """
 [space]
@@ -147,7 +147,7 @@ def test_list_reads_validates_and_mirrors(tmp_path):
     design = write_csv(tmp_path, "bw_1,bw_2,fec\n1,2,rs\n5,0.5,rlc\n")
     import tomllib
 
-    from fecbench.designs import parse_space
+    from fecbench.planner import parse_space
     from fecbench.specs import Section
 
     section = Section(tomllib.loads(LIST.format(extra="mirror = true")), design).section("space")
@@ -165,7 +165,7 @@ def test_list_reads_validates_and_mirrors(tmp_path):
 def test_list_errors_name_the_factor(tmp_path, rows, key, words):
     import tomllib
 
-    from fecbench.designs import parse_space
+    from fecbench.planner import parse_space
     from fecbench.specs import Section
 
     design = write_csv(tmp_path, rows)

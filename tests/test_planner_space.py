@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tomllib
 
-from fecbench.designs import make_plan, parse_space
-from fecbench.designs.constraints import compile_constraint
 from fecbench.errors import SpecError
+from fecbench.planner import make_plan, parse_space
+from fecbench.planner.constraints import compile_constraint
 from fecbench.specs import Section
 
 TABLE_I = """

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.distance import pdist
-from test_planner_space import TABLE_I, space_of
 
-from fecbench.designs import make_plan
-from fecbench.designs.bench import unit_cube
-from fecbench.designs.wsp import min_distance, trim, with_mirrors, wsp_design, wsp_pass
+from fecbench.planner import make_plan
+from fecbench.planner.bench import unit_cube
+from fecbench.planner.wsp import min_distance, trim, with_mirrors, wsp_design, wsp_pass
+from tests.test_planner_space import TABLE_I, space_of
 
 # sha256 of points.csv for Table I, 40 points, 8192 candidates, seed 2019 (numpy 2.4, scipy 1.17,
 # pandas 3.1). A change here means the same spec and seed no longer give the same design.
@@ -166,7 +166,7 @@ fec = { levels = ["rs", "rlc", "xor"] }
 
 @pytest.mark.slow
 def test_bench_reaches_the_quality_and_memory_goals():
-    from fecbench.designs.bench import run_bench
+    from fecbench.planner.bench import run_bench
 
     result = run_bench()
     for case, n in (("d6_n130", 130), ("d8_n500", 500)):

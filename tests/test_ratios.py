@@ -10,11 +10,11 @@ import sqlite3
 import numpy as np
 import pandas as pd
 import pytest
-from analysis_db import CENSORED_TABLE as TABLE
-from analysis_db import make_download_db, make_table_db, table_rows
 
 from fecbench import ratios, results, stats
 from fecbench.errors import UserError
+from tests.helpers.analysis_db import CENSORED_TABLE as TABLE
+from tests.helpers.analysis_db import make_download_db, make_table_db, table_rows
 
 INF = math.inf
 @pytest.fixture(scope="module")

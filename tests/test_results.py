@@ -8,11 +8,11 @@ import sqlite3
 
 import numpy as np
 import pytest
-from analysis_db import DOWNLOAD_LABELS, FACTORS, SIZES, make_download_db, make_messages_db
 
 from fecbench import db as dbmod
 from fecbench import results
 from fecbench.errors import UserError
+from tests.helpers.analysis_db import DOWNLOAD_LABELS, FACTORS, SIZES, make_download_db, make_messages_db
 
 POINTS, REPS, FAILURES = 4, 3, 2
 

@@ -213,7 +213,7 @@ def test_sequential_order(tmp_path: Path) -> None:
 
 
 def test_prepare_with_planner_and_topology(tmp_path: Path) -> None:
-    from fecbench.runners.campaign import prepare
+    from fecbench.runners.prepare import prepare
 
     prepared = prepare(write_design(tmp_path))
     assert len(prepared.points) == 4
@@ -223,7 +223,7 @@ def test_prepare_with_planner_and_topology(tmp_path: Path) -> None:
 
 
 def test_prepare_rejects_unknown_loss_factor(tmp_path: Path) -> None:
-    from fecbench.runners.campaign import prepare
+    from fecbench.runners.prepare import prepare
 
     path = write_design(tmp_path)
     path.write_text(path.read_text().replace('p = "p"', 'p = "loss"'))
@@ -331,7 +331,7 @@ def test_cli_dry_run_and_errors(tmp_path: Path) -> None:
 
 def test_shipped_designs_validate() -> None:
     """Every design in designs/ parses and plans (needs the built fecq binary)."""
-    from fecbench.runners.campaign import prepare
+    from fecbench.runners.prepare import prepare
 
     fecq = ROOT / "quic-impls" / "fecq" / "target" / "release" / "fecq"
     if not fecq.exists() or not (ROOT / "quic-impls" / "fecq" / "impl.toml").exists():
@@ -346,7 +346,7 @@ def test_shipped_designs_validate() -> None:
 
 def test_multipath_loss_per_path(tmp_path: Path) -> None:
     """On the 2-path topology, p = "p_{path}" gives each path's lossy link its own factor."""
-    from fecbench.runners.campaign import prepare
+    from fecbench.runners.prepare import prepare
 
     path = write_design(tmp_path)
     text = path.read_text().replace(str(TOPOLOGY), str(ROOT / "topologies" / "multipath.toml"))

@@ -91,7 +91,7 @@ def test_multipath_rtt_per_path_and_source_routing() -> None:
         assert all(r["ok"] for r in results), results
 
         # Traffic sourced from address 2 crosses path 2's delay node only.
-        d1, d2 = net.plan.delay_nodes["path1"], net.plan.delay_nodes["path2"]
+        d1, d2 = net.layout.delay_nodes["path1"], net.layout.delay_nodes["path2"]
         before1 = net.interface_counters(d1.name)[d1.toward_b]["tx_packets"]
         before2 = net.interface_counters(d2.name)[d2.toward_b]["tx_packets"]
         got = net.send_probe(net.client_addresses[1], 100, pps=2000)
@@ -284,7 +284,7 @@ def test_attach_dropper_with_verdict_log() -> None:
 
     with Network(load_topology(SINGLE), {"owd": 1}, backend=BACKEND) as net:
         netns, dev = net.loss_point("bottleneck", "forward")
-        assert netns == net.nodes["r1"].pid and dev == net.plan.nodes["r1"].ifaces[1].name
+        assert netns == net.nodes["r1"].pid and dev == net.layout.nodes["r1"].ifaces[1].name
         dropper = net.attach_dropper("bottleneck", "forward", log=True)
         net.set_loss("bottleneck", "forward", LossModel.uniform(0.5), seed=3, stream=1)
         got = net.send_probe(net.client_addresses[0], 50, pps=2000)

@@ -10,7 +10,7 @@ import pytest
 
 from fecbench.errors import SpecError, UserError
 from fecbench.topologies.cli import parse_sets
-from fecbench.topologies.plan import TBF_MIN_BURST, make_plan, netem_limit, shaping_commands
+from fecbench.topologies.layout import TBF_MIN_BURST, make_layout, netem_limit, shaping_commands
 from fecbench.topologies.spec import Shaping, load_topology
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,7 +143,7 @@ def test_per_direction_override_and_orientation(tmp_path: Path) -> None:
 
 def test_plan_addresses_routes_and_policy_rules() -> None:
     topo = load_topology(MULTI)
-    plan = make_plan(topo, "fbT")
+    plan = make_layout(topo, "fbT")
     assert plan.client_addresses == ["10.0.0.1", "10.0.1.1"]
     assert plan.server_address == "10.0.4.2"
     client = plan.nodes["client"]
@@ -161,7 +161,7 @@ def test_plan_addresses_routes_and_policy_rules() -> None:
 
 def test_interface_names_fit_with_longest_prefix() -> None:
     topo = load_topology(MULTI, paths=16)
-    plan = make_plan(topo, "fb99999z")
+    plan = make_layout(topo, "fb99999z")
     assert max(len(i.name) for n in plan.nodes.values() for i in n.ifaces) <= 15
 
 

@@ -30,8 +30,8 @@ import numpy as np
 from fecbench import cleanup
 from fecbench.dropper.model import ONE, LossModel, threshold
 from fecbench.errors import UserError, require_root
+from fecbench.paths import REPO_ROOT as REPO
 
-REPO = Path(__file__).resolve().parents[2]
 PIN_ROOT = Path("/sys/fs/bpf/fecbench")
 GE_TABLE_LEN = 1 << 21  # Gilbert-Elliott packets pre-generated per set(); later ones use the locked chain
 LOG_BYTES = 1 << 24  # ring buffer of the verdict log: ~700 000 records of 24 bytes

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from fecbench.errors import SpecError, UserError
+from fecbench.paths import REPO_ROOT
 from fecbench.specs import Section, load_toml
 
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 WORKLOADS = ("download", "messages")
 METRIC_SOURCES = ("json", "regex", "measured")
 ARG_TARGETS = ("server", "client", "both")

@@ -14,7 +14,7 @@ impl_dirs = []                          # extra folders holding <name>/impl.toml
 port = 4433                             # first server port; each run uses port + (its index % 1000)
 verdict_log = false                     # keep the dropper's per-packet verdict log of every run
 
-[space]  …                              # the planner's input (fecbench.designs)
+[space]  …                              # the planner's input (fecbench.planner)
 
 [loss]                                  # on every lossy link of the topology (or `links`), both directions
 model = "gilbert-elliott"               # none | uniform | gilbert-elliott | trace
@@ -47,7 +47,8 @@ from pathlib import Path
 from typing import Any
 
 from fecbench.errors import SpecError
-from fecbench.runners.descriptor import REPO_ROOT, Descriptor, find_descriptor
+from fecbench.paths import REPO_ROOT
+from fecbench.runners.descriptor import Descriptor, find_descriptor
 from fecbench.specs import Section, load_toml, spec_hash
 
 LOSS_MODELS = ("none", "uniform", "gilbert-elliott", "trace")
@@ -224,7 +225,7 @@ def _parse_workload(section: Section, file: Path) -> Workload:
 
 def parse_design(path: str | Path) -> Design:
     """Parse and validate a design file as a whole (implementations included; planner and topology
-    are checked by `fecbench.runners.campaign.prepare`)."""
+    are checked by `fecbench.runners.prepare.prepare`)."""
     path = Path(path)
     data = load_toml(path)
     text = path.read_text()

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fecbench.paths import TOPOLOGIES_DIR
 from fecbench.topologies.network import Network
 from fecbench.topologies.spec import DirectionSpec, LinkSpec, NodeSpec, Topology, load_topology
 
@@ -53,7 +54,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-SINGLE_SPEC = Path(__file__).resolve().parents[2] / "topologies" / "single.toml"
+SINGLE_SPEC = TOPOLOGIES_DIR / "single.toml"
 
 
 def topology_times(backend: str | None, spec: Path = SINGLE_SPEC) -> dict[str, Any]:

@@ -64,11 +64,11 @@ def show(spec: str = typer.Argument(..., help="Topology spec (TOML)."),
          link_backend: str | None = typer.Option(None, "--link-backend", help=BACKEND_HELP),
          json_out: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
     """Nodes, links, addresses, routes and shaping commands of SPEC with these values (no root needed)."""
-    from fecbench.topologies.plan import describe, make_plan
+    from fecbench.topologies.layout import describe, make_layout
 
     topo, values = _load(spec, set_, paths)
     backend = _show_backend(link_backend)
-    info = describe(topo, make_plan(topo, "fbX"), topo.resolve(values), backend)
+    info = describe(topo, make_layout(topo, "fbX"), topo.resolve(values), backend)
     info["factors"] = {name: topo.value_of(name, values) for name in sorted(topo.factors())}
     if json_out:
         print(json.dumps(info, indent=1))

@@ -25,7 +25,7 @@ from typing import Any
 from fecbench import cleanup
 from fecbench.errors import UserError, require_root
 from fecbench.topologies.backend import select_backend
-from fecbench.topologies.plan import Plan, make_plan, shaping_commands
+from fecbench.topologies.layout import Layout, make_layout, shaping_commands
 from fecbench.topologies.spec import Shaping, Topology
 
 _build_counter = itertools.count()
@@ -90,8 +90,8 @@ class Network:
         self.requested_backend = backend
         self.backend: str = ""
         self.base = f"{cleanup.prefix()}{chr(ord('a') + next(_build_counter) % 26)}"
-        self.plan: Plan = make_plan(topo, self.base)
-        self.nodes: dict[str, Any] = {}                   # plan node name -> mininet Host
+        self.layout: Layout = make_layout(topo, self.base)
+        self.nodes: dict[str, Any] = {}                   # layout node name -> mininet Host
         self.links: list[Any] = []
         self.delaylines: dict[str, Any] = {}              # link id -> DelayLine
         self.droppers: dict[tuple[str, str], Any] = {}    # (link id, direction) -> Dropper
@@ -112,11 +112,11 @@ class Network:
 
     @property
     def client_addresses(self) -> list[str]:
-        return list(self.plan.client_addresses)
+        return list(self.layout.client_addresses)
 
     @property
     def server_address(self) -> str:
-        return self.plan.server_address
+        return self.layout.server_address
 
     def __enter__(self) -> Network:
         self.start()
@@ -157,13 +157,13 @@ class Network:
         from mininet.link import Link
         from mininet.node import Host
 
-        for name in self.plan.nodes:
+        for name in self.layout.nodes:
             host = Host(f"{self.base}{name}"[:40], inNamespace=True)
             self.nodes[name] = host
             self._record(host.shell.pid if host.shell else host.pid, f"mininet node {name}")
             if host.pid != host.shell.pid:
                 self._record(host.pid, f"mininet node {name} (namespace)")
-        for _, e1, e2 in self.plan.links:
+        for _, e1, e2 in self.layout.links:
             self.links.append(Link(self.nodes[e1.node], self.nodes[e2.node], intfName1=e1.name,
                                    intfName2=e2.name, addr1=e1.mac, addr2=e2.mac))
         self._configure_nodes()
@@ -174,7 +174,7 @@ class Network:
 
     def _configure_nodes(self) -> None:
         jobs: list[tuple[int, list[str], str | None]] = []
-        for name, np in self.plan.nodes.items():
+        for name, np in self.layout.nodes.items():
             pid = self.nodes[name].pid
             lines = ["link set dev lo up"]
             sysctls = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
@@ -201,7 +201,7 @@ class Network:
     def _apply_shaping(self, shaping: dict[str, dict[str, Shaping]], first: bool = False) -> None:
         jobs: list[tuple[int, list[str], str | None]] = []
         for link_id, pair in shaping.items():
-            dn = self.plan.delay_nodes[link_id]
+            dn = self.layout.delay_nodes[link_id]
             lines = []
             for direction, s in pair.items():
                 if not first and self.shaping[link_id][direction] == s:
@@ -214,7 +214,7 @@ class Network:
     def _start_delaylines(self) -> None:
         from fecbench.delayline import DelayLine
 
-        for link_id, dn in self.plan.delay_nodes.items():
+        for link_id, dn in self.layout.delay_nodes.items():
             pair = self.shaping[link_id]
             node = self.nodes[dn.name]
             dl = DelayLine.start(dn.toward_a, dn.toward_b, pair["forward"].owd, pair["reverse"].owd,
@@ -239,9 +239,9 @@ class Network:
 
     def loss_point(self, link_id: str, direction: str) -> tuple[int, str]:
         """(PID of the node whose namespace holds it, interface) of a direction's dropper hook."""
-        if link_id not in self.plan.delay_nodes:
+        if link_id not in self.layout.delay_nodes:
             raise UserError(f"link {link_id!r} is not shaped: losses apply on shaped links only")
-        node, dev = self.plan.delay_nodes[link_id].loss_point(direction)
+        node, dev = self.layout.delay_nodes[link_id].loss_point(direction)
         return self.nodes[node].pid, dev
 
     def attach_dropper(self, link_id: str, direction: str, log: bool = False) -> Any:
@@ -286,7 +286,7 @@ class Network:
     def link_stats(self) -> list[dict[str, Any]]:
         """Per shaped link and direction: dropper counters, delay element and tbf qdisc statistics."""
         out = []
-        for link_id, dn in self.plan.delay_nodes.items():
+        for link_id, dn in self.layout.delay_nodes.items():
             qdiscs = {}
             for direction in ("forward", "reverse"):
                 dev = dn.egress(direction)

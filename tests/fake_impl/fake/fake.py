@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """A fake implementation for the runner's tests: a server that waits, a client that misbehaves on request.
 
 server --listen ADDR:PORT [--behave ok|die]      prints "listening ADDR:PORT", waits for SIGTERM

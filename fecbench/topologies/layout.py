@@ -61,7 +61,7 @@ class DelayNodePlan:
 
 
 @dataclass
-class Plan:
+class Layout:
     nodes: dict[str, NodePlan]
     delay_nodes: dict[str, DelayNodePlan]      # by link id
     links: list[tuple[LinkSpec, Iface, Iface]]  # veth pairs to create: (link, end1, end2)
@@ -77,7 +77,7 @@ def iface_name(base: str, k: int, side: str) -> str:
     return f"{base}l{k}{side}"
 
 
-def make_plan(topo: Topology, base: str) -> Plan:
+def make_layout(topo: Topology, base: str) -> Layout:
     """Interfaces, addresses and routes; `base` is the per-build name prefix (≤ 9 characters)."""
     nodes = {n.name: NodePlan(n.name, n.role) for n in topo.nodes}
     delay_nodes: dict[str, DelayNodePlan] = {}
@@ -127,7 +127,7 @@ def make_plan(topo: Topology, base: str) -> Plan:
         first, _ = topo.path_links(i)[0]
         client_addresses.append(_address_of(ends[first.id], topo.client))
     last, _ = topo.path_links(0)[-1]
-    return Plan(nodes, delay_nodes, pairs, client_addresses, _address_of(ends[last.id], topo.server))
+    return Layout(nodes, delay_nodes, pairs, client_addresses, _address_of(ends[last.id], topo.server))
 
 
 def _first_hops(src: str, adj: dict[str, list[tuple[str, LinkSpec]]]) -> dict[str, tuple[LinkSpec, str, int]]:
@@ -214,7 +214,7 @@ def shaping_commands(dev: str, s: Shaping, backend: str) -> list[list[str]]:
     return [tbf_args(dev, s, ["root", "handle", "1:"])]
 
 
-def describe(topo: Topology, plan: Plan, resolved: dict[str, dict[str, Shaping]], backend: str) -> dict:
+def describe(topo: Topology, plan: Layout, resolved: dict[str, dict[str, Shaping]], backend: str) -> dict:
     """Everything `fecbench topo show` prints, as data."""
     out: dict = {"name": topo.name, "file": topo.file, "backend": backend, "paths": topo.paths,
                  "client_addresses": plan.client_addresses, "server_address": plan.server_address,

@@ -19,8 +19,8 @@ import numpy as np
 from scipy.spatial import cKDTree
 from scipy.stats import qmc
 
-from fecbench.designs.space import Space
-from fecbench.designs.wsp import min_distance
+from fecbench.planner.space import Space
+from fecbench.planner.wsp import min_distance
 
 TEST_POINTS_LOG2 = 13      # 8192 Sobol test points for the fill distance
 MAX_CORNERS = 4096

@@ -40,8 +40,8 @@ def plan(
     if (augment is None) != (add is None):
         raise UserError("--augment FILE and --add K go together")
 
-    from fecbench.designs import augment as augment_mod
-    from fecbench.designs import make_plan, parse_space
+    from fecbench.planner import augment as augment_mod
+    from fecbench.planner import make_plan, parse_space
     from fecbench.specs import Section
 
     root = Section.load(design)
@@ -63,7 +63,7 @@ def plan(
     csv_path, manifest_path = result.write(folder)
     figure = None
     if plot:
-        from fecbench.designs.plot import pair_plot
+        from fecbench.planner.plot import pair_plot
         figure = pair_plot(result, folder / "pairs.png")
 
     if json_out:
@@ -98,7 +98,7 @@ def _paths(design: Path, header: Any) -> int:
 def _compare(space: Any, seed: int, size: int) -> dict[str, Any]:
     import dataclasses
 
-    from fecbench.designs import make_plan
+    from fecbench.planner import make_plan
 
     sized = dataclasses.replace(space, points=size, list_file=None)
     out = {}
@@ -161,7 +161,7 @@ def _print_comparison(console: Any, comparison: dict[str, Any]) -> None:
 
 
 def _bench(console: Any, json_out: bool) -> None:
-    from fecbench.designs.bench import goals_met, run_bench
+    from fecbench.planner.bench import goals_met, run_bench
 
     with console.status("benchmarking WSP and LHS…", spinner="dots"):
         result = run_bench()

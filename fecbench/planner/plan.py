@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 from scipy.stats import qmc
 
-from fecbench.designs.metrics import quality
-from fecbench.designs.space import CLASSICAL, Space
-from fecbench.designs.wsp import wsp_design
 from fecbench.errors import SpecError, UserError
+from fecbench.planner.metrics import quality
+from fecbench.planner.space import CLASSICAL, Space
+from fecbench.planner.wsp import wsp_design
 
 MAX_DRAW = 2 ** 22  # largest batch drawn when constraints reject most points
 
@@ -63,12 +63,12 @@ def make_plan(space: Space, seed: int, *, method: str | None = None) -> Plan:
     elif space.method in ("lhs", "sobol", "random"):
         unit = _sampled(space, seed)
     elif space.method == "factorial":
-        return _build(space, seed, *_factorial(space, info), info)
+        return build_plan(space, seed, *_factorial(space, info), info)
     elif space.method == "list":
-        return _build(space, seed, *_listed(space), info)
+        return build_plan(space, seed, *listed_points(space), info)
     else:
         unit = _classical(space, info)
-    return _build(space, seed, unit, None, info)
+    return build_plan(space, seed, unit, None, info)
 
 
 # --- methods (each returns unit coordinates, snapped) ---------------------------------------------
@@ -177,7 +177,7 @@ def _factorial(space: Space, info: dict[str, Any]) -> tuple[np.ndarray, dict[str
     return unit[rows], _subset(space, values, rows)
 
 
-def _listed(space: Space) -> tuple[np.ndarray, dict[str, Any]]:
+def listed_points(space: Space) -> tuple[np.ndarray, dict[str, Any]]:
     """Points from a CSV file, validated against the factor declarations and constraints."""
     path = space.list_file
     try:
@@ -284,7 +284,7 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _build(space: Space, seed: int, unit: np.ndarray, values: dict[str, Any] | None,
+def build_plan(space: Space, seed: int, unit: np.ndarray, values: dict[str, Any] | None,
            info: dict[str, Any] | None = None) -> Plan:
     """The plan from unit coordinates, and the exact natural values when the method has them."""
     info = {} if info is None else info

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fecbench.designs.plan import Plan
 from fecbench.errors import UserError
+from fecbench.planner.plan import Plan
 
 
 def pair_plot(plan: Plan, path: str | Path) -> Path:

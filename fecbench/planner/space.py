@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from fecbench.designs.constraints import Constraint, compile_constraint
 from fecbench.errors import SpecError
+from fecbench.planner.constraints import Constraint, compile_constraint
 from fecbench.specs import Section
 
 METHODS = ("wsp", "lhs", "sobol", "random", "factorial", "list", "fracfact", "ccd", "bbd")

@@ -19,5 +19,5 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
-        raise AttributeError(f"module 'fecbench.designs' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"fecbench.designs.{_EXPORTS[name]}"), name)
+        raise AttributeError(f"module 'fecbench.planner' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"fecbench.planner.{_EXPORTS[name]}"), name)

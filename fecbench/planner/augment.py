@@ -9,9 +9,9 @@ import numpy as np
 from scipy.spatial import cKDTree
 from scipy.stats import qmc
 
-from fecbench.designs.plan import Plan, _build, _listed, default_candidates
-from fecbench.designs.space import Space
 from fecbench.errors import UserError
+from fecbench.planner.plan import Plan, build_plan, default_candidates, listed_points
+from fecbench.planner.space import Space
 
 
 def augment_plan(space: Space, existing: str | Path, add: int, seed: int) -> Plan:
@@ -30,7 +30,7 @@ def augment_plan(space: Space, existing: str | Path, add: int, seed: int) -> Pla
     if add % per_point:
         raise UserError(f"--add {add}: with mirror = true points come in pairs, so --add must be even")
     listed = dataclasses.replace(space, method="list", list_file=path, points=None, mirror=False)
-    old_unit, old_values = _listed(listed)
+    old_unit, old_values = listed_points(listed)
     if len(old_unit) == 0:
         raise UserError(f"--augment: {path} holds no points")
 
@@ -68,6 +68,6 @@ def augment_plan(space: Space, existing: str | Path, add: int, seed: int) -> Pla
             values[f.name] = f.value
     info = {"augmented_from": str(path), "existing_points": len(old_unit), "added_points": add,
             "candidates": n_candidates}
-    plan = _build(space, seed, np.vstack([old_unit, new_unit]), values, info)
+    plan = build_plan(space, seed, np.vstack([old_unit, new_unit]), values, info)
     plan.manifest["method"] = f"{space.method}+augment"
     return plan

@@ -14,9 +14,9 @@ from typing import Any
 
 from scipy.stats import qmc
 
-from fecbench.designs.plan import make_plan
-from fecbench.designs.space import Factor, Space
-from fecbench.designs.wsp import min_distance
+from fecbench.planner.plan import make_plan
+from fecbench.planner.space import Factor, Space
+from fecbench.planner.wsp import min_distance
 
 CASES = ((6, 130), (8, 500))
 SEED = 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -10,7 +11,11 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+import pytest
+
+from fecbench.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 FAKE_DIR = ROOT / "tests" / "fake_impl"
 TOPOLOGY = ROOT / "topologies" / "single.toml"
 FECQ = ROOT / "quic-impls" / "fecq" / "target" / "release" / "fecq"
@@ -79,3 +84,14 @@ def leftover_processes(marker: str) -> list[str]:
         if marker in cmdline:
             found.append(cmdline)
     return found
+
+
+def smoke_copy(tmp_path: Path) -> Path:
+    """designs/smoke.toml copied into a test's folder, its topology path made absolute."""
+    if not FECQ.exists():
+        pytest.skip("fecq is not built (make bootstrap)")
+    design = tmp_path / "smoke.toml"
+    shutil.copy(ROOT / "designs" / "smoke.toml", design)
+    design.write_text(design.read_text().replace('topology = "topologies/single.toml"',
+                                                 f'topology = "{ROOT / "topologies" / "single.toml"}"'))
+    return design

@@ -1,0 +1,247 @@
+"""The campaign engine: the one cycle every campaign goes through, whatever executes its runs.
+
+select runs -> an executor starts them where it can -> each start and outcome is recorded (Recorder)
+-> progress -> summary. Executors (serial: this process, one network; Dask: workers on many hosts)
+only decide where a run executes and hand back what happened; they never touch the database, so how
+a run is recorded is written once, here.
+
+The executor is started before the database is opened: a network that cannot be built or a cluster
+that cannot be used leaves no database behind. Ctrl-C (or SIGTERM) records the runs in flight as
+`interrupted` (redone by the next `fecbench run`) and tears the executor down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from fecbench.errors import UserError
+from fecbench.runners.outcome import Outcome
+from fecbench.runners.prepare import Prepared
+from fecbench.runners.recorder import Recorder, check_free_space, impls_fingerprint, read_statuses
+from fecbench.runners.runs import Run
+from fecbench.status import RETRYABLE, Status
+
+# Consecutive harness errors (not implementation failures) after which the campaign stops.
+MAX_HARNESS_ERRORS = 5
+POLL_S = 0.5
+
+
+def select_runs(prepared: Prepared, statuses: dict[str, str], retry: set[str]) -> list[Run]:
+    """Runs still to do: never finished (pending/interrupted), plus the statuses asked for by --retry."""
+    todo_statuses = {Status.PENDING, Status.INTERRUPTED} | set(retry)
+    return [run for run in prepared.runs if statuses.get(run.key, Status.PENDING) in todo_statuses]
+
+
+def parse_retry(text: str | None) -> set[str]:
+    if not text:
+        return set()
+    wanted = {part.strip() for part in text.split(",") if part.strip()}
+    unknown = wanted - set(RETRYABLE)
+    if unknown:
+        raise UserError(f"--retry: unknown status {sorted(unknown)[0]!r} (allowed: {', '.join(RETRYABLE)})")
+    return wanted
+
+
+# --- what executors and the engine exchange ---------------------------------------------------------
+
+@dataclass
+class Started:
+    run: Run
+    host: str           # where it executes (runs.host)
+    backend: str        # the link backend there (runs.link_backend)
+
+
+@dataclass
+class Finished:
+    run: Run
+    outcome: Outcome
+    harness_error: bool = False       # a fault of fecbench or the network, not of the implementation
+    duration_s: float | None = None   # measured where it ran (default: since the engine recorded its start)
+
+
+class RunQueue:
+    """The runs left to start, in the campaign's order, also reachable by design point (an executor may
+    keep a network on one point to reconfigure it, and measure fidelity, rarely)."""
+
+    def __init__(self, runs: list[Run]) -> None:
+        self._left: OrderedDict[str, Run] = OrderedDict((run.key, run) for run in runs)
+        self._by_point: dict[int, deque[Run]] = {}
+        for run in runs:
+            self._by_point.setdefault(run.point, deque()).append(run)
+
+    def __len__(self) -> int:
+        return len(self._left)
+
+    def points(self) -> dict[int, int]:
+        """Points with runs left -> how many."""
+        return {p: len(q) for p, q in self._by_point.items() if q}
+
+    def pop_next(self) -> Run:
+        _, run = self._left.popitem(last=False)
+        self._by_point[run.point].remove(run)
+        return run
+
+    def pop_point(self, point: int) -> Run:
+        run = self._by_point[point].popleft()
+        del self._left[run.key]
+        return run
+
+
+class Executor(Protocol):
+    """Where runs execute. Used as a context manager: leaving it tears everything down."""
+
+    name: str
+
+    def start(self, todo: list[Run]) -> None:
+        """Build networks / set up workers. A UserError here stops the campaign before the database exists."""
+
+    def backend(self) -> str: ...
+    def host_info(self) -> dict[str, Any]: ...
+    def host_info_changed(self) -> bool: ...
+    def busy(self) -> bool: ...
+    def dispatch(self, queue: RunQueue) -> list[Started]:
+        """Take the runs it can start now from the queue."""
+
+    def collect(self, timeout: float) -> list[Finished]:
+        """Runs finished (or lost with a worker) within `timeout` seconds."""
+
+    def cancel(self, reason: str) -> list[Finished]:
+        """Stop what is in flight; those runs, as `interrupted` outcomes."""
+
+    def abort_reason(self) -> str | None: ...
+    def __enter__(self) -> Executor: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+
+# --- the cycle --------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (and SIGHUP) end the campaign like Ctrl-C: runs in flight interrupted, network torn down."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@dataclass
+class Summary:
+    total: int
+    selected: int
+    counts: Counter
+    interrupted: bool = False
+    aborted: str | None = None
+
+
+def progress_bar(console: Any) -> Any:
+    """The campaign's rich progress bar: description, bar, done/total, status counts, elapsed, ETA."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                    TimeRemainingColumn(), console=console, transient=False)
+
+
+def counts_text(counts: Counter) -> str:
+    colours = {"ok": "green", "failed": "red", "timeout": "yellow", "unsupported": "blue",
+               "fidelity": "magenta", "interrupted": "red"}
+    return " ".join(f"[{colours.get(k, 'white')}]{k} {v}[/]" for k, v in sorted(counts.items()))
+
+
+class Engine:
+    """Runs a prepared campaign's selected runs on an executor and records every start and outcome."""
+
+    def __init__(self, prepared: Prepared, db_path: Path, executor: Executor, console: Any = None) -> None:
+        from rich.console import Console
+
+        self.prepared, self.db_path, self.executor = prepared, db_path, executor
+        self.console = console or Console()
+        self.recorder: Recorder | None = None
+        self.started_at: dict[str, float] = {}
+        self.harness_errors = 0
+
+    def run(self, retry: set[str]) -> Summary:
+        prepared = self.prepared
+        todo = select_runs(prepared, read_statuses(self.db_path), retry)
+        summary = Summary(total=len(prepared.runs), selected=len(todo), counts=Counter())
+        if not todo:
+            return summary
+        check_free_space(self.db_path.resolve().parent)
+        with sigterm_as_interrupt(), self.executor as executor:
+            executor.start(todo)  # networks and workers first: if they fail, no database is touched
+            self.recorder = Recorder.open(self.db_path, prepared, executor.backend(), executor.host_info(),
+                                          impls_fingerprint(prepared.design))
+            try:
+                self._cycle(todo, summary)
+            except KeyboardInterrupt:
+                self._record_all(executor.cancel("interrupted (Ctrl-C or SIGTERM)"), summary)
+                raise
+            finally:
+                if summary.aborted:
+                    self._record_all(executor.cancel(f"campaign stopped: {summary.aborted}"), summary)
+                self.recorder.close()
+        return summary
+
+    def _cycle(self, todo: list[Run], summary: Summary) -> None:
+        executor, queue = self.executor, RunQueue(todo)
+        estimate = sum(self.prepared.estimate(run) for run in todo)
+        progress = progress_bar(self.console)
+        name = self.prepared.design.name
+        with progress:
+            self.console.print(f"{len(todo)} run(s) to do on {executor.name}, estimated {estimate / 60:.1f} min "
+                               "on one network")
+            task = progress.add_task(name, total=len(todo), counts="")
+            while (queue or executor.busy()) and not summary.aborted:
+                for started in executor.dispatch(queue):
+                    assert self.recorder is not None
+                    self.recorder.started(started.run, started.backend, started.host)
+                    self.started_at[started.run.key] = time.monotonic()
+                    run = started.run
+                    progress.update(task, description=f"{name} [{run.label} p{run.point} r{run.repetition}]")
+                done = executor.collect(POLL_S)
+                self._record_all(done, summary)
+                progress.update(task, completed=summary_done(summary), counts=counts_text(summary.counts))
+                if executor.host_info_changed():
+                    assert self.recorder is not None
+                    self.recorder.update_host(executor.host_info())
+                summary.aborted = summary.aborted or executor.abort_reason()
+
+    def _record_all(self, done: list[Finished], summary: Summary) -> None:
+        for finished in done:
+            self._record(finished, summary)
+
+    def _record(self, finished: Finished, summary: Summary) -> None:
+        assert self.recorder is not None
+        started = self.started_at.pop(finished.run.key, time.monotonic())
+        duration = finished.duration_s if finished.duration_s is not None else time.monotonic() - started
+        self.recorder.finished(finished.run, finished.outcome, duration)
+        status = finished.outcome.status
+        summary.counts[status] += 1
+        if status == Status.INTERRUPTED:
+            summary.interrupted = True
+        self.harness_errors = self.harness_errors + 1 if finished.harness_error else 0
+        if self.harness_errors >= MAX_HARNESS_ERRORS and not summary.aborted:
+            summary.aborted = f"{self.harness_errors} harness errors in a row, last: {finished.outcome.error}"
+
+
+def summary_done(summary: Summary) -> int:
+    return sum(summary.counts.values())

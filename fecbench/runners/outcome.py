@@ -1,0 +1,19 @@
+"""What executing one run gives back, wherever it ran: status, error, metrics, logs and link records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Outcome:
+    status: str                              # a fecbench.status.Status value
+    error: str | None = None
+    metrics: dict[str, Any] | None = None
+    client_wall_ms: float | None = None
+    server_log: str | None = None
+    client_log: str | None = None
+    link_stats: list[dict[str, Any]] = field(default_factory=list)
+    fidelity: list[dict[str, Any]] = field(default_factory=list)
+    verdict_logs: list[tuple[str, str, bytes]] = field(default_factory=list)

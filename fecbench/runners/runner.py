@@ -1,0 +1,268 @@
+"""Executing one run on a testbed: shape the links for its point, check fidelity, seed the droppers
+with its loss seed, start the implementation's server and client, and collect metrics, link
+statistics and verdict logs into an Outcome. Never raises for an implementation's fault.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from fecbench import db as dbmod
+from fecbench.runners.metrics import MetricsError, collect_metrics, partial_metrics
+from fecbench.runners.outcome import Outcome
+from fecbench.runners.prepare import Prepared, path_of
+from fecbench.runners.procs import wait_ready
+from fecbench.runners.runs import Run
+from fecbench.runners.testbed import RunProcess, Testbed
+from fecbench.status import Status
+
+# link_stats column -> the dropper's counter name.
+_DROPPER_NAMES = {"ge_good": "good", "ge_bad": "bad", "gso_seen": "gso"}
+
+
+class Runner:
+    """Executes runs of a prepared campaign, one at a time, on one testbed; hands back each run's Outcome.
+    Executors (serial, --jobs, Dask workers) each hold one Runner per network."""
+
+    def __init__(self, prepared: Prepared, testbed: Testbed, log_root: Path, keep_logs: bool = False) -> None:
+        self.prepared, self.testbed = prepared, testbed
+        self.design = prepared.design
+        self.log_root, self.keep_logs = log_root, keep_logs
+        self.fidelity_cache: dict[int, list[dict[str, Any]]] = {}
+        self.binaries = {e.label: e.descriptor.require_binaries() for e in self.design.impls}
+        self.loss_links = (self.design.loss.links if self.design.loss.links is not None
+                           else prepared.topology.lossy_links())
+        self.processes: list[RunProcess] = []
+        self.link_paths = {link: path_of(prepared.topology, link) for link in self.loss_links}
+        if self.design.verdict_log and self.design.loss.model != "none":
+            self.testbed.enable_verdict_logs([(link, direction) for link, direction, _ in self.streams()])
+
+    # Each (link, direction) gets its own dropper stream, so the patterns of links are independent
+    # but all fixed by the run's loss seed.
+    def streams(self) -> list[tuple[str, str, int]]:
+        out = []
+        for i, link in enumerate(self.loss_links):
+            for direction in self.design.loss.directions:
+                out.append((link, direction, 2 * i + (0 if direction == "forward" else 1)))
+        return out
+
+    def loss_model(self, values: dict[str, Any], link: str) -> Any:
+        from fecbench.dropper import LossModel
+
+        loss = self.design.loss
+        params = loss.values(values, self.link_paths[link])
+        if loss.model == "uniform":
+            return LossModel.uniform(params["p"])
+        if loss.model == "gilbert-elliott":
+            return LossModel.gilbert_elliott(params["p"], params["r"], params["k"], params["h"])
+        if loss.model == "trace":
+            return LossModel.trace(str(loss.trace_file))
+        return LossModel.none()
+
+    def configure(self, run: Run) -> list[dict[str, Any]]:
+        """Shape the links for this run's point, check fidelity, then re-seed every dropper with the run's
+        loss seed. The fidelity pings cross the droppers too, so they run with losses off and the
+        droppers are reset afterwards: every run's stream starts at packet 0 (common random numbers)."""
+        self.testbed.configure(run.values)
+        fidelity: list[dict[str, Any]] = []
+        if self.design.fidelity != "off":
+            cached = self.fidelity_cache.get(run.point) if self.design.fidelity == "per-point" else None
+            if cached is None:
+                self.set_losses(None, 0)
+                cached = self.testbed.fidelity(rate_probe=self.design.fidelity_rate)
+                for i, row in enumerate(cached):
+                    row.setdefault("path", i + 1)
+                self.fidelity_cache[run.point] = cached
+            fidelity = cached
+        self.set_losses(run.values, run.loss_seed)
+        return fidelity
+
+    def set_losses(self, values: dict[str, Any] | None, seed: int) -> None:
+        """Set (and reset) every dropper this design uses: the design's model, or no loss (values None)."""
+        if self.design.loss.model == "none":
+            return
+        from fecbench.dropper import LossModel
+
+        for link, direction, stream in self.streams():
+            model = LossModel.none() if values is None else self.loss_model(values, link)
+            self.testbed.set_loss(link, direction, model, seed=seed, stream=stream)
+
+    def placeholders(self, run: Run, run_dir: Path) -> dict[str, Any]:
+        entry = run.impl
+        workload = self.design.workload
+        addresses = self.testbed.client_addresses
+        values: dict[str, Any] = {
+            "dir": str(entry.descriptor.dir), "server_address": self.testbed.server_address,
+            "client_address": addresses[0], "client_addresses": ",".join(addresses),
+            "port": self.design.port + run.index % 1000, "workload": run.workload,
+            "size": run.size if run.size is not None else "", "rate": workload.rate,
+            "packets": workload.packets, "duration": f"{workload.duration:g}", "buffer": workload.buffer,
+            "metrics_path": str(run_dir / "metrics.json"), "download_path": str(run_dir / "download"),
+            "run_dir": str(run_dir), "www_dir": str(run_dir / "www"), "seed": run.loss_seed,
+            "timeout_s": f"{self.design.timeout_s:g}",
+        }
+        values.update({key: str(path) for key, path in self.binaries[entry.label].items()})
+        return values
+
+    def execute(self, run: Run) -> Outcome:
+        """Run one (point, implementation, size, repetition); never raises for an implementation fault."""
+        from fecbench.runners.descriptor import render
+
+        descriptor = run.impl.descriptor
+        run_dir = self.log_root / run.key[:16]
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True)
+        fidelity = self.configure(run)
+        bad = [row for row in fidelity if row.get("ok") is not None and not row.get("ok")]
+        if bad:
+            text = "; ".join(f"path {row['path']}: RTT {row.get('rtt_measured_ms')} ms measured, "
+                             f"{row.get('rtt_configured_ms')} ms configured" for row in bad)
+            return Outcome(status=Status.FIDELITY, error=f"network does not match the design: {text}",
+                           fidelity=fidelity)
+
+        values = self.placeholders(run, run_dir)
+        arg_lists = descriptor.arg_lists(run.impl.args, values)
+        if descriptor.server_files and run.size is not None:
+            www = run_dir / "www"
+            www.mkdir()
+            (www / str(run.size)).write_bytes(os.urandom(run.size))
+        timeout = self.design.timeout_s
+        server_env = {k: v.format_map(values) for k, v in descriptor.server_env.items()}
+        client_env = {k: v.format_map(values) for k, v in descriptor.client_env.items()}
+        server = client = None
+        failed_setup = self.setup(descriptor, values, run_dir)
+        if failed_setup:
+            return Outcome(status=Status.FAILED, error=failed_setup, fidelity=fidelity)
+        try:
+            server = self.testbed.start_process("server", "server", render(descriptor.server_argv, values, arg_lists),
+                                                run_dir, env=server_env, cwd=run_dir)
+            self.processes.append(server)
+            not_ready = wait_ready(server, descriptor.ready_pattern, descriptor.ready_delay_s, timeout)
+            if not_ready:
+                server.stop()
+                status = Status.UNSUPPORTED if server.poll() == 127 else Status.FAILED
+                return Outcome(status=status, error=not_ready, server_log=server.log_tail(), fidelity=fidelity)
+            client = self.testbed.start_process("client", "client",
+                                                render(descriptor.client_argv[run.workload], values, arg_lists),
+                                                run_dir, env=client_env, cwd=run_dir)
+            self.processes.append(client)
+            code = client.wait(timeout)
+            server_code = server.poll()
+            client.stop()
+            server.stop()
+        finally:
+            for process in (client, server):
+                if process is not None:
+                    process.stop()
+                    with contextlib.suppress(ValueError):
+                        self.processes.remove(process)
+
+        outcome = Outcome(status=Status.OK, client_wall_ms=client.wall_ms, server_log=server.log_tail(),
+                          client_log=client.log_tail(), fidelity=fidelity)
+        outcome.link_stats = self.link_stats(run)
+        if self.design.verdict_log:
+            outcome.verdict_logs = self.verdict_logs()
+        if code is None:
+            outcome.status, outcome.error = Status.TIMEOUT, f"client still running after {timeout:g} s (killed)"
+        elif code == 127:
+            outcome.status = Status.UNSUPPORTED
+            outcome.error = "client exited with status 127 (unsupported combination)"
+        elif code != 0:
+            outcome.status, outcome.error = Status.FAILED, f"client exited with status {code}"
+            outcome.metrics = partial_metrics(descriptor, values)
+            reason = (outcome.metrics or {}).get("error")
+            if isinstance(reason, str) and reason.strip():
+                outcome.error += f": {reason.strip()[:500]}"
+        elif server_code is not None:
+            outcome.status, outcome.error = Status.FAILED, f"server exited with status {server_code} during the run"
+        else:
+            try:
+                outcome.metrics = collect_metrics(descriptor, run, values, client)
+            except MetricsError as exc:
+                outcome.status, outcome.error = Status.FAILED, f"metrics: {exc}"
+        return outcome
+
+    def setup(self, descriptor: Any, values: dict[str, Any], run_dir: Path) -> str | None:
+        """Run the descriptor's `[server] setup` commands (e.g. make a certificate) in the run folder,
+        on the server host; None when they all succeed, else why the run failed."""
+        from fecbench.runners.descriptor import render
+
+        for i, template in enumerate(descriptor.server_setup):
+            argv = render(template, values, {})
+            process = self.testbed.start_process("server", f"setup{i}", argv, run_dir, cwd=run_dir)
+            self.processes.append(process)
+            try:
+                code = process.wait(self.design.timeout_s)
+            finally:
+                process.stop(grace_s=0.5)
+                self.processes.remove(process)
+            if code != 0:
+                what = f"still running after {self.design.timeout_s:g} s" if code is None \
+                    else f"exited with status {code}"
+                return f"server setup command {argv[0]} {what}: {process.output()[-500:]}"
+        return None
+
+    def link_stats(self, run: Run) -> list[dict[str, Any]]:
+        """The network's per link and direction statistics, flattened to the link_stats columns."""
+        rows = []
+        streams = {(link, direction): stream for link, direction, stream in self.streams()}
+        for stat in self.testbed.link_stats():
+            key = (stat.get("link"), stat.get("direction"))
+            dropper = stat.get("dropper") or {}
+            row: dict[str, Any] = {"link": stat.get("link"), "direction": stat.get("direction")}
+            for column in dbmod.LINK_STAT_COLUMNS:
+                value = dropper.get(_DROPPER_NAMES.get(column, column), dropper.get(column))
+                row[column] = int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+            if key in streams:
+                # "path": the 1-based client-server path the link is on (per-path traffic analyses).
+                row["model"] = {"model": self.design.loss.model,
+                                "params": self.design.loss.values(run.values, self.link_paths[key[0]]),
+                                "seed": run.loss_seed, "stream": streams[key], "path": self.link_paths[key[0]],
+                                "dropper": dropper}
+            elif dropper:
+                row["model"] = {"model": "none", "dropper": dropper}
+            row["delay"] = {k: v for k, v in stat.items() if k not in ("link", "direction", "dropper")}
+            rows.append(row)
+        return rows
+
+    def verdict_logs(self) -> list[tuple[str, str, bytes]]:
+        """Each dropper's verdict log of this run (index, verdict, state, len), as .npy bytes."""
+        import io
+
+        import numpy as np
+
+        logs = []
+        for link, direction, _stream in self.streams():
+            log = self.testbed.verdict_log(link, direction)
+            if log is None:
+                continue
+            buffer = io.BytesIO()
+            np.save(buffer, log, allow_pickle=False)
+            logs.append((link, direction, buffer.getvalue()))
+        return logs
+
+    def stop_all(self) -> None:
+        for process in list(self.processes):
+            process.stop(grace_s=0.5)
+        self.processes.clear()
+
+
+def run_one(runner: Runner, run: Run) -> tuple[Outcome, bool]:
+    """Execute one run, turning a harness fault into a `failed` outcome; (outcome, harness_error).
+    Every executor executes runs through this function."""
+    run_dir = runner.log_root / run.key[:16]
+    try:
+        outcome = runner.execute(run)
+    except KeyboardInterrupt:
+        runner.stop_all()
+        raise
+    except Exception as exc:  # a harness or network fault: record it, go on (bounded by the caller)
+        runner.stop_all()
+        return Outcome(status=Status.FAILED, error=f"harness: {type(exc).__name__}: {exc}"), True
+    if outcome.status == Status.OK and not runner.keep_logs:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return outcome, False

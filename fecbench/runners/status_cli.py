@@ -1,0 +1,147 @@
+"""`fecbench status`: progress per implementation, failures by kind, fidelity warnings, per-run overhead,
+and how a Dask campaign's cluster was protected. Reads the database only (while a campaign runs, too)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fecbench.errors import UserError
+from fecbench.status import Status
+
+console = Console()
+
+
+def status(db: Path | None = typer.Argument(None, help="Results database (default: the newest in results/)."),
+           timing: bool = typer.Option(False, "--timing", help="Per-run overhead: wall time minus transfer time."),
+           json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+           ) -> None:
+    """Progress per implementation, failures by kind, fidelity warnings (readable while a campaign runs)."""
+    from fecbench import db as dbmod
+
+    path = db if db is not None else dbmod.newest()
+    conn = dbmod.open_readonly(path)
+    try:
+        rows = [dict(r) for r in conn.execute(
+            "SELECT r.key, r.label, r.status, r.error, r.size, r.duration_s, m.dct_ms, m.client_wall_ms "
+            "FROM runs r LEFT JOIN metrics m ON m.run_key = r.key")]
+        fidelity_bad = conn.execute("SELECT COUNT(DISTINCT run_key) FROM fidelity WHERE ok = 0").fetchone()[0]
+        campaigns = [_campaign_row(dict(r)) for r in conn.execute(
+            "SELECT id, name, created_at, link_backend, host_json FROM campaigns")]
+    except sqlite3.Error as exc:
+        raise UserError(f"{path}: cannot read the results database: {exc}") from None
+    finally:
+        conn.close()
+    summary = summarize(rows)
+    summary["fidelity_warnings"] = fidelity_bad
+    summary["campaigns"] = campaigns
+    if timing:
+        summary["timing"] = overhead(rows)
+    if json_out:
+        print(json.dumps(summary, indent=1, default=str))
+        return
+    _print_status(path, summary)
+
+
+def _campaign_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A campaign as status shows it: where it ran (Dask target) and whether that was authenticated."""
+    try:
+        host = json.loads(row.pop("host_json") or "{}")
+    except json.JSONDecodeError:
+        host = {}
+    if "dask" in host:
+        row["dask"] = host["dask"]
+        row["dask_security"] = host.get("dask_security") or {"transport": "tcp", "authenticated": False,
+                                                              "why": "recorded before fecbench checked it"}
+    return row
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    per_label: dict[str, Counter] = defaultdict(Counter)
+    failures: Counter = Counter()
+    for row in rows:
+        per_label[row["label"]][row["status"]] += 1
+        if row["status"] not in ("ok", "pending"):
+            failures[(row["status"], (row["error"] or "").split("\n")[0][:80])] += 1
+    totals = Counter(row["status"] for row in rows)
+    return {"total": len(rows), "statuses": dict(totals),
+            "per_label": {label: dict(c) for label, c in sorted(per_label.items())},
+            "failures": [{"status": s, "error": e, "count": n} for (s, e), n in failures.most_common()]}
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def overhead(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per size, over ok runs: run wall time minus the client's own transfer time (dct_ms), and minus
+    the client process's wall time (the harness's own cost around the client)."""
+    groups: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        if row["status"] == "ok" and row["duration_s"] is not None:
+            groups[row["size"]].append(row)
+    out = []
+    for size, group in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        vs_dct = [r["duration_s"] - r["dct_ms"] / 1000 for r in group if r["dct_ms"] is not None]
+        vs_client = [r["duration_s"] - r["client_wall_ms"] / 1000 for r in group if r["client_wall_ms"] is not None]
+        entry: dict[str, Any] = {"size": size, "runs": len(group),
+                                 "wall_median_s": statistics.median(r["duration_s"] for r in group)}
+        if vs_dct:
+            entry.update(overhead_median_s=statistics.median(vs_dct), overhead_p90_s=_quantile(vs_dct, 0.9))
+        if vs_client:
+            entry.update(harness_median_s=statistics.median(vs_client))
+        out.append(entry)
+    return out
+
+
+def _print_status(path: Path, summary: dict[str, Any]) -> None:
+    console.print(f"[bold]{path}[/]: {summary['total']} run(s): "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(summary["statuses"].items())))
+    table = Table(title="per implementation label")
+    statuses = [s.value for s in Status if s != Status.PENDING] + [Status.PENDING.value]
+    table.add_column("label")
+    for s in statuses:
+        table.add_column(s, justify="right")
+    for label, counts in summary["per_label"].items():
+        table.add_row(label, *(str(counts.get(s, 0)) for s in statuses))
+    console.print(table)
+    if summary["failures"]:
+        console.print("[bold]failures by kind[/]")
+        for f in summary["failures"][:20]:
+            console.print(f"  {f['count']:5d}  {f['status']:<11} {f['error']}")
+    for campaign in summary["campaigns"]:
+        if "dask" not in campaign:
+            continue
+        sec = campaign["dask_security"]
+        if sec.get("authenticated"):
+            console.print(f"campaign {campaign['id']} ran on Dask {campaign['dask']} over TLS "
+                          f"({sec.get('credentials', '')})")
+        else:
+            console.print(f"[red]campaign {campaign['id']} ran on Dask {campaign['dask']} UNAUTHENTICATED "
+                          f"(plain TCP: {sec.get('why', '')})[/]")
+    if summary["fidelity_warnings"]:
+        console.print(f"[magenta]fidelity warnings: {summary['fidelity_warnings']} run(s) measured a network "
+                      "that did not match the design[/]")
+    if "timing" in summary:
+        table = Table(title="per-run overhead (ok runs): wall time − client transfer time (dct_ms)")
+        for col in ("size", "runs", "wall median s", "overhead median s", "overhead p90 s",
+                    "wall − client process s"):
+            table.add_column(col, justify="right")
+        for t in summary["timing"]:
+            table.add_row(str(t["size"] if t["size"] is not None else "messages"), str(t["runs"]),
+                          f"{t['wall_median_s']:.3f}", _fmt(t.get("overhead_median_s")),
+                          _fmt(t.get("overhead_p90_s")), _fmt(t.get("harness_median_s")))
+        console.print(table)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"

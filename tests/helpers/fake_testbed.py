@@ -1,0 +1,80 @@
+"""An in-memory Testbed (fecbench.runners.testbed): no namespaces, no BPF, no root.
+
+It records what the engine asks of the network (points configured, losses set, fidelity read) and runs
+the implementation's processes as plain local processes, so the engine's logic (ordering, resume,
+retry, statuses, circuit breaker, Ctrl-C bookkeeping) is tested with the real Runner, real processes
+of the fake implementation and a real SQLite database. Faults are injected by callbacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fecbench.runners import procs
+
+
+class FakeTestbed:
+    backend = "fake"
+    prefix = "fake"
+    hostname = "fakehost"
+
+    def __init__(self, topology: Any, values: dict[str, Any], backend: str | None, *,
+                 measured_rtt: Callable[[dict[str, Any]], float | None] | None = None,
+                 on_start: Callable[[str, list[str]], None] | None = None) -> None:
+        self.topology = topology
+        self.values = dict(values)
+        self.measured_rtt = measured_rtt          # values -> measured RTT (None: as configured)
+        self.on_start = on_start                  # (role, argv) -> may raise (a harness fault, Ctrl-C)
+        self.configured: list[dict[str, Any]] = []
+        self.losses: list[tuple[str, str, Any, int, int]] = []
+        self.started: list[tuple[str, list[str]]] = []
+        self.stopped = False
+
+    @property
+    def client_addresses(self) -> list[str]:
+        return [f"10.0.{i}.1" for i in range(self.topology.paths)]
+
+    @property
+    def server_address(self) -> str:
+        return "10.1.0.1"
+
+    @property
+    def server_addresses(self) -> list[str]:
+        return [self.server_address] * self.topology.paths
+
+    def configure(self, values: dict[str, Any]) -> None:
+        self.values = dict(values)
+        self.configured.append(dict(values))
+
+    def fidelity(self, rate_probe: bool) -> list[dict[str, Any]]:
+        resolved = self.topology.resolve(self.values)
+        configured = self.topology.configured_rtt(0, resolved)
+        measured = self.measured_rtt(self.values) if self.measured_rtt else None
+        measured = configured if measured is None else measured
+        return [{"path": 1, "rtt_configured_ms": configured, "rtt_measured_ms": measured,
+                 "ok": abs(measured - configured) <= max(0.5, 0.02 * configured)}]
+
+    def set_loss(self, link: str, direction: str, model: Any, seed: int, stream: int) -> None:
+        self.losses.append((link, direction, model, seed, stream))
+
+    def link_stats(self) -> list[dict[str, Any]]:
+        return [{"link": link, "direction": direction, "dropper": {"seen": 0, "dropped": 0}}
+                for link in self.topology.lossy_links() for direction in ("forward", "reverse")]
+
+    def enable_verdict_logs(self, streams: list[tuple[str, str]]) -> None:
+        pass
+
+    def verdict_log(self, link: str, direction: str) -> Any:
+        return None
+
+    def start_process(self, role: str, name: str, argv: list[str], log_dir: Path,
+                      env: dict[str, str] | None = None, cwd: Path | None = None) -> procs.Process:
+        if self.on_start is not None:
+            self.on_start(role, argv)
+        self.started.append((role, list(argv)))
+        return procs.start(name, argv, log_dir, host=None, env=env, cwd=cwd)
+
+    def stop(self) -> None:
+        self.stopped = True

@@ -88,6 +88,8 @@ def prepare(design_path: str | Path) -> Prepared:
     topology = load_topology(design.topology_path)
     topology_text = Path(design.topology_path).read_text()
     space = parse_space(design.space, paths=topology.paths)
+    for entry in design.impls:
+        entry.descriptor.check_paths(entry.args, topology.paths, design.path, f"impl.{entry.label}.args")
     plan = make_plan(space, design.seed)
     frame = plan.points
     factor_names = list(space.factor_names)
@@ -278,9 +280,12 @@ class Executor:
         entry = run.impl
         workload = self.design.workload
         addresses = [str(a) for a in self.net.client_addresses]
+        servers = list(getattr(getattr(self.net, "plan", None), "server_addresses", None) or [])
+        servers = [str(a) for a in servers] or [str(self.net.server_address)] * len(addresses)
         values: dict[str, Any] = {
             "dir": str(entry.descriptor.dir), "server_address": str(self.net.server_address),
             "client_address": addresses[0], "client_addresses": ",".join(addresses),
+            "server_addresses": ",".join(servers),
             "port": self.design.port + run.index % 1000, "workload": run.workload,
             "size": run.size if run.size is not None else "", "rate": workload.rate,
             "packets": workload.packets, "duration": f"{workload.duration:g}", "buffer": workload.buffer,

@@ -206,7 +206,7 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Server { listen, common, mp } => {
-            if let Err(e) = common.check().and_then(|_| mp.check(false)) {
+            if let Err(e) = common.check().and_then(|_| mp.check()) {
                 return usage(&e);
             }
             run(server(listen, common, mp))
@@ -224,7 +224,7 @@ pub fn main() -> i32 {
             }
             let workload = match common
                 .check()
-                .and_then(|_| mp.check(true))
+                .and_then(|_| mp.check())
                 .and_then(|_| workload.workload())
             {
                 Ok(w) => w,
@@ -276,7 +276,7 @@ pub fn main() -> i32 {
             };
             let workload = match common
                 .check()
-                .and_then(|_| mp.check(true))
+                .and_then(|_| mp.check())
                 .and_then(|_| spec.check())
                 .and_then(|_| workload.workload())
             {

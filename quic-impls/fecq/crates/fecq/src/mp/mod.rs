@@ -75,9 +75,13 @@ pub struct MpArgs {
     /// Client: open one path per local address (comma-separated); path i leaves from address i
     #[arg(long, value_delimiter = ',')]
     pub local_addresses: Vec<IpAddr>,
-    /// Client: the server address of each path (comma-separated ADDR:PORT; default --server)
-    #[arg(long, value_delimiter = ',')]
+    /// Client: the server address of each path (comma-separated ADDR or ADDR:PORT; the port
+    /// defaults to --server's; default: --server for every path)
+    #[arg(long, value_delimiter = ',', value_parser = parse_server_address)]
     pub server_addresses: Vec<SocketAddr>,
+    /// Client: use only the first N paths of --local-addresses (and --server-addresses)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub paths: Option<u32>,
     /// FEC source blocks: path (one encoder per path) | connection (one across all paths)
     #[arg(long, default_value = "path")]
     pub fec_blocks: Blocks,
@@ -89,27 +93,42 @@ pub struct MpArgs {
     pub scheduler: Scheduler,
 }
 
+/// ADDR:PORT, or ADDR alone (port 0: --server's port).
+fn parse_server_address(s: &str) -> Result<SocketAddr, String> {
+    s.parse::<SocketAddr>()
+        .or_else(|_| s.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 0)))
+        .map_err(|_| format!("{s:?} is neither ADDR nor ADDR:PORT"))
+}
+
 impl MpArgs {
-    /// Multipath options without --multipath, or inconsistent ones, are usage errors.
-    pub fn check(&self, client: bool) -> Result<(), String> {
+    /// Multipath options without --multipath, or inconsistent ones, are usage errors. The server
+    /// takes the client's path lists and ignores them (it binds every address), so that one
+    /// descriptor argument can give both ends their multipath options.
+    pub fn check(&self) -> Result<(), String> {
         let extra = !self.local_addresses.is_empty()
             || !self.server_addresses.is_empty()
+            || self.paths.is_some()
             || self.fec_blocks != Blocks::PerPath
             || self.repair_path != RepairPath::Same
             || self.scheduler != Scheduler::LowestId;
         if !self.multipath {
             return if extra {
                 Err(
-                    "--local-addresses, --server-addresses, --fec-blocks, --repair-path and \
-                     --scheduler need --multipath"
+                    "--local-addresses, --server-addresses, --paths, --fec-blocks, \
+                     --repair-path and --scheduler need --multipath"
                         .into(),
                 )
             } else {
                 Ok(())
             };
         }
-        if !client && (!self.local_addresses.is_empty() || !self.server_addresses.is_empty()) {
-            return Err("--local-addresses and --server-addresses are client options".into());
+        if let Some(n) = self.paths {
+            if n as usize > self.local_addresses.len().max(1) {
+                return Err(format!(
+                    "--paths {n}: only {} local address(es) given (--local-addresses)",
+                    self.local_addresses.len()
+                ));
+            }
         }
         if self.local_addresses.len() > MAX_PATHS {
             return Err(format!(
@@ -142,10 +161,18 @@ impl MpArgs {
         if self.local_addresses.is_empty() {
             return vec![(None, server)];
         }
+        let n = self.paths.map_or(usize::MAX, |n| n as usize);
         self.local_addresses
             .iter()
+            .take(n)
             .enumerate()
-            .map(|(i, ip)| (Some(*ip), *self.server_addresses.get(i).unwrap_or(&server)))
+            .map(|(i, ip)| {
+                let mut to = *self.server_addresses.get(i).unwrap_or(&server);
+                if to.port() == 0 {
+                    to.set_port(server.port());
+                }
+                (Some(*ip), to)
+            })
             .collect()
     }
 }

@@ -33,6 +33,9 @@ void cmd_reset(struct options *o);
 void cmd_stats(struct options *o);
 void cmd_log(struct options *o);
 
+/* model.c: the sequential model, no kernel */
+void cmd_reference(struct options *o);
+
 /* verify.c, bench.c, selftest.c: the program without a network */
 void cmd_testrun(struct options *o);
 void cmd_bench(struct options *o);

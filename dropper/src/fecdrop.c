@@ -15,6 +15,8 @@
  *   fecdrop probe                       does the kernel have tcx links? (JSON)
  *   fecdrop testrun MODEL --packets N --threads T --out F
  *                   BPF_PROG_TEST_RUN from T threads on T CPUs; F gets one byte per index (verdict)
+ *   fecdrop reference MODEL --packets N --out F
+ *                   the same file from the sequential model, without the kernel (any user)
  *   fecdrop bench   [--repeat N]        ns per packet of the empty program and of each model
  *   fecdrop selftest
  * MODEL: --model none|uniform|ge|trace --seed S --stream S --t-drop T --t-p T --t-r T --t-k T --t-h T
@@ -28,7 +30,7 @@
  *   fecdrop.bpf.c  the tc program (direct action), built into the skeleton build/fecdrop.skel.h
  *   empty.bpf.c    the empty tc program the benchmark compares with
  *   fecdrop.c      this command line: options, dispatch, die()             (commands.h)
- *   model.c        the loss models computed sequentially: tables, statistics  (model.h)
+ *   model.c        the loss models computed sequentially: tables, reference (model.h)
  *   loader.c       the skeleton, pinned maps, configure, reset, stats, log   (loader.h)
  *   attach.c       hooks: tcx link or clsact filter, hooks, probe, detach
  *   verify.c       BPF_PROG_TEST_RUN feeders and `testrun`                   (verify.h)
@@ -107,7 +109,7 @@ int main(int argc, char **argv)
 	int opt;
 
 	if (argc < 2)
-		die(2, "usage: fecdrop attach|set|reset|stats|log|detach|hooks|probe|testrun|bench|selftest [options]");
+		die(2, "usage: fecdrop attach|set|reset|stats|log|detach|hooks|probe|testrun|reference|bench|selftest [options]");
 	o.cmd = argv[1];
 	o.cfg.t_k = 1ULL << 32;
 	optind = 2;
@@ -195,6 +197,8 @@ int main(int argc, char **argv)
 		cmd_probe();
 	else if (!strcmp(o.cmd, "testrun"))
 		cmd_testrun(&o);
+	else if (!strcmp(o.cmd, "reference"))
+		cmd_reference(&o);
 	else if (!strcmp(o.cmd, "bench"))
 		cmd_bench(&o);
 	else if (!strcmp(o.cmd, "set") || !strcmp(o.cmd, "reset") || !strcmp(o.cmd, "stats") ||

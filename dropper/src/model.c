@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The loss models, sequentially: decision tables for the kernel, and the reference its verdicts are
- * checked against by the self-test. */
+/* The loss models, sequentially: decision tables for the kernel, and the reference verdicts that
+ * `fecdrop reference` writes without touching the kernel (compared with the numpy model by
+ * tests/test_dropper_model.py, as any user). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,4 +131,39 @@ const char *model_name(__u32 m)
 	static const char *names[] = {"none", "uniform", "gilbert-elliott", "trace"};
 
 	return m < 4 ? names[m] : "?";
+}
+
+/* fecdrop reference MODEL --packets N --out F: the verdicts D[0..N) as the loader computes them, one
+ * byte per index like `testrun`, without the kernel. The Gilbert-Elliott chain is generated over all N
+ * packets (--table-len only says where the kernel switches to its locked chain, which continues the
+ * same chain). */
+void cmd_reference(struct options *o)
+{
+	struct fd_config c = o->cfg;
+	__u64 *drop, *state, drops = 0;
+	__u8 *verdicts;
+	FILE *out;
+
+	if (!o->out || !o->packets)
+		die(2, "reference needs --packets and --out");
+	if (o->packets > FD_TABLE_PACKETS)
+		die(2, "reference covers at most %llu packets", FD_TABLE_PACKETS);
+	drop = alloc_table();
+	state = alloc_table();
+	verdicts = malloc(o->packets);
+	if (!verdicts)
+		die(1, "out of memory");
+	prepare_model(&c, o->trace, c.model == FD_MODEL_GE ? o->packets : o->table_len, drop, state);
+	for (__u64 i = 0; i < o->packets; i++) {
+		verdicts[i] = model_verdict(&c, drop, i);
+		drops += verdicts[i];
+	}
+	out = fopen(o->out, "wb");
+	if (!out || fwrite(verdicts, 1, o->packets, out) != o->packets || fclose(out))
+		die(2, "cannot write %s", o->out);
+	printf("{\"packets\": %llu, \"model\": \"%s\", \"drops\": %llu, \"table_len\": %llu}\n", o->packets,
+	       model_name(c.model), drops, c.table_len);
+	free(verdicts);
+	free(drop);
+	free(state);
 }

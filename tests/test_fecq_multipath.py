@@ -5,7 +5,9 @@ anything runs (multipath arguments the topology cannot satisfy are exit 2, nothi
 from __future__ import annotations
 
 import json
+import subprocess
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -121,3 +123,45 @@ def test_two_path_download_per_path_metrics_match_the_droppers(tmp_path: Path) -
         recovered += client["recovered"]
     assert recovered == m["recovered"] > 0
     assert m["paths"][1]["server"]["rtt_ms"] > m["paths"][0]["server"]["rtt_ms"]
+
+
+@pytest.mark.require_root
+@pytest.mark.slow
+def test_path_outage_mid_download_completes_on_the_other_path(tmp_path: Path) -> None:
+    """A 4 MB download over two 10 Mbit/s paths; 0.8 s in, path 2 goes dark (its droppers lose every
+    packet, both directions) for good. The per-path idle timeout (1 s, kept alive by 0.2 s PINGs)
+    abandons path 2 and the transfer completes on path 1: status ok, every byte verified."""
+    from fecbench.dropper import LossModel
+    from fecbench.topologies import Network, load_topology
+
+    assert FECQ.exists(), "build fecq first (make fecq)"
+    out = tmp_path / "m.json"
+    values = {"bw_1": 10, "bw_2": 10, "owd_1": 10, "owd_2": 10}
+    with Network(load_topology(MULTIPATH_TOPOLOGY), values) as net:
+        port = 4777
+        server = net.server.popen([str(FECQ), "server", "--listen", f"{net.server_address}:{port}", "--multipath",
+                                   "--fec", "rs:30,20"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            assert server.stdout is not None and server.stdout.readline().startswith("listening ")
+            client = net.client.popen([str(FECQ), "client", "--server", f"{net.server_address}:{port}", "--multipath",
+                                       "--local-addresses", ",".join(net.client_addresses), "--fec", "rs:30,20",
+                                       "--size", "4000000", "--timeout", "60", "--out", str(out)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            time.sleep(0.8)
+            assert client.poll() is None, "the download ended before the outage"
+            for direction in ("forward", "reverse"):
+                net.set_loss("path2", direction, LossModel.uniform(1.0), seed=1)
+            text, _ = client.communicate(timeout=90)
+            stats = {(s["link"], s["direction"]): s for s in net.link_stats()}
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    assert client.returncode == 0, text
+    m = json.loads(out.read_text())
+    assert m["ok"] and m["bytes_app"] == 4_000_000
+    assert m["multipath"]["paths_established"] == 2
+    # Path 2 carried data before the outage, and is gone at the end (no QUIC path any more).
+    path2 = m["paths"][1]
+    assert path2["client"]["packets_received"] > 50
+    assert path2["client"]["quic_path_id"] is None
+    assert stats[("path2", "reverse")]["dropper"]["dropped"] > 0

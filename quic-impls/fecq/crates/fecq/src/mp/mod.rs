@@ -91,6 +91,13 @@ pub struct MpArgs {
     /// Packet scheduler: lowest-id (noq's own, see README.md)
     #[arg(long, default_value = "lowest-id")]
     pub scheduler: Scheduler,
+    /// Abandon a path that received nothing for this many seconds (0: never; then a dead path
+    /// ends the connection at its idle timeout); the lower of both ends' values applies
+    #[arg(long, default_value_t = 1.0)]
+    pub path_idle_timeout: f64,
+    /// Keep every path alive with a PING after this many seconds without sending on it (0: off)
+    #[arg(long, default_value_t = 0.2)]
+    pub path_keepalive: f64,
 }
 
 /// ADDR:PORT, or ADDR alone (port 0: --server's port).
@@ -105,17 +112,28 @@ impl MpArgs {
     /// takes the client's path lists and ignores them (it binds every address), so that one
     /// descriptor argument can give both ends their multipath options.
     pub fn check(&self) -> Result<(), String> {
+        for (name, v) in [
+            ("--path-idle-timeout", self.path_idle_timeout),
+            ("--path-keepalive", self.path_keepalive),
+        ] {
+            if !(0.0..=3600.0).contains(&v) {
+                return Err(format!("{name} {v} must be in [0, 3600] seconds"));
+            }
+        }
         let extra = !self.local_addresses.is_empty()
             || !self.server_addresses.is_empty()
             || self.paths.is_some()
             || self.fec_blocks != Blocks::PerPath
             || self.repair_path != RepairPath::Same
-            || self.scheduler != Scheduler::LowestId;
+            || self.scheduler != Scheduler::LowestId
+            || self.path_idle_timeout != 1.0
+            || self.path_keepalive != 0.2;
         if !self.multipath {
             return if extra {
                 Err(
                     "--local-addresses, --server-addresses, --paths, --fec-blocks, \
-                     --repair-path and --scheduler need --multipath"
+                     --repair-path, --scheduler, --path-idle-timeout and --path-keepalive need \
+                     --multipath"
                         .into(),
                 )
             } else {
@@ -216,7 +234,12 @@ pub fn open_paths(conn: &Connection) -> Vec<(PathKey, Duration)> {
         .collect()
 }
 
-fn transport(common: &Common) -> TransportConfig {
+/// Seconds as a duration, 0 as None.
+fn seconds(s: f64) -> Option<Duration> {
+    (s > 0.0).then(|| Duration::from_secs_f64(s))
+}
+
+fn transport(common: &Common, mp: &MpArgs) -> TransportConfig {
     let mut t = TransportConfig::default();
     t.packet_threshold(common.reorder_packets);
     t.time_threshold(common.reorder_time);
@@ -239,6 +262,11 @@ fn transport(common: &Common) -> TransportConfig {
     t.datagram_receive_buffer_size(Some(8 << 20));
     t.datagram_send_buffer_size(8 << 20);
     t.max_concurrent_multipath_paths(MAX_PATHS as u32);
+    // Path failure: a path that hears nothing for the path idle timeout is abandoned (its
+    // packets in flight are then declared lost and resent on the others); the keep-alive PINGs
+    // make sure a live but idle path always hears something.
+    t.default_path_max_idle_timeout(seconds(mp.path_idle_timeout));
+    t.default_path_keep_alive_interval(seconds(mp.path_keepalive));
     t
 }
 
@@ -293,7 +321,7 @@ pub fn server_endpoint(
     let crypto = noq::crypto::rustls::QuicServerConfig::try_from(tls::server_rustls()?)
         .map_err(|e| e.to_string())?;
     let mut server = ServerConfig::with_crypto(Arc::new(crypto));
-    server.transport_config(Arc::new(transport(common)));
+    server.transport_config(Arc::new(transport(common, mp)));
     let endpoint = Endpoint::new_with_abstract_socket(
         EndpointConfig::default(),
         Some(server),
@@ -549,7 +577,7 @@ pub async fn client_main(
         Err(e) => return (m, Err(format!("endpoint: {e}"))),
     };
     let mut client = ClientConfig::new(Arc::new(crypto));
-    client.transport_config(Arc::new(transport(common)));
+    client.transport_config(Arc::new(transport(common, mp)));
     endpoint.set_default_client_config(client);
     let res = match tokio::time::timeout(
         common.timeout(),

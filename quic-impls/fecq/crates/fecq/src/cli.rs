@@ -342,7 +342,7 @@ async fn server(listen: SocketAddr, common: Common, mp_args: MpArgs) -> i32 {
             SocketAddr::new(listen.ip(), port)
         );
         let _ = std::io::stdout().flush();
-        let serving = tokio::spawn(mp::serve(endpoint.clone(), socket));
+        let serving = tokio::spawn(mp::serve(endpoint.clone(), socket, mp_args.keepalive()));
         let code = wait_for_signal().await;
         endpoint.close(0u32.into(), b"server shutting down");
         serving.abort();

@@ -167,6 +167,11 @@ impl MpArgs {
         Ok(())
     }
 
+    /// The PING interval of every path (None: no keep-alive).
+    pub fn keepalive(&self) -> Option<Duration> {
+        seconds(self.path_keepalive)
+    }
+
     fn layer_multipath(&self) -> Multipath {
         Multipath {
             blocks: self.fec_blocks,
@@ -332,13 +337,15 @@ pub fn server_endpoint(
     Ok((endpoint, socket))
 }
 
-/// Accept connections until the endpoint is closed.
-pub async fn serve(endpoint: Endpoint, socket: Arc<MpSocket>) {
+/// Accept connections until the endpoint is closed; `keepalive`: the PING interval of every path
+/// (`--path-keepalive`).
+pub async fn serve(endpoint: Endpoint, socket: Arc<MpSocket>, keepalive: Option<Duration>) {
     while let Some(incoming) = endpoint.accept().await {
         let socket = socket.clone();
         tokio::spawn(async move {
             if let Ok(conn) = incoming.await {
                 socket.track_connection(&conn);
+                spawn_pinger(&conn, keepalive);
                 let stats: StatsFn = {
                     let conn = conn.clone();
                     Arc::new(move || {
@@ -451,6 +458,32 @@ fn path_reports(
         .collect()
 }
 
+/// PING every open path every `interval` until the connection ends. noq's per-path keep-alive
+/// only fires on a path this end has not *sent* on, and the ACKs of a path's data may travel on
+/// another path: a client receiving a download on path 2 and acknowledging it on path 1 sends
+/// nothing on path 2, so without these PINGs the server's path 2 hears nothing and is abandoned
+/// at its idle timeout although it works.
+fn spawn_pinger(conn: &Connection, interval: Option<Duration>) {
+    let Some(interval) = interval else { return };
+    let weak = conn.weak_handle();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(conn) = weak.upgrade() else { return };
+            if conn.close_reason().is_some() {
+                return;
+            }
+            for i in 0..PATH_ID_SCAN {
+                if let Some(path) = conn.path(PathId::from(i)) {
+                    let _ = path.ping();
+                }
+            }
+        }
+    });
+}
+
 /// Open path i (i ≥ 1) once the server has issued connection ids for it.
 async fn open_path(
     conn: &Connection,
@@ -484,6 +517,7 @@ async fn run_client(
     socket: &MpSocket,
     paths: &[(Option<IpAddr>, SocketAddr)],
     workload: Workload,
+    keepalive: Option<Duration>,
     m: &mut Metrics,
 ) -> Result<(), String> {
     let t0 = Instant::now();
@@ -500,6 +534,7 @@ async fn run_client(
     for (local, remote) in &paths[1..] {
         open_path(&conn, *local, *remote).await?;
     }
+    spawn_pinger(&conn, keepalive);
     if let Some(info) = m.multipath.as_mut() {
         info.paths_established = quic_paths(&conn).len();
     }
@@ -581,7 +616,7 @@ pub async fn client_main(
     endpoint.set_default_client_config(client);
     let res = match tokio::time::timeout(
         common.timeout(),
-        run_client(&endpoint, &socket, &paths, workload, &mut m),
+        run_client(&endpoint, &socket, &paths, workload, mp.keepalive(), &mut m),
     )
     .await
     {

@@ -208,6 +208,7 @@ class Outcome:
     link_stats: list[dict[str, Any]] = field(default_factory=list)
     fidelity: list[dict[str, Any]] = field(default_factory=list)
     verdict_logs: list[tuple[str, str, bytes]] = field(default_factory=list)
+    link_events: list[dict[str, Any]] = field(default_factory=list)   # a link schedule's applied changes
 
 
 class Executor:
@@ -299,6 +300,7 @@ class Executor:
     def execute(self, run: Run) -> Outcome:
         """Run one (point, implementation, size, repetition); never raises for an implementation fault."""
         from fecbench.runners.descriptor import render
+        from fecbench.topologies.schedule_apply import ScheduleApplier
 
         descriptor = run.impl.descriptor
         run_dir = self.log_root / run.key[:16]
@@ -321,7 +323,7 @@ class Executor:
         timeout = self.design.timeout_s
         server_env = {k: v.format_map(values) for k, v in descriptor.server_env.items()}
         client_env = {k: v.format_map(values) for k, v in descriptor.client_env.items()}
-        server = client = None
+        server = client = applier = None
         failed_setup = self.setup(descriptor, values, run_dir)
         if failed_setup:
             return Outcome(status="failed", error=failed_setup, fidelity=fidelity)
@@ -334,14 +336,19 @@ class Executor:
                 server.stop()
                 status = "unsupported" if server.popen.returncode == 127 else "failed"
                 return Outcome(status=status, error=not_ready, server_log=server.log_tail(), fidelity=fidelity)
+            # The design's link schedule (if any) counts its time from the client's start.
+            applier = ScheduleApplier.for_run(self.design.schedule, self.net, run.loss_seed, timeout)
             client = procs.start("client", render(descriptor.client_argv[run.workload], values, arg_lists),
                                  run_dir, host=self.net.client, env=client_env, cwd=run_dir)
             self.processes.append(client)
             code = client.wait(timeout)
+            link_events = applier.stop() if applier else []
             server_code = server.poll()
             client.stop()
             server.stop()
         finally:
+            if applier is not None:
+                applier.stop()  # undo the schedule's changes whatever happened
             for process in (client, server):
                 if process is not None:
                     process.stop()
@@ -349,7 +356,7 @@ class Executor:
                         self.processes.remove(process)
 
         outcome = Outcome(status="ok", client_wall_ms=client.wall_ms, server_log=server.log_tail(),
-                          client_log=client.log_tail(), fidelity=fidelity)
+                          client_log=client.log_tail(), fidelity=fidelity, link_events=link_events)
         outcome.link_stats = self.link_stats(run)
         if self.design.verdict_log:
             outcome.verdict_logs = self.verdict_logs()
@@ -624,7 +631,8 @@ def _finish(conn: sqlite3.Connection, run: Run, outcome: Outcome, started_wall: 
               server_log_tail=outcome.server_log, client_log_tail=outcome.client_log,
               finished_at=now_iso(), duration_s=duration_s,
               metrics=outcome.metrics, client_wall_ms=outcome.client_wall_ms,
-              link_stats=outcome.link_stats, fidelity=outcome.fidelity, verdict_logs=outcome.verdict_logs)
+              link_stats=outcome.link_stats, fidelity=outcome.fidelity, verdict_logs=outcome.verdict_logs,
+              link_events=outcome.link_events)
 
 
 def _counts_text(counts: Counter) -> str:

@@ -1,7 +1,7 @@
 """The results database (SQLite, WAL): schema, versioning and the runner's writes.
 
 One writer (the runner) and any number of readers (`open_readonly`, which uses a `mode=ro` URI so
-a report can run while a campaign is writing). Schema version 1:
+a report can run while a campaign is writing). Schema version 2 (version 1 without link_events):
 
 meta(key TEXT PRIMARY KEY, value TEXT)                 -- 'schema_version' = '1'
 campaigns(id, name, design_path, design_text, design_hash, fecbench_version, git_sha, created_at,
@@ -24,6 +24,9 @@ link_stats(run_key, link, direction, seen, matched, dropped, ge_good, ge_bad, bu
 fidelity(run_key, path, rtt_configured_ms, rtt_measured_ms, rate_configured_mbit,
          rate_measured_mbit, ok, PRIMARY KEY (run_key, path))
 verdict_logs(run_key, link, direction, data BLOB (npz), PRIMARY KEY (run_key, link, direction))
+link_events(run_key, seq, kind, link, direction, scheduled_s, applied_s, took_ms, params (JSON),
+            PRIMARY KEY (run_key, seq))   -- a link schedule's changes as applied during the run
+            (fecbench.topologies.schedule_apply: times in s after the client's start)
 
 campaigns.host_json is the host fingerprint (kernel, CPU, tools, link backend); a campaign run on
 a Dask cluster adds "dask" (the --dask value), "dask_security" (transport tls|tcp, authenticated,
@@ -47,7 +50,7 @@ from urllib.parse import quote
 from fecbench.errors import UserError
 from fecbench.status import STATUSES
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 # Metrics stored as typed columns (the rest stays in metrics.json).
@@ -100,8 +103,15 @@ def _create_v1(conn: sqlite3.Connection) -> None:
             conn.execute(statement)
 
 
-# MIGRATIONS[v] upgrades a database at version v to v + 1 (none yet: version 1 is the first).
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+def _add_link_events(conn: sqlite3.Connection) -> None:
+    """Version 2: the changes a link schedule applied during each run."""
+    conn.execute("CREATE TABLE IF NOT EXISTS link_events (run_key TEXT, seq INTEGER, kind TEXT, link TEXT, "
+                 "direction TEXT, scheduled_s REAL, applied_s REAL, took_ms REAL, params TEXT, "
+                 "PRIMARY KEY (run_key, seq))")
+
+
+# MIGRATIONS[v] upgrades a database at version v to v + 1 (a new database is made at version 1, then upgraded).
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_link_events}
 
 
 class SchemaError(Exception):
@@ -271,7 +281,7 @@ def start_run(conn: sqlite3.Connection, key: str, started_at: str, link_backend:
 
 
 def _delete_results(conn: sqlite3.Connection, key: str) -> None:
-    for table in ("metrics", "link_stats", "fidelity", "verdict_logs"):
+    for table in ("metrics", "link_stats", "fidelity", "verdict_logs", "link_events"):
         conn.execute(f"DELETE FROM {table} WHERE run_key=?", (key,))
 
 
@@ -280,7 +290,8 @@ def finish_run(conn: sqlite3.Connection, key: str, *, status: str, error: str | 
                duration_s: float, metrics: dict[str, Any] | None = None,
                client_wall_ms: float | None = None, link_stats: list[dict[str, Any]] | None = None,
                fidelity: list[dict[str, Any]] | None = None,
-               verdict_logs: list[tuple[str, str, bytes]] | None = None) -> None:
+               verdict_logs: list[tuple[str, str, bytes]] | None = None,
+               link_events: list[dict[str, Any]] | None = None) -> None:
     """Record a run's outcome and everything measured, in one transaction."""
     if status not in STATUSES:
         raise ValueError(f"unknown run status {status!r}")
@@ -317,6 +328,12 @@ def finish_run(conn: sqlite3.Connection, key: str, *, status: str, error: str | 
             conn.execute("INSERT OR REPLACE INTO verdict_logs (run_key, link, direction, data) "
                          "VALUES (?, ?, ?, ?)",
                          (key, link, direction, data))
+        for event in link_events or []:
+            conn.execute("INSERT OR REPLACE INTO link_events (run_key, seq, kind, link, direction, scheduled_s, "
+                         "applied_s, took_ms, params) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (key, event["seq"], event["kind"], event.get("link"), event.get("direction"),
+                          event.get("scheduled_s"), event.get("applied_s"), event.get("took_ms"),
+                          _json_or_none(event.get("params"))))
 
 
 def _json_or_none(value: Any) -> str | None:

@@ -14,6 +14,8 @@ Figures (from :mod:`fecbench.analysis`, the same code as the notebooks):
   and, with two labels besides the baseline, ``dct-ratio-ecdf-<a>-vs-<b>.png`` (Fig. 7);
 - messages: ``rebuffering-ecdf.png``, ``data-received-ecdf.png`` (thesis Fig. 5.7–5.19),
   ``data-received-ratio-ecdf.png`` and ``rebuffering-vs-owd.png``.
+- with verdict logs (``verdict_log = true``): ``loss-position.png`` and the Starlink table, median
+  and p95 DCT per loss-position class and label (``fecbench.analysis.loss_position``).
 
 The page opens with the headline table: per label and size, the median over the design points of
 the per-point ratio of medians, the share of points where the label did better, and how many points
@@ -205,6 +207,8 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
         if "owd" in messages:
             figure("rebuffering-vs-owd", analysis.metric_vs_factor(messages, "rebuffering_ms", "owd"))
 
+    _loss_position(report, db, figure)
+
     failures = frame[~frame["status"].isin(["ok", "pending"])]
     if not failures.empty:
         report.tables["runs not ok (first 30)"] = failures[
@@ -259,6 +263,25 @@ def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir:
         if fec_pairs["outcome"].isin(["finished", "label timed out", "baseline timed out"]).any():
             figure(f"dct-ratio-ecdf-{slug(others[0])}-vs-{slug(others[1])}", analysis.ratio_ecdf(fec_pairs),
                    f"ECDF of the per-run DCT ratio {others[0]} / {others[1]} per file size (timeouts censored).")
+
+
+def _loss_position(report: Report, db: Path, figure) -> None:
+    """With verdict logs: the Starlink table (median and p95 DCT per loss-position class and label)
+    and a DCT ECDF per class (fecbench.analysis.loss_position)."""
+    from fecbench.analysis import loss_position
+
+    classified = loss_position.classify_runs(db)
+    if classified.empty or "dct_ms" not in classified or not classified["dct_ms"].notna().any():
+        return
+    k = classified.attrs["k"]
+    name = f"DCT per loss position (ms; losses in the last {k} packets of either direction)"
+    report.tables[name] = loss_position.starlink_table(classified, direction="any")
+    report.notes[name] = (f"Runs with a verdict log, split as in Michel & Bonaventure's Starlink slides: all, "
+                          f"with a dropped packet, with one among the last {k} packets a direction's dropper "
+                          "saw. Timed-out runs count at +∞ (inf: the quantile falls among them); failed runs "
+                          "are left out.")
+    figure("loss-position", loss_position.class_ecdf(classified),
+           "ECDF of the DCT per loss-position class and label (either direction); timed-out runs at +∞.")
 
 
 def _share(low: float, high: float) -> str:

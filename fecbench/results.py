@@ -10,8 +10,8 @@ read-only (``file:…?mode=ro``), so it is safe to call while a campaign is stil
   point, repetition — hence the same loss seed — and size), over pairs of ``ok`` runs only.
   ``fecbench.ratios`` builds on it: every pair accounted for (timeouts censored at the design's
   ``timeout_s``) and the papers' per-point ratio of medians with bootstrap intervals.
-- ``link_stats(db)``, ``fidelity(db)``: per-run dropper counters and emulation checks, joinable on
-  ``run_key`` = ``load(db).key``.
+- ``link_stats(db)``, ``fidelity(db)``, ``link_events(db)``: per-run dropper counters, emulation
+  checks and the changes a link schedule applied, joinable on ``run_key`` = ``load(db).key``.
 - ``path_traffic(db)``: packets per run and client-server path counted by the droppers (multipath:
   how a scheduler spread the data); ``single_path_label(traffic)``: the label that stayed on path 1;
   ``path_asymmetry(frame)``: per-path factor ratios (bw_1/bw_2, owd_1/owd_2).
@@ -314,6 +314,20 @@ def path_asymmetry(frame: pd.DataFrame, bases: Sequence[str] = ("bw", "owd")) ->
         names.append(f"{first}/{second}")
     out.attrs["asymmetry"] = names
     return out
+
+
+def link_events(db: DbLike) -> pd.DataFrame:
+    """The changes link schedules applied (one row per run and change, ``params`` parsed; times in s
+    after the client's start, ``error_ms`` = applied - scheduled). Joins on ``run_key`` = ``load().key``;
+    empty for a database without schedules (or written before schema version 2)."""
+    columns = ["run_key", "seq", "kind", "link", "direction", "scheduled_s", "applied_s", "took_ms", "params"]
+    with closing(connect(db)) as con:
+        if "link_events" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
+            return pd.DataFrame(columns=[*columns, "error_ms"])
+        frame = pd.read_sql_query(f"SELECT {', '.join(columns)} FROM link_events ORDER BY run_key, seq", con)
+    frame["params"] = [json.loads(p) if p else {} for p in frame["params"]]
+    frame["error_ms"] = ((frame["applied_s"] - frame["scheduled_s"]) * 1e3).astype(float)
+    return frame
 
 
 def fidelity(db: DbLike) -> pd.DataFrame:

@@ -1,6 +1,7 @@
-"""The multipath smoke design end to end (real Mininet, real droppers, real tquic, plugged in by its
-descriptor alone): every run ok with the downloaded size verified, multipath runs carry the data on
-both paths and single-path runs on path 1 only; plus a failing `[server] setup` command."""
+"""The multipath smoke design end to end (real Mininet, real droppers, real tquic plugged in by its
+descriptor alone, and multipath fecq): every run ok with the downloaded size verified, multipath
+runs carry the data on both paths and single-path runs on path 1 only; plus a failing `[server]
+setup` command."""
 
 from __future__ import annotations
 
@@ -26,15 +27,19 @@ def test_all_runs_ok_with_verified_sizes(multipath_db: Path) -> None:
     from fecbench.runners.prepare import prepare
 
     runs = _runs(multipath_db)
-    assert len(runs) == len(prepare(DESIGN).runs) == 16
+    assert len(runs) == len(prepare(DESIGN).runs) == 24
     assert [(r["label"], r["status"], r["error"]) for r in runs if r["status"] != "ok"] == []
-    assert {r["label"] for r in runs} == {"tquic-sp", "tquic-mp-minrtt"}
+    assert {r["label"] for r in runs} == {"tquic-sp", "tquic-mp-minrtt", "fecq-mp-rs"}
     assert {r["size"] for r in runs} == {100_000, 1_000_000}
     for run in runs:
-        # bytes_app is the size of the file the client dumped, checked by fecbench against the request.
+        # bytes_app: tquic, the size of the file the client dumped, checked by fecbench against the
+        # request; fecq, the bytes its client verified.
         assert run["bytes_app"] == run["size"]
         extra = json.loads(run["metrics_json"])
-        assert extra["requests_ok"] == 1 and extra["client_recv_bytes"] > run["size"]
+        if run["label"].startswith("tquic"):
+            assert extra["requests_ok"] == 1 and extra["client_recv_bytes"] > run["size"]
+        else:
+            assert extra["multipath"]["paths_established"] == 2 and len(extra["paths"]) == 2
         # dct_ms is the client's own request time (µs scaled to ms), inside its process lifetime.
         assert 0 < run["dct_ms"] < run["client_wall_ms"]
     impls = json.loads(rows(multipath_db, "SELECT impls_json FROM campaigns")[0]["impls_json"])

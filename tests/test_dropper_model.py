@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import subprocess
 
 import numpy as np
 import pytest
 
 from fecbench.dropper import Filter, LossModel, burst_lengths, ge_from_loss_burst, reference_verdicts
+from fecbench.dropper.dropper import fecdrop_binary, model_args
 from fecbench.dropper.model import random_bits, stream_key, threshold
 from fecbench.errors import UserError
 
@@ -104,3 +106,34 @@ def test_theory_and_conversions():
 def test_burst_lengths():
     assert list(burst_lengths(np.array([1, 1, 0, 1, 0, 0, 1, 1, 1], dtype=bool))) == [2, 1, 3]
     assert len(burst_lengths(np.zeros(5, dtype=bool))) == 0
+
+
+def loader_reference(model: LossModel, seed: int, stream: int, packets: int, tmp_path) -> np.ndarray:
+    """The verdicts of the C loader's own sequential model (`fecdrop reference`: no kernel, any user)."""
+    try:
+        binary = fecdrop_binary()
+    except UserError as e:
+        pytest.skip(str(e))
+    out = tmp_path / "verdicts.bin"
+    run = subprocess.run([str(binary), "reference", "--packets", str(packets), "--out", str(out),
+                          *model_args(model, seed, stream, str(tmp_path))], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return np.fromfile(out, dtype=np.uint8)
+
+
+@pytest.mark.parametrize("model", [
+    LossModel.none(), LossModel.uniform(0.02), LossModel.uniform(0.0), LossModel.uniform(1.0),
+    LossModel.gilbert_elliott(0.05, 0.3, 0.99, 0.2), LossModel.gilbert_elliott(0.5, 0.5, 0.9, 0.1),
+    LossModel.gilbert_elliott(1.0, 0.0, 0.0, 0.0, allow_absorbing=True), LossModel.trace([0, 3, 4, 5, 99_999]),
+], ids=lambda m: m.kind)
+def test_loader_model_equals_the_numpy_reference(model, tmp_path):
+    """The tables the loader hands to the kernel come from the same D[i] as model.py, bit for bit."""
+    for seed, stream in ((0, 0), (7, 3)):
+        want = reference_verdicts(model, seed, stream, 200_000).astype(np.uint8)
+        assert np.array_equal(loader_reference(model, seed, stream, 200_000, tmp_path), want)
+
+
+def test_loader_ge_chain_past_the_kernel_table_equals_the_reference(tmp_path):
+    m = LossModel.gilbert_elliott(0.05, 0.3, 0.99, 0.2)
+    n = (1 << 21) + 100_000  # past GE_TABLE_LEN, where the kernel continues the chain under its lock
+    assert np.array_equal(loader_reference(m, 5, 1, n, tmp_path), reference_verdicts(m, 5, 1, n).astype(np.uint8))

@@ -47,7 +47,8 @@ def pngs(out: Path) -> dict[str, bytes]:
 
 def test_notebooks_committed_with_parameters_and_without_outputs():
     assert [p.name for p in NOTEBOOKS] == ["01-campaign-overview.ipynb", "02-download-ratios.ipynb",
-                                           "03-realtime.ipynb", "04-multipath.ipynb"]
+                                           "03-realtime.ipynb", "04-multipath.ipynb",
+                                           "05-loss-position.ipynb"]
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
@@ -77,12 +78,28 @@ def test_notebooks_on_download_campaign(download_db, tmp_path):
             assert "no ok messages runs" in text_output(nb)
         if notebook.stem == "04-multipath":
             assert "no ok download runs on several paths" in text_output(nb)
+        if notebook.stem == "05-loss-position":
+            assert "no verdict logs" in text_output(nb)
     assert set(pngs(outs["01-campaign-overview"])) == {"status", "fidelity", "loss-fidelity"}
     assert set(pngs(outs["02-download-ratios"])) == {
         "dct-ecdf", "dct-point-ratio-ecdf", "dct-ratio-ecdf", "dct-ratio-vs-factors-quic-fec-rlc",
         "dct-ratio-vs-factors-quic-fec-rs", "dct-ratio-ecdf-quic-fec-rlc-vs-quic-fec-rs"}
     assert pngs(outs["03-realtime"]) == {}
     assert pngs(outs["04-multipath"]) == {}
+    assert pngs(outs["05-loss-position"]) == {}
+
+
+def test_loss_position_notebook_on_hand_made_verdict_logs(tmp_path):
+    """05 on the hand-made verdict logs of tests/helpers/loss_position_db.py: classes, Starlink table, ECDF."""
+    from tests.helpers.loss_position_db import make_loss_position_db
+
+    db = make_loss_position_db(tmp_path / "uploads.sqlite")
+    nb = execute(ROOT / "notebooks" / "05-loss-position.ipynb", db, tmp_path / "05")
+    assert "9 runs with verdict logs; k = 10" in text_output(nb)
+    shown = "\n".join(o.get("data", {}).get("text/plain", "") for c in nb.cells if c.cell_type == "code"
+                      for o in c.get("outputs", []))
+    assert "transfers with losses in the last 10 packets" in shown
+    assert set(pngs(tmp_path / "05")) == {"loss-position"}
 
 
 def test_notebooks_on_campaign_with_timeouts(tmp_path):
@@ -121,6 +138,8 @@ def test_notebooks_on_real_smoke_campaign(request, tmp_path):
             assert "no ok messages runs" in text_output(nb)
         elif notebook.stem == "04-multipath":  # a single-path campaign
             assert not figures and "no ok download runs on several paths" in text_output(nb)
+        elif notebook.stem == "05-loss-position" and not figures:
+            assert "no verdict logs" in text_output(nb)
         else:
             assert figures, f"{notebook.name} wrote no figure"
     assert {"status", "fidelity"} <= set(pngs(tmp_path / "01-campaign-overview"))
@@ -160,10 +179,11 @@ def test_realtime_notebook_on_real_messages_campaign(tmp_path):
 @pytest.mark.require_root
 @pytest.mark.slow
 def test_multipath_notebook_on_real_multipath_campaign(multipath_db, tmp_path):
-    """The database of the real multipath smoke campaign (Mininet, per-path droppers, tquic) through
-    04-multipath, and through 01 and 02, which must handle per-path factors too."""
+    """The database of the real multipath smoke campaign (Mininet, per-path droppers, tquic and
+    multipath fecq) through 04-multipath, and through 01 and 02, which must handle per-path factors too."""
     execute(ROOT / "notebooks" / "04-multipath.ipynb", Path(multipath_db), tmp_path / "04")
     assert set(pngs(tmp_path / "04")) == {"dct-ecdf", "dct-ratio-ecdf", "dct-ratio-vs-asymmetry-tquic-mp-minrtt",
+                                          "dct-ratio-vs-asymmetry-fecq-mp-rs",
                                           "path-share-down", "path-share-up", "path-share-vs-capacity"}
     for notebook in ("01-campaign-overview", "02-download-ratios"):
         execute(ROOT / "notebooks" / f"{notebook}.ipynb", Path(multipath_db), tmp_path / notebook)

@@ -131,8 +131,8 @@ def test_bad_databases_are_user_errors(tmp_path, download_db):
     newer = tmp_path / "newer.sqlite"
     shutil.copy(download_db, newer)
     with sqlite3.connect(newer) as con:
-        con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    with pytest.raises(UserError, match="schema version 2"):
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(dbmod.SCHEMA_VERSION + 1),))
+    with pytest.raises(UserError, match=f"schema version {dbmod.SCHEMA_VERSION + 1}"):
         results.load(newer)
 
 

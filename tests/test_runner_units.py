@@ -264,12 +264,12 @@ def test_db_lifecycle_no_duplicates(tmp_path: Path) -> None:
     assert len(metrics) == 1 and metrics[0][0] == 11.0 and json.loads(metrics[0][2]) == {"dct_ms": 11.0}
     assert tuple(ro.execute("SELECT COUNT(*), SUM(seen) FROM link_stats").fetchone()) == (1, 9)
     assert ro.execute("SELECT COUNT(*) FROM fidelity").fetchone()[0] == 0
-    assert ro.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "1"
+    assert ro.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(dbmod.SCHEMA_VERSION)
     assert ro.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         ro.execute("DELETE FROM runs")
     conn.close()
-    assert dbmod.schema_version(dbmod.connect(path)) == 1  # reopening keeps the data and version
+    assert dbmod.schema_version(dbmod.connect(path)) == dbmod.SCHEMA_VERSION  # reopening keeps data and version
 
 
 def test_db_refuses_foreign_and_newer(tmp_path: Path) -> None:

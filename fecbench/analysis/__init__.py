@@ -24,7 +24,9 @@ Other figures: ``metric_ecdf`` and ``metric_vs_factor`` (``metrics``: DCT per si
 time, data received: thesis Fig. 5.7–5.19); ``status_bars``, ``fidelity_scatter``,
 ``loss_fidelity`` (``checks``: what ran and whether the emulation matched the design);
 ``path_share``, ``path_share_vs_capacity`` (``paths``: how each multipath label spread its packets
-over the paths, from ``results.path_traffic``). ``save`` writes a PNG.
+over the paths, from ``results.path_traffic``); ``loss_position.class_ecdf`` (DCT per
+loss-position class from the verdict logs: no loss, loss, loss among the last k packets; with
+``loss_position.starlink_table``). ``save`` writes a PNG.
 """
 
 from fecbench.analysis.checks import fidelity_scatter, loss_fidelity, status_bars

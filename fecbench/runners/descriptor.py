@@ -27,11 +27,15 @@ ARG_TARGETS = ("server", "client", "both")
 
 # Placeholders an argv template may use; "{server_args}"/"{client_args}" must be whole elements.
 PLACEHOLDERS = frozenset({
-    "binary", "client_binary", "dir", "server_address", "client_address", "client_addresses", "port",
+    "binary", "client_binary", "dir", "server_address", "server_addresses", "client_address",
+    "client_addresses", "port",
     "workload", "size", "rate", "packets", "duration", "buffer", "metrics_path", "download_path",
     "run_dir", "www_dir", "seed", "timeout_s",
 })
 ARG_LISTS = ("server_args", "client_args")
+# Placeholders listing every path (one address per path, comma-separated): a fragment using one is
+# multipath and needs a topology with more than one path.
+PATH_LISTS = frozenset({"client_addresses", "server_addresses"})
 
 
 def _fields(template: str) -> list[str]:
@@ -79,6 +83,10 @@ class ArgSpec:
     choices: list[Any] | None = None
     pattern: str | None = None
     default: Any = None
+    paths: bool = False             # the value is a number of paths: at most the topology's
+
+    def fragment(self, value: Any) -> list[str]:
+        return self.argv[str(value)] if isinstance(self.argv, dict) else self.argv
 
 
 @dataclass
@@ -159,6 +167,24 @@ class Descriptor:
         filled.update(args)
         return filled
 
+    def check_paths(self, args: dict[str, Any], paths: int, file: Path | str, key: str) -> None:
+        """A design's arguments against its topology's number of paths: a value whose fragment lists
+        the paths ({client_addresses}, {server_addresses}) needs more than one path; a value of an
+        argument declared `paths = true` (a number of paths) may not exceed the topology's."""
+        for name, value in args.items():
+            spec = self.args.get(name)
+            if spec is None:
+                continue
+            used = {f for part in spec.fragment(value) for f in _fields(part)} & PATH_LISTS
+            if used and paths < 2:
+                raise SpecError(file, f"{key}.{name}",
+                                f"{name} = {value!r} is multipath (its arguments use "
+                                f"{', '.join('{' + u + '}' for u in sorted(used))}) but the topology has "
+                                "one path")
+            if spec.paths and int(value) > paths:
+                raise SpecError(file, f"{key}.{name}",
+                                f"{value} paths asked for, the topology has {paths}")
+
     def arg_lists(self, args: dict[str, Any], values: dict[str, Any] | None = None) -> dict[str, list[str]]:
         """The argv fragments of the implementation arguments, per side, in declaration order.
         Fragments are formatted with the run's placeholder `values` plus {value}."""
@@ -166,7 +192,7 @@ class Descriptor:
         for name, spec in self.args.items():
             if name not in args:
                 continue
-            template = spec.argv[str(args[name])] if isinstance(spec.argv, dict) else spec.argv
+            template = spec.fragment(args[name])
             fragment = [part.format_map({**(values or {}), "value": args[name]}) for part in template]
             if spec.to in ("server", "both"):
                 lists["server_args"].extend(fragment)
@@ -268,7 +294,14 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
             choices=choices,
             pattern=a.get("pattern", str, None),
             default=a.get("default", (str, int, float), None),
+            paths=a.get("paths", bool, False),
         )
+        if spec.paths and spec.pattern is None and spec.choices is None:
+            raise SpecError(path, a.key("paths"), "a path count needs a pattern or choices of positive integers")
+        fragments = spec.argv.values() if isinstance(spec.argv, dict) else [spec.argv]
+        if not multipath and any(set(_fields(part)) & PATH_LISTS for f in fragments for part in f):
+            raise SpecError(path, a.key("argv"), "lists the paths ({client_addresses}/{server_addresses}) "
+                            "but capabilities.multipath is false")
         if spec.default is not None and spec.choices is not None and spec.default not in spec.choices:
             raise SpecError(path, a.key("default"), f"unknown value {spec.default!r}", spec.choices)
         if spec.pattern is not None:

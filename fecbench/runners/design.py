@@ -13,6 +13,8 @@ fidelity_rate = false                   # also probe each path's rate (~1 s of U
 impl_dirs = []                          # extra folders holding <name>/impl.toml (relative to the design file)
 port = 4433                             # first server port; each run uses port + (its index % 1000)
 verdict_log = false                     # keep the dropper's per-packet verdict log of every run
+schedule = "topologies/schedules/starlink-handover.toml"  # optional: a link schedule (time-varying links,
+                                        # fecbench/topologies/schedule.py); time 0 = each run's client start
 
 [space]  …                              # the planner's input (fecbench.planner)
 
@@ -144,6 +146,7 @@ class Design:
     loss: LossSpec
     workload: Workload
     impls: list[ImplEntry] = field(default_factory=list)
+    schedule: Any = None                  # fecbench.topologies.schedule.Schedule, or None
 
     @property
     def hash(self) -> str:
@@ -159,6 +162,8 @@ class Design:
                                "verdict_log")}
         content = {"design": design, "space": self.data.get("space"), "loss": self.data.get("loss"),
                    "workload": self.workload.params(), "topology": topology_text}
+        if self.schedule is not None:  # only then: the keys of designs without a schedule stay as they were
+            content["schedule"] = self.schedule.canonical()
         return spec_hash(json.dumps(content, sort_keys=True, default=str))
 
     def default_db(self) -> Path:
@@ -249,10 +254,12 @@ def parse_design(path: str | Path) -> Design:
     port = d.get("port", int, 4433, min=1024, max=64000)
     verdict_log = d.get("verdict_log", bool, False)
     impl_dirs = [resolve_path(p, path) for p in d.get("impl_dirs", list, [])]
+    schedule_path = d.get("schedule", str, None)
     d.done()
 
     space = top.section("space", required=True)
     loss = _parse_loss(top.section("loss"), path)
+    schedule = _parse_schedule(schedule_path, path, topology_path, loss.model) if schedule_path else None
     workload = _parse_workload(top.section("workload", required=True), path)
 
     impls: list[ImplEntry] = []
@@ -276,7 +283,20 @@ def parse_design(path: str | Path) -> Design:
     return Design(path=path, text=text, data=data, name=name, topology_path=topology_path,
                   repetitions=repetitions, seed=seed, timeout_s=timeout_s, order=order, fidelity=fidelity,
                   fidelity_rate=fidelity_rate, port=port, verdict_log=verdict_log, impl_dirs=impl_dirs,
-                  space=space, loss=loss, workload=workload, impls=impls)
+                  space=space, loss=loss, workload=workload, impls=impls, schedule=schedule)
+
+
+def _parse_schedule(value: str, path: Path, topology_path: Path, loss_model: str) -> Any:
+    """The design's link schedule, checked against its topology and loss model."""
+    from fecbench.topologies import load_topology
+    from fecbench.topologies.schedule import load_schedule
+
+    schedule_path = resolve_path(value, path)
+    if not schedule_path.is_file():
+        raise SpecError(path, "design.schedule", f"schedule file {schedule_path} not found")
+    schedule = load_schedule(schedule_path)
+    schedule.check_topology(load_topology(topology_path), loss_model, design=path)
+    return schedule
 
 
 def find_label(design: Design, label: str) -> ImplEntry:

@@ -17,3 +17,4 @@ class Outcome:
     link_stats: list[dict[str, Any]] = field(default_factory=list)
     fidelity: list[dict[str, Any]] = field(default_factory=list)
     verdict_logs: list[tuple[str, str, bytes]] = field(default_factory=list)
+    link_events: list[dict[str, Any]] = field(default_factory=list)   # a link schedule's applied changes

@@ -62,6 +62,8 @@ def prepare(design_path: str | Path) -> Prepared:
     topology = load_topology(design.topology_path)
     topology_text = Path(design.topology_path).read_text()
     space = parse_space(design.space, paths=topology.paths)
+    for entry in design.impls:
+        entry.descriptor.check_paths(entry.args, topology.paths, design.path, f"impl.{entry.label}.args")
     plan = make_plan(space, design.seed)
     frame = plan.points
     factor_names = list(space.factor_names)

@@ -92,7 +92,8 @@ class Recorder:
                server_log_tail=outcome.server_log, client_log_tail=outcome.client_log,
                finished_at=now_iso(), duration_s=duration_s,
                metrics=outcome.metrics, client_wall_ms=outcome.client_wall_ms,
-               link_stats=outcome.link_stats, fidelity=outcome.fidelity, verdict_logs=outcome.verdict_logs)
+               link_stats=outcome.link_stats, fidelity=outcome.fidelity, verdict_logs=outcome.verdict_logs,
+               link_events=outcome.link_events)
 
     def update_host(self, host_info: dict[str, Any]) -> None:
         _write(dbmod.update_campaign, self.conn, self.campaign_id, host_json=host_info)

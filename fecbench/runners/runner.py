@@ -98,6 +98,7 @@ class Runner:
         values: dict[str, Any] = {
             "dir": str(entry.descriptor.dir), "server_address": self.testbed.server_address,
             "client_address": addresses[0], "client_addresses": ",".join(addresses),
+            "server_addresses": ",".join(self.testbed.server_addresses),
             "port": self.design.port + run.index % 1000, "workload": run.workload,
             "size": run.size if run.size is not None else "", "rate": workload.rate,
             "packets": workload.packets, "duration": f"{workload.duration:g}", "buffer": workload.buffer,
@@ -133,7 +134,8 @@ class Runner:
         timeout = self.design.timeout_s
         server_env = {k: v.format_map(values) for k, v in descriptor.server_env.items()}
         client_env = {k: v.format_map(values) for k, v in descriptor.client_env.items()}
-        server = client = None
+        server = client = applier = None
+        link_events: list[dict[str, Any]] = []
         failed_setup = self.setup(descriptor, values, run_dir)
         if failed_setup:
             return Outcome(status=Status.FAILED, error=failed_setup, fidelity=fidelity)
@@ -146,15 +148,20 @@ class Runner:
                 server.stop()
                 status = Status.UNSUPPORTED if server.poll() == 127 else Status.FAILED
                 return Outcome(status=status, error=not_ready, server_log=server.log_tail(), fidelity=fidelity)
+            # The design's link schedule (if any) counts its time from the client's start.
+            applier = self.testbed.apply_schedule(self.design.schedule, run.loss_seed, timeout)
             client = self.testbed.start_process("client", "client",
                                                 render(descriptor.client_argv[run.workload], values, arg_lists),
                                                 run_dir, env=client_env, cwd=run_dir)
             self.processes.append(client)
             code = client.wait(timeout)
+            link_events = applier.stop() if applier else []
             server_code = server.poll()
             client.stop()
             server.stop()
         finally:
+            if applier is not None:
+                applier.stop()  # undo the schedule's changes whatever happened
             for process in (client, server):
                 if process is not None:
                     process.stop()
@@ -162,7 +169,7 @@ class Runner:
                         self.processes.remove(process)
 
         outcome = Outcome(status=Status.OK, client_wall_ms=client.wall_ms, server_log=server.log_tail(),
-                          client_log=client.log_tail(), fidelity=fidelity)
+                          client_log=client.log_tail(), fidelity=fidelity, link_events=link_events)
         outcome.link_stats = self.link_stats(run)
         if self.design.verdict_log:
             outcome.verdict_logs = self.verdict_logs()

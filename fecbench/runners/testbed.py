@@ -34,6 +34,12 @@ class RunProcess(Protocol):
     def stop(self, grace_s: float = 2.0) -> None: ...
 
 
+class ScheduleRun(Protocol):
+    """A link schedule being applied during a run; stop() undoes it and returns the changes as applied."""
+
+    def stop(self) -> list[dict[str, Any]]: ...
+
+
 class Testbed(Protocol):
     """One emulated network a campaign's runs execute on, one run at a time."""
 
@@ -55,6 +61,7 @@ class Testbed(Protocol):
     def verdict_log(self, link: str, direction: str) -> Any: ...
     def start_process(self, role: Role, name: str, argv: list[str], log_dir: Path,
                       env: dict[str, str] | None = None, cwd: Path | None = None) -> RunProcess: ...
+    def apply_schedule(self, schedule: Any, seed: int, horizon_s: float) -> ScheduleRun | None: ...
     def stop(self) -> None: ...
 
 
@@ -80,9 +87,8 @@ class MininetTestbed:
 
     @property
     def server_addresses(self) -> list[str]:
-        """The server's address on each path (the same address on every path where it has one)."""
-        per_path = list(getattr(self.net.layout, "server_addresses", None) or [])
-        return [str(a) for a in per_path] or [self.server_address] * len(self.client_addresses)
+        """The server's address on each path (its address on the last link of that path)."""
+        return [str(a) for a in self.net.layout.server_addresses]
 
     def configure(self, values: dict[str, Any]) -> None:
         self.net.configure(values)
@@ -113,6 +119,12 @@ class MininetTestbed:
                       env: dict[str, str] | None = None, cwd: Path | None = None) -> procs.Process:
         host = self.net.server if role == "server" else self.net.client
         return procs.start(name, argv, log_dir, host=host, env=env, cwd=cwd)
+
+    def apply_schedule(self, schedule: Any, seed: int, horizon_s: float) -> Any:
+        """Start the design's link schedule (None: the design has none); its clock starts now."""
+        from fecbench.topologies.schedule_apply import ScheduleApplier
+
+        return ScheduleApplier.for_run(schedule, self.net, seed, horizon_s)
 
     def stop(self) -> None:
         self.net.stop()

@@ -67,6 +67,7 @@ class Layout:
     links: list[tuple[LinkSpec, Iface, Iface]]  # veth pairs to create: (link, end1, end2)
     client_addresses: list[str]
     server_address: str
+    server_addresses: list[str] = field(default_factory=list)   # the server's address on each path
 
 
 def _mac(k: int, side: int) -> str:
@@ -126,8 +127,8 @@ def make_layout(topo: Topology, base: str) -> Layout:
     for i in range(topo.paths):
         first, _ = topo.path_links(i)[0]
         client_addresses.append(_address_of(ends[first.id], topo.client))
-    last, _ = topo.path_links(0)[-1]
-    return Layout(nodes, delay_nodes, pairs, client_addresses, _address_of(ends[last.id], topo.server))
+    server_addresses = [_address_of(ends[topo.path_links(i)[-1][0].id], topo.server) for i in range(topo.paths)]
+    return Layout(nodes, delay_nodes, pairs, client_addresses, server_addresses[0], server_addresses)
 
 
 def _first_hops(src: str, adj: dict[str, list[tuple[str, LinkSpec]]]) -> dict[str, tuple[LinkSpec, str, int]]:

@@ -1,7 +1,7 @@
 """One-way delay probe, run inside two nodes of an emulated network (both share this machine's clock).
 
     python -m fecbench.topologies.probe recv --bind ADDR --port P --count N --timeout S
-    python -m fecbench.topologies.probe send --dst ADDR --port P --count N --pps R [--bind SRC]
+    python -m fecbench.topologies.probe send --dst ADDR --port P --count N --pps R [--bind SRC] [--start-at T]
 
 The sender stamps each datagram with CLOCK_REALTIME; the receiver takes the kernel's receive
 timestamp (SO_TIMESTAMPNS), so Python's scheduling delays on the receiving side do not count.
@@ -50,12 +50,15 @@ def receive(bind: str, port: int, count: int, timeout: float, idle: float | None
     return {"received": len(owds), "owd_ms": owds, "seq": seqs}
 
 
-def send(dst: str, port: int, count: int, pps: float, bind: str | None = None) -> None:
+def send(dst: str, port: int, count: int, pps: float, bind: str | None = None,
+         start_at: float | None = None) -> None:
+    """Datagram i leaves at start + i / pps; start: now, or ``start_at`` (CLOCK_MONOTONIC seconds, which
+    every network namespace shares: a test can line packets up with a link schedule's clock)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     if bind:
         sock.bind((bind, 0))
     padding = bytes(PAYLOAD_BYTES - HEADER.size)
-    start = time.monotonic()
+    start = time.monotonic() if start_at is None else start_at
     for seq in range(count):
         wait = start + seq / pps - time.monotonic()
         if wait > 0:
@@ -78,11 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--count", type=int, required=True)
     s.add_argument("--pps", type=float, default=1000.0)
     s.add_argument("--bind", default=None, help="source address (selects the path on a multipath client)")
+    s.add_argument("--start-at", type=float, default=None, help="time.monotonic() of the first datagram")
     args = parser.parse_args(argv)
     if args.role == "recv":
         print(json.dumps(receive(args.bind, args.port, args.count, args.timeout, args.idle)), flush=True)
     else:
-        send(args.dst, args.port, args.count, args.pps, args.bind)
+        send(args.dst, args.port, args.count, args.pps, args.bind, args.start_at)
     return 0
 
 

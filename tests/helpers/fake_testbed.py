@@ -76,5 +76,8 @@ class FakeTestbed:
         self.started.append((role, list(argv)))
         return procs.start(name, argv, log_dir, host=None, env=env, cwd=cwd)
 
+    def apply_schedule(self, schedule: Any, seed: int, horizon_s: float) -> None:
+        return None  # link schedules change real links: tested on real topologies (tests/test_schedule_net.py)
+
     def stop(self) -> None:
         self.stopped = True

@@ -206,7 +206,7 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Server { listen, common, mp } => {
-            if let Err(e) = common.check().and_then(|_| mp.check(false)) {
+            if let Err(e) = common.check().and_then(|_| mp.check()) {
                 return usage(&e);
             }
             run(server(listen, common, mp))
@@ -224,7 +224,7 @@ pub fn main() -> i32 {
             }
             let workload = match common
                 .check()
-                .and_then(|_| mp.check(true))
+                .and_then(|_| mp.check())
                 .and_then(|_| workload.workload())
             {
                 Ok(w) => w,
@@ -276,7 +276,7 @@ pub fn main() -> i32 {
             };
             let workload = match common
                 .check()
-                .and_then(|_| mp.check(true))
+                .and_then(|_| mp.check())
                 .and_then(|_| spec.check())
                 .and_then(|_| workload.workload())
             {
@@ -342,7 +342,7 @@ async fn server(listen: SocketAddr, common: Common, mp_args: MpArgs) -> i32 {
             SocketAddr::new(listen.ip(), port)
         );
         let _ = std::io::stdout().flush();
-        let serving = tokio::spawn(mp::serve(endpoint.clone(), socket));
+        let serving = tokio::spawn(mp::serve(endpoint.clone(), socket, mp_args.keepalive()));
         let code = wait_for_signal().await;
         endpoint.close(0u32.into(), b"server shutting down");
         serving.abort();

@@ -17,6 +17,14 @@ const MAX_BACKLOG: usize = 1024;
 /// Received-and-decoded datagrams waiting for the stack; beyond this the oldest is dropped.
 const MAX_READY: usize = 4096;
 
+/// Bytes of the receive buffer for one (possibly GRO-coalesced) receive of up to `gro_segments`
+/// datagrams: a batch longer than the buffer would be truncated by the kernel, and the datagrams
+/// cut off lost (a 64 KiB buffer lost ~5 % of a 1 MB download's datagrams on veth, where batches
+/// reach 64 segments of 1208 bytes).
+pub fn recv_buffer_len(gro_segments: usize) -> usize {
+    gro_segments.max(1) * usize::from(u16::MAX)
+}
+
 /// One UDP socket, as the core sees it.
 pub trait Wire {
     /// Send one datagram now, from `o.path.local` (if set) to `o.path.remote`; `WouldBlock`

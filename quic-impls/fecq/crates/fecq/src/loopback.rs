@@ -88,7 +88,11 @@ pub async fn run_multipath(
             )
         }
     };
-    let serving = tokio::spawn(mp::serve(endpoint.clone(), socket.clone()));
+    let serving = tokio::spawn(mp::serve(
+        endpoint.clone(),
+        socket.clone(),
+        mp_args.keepalive(),
+    ));
     let server = SocketAddr::new(listen.ip(), port);
     let (mut m, res) =
         mp::client_main(common, mp_args, server, workload, loss.link(2), shaped).await;

@@ -143,6 +143,7 @@ impl FecSocket {
         set_buffer(&sock, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, opts.rcvbuf);
         set_buffer(&sock, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, opts.sndbuf);
         let state = UdpSocketState::new((&sock).into())?;
+        let gro = state.gro_segments();
         sock.set_nonblocking(true)?;
         let io = tokio::net::UdpSocket::from_std(sock)?;
         let shaped = loss.as_ref().is_some_and(|l| l.rate_bps.is_some());
@@ -152,7 +153,7 @@ impl FecSocket {
             state,
             opts,
             core: Mutex::new(core),
-            recv_buf: Mutex::new(vec![0u8; 65536]),
+            recv_buf: Mutex::new(vec![0u8; crate::driver::recv_buffer_len(gro)]),
             link_wake: tokio::sync::Notify::new(),
             connections: Mutex::new(HashMap::new()),
         });

@@ -56,11 +56,153 @@ fn usage_errors_exit_2() {
         ],
         vec!["client", "--server", "127.0.0.1:1", "--size", "10"],
         vec!["frobnicate"],
+        // Multipath: options without --multipath, an unknown scheduler or repair path, more
+        // server addresses than paths, more paths than addresses, mixed families.
+        vec![
+            "loopback",
+            "--size",
+            "10",
+            "--local-addresses",
+            "127.0.0.2",
+            "--out",
+            out,
+        ],
+        vec![
+            "loopback",
+            "--size",
+            "10",
+            "--multipath",
+            "--scheduler",
+            "minrtt",
+            "--out",
+            out,
+        ],
+        vec![
+            "loopback",
+            "--size",
+            "10",
+            "--multipath",
+            "--repair-path",
+            "x",
+            "--out",
+            out,
+        ],
+        vec![
+            "loopback",
+            "--size",
+            "10",
+            "--multipath",
+            "--local-addresses",
+            "10.0.0.1",
+            "--out",
+            out,
+        ],
+        vec![
+            "client",
+            "--server",
+            "127.0.0.1:1",
+            "--size",
+            "10",
+            "--multipath",
+            "--local-addresses",
+            "127.0.0.1",
+            "--server-addresses",
+            "127.0.0.1:1,127.0.0.1:2",
+            "--out",
+            out,
+        ],
+        vec![
+            "client",
+            "--server",
+            "127.0.0.1:1",
+            "--size",
+            "10",
+            "--multipath",
+            "--local-addresses",
+            "::1",
+            "--out",
+            out,
+        ],
+        vec![
+            "loopback",
+            "--size",
+            "10",
+            "--multipath",
+            "--paths",
+            "2",
+            "--out",
+            out,
+        ],
+        vec![
+            "loopback",
+            "--size",
+            "10",
+            "--multipath",
+            "--local-addresses",
+            "127.0.0.1,127.0.0.2",
+            "--paths",
+            "3",
+            "--out",
+            out,
+        ],
+        vec![
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--repair-path",
+            "other",
+        ],
     ] {
         let st = fecq().args(&args).stderr(Stdio::null()).status().unwrap();
         assert_eq!(st.code(), Some(2), "{args:?}");
     }
     assert!(!out_path.exists());
+}
+
+/// `fecq loopback --multipath` end to end through the binary: both paths in the metrics file.
+#[test]
+fn multipath_loopback_writes_per_path_metrics() {
+    let out = tmp("mp.json");
+    let st = fecq()
+        .args([
+            "loopback",
+            "--multipath",
+            "--local-addresses",
+            "127.0.0.1,127.0.0.2",
+        ])
+        .args([
+            "--size", "200000", "--fec", "xor:4", "--loss", "0.02", "--out",
+        ])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(0));
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(m["ok"], true);
+    assert_eq!(m["multipath"]["paths_established"], 2);
+    let paths = m["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 2);
+    for (i, p) in paths.iter().enumerate() {
+        assert_eq!(p["path"], i + 1);
+        assert_eq!(p["client_address"], format!("127.0.0.{}", i + 1));
+        for side in ["client", "server"] {
+            for key in [
+                "packets_sent",
+                "bytes_sent",
+                "packets_received",
+                "bytes_received",
+                "repair_sent",
+                "recovered",
+                "lost",
+                "congestion_events",
+                "rtt_ms",
+                "cwnd",
+            ] {
+                assert!(!p[side][key].is_null(), "{side}.{key} of path {}", i + 1);
+            }
+        }
+    }
+    std::fs::remove_file(out).ok();
 }
 
 #[test]

@@ -75,9 +75,13 @@ pub struct MpArgs {
     /// Client: open one path per local address (comma-separated); path i leaves from address i
     #[arg(long, value_delimiter = ',')]
     pub local_addresses: Vec<IpAddr>,
-    /// Client: the server address of each path (comma-separated ADDR:PORT; default --server)
-    #[arg(long, value_delimiter = ',')]
+    /// Client: the server address of each path (comma-separated ADDR or ADDR:PORT; the port
+    /// defaults to --server's; default: --server for every path)
+    #[arg(long, value_delimiter = ',', value_parser = parse_server_address)]
     pub server_addresses: Vec<SocketAddr>,
+    /// Client: use only the first N paths of --local-addresses (and --server-addresses)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub paths: Option<u32>,
     /// FEC source blocks: path (one encoder per path) | connection (one across all paths)
     #[arg(long, default_value = "path")]
     pub fec_blocks: Blocks,
@@ -87,29 +91,62 @@ pub struct MpArgs {
     /// Packet scheduler: lowest-id (noq's own, see README.md)
     #[arg(long, default_value = "lowest-id")]
     pub scheduler: Scheduler,
+    /// Abandon a path that received nothing for this many seconds (0: never; then a dead path
+    /// ends the connection at its idle timeout); the lower of both ends' values applies
+    #[arg(long, default_value_t = 1.0)]
+    pub path_idle_timeout: f64,
+    /// Keep every path alive with a PING after this many seconds without sending on it (0: off)
+    #[arg(long, default_value_t = 0.2)]
+    pub path_keepalive: f64,
+}
+
+/// ADDR:PORT, or ADDR alone (port 0: --server's port).
+fn parse_server_address(s: &str) -> Result<SocketAddr, String> {
+    s.parse::<SocketAddr>()
+        .or_else(|_| s.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 0)))
+        .map_err(|_| format!("{s:?} is neither ADDR nor ADDR:PORT"))
 }
 
 impl MpArgs {
-    /// Multipath options without --multipath, or inconsistent ones, are usage errors.
-    pub fn check(&self, client: bool) -> Result<(), String> {
+    /// Multipath options without --multipath, or inconsistent ones, are usage errors. The server
+    /// takes the client's path lists and ignores them (it binds every address), so that one
+    /// descriptor argument can give both ends their multipath options.
+    pub fn check(&self) -> Result<(), String> {
+        for (name, v) in [
+            ("--path-idle-timeout", self.path_idle_timeout),
+            ("--path-keepalive", self.path_keepalive),
+        ] {
+            if !(0.0..=3600.0).contains(&v) {
+                return Err(format!("{name} {v} must be in [0, 3600] seconds"));
+            }
+        }
         let extra = !self.local_addresses.is_empty()
             || !self.server_addresses.is_empty()
+            || self.paths.is_some()
             || self.fec_blocks != Blocks::PerPath
             || self.repair_path != RepairPath::Same
-            || self.scheduler != Scheduler::LowestId;
+            || self.scheduler != Scheduler::LowestId
+            || self.path_idle_timeout != 1.0
+            || self.path_keepalive != 0.2;
         if !self.multipath {
             return if extra {
                 Err(
-                    "--local-addresses, --server-addresses, --fec-blocks, --repair-path and \
-                     --scheduler need --multipath"
+                    "--local-addresses, --server-addresses, --paths, --fec-blocks, \
+                     --repair-path, --scheduler, --path-idle-timeout and --path-keepalive need \
+                     --multipath"
                         .into(),
                 )
             } else {
                 Ok(())
             };
         }
-        if !client && (!self.local_addresses.is_empty() || !self.server_addresses.is_empty()) {
-            return Err("--local-addresses and --server-addresses are client options".into());
+        if let Some(n) = self.paths {
+            if n as usize > self.local_addresses.len().max(1) {
+                return Err(format!(
+                    "--paths {n}: only {} local address(es) given (--local-addresses)",
+                    self.local_addresses.len()
+                ));
+            }
         }
         if self.local_addresses.len() > MAX_PATHS {
             return Err(format!(
@@ -130,6 +167,11 @@ impl MpArgs {
         Ok(())
     }
 
+    /// The PING interval of every path (None: no keep-alive).
+    pub fn keepalive(&self) -> Option<Duration> {
+        seconds(self.path_keepalive)
+    }
+
     fn layer_multipath(&self) -> Multipath {
         Multipath {
             blocks: self.fec_blocks,
@@ -142,10 +184,18 @@ impl MpArgs {
         if self.local_addresses.is_empty() {
             return vec![(None, server)];
         }
+        let n = self.paths.map_or(usize::MAX, |n| n as usize);
         self.local_addresses
             .iter()
+            .take(n)
             .enumerate()
-            .map(|(i, ip)| (Some(*ip), *self.server_addresses.get(i).unwrap_or(&server)))
+            .map(|(i, ip)| {
+                let mut to = *self.server_addresses.get(i).unwrap_or(&server);
+                if to.port() == 0 {
+                    to.set_port(server.port());
+                }
+                (Some(*ip), to)
+            })
             .collect()
     }
 }
@@ -189,7 +239,12 @@ pub fn open_paths(conn: &Connection) -> Vec<(PathKey, Duration)> {
         .collect()
 }
 
-fn transport(common: &Common) -> TransportConfig {
+/// Seconds as a duration, 0 as None.
+fn seconds(s: f64) -> Option<Duration> {
+    (s > 0.0).then(|| Duration::from_secs_f64(s))
+}
+
+fn transport(common: &Common, mp: &MpArgs) -> TransportConfig {
     let mut t = TransportConfig::default();
     t.packet_threshold(common.reorder_packets);
     t.time_threshold(common.reorder_time);
@@ -212,6 +267,11 @@ fn transport(common: &Common) -> TransportConfig {
     t.datagram_receive_buffer_size(Some(8 << 20));
     t.datagram_send_buffer_size(8 << 20);
     t.max_concurrent_multipath_paths(MAX_PATHS as u32);
+    // Path failure: a path that hears nothing for the path idle timeout is abandoned (its
+    // packets in flight are then declared lost and resent on the others); the keep-alive PINGs
+    // make sure a live but idle path always hears something.
+    t.default_path_max_idle_timeout(seconds(mp.path_idle_timeout));
+    t.default_path_keep_alive_interval(seconds(mp.path_keepalive));
     t
 }
 
@@ -266,7 +326,7 @@ pub fn server_endpoint(
     let crypto = noq::crypto::rustls::QuicServerConfig::try_from(tls::server_rustls()?)
         .map_err(|e| e.to_string())?;
     let mut server = ServerConfig::with_crypto(Arc::new(crypto));
-    server.transport_config(Arc::new(transport(common)));
+    server.transport_config(Arc::new(transport(common, mp)));
     let endpoint = Endpoint::new_with_abstract_socket(
         EndpointConfig::default(),
         Some(server),
@@ -277,13 +337,15 @@ pub fn server_endpoint(
     Ok((endpoint, socket))
 }
 
-/// Accept connections until the endpoint is closed.
-pub async fn serve(endpoint: Endpoint, socket: Arc<MpSocket>) {
+/// Accept connections until the endpoint is closed; `keepalive`: the PING interval of every path
+/// (`--path-keepalive`).
+pub async fn serve(endpoint: Endpoint, socket: Arc<MpSocket>, keepalive: Option<Duration>) {
     while let Some(incoming) = endpoint.accept().await {
         let socket = socket.clone();
         tokio::spawn(async move {
             if let Ok(conn) = incoming.await {
                 socket.track_connection(&conn);
+                spawn_pinger(&conn, keepalive);
                 let stats: StatsFn = {
                     let conn = conn.clone();
                     Arc::new(move || {
@@ -396,6 +458,32 @@ fn path_reports(
         .collect()
 }
 
+/// PING every open path every `interval` until the connection ends. noq's per-path keep-alive
+/// only fires on a path this end has not *sent* on, and the ACKs of a path's data may travel on
+/// another path: a client receiving a download on path 2 and acknowledging it on path 1 sends
+/// nothing on path 2, so without these PINGs the server's path 2 hears nothing and is abandoned
+/// at its idle timeout although it works.
+fn spawn_pinger(conn: &Connection, interval: Option<Duration>) {
+    let Some(interval) = interval else { return };
+    let weak = conn.weak_handle();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(conn) = weak.upgrade() else { return };
+            if conn.close_reason().is_some() {
+                return;
+            }
+            for i in 0..PATH_ID_SCAN {
+                if let Some(path) = conn.path(PathId::from(i)) {
+                    let _ = path.ping();
+                }
+            }
+        }
+    });
+}
+
 /// Open path i (i ≥ 1) once the server has issued connection ids for it.
 async fn open_path(
     conn: &Connection,
@@ -429,6 +517,7 @@ async fn run_client(
     socket: &MpSocket,
     paths: &[(Option<IpAddr>, SocketAddr)],
     workload: Workload,
+    keepalive: Option<Duration>,
     m: &mut Metrics,
 ) -> Result<(), String> {
     let t0 = Instant::now();
@@ -445,6 +534,7 @@ async fn run_client(
     for (local, remote) in &paths[1..] {
         open_path(&conn, *local, *remote).await?;
     }
+    spawn_pinger(&conn, keepalive);
     if let Some(info) = m.multipath.as_mut() {
         info.paths_established = quic_paths(&conn).len();
     }
@@ -522,11 +612,11 @@ pub async fn client_main(
         Err(e) => return (m, Err(format!("endpoint: {e}"))),
     };
     let mut client = ClientConfig::new(Arc::new(crypto));
-    client.transport_config(Arc::new(transport(common)));
+    client.transport_config(Arc::new(transport(common, mp)));
     endpoint.set_default_client_config(client);
     let res = match tokio::time::timeout(
         common.timeout(),
-        run_client(&endpoint, &socket, &paths, workload, &mut m),
+        run_client(&endpoint, &socket, &paths, workload, mp.keepalive(), &mut m),
     )
     .await
     {

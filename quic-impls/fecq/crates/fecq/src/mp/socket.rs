@@ -86,6 +86,7 @@ impl MpSocket {
         set_buffer(&sock, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, rcvbuf);
         set_buffer(&sock, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, sndbuf);
         let state = UdpSocketState::new((&sock).into())?;
+        let gro = state.gro_segments().get();
         sock.set_nonblocking(true)?;
         let io = tokio::net::UdpSocket::from_std(sock)?;
         let socket = Arc::new(MpSocket {
@@ -94,7 +95,7 @@ impl MpSocket {
             scheme: cfg.scheme,
             flush_after: cfg.flush_after,
             core: Mutex::new(Core::new(cfg, link)),
-            recv_buf: Mutex::new(vec![0u8; 65536]),
+            recv_buf: Mutex::new(vec![0u8; crate::driver::recv_buffer_len(gro)]),
             default_local,
             link_wake: tokio::sync::Notify::new(),
             connections: Mutex::new(Vec::new()),

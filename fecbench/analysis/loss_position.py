@@ -1,0 +1,224 @@
+"""Where did a transfer lose its packets? Loss-position classes from the droppers' verdict logs.
+
+Michel & Bonaventure's Starlink study splits 50 kB uploads into all transfers, transfers with
+losses, and transfers with losses among their **last 10 packets** (where a tail loss costs a
+retransmission timeout and FEC at the end of a transfer helps most). This module does the same
+for any workload and implementation, from the verdict logs a design keeps with ``verdict_log = true``
+(table ``verdict_logs``: per run, link and direction, one record per packet the dropper matched,
+in stream-index order).
+
+Classes, per run and per log (one link, one direction), exclusive:
+
+- ``no loss``: no packet dropped;
+- ``tail loss``: at least one of the last ``k`` packets dropped (default ``k`` = 10);
+- ``loss``: packets dropped, none of them among the last ``k``.
+
+"Packets" are every packet the dropper matched during the run (handshake, data, acknowledgements,
+close), in the order the dropper saw them. ``min_len`` (bytes, IP length as the dropper records it)
+keeps only packets at least that long, e.g. 1000 to look at full-size data packets and ignore
+acknowledgements. A direction crossing several lossy links (multipath) takes the worst class of its
+links, each link judged on its own packets (the logs of two links have no common order).
+Direction ``any`` is the worst class of both directions: ``tail loss`` > ``loss`` > ``no loss``.
+
+``starlink_table`` gives the seed's table, nested as in the slides: all transfers, transfers with
+losses (``loss`` or ``tail loss``), transfers with losses in the last k packets (``tail loss``),
+with runs, median and 95th percentile of a metric (DCT) per label. A run that reached the time
+limit counts at +∞ (its verdict log is kept): a quantile that falls among them is +∞ (shown as
+``inf``), never a finished value. Failed runs are left out (``status_counts`` says how many).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Iterable
+from contextlib import closing
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from fecbench import results
+from fecbench.analysis.style import (
+    censored_ecdf,
+    empty,
+    grid,
+    label_palette,
+    labels_of,
+    metric_title,
+    note_below,
+    styled,
+)
+
+NO_LOSS, LOSS, TAIL = "no loss", "loss", "tail loss"
+CLASSES = (NO_LOSS, LOSS, TAIL)
+DIRECTIONS = ("forward", "reverse", "any")
+DEFAULT_K = 10
+_RANK = {NO_LOSS: 0, LOSS: 1, TAIL: 2}
+
+
+def classify(verdicts: Iterable[int] | np.ndarray, k: int = DEFAULT_K) -> str:
+    """The class of one packet sequence (1 = dropped), in the order the packets crossed the dropper."""
+    if k < 1:
+        raise ValueError(f"k must be ≥ 1, got {k!r}")
+    dropped = np.asarray(list(verdicts) if not isinstance(verdicts, np.ndarray) else verdicts).astype(bool)
+    if not dropped.any():
+        return NO_LOSS
+    return TAIL if dropped[-k:].any() else LOSS
+
+
+def summarise(records: np.ndarray, k: int = DEFAULT_K, min_len: int = 0) -> dict[str, object]:
+    """Class, packets, drops and drops among the last ``k`` of one verdict log (fields index, verdict,
+    len; sorted by index here, whatever the order given)."""
+    records = records[np.argsort(records["index"], kind="stable")]
+    if min_len:
+        records = records[records["len"] >= min_len]
+    verdicts = records["verdict"].astype(bool)
+    return {"class": classify(verdicts, k), "packets": int(len(verdicts)), "drops": int(verdicts.sum()),
+            "tail_drops": int(verdicts[-k:].sum())}
+
+
+def worst(classes: Iterable[str]) -> str:
+    """The worst of several classes (``no loss`` for none)."""
+    return max(classes, key=_RANK.__getitem__, default=NO_LOSS)
+
+
+def verdict_logs(db: results.DbLike) -> pd.DataFrame:
+    """Every stored verdict log: run_key, link, direction and ``records`` (a structured array)."""
+    with closing(results.connect(db)) as con:
+        rows = con.execute("SELECT run_key, link, direction, data FROM verdict_logs "
+                           "ORDER BY run_key, link, direction").fetchall()
+    return pd.DataFrame([{"run_key": key, "link": link, "direction": direction,
+                          "records": np.load(io.BytesIO(data), allow_pickle=False)}
+                         for key, link, direction, data in rows],
+                        columns=["run_key", "link", "direction", "records"])
+
+
+def classify_logs(logs: pd.DataFrame, k: int = DEFAULT_K, min_len: int = 0) -> pd.DataFrame:
+    """One row per run with a verdict log: ``class_<d>``, ``packets_<d>``, ``drops_<d>`` and
+    ``tail_drops_<d>`` for d in forward, reverse and any (NaN / None where a direction has no log)."""
+    if k < 1:
+        raise ValueError(f"k must be ≥ 1, got {k!r}")
+    rows: dict[str, dict[str, object]] = {}
+    for run_key, group in logs.groupby("run_key", sort=True):
+        row: dict[str, object] = {"run_key": run_key}
+        seen: list[str] = []
+        for direction in ("forward", "reverse"):
+            mine = [summarise(r, k, min_len) for r in group.loc[group["direction"] == direction, "records"]]
+            if not mine:
+                row.update({f"class_{direction}": None, f"packets_{direction}": math.nan,
+                            f"drops_{direction}": math.nan, f"tail_drops_{direction}": math.nan})
+                continue
+            row[f"class_{direction}"] = worst(s["class"] for s in mine)
+            for field in ("packets", "drops", "tail_drops"):
+                row[f"{field}_{direction}"] = sum(int(s[field]) for s in mine)
+            seen.append(direction)
+        row["class_any"] = worst(row[f"class_{d}"] for d in seen)
+        for field in ("packets", "drops", "tail_drops"):
+            row[f"{field}_any"] = sum(row[f"{field}_{d}"] for d in seen)
+        rows[str(run_key)] = row
+    columns = ["run_key"] + [f"{f}_{d}" for d in DIRECTIONS for f in ("class", "packets", "drops", "tail_drops")]
+    return pd.DataFrame(list(rows.values()), columns=columns)
+
+
+def classify_runs(db: results.DbLike, k: int = DEFAULT_K, min_len: int = 0) -> pd.DataFrame:
+    """The runs frame of ``results.load`` restricted to runs with a verdict log, with their classes
+    (see ``classify_logs``); ``attrs["k"]`` and ``attrs["min_len"]`` say how they were judged."""
+    runs = results.load(db)
+    classes = classify_logs(verdict_logs(db), k, min_len)
+    out = runs.merge(classes, left_on="key", right_on="run_key", how="inner").drop(columns="run_key")
+    out.attrs.update(runs.attrs)
+    out.attrs.update(k=k, min_len=min_len)
+    return out
+
+
+def quantile(values: np.ndarray, q: float) -> float:
+    """Linear-interpolation quantile where +∞ stands for timed-out runs: +∞ as soon as the
+    interpolation touches one of them (their true value is unknown), NaN for no values."""
+    values = np.sort(np.asarray(values, dtype=float))
+    if len(values) == 0:
+        return math.nan
+    pos = q * (len(values) - 1)
+    low, high = math.floor(pos), math.ceil(pos)
+    if math.isinf(values[high]):
+        return math.inf
+    return float(values[low] + (values[high] - values[low]) * (pos - low))
+
+
+def _values(frame: pd.DataFrame, metric: str) -> pd.Series:
+    """The metric of finished runs, +∞ for runs that timed out; other runs are not in the result."""
+    finished = (frame["status"] == "ok") & frame[metric].notna()
+    timed_out = frame["status"] == "timeout"
+    return frame[metric].where(finished, math.inf)[finished | timed_out].astype(float)
+
+
+def nested_rows(k: int) -> dict[str, tuple[str, ...]]:
+    """The table's rows (as in the slides) and the classes each one takes."""
+    return {"all transfers": CLASSES, "transfers with losses": (LOSS, TAIL),
+            f"transfers with losses in the last {k} packets": (TAIL,)}
+
+
+def starlink_table(classified: pd.DataFrame, direction: str = "any", metric: str = "dct_ms",
+                   by: tuple[str, ...] = ("workload", "size")) -> pd.DataFrame:
+    """Per ``by`` group and nested class: runs, median and 95th percentile of ``metric`` per label
+    (columns ``runs <label>``, ``median <label>``, ``p95 <label>``; timeouts as +∞, see the module)."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    k = int(classified.attrs.get("k", DEFAULT_K))
+    labels = sorted(classified["label"].dropna().unique()) if len(classified) else []
+    keys = [c for c in by if c in classified.columns]
+    rows = []
+    groups = classified.groupby(keys, dropna=False, sort=True) if keys else [((), classified)]
+    for group_key, group in groups:
+        group_key = group_key if isinstance(group_key, tuple) else (group_key,)
+        for row_name, members in nested_rows(k).items():
+            row: dict[str, object] = dict(zip(keys, group_key, strict=True))
+            row["class"] = row_name
+            sub = group[group[f"class_{direction}"].isin(members)]
+            for label in labels:
+                values = _values(sub[sub["label"] == label], metric).to_numpy()
+                row[f"runs {label}"] = len(values)
+                row[f"median {label}"] = quantile(values, 0.5)
+                row[f"p95 {label}"] = quantile(values, 0.95)
+            rows.append(row)
+    columns = [*keys, "class", *[f"{s} {lbl}" for s in ("runs", "median", "p95") for lbl in labels]]
+    return pd.DataFrame(rows, columns=columns)
+
+
+@styled
+def class_ecdf(classified: pd.DataFrame, direction: str = "any", metric: str = "dct_ms",
+               title: str | None = None) -> Figure:
+    """One panel per nested class (all / with losses / with losses in the last k packets): ECDF of
+    ``metric`` per label; runs that timed out count at +∞ (the curve ends below 1)."""
+    k = int(classified.attrs.get("k", DEFAULT_K))
+    rows = nested_rows(k)
+    fig, axes = grid(len(rows), 3, width=3.8, height=3.2)
+    values_all = _values(classified, metric) if len(classified) else pd.Series(dtype=float)
+    finite = values_all[np.isfinite(values_all)]
+    if finite.empty:
+        return empty(fig, axes[0], f"no finished runs with {metric_title(metric)}")
+    xlim = (float(finite.min()) * 0.95, float(finite.max()) * 1.05)
+    colors = label_palette(labels_of(classified))
+    for i, (ax, (name, members)) in enumerate(zip(axes, rows.items(), strict=True)):
+        sub = classified[classified[f"class_{direction}"].isin(members)]
+        notes = []
+        for label in sorted(sub["label"].dropna().unique()):
+            values = _values(sub[sub["label"] == label], metric).to_numpy()
+            above = int(np.isinf(values).sum())
+            censored_ecdf(ax, values[np.isfinite(values)], 0, above, xlim, color=colors[label],
+                          label=f"{label} ({len(values)})")
+            if above:
+                notes.append(f"{label} {above}")
+        ax.set_xlim(xlim)
+        ax.set_ylim(0, 1.02)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel(metric_title(metric))
+        ax.set_ylabel("ECDF" if i == 0 else "")
+        if len(sub):
+            ax.legend(title="label (runs)", frameon=False, fontsize=7)
+        if notes:
+            note_below(ax, "timed out (at +∞): " + ", ".join(notes))
+    min_len = classified.attrs.get("min_len")
+    only = f", packets ≥ {min_len} B" if min_len else ""
+    fig.suptitle(title or f"{metric_title(metric)} per loss position ({direction} direction{only}, k = {k})")
+    return fig

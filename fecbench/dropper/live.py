@@ -1,0 +1,140 @@
+"""In-place changes to a running dropper, without resetting its stream: outages and loss steps.
+
+`Dropper.set` rewrites the whole configuration and restarts the stream at index 0 (and drops the
+verdict log), which is right between runs and wrong in the middle of one: the loss pattern would
+restart after every handover. A schedule (fecbench.topologies.schedule) instead changes the live
+configuration the way the loader itself does, through the instance's pinned, memory-mapped global
+data (`bss`: `struct fd_config cfg` then the shared packet index, dropper/src/fecdrop.h):
+
+- an **outage** switches the instance to the uniform model with threshold 2^32 (drop everything)
+  and back. Packets keep taking stream indices during the outage, so outside outages packet i gets
+  exactly the verdict D[i] of the seeded model, as in a run without a schedule (a Gilbert-Elliott
+  chain is a function of the index too); the outage drops are logged (verdict 1) like any other.
+  The verdict of packet i is therefore ``D[i] or (i in an outage's index range)``, and each switch
+  records the stream index at which it took effect, so every verdict log can be re-derived from the
+  seed and the recorded ranges (`expected_verdicts`).
+- a **loss step** (uniform model only) writes the new threshold: packet i then gets
+  ``hash(seed, stream, i) < t(p_new)``, the same random number against a new threshold.
+
+The loader derives `stats()["dropped"]` from the model in force, so outage drops are not in it: count
+them in the verdict log, or from the recorded index ranges.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from fecbench.dropper.model import LossModel, reference_verdicts, threshold
+from fecbench.errors import UserError
+
+# struct fd_config (dropper/src/fecdrop.h) and its place in the program's .bss (fecdrop.skel.h).
+OFF_MODEL, OFF_SEED, OFF_STREAM, OFF_T_DROP = 0, 16, 24, 32
+OFF_INDEX = 192              # next_index, aligned to 64 bytes after the 144-byte cfg
+BSS_VALUE_SIZE = 200
+MODEL_UNIFORM = 1
+DROP_ALL = 1 << 32           # uniform: drop when u < t_drop, u < 2^32
+_BPF_OBJ_GET, _BPF_OBJ_GET_INFO_BY_FD = 7, 15
+_SYS_BPF = {"x86_64": 321, "aarch64": 280}
+
+
+def _bpf(cmd: int, attr: ctypes.Array) -> int:
+    number = _SYS_BPF.get(os.uname().machine)
+    if number is None:
+        raise UserError(f"live dropper changes: unsupported machine {os.uname().machine}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    result = libc.syscall(number, cmd, ctypes.byref(attr), ctypes.sizeof(attr))
+    if result < 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return result
+
+
+def _map_value_size(fd: int) -> int:
+    info = (ctypes.c_uint32 * 64)()                       # struct bpf_map_info (its first fields)
+    attr = (ctypes.c_uint64 * 4)()
+    attr[0] = fd | (ctypes.sizeof(info) << 32)            # bpf_fd, info_len
+    attr[1] = ctypes.addressof(info)
+    _bpf(_BPF_OBJ_GET_INFO_BY_FD, attr)
+    return int(info[3])                                   # type, id, key_size, value_size
+
+
+class LiveConfig:
+    """The memory-mapped configuration of one attached dropper instance (its pin directory)."""
+
+    def __init__(self, pin: str | Path, seed: int, stream: int) -> None:
+        path = ctypes.create_string_buffer(str(Path(pin) / "bss").encode())
+        attr = (ctypes.c_uint64 * 4)()
+        attr[0] = ctypes.addressof(path)
+        try:
+            fd = _bpf(_BPF_OBJ_GET, attr)
+        except OSError as exc:
+            raise UserError(f"dropper {pin}: cannot open its configuration ({exc.strerror})") from None
+        try:
+            if _map_value_size(fd) != BSS_VALUE_SIZE:
+                raise UserError(f"dropper {pin}: its global data is not laid out as this fecbench expects "
+                                "(another build of the dropper): rebuild with make -C dropper")
+            self._map = mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        # The seed and stream the harness set must be where we read them: a layout check.
+        if (self._u64(OFF_SEED), self._u64(OFF_STREAM)) != (seed, stream):
+            self.close()
+            raise UserError(f"dropper {pin}: configuration does not match (seed, stream) = ({seed}, {stream})")
+        self.saved = (self._u32(OFF_MODEL), self._u64(OFF_T_DROP))
+
+    def _u32(self, offset: int) -> int:
+        return struct.unpack_from("<I", self._map, offset)[0]
+
+    def _u64(self, offset: int) -> int:
+        return struct.unpack_from("<Q", self._map, offset)[0]
+
+    def index(self) -> int:
+        """The stream index the next matching packet will take."""
+        return self._u64(OFF_INDEX)
+
+    def _write(self, model: int, t_drop: int) -> tuple[int, int]:
+        """Threshold first, then the model (each one aligned store): a packet sees the old or the new
+        configuration, never a uniform model with the old threshold. Returns the index before and after."""
+        before = self.index()
+        struct.pack_into("<Q", self._map, OFF_T_DROP, t_drop)
+        struct.pack_into("<I", self._map, OFF_MODEL, model)
+        return before, self.index()
+
+    def outage(self, on: bool) -> tuple[int, int]:
+        """Drop every packet from now (on) or go back to the model in force before the outage."""
+        if on:
+            self.before_outage = (self._u32(OFF_MODEL), self._u64(OFF_T_DROP))
+            return self._write(MODEL_UNIFORM, DROP_ALL)
+        model, t_drop = getattr(self, "before_outage", self.saved)
+        return self._write(model, t_drop)
+
+    def set_uniform_p(self, p: float) -> tuple[int, int]:
+        """New loss probability of a uniform model, from the next packet on (same stream)."""
+        if self.saved[0] != MODEL_UNIFORM:
+            raise UserError("loss changes in place need the uniform loss model")
+        return self._write(MODEL_UNIFORM, threshold(p))
+
+    def changed(self) -> bool:
+        return (self._u32(OFF_MODEL), self._u64(OFF_T_DROP)) != self.saved
+
+    def restore(self) -> tuple[int, int]:
+        """Back to the configuration found when this object was made; the index before and after."""
+        return self._write(*self.saved)
+
+    def close(self) -> None:
+        self._map.close()
+
+
+def expected_verdicts(model: LossModel, seed: int, stream: int, n: int,
+                      outages: list[tuple[int, int]]) -> np.ndarray:
+    """The verdicts (1 = drop) of packets 0..n-1 under ``model`` with the given outage index ranges
+    [start, end): what a verdict log must hold for a schedule with outages only."""
+    verdicts = np.asarray(reference_verdicts(model, seed, stream, n), dtype=np.uint8).copy()
+    for start, end in outages:
+        verdicts[max(0, start):max(0, min(end, n))] = 1
+    return verdicts

@@ -1,0 +1,34 @@
+"""The link_events table (schema version 2: a link schedule's applied changes per run): migration of
+a version 1 database in place, writes through finish_run, the read API, and retries clearing it."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from fecbench import db as dbmod
+from fecbench import results
+
+
+def test_link_events_table_migration_and_reader(tmp_path):
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    dbmod._create_v1(conn)                       # a database written by schema version 1
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    conn.execute("INSERT INTO runs (key, status) VALUES ('k', 'ok')")
+    conn.close()
+    assert results.link_events(path).empty       # read-only: the old database is readable as it is
+    conn = dbmod.connect(path)                   # a writer upgrades it in place, keeping the runs
+    assert dbmod.schema_version(conn) == dbmod.SCHEMA_VERSION == 2
+    assert conn.execute("SELECT status FROM runs WHERE key='k'").fetchone()[0] == "ok"
+    events = [{"seq": 0, "kind": "outage-start", "link": "bottleneck", "direction": "forward", "scheduled_s": 1.0,
+               "applied_s": 1.0004, "took_ms": 0.01, "params": {"index_before": 50, "index_after": 50}}]
+    dbmod.finish_run(conn, "k", status="ok", error=None, server_log_tail="", client_log_tail="", finished_at="t",
+                     duration_s=1.0, link_events=events)
+    frame = results.link_events(path)
+    assert len(frame) == 1 and frame.loc[0, "params"] == {"index_before": 50, "index_after": 50}
+    assert frame.loc[0, "error_ms"] == pytest.approx(0.4)
+    dbmod.start_run(conn, "k", "t", "delayline", "h")   # a retry clears the previous attempt's events
+    assert results.link_events(path).empty
+    conn.close()

@@ -1,0 +1,114 @@
+"""Link schedules without root: parsing and validation (errors name file and key, exit 2), expansion
+into timed actions (periodic, random outage lengths from the seed), topology checks, the design key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fecbench.errors import SpecError
+from fecbench.topologies import load_topology
+from fecbench.topologies.schedule import load_schedule
+
+ROOT = Path(__file__).resolve().parent.parent
+SINGLE = ROOT / "topologies" / "single.toml"
+HANDOVER = ROOT / "topologies" / "schedules" / "starlink-handover.toml"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return path
+
+
+def test_one_shot_outage_actions(tmp_path):
+    s = load_schedule(write(tmp_path, '[[change]]\nlink = "bottleneck"\nat_s = 1.0\noutage_ms = 200\n'))
+    actions = s.actions(10, seed=1)
+    assert [(a.at_s, a.kind, a.directions) for a in actions] == [
+        (1.0, "outage-start", ("forward", "reverse")), (pytest.approx(1.2), "outage-end", ("forward", "reverse"))]
+    assert s.actions(0.5, seed=1) == []  # past the run's horizon
+
+
+def test_periodic_handover_lengths_follow_the_seed_and_steps_cycle(tmp_path):
+    s = load_schedule(write(tmp_path, '[[change]]\nlink = "bottleneck"\nevery_s = 15\noutage_ms = [100, 300]\n'
+                                      'owd_ms = [25, 32]\nuntil_s = 50\n'))
+    actions = s.actions(60, seed=7)
+    starts = [a for a in actions if a.kind == "outage-start"]
+    assert [a.at_s for a in starts] == [15, 30, 45]
+    lengths = [a.params["length_ms"] for a in starts]
+    assert all(100 <= x <= 300 for x in lengths) and len(set(lengths)) == 3
+    assert lengths == [a.params["length_ms"] for a in s.actions(60, seed=7) if a.kind == "outage-start"]
+    assert lengths != [a.params["length_ms"] for a in s.actions(60, seed=8) if a.kind == "outage-start"]
+    assert [a.params["owd_ms"] for a in actions if a.kind == "set"] == [25, 32, 25]
+    # ends come before starts at one instant; each outage ends at start + its length
+    for a in starts:
+        end = next(b for b in actions if b.kind == "outage-end" and b.occurrence == a.occurrence)
+        assert end.at_s == pytest.approx(a.at_s + a.params["length_ms"] / 1e3)
+
+
+def test_hold_undoes_a_change(tmp_path):
+    s = load_schedule(write(tmp_path, '[[change]]\nlink = "bottleneck"\nat_s = [1, 5]\nbw_scale = 0.5\n'
+                                      'hold_ms = 2000\ndirection = "reverse"\n'))
+    assert [(a.at_s, a.kind) for a in s.actions(10, 0)] == [(1, "set"), (3, "undo"), (5, "set"), (7, "undo")]
+
+
+@pytest.mark.parametrize("text, key, problem", [
+    ('[[change]]\nlink = "bottleneck"\noutage_ms = 10\n', "change[0].at_s", "either at_s"),
+    ('[[change]]\nlink = "bottleneck"\nat_s = 1\nevery_s = 2\noutage_ms = 10\n', "change[0].at_s", "either at_s"),
+    ('[[change]]\nlink = "bottleneck"\nat_s = 1\n', "change[0]", "changes nothing"),
+    ('[[change]]\nlink = "bottleneck"\nat_s = 1\noutage_ms = -5\n', "change[0].outage_ms", "[0.001"),
+    ('[[change]]\nlink = "bottleneck"\nat_s = 1\noutage_ms = [300, 100]\n', "change[0].outage_ms", "low must"),
+    ('[[change]]\nlink = "bottleneck"\nat_s = [2, 1]\noutage_ms = 10\n', "change[0].at_s", "increase"),
+    ('[[change]]\nlink = "bottleneck"\nevery_s = 0.1\noutage_ms = 200\n', "change[0].every_s", "overlap"),
+    ('[[change]]\nlink = "bottleneck"\nat_s = 1\nowd_ms = 5\nowd_delta_ms = 5\n', "change[0].owd_delta_ms",
+     "not both"),
+    ('[[change]]\nlink = "bottleneck"\nat_s = 1\nloss_p = 1.5\n', "change[0].loss_p", "[0, 1]"),
+    ('[[change]]\nlink = "bottleneck"\nat_s = 1\noutage_ms = 5\ndirection = "up"\n', "change[0].direction",
+     "unknown value"),
+    ('[[change]]\nlink = "bottleneck"\nat_s = 1\noutage_ms = 5\nspeed = 3\n', "change[0].speed", "unknown key"),
+    ('[[change]]\nlink = "bottleneck"\nat_s = 1\nstart_s = 3\noutage_ms = 5\n', "change[0].start_s",
+     "only with every_s"),
+    ('[[change]]\nlink = "bottleneck"\nat_s = 1\nhold_ms = 5\noutage_ms = 5\n', "change[0].hold_ms", "undoes"),
+    ('[schedule]\nname = "x"\n[[change]]\nlink = "b"\nat_s = 1\noutage_ms = 5\n', "schedule.name", "unknown key"),
+    ('[schedule]\n', "change", "missing required"),
+    ('[[change]\n', None, "invalid TOML"),
+])
+def test_bad_schedules_name_file_and_key(tmp_path, text, key, problem):
+    path = write(tmp_path, text)
+    with pytest.raises(SpecError) as info:
+        load_schedule(path)
+    assert info.value.key == key and problem in str(info.value) and str(path) in str(info.value)
+
+
+def test_checks_against_the_topology(tmp_path):
+    topo = load_topology(SINGLE)
+    cases = [('link = "nowhere"\noutage_ms = 5', "no link 'nowhere'"),
+             ('link = "access"\noutage_ms = 5', "has no dropper"),
+             ('link = "access"\nowd_ms = 5', "not shaped"),
+             ('link = "bottleneck"\nloss_p = 0.1', "uniform")]
+    for body, problem in cases:
+        s = load_schedule(write(tmp_path, f"[[change]]\nat_s = 1\n{body}\n"))
+        with pytest.raises(SpecError, match=problem):
+            s.check_topology(topo, "gilbert-elliott")
+    load_schedule(write(tmp_path, '[[change]]\nat_s = 1\nlink = "bottleneck"\nloss_p = 0.1\n')).check_topology(
+        topo, "uniform")
+
+
+def test_shipped_handover_schedule():
+    s = load_schedule(HANDOVER)
+    s.check_topology(load_topology(SINGLE), "gilbert-elliott")
+    kinds = {a.kind for a in s.actions(60, 3)}
+    assert {"outage-start", "outage-end", "set"} <= kinds
+
+
+def test_design_with_a_bad_schedule_exits_2(tmp_path):
+    bad = write(tmp_path, '[[change]]\nlink = "bottleneck"\nat_s = 1\noutage_ms = "long"\n')
+    design = (ROOT / "designs" / "smoke.toml").read_text().replace("[design]\n", f'[design]\nschedule = "{bad}"\n', 1)
+    (tmp_path / "d.toml").write_text(design)
+    done = subprocess.run([sys.executable, "-m", "fecbench", "run", str(tmp_path / "d.toml"), "--dry-run"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{bad}: change[0].outage_ms" in done.stderr

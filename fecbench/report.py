@@ -16,6 +16,8 @@ Figures (from :mod:`fecbench.analysis`, the same code as the notebooks):
   ``data-received-ratio-ecdf.png`` and ``rebuffering-vs-owd.png``.
 - with verdict logs (``verdict_log = true``): ``loss-position.png`` and the Starlink table, median
   and p95 DCT per loss-position class and label (``fecbench.analysis.loss_position``).
+- with a link schedule: a table of the changes applied per link, direction and kind, with the median
+  and largest distance between applied and scheduled time (``results.link_events``).
 
 The page opens with the headline table: per label and size, the median over the design points of
 the per-point ratio of medians, the share of points where the label did better, and how many points
@@ -208,6 +210,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
             figure("rebuffering-vs-owd", analysis.metric_vs_factor(messages, "rebuffering_ms", "owd"))
 
     _loss_position(report, db, figure)
+    _link_schedule(report, db)
 
     failures = frame[~frame["status"].isin(["ok", "pending"])]
     if not failures.empty:
@@ -282,6 +285,22 @@ def _loss_position(report: Report, db: Path, figure) -> None:
                           "are left out.")
     figure("loss-position", loss_position.class_ecdf(classified),
            "ECDF of the DCT per loss-position class and label (either direction); timed-out runs at +∞.")
+
+
+def _link_schedule(report: Report, db: Path) -> None:
+    """A link schedule's changes: how many were applied, how close to their scheduled time, errors."""
+    events = results.link_events(db)
+    timed = events[events["scheduled_s"].notna()].assign(abs_error_ms=lambda f: f["error_ms"].abs())
+    if timed.empty:
+        return
+    name = "link schedule: changes applied"
+    report.tables[name] = timed.groupby(["link", "direction", "kind"]).agg(
+        changes=("seq", "size"), runs=("run_key", "nunique"), median_error_ms=("abs_error_ms", "median"),
+        max_error_ms=("abs_error_ms", "max")).reset_index()
+    failed = int((events["kind"] == "error").sum())
+    report.notes[name] = (f"Changes of the link schedule as applied during the runs; error: applied - scheduled "
+                          f"time (after the client's start). {failed} change(s) could not be applied "
+                          "(results.link_events: kind error).")
 
 
 def _share(low: float, high: float) -> str:

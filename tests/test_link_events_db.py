@@ -32,3 +32,23 @@ def test_link_events_table_migration_and_reader(tmp_path):
     dbmod.start_run(conn, "k", "t", "delayline", "h")   # a retry clears the previous attempt's events
     assert results.link_events(path).empty
     conn.close()
+
+
+def test_report_summarises_the_applied_changes(tmp_path):
+    from loss_position_db import make_loss_position_db
+
+    from fecbench import report
+
+    db = make_loss_position_db(tmp_path / "u.sqlite")
+    conn = dbmod.connect(db)
+    events = [{"seq": i, "kind": kind, "link": "bottleneck", "direction": "forward", "scheduled_s": at,
+               "applied_s": at + err / 1e3, "took_ms": 0.01, "params": {}}
+              for i, (kind, at, err) in enumerate([("outage-start", 1.0, 0.05), ("outage-end", 1.2, -0.5)])]
+    events.append({"seq": 2, "kind": "error", "params": {"error": "tc: boom"}})
+    dbmod.finish_run(conn, "run-a", status="ok", error=None, server_log_tail="", client_log_tail="", finished_at="t",
+                     duration_s=1.0, metrics={"dct_ms": 250.0}, link_events=events)
+    conn.close()
+    built = report.build(db, tmp_path / "report")
+    table = built.tables["link schedule: changes applied"].set_index("kind")
+    assert list(table["changes"]) == [1, 1] and table.loc["outage-end", "max_error_ms"] == pytest.approx(0.5)
+    assert "1 change(s) could not be applied" in (tmp_path / "report" / "index.html").read_text()

@@ -112,3 +112,23 @@ def test_design_with_a_bad_schedule_exits_2(tmp_path):
                           capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"{bad}: change[0].outage_ms" in done.stderr
+
+
+def test_a_topology_can_carry_the_schedule(tmp_path):
+    from fecbench.runners.design import parse_design
+
+    topo = tmp_path / "topo.toml"
+    topo.write_text((ROOT / "topologies" / "single.toml").read_text().replace(
+        '[topology]\n', f'[topology]\nschedule = "{HANDOVER}"\n', 1))
+    design = tmp_path / "d.toml"
+    design.write_text((ROOT / "designs" / "smoke.toml").read_text().replace(
+        'topology = "topologies/single.toml"', f'topology = "{topo}"', 1))
+    parsed = parse_design(design)
+    assert parsed.schedule is not None and parsed.schedule.file == str(HANDOVER)
+    # the design's own schedule wins; a missing file names the spec and key
+    own = write(tmp_path, '[[change]]\nlink = "bottleneck"\nat_s = 1\noutage_ms = 10\n')
+    design.write_text(design.read_text().replace("[design]\n", f'[design]\nschedule = "{own}"\n', 1))
+    assert parse_design(design).schedule.file == str(own)
+    topo.write_text(topo.read_text().replace(str(HANDOVER), "nowhere.toml"))
+    with pytest.raises(SpecError, match="topology.schedule"):
+        load_topology(topo)

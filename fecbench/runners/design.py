@@ -259,7 +259,7 @@ def parse_design(path: str | Path) -> Design:
 
     space = top.section("space", required=True)
     loss = _parse_loss(top.section("loss"), path)
-    schedule = _parse_schedule(schedule_path, path, topology_path, loss.model) if schedule_path else None
+    schedule = _parse_schedule(schedule_path, path, topology_path, loss.model)
     workload = _parse_workload(top.section("workload", required=True), path)
 
     impls: list[ImplEntry] = []
@@ -286,16 +286,24 @@ def parse_design(path: str | Path) -> Design:
                   space=space, loss=loss, workload=workload, impls=impls, schedule=schedule)
 
 
-def _parse_schedule(value: str, path: Path, topology_path: Path, loss_model: str) -> Any:
-    """The design's link schedule, checked against its topology and loss model."""
+def _parse_schedule(value: str | None, path: Path, topology_path: Path, loss_model: str) -> Any:
+    """The link schedule of the design, else of its topology (`[topology] schedule`), checked against
+    the topology and the design's loss model; None without one."""
     from fecbench.topologies import load_topology
     from fecbench.topologies.schedule import load_schedule
 
-    schedule_path = resolve_path(value, path)
+    base, key = path, "design.schedule"
+    if value is None:  # a quick look first: most topologies have no schedule
+        value = load_toml(topology_path).get("topology", {}).get("schedule")
+        if value is None:
+            return None
+        base, key = topology_path, "topology.schedule"
+    topology = load_topology(topology_path)
+    schedule_path = resolve_path(value, base)
     if not schedule_path.is_file():
-        raise SpecError(path, "design.schedule", f"schedule file {schedule_path} not found")
+        raise SpecError(base, key, f"schedule file {schedule_path} not found")
     schedule = load_schedule(schedule_path)
-    schedule.check_topology(load_topology(topology_path), loss_model, design=path)
+    schedule.check_topology(topology, loss_model, design=path)
     return schedule
 
 

@@ -81,6 +81,7 @@ class Topology:
     links: list[LinkSpec]
     path_nodes: list[list[str]]
     defaults: dict[str, Any] = field(default_factory=dict)
+    schedule: str | None = None   # a link schedule file (as written; relative to this spec), see schedule.py
 
     # --- what the campaign runner asks -----------------------------------------------------
     @property
@@ -279,6 +280,9 @@ def load_topology(path: str | Path, paths: int | None = None) -> Topology:
     top = root.section("topology", required=True)
     name = top.get("name", str, path.stem)
     description = top.get("description", str, "")
+    schedule = top.get("schedule", str, None)
+    if schedule is not None and not (path.parent / schedule).is_file() and not Path(schedule).is_file():
+        raise top.error("schedule", f"schedule file {schedule!r} not found (relative to {path.parent})")
     client = top.get("client", str, "client")
     server = top.get("server", str, "server")
     n = top.get("paths", int, 1, min=1, max=16)
@@ -390,7 +394,7 @@ def load_topology(path: str | Path, paths: int | None = None) -> Topology:
                 link.a, link.b = link.b, link.a
     _check_connected(path, roles, links)
     root.done()
-    return Topology(str(path), name, description, client, server, nodes, links, path_nodes, declared)
+    return Topology(str(path), name, description, client, server, nodes, links, path_nodes, declared, schedule)
 
 
 def _check_connected(path: Path, roles: dict[str, str], links: list[LinkSpec]) -> None:

@@ -20,7 +20,7 @@ def test_link_events_table_migration_and_reader(tmp_path):
     conn.close()
     assert results.link_events(path).empty       # read-only: the old database is readable as it is
     conn = dbmod.connect(path)                   # a writer upgrades it in place, keeping the runs
-    assert dbmod.schema_version(conn) == dbmod.SCHEMA_VERSION == 2
+    assert dbmod.schema_version(conn) == dbmod.SCHEMA_VERSION >= 2
     assert conn.execute("SELECT status FROM runs WHERE key='k'").fetchone()[0] == "ok"
     events = [{"seq": 0, "kind": "outage-start", "link": "bottleneck", "direction": "forward", "scheduled_s": 1.0,
                "applied_s": 1.0004, "took_ms": 0.01, "params": {"index_before": 50, "index_after": 50}}]
@@ -35,9 +35,8 @@ def test_link_events_table_migration_and_reader(tmp_path):
 
 
 def test_report_summarises_the_applied_changes(tmp_path):
-    from loss_position_db import make_loss_position_db
-
     from fecbench import report
+    from tests.helpers.loss_position_db import make_loss_position_db
 
     db = make_loss_position_db(tmp_path / "u.sqlite")
     conn = dbmod.connect(db)

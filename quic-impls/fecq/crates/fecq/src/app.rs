@@ -283,6 +283,9 @@ pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// How the error of a run that reached `--timeout` begins (the CLI exits with 124 then).
+pub const TIMEOUT_PREFIX: &str = "timeout after ";
+
 /// Client role: run a workload against a server, with the overall timeout, and write metrics.
 pub async fn client_main(
     common: &Common,
@@ -310,7 +313,7 @@ pub async fn client_main(
     .await
     {
         Ok(r) => r,
-        Err(_) => Err(format!("timeout after {} s", common.timeout)),
+        Err(_) => Err(format!("{TIMEOUT_PREFIX}{} s", common.timeout)),
     };
     endpoint.close(0u32.into(), b"bye");
     if res.is_err() {

@@ -1,5 +1,6 @@
-//! The `fecq` command line. Exit status: 0 success, 1 failure (incomplete transfer, timeout,
-//! I/O error), 2 usage, 127 unsupported combination.
+//! The `fecq` command line. Exit status: 0 success, 1 failure (incomplete transfer, I/O error),
+//! 2 usage (a bad option or value), 124 the client gave up at its `--timeout` (as timeout(1);
+//! its metrics file says what arrived until then), 127 unsupported combination.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -18,6 +19,7 @@ use crate::mp::{self, MpArgs};
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_TIMEOUT: i32 = 124;
 pub const EXIT_UNSUPPORTED: i32 = 127;
 
 #[derive(Parser, Debug)]
@@ -85,6 +87,16 @@ enum Command {
         /// With --multipath, --local-addresses 127.0.0.1,127.0.0.2,… gives one path per address
         #[command(flatten)]
         mp: MpArgs,
+    },
+    /// Check options without running anything: ARGS are parsed and checked as `fecq server` or
+    /// `fecq client` would (the role's own --listen/--server/--out filled in); exit 0, else 2
+    /// (127: an unsupported combination) with a message naming the rejected value
+    CheckArgs {
+        /// server | client
+        role: String,
+        /// The options to check, as the role would get them
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
     /// Measure the codes, the FEC layer and loopback downloads
     Bench {
@@ -179,10 +191,20 @@ fn run<T>(fut: impl std::future::Future<Output = T>) -> T {
     out
 }
 
-/// Write the metrics (even for a failed run: `ok` is false and `error` says why).
-fn finish(mut m: Metrics, res: Result<(), String>, out: &std::path::Path) -> i32 {
+/// Write the metrics (even for a failed run: `ok` is false and `error` says why; `elapsed_ms`
+/// is the time since `started`). A run that reached `--timeout` (the error begins with
+/// `app::TIMEOUT_PREFIX`) sets `timed_out` and exits with EXIT_TIMEOUT, its `bytes_app` the
+/// bytes received until then.
+fn finish(
+    mut m: Metrics,
+    res: Result<(), String>,
+    out: &std::path::Path,
+    started: std::time::Instant,
+) -> i32 {
     m.ok = res.is_ok();
     m.error = res.as_ref().err().cloned();
+    m.elapsed_ms = Some(app::ms(started.elapsed()));
+    m.timed_out = matches!(&res, Err(e) if e.starts_with(app::TIMEOUT_PREFIX));
     if let Err(e) = m.write(out) {
         eprintln!("fecq: {e}");
         return EXIT_FAILURE;
@@ -191,7 +213,105 @@ fn finish(mut m: Metrics, res: Result<(), String>, out: &std::path::Path) -> i32
         Ok(()) => EXIT_OK,
         Err(e) => {
             eprintln!("fecq: {e}");
-            EXIT_FAILURE
+            if m.timed_out {
+                EXIT_TIMEOUT
+            } else {
+                EXIT_FAILURE
+            }
+        }
+    }
+}
+
+/// The checks `fecq client` makes before it connects: the workload, or why not (exit status,
+/// message).
+fn check_client(
+    server: SocketAddr,
+    bind: Option<SocketAddr>,
+    workload: &WorkloadArgs,
+    common: &Common,
+    mp: &MpArgs,
+) -> Result<Workload, (i32, String)> {
+    if let Some(code) = unsupported_workload(workload) {
+        return Err((
+            code,
+            format!("unsupported workload {:?}", workload.workload),
+        ));
+    }
+    let w = common
+        .check()
+        .and_then(|_| mp.check())
+        .and_then(|_| workload.workload())
+        .map_err(|e| (EXIT_USAGE, e))?;
+    if mp.multipath {
+        if bind.is_some() {
+            return Err((
+                EXIT_USAGE,
+                "--bind is single-path: with --multipath, --local-addresses".into(),
+            ));
+        }
+        if let Some(e) = family_mismatch(mp, server) {
+            return Err((EXIT_USAGE, e));
+        }
+    } else if bind.is_some_and(|b| b.is_ipv6() != server.is_ipv6()) {
+        return Err((
+            EXIT_USAGE,
+            "--bind and --server must be of the same address family".into(),
+        ));
+    }
+    Ok(w)
+}
+
+/// `fecq check-args server|client ARGS…`: parse and check ARGS as that role would, run nothing.
+fn check_args(role: &str, args: &[String]) -> i32 {
+    let mut argv: Vec<String> = vec!["fecq".into(), role.into()];
+    let own: &[&str] = match role {
+        "server" => &["--listen", "127.0.0.1:4433"],
+        "client" => &["--server", "127.0.0.1:4433", "--out", "/dev/null"],
+        other => {
+            return usage(&format!(
+                "check-args: unknown role {other:?} (allowed: server, client)"
+            ))
+        }
+    };
+    argv.extend(own.iter().map(|s| s.to_string()));
+    let has = |flag: &str| {
+        args.iter()
+            .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+    };
+    if role == "client" && !has("--size") && !has("--workload") {
+        argv.extend(["--size".to_string(), "1".to_string()]);
+    }
+    argv.extend(args.iter().cloned());
+    let cli = match Cli::try_parse_from(&argv) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("fecq {role}: {}", e.to_string().trim_end());
+            return EXIT_USAGE;
+        }
+    };
+    let checked = match &cli.command {
+        Command::Server { common, mp, .. } => common
+            .check()
+            .and_then(|_| mp.check())
+            .map_err(|e| (EXIT_USAGE, e)),
+        Command::Client {
+            server,
+            bind,
+            workload,
+            common,
+            mp,
+            ..
+        } => check_client(*server, *bind, workload, common, mp).map(|_| ()),
+        _ => unreachable!("check-args builds a server or client command line"),
+    };
+    match checked {
+        Ok(()) => {
+            println!("fecq {role}: arguments ok");
+            EXIT_OK
+        }
+        Err((code, e)) => {
+            eprintln!("fecq {role}: {e}");
+            code
         }
     }
 }
@@ -219,26 +339,17 @@ pub fn main() -> i32 {
             common,
             mp,
         } => {
-            if let Some(code) = unsupported_workload(&workload) {
-                return code;
-            }
-            let workload = match common
-                .check()
-                .and_then(|_| mp.check())
-                .and_then(|_| workload.workload())
-            {
+            let workload = match check_client(server, bind, &workload, &common, &mp) {
                 Ok(w) => w,
-                Err(e) => return usage(&e),
+                Err((code, e)) => {
+                    eprintln!("fecq: {e}");
+                    return code;
+                }
             };
+            let started = std::time::Instant::now();
             if mp.multipath {
-                if bind.is_some() {
-                    return usage("--bind is single-path: with --multipath, --local-addresses");
-                }
-                if let Some(e) = family_mismatch(&mp, server) {
-                    return usage(&e);
-                }
                 let (m, res) = run(mp::client_main(&common, &mp, server, workload, None, false));
-                return finish(m, res, &out);
+                return finish(m, res, &out, started);
             }
             let bind = bind.unwrap_or_else(|| {
                 if server.is_ipv6() {
@@ -247,11 +358,8 @@ pub fn main() -> i32 {
                     "0.0.0.0:0".parse().unwrap()
                 }
             });
-            if bind.is_ipv6() != server.is_ipv6() {
-                return usage("--bind and --server must be of the same address family");
-            }
             let (m, res) = run(app::client_main(&common, server, bind, workload, None));
-            finish(m, res, &out)
+            finish(m, res, &out, started)
         }
         Command::Loopback {
             workload,
@@ -286,6 +394,7 @@ pub fn main() -> i32 {
             if !mp.server_addresses.is_empty() {
                 return usage("loopback: the server is in-process, no --server-addresses");
             }
+            let started = std::time::Instant::now();
             if mp.multipath {
                 if let Some(bad) = mp
                     .local_addresses
@@ -297,11 +406,12 @@ pub fn main() -> i32 {
                     ));
                 }
                 let (m, res) = run(loopback::run_multipath(&common, &mp, workload, spec));
-                return finish(m, res, &out);
+                return finish(m, res, &out, started);
             }
             let (m, res) = run(loopback::run(&common, workload, spec));
-            finish(m, res, &out)
+            finish(m, res, &out, started)
         }
+        Command::CheckArgs { role, args } => check_args(&role, &args),
         Command::Bench { json } => crate::bench::main(json),
     }
 }

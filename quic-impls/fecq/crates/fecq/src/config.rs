@@ -38,7 +38,8 @@ pub struct Common {
     /// UDP send buffer size in bytes
     #[arg(long, default_value_t = 8 << 20)]
     pub sndbuf: usize,
-    /// Give up after this many seconds (client, loopback); exit status 1
+    /// Give up after this many seconds (client, loopback): write the metrics so far (`timed_out`,
+    /// `bytes_app`, `elapsed_ms`) and exit with status 124
     #[arg(long, default_value_t = 60.0)]
     pub timeout: f64,
     /// Least idle time in milliseconds before a partial FEC block is flushed; the flush waits

@@ -120,6 +120,10 @@ impl SideStats {
 pub struct Metrics {
     pub ok: bool,
     pub error: Option<String>,
+    /// The run ended at `--timeout` (exit status 124); `bytes_app` is what arrived until then.
+    pub timed_out: bool,
+    /// Time from the client's start (after its options were checked) to the end of the run.
+    pub elapsed_ms: Option<f64>,
     pub workload: String,
     pub fec: String,
     pub signal: String,

@@ -169,3 +169,29 @@ fn no_fec_is_plain_multipath_quic() {
     assert_eq!((m.repair_sent, m.recovered), (0, 0));
     check_paths(&m);
 }
+
+/// Every scheduler delivers the download; round-robin gives each of two equal paths a real
+/// share of the server's datagrams (it alternates whenever both windows have room), where noq's
+/// own lowest-id order fills path 1 first.
+#[test]
+fn every_scheduler_delivers_and_round_robin_alternates() {
+    for scheduler in ["lowest-id", "min-rtt", "round-robin", "highrb"] {
+        let m = run(
+            &["--fec", "rs:30,20", "--scheduler", scheduler],
+            Workload::Download { size: 1_000_000 },
+            loss(0.01, 21),
+        );
+        assert_eq!(m.bytes_app, 1_000_000, "{scheduler}");
+        assert_eq!(m.multipath.as_ref().unwrap().scheduler, scheduler);
+        check_paths(&m);
+        if scheduler == "round-robin" {
+            let sent: Vec<u64> = m
+                .paths
+                .iter()
+                .map(|p| p.server.as_ref().unwrap().packets_sent)
+                .collect();
+            let total: u64 = sent.iter().sum();
+            assert!(sent.iter().all(|&s| s * 10 >= total * 3), "{sent:?}");
+        }
+    }
+}

@@ -12,7 +12,9 @@
 //! `Connection::poll_transmit`): it walks the open paths in path-id order and fills the first
 //! one whose congestion window (and pacer) has room, spilling to the next when it is blocked;
 //! paths marked backup are used only when no available path can send. That is "lowest path id
-//! first, overflow when window-limited", not min-RTT: this build names it `lowest-id`.
+//! first, overflow when window-limited", not min-RTT: this build names it `lowest-id`. The
+//! vendored, patched noq-proto (vendor/, README.md) makes the walk's order a transport setting:
+//! `min-rtt`, `round-robin`, `highrb`.
 
 pub mod cc;
 pub mod socket;
@@ -39,31 +41,55 @@ use socket::MpSocket;
 /// Path ids probed when listing a connection's paths (ids are not reused; a run opens a few).
 const PATH_ID_SCAN: u32 = 64;
 
-/// Packet schedulers this build offers.
+/// Packet schedulers (noq-proto patched, vendor/noq-proto-1.4.0-scheduler.patch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scheduler {
     /// noq's own: lowest path id first, the next path when its window is full.
     LowestId,
+    /// Lowest smoothed RTT first.
+    MinRtt,
+    /// Each packet on the next path in turn (a blocked path passes its turn).
+    RoundRobin,
+    /// Thesis §5.9: first path drawn with probability ∝ its remaining congestion window.
+    HighRb,
+}
+
+const SCHEDULERS: [(&str, Scheduler); 4] = [
+    ("lowest-id", Scheduler::LowestId),
+    ("min-rtt", Scheduler::MinRtt),
+    ("round-robin", Scheduler::RoundRobin),
+    ("highrb", Scheduler::HighRb),
+];
+
+impl Scheduler {
+    fn proto(self) -> noq_proto::PathScheduler {
+        match self {
+            Scheduler::LowestId => noq_proto::PathScheduler::LowestId,
+            Scheduler::MinRtt => noq_proto::PathScheduler::MinRtt,
+            Scheduler::RoundRobin => noq_proto::PathScheduler::RoundRobin,
+            Scheduler::HighRb => noq_proto::PathScheduler::HighRb,
+        }
+    }
 }
 
 impl std::str::FromStr for Scheduler {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "lowest-id" => Ok(Scheduler::LowestId),
-            _ => Err(format!(
-                "unknown scheduler {s:?} (allowed: lowest-id; noq 1.4 has no pluggable \
-                 scheduler, see README.md)"
-            )),
-        }
+        SCHEDULERS
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| {
+                let names: Vec<&str> = SCHEDULERS.iter().map(|(n, _)| *n).collect();
+                format!("unknown scheduler {s:?} (allowed: {})", names.join(", "))
+            })
     }
 }
 
 impl std::fmt::Display for Scheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Scheduler::LowestId => "lowest-id",
-        })
+        let name = SCHEDULERS.iter().find(|(_, v)| v == self).map(|(n, _)| *n);
+        f.write_str(name.unwrap_or("?"))
     }
 }
 
@@ -88,7 +114,7 @@ pub struct MpArgs {
     /// Where repair datagrams go: same (the block's path) | other (the next path) | all (in turn)
     #[arg(long, default_value = "same")]
     pub repair_path: RepairPath,
-    /// Packet scheduler: lowest-id (noq's own, see README.md)
+    /// Packet scheduler: lowest-id (noq's own) | min-rtt | round-robin | highrb (README.md)
     #[arg(long, default_value = "lowest-id")]
     pub scheduler: Scheduler,
     /// Abandon a path that received nothing for this many seconds (0: never; then a dead path
@@ -272,6 +298,7 @@ fn transport(common: &Common, mp: &MpArgs) -> TransportConfig {
     // make sure a live but idle path always hears something.
     t.default_path_max_idle_timeout(seconds(mp.path_idle_timeout));
     t.default_path_keep_alive_interval(seconds(mp.path_keepalive));
+    t.path_scheduler(mp.scheduler.proto());
     t
 }
 

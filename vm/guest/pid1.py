@@ -33,6 +33,8 @@ def main() -> None:
     repo = open("/run/fecbench-repo").read().strip()
     os.environ.clear()
     os.environ.update(ENV)
+    # The checkout is vm/test-kernels' snapshot; the venv's editable install points at the original.
+    os.environ["PYTHONPATH"] = repo
     os.chdir(repo)
     socket.sethostname("fecbench-vm")
     subprocess.run(["ip", "link", "set", "lo", "up"], check=False)

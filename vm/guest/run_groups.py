@@ -20,10 +20,17 @@ PY = str(REPO / ".venv" / "bin" / "python")
 MODULES = ["sch_netem", "sch_tbf", "sch_ingress", "cls_bpf", "veth", "sch_htb", "ifb", "act_mirred", "cls_u32",
            "bridge"]
 
-# Every command in the guest: under TCG (and a busy host) a ping's RTT is only good to a few
-# milliseconds, so the fidelity checks' absolute floor is widened from 0.5 ms (vm/README.md). The
-# measured figures are reported as they are.
-GUEST_ENV = {"FECBENCH_RTT_TOLERANCE_MS": "5"}
+# Every command in the guest: under TCG on a busy host a ping's RTT is late by up to ~10 ms (measured:
+# 29.5 ms for 20 on the delay element, 75.5 for 70 on netem, first pings after a build), so the
+# fidelity checks' absolute floor is widened from 0.5 ms (vm/README.md). The link bench's figures
+# (1000 datagrams per delay) are reported as measured.
+GUEST_ENV = {"FECBENCH_RTT_TOLERANCE_MS": "10"}
+
+# The guest has two vCPUs so that the link tests reach their rates (one emulated CPU carries about
+# 10 Mbit/s). But two emulated CPUs progress unevenly: a sender that migrates between them mid-stream
+# gets its packets forwarded out of order, which the dropper tests (verdict by arrival index) and the
+# campaign tests (endpoint losses <= network drops) rightly count as errors. Those groups run on one CPU.
+ONE_CPU = ["taskset", "-c", "0"]
 
 
 class Group:
@@ -49,8 +56,11 @@ class Group:
             log.write(f"\n(exit {status}, {time.monotonic() - t0:.1f} s)\n")
         return status, output
 
-    def pytest(self, args: list[str], env: dict[str, str] | None = None, timeout: float = 1800) -> bool:
-        status, output = self.run([PY, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *args], env, timeout)
+    def pytest(self, args: list[str], env: dict[str, str] | None = None, timeout: float = 1800,
+               pin: bool = False) -> bool:
+        """`pin`: run on CPU 0 only (see ONE_CPU)."""
+        argv = [PY, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *args]
+        status, output = self.run([*ONE_CPU, *argv] if pin else argv, env, timeout)
         tail = [line for line in output.splitlines() if re.search(r"\d+ (passed|failed|skipped|error)", line)]
         self.detail.append(tail[-1].strip("= ") if tail else f"pytest exit {status}")
         return status == 0
@@ -146,24 +156,24 @@ def group_netem_link_quick(g: Group) -> bool:
 
 def group_clsact_dropper(g: Group) -> bool:
     """The dropper on real interfaces through clsact (tcx tests skip on 6.1), and under BPF_PROG_TEST_RUN."""
-    return g.pytest(["tests/test_dropper_netns.py", "tests/test_dropper_cli.py"], env=CLSACT)
+    return g.pytest(["tests/test_dropper_netns.py", "tests/test_dropper_cli.py"], env=CLSACT, pin=True)
 
 
 def group_clsact_verdicts(g: Group) -> bool:
-    return g.pytest(["tests/test_dropper_netns.py", "-k", "committed_tcx_reference"], env=CLSACT)
+    return g.pytest(["tests/test_dropper_netns.py", "-k", "committed_tcx_reference"], env=CLSACT, pin=True)
 
 
 def group_smoke(g: Group) -> bool:
     """designs/smoke.toml end to end with the defaults this kernel gets (netem, clsact)."""
-    return g.pytest(["tests/test_campaign_smoke.py"], timeout=3600)
+    return g.pytest(["tests/test_campaign_smoke.py"], timeout=3600, pin=True)
 
 
 def group_resume(g: Group) -> bool:
-    return g.pytest(["tests/test_campaign_resume.py"], timeout=3600)
+    return g.pytest(["tests/test_campaign_resume.py"], timeout=3600, pin=True)
 
 
 def group_backends(g: Group) -> bool:
-    status, output = g.run([PY, str(REPO / "vm" / "compare_backends.py"), "--out", str(OUT / "backends")],
+    status, output = g.run([*ONE_CPU, PY, str(REPO / "vm" / "compare_backends.py"), "--out", str(OUT / "backends")],
                            timeout=5400)
     lines = [line for line in output.splitlines() if line.startswith("compare-backends:")]
     g.detail.append(lines[-1] if lines else f"exit {status}")

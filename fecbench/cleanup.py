@@ -3,6 +3,14 @@
 Every resource name carries a per-process prefix (`prefix()`), and every resource is recorded in a
 state file /run/fecbench/<pid>.json as soon as it exists. `clean()` removes the resources of state
 files whose owner process is dead, and nothing else: no pattern matching on names, no broad process kills.
+
+Processes are also marked: a fecbench process that creates resources puts its marker
+`FECBENCH_OWNER=<pid>:<start time>` (appended to the markers of the fecbench processes that started it)
+into its own environment before it starts anything, so every process it starts, and everything those
+start (Mininet shells, servers, clients, delay elements, probes, Dask workers), inherits it. A process
+killed while it was starting a child, before the state file named it, still leaves a marked child;
+`clean()` ends exactly the processes whose /proc/PID/environ carries the marker of a dead owner (the
+start time tells a dead owner from a new process with its PID) and never touches anything else.
 """
 
 from __future__ import annotations
@@ -18,11 +26,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fecbench import marks
+
 STATE_DIR = Path(os.environ.get("FECBENCH_STATE_DIR", "/run/fecbench"))
 
 
 def prefix(pid: int | None = None) -> str:
-    """Short per-process prefix for names (interfaces allow 15 characters, so keep it short)."""
+    """Short per-process prefix for names (interfaces allow 15 characters, so keep it short). Naming a
+    resource of this process marks the process first (`marks.mark_owner`): what it starts from now on
+    carries its marker."""
+    if pid is None:
+        marks.mark_owner()
     return f"fb{(pid or os.getpid()) % 100000}"
 
 
@@ -50,8 +64,9 @@ def record(kind: str, name: str, **info: Any) -> None:
     """Record a resource this process just created. Kinds: pid, netns, bpf_pin, path, link, tc_filter."""
     if kind not in _REMOVERS:
         raise ValueError(f"unknown resource kind {kind!r}")
+    marks.mark_owner()
     with _locked_state() as entries:
-        entry = {"kind": kind, "name": name, **info}
+        entry = {"kind": kind, "name": name, "owner_start": marks.own_owner()[1], **info}
         if kind == "pid":
             entry.setdefault("start_time", _start_time(int(name)))
         entries.append(entry)
@@ -65,11 +80,7 @@ def forget(kind: str, name: str) -> None:
 
 def _start_time(pid: int) -> int | None:
     """Process start time (clock ticks since boot) so a recycled PID is never mistaken for ours."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat.rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
+    return marks.start_time(pid)
 
 
 def _alive(pid: int) -> bool:
@@ -80,6 +91,20 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _owner_running(owner: int, entries: list[dict[str, Any]]) -> bool:
+    """Whether the process that wrote a state file still runs: its PID, and the start time it recorded
+    (a state file written before start times were recorded only has the PID to go by)."""
+    starts = {e.get("owner_start") for e in entries} - {None}
+    if not starts:
+        return _alive(owner) and not _zombie(owner)
+    return any(marks.running((owner, int(start))) for start in starts)
+
+
+def _zombie(pid: int) -> bool:
+    fields = marks.stat_fields(pid)
+    return bool(fields) and fields[0] in ("Z", "X", "x")
 
 
 def _kill_pid(entry: dict[str, Any]) -> None:
@@ -152,23 +177,51 @@ def remove_entries(entries: list[dict[str, Any]]) -> None:
             _REMOVERS[kind](entry)
 
 
+def _read_entries(path: Path) -> list[dict[str, Any]]:
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return []
+    return entries if isinstance(entries, list) else []
+
+
+def end_marked(include_live: bool = False) -> list[dict[str, Any]]:
+    """End every process carrying the marker of a dead fecbench process (any marker with `include_live`),
+    except this process, its ancestors and what it started itself; until no more are found (ending a marked
+    Dask worker makes its own children orphans). Returns what was ended, as `clean()` reports it."""
+    ended: list[dict[str, Any]] = []
+    seen: set[tuple[int, int]] = set()
+    for _ in range(4):
+        found = marks.orphans(marks.scan(), include_live, mine=[marks.own_owner()])
+        targets = [p for p in found if (p.pid, p.start) not in seen]
+        if not targets:
+            break
+        for process in marks.end(targets):
+            seen.add((process.pid, process.start))
+            ended.append({"kind": "process", "name": str(process.pid), "what": process.argv,
+                          "owner": marks.dead_owner(process), "start_time": process.start})
+    return ended
+
+
 def clean(include_live: bool = False) -> list[dict[str, Any]]:
-    """Remove the resources of dead fecbench processes; return what was removed."""
+    """Remove the resources of dead fecbench processes; return what was removed.
+
+    First every process marked by a dead fecbench process (`marks`) is ended, recorded or not, then the
+    resources its state file names. A process both marked and recorded is reported once, as recorded."""
+    ended = end_marked(include_live)
     removed: list[dict[str, Any]] = []
-    if not STATE_DIR.exists():
-        return removed
-    for path in sorted(STATE_DIR.glob("*.json")):
-        try:
-            owner = int(path.stem)
-        except ValueError:
-            continue
-        if owner == os.getpid() or (_alive(owner) and not include_live):
-            continue
-        try:
-            entries = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            entries = []
-        remove_entries(entries)
-        removed.extend({"owner": owner, **e} for e in entries)
-        path.unlink(missing_ok=True)
-    return removed
+    recorded: set[str] = set()
+    if STATE_DIR.exists():
+        for path in sorted(STATE_DIR.glob("*.json")):
+            try:
+                owner = int(path.stem)
+            except ValueError:
+                continue
+            entries = _read_entries(path)
+            if owner == os.getpid() or (not include_live and _owner_running(owner, entries)):
+                continue
+            remove_entries(entries)
+            removed.extend({"owner": owner, **e} for e in entries)
+            recorded.update(e["name"] for e in entries if e.get("kind") == "pid")
+            path.unlink(missing_ok=True)
+    return [*(e for e in ended if e["name"] not in recorded), *removed]

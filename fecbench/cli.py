@@ -55,7 +55,9 @@ def clean(all_owners: bool = typer.Option(False, "--include-live",
     require_root("fecbench clean")
     removed = cleanup.clean(include_live=all_owners)
     for entry in removed:
-        console.print(f"removed {entry['kind']} {entry['name']} (left by pid {entry['owner']})")
+        what = f" {entry['what']}" if entry.get("kind") == "process" and entry.get("what") else ""
+        console.print(f"removed {entry['kind']} {entry['name']}{what} (left by pid {entry['owner']})",
+                      markup=False, highlight=False)
     console.print(f"{len(removed)} leftover resource(s) removed")
 
 
@@ -73,6 +75,10 @@ app.add_typer(link_app, name="link")
 def main() -> None:
     # Typer's standalone mode handles usage errors (exit 2), --help and typer.Exit; user errors raised by
     # commands come out here and become one line on stderr with exit status 2.
+    # Every process a command starts (Dask workers included) carries this process's marker, for `clean`.
+    from fecbench import marks
+
+    marks.mark_owner()
     try:
         app()
     except UserError as exc:

@@ -1,4 +1,5 @@
-"""Resume: kill -9 a campaign half-way, `fecbench clean`, run again → every run ok exactly once.
+"""Resume: kill -9 a campaign half-way (a run's server running), `fecbench clean` (no process the campaign
+started survives, found by its marker), run again → every run ok exactly once.
 Ctrl-C: the current run is marked interrupted, the network is torn down, the database stays consistent."""
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fecbench import cleanup
-from tests.helpers.campaign import ROOT, fecbench, leftover_processes, rows
+from fecbench import cleanup, marks
+from tests.helpers.campaign import ROOT, campaign_processes, fecbench, leftover_processes, rows
 from tests.helpers.campaign import smoke_copy as _smoke_copy
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
@@ -38,15 +39,32 @@ def _wait_for_finished_runs(proc: subprocess.Popen, db: Path, count: int, timeou
     raise AssertionError(f"fewer than {count} runs finished in {timeout} s")
 
 
+def _wait_for_server(owner: int, start: int, timeout: float = 60) -> int:
+    """The PID of a run's server started by the campaign, once it runs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid, argv in campaign_processes(owner, start):
+            if " server " in f" {argv} ":
+                return pid
+        time.sleep(0.01)
+    raise AssertionError(f"no server of campaign {owner} seen running in {timeout} s")
+
+
 def test_kill_9_clean_and_resume(tmp_path: Path) -> None:
     design = _smoke_copy(tmp_path)
     db = tmp_path / "smoke.sqlite"
     proc = _start(design, db)
+    start = marks.start_time(proc.pid)
     _wait_for_finished_runs(proc, db, 5)
+    server = _wait_for_server(proc.pid, start)  # killed mid-run, as in the observed leftover fecq server
     proc.kill()  # SIGKILL: no cleanup of any kind
     proc.wait()
     state = cleanup.state_file(proc.pid)
     assert state.exists()  # it left resources behind, recorded
+    # Everything the campaign started carries its marker; the run's server (at least) survives the kill.
+    survivors = campaign_processes(proc.pid, start)
+    starts = [marks.start_time(pid) or 0 for pid, _ in survivors]
+    assert server in {pid for pid, _ in survivors}
 
     before = {r["key"]: r["status"] for r in rows(db, "SELECT key, status FROM runs")}
     assert len(before) == 16
@@ -58,6 +76,10 @@ def test_kill_9_clean_and_resume(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert f"left by pid {proc.pid}" in out.stdout
     assert not state.exists()
+    # No process started by the campaign survives `clean`, whatever its command line (checked by the
+    # marker in each process's environment), and each of those seen after the kill is gone.
+    assert campaign_processes(proc.pid, start) == []
+    assert not [(pid, argv) for (pid, argv), st in zip(survivors, starts, strict=True) if marks.running((pid, st))]
     assert not leftover_processes(str(tmp_path))
 
     out = fecbench("run", str(design), "--db", str(db))

@@ -4,6 +4,8 @@ Processes are started through a host's `popen` (Mininet's mnexec, which calls se
 process leads its own process group) or, without a host, directly with a new session. Either way
 `stop()` signals the whole group: SIGTERM, a short grace, then SIGKILL, and waits for the leader,
 so nothing a run started survives it. Output goes to log files; the tails are kept with the run.
+Every process carries this process's marker (fecbench.marks), so `fecbench clean` finds it after a
+kill -9 even when the harness died between starting it and recording its PID.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fecbench import cleanup
+from fecbench import cleanup, marks
 
 TAIL_BYTES = 4000
 
@@ -101,7 +103,9 @@ def start(name: str, argv: list[str], log_dir: Path, host: Any = None, env: dict
     """Start `argv` in `host` (a Mininet node) or locally, its own process group, output to log files."""
     log_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = log_dir / f"{name}.out", log_dir / f"{name}.err"
-    full_env = {**os.environ, **(env or {})}
+    # The marker goes to the process whatever `env` says: `fecbench clean` finds it by the marker even if
+    # this process is killed before the state file names it.
+    full_env = {**os.environ, **(env or {}), marks.VARIABLE: marks.mark_owner()}
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         started = time.monotonic()
         if host is not None:

@@ -86,6 +86,16 @@ def leftover_processes(marker: str) -> list[str]:
     return found
 
 
+def campaign_processes(owner: int, start: int | None = None) -> list[tuple[int, str]]:
+    """(PID, command line) of every live process started by fecbench process `owner` (with that start
+    time), directly or not, whatever its command line: found by the owner's marker in /proc/PID/environ
+    (fecbench.marks). Zombies are not processes that survive (they hold nothing but a PID)."""
+    from fecbench import marks
+
+    return [(p.pid, p.argv) for p in marks.scan()
+            if any(o[0] == owner and (start is None or o[1] == start) for o in p.owners)]
+
+
 def smoke_copy(tmp_path: Path) -> Path:
     """designs/smoke.toml copied into a test's folder, its topology path made absolute."""
     if not FECQ.exists():

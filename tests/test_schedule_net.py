@@ -47,7 +47,8 @@ def run_once(net: Network, schedule, seed: int, port: int) -> tuple[np.ndarray, 
     dropper = net.droppers[("bottleneck", "forward")]
     net.set_loss("bottleneck", "forward", LossModel.uniform(0.05), seed=seed, stream=0)
     applier = ScheduleApplier(schedule, seed=seed, horizon_s=10)
-    t0 = time.monotonic() + 0.5          # the sender (a Python process) starts before the clock's 0
+    t0 = time.monotonic() + 2.0
+    # The applier (a child process) and the probe (two Python processes) start before the clock's 0.
     applier.start(net, t0=t0)
     try:
         received = probe(net, t0, port)
@@ -94,7 +95,7 @@ def test_delay_step_and_restore(tmp_path):
     schedule = load_schedule(spec)
     with Network(load_topology(SINGLE), {"bw": 10, "owd": 5}, backend=BACKEND) as net:
         applier = ScheduleApplier(schedule, seed=1, horizon_s=10)
-        t0 = time.monotonic() + 0.5
+        t0 = time.monotonic() + 2.0
         applier.start(net, t0=t0)
         try:
             received = probe(net, t0, 9500)
@@ -106,7 +107,7 @@ def test_delay_step_and_restore(tmp_path):
         before = [owd[i] for i in range(10, 45) if i in owd]
         after = [owd[i] for i in range(55, COUNT) if i in owd]
         assert np.median(after) - np.median(before) == pytest.approx(30, abs=2), received["owd_ms"]
-        assert net.fidelity(pings=5)[0]["ok"], "the delay was not restored"
+        assert net.fidelity()[0]["ok"], "the delay was not restored"
 
 
 def test_campaign_records_the_applied_changes(tmp_path):

@@ -49,13 +49,13 @@ def test_single_path_rtt_two_settings_and_reconfigure(backend: str) -> None:
     topo = load_topology(SINGLE)
     with Network(topo, {"bw": 5, "owd": 10}, backend=backend) as net:
         assert net.backend == backend
-        first = net.fidelity(pings=5)
+        first = net.fidelity()
         assert len(first) == 1 and first[0]["rtt_configured_ms"] == 20
         assert first[0]["ok"], first
         slow = net.udp_rate(net.client_addresses[0], 5.0, seconds=1.0)
 
         net.configure({"bw": 20, "owd": 35})
-        second = net.fidelity(pings=5)
+        second = net.fidelity()
         assert second[0]["rtt_configured_ms"] == 70
         assert second[0]["ok"], second
         fast = net.udp_rate(net.client_addresses[0], 20.0, seconds=1.0)
@@ -82,13 +82,24 @@ def test_multipath_rtt_per_path_and_source_routing() -> None:
     backend_or_skip(BACKEND)
     topo = load_topology(MULTI)
     with Network(topo, {"owd_1": 5, "owd_2": 15}, backend=BACKEND) as net:
-        results = net.fidelity(pings=5)
+        results = net.fidelity()
         assert [r["rtt_configured_ms"] for r in results] == [10, 30]
         assert all(r["ok"] for r in results), results
         net.configure({"owd_1": 20, "owd_2": 4})
-        results = net.fidelity(pings=5)
+        results = net.fidelity()
         assert [r["rtt_configured_ms"] for r in results] == [40, 8]
         assert all(r["ok"] for r in results), results
+        assert all(r["probes_received"] == r["probes_sent"] and r["lateness_p50_ms"] < 0.5 for r in results)
+
+        # The check sees a 1 ms error (0.5 ms each way) that ping's rounded output could not: path 1's delay
+        # element runs 0.5 ms late per direction while the network believes the design's value.
+        believed = net.shaping
+        net.configure({"owd_1": 20.5, "owd_2": 4})
+        net.shaping = believed
+        results = net.fidelity()
+        assert [r["ok"] for r in results] == [False, True], results
+        assert 0.5 < results[0]["rtt_measured_ms"] - results[0]["rtt_configured_ms"] < 1.5
+        net.configure({"owd_1": 20, "owd_2": 4})
 
         # Traffic sourced from address 2 crosses path 2's delay node only.
         d1, d2 = net.layout.delay_nodes["path1"], net.layout.delay_nodes["path2"]
@@ -206,7 +217,7 @@ def test_kill_9_then_clean_removes_only_the_dead_builders_leftovers() -> None:
         assert not inodes & _all_netns_inodes()
 
         # Our own network is untouched and still works.
-        assert all(r["ok"] for r in mine.fidelity(pings=3))
+        assert all(r["ok"] for r in mine.fidelity())
 
 
 SIGTERM_BUILDER = """

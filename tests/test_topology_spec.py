@@ -225,13 +225,13 @@ def test_netem_probe_matches_request() -> None:
         assert netem_probe()[1]  # the reason is reported
 
 
-def test_rtt_tolerance_floor_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from fecbench.topologies.network import RTT_TOLERANCE_ENV, rtt_ok
+def test_rtt_bound_and_its_override_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fecbench.topologies.fidelity import RTT_TOLERANCE_ENV, rtt_ok
 
     monkeypatch.delenv(RTT_TOLERANCE_ENV, raising=False)
-    assert rtt_ok(20, 20.5) and not rtt_ok(20, 20.6) and rtt_ok(100, 102) and not rtt_ok(100, 102.1)
+    assert rtt_ok(20, 20.5) and not rtt_ok(20, 20.51) and rtt_ok(400, 399.5) and not rtt_ok(400, 400.6)
     monkeypatch.setenv(RTT_TOLERANCE_ENV, "3")   # an emulated guest (make test-kernels)
-    assert rtt_ok(20, 23) and not rtt_ok(20, 23.1) and rtt_ok(200, 204)
+    assert rtt_ok(20, 23) and not rtt_ok(20, 23.1) and rtt_ok(200, 197)
     for bad in ("x", "0", "-1", "1000"):
         monkeypatch.setenv(RTT_TOLERANCE_ENV, bad)
         with pytest.raises(UserError, match=RTT_TOLERANCE_ENV):

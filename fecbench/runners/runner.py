@@ -120,8 +120,7 @@ class Runner:
         fidelity = self.configure(run)
         bad = [row for row in fidelity if row.get("ok") is not None and not row.get("ok")]
         if bad:
-            text = "; ".join(f"path {row['path']}: RTT {row.get('rtt_measured_ms')} ms measured, "
-                             f"{row.get('rtt_configured_ms')} ms configured" for row in bad)
+            text = "; ".join(_mismatch(row) for row in bad)
             return Outcome(status=Status.FIDELITY, error=f"network does not match the design: {text}",
                            fidelity=fidelity)
 
@@ -273,3 +272,18 @@ def run_one(runner: Runner, run: Run) -> tuple[Outcome, bool]:
     if outcome.status == Status.OK and not runner.keep_logs:
         shutil.rmtree(run_dir, ignore_errors=True)
     return outcome, False
+
+def _mismatch(row: dict[str, Any]) -> str:
+    """What a failed fidelity row measured against what was configured: RTT, and the rate if probed."""
+    def ms(value: Any) -> str:
+        return "none" if value is None else f"{value:.3f}"
+
+    text = (f"path {row['path']}: RTT {ms(row.get('rtt_measured_ms'))} ms measured, "
+            f"{ms(row.get('rtt_configured_ms'))} ms configured")
+    if row.get("rate_configured_mbit"):
+        text += (f", rate {ms(row.get('rate_measured_mbit'))} Mbit/s measured, "
+                 f"{ms(row.get('rate_configured_mbit'))} configured")
+    if row.get("probes_sent") and row.get("probes_received") != row.get("probes_sent"):
+        text += f", {row.get('probes_received')} of {row['probes_sent']} probes back"
+    return text
+

@@ -7,7 +7,8 @@
 """
 
 from fecbench.topologies.backend import netem_available, netem_probe, select_backend
-from fecbench.topologies.network import Network, rtt_ok
+from fecbench.topologies.fidelity import rtt_ok
+from fecbench.topologies.network import Network
 from fecbench.topologies.spec import Shaping, Topology, load_topology
 
 __all__ = ["Network", "Shaping", "Topology", "load_topology", "netem_available", "netem_probe",

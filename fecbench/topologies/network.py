@@ -13,9 +13,7 @@ import contextlib
 import itertools
 import json
 import os
-import re
 import signal
-import statistics
 import subprocess
 import sys
 import threading
@@ -29,32 +27,6 @@ from fecbench.topologies.layout import Layout, make_layout, shaping_commands
 from fecbench.topologies.spec import Shaping, Topology
 
 _build_counter = itertools.count()
-RTT_TOLERANCE_MS = 0.5
-RTT_TOLERANCE_RATIO = 0.02
-# Machines whose clock granularity is coarser than 0.5 ms (an emulated guest: vm/README.md) widen the
-# absolute bound; the ratio stays. Every fidelity record keeps the measured RTT, so nothing is hidden.
-RTT_TOLERANCE_ENV = "FECBENCH_RTT_TOLERANCE_MS"
-UDP_WIRE_FACTOR = (1400 + 42) / 1400   # tbf counts Ethernet + IPv4 + UDP headers too
-
-
-def rtt_tolerance_ms() -> float:
-    raw = os.environ.get(RTT_TOLERANCE_ENV)
-    if raw is None or raw == "":
-        return RTT_TOLERANCE_MS
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 100:
-        raise UserError(f"{RTT_TOLERANCE_ENV}: a number of milliseconds in (0, 100], not {raw!r}")
-    return value
-
-
-def rtt_ok(configured_ms: float, measured_ms: float) -> bool:
-    """Within max(0.5 ms (or $FECBENCH_RTT_TOLERANCE_MS), 2 %) of the configured RTT."""
-    return abs(measured_ms - configured_ms) <= max(rtt_tolerance_ms(), RTT_TOLERANCE_RATIO * configured_ms)
-
-
 def iperf3_error(json_out: str) -> str | None:
     """The error of an `iperf3 -J` run, if any: Debian 12's iperf3 3.12 exits with status 0 when its
     client cannot connect ("Connection refused" before the server listens), saying so only in the JSON."""
@@ -349,36 +321,12 @@ class Network:
         return json.loads(out.strip().splitlines()[-1])
 
     # --- fidelity ----------------------------------------------------------------------------
-    def fidelity(self, rate_probe: bool = False, pings: int = 5) -> list[dict[str, Any]]:
-        """Per path: configured vs measured ping RTT (and, optionally, UDP rate, in wire Mbit/s as tbf
-        counts it), with an ok flag: RTT within max(0.5 ms, 2 %), rate ≥ 90 % of the bottleneck's."""
-        out = []
-        for i, src in enumerate(self.client_addresses):
-            configured = self.topo.configured_rtt(i, self.shaping)
-            rtts = self.ping(src, self.server_address, pings)
-            entry: dict[str, Any] = {"path": i + 1, "source": src, "rtt_configured_ms": configured,
-                                     "rtt_measured_ms": statistics.median(rtts) if rtts else None,
-                                     "rtt_min_ms": min(rtts) if rtts else None, "pings_received": len(rtts),
-                                     "pings_sent": pings}
-            entry["ok"] = bool(rtts) and rtt_ok(configured, entry["rtt_measured_ms"])
-            if rate_probe:
-                rate = self.topo.path_rate(i, self.shaping)
-                payload = self.udp_rate(src, rate) if rate else None
-                measured = payload * UDP_WIRE_FACTOR if payload is not None else None
-                entry.update(rate_configured_mbit=rate, rate_measured_mbit=measured)
-                if rate and measured is not None:
-                    entry["ok"] = entry["ok"] and measured >= 0.9 * rate
-            out.append(entry)
-        return out
+    def fidelity(self, rate_probe: bool = False) -> list[dict[str, Any]]:
+        """Per path: configured vs measured RTT from one-way delay probes, lateness, optionally the rate
+        (fecbench.topologies.fidelity)."""
+        from fecbench.topologies import fidelity
 
-    def ping(self, src: str, dst: str, count: int, interval: float = 0.01) -> list[float]:
-        """RTTs (ms) of `count` pings from the client's address `src`."""
-        rtt_ms = max(self.topo.configured_rtt(i, self.shaping) for i in range(self.topo.paths))
-        wait = max(2, int(rtt_ms / 1000 * 3) + 1)
-        proc = self.client.popen(["ping", "-n", "-c", str(count), "-i", str(interval),
-                                  "-W", str(wait), "-I", src, dst], text=True)
-        out, _ = proc.communicate(timeout=count * interval + wait + 10)
-        return [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
+        return fidelity.measure(self, rate_probe=rate_probe)
 
     def udp_rate(self, src: str, mbit: float, seconds: float = 1.0, port: int = 5201) -> float | None:
         """UDP payload throughput (Mbit/s) the server receives from an iperf3 stream of 1400-byte

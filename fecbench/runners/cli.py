@@ -36,6 +36,8 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         insecure: bool = typer.Option(False, "--insecure", help="Allow an unauthenticated tcp:// scheduler on "
                                       "another host (anyone reaching it runs code as root on the workers)."),
         dashboard: bool = typer.Option(False, "--dashboard", help="local:N: serve Dask's dashboard on 127.0.0.1."),
+        jobs: str | None = typer.Option(None, "--jobs", help="Run on N networks on this machine at once "
+                                        "(no Dask needed); default 1."),
         ) -> None:
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
     from fecbench.runners.engine import Engine, parse_retry, select_runs
@@ -45,6 +47,13 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     if link_backend not in (None, "netem", "delayline"):
         raise UserError(f"--link-backend: unknown backend {link_backend!r} (allowed: netem, delayline)")
     retry_set = parse_retry(retry)
+    jobs_count = 1
+    if jobs is not None:
+        from fecbench.runners.jobs import parse_jobs
+
+        jobs_count = parse_jobs(jobs)
+        if dask is not None:
+            raise UserError("--jobs and --dask: choose one (--dask local:N also runs N networks here)")
     security = None
     if dask is not None:
         from fecbench.runners.dask_security import TlsFiles
@@ -74,6 +83,10 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
 
         executor = DaskExecutor(prepared, db_path, dask, link_backend=link_backend, keep_logs=keep_logs,
                                 console=console, security=security, dashboard=dashboard)
+    elif jobs_count > 1:
+        from fecbench.runners.jobs import JobsExecutor
+
+        executor = JobsExecutor(prepared, db_path, jobs_count, link_backend=link_backend, keep_logs=keep_logs)
     else:
         from fecbench.runners.serial import SerialExecutor
 
@@ -82,7 +95,7 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         summary = Engine(prepared, db_path, executor, console).run(retry_set)
     except KeyboardInterrupt:
         # sys.__stderr__: the progress display may still be redirecting sys.stderr.
-        where = "the runs in flight are" if dask else "the current run is"
+        where = "the runs in flight are" if dask or jobs_count > 1 else "the current run is"
         print(f"fecbench: interrupted; {where} recorded as interrupted in {db_path}, the network "
               "is torn down; run the same command again to resume", file=sys.__stderr__, flush=True)
         raise typer.Exit(130) from None

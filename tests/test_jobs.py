@@ -1,0 +1,84 @@
+"""`fecbench run --jobs N`: N networks at once through the one engine; the same runs, statuses and loss
+patterns as a serial campaign."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from fecbench import cleanup
+from fecbench.errors import UserError
+from fecbench.runners.engine import Engine
+from fecbench.runners.jobs import JobsExecutor, parse_jobs
+from fecbench.runners.prepare import prepare
+from tests.helpers.campaign import fake_design, fecbench, rows, smoke_copy
+from tests.helpers.fake_testbed import FakeTestbed
+
+
+@pytest.mark.parametrize("text", ["0", "x", "-1", "33", "2.5"])
+def test_bad_jobs_values(text: str) -> None:
+    with pytest.raises(UserError, match="--jobs"):
+        parse_jobs(text)
+
+
+def test_jobs_with_dask_is_refused() -> None:
+    out = fecbench("run", "designs/smoke.toml", "--jobs", "2", "--dask", "local:2", "--dry-run")
+    assert out.returncode == 2 and "choose one" in out.stderr
+
+
+def test_every_run_once_on_three_networks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path / "state")
+    design = fake_design(tmp_path / "j.toml", {"ok": {}, "fail": {"behave": "fail"}, "slow": {"behave": "slow"}},
+                         points=4)
+    prepared = prepare(design)
+    db = tmp_path / "j.sqlite"
+    testbeds: list[FakeTestbed] = []
+
+    def factory(topology: Any, values: dict[str, Any], backend: str | None) -> FakeTestbed:
+        testbeds.append(FakeTestbed(topology, values, backend))
+        return testbeds[-1]
+
+    executor = JobsExecutor(prepared, db, 3, link_backend=None, testbed_factory=factory)
+    summary = Engine(prepared, db, executor, Console(quiet=True)).run(set())
+    runs = rows(db, "SELECT * FROM runs")
+    assert len(runs) == 12 and all(r["attempts"] == 1 for r in runs)
+    assert Counter(r["status"] for r in runs) == Counter({"ok": 8, "failed": 4}) == summary.counts
+    assert len(testbeds) == 3 and all(t.stopped for t in testbeds)
+    assert all(t.started for t in testbeds)  # every network ran something
+    # Each run's two dropper streams were seeded with its own loss seed, on whichever network ran it.
+    seeds = Counter(seed for t in testbeds for _l, _d, _m, seed, _s in t.losses if seed)
+    assert seeds == Counter(run.loss_seed for run in prepared.runs for _stream in range(2))
+
+
+def _verdicts(db: Path) -> dict[tuple[str, str, str], np.ndarray]:
+    return {(r["run_key"], r["link"], r["direction"]): np.load(io.BytesIO(r["data"]), allow_pickle=False)
+            for r in rows(db, "SELECT run_key, link, direction, data FROM verdict_logs")}
+
+
+@pytest.mark.require_root
+@pytest.mark.slow
+def test_jobs_and_serial_give_identical_loss_patterns(tmp_path: Path) -> None:
+    design = smoke_copy(tmp_path)
+    design.write_text(design.read_text().replace("[space]", "verdict_log = true\n\n[space]", 1))
+    serial, parallel = tmp_path / "serial.sqlite", tmp_path / "jobs.sqlite"
+    for db, extra in ((serial, []), (parallel, ["--jobs", "4"])):
+        out = fecbench("run", str(design), "--db", str(db), *extra)
+        assert out.returncode == 0, out.stdout + out.stderr
+    assert {r["key"]: r["status"] for r in rows(serial, "SELECT key, status FROM runs")} == \
+        {r["key"]: r["status"] for r in rows(parallel, "SELECT key, status FROM runs")}
+    host = rows(parallel, "SELECT host_json FROM campaigns")[0]["host_json"]
+    assert '"jobs": 4' in host
+    one, four = _verdicts(serial), _verdicts(parallel)
+    assert set(one) == set(four) and len(one) == 32
+    for key in one:
+        a, b = one[key], four[key]
+        n = min(len(a), len(b))
+        assert n > 0
+        # Packet i of a run meets verdict D[i] of its (seed, stream), whatever else runs beside it.
+        assert np.array_equal(a["index"][:n], b["index"][:n]) and np.array_equal(a["verdict"][:n], b["verdict"][:n])

@@ -4,7 +4,8 @@
 //!   with the underlying code called directly, with their ratio;
 //! - FEC layer cost per datagram (encode + decode of one source datagram, repairs included),
 //!   without loss and with one source datagram in 10 lost;
-//! - the adapter's send + receive path per datagram (FecSocket over 127.0.0.1);
+//! - the adapters' send + receive path per datagram over 127.0.0.1: quinn's (FecSocket) and
+//!   noq's (MpSocket, multipath framing), measured alternately, and their ratio;
 //! - loopback 1 MB download time with each code vs without, at 0 % and 5 % loss.
 
 use std::time::Instant;
@@ -95,6 +96,66 @@ async fn socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
     Ok(t.elapsed().as_secs_f64() * 1e6 / received.max(1) as f64)
 }
 
+/// The same through the noq adapter (mp::socket::MpSocket, multipath framing, one path): noq's
+/// `UdpSender::poll_send` on one socket, `AsyncUdpSocket::poll_recv` on the other.
+async fn noq_socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
+    use noq::udp::{EcnCodepoint, RecvMeta, Transmit};
+    use std::io::IoSliceMut;
+
+    let cfg = crate::layer::LayerConfig {
+        scheme,
+        signal: crate::layer::Signal::Ce,
+        flush_after: std::time::Duration::from_millis(10),
+        max_payload: SYMBOL,
+        multipath: Some(crate::layer::Multipath {
+            blocks: crate::layer::Blocks::PerPath,
+            repair: crate::layer::RepairPath::Same,
+        }),
+    };
+    let mk = || -> Result<_, String> {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+        crate::mp::socket::MpSocket::new(sock, cfg.clone(), 8 << 20, 8 << 20, None, None, false)
+            .map_err(|e| e.to_string())
+    };
+    let (tx, rx) = (mk()?, mk()?);
+    let to = rx.local_addr().map_err(|e| e.to_string())?;
+    let mut sender = tx.handle().create_sender();
+    let mut receiver = rx.handle();
+    let input = datagrams(256);
+    let mut storage = vec![vec![0u8; 2048]; 32];
+    let mut meta = vec![RecvMeta::default(); 32];
+    let t = Instant::now();
+    let mut received = 0usize;
+    for batch in 0..n / 128 {
+        for i in 0..128 {
+            let d = &input[(batch * 128 + i) % input.len()];
+            let transmit = Transmit {
+                destination: to,
+                ecn: Some(EcnCodepoint::Ect0),
+                contents: d,
+                segment_size: None,
+                src_ip: Some(to.ip()),
+            };
+            std::future::poll_fn(|cx| sender.as_mut().poll_send(&transmit, cx))
+                .await
+                .map_err(|e| format!("send: {e}"))?;
+        }
+        while received < (batch + 1) * 128 {
+            let mut bufs: Vec<IoSliceMut> =
+                storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+            let got = tokio::time::timeout(
+                std::time::Duration::from_secs(2),
+                std::future::poll_fn(|cx| receiver.poll_recv(cx, &mut bufs, &mut meta)),
+            )
+            .await
+            .map_err(|_| "noq socket path: datagrams lost on loopback".to_string())?
+            .map_err(|e| format!("recv: {e}"))?;
+            received += got;
+        }
+    }
+    Ok(t.elapsed().as_secs_f64() * 1e6 / received.max(1) as f64)
+}
+
 fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64), String> {
     let common = Common {
         fec,
@@ -129,18 +190,22 @@ fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64
     Ok((m.dct_ms.unwrap_or(f64::NAN), m.recovered))
 }
 
-fn socket_path(scheme: Scheme) -> Result<f64, String> {
+/// Median of 3 (after a warm-up) of the quinn adapter's and the noq adapter's per-datagram cost,
+/// measured alternately so that both see the same machine load.
+fn socket_path(scheme: Scheme) -> Result<(f64, f64), String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
     rt.block_on(async {
         socket_path_us(scheme, 2_560).await?;
-        let mut v = Vec::new();
+        noq_socket_path_us(scheme, 2_560).await?;
+        let (mut quinn, mut noq) = (Vec::new(), Vec::new());
         for _ in 0..3 {
-            v.push(socket_path_us(scheme, 12_800).await?);
+            quinn.push(socket_path_us(scheme, 12_800).await?);
+            noq.push(noq_socket_path_us(scheme, 12_800).await?);
         }
-        Ok(median(v))
+        Ok((median(quinn), median(noq)))
     })
 }
 
@@ -159,6 +224,7 @@ pub fn run() -> Result<Value, String> {
     let clean = fec_core::bench::run(&schemes, 20_000, 0, 3);
     let mut codes = Vec::new();
     for ((scheme, f), c) in schemes.iter().zip(&lossy).zip(&clean) {
+        let (quinn_us, noq_us) = socket_path(*scheme)?;
         codes.push(json!({
             "scheme": f.scheme,
             "encode_mb_s": f.encode_mb_s,
@@ -173,7 +239,9 @@ pub fn run() -> Result<Value, String> {
             "layer_us_per_datagram_10pct_loss": f.layer_ns_per_datagram / 1e3,
             "recovered_in_bench": f.recovered,
             "lost_in_bench": f.lost,
-            "socket_path_us_per_datagram": socket_path(*scheme)?,
+            "socket_path_us_per_datagram": quinn_us,
+            "noq_socket_path_us_per_datagram": noq_us,
+            "noq_over_quinn_adapter": noq_us / quinn_us,
         }));
     }
     let mut downloads = Vec::new();
@@ -245,14 +313,18 @@ fn print_table(v: &Value) {
                 .unwrap_or(f64::NAN),
         );
     }
-    println!("\nFecSocket send + receive over 127.0.0.1, us per datagram (system calls included)");
+    println!(
+        "\nadapter send + receive over 127.0.0.1, us per datagram (system calls included): \
+         quinn (FecSocket), noq (MpSocket, multipath framing), ratio (goal <= 1.2)"
+    );
+    let num = |x: &Value| x.as_f64().map_or("-".into(), |x| format!("{x:.2}"));
     for c in v["codes"].as_array().into_iter().flatten() {
         println!(
-            "{:<12} {:>8}",
+            "{:<12} {:>8} {:>8} {:>6}",
             c["scheme"].as_str().unwrap_or(""),
-            c["socket_path_us_per_datagram"]
-                .as_f64()
-                .map_or("-".into(), |x| format!("{x:.2}"))
+            num(&c["socket_path_us_per_datagram"]),
+            num(&c["noq_socket_path_us_per_datagram"]),
+            num(&c["noq_over_quinn_adapter"]),
         );
     }
     println!("\nloopback 1 MB download (median of 3, ms)");

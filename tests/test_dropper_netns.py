@@ -29,7 +29,7 @@ s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)  # dual stack: IPv4 arrive
 s.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE
 s.bind(("::", int(sys.argv[1])))
 print("ready", flush=True)
-s.settimeout(5.0)
+s.settimeout(float(sys.argv[2]))  # until the first datagram: the sender may take seconds to start
 seen = []
 try:
     while True:
@@ -119,11 +119,12 @@ def line():
             cleanup.forget("netns", ns)
 
 
-def transfer(line, packets: int, dst: str = "10.0.2.1", gso: bool = False) -> np.ndarray:
+def transfer(line, packets: int, dst: str = "10.0.2.1", gso: bool = False, wait: float = 60.0) -> np.ndarray:
     """Send `packets` numbered UDP datagrams h1 -> h2 (`gso`: 8 per sendmsg, as one UDP GSO super-packet);
-    return the sequence numbers h2 received."""
+    return the sequence numbers h2 received. `wait`: seconds h2 waits for the first one (a Python sender
+    takes seconds to start in an emulated guest; a transfer expected to lose everything waits less)."""
     h1, _, h2 = line
-    rx = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c", RECEIVER, str(PORT)],
+    rx = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c", RECEIVER, str(PORT), str(wait)],
                           stdout=subprocess.PIPE, text=True)
     try:
         assert rx.stdout.readline().strip() == "ready"
@@ -184,7 +185,7 @@ def test_filter_non_matching_traffic_passes_and_keeps_the_index(line):
 def test_ipv6_address_pair_filter_and_gso_count(line):
     pair = Filter(proto="udp", port=PORT, src="fd00:1::1", dst="fd00:2::1")
     with Dropper.attach("eth1", netns=line[1], model=LossModel.uniform(1.0), filter=pair) as d:
-        assert len(transfer(line, 500, dst="fd00:2::1")) == 0
+        assert len(transfer(line, 500, dst="fd00:2::1", wait=5.0)) == 0
         assert len(transfer(line, 500)) == 500  # IPv4: not the filtered pair
         st = d.stats()
         assert st["matched"] == 500 and st["dropped"] == 500 and st["unmatched"] >= 500
@@ -455,7 +456,7 @@ def test_two_cpus_through_the_attached_hook(line, hook):
     model = LossModel.gilbert_elliott(0.05, 0.3, 0.99, 0.2)
     with Dropper.attach("eth1", netns=r, model=model, seed=11, stream=2, filter=Filter("udp", PORT), log=True,
                         hook=hook) as d:
-        rx = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c", RECEIVER, str(PORT)],
+        rx = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c", RECEIVER, str(PORT), "60"],
                               stdout=subprocess.PIPE, text=True)
         try:
             assert rx.stdout.readline().strip() == "ready"

@@ -203,6 +203,19 @@ def end_marked(include_live: bool = False) -> list[dict[str, Any]]:
     return ended
 
 
+def remove_owner(owner: int) -> None:
+    """Remove what one dead fecbench process left on this host: the live processes carrying its marker
+    (the start time in the marker names that dead process, never a new one with its PID), then the
+    resources its state file names. Nothing happens while a process with that PID runs."""
+    if _alive(owner) and not _zombie(owner):
+        return
+    marks.end([p for p in marks.scan() if any(o[0] == owner and not marks.running(o) for o in p.owners)])
+    path = state_file(owner)
+    if path.exists():
+        remove_entries(_read_entries(path))
+        path.unlink(missing_ok=True)
+
+
 def clean(include_live: bool = False) -> list[dict[str, Any]]:
     """Remove the resources of dead fecbench processes; return what was removed.
 

@@ -115,10 +115,12 @@ def test_children_inherit_the_marker_and_only_dead_owners_children_end() -> None
             child.wait()
 
 
-def test_a_child_started_but_not_yet_recorded_is_ended_by_clean(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("how", ["clean", "remove_owner"])
+def test_a_child_started_but_not_yet_recorded_is_ended(how: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The harness killed between starting a process and recording it (today's surviving fecq server):
-    the process is not in the state file, but it carries the dead harness's marker."""
+    the process is not in the state file, but it carries the dead harness's marker. `clean` (every dead
+    owner) and `remove_owner` (a dead Dask worker, from its coordinator) both end it."""
     state = tmp_path / "state"
     leftover, logs = str(tmp_path / "x"), str(tmp_path / "logs")
     code = (
@@ -143,9 +145,11 @@ def test_a_child_started_but_not_yet_recorded_is_ended_by_clean(tmp_path: Path,
         assert [e["kind"] for e in cleanup._read_entries(state / f"{owner.pid}.json")] == ["path"]
         assert marks.running((child, marks.start_time(child) or 0))
         monkeypatch.setattr(cleanup, "STATE_DIR", state)
-        removed = cleanup.clean()
-        assert ("process", str(child), owner.pid) in {(e["kind"], e["name"], e["owner"]) for e in removed}
-        assert ("path", leftover, owner.pid) in {(e["kind"], e["name"], e["owner"]) for e in removed}
+        if how == "clean":
+            removed = {(e["kind"], e["name"], e["owner"]) for e in cleanup.clean()}
+            assert ("process", str(child), owner.pid) in removed and ("path", leftover, owner.pid) in removed
+        else:
+            cleanup.remove_owner(owner.pid)
         fields = marks.stat_fields(child)
         assert fields is None or fields[0] == "Z"
         assert not list(state.glob("*.json"))

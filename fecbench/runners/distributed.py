@@ -15,7 +15,6 @@ those modules; fecbench works without the `cluster` extra.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -229,16 +228,13 @@ class DaskExecutor:
         self.clean_dead_local_workers()
 
     def clean_dead_local_workers(self) -> None:
-        """Remove what a dead worker of this host left behind (its own state file only)."""
+        """Remove what a dead worker of this host left behind: the processes carrying its marker and
+        what its own state file names."""
         for pid in list(self.dead_local_pids):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, 0)
                 continue  # still alive (being shut down): try again later
-            path = cleanup.state_file(pid)
-            if path.exists():
-                with contextlib.suppress(OSError, json.JSONDecodeError):
-                    cleanup.remove_entries(json.loads(path.read_text()))
-                path.unlink(missing_ok=True)
+            cleanup.remove_owner(pid)
             self.dead_local_pids.discard(pid)
 
     # --- runs ---

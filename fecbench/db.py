@@ -1,7 +1,8 @@
 """The results database (SQLite, WAL): schema, versioning and the runner's writes.
 
 One writer (the runner) and any number of readers (`open_readonly`, which uses a `mode=ro` URI so
-a report can run while a campaign is writing). Schema version 2 (version 1 without link_events):
+a report can run while a campaign is writing). Schema version 3 (version 1 without link_events,
+version 2 without breakers):
 
 meta(key TEXT PRIMARY KEY, value TEXT)                 -- 'schema_version' = '1'
 campaigns(id, name, design_path, design_text, design_hash, fecbench_version, git_sha, created_at,
@@ -27,6 +28,10 @@ verdict_logs(run_key, link, direction, data BLOB (npz), PRIMARY KEY (run_key, li
 link_events(run_key, seq, kind, link, direction, scheduled_s, applied_s, took_ms, params (JSON),
             PRIMARY KEY (run_key, seq))   -- a link schedule's changes as applied during the run
             (fecbench.topologies.schedule_apply: times in s after the client's start)
+breakers(campaign_id, label, tripped_at, runs, status, error, skipped,
+         PRIMARY KEY (campaign_id, label, tripped_at))  -- the circuit breaker (runners/engine.py): the
+            first `runs` runs of a label all ended `status` with the same `error`; its `skipped` other
+            runs were not scheduled (they stay pending)
 
 campaigns.host_json is the host fingerprint (kernel, CPU, tools, link backend); a campaign run on
 a Dask cluster adds "dask" (the --dask value), "dask_security" (transport tls|tcp, authenticated,
@@ -50,7 +55,7 @@ from urllib.parse import quote
 from fecbench.errors import UserError
 from fecbench.status import STATUSES
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 # Metrics stored as typed columns (the rest stays in metrics.json).
@@ -110,8 +115,15 @@ def _add_link_events(conn: sqlite3.Connection) -> None:
                  "PRIMARY KEY (run_key, seq))")
 
 
+def _add_breakers(conn: sqlite3.Connection) -> None:
+    """Version 3: implementation labels the circuit breaker stopped scheduling."""
+    conn.execute("CREATE TABLE IF NOT EXISTS breakers (campaign_id INTEGER, label TEXT, tripped_at TEXT, "
+                 "runs INTEGER, status TEXT, error TEXT, skipped INTEGER, "
+                 "PRIMARY KEY (campaign_id, label, tripped_at))")
+
+
 # MIGRATIONS[v] upgrades a database at version v to v + 1 (a new database is made at version 1, then upgraded).
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_link_events}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_link_events, 2: _add_breakers}
 
 
 class SchemaError(Exception):
@@ -334,6 +346,19 @@ def finish_run(conn: sqlite3.Connection, key: str, *, status: str, error: str | 
                          (key, event["seq"], event["kind"], event.get("link"), event.get("direction"),
                           event.get("scheduled_s"), event.get("applied_s"), event.get("took_ms"),
                           _json_or_none(event.get("params"))))
+
+
+def insert_breaker(conn: sqlite3.Connection, campaign_id: int, label: str, tripped_at: str, runs: int,
+                   status: str, error: str, skipped: int) -> None:
+    conn.execute("INSERT OR REPLACE INTO breakers (campaign_id, label, tripped_at, runs, status, error, skipped) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?)", (campaign_id, label, tripped_at, runs, status, error, skipped))
+
+
+def read_breakers(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Every tripped circuit breaker (none in a database older than schema version 3)."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='breakers'").fetchone():
+        return []
+    return [dict(r) for r in conn.execute("SELECT * FROM breakers ORDER BY tripped_at")]
 
 
 def _json_or_none(value: Any) -> str | None:

@@ -1,10 +1,11 @@
 """The campaign engine's logic, without root: the real Engine, SerialExecutor, Runner, Recorder and SQLite,
 real processes of the fake implementation, on the in-memory testbed (tests/helpers/fake_testbed.py).
-Ordering, statuses, resume exactly once, retry, the harness-error circuit breaker, Ctrl-C and
-kill-and-resume bookkeeping."""
+Ordering, statuses, resume exactly once, retry, the harness-error circuit breaker, the per-label
+circuit breaker, timeouts by the implementation's own limit, Ctrl-C and kill-and-resume bookkeeping."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -14,11 +15,11 @@ import pytest
 from rich.console import Console
 
 from fecbench import cleanup
-from fecbench.runners.engine import MAX_HARNESS_ERRORS, Engine, RunQueue, parse_retry
+from fecbench.runners.engine import BREAKER_RUNS, MAX_HARNESS_ERRORS, Engine, RunQueue, parse_retry
 from fecbench.runners.prepare import prepare
 from fecbench.runners.serial import SerialExecutor
 from fecbench.status import Status
-from tests.helpers.campaign import fake_design, rows
+from tests.helpers.campaign import fake_design, fecbench, rows
 from tests.helpers.fake_testbed import FakeTestbed
 
 BEHAVIOURS = {"ok": {}, "fail": {"behave": "fail"}, "hang": {"behave": "hang"},
@@ -50,9 +51,10 @@ class Campaign:
         self.testbeds.append(testbed)
         return testbed
 
-    def run(self, retry: str | None = None) -> Any:
+    def run(self, retry: str | None = None, breaker_runs: int = BREAKER_RUNS) -> Any:
         executor = SerialExecutor(self.prepared, self.db, link_backend=None, testbed_factory=self.factory)
-        return Engine(self.prepared, self.db, executor, Console(quiet=True)).run(parse_retry(retry))
+        return Engine(self.prepared, self.db, executor, Console(quiet=True),
+                      breaker_runs=breaker_runs).run(parse_retry(retry))
 
     def runs(self) -> dict[str, dict[str, Any]]:
         return {r["key"]: r for r in rows(self.db, "SELECT * FROM runs")}
@@ -166,3 +168,64 @@ def test_run_queue_keeps_order_and_serves_points() -> None:
     assert [queue.pop_next().key for _ in range(2)] == ["a", "c"]
     assert queue.points() == {2: 1, 3: 1} and len(queue) == 2
     assert queue.pop_point(3).key == "d" and queue.pop_next().key == "e" and not queue
+
+
+def test_breaker_stops_a_label_whose_first_runs_all_fail_the_same_way(tmp_path: Path) -> None:
+    camp = Campaign(tmp_path, {"ok": {}, "fail": {"behave": "fail"}, "mixed": {"behave": "failreport"}},
+                    points=6)
+    summary = camp.run(breaker_runs=3)
+    runs = list(camp.runs().values())
+    per_label = {label: Counter(r["status"] for r in runs if r["label"] == label) for label in ("ok", "fail")}
+    # "fail": its first 3 runs failed alike, the other 3 were never started (still pending: resumable).
+    assert per_label["fail"] == Counter({"failed": 3, "pending": 3})
+    assert all(r["started_at"] is None for r in runs if r["status"] == "pending")
+    assert per_label["ok"] == Counter({"ok": 6})
+    # "failreport" fails alike too, with a different message than "fail": a breaker of its own.
+    (fail,) = [b for b in summary.breakers if b.label == "fail"]
+    assert fail.runs == 3 and fail.skipped == 3 and fail.status == "failed" and "status 1" in fail.error
+    assert "3 more not run" in fail.text()
+    recorded = rows(camp.db, "SELECT * FROM breakers")
+    assert {r["label"] for r in recorded} == {b.label for b in summary.breakers}
+    assert {r["label"]: r["skipped"] for r in recorded}["fail"] == 3
+    status = fecbench("status", str(camp.db), "--json")
+    assert status.returncode == 0, status.stderr
+    assert {b["label"] for b in json.loads(status.stdout)["breakers"]} == {"fail", "mixed"}
+    text = fecbench("status", str(camp.db)).stdout
+    assert "circuit breaker" in text and "fail: its" in text
+    # The next `fecbench run` tries the label again (the cause may be fixed); 0 turns the breaker off.
+    summary = camp.run(breaker_runs=0)
+    assert summary.counts == Counter({"failed": 6}) and not summary.breakers
+
+
+def test_breaker_lets_a_label_with_one_success_run_to_the_end(tmp_path: Path) -> None:
+    camp = Campaign(tmp_path, {"fail": {"behave": "fail"}}, points=4)
+    clients: list[int] = []
+
+    def one_ok(role: str, argv: list[str]) -> None:  # the first client succeeds, the others fail alike
+        if role == "client":
+            clients.append(1)
+            if len(clients) == 1:
+                argv[argv.index("--behave") + 1] = "ok"
+
+    camp.testbed_options["on_start"] = one_ok
+    summary = camp.run(breaker_runs=2)
+    assert not summary.breakers
+    assert Counter(r["status"] for r in camp.runs().values()) == Counter({"ok": 1, "failed": 3})
+
+
+def test_implementation_time_limit_is_a_timeout_with_what_arrived(tmp_path: Path) -> None:
+    """The contract: a client that gives up at {timeout_s} exits 124 -> `timeout`, never `failed`,
+    with the bytes and elapsed time it reports; a client the harness kills is `timeout` too."""
+    camp = Campaign(tmp_path, {"giveup": {"behave": "giveup"}, "hang": {"behave": "hang"}}, points=1,
+                    timeout_s=1.0)
+    summary = camp.run()
+    runs = {r["label"]: r for r in camp.runs().values()}
+    assert summary.counts == Counter({"timeout": 2}), {k: (r["status"], r["error"]) for k, r in runs.items()}
+    assert "gave up at timeout_s = 1 s (exit status 124): 333 of 1000 bytes received" in runs["giveup"]["error"]
+    assert "client still running" in runs["hang"]["error"] and "killed" in runs["hang"]["error"]
+    (metrics,) = rows(camp.db, "SELECT m.* FROM metrics m JOIN runs r ON r.key = m.run_key WHERE r.label = 'giveup'")
+    assert metrics["bytes_app"] == 333 and metrics["dct_ms"] is None
+    assert json.loads(metrics["json"])["timed_out"] is True and json.loads(metrics["json"])["elapsed_ms"] > 0
+    # The client got the design's timeout_s through the {timeout_s} placeholder.
+    clients = [argv for role, argv in camp.testbeds[0].started if role == "client"]
+    assert all(argv[argv.index("--timeout") + 1] == "1" for argv in clients)

@@ -70,9 +70,9 @@ def test_fake_descriptor_loads_and_renders() -> None:
     lists = d.arg_lists(args)
     assert lists == {"server_args": ["--behave", "die"], "client_args": ["--behave", "hang"]}
     argv = render(d.client_argv["download"], {"binary": "/b", "server_address": "10.0.0.1", "port": 5,
-                                              "size": 1000, "metrics_path": "/m.json"}, lists)
+                                              "size": 1000, "metrics_path": "/m.json", "timeout_s": "9"}, lists)
     assert argv == ["/b", "client", "--server", "10.0.0.1:5", "--size", "1000", "--out", "/m.json",
-                    "--behave", "hang"]
+                    "--timeout", "9", "--behave", "hang"]
     assert d.require_binaries()["binary"].name == "fake.py"
 
 

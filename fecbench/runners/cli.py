@@ -36,6 +36,10 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         insecure: bool = typer.Option(False, "--insecure", help="Allow an unauthenticated tcp:// scheduler on "
                                       "another host (anyone reaching it runs code as root on the workers)."),
         dashboard: bool = typer.Option(False, "--dashboard", help="local:N: serve Dask's dashboard on 127.0.0.1."),
+        breaker: int = typer.Option(5, "--breaker", min=0, help="Stop scheduling a label whose first K runs "
+                                    "all failed the same way (0: never)."),
+        accept_short_timeout: bool = typer.Option(False, "--accept-short-timeout", help="Run although timeout_s "
+                                                  "is below the safe multiple of some run's minimum duration."),
         jobs: str | None = typer.Option(None, "--jobs", help="Run on N networks on this machine at once "
                                         "(no Dask needed); default 1."),
         ) -> None:
@@ -68,6 +72,10 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     elif insecure or dashboard or tls_ca_file or tls_cert or tls_key:
         raise UserError("--insecure, --dashboard and --tls-* go with --dask")
     prepared = prepare(design)
+    from fecbench.runners.checks import check_impl_args, check_timeouts
+
+    check_timeouts(prepared, accept=accept_short_timeout, warn=console.print)
+    check_impl_args(prepared)  # each distinct argument set, by the implementation itself
     db_path = db or prepared.design.default_db()
     statuses = read_statuses(db_path)
     todo = select_runs(prepared, statuses, retry_set)
@@ -92,7 +100,7 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
 
         executor = SerialExecutor(prepared, db_path, link_backend=link_backend, keep_logs=keep_logs)
     try:
-        summary = Engine(prepared, db_path, executor, console).run(retry_set)
+        summary = Engine(prepared, db_path, executor, console, breaker_runs=breaker).run(retry_set)
     except KeyboardInterrupt:
         # sys.__stderr__: the progress display may still be redirecting sys.stderr.
         where = "the runs in flight are" if dask or jobs_count > 1 else "the current run is"
@@ -101,6 +109,8 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         raise typer.Exit(130) from None
     done = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing to do"
     console.print(f"{db_path}: {summary.selected} of {summary.total} run(s) executed: {done}")
+    for tripped in summary.breakers:
+        console.print(f"[red]circuit breaker: {tripped.text()}[/]")
     if summary.aborted:
         console.print(f"[red]campaign stopped: {summary.aborted}[/]")
         raise typer.Exit(1)

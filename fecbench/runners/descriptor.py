@@ -117,6 +117,7 @@ class Descriptor:
     metric_stream: str = "both"
     required_metrics: list[str] = field(default_factory=list)
     download_file: str = "{download_path}"
+    check_argv: list[list[str]] = field(default_factory=list)   # [check] argv: validate arguments first
 
     @property
     def dir(self) -> Path:
@@ -374,6 +375,11 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
     download_file = metrics.get("download_file", str, "{download_path}")
     check_template([download_file], path, metrics.key("download_file"), allowed)
     metrics.done()
+    check = top.section("check")
+    check_argv = check.get("argv", list, [])
+    for i, argv in enumerate(check_argv):
+        check_template(argv, path, f"{check.key('argv')}[{i}]", allowed)
+    check.done()
     top.done()
 
     return Descriptor(
@@ -383,7 +389,7 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
         server_setup=server_setup, server_files=server_files, ready_pattern=ready_pattern, ready_delay_s=ready_delay_s,
         client_argv=client_argv, client_env=client_env, metrics_sources=sources, metric_patterns=patterns,
         metric_scale={k: float(v) for k, v in scale.items()},
-        metric_stream=stream, required_metrics=required, download_file=download_file)
+        metric_stream=stream, required_metrics=required, download_file=download_file, check_argv=check_argv)
 
 
 def search_dirs(extra: list[Path] | None = None) -> list[Path]:

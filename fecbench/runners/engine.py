@@ -5,6 +5,11 @@ select runs -> an executor starts them where it can -> each start and outcome is
 only decide where a run executes and hand back what happened; they never touch the database, so how
 a run is recorded is written once, here.
 
+A circuit breaker watches each implementation label (one argument set): when its first
+`breaker_runs` runs of this campaign all end `failed` the same way (the error's first line, digits
+aside), its remaining runs are taken off the queue (they stay pending, run again by the next
+`fecbench run`), and the breaker is recorded (the `breakers` table: `fecbench status`, the summary).
+
 The executor is started before the database is opened: a network that cannot be built or a cluster
 that cannot be used leaves no database behind. Ctrl-C (or SIGTERM) records the runs in flight as
 `interrupted` (redone by the next `fecbench run`) and tears the executor down.
@@ -13,11 +18,12 @@ that cannot be used leaves no database behind. Ctrl-C (or SIGTERM) records the r
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,6 +37,8 @@ from fecbench.status import RETRYABLE, Status
 # Consecutive harness errors (not implementation failures) after which the campaign stops.
 MAX_HARNESS_ERRORS = 5
 POLL_S = 0.5
+# The circuit breaker: a label whose first BREAKER_RUNS runs all fail the same way is stopped (0: never).
+BREAKER_RUNS = 5
 
 
 def select_runs(prepared: Prepared, statuses: dict[str, str], retry: set[str]) -> list[Run]:
@@ -93,6 +101,14 @@ class RunQueue:
         del self._left[run.key]
         return run
 
+    def drop_label(self, label: str) -> list[Run]:
+        """Take every run of an implementation label off the queue (the circuit breaker); those runs."""
+        dropped = [run for run in self._left.values() if run.label == label]
+        for run in dropped:
+            del self._left[run.key]
+            self._by_point[run.point].remove(run)
+        return dropped
+
 
 class Executor(Protocol):
     """Where runs execute. Used as a context manager: leaving it tears everything down."""
@@ -137,12 +153,33 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 
 @dataclass
+class Breaker:
+    """A label the circuit breaker stopped: its first `runs` runs all ended `status` with `error`."""
+    label: str
+    runs: int
+    status: str
+    error: str
+    skipped: int                      # runs taken off the queue (still pending)
+
+    def text(self) -> str:
+        return (f"{self.label}: its first {self.runs} runs all ended {self.status} ({self.error}); "
+                f"{self.skipped} more not run (pending; fix the cause, then run again)")
+
+
+def failure_signature(outcome: Outcome) -> str:
+    """How a run failed, for the circuit breaker: the error's first line, digits aside."""
+    first = (outcome.error or "").split("\n")[0][:200]
+    return re.sub(r"[0-9]+(\.[0-9]+)?", "#", first)
+
+
+@dataclass
 class Summary:
     total: int
     selected: int
     counts: Counter
     interrupted: bool = False
     aborted: str | None = None
+    breakers: list[Breaker] = field(default_factory=list)
 
 
 def progress_bar(console: Any) -> Any:
@@ -170,7 +207,8 @@ def counts_text(counts: Counter) -> str:
 class Engine:
     """Runs a prepared campaign's selected runs on an executor and records every start and outcome."""
 
-    def __init__(self, prepared: Prepared, db_path: Path, executor: Executor, console: Any = None) -> None:
+    def __init__(self, prepared: Prepared, db_path: Path, executor: Executor, console: Any = None,
+                 breaker_runs: int = BREAKER_RUNS) -> None:
         from rich.console import Console
 
         self.prepared, self.db_path, self.executor = prepared, db_path, executor
@@ -178,6 +216,10 @@ class Engine:
         self.recorder: Recorder | None = None
         self.started_at: dict[str, float] = {}
         self.harness_errors = 0
+        self.breaker_runs = breaker_runs
+        self.first_failures: dict[str, list[tuple[str, str]]] = {}   # label -> (status, signature) so far
+        self.breaker_settled: set[str] = set()                        # labels past their first runs
+        self.queue: RunQueue | None = None
 
     def run(self, retry: set[str]) -> Summary:
         prepared = self.prepared
@@ -202,7 +244,8 @@ class Engine:
         return summary
 
     def _cycle(self, todo: list[Run], summary: Summary) -> None:
-        executor, queue = self.executor, RunQueue(todo)
+        executor = self.executor
+        queue = self.queue = RunQueue(todo)
         estimate = sum(self.prepared.estimate(run) for run in todo)
         progress = progress_bar(self.console)
         name = self.prepared.design.name
@@ -241,6 +284,30 @@ class Engine:
         self.harness_errors = self.harness_errors + 1 if finished.harness_error else 0
         if self.harness_errors >= MAX_HARNESS_ERRORS and not summary.aborted:
             summary.aborted = f"{self.harness_errors} harness errors in a row, last: {finished.outcome.error}"
+        if status != Status.INTERRUPTED and not finished.harness_error:
+            self._watch(finished, summary)
+
+    def _watch(self, finished: Finished, summary: Summary) -> None:
+        """The circuit breaker: the first `breaker_runs` runs of a label, all failed the same way, stop it."""
+        label = finished.run.label
+        if self.breaker_runs <= 0 or label in self.breaker_settled:
+            return
+        seen = self.first_failures.setdefault(label, [])
+        seen.append((finished.outcome.status, failure_signature(finished.outcome)))
+        if finished.outcome.status != Status.FAILED or len(set(seen)) > 1:
+            self.breaker_settled.add(label)     # not all the same failure: the label runs to the end
+            return
+        if len(seen) < self.breaker_runs:
+            return
+        self.breaker_settled.add(label)
+        dropped = self.queue.drop_label(label) if self.queue is not None else []
+        error = (finished.outcome.error or "").split("\n")[0][:200]
+        breaker = Breaker(label=label, runs=len(seen), status=finished.outcome.status, error=error,
+                          skipped=len(dropped))
+        summary.breakers.append(breaker)
+        assert self.recorder is not None
+        self.recorder.breaker(breaker.label, breaker.runs, breaker.status, breaker.error, breaker.skipped)
+        self.console.print(f"[red]circuit breaker: {breaker.text()}[/]")
 
 
 def summary_done(summary: Summary) -> int:

@@ -95,6 +95,10 @@ class Recorder:
                link_stats=outcome.link_stats, fidelity=outcome.fidelity, verdict_logs=outcome.verdict_logs,
                link_events=outcome.link_events)
 
+    def breaker(self, label: str, runs: int, status: str, error: str, skipped: int) -> None:
+        """The circuit breaker stopped a label (runners/engine.py)."""
+        _write(dbmod.insert_breaker, self.conn, self.campaign_id, label, now_iso(), runs, status, error, skipped)
+
     def update_host(self, host_info: dict[str, Any]) -> None:
         _write(dbmod.update_campaign, self.conn, self.campaign_id, host_json=host_info)
 

@@ -20,6 +20,16 @@ from fecbench.runners.runs import Run
 from fecbench.runners.testbed import RunProcess, Testbed
 from fecbench.status import Status
 
+# The contract's exit status of a client that gave up at its time limit ({timeout_s}), as timeout(1).
+EXIT_TIMEOUT = 124
+
+
+def grace_s(timeout_s: float) -> float:
+    """How much longer than timeout_s the harness waits for a client before it kills it: time for an
+    implementation that gives up at timeout_s to close its connection and write its metrics."""
+    return min(10.0, max(2.0, 0.05 * timeout_s))
+
+
 # link_stats column -> the dropper's counter name.
 _DROPPER_NAMES = {"ge_good": "good", "ge_bad": "bad", "gso_seen": "gso"}
 
@@ -153,7 +163,7 @@ class Runner:
                                                 render(descriptor.client_argv[run.workload], values, arg_lists),
                                                 run_dir, env=client_env, cwd=run_dir)
             self.processes.append(client)
-            code = client.wait(timeout)
+            code = client.wait(timeout + grace_s(timeout))
             link_events = applier.stop() if applier else []
             server_code = server.poll()
             client.stop()
@@ -172,8 +182,14 @@ class Runner:
         outcome.link_stats = self.link_stats(run)
         if self.design.verdict_log:
             outcome.verdict_logs = self.verdict_logs()
-        if code is None:
-            outcome.status, outcome.error = Status.TIMEOUT, f"client still running after {timeout:g} s (killed)"
+        if code is None or code == EXIT_TIMEOUT:
+            # Its own time limit or the harness's: `timeout`, with what arrived until then if it says so.
+            outcome.status = Status.TIMEOUT
+            outcome.metrics = partial_metrics(descriptor, values)
+            outcome.error = (f"client still running {grace_s(timeout):g} s after timeout_s = {timeout:g} s (killed)"
+                             if code is None else
+                             f"client gave up at timeout_s = {timeout:g} s (exit status {EXIT_TIMEOUT})")
+            outcome.error += so_far(outcome.metrics, run.size, client.wall_ms)
         elif code == 127:
             outcome.status = Status.UNSUPPORTED
             outcome.error = "client exited with status 127 (unsupported combination)"
@@ -257,6 +273,20 @@ class Runner:
         self.processes.clear()
 
 
+def so_far(metrics: dict[str, Any] | None, size: int | None, wall_ms: float | None) -> str:
+    """What a timed-out run got: the bytes the client reports and the elapsed time (its own, else the
+    client process's wall time)."""
+    metrics = metrics or {}
+    parts = []
+    got = metrics.get("bytes_app")
+    if isinstance(got, (int, float)) and not isinstance(got, bool):
+        parts.append(f"{int(got)} of {size} bytes received" if size is not None else f"{int(got)} bytes received")
+    elapsed = metrics.get("elapsed_ms", wall_ms)
+    if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool):
+        parts.append(f"after {elapsed / 1000:.1f} s")
+    return f": {', '.join(parts)}" if parts else ""
+
+
 def run_one(runner: Runner, run: Run) -> tuple[Outcome, bool]:
     """Execute one run, turning a harness fault into a `failed` outcome; (outcome, harness_error).
     Every executor executes runs through this function."""
@@ -272,6 +302,7 @@ def run_one(runner: Runner, run: Run) -> tuple[Outcome, bool]:
     if outcome.status == Status.OK and not runner.keep_logs:
         shutil.rmtree(run_dir, ignore_errors=True)
     return outcome, False
+
 
 def _mismatch(row: dict[str, Any]) -> str:
     """What a failed fidelity row measured against what was configured: RTT, and the rate if probed."""

@@ -36,6 +36,7 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
         fidelity_bad = conn.execute("SELECT COUNT(DISTINCT run_key) FROM fidelity WHERE ok = 0").fetchone()[0]
         campaigns = [_campaign_row(dict(r)) for r in conn.execute(
             "SELECT id, name, created_at, link_backend, host_json FROM campaigns")]
+        breakers = dbmod.read_breakers(conn)
     except sqlite3.Error as exc:
         raise UserError(f"{path}: cannot read the results database: {exc}") from None
     finally:
@@ -43,6 +44,7 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
     summary = summarize(rows)
     summary["fidelity_warnings"] = fidelity_bad
     summary["campaigns"] = campaigns
+    summary["breakers"] = breakers
     if timing:
         summary["timing"] = overhead(rows)
     if json_out:
@@ -128,6 +130,10 @@ def _print_status(path: Path, summary: dict[str, Any]) -> None:
         else:
             console.print(f"[red]campaign {campaign['id']} ran on Dask {campaign['dask']} UNAUTHENTICATED "
                           f"(plain TCP: {sec.get('why', '')})[/]")
+    for b in summary["breakers"]:
+        console.print(f"[red]circuit breaker (campaign {b['campaign_id']}, {b['tripped_at']}): {b['label']}: its "
+                      f"first {b['runs']} runs all ended {b['status']} ({b['error']}); {b['skipped']} more were "
+                      "not run (pending: fix the cause, then fecbench run again)[/]")
     if summary["fidelity_warnings"]:
         console.print(f"[magenta]fidelity warnings: {summary['fidelity_warnings']} run(s) measured a network "
                       "that did not match the design[/]")

@@ -3,7 +3,9 @@
 
 server --listen ADDR:PORT [--behave ok|die]      prints "listening ADDR:PORT", waits for SIGTERM
 client --server ADDR:PORT --size N --out PATH
-       --behave ok|slow|fill|fail|failreport|hang|unsupported|garbage|nometrics|badtype
+       --timeout S --level N
+       --behave ok|slow|fill|fail|failreport|hang|giveup|unsupported|garbage|nometrics|badtype
+check [--timeout S] [--behave …] [--level N]       exit 2 naming a level above 9, else 0
 """
 
 import argparse
@@ -34,6 +36,12 @@ def client(args: argparse.Namespace) -> int:
         return 1
     if args.behave == "unsupported":
         return 127
+    if args.behave == "giveup":  # the contract's own time limit: gives up (early, for busy test machines), says
+        time.sleep(min(args.timeout, 0.2))  # what arrived
+        with open(args.out, "w") as out:
+            json.dump({"ok": False, "error": f"timeout after {args.timeout:g} s", "timed_out": True,
+                       "bytes_app": args.size // 3, "elapsed_ms": (time.monotonic() - start) * 1000}, out)
+        return 124
     if args.behave == "hang":
         while True:
             time.sleep(1)
@@ -72,7 +80,18 @@ def main() -> int:
     c.add_argument("--size", type=int, required=True)
     c.add_argument("--out", required=True)
     c.add_argument("--behave", default="ok")
+    c.add_argument("--timeout", type=float, default=60.0)
+    c.add_argument("--level", type=int, default=0)
+    k = sub.add_parser("check")
+    k.add_argument("--timeout", type=float, default=60.0)
+    k.add_argument("--behave", default="ok")
+    k.add_argument("--level", type=int, default=0)
     args = parser.parse_args()
+    if args.role == "check":
+        if args.level > 9:
+            print(f"fake: invalid value '{args.level}' for --level: at most 9", file=sys.stderr)
+            return 2
+        return 0
     return server(args) if args.role == "server" else client(args)
 
 

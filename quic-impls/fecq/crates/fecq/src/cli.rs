@@ -278,7 +278,7 @@ fn check_args(role: &str, args: &[String]) -> i32 {
         args.iter()
             .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
     };
-    if role == "client" && !has("--size") && !has("--workload") {
+    if role == "client" && !has("--size") {
         argv.extend(["--size".to_string(), "1".to_string()]);
     }
     argv.extend(args.iter().cloned());

@@ -218,8 +218,8 @@ fn unknown_workload_is_unsupported_127() {
 }
 
 #[test]
-fn client_without_server_fails_with_1_and_says_why() {
-    // A port nobody listens on (bound, then released): the handshake times out.
+fn client_without_server_gives_up_at_timeout_with_124_and_says_why() {
+    // A port nobody listens on (bound, then released): the handshake lasts until --timeout.
     let port = std::net::UdpSocket::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -239,11 +239,70 @@ fn client_without_server_fails_with_1_and_says_why() {
         .stderr(Stdio::null())
         .status()
         .unwrap();
-    assert_eq!(st.code(), Some(1));
+    assert_eq!(st.code(), Some(124));
     let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(m["ok"], false);
+    assert_eq!(m["timed_out"], true);
     assert!(m["error"].as_str().unwrap().contains("timeout"));
+    assert_eq!(m["bytes_app"], 0);
+    assert!(m["elapsed_ms"].as_f64().unwrap() > 0.0);
     std::fs::remove_file(out).ok();
+}
+
+#[test]
+fn a_transfer_cut_by_timeout_exits_124_with_the_bytes_so_far() {
+    // 20 MB through a 4 Mbit/s loopback bottleneck needs 40 s: --timeout 2 cuts it.
+    let out = tmp("cut.json");
+    let st = fecq()
+        .args([
+            "loopback",
+            "--size",
+            "20000000",
+            "--rate-mbit",
+            "4",
+            "--timeout",
+            "2",
+            "--out",
+        ])
+        .arg(&out)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(124));
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(m["timed_out"], true);
+    assert!(m["dct_ms"].is_null());
+    let got = m["bytes_app"].as_u64().unwrap();
+    assert!(got > 0 && got < 20_000_000, "{got}");
+    std::fs::remove_file(out).ok();
+}
+
+#[test]
+fn check_args_accepts_good_options_and_names_a_bad_value() {
+    let good = fecq()
+        .args(["check-args", "server", "--fec", "rs:30,20", "--cc", "bbr"])
+        .output()
+        .unwrap();
+    assert_eq!(good.status.code(), Some(0));
+    let good = fecq()
+        .args(["check-args", "client", "--workload", "download"])
+        .args(["--timeout", "150", "--fec", "xor:5", "--mode", "stream"])
+        .output()
+        .unwrap();
+    assert_eq!(good.status.code(), Some(0));
+    for (args, value) in [
+        (vec!["server", "--fec", "rs:20,30"], "rs:20,30"),
+        (vec!["client", "--timeout", "0"], "--timeout 0"),
+        (vec!["client", "--reorder-time", "0.5"], "0.5"),
+        (vec!["client", "--workload", "upload"], "upload"),
+        (vec!["client", "--paths", "2"], "--paths"),
+        (vec!["router"], "router"),
+    ] {
+        let out = fecq().arg("check-args").args(&args).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert!(said.contains(value), "{args:?}: {said}");
+    }
 }
 
 #[test]

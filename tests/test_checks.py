@@ -1,0 +1,113 @@
+"""Checks before the first run, without root (issue 15, item 3a and 3b): the implementations' own
+argument checks (the fake implementation's `check`, fecq's `check-args`) and the design's timeout_s
+against each run's minimum duration. Refused designs are exit 2 and leave nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fecbench.errors import UserError
+from fecbench.runners.checks import SAFE_MULTIPLE, check_timeouts, min_duration_s, short_timeouts
+from fecbench.runners.prepare import prepare
+from tests.helpers.campaign import FECQ, TOPOLOGY, fake_design, fecbench
+
+
+def test_min_duration_download_and_messages() -> None:
+    # 20 MB at 2 Mbit/s: 80 s of transfer, plus handshake, request and a queue's delay (3 RTTs).
+    assert min_duration_s("download", 20_000_000, 100.0, 2.0) == pytest.approx(80.3)
+    # No rate limit: only the RTTs.
+    assert min_duration_s("download", 10**9, 40.0, None) == pytest.approx(0.12)
+    # Messages last their duration after the handshake and the request.
+    assert min_duration_s("messages", None, 100.0, 2.0, duration_s=25.0) == pytest.approx(25.2)
+
+
+def _slow_design(path: Path, timeout_s: float) -> Path:
+    """20 MB downloads over 5 to 20 Mbit/s: the 5 Mbit/s end needs at least 32 s."""
+    return fake_design(path, {"ok": {}}, points=3, sizes='["1kB", "20MB"]', timeout_s=timeout_s)
+
+
+def test_short_timeout_names_points_and_can_be_accepted(tmp_path: Path) -> None:
+    prepared = prepare(_slow_design(tmp_path / "slow.toml", timeout_s=30))
+    short = short_timeouts(prepared)
+    assert short and all(row["size"] == 20_000_000 for row in short)
+    assert all(30 < SAFE_MULTIPLE * row["min_s"] == row["needs_s"] for row in short)
+    with pytest.raises(UserError) as refused:
+        check_timeouts(prepared)
+    text = str(refused.value)
+    assert "timeout_s = 30 s" in text and "--accept-short-timeout" in text
+    assert all(f"point {row['point']} (" in text for row in short)
+    warnings: list[str] = []
+    check_timeouts(prepared, accept=True, warn=warnings.append)
+    assert len(warnings) == 1 and "point" in warnings[0]
+    # Long enough for every point: no complaint.
+    check_timeouts(prepare(_slow_design(tmp_path / "ok.toml", timeout_s=300)))
+
+
+def test_short_timeout_refused_by_run_nothing_written(tmp_path: Path) -> None:
+    design, db = _slow_design(tmp_path / "slow.toml", timeout_s=30), tmp_path / "slow.sqlite"
+    out = fecbench("run", str(design), "--db", str(db), "--dry-run")
+    assert out.returncode == 2 and "below 1.5× the minimum duration" in out.stderr + out.stdout
+    assert not db.exists()
+    out = fecbench("run", str(design), "--db", str(db), "--dry-run", "--accept-short-timeout")
+    assert out.returncode == 0, out.stderr
+    assert "accept-short-timeout" in out.stdout and not db.exists()
+
+
+def test_one_rejected_argument_set_refuses_the_design(tmp_path: Path) -> None:
+    design = fake_design(tmp_path / "args.toml", {"good": {"level": "3"}, "bad": {"level": "12"},
+                                                  "default": {}})
+    db = tmp_path / "args.sqlite"
+    for extra in ((), ("--dry-run",)):
+        out = fecbench("run", str(design), "--db", str(db), *extra)
+        text = out.stderr + out.stdout
+        assert out.returncode == 2, text
+        line = next(i + 1 for i, row in enumerate(design.read_text().splitlines()) if '"12"' in row)
+        assert f"args.toml:{line}" in text and "'bad'" in text and "'fake'" in text and "level = '12'" in text
+        assert "'good'" not in text and "nothing was run or written" in text
+        assert not db.exists()
+
+
+@pytest.mark.skipif(not FECQ.exists(), reason="fecq is not built (make native)")
+def test_fecq_rejects_rs_20_30_before_any_run(tmp_path: Path) -> None:
+    design = tmp_path / "fecq.toml"
+    design.write_text(f"""
+[design]
+name = "fecqargs"
+topology = "{TOPOLOGY}"
+seed = 1
+timeout_s = 60
+[space]
+method = "wsp"
+points = 2
+[space.factors]
+bw = {{ low = 5, high = 20 }}
+owd = {{ low = 5, high = 15 }}
+p = {{ low = 0.01, high = 0.05 }}
+[loss]
+model = "uniform"
+p = "p"
+[workload]
+kind = "download"
+sizes = ["100kB"]
+[[impl]]
+name = "fecq"
+label = "quic"
+[[impl]]
+name = "fecq"
+label = "quic-rs"
+args = {{ fec = "rs:30,20" }}
+[[impl]]
+name = "fecq"
+label = "quic-rs-bad"
+args = {{ fec = "rs:20,30", cc = "bbr" }}
+""")
+    db = tmp_path / "fecq.sqlite"
+    out = fecbench("run", str(design), "--db", str(db))
+    text = out.stderr + out.stdout
+    assert out.returncode == 2, text
+    line = next(i + 1 for i, row in enumerate(design.read_text().splitlines()) if "rs:20,30" in row)
+    assert f"fecq.toml:{line}" in text and "'quic-rs-bad'" in text and "fec = 'rs:20,30'" in text, text
+    assert "cc" not in text.split("rejects")[1].split(":")[0]
+    assert "'quic-rs'" not in text and not db.exists()

@@ -27,6 +27,11 @@ def test_bad_jobs_values(text: str) -> None:
         parse_jobs(text)
 
 
+def test_bench_campaign_bad_jobs_exit_2() -> None:
+    out = fecbench("bench", "campaign", "--jobs", "1,0")
+    assert out.returncode == 2 and "--jobs '0'" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_jobs_with_dask_is_refused() -> None:
     out = fecbench("run", "designs/smoke.toml", "--jobs", "2", "--dask", "local:2", "--dry-run")
     assert out.returncode == 2 and "choose one" in out.stderr

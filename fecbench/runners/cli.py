@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -17,6 +18,7 @@ console = Console()
 impls_app = typer.Typer(help="Implementations: descriptors, capabilities, whether they are built.",
                         no_args_is_help=True)
 dask_app = typer.Typer(help="Dask clusters: TLS credentials for campaigns on many hosts.", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks of whole campaigns.", no_args_is_help=True)
 
 
 def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
@@ -207,13 +209,45 @@ def dask_certs(out: Path = typer.Argument(..., help="A new folder for the CA and
     print(certs.recipe(out, scheduler, worker, port))
 
 
+@bench_app.command("campaign")
+def bench_campaign(jobs: str = typer.Option("1,2,4,8", "--jobs", help="The numbers of networks to compare."),
+                   json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+                   ) -> None:
+    """Run designs/bench-campaign.toml with --jobs N for each N: speed-up, emulation accuracy, projection."""
+    from fecbench.errors import require_root
+    from fecbench.runners.bench import run_bench
+    from fecbench.runners.jobs import parse_jobs
+
+    counts = [parse_jobs(part.strip()) for part in jobs.split(",") if part.strip()]
+    if not counts:
+        raise UserError("--jobs: give one or more numbers of networks, e.g. 1,2,4,8")
+    require_root("fecbench bench campaign")
+    figures = run_bench(counts)
+    if json_out:
+        print(json.dumps(figures, indent=1))
+        return
+    table = Table(title=f"{figures['design']} on {figures['cores']} cores; {figures['full_design']}: "
+                        f"{figures['full_design_estimate_serial_h']} h serial estimate")
+    for col in ("jobs", "runs", "wall s", "sum of runs ÷ wall", "RTT error p50/p99/max ms", "statuses",
+                "full design h"):
+        table.add_column(col, justify="right")
+    for r in figures["results"]:
+        err = r["rtt_error_ms"] or {}
+        table.add_row(str(r["jobs"]), str(r["runs"]), f"{r['wall_s']:.1f}", f"{r['speedup']:.2f}",
+                      f"{err.get('p50')}/{err.get('p99')}/{err.get('max')}",
+                      ", ".join(f"{k} {v}" for k, v in sorted(r["statuses"].items())),
+                      f"{r['projected_full_design_h']}")
+    console.print(table)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `run`, `status`, `impls` and `dask` to the root CLI."""
+    """Add `run`, `status`, `impls`, `dask` and `bench` to the root CLI."""
     from fecbench.runners.status_cli import status
 
     app.command("run")(run)
     app.command("status")(status)
     app.add_typer(impls_app, name="impls")
     app.add_typer(dask_app, name="dask")
+    app.add_typer(bench_app, name="bench")
 
 

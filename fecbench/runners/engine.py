@@ -262,7 +262,8 @@ class Engine:
                     progress.update(task, description=f"{name} [{run.label} p{run.point} r{run.repetition}]")
                 done = executor.collect(POLL_S)
                 self._record_all(done, summary)
-                progress.update(task, completed=summary_done(summary), counts=counts_text(summary.counts))
+                progress.update(task, completed=summary_done(summary), counts=counts_text(summary.counts),
+                                total=len(todo) - sum(b.skipped for b in summary.breakers))
                 if executor.host_info_changed():
                     assert self.recorder is not None
                     self.recorder.update_host(executor.host_info())

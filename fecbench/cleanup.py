@@ -20,9 +20,7 @@ import fcntl
 import json
 import os
 import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -108,18 +106,17 @@ def _zombie(pid: int) -> bool:
 
 
 def _kill_pid(entry: dict[str, Any]) -> None:
+    """SIGTERM, then SIGKILL after a short grace, through a pidfd opened after checking the start time
+    recorded with the PID: a recycled PID is never signalled."""
     pid = int(entry["name"])
-    if entry.get("start_time") is not None and _start_time(pid) != entry["start_time"]:
-        return  # gone, or the PID now belongs to someone else
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-        for _ in range(50):
-            if not _alive(pid) or _start_time(pid) is None:
-                return
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-            time.sleep(0.01)
+    start = entry.get("start_time")
+    if start is None:  # recorded without a start time: the process at that PID now
+        start = _start_time(pid)
+    if start is None:
+        return
+    marks.end([marks.Marked(pid=pid, start=int(start), owners=())], grace_s=0.5, wait_s=0.5)
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)  # a child of this very process: reap it
 
 
 def _del_netns(entry: dict[str, Any]) -> None:

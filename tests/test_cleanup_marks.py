@@ -156,3 +156,18 @@ def test_a_child_started_but_not_yet_recorded_is_ended(how: str, tmp_path: Path,
     finally:
         if child and marks.stat_fields(child) and marks.stat_fields(child)[0] != "Z":
             os.kill(child, 9)
+
+
+def test_a_recorded_pid_is_ended_only_with_its_start_time() -> None:
+    child = subprocess.Popen(["sleep", "120"])
+    try:
+        start = marks.start_time(child.pid)
+        assert start is not None
+        cleanup.remove_entries([{"kind": "pid", "name": str(child.pid), "start_time": start + 1}])
+        assert child.poll() is None  # another process now has that PID, as far as the record says
+        cleanup.remove_entries([{"kind": "pid", "name": str(child.pid), "start_time": start}])
+        assert child.wait(5) is not None  # ended
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()

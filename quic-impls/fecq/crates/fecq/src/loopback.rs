@@ -73,12 +73,32 @@ pub async fn run_multipath(
     loss: LossSpec,
 ) -> (Metrics, Result<(), String>) {
     let shaped = loss.rate_mbit.is_some();
+    let (mut m, res) = run_multipath_links(
+        common,
+        mp_args,
+        workload,
+        (loss.link(1), loss.link(2)),
+        shaped,
+    )
+    .await;
+    m.loopback = Some(loss.describe());
+    (m, res)
+}
+
+/// The same with the server's and the client's links given (e.g. a known loss pattern per path).
+pub async fn run_multipath_links(
+    common: &Common,
+    mp_args: &MpArgs,
+    workload: Workload,
+    (server_link, client_link): (Option<Link>, Option<Link>),
+    shaped: bool,
+) -> (Metrics, Result<(), String>) {
     let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let (endpoint, socket) =
-        match mp::server_endpoint(common, mp_args, listen, loss.link(1), shaped) {
-            Ok(x) => x,
-            Err(e) => return (app::metrics_header(common, &workload), Err(e)),
-        };
+    let (endpoint, socket) = match mp::server_endpoint(common, mp_args, listen, server_link, shaped)
+    {
+        Ok(x) => x,
+        Err(e) => return (app::metrics_header(common, &workload), Err(e)),
+    };
     let port = match socket.local_addr() {
         Ok(a) => a.port(),
         Err(e) => {
@@ -94,12 +114,10 @@ pub async fn run_multipath(
         mp_args.keepalive(),
     ));
     let server = SocketAddr::new(listen.ip(), port);
-    let (mut m, res) =
-        mp::client_main(common, mp_args, server, workload, loss.link(2), shaped).await;
+    let res = mp::client_main(common, mp_args, server, workload, client_link, shaped).await;
     endpoint.close(0u32.into(), b"bye");
     serving.abort();
-    m.loopback = Some(loss.describe());
-    (m, res)
+    res
 }
 
 pub async fn run(

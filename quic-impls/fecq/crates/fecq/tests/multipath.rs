@@ -195,3 +195,49 @@ fn every_scheduler_delivers_and_round_robin_alternates() {
         }
     }
 }
+
+/// An outage of path 1 in the data direction (the server's datagrams 150..270 on that path all
+/// lost, repairs included) during a download with RS(40,20) per-path blocks (as many repairs as
+/// sources): with the repairs on the same path they are lost with their blocks; sent on the other
+/// path they arrive and rebuild what path 1 lost.
+#[test]
+fn repairs_on_the_other_path_recover_an_outage_of_a_path() {
+    use fecq::link::Link;
+    use fecq::loss::LossProcess;
+
+    let recovered_on_path_1 = |repair: &str| {
+        let (c, mp) = opts(&[
+            "--fec",
+            "rs:40,20",
+            "--repair-path",
+            repair,
+            "--path-idle-timeout",
+            "0",
+        ]);
+        let outage: Vec<u64> = (150..270).collect();
+        let server_link = Link::new(Box::new(move |i| {
+            LossProcess::at_indices(if i == 0 { outage.clone() } else { Vec::new() })
+        }));
+        let (m, res) = rt().block_on(loopback::run_multipath_links(
+            &c,
+            &mp,
+            Workload::Download { size: 2_000_000 },
+            (Some(server_link), None),
+            false,
+        ));
+        res.unwrap_or_else(|e| panic!("{repair}: {e}"));
+        assert_eq!(m.bytes_app, 2_000_000);
+        check_paths(&m);
+        let p1 = &m.paths[0];
+        assert_eq!(p1.server.as_ref().unwrap().wire_dropped, 120, "{p1:?}");
+        let recovered = p1.client.as_ref().unwrap().recovered;
+        eprintln!("--repair-path {repair}: {recovered} of path 1's datagrams recovered");
+        recovered
+    };
+    let same = recovered_on_path_1("same");
+    let other = recovered_on_path_1("other");
+    assert!(
+        other >= 40 && other > 2 * same,
+        "same {same}, other {other}"
+    );
+}

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,30 +30,33 @@ PPS, COUNT, PHASE_S = 50, 150, 0.010   # packets 10 ms off the window's edges: 5
 pytestmark = pytest.mark.require_root
 
 
-def probe(net: Network, t0: float, port: int) -> dict:
-    """COUNT datagrams at PPS from the client, the first at t0 + PHASE_S; the receiver's view."""
+def probe(net: Network, applier: ScheduleApplier, port: int) -> tuple[dict, list[dict]]:
+    """COUNT datagrams at PPS from the client, the first PHASE_S after the schedule's clock starts: the
+    receiver and the sender start (and say ready) first, then the applier, then the sender is told t0.
+    Returns the receiver's view and the applier's events."""
     cmd = [sys.executable, "-m", "fecbench.topologies.probe"]
     recv = net.server.popen([*cmd, "recv", "--bind", net.server_address, "--port", str(port), "--count",
-                             str(COUNT), "--timeout", "20", "--idle", "2"], text=True)
+                             str(COUNT), "--timeout", "600", "--idle", "5"], text=True)
     assert recv.stdout.readline().strip() == "ready"
     sender = net.client.popen([*cmd, "send", "--dst", net.server_address, "--port", str(port), "--count",
-                               str(COUNT), "--pps", str(PPS), "--start-at", f"{t0 + PHASE_S:.6f}"], text=True)
-    sender.communicate(timeout=60)
-    out, _ = recv.communicate(timeout=60)
-    return json.loads(out.strip().splitlines()[-1])
+                               str(COUNT), "--pps", str(PPS), "--start-at", "stdin"], text=True,
+                              stdin=subprocess.PIPE)
+    assert sender.stdout.readline().strip() == "ready"
+    try:
+        applier.start(net)
+        sender.stdin.write(f"{applier.t0 + PHASE_S!r}\n")
+        sender.stdin.flush()
+        sender.communicate(timeout=120)
+        out, _ = recv.communicate(timeout=600)
+    finally:
+        events = applier.stop()
+    return json.loads(out.strip().splitlines()[-1]), events
 
 
 def run_once(net: Network, schedule, seed: int, port: int) -> tuple[np.ndarray, list[dict], dict]:
     dropper = net.droppers[("bottleneck", "forward")]
     net.set_loss("bottleneck", "forward", LossModel.uniform(0.05), seed=seed, stream=0)
-    applier = ScheduleApplier(schedule, seed=seed, horizon_s=10)
-    t0 = time.monotonic() + 2.0
-    # The applier (a child process) and the probe (two Python processes) start before the clock's 0.
-    applier.start(net, t0=t0)
-    try:
-        received = probe(net, t0, port)
-    finally:
-        events = applier.stop()
+    received, events = probe(net, ScheduleApplier(schedule, seed=seed, horizon_s=10), port)
     log = dropper.verdict_log()
     return log["verdict"].astype(np.uint8), events, received
 
@@ -94,13 +97,7 @@ def test_delay_step_and_restore(tmp_path):
                     'bw_scale = 0.5\n')
     schedule = load_schedule(spec)
     with Network(load_topology(SINGLE), {"bw": 10, "owd": 5}, backend=BACKEND) as net:
-        applier = ScheduleApplier(schedule, seed=1, horizon_s=10)
-        t0 = time.monotonic() + 2.0
-        applier.start(net, t0=t0)
-        try:
-            received = probe(net, t0, 9500)
-        finally:
-            events = applier.stop()
+        received, events = probe(net, ScheduleApplier(schedule, seed=1, horizon_s=10), 9500)
         assert [e["kind"] for e in events] == ["set", "restore"], events
         assert events[0]["params"]["owd_applied_ms"] == 35 and events[0]["params"]["bw_applied_mbit"] == 5
         owd = dict(zip(received["seq"], received["owd_ms"], strict=True))

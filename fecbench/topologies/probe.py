@@ -51,14 +51,19 @@ def receive(bind: str, port: int, count: int, timeout: float, idle: float | None
 
 
 def send(dst: str, port: int, count: int, pps: float, bind: str | None = None,
-         start_at: float | None = None) -> None:
+         start_at: str | None = None) -> None:
     """Datagram i leaves at start + i / pps; start: now, or ``start_at`` (CLOCK_MONOTONIC seconds, which
-    every network namespace shares: a test can line packets up with a link schedule's clock)."""
+    every network namespace shares: a test can line packets up with a link schedule's clock). With
+    ``start_at = "stdin"`` the sender prints "ready" and reads that time from its standard input, so a
+    slow start-up (an emulated machine) cannot make it late."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     if bind:
         sock.bind((bind, 0))
     padding = bytes(PAYLOAD_BYTES - HEADER.size)
-    start = time.monotonic() if start_at is None else start_at
+    if start_at == "stdin":
+        print("ready", flush=True)
+        start_at = sys.stdin.readline()
+    start = time.monotonic() if start_at is None else float(start_at)
     for seq in range(count):
         wait = start + seq / pps - time.monotonic()
         if wait > 0:
@@ -81,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--count", type=int, required=True)
     s.add_argument("--pps", type=float, default=1000.0)
     s.add_argument("--bind", default=None, help="source address (selects the path on a multipath client)")
-    s.add_argument("--start-at", type=float, default=None, help="time.monotonic() of the first datagram")
+    s.add_argument("--start-at", default=None, help="time.monotonic() of the first datagram, or 'stdin'")
     args = parser.parse_args(argv)
     if args.role == "recv":
         print(json.dumps(receive(args.bind, args.port, args.count, args.timeout, args.idle)), flush=True)

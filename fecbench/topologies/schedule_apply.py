@@ -47,7 +47,7 @@ from fecbench.topologies.spec import Shaping
 
 RT_PRIORITY = 5          # below the delayline's 10: the data path first
 SPIN_S = 0.0005          # the last half millisecond before an action is busy-waited
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 120.0     # an emulated guest (vm/) takes ~30 s to import fecbench
 STOP_TIMEOUT_S = 15.0
 
 

@@ -241,3 +241,38 @@ fn repairs_on_the_other_path_recover_an_outage_of_a_path() {
         "same {same}, other {other}"
     );
 }
+
+/// The recovered-loss signal reaches the congestion controller of the path that lost the
+/// datagram: losses only on path 2 (server to client), RS(30,20), `--signal ce`: the datagrams
+/// rebuilt are path 2's, and the congestion events (losses and CE marks) are path 2's; path 1,
+/// which lost nothing, has none.
+#[test]
+fn recovered_losses_signal_the_path_that_lost_them() {
+    use fecq::link::Link;
+    use fecq::loss::{LossModel, LossProcess};
+
+    let (c, mp) = opts(&["--fec", "rs:30,20", "--signal", "ce"]);
+    let server_link = Link::new(Box::new(|i| {
+        if i == 1 {
+            LossProcess::new(LossModel::Uniform, 0.03, 1.0, 7)
+        } else {
+            LossProcess::at_indices(Vec::new())
+        }
+    }));
+    let (m, res) = rt().block_on(loopback::run_multipath_links(
+        &c,
+        &mp,
+        Workload::Download { size: 2_000_000 },
+        (Some(server_link), None),
+        false,
+    ));
+    res.unwrap();
+    check_paths(&m);
+    let (p1, p2) = (&m.paths[0], &m.paths[1]);
+    let (s1, s2) = (p1.server.as_ref().unwrap(), p2.server.as_ref().unwrap());
+    let (c1, c2) = (p1.client.as_ref().unwrap(), p2.client.as_ref().unwrap());
+    assert!(s2.wire_dropped > 0 && s1.wire_dropped == 0, "{s1:?} {s2:?}");
+    assert!(c2.recovered > 0 && c1.recovered == 0, "{c1:?} {c2:?}");
+    assert!(s2.congestion_events > 0, "{s2:?}");
+    assert_eq!(s1.congestion_events, 0, "{s1:?}");
+}

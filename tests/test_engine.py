@@ -39,7 +39,8 @@ class Campaign:
     """One design, one database; each `run()` is a `fecbench run` with its own fresh testbed."""
 
     def __init__(self, tmp_path: Path, labels: dict[str, dict[str, str]], *, points: int = 2,
-                 timeout_s: float = 1.5, **testbed: Any) -> None:
+                 timeout_s: float = 10, **testbed: Any) -> None:
+        # timeout_s also bounds the fake server's readiness: generous, so a loaded machine is no fault.
         self.design = fake_design(tmp_path / "camp.toml", labels, points=points, timeout_s=timeout_s)
         self.db = tmp_path / "camp.sqlite"
         self.prepared = prepare(self.design)
@@ -61,7 +62,7 @@ class Campaign:
 
 
 def test_statuses_summary_and_order(tmp_path: Path) -> None:
-    camp = Campaign(tmp_path, BEHAVIOURS)
+    camp = Campaign(tmp_path, BEHAVIOURS, timeout_s=4)  # the `hang` runs wait it out
     summary = camp.run()
     runs = camp.runs()
     assert len(runs) == 2 * len(BEHAVIOURS) == summary.selected == summary.total
@@ -217,15 +218,15 @@ def test_implementation_time_limit_is_a_timeout_with_what_arrived(tmp_path: Path
     """The contract: a client that gives up at {timeout_s} exits 124 -> `timeout`, never `failed`,
     with the bytes and elapsed time it reports; a client the harness kills is `timeout` too."""
     camp = Campaign(tmp_path, {"giveup": {"behave": "giveup"}, "hang": {"behave": "hang"}}, points=1,
-                    timeout_s=1.0)
+                    timeout_s=3.0)
     summary = camp.run()
     runs = {r["label"]: r for r in camp.runs().values()}
     assert summary.counts == Counter({"timeout": 2}), {k: (r["status"], r["error"]) for k, r in runs.items()}
-    assert "gave up at timeout_s = 1 s (exit status 124): 333 of 1000 bytes received" in runs["giveup"]["error"]
+    assert "gave up at timeout_s = 3 s (exit status 124): 333 of 1000 bytes received" in runs["giveup"]["error"]
     assert "client still running" in runs["hang"]["error"] and "killed" in runs["hang"]["error"]
     (metrics,) = rows(camp.db, "SELECT m.* FROM metrics m JOIN runs r ON r.key = m.run_key WHERE r.label = 'giveup'")
     assert metrics["bytes_app"] == 333 and metrics["dct_ms"] is None
     assert json.loads(metrics["json"])["timed_out"] is True and json.loads(metrics["json"])["elapsed_ms"] > 0
     # The client got the design's timeout_s through the {timeout_s} placeholder.
     clients = [argv for role, argv in camp.testbeds[0].started if role == "client"]
-    assert all(argv[argv.index("--timeout") + 1] == "1" for argv in clients)
+    assert all(argv[argv.index("--timeout") + 1] == "3" for argv in clients)

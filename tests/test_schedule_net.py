@@ -22,9 +22,11 @@ from fecbench.topologies.schedule_apply import ScheduleApplier
 ROOT = Path(__file__).resolve().parent.parent
 SINGLE = ROOT / "topologies" / "single.toml"
 BACKEND = os.environ.get("FECBENCH_LINK_BACKEND") or "delayline"
-# A loaded 2-core machine (several test suites, builds) wakes the schedule's thread late now and then;
-# the bound says "a few ms", each run prints what it measured.
-TIMING_BOUND_MS = 5.0
+# A loaded 2-core machine (several test suites, builds) wakes the schedule's clock late now and then;
+# the bound says "a few ms" (measured here: under 0.1 ms), each run prints what it measured. An emulated
+# guest (vm/, QEMU TCG: timing good to about a millisecond, 14 ms seen once) widens it with
+# $FECBENCH_SCHEDULE_TOLERANCE_MS.
+TIMING_BOUND_MS = float(os.environ.get("FECBENCH_SCHEDULE_TOLERANCE_MS") or 5.0)
 PPS, COUNT, PHASE_S = 50, 150, 0.010   # packets 10 ms off the window's edges: 50..59 fall in [1.0, 1.2)
 
 pytestmark = pytest.mark.require_root

@@ -143,14 +143,17 @@ RATE_CHECKED_MBIT = 10
 
 def group_netem_link(g: Group) -> bool:
     """Every Mininet topology test on the netem backend, then the link bench on both backends."""
-    ok = g.pytest(["tests/test_topology_net.py"], env=NETEM)
+    # The tests parametrized over both backends run their netem case only: the delay element is tested
+    # on the host (a userspace process on an emulated, shared CPU is late by up to tens of ms).
+    ok = g.pytest(["tests/test_topology_net.py", "-k", "not delayline"], env=NETEM)
     netem = link_bench(g, "netem", 1000)
     link_bench(g, "delayline", 1000)   # the same figures on the same guest, for comparison only
     return bench_ok(g, netem, TCG_DELAY_BOUND_MS) and ok
 
 
 def group_netem_link_quick(g: Group) -> bool:
-    ok = g.pytest(["tests/test_topology_net.py", "-k", "single_path_rtt or overload or cli_topo_check"], env=NETEM)
+    ok = g.pytest(["tests/test_topology_net.py", "-k", "(single_path_rtt or overload) and netem or cli_topo_check"],
+                  env=NETEM)
     return bench_ok(g, link_bench(g, "netem", 1000), TCG_DELAY_BOUND_MS) and ok
 
 

@@ -171,6 +171,20 @@ def test_run_queue_keeps_order_and_serves_points() -> None:
     assert queue.pop_point(3).key == "d" and queue.pop_next().key == "e" and not queue
 
 
+def test_run_queue_keeps_a_network_on_its_point() -> None:
+    class R:
+        def __init__(self, key: str, point: int) -> None:
+            self.key, self.point = key, point
+
+    queue = RunQueue([R("a", 1), R("b", 2), R("c", 2), R("d", 3), R("e", 1), R("f", 2)])  # type: ignore[arg-type]
+    assert queue.pop_near(1, set()).key == "a"          # its own point first
+    assert queue.pop_near(None, {2}).key == "e"         # the biggest point no one else has: 1 (2 is taken)
+    assert queue.pop_near(5, {2, 3}).key == "b"         # every point taken: help with the biggest
+    assert queue.pop_near(None, set()).key == "c"
+    assert [queue.pop_near(None, set()).key for _ in range(2)] == ["f", "d"]  # ties: the first point
+    assert queue.pop_near(1, set()) is None
+
+
 def test_breaker_stops_a_label_whose_first_runs_all_fail_the_same_way(tmp_path: Path) -> None:
     camp = Campaign(tmp_path, {"ok": {}, "fail": {"behave": "fail"}, "mixed": {"behave": "failreport"}},
                     points=6)

@@ -238,30 +238,19 @@ class DaskExecutor:
             self.dead_local_pids.discard(pid)
 
     # --- runs ---
-    def _next_run(self, worker: _Worker, queue: RunQueue) -> Run | None:
-        """The worker's current point if it has runs left; else the point no one works on with the most runs
-        left; else help with the biggest point."""
-        left = queue.points()
-        if worker.point not in left:
-            busy = {w.point for w in self.ready.values() if w is not worker}
-            free = [p for p in left if p not in busy] or list(left)
-            if not free:
-                return None
-            worker.point = max(free, key=lambda p: left[p])
-        return queue.pop_point(worker.point)
-
     def dispatch(self, queue: RunQueue) -> list[Started]:
         started = []
         busy = {worker.address for _, worker, _ in self.inflight.values()}
         for worker in list(self.ready.values()):
             if worker.address in busy or not queue:
                 continue
-            run = self._next_run(worker, queue)
+            run = queue.pop_near(worker.point, {w.point for w in self.ready.values() if w is not worker})
             if run is None:
                 break
             future = self.client.submit(worker_run, self.token, run.key, workers=[worker.address],
                                         allow_other_workers=False, pure=False,
                                         key=f"fecbench-run-{run.key[:16]}-{uuid.uuid4().hex[:8]}")
+            worker.point = run.point
             self.inflight[future] = (run, worker, time.monotonic())
             started.append(Started(run, worker.host, worker.backend))
         return started

@@ -101,6 +101,17 @@ class RunQueue:
         del self._left[run.key]
         return run
 
+    def pop_near(self, current: int | None, taken: set[int | None]) -> Run | None:
+        """For a network configured for point `current`: a run of that point if any is left; else of the point
+        no other network works on (`taken`) with the most runs left; else of the biggest point."""
+        left = self.points()
+        if current not in left:
+            free = [p for p in left if p not in taken] or list(left)
+            if not free:
+                return None
+            current = max(free, key=lambda p: left[p])
+        return self.pop_point(current)
+
     def drop_label(self, label: str) -> list[Run]:
         """Take every run of an implementation label off the queue (the circuit breaker); those runs."""
         dropped = [run for run in self._left.values() if run.label == label]

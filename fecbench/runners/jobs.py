@@ -95,23 +95,16 @@ class JobsExecutor:
     def busy(self) -> bool:
         return any(slot.run is not None for slot in self.slots)
 
-    def _next_run(self, slot: _Slot, queue: RunQueue) -> Run:
-        """The slot's current point if it has runs left; else the point no other network works on with the
-        most runs left; else the biggest point."""
-        left = queue.points()
-        if slot.point not in left:
-            taken = {s.point for s in self.slots if s is not slot}
-            free = [p for p in left if p not in taken] or list(left)
-            slot.point = max(free, key=lambda p: left[p])
-        return queue.pop_point(slot.point)
-
     def dispatch(self, queue: RunQueue) -> list[Started]:
         assert self.pool is not None
         started = []
         for slot in self.slots:
             if slot.run is not None or not queue:
                 continue
-            slot.run = self._next_run(slot, queue)
+            slot.run = queue.pop_near(slot.point, {s.point for s in self.slots if s is not slot})
+            if slot.run is None:
+                break
+            slot.point = slot.run.point
             slot.started = time.monotonic()
             slot.future = self.pool.submit(run_one, slot.runner, slot.run)
             started.append(Started(slot.run, slot.testbed.hostname, slot.testbed.backend))

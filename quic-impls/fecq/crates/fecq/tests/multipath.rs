@@ -49,6 +49,13 @@ fn loss(p: f64, seed: u64) -> LossSpec {
     }
 }
 
+fn uniform(p: f64, seed: u64) -> LossSpec {
+    LossSpec {
+        model: LossModel::Uniform,
+        ..loss(p, seed)
+    }
+}
+
 fn run(args: &[&str], workload: Workload, loss: LossSpec) -> Metrics {
     let (c, mp) = opts(args);
     let (m, res) = rt().block_on(loopback::run_multipath(&c, &mp, workload, loss));
@@ -132,7 +139,13 @@ fn repairs_on_the_other_path_and_connection_wide_blocks_deliver() {
             "connection",
         ],
     ] {
-        let m = run(&args, Workload::Download { size: 500_000 }, loss(0.03, 9));
+        // Independent losses: with bursts (mean length 3) an XOR(4) block spanning consecutive
+        // datagrams can lose every burst whole, and a run then recovered nothing about 1 time in 6.
+        let m = run(
+            &args,
+            Workload::Download { size: 500_000 },
+            uniform(0.03, 9),
+        );
         assert_eq!(m.bytes_app, 500_000, "{args:?}");
         check_paths(&m);
         assert!(m.recovered > 0, "{args:?}");

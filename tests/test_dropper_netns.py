@@ -199,7 +199,12 @@ def test_ingress_by_pid_and_two_instances(line, hook):
     h1, r, h2 = line
     holder = subprocess.Popen(["ip", "netns", "exec", r, "sleep", "60"])
     try:
-        pid = holder.pid  # `ip netns exec` execs the command: this PID lives in r's namespace
+        pid = holder.pid  # `ip netns exec` execs the command: this PID lives in r's namespace...
+        want = os.stat(f"/run/netns/{r}").st_ino
+        for _ in range(600):  # ...once it has entered it (seconds on an emulated CPU)
+            if os.stat(f"/proc/{pid}/ns/net").st_ino == want:
+                break
+            time.sleep(0.01)
         udp = Filter(proto="udp", port=PORT)
         with Dropper.attach("eth0", netns=pid, direction="ingress", model=LossModel.trace([0, 5]), filter=udp,
                             hook=hook) as a, \

@@ -114,7 +114,9 @@ def _kill_pid(entry: dict[str, Any]) -> None:
         start = _start_time(pid)
     if start is None:
         return
-    marks.end([marks.Marked(pid=pid, start=int(start), owners=())], grace_s=0.5, wait_s=0.5)
+    # Up to 5 s for SIGKILL to take effect: a process inside a kernel operation (a namespace's teardown on a
+    # loaded machine) dies only when it returns. The wait ends as soon as the process has.
+    marks.end([marks.Marked(pid=pid, start=int(start), owners=())], grace_s=0.5, wait_s=5.0)
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)  # a child of this very process: reap it
 

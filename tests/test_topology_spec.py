@@ -229,7 +229,7 @@ def test_rtt_bound_and_its_override_from_the_environment(monkeypatch: pytest.Mon
     from fecbench.topologies.fidelity import RTT_TOLERANCE_ENV, rtt_ok
 
     monkeypatch.delenv(RTT_TOLERANCE_ENV, raising=False)
-    assert rtt_ok(20, 20.5) and not rtt_ok(20, 20.51) and rtt_ok(400, 399.5) and not rtt_ok(400, 400.6)
+    assert rtt_ok(20, 21.0) and not rtt_ok(20, 21.01) and rtt_ok(400, 399.0) and not rtt_ok(400, 401.1)
     monkeypatch.setenv(RTT_TOLERANCE_ENV, "3")   # an emulated guest (make test-kernels)
     assert rtt_ok(20, 23) and not rtt_ok(20, 23.1) and rtt_ok(200, 197)
     for bad in ("x", "0", "-1", "1000"):

@@ -202,6 +202,12 @@ class DelayLine:
         if ba_ms is not None:
             self.delay_ba_ms = ba_ms
 
+    def clear_lateness(self) -> None:
+        """Start a new lateness window: the histograms and maxima ``stats`` reports count from here."""
+        reply = self._command("clear")
+        if reply != "ok":
+            raise RuntimeError(f"delayline {self.name}: clear failed: {reply}")
+
     def stats(self) -> dict[str, Any]:
         """Counters per direction ("ab", "ba": rx, tx, drop_queue, drop_egress, errors, queue, max_queue,
         limit, gso, rx_errors; rx == tx + drop_queue + drop_egress + errors + queue) and the current

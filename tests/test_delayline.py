@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fecbench import cleanup
+from fecbench import cleanup, lateness
 from fecbench.delayline import DelayLine, binary_path, stop_all
 from fecbench.errors import UserError
 from tests.helpers.delayline_line import ADDR_A, ADDR_B, TCP_SINK, TCP_SOURCE, Line, line
@@ -69,6 +69,28 @@ def test_udp_arrives_in_order_without_loss_and_counters_add_up(net: Line) -> Non
     assert stats["ab"]["max_queue"] >= 30  # 20 ms at 3000/s holds ~60 datagrams
     assert stats["ab"]["errors"] == stats["ab"]["drop_queue"] == stats["ab"]["gso"] == 0
     assert_counters_add_up(stats)
+
+
+def test_lateness_counts_every_sent_frame_and_clear_starts_a_new_window(net: Line) -> None:
+    """Each frame sent is counted once in its direction's lateness histogram; `clear` empties the
+    histograms and maxima (what a run reports is its own), and the summary reads them."""
+    net.offloads(False)
+    with DelayLine.start(net.if_a, net.if_b, 5.0, 5.0, run_in=net.run_in("D")) as dl:
+        net.udp(500, rate=2000)
+        before = dl.stats()
+        assert sum(before["ab"]["late_hist"]) == before["ab"]["tx"] == 500
+        assert len(before["ab"]["late_hist"]) == len(before["late_edges_us"]) + 1
+        assert before["ab"]["late_max_us"] * 500 >= before["ab"]["late_sum_us"] > 0
+        dl.clear_lateness()
+        cleared = dl.stats()
+        assert sum(cleared["ab"]["late_hist"]) == 0 and cleared["ab"]["late_max_us"] == 0
+        assert cleared["ab"]["tx"] == 500  # the traffic counters stay cumulative
+        net.udp(200, rate=2000)
+        after = dl.stats()
+    assert sum(after["ab"]["late_hist"]) == 200 and after["ab"]["tx"] == 700
+    late = lateness.summary(after["ab"], after["late_edges_us"])
+    assert late["frames"] == 200 and late["p50_us"] <= late["p99_us"] <= late["max_us"]
+    assert lateness.summary(after["ba"], after["late_edges_us"])["p99_us"] is None  # nothing sent b→a
 
 
 def test_full_queue_drops_and_counts(net: Line) -> None:

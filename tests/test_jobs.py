@@ -4,6 +4,7 @@ patterns as a serial campaign."""
 from __future__ import annotations
 
 import io
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -87,3 +88,42 @@ def test_jobs_and_serial_give_identical_loss_patterns(tmp_path: Path) -> None:
         assert n > 0
         # Packet i of a run meets verdict D[i] of its (seed, stream), whatever else runs beside it.
         assert np.array_equal(a["index"][:n], b["index"][:n]) and np.array_equal(a["verdict"][:n], b["verdict"][:n])
+
+
+def test_auto_parses_only_where_allowed() -> None:
+    assert parse_jobs("auto", allow_auto=True) is None and parse_jobs("3", allow_auto=True) == 3
+    with pytest.raises(UserError, match="or auto"):
+        parse_jobs("lots", allow_auto=True)
+    with pytest.raises(UserError, match="--jobs 'auto'"):
+        parse_jobs("auto")
+
+
+def test_auto_takes_the_largest_n_before_the_first_that_breaks_the_bound() -> None:
+    from fecbench.runners.calibrate import choose
+
+    row = lambda jobs, p99: {"jobs": jobs, "worst_p99_ms": p99, "frames": 100}  # noqa: E731
+    assert choose([row(1, 0.1), row(2, 0.2), row(4, 0.45), row(8, 0.7)], 0.5) == 4
+    assert choose([row(1, 0.1), row(2, 0.6), row(4, 0.3)], 0.5) == 1  # stops at the first break
+    assert choose([row(1, 0.9)], 0.5) == 1
+    assert choose([row(1, 0.1), row(2, None)], 0.5) == 1  # no frames counted: no evidence for 2
+
+
+@pytest.mark.require_root
+@pytest.mark.slow
+def test_jobs_auto_calibrates_records_and_runs_everything(tmp_path: Path) -> None:
+    """--jobs auto on real networks: the calibration's rows and choice are recorded with the campaign,
+    the choice follows its rule, and every run ends ok."""
+    from fecbench.runners.calibrate import choose
+
+    design = smoke_copy(tmp_path)
+    db = tmp_path / "auto.sqlite"
+    out = fecbench("run", str(design), "--db", str(db), "--jobs", "auto")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "--jobs auto: 1 network(s) at once: worst p99 lateness" in out.stdout
+    host = json.loads(rows(db, "SELECT host_json FROM campaigns")[0]["host_json"])
+    calibration = host["jobs_calibration"]
+    measured = calibration["rows"]
+    assert [r["jobs"] for r in measured] == [1, 2, 4, 8][:len(measured)] and all(r["frames"] > 0 for r in measured)
+    assert calibration["chosen"] == choose(measured, calibration["bound_ms"]) == host["jobs"]
+    assert {r["status"] for r in rows(db, "SELECT status FROM runs")} == {"ok"}
+    assert f"--jobs auto: {host['jobs']} network(s)" in out.stdout

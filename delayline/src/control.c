@@ -1,6 +1,7 @@
 #include "control.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,19 +57,21 @@ int dl_parse_command(const char *line, struct dl_command *cmd, char *err, size_t
 	memset(cmd, 0, sizeof(*cmd));
 
 	if (!next_word(&p, word, sizeof(word))) {
-		snprintf(err, errlen, "empty command (commands: set, stats)");
+		snprintf(err, errlen, "empty command (commands: set, stats, clear)");
 		return -1;
 	}
-	if (!strcmp(word, "stats")) {
+	if (!strcmp(word, "stats") || !strcmp(word, "clear")) {
+		bool stats = !strcmp(word, "stats");
+
 		if (next_word(&p, word, sizeof(word))) {
-			snprintf(err, errlen, "stats takes no arguments");
+			snprintf(err, errlen, "%s takes no arguments", stats ? "stats" : "clear");
 			return -1;
 		}
-		cmd->kind = DL_CMD_STATS;
+		cmd->kind = stats ? DL_CMD_STATS : DL_CMD_CLEAR;
 		return 0;
 	}
 	if (strcmp(word, "set")) {
-		snprintf(err, errlen, "unknown command %.64s (commands: set, stats)", word);
+		snprintf(err, errlen, "unknown command %.64s (commands: set, stats, clear)", word);
 		return -1;
 	}
 	cmd->kind = DL_CMD_SET;

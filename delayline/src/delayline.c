@@ -45,6 +45,20 @@
 #define MAX_MAX_QUEUE 10000000
 #define DEFAULT_RT_PRIORITY 10
 
+/*
+ * Lateness of a sent frame = when sendmsg was called - its release time (arrival + delay): what the
+ * emulation added beyond the configured delay. Counted in buckets whose upper edges are these (µs;
+ * the last bucket is everything above), so a quantile is known to its bucket's edge; since the
+ * last `clear` command (the campaign runner clears at the start of each run).
+ */
+static const uint64_t late_edges_us[] = {5, 10, 20, 50, 100, 200, 300, 500, 750, 1000, 2000, 5000, 10000, 20000, 50000};
+#define LATE_BUCKETS (sizeof(late_edges_us) / sizeof(late_edges_us[0]) + 1)
+
+struct lateness {
+	uint64_t hist[LATE_BUCKETS];
+	uint64_t max_ns, sum_ns;
+};
+
 struct counters {
 	uint64_t rx, tx, drop_queue, drop_egress, errors, max_queue;
 	uint64_t gso; /* frames that were GSO super-packets (offloads left on upstream) */
@@ -58,6 +72,7 @@ struct direction {
 	struct dl_queue q;
 	uint64_t delay_ns;
 	struct counters c;
+	struct lateness late;
 	bool tx_blocked; /* the socket's send buffer is full: wait for EPOLLOUT */
 };
 
@@ -246,6 +261,18 @@ static void receive(struct direction *d)
  * sendmmsg reports a failure after the first frame only as a short count and loses its errno, so a
  * frame the egress qdisc dropped (ENOBUFS) would be offered again, which a real router never does.
  */
+static void count_lateness(struct lateness *l, uint64_t late_ns)
+{
+	size_t b = 0;
+
+	while (b < LATE_BUCKETS - 1 && late_ns > late_edges_us[b] * 1000)
+		b++;
+	l->hist[b]++;
+	l->sum_ns += late_ns;
+	if (late_ns > l->max_ns)
+		l->max_ns = late_ns;
+}
+
 static void release(struct direction *d, uint64_t now)
 {
 	if (d->tx_blocked)
@@ -255,8 +282,11 @@ static void release(struct direction *d, uint64_t now)
 		struct iovec iov = {s->buf, s->len};
 		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
 
+		uint64_t sent_at = now_ns();
+
 		if (sendmsg(d->tx_fd, &msg, MSG_DONTWAIT) >= 0) {
 			d->c.tx++;
+			count_lateness(&d->late, sent_at > s->release_ns ? sent_at - s->release_ns : 0);
 		} else if (errno == EINTR) {
 			continue;
 		} else if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -303,18 +333,31 @@ static void arm_timer(void)
 static int format_counters(char *out, size_t n, const struct direction *d)
 {
 	const struct counters *c = &d->c;
+	char hist[LATE_BUCKETS * 21 + 2];
+	size_t used = 0;
 
+	for (size_t b = 0; b < LATE_BUCKETS; b++)
+		used += (size_t)snprintf(hist + used, sizeof(hist) - used, "%s%" PRIu64, b ? ", " : "", d->late.hist[b]);
 	return snprintf(out, n,
 			"{\"rx\": %" PRIu64 ", \"tx\": %" PRIu64 ", \"drop_queue\": %" PRIu64
 			", \"drop_egress\": %" PRIu64 ", \"errors\": %" PRIu64 ", \"queue\": %u, \"max_queue\": %" PRIu64
-			", \"limit\": %u, \"gso\": %" PRIu64 ", \"rx_errors\": %" PRIu64 "}",
+			", \"limit\": %u, \"gso\": %" PRIu64 ", \"rx_errors\": %" PRIu64
+			", \"late_hist\": [%s], \"late_max_us\": %.3f, \"late_sum_us\": %.3f}",
 			c->rx, c->tx, c->drop_queue, c->drop_egress, c->errors, d->q.count, c->max_queue, d->q.limit,
-			c->gso, c->rx_errors);
+			c->gso, c->rx_errors, hist, (double)d->late.max_ns / 1e3, (double)d->late.sum_ns / 1e3);
+}
+
+static void format_edges(char *out, size_t n)
+{
+	size_t used = 0;
+
+	for (size_t b = 0; b + 1 < LATE_BUCKETS; b++)
+		used += (size_t)snprintf(out + used, n - used, "%s%" PRIu64, b ? ", " : "", late_edges_us[b]);
 }
 
 static void reply_to(struct client *cl, const char *line)
 {
-	char reply[1280];
+	char reply[3072];
 	char err[256];
 	struct dl_command cmd;
 
@@ -326,14 +369,19 @@ static void reply_to(struct client *cl, const char *line)
 		if (cmd.has_ba)
 			dir_ba.delay_ns = cmd.delay_ba_us * 1000;
 		snprintf(reply, sizeof(reply), "ok\n");
+	} else if (cmd.kind == DL_CMD_CLEAR) {
+		memset(&dir_ab.late, 0, sizeof(dir_ab.late));
+		memset(&dir_ba.late, 0, sizeof(dir_ba.late));
+		snprintf(reply, sizeof(reply), "ok\n");
 	} else {
-		char ab[512], ba[512];
+		char ab[1024], ba[1024], edges[256];
 
 		format_counters(ab, sizeof(ab), &dir_ab);
 		format_counters(ba, sizeof(ba), &dir_ba);
+		format_edges(edges, sizeof(edges));
 		snprintf(reply, sizeof(reply), "{\"ab\": %s, \"ba\": %s, \"delay_ab_us\": %" PRIu64
-			 ", \"delay_ba_us\": %" PRIu64 "}\n",
-			 ab, ba, dir_ab.delay_ns / 1000, dir_ba.delay_ns / 1000);
+			 ", \"delay_ba_us\": %" PRIu64 ", \"late_edges_us\": [%s]}\n",
+			 ab, ba, dir_ab.delay_ns / 1000, dir_ba.delay_ns / 1000, edges);
 	}
 	/* Replies are short and clients read them: a client that does not is disconnected. */
 	if (send(cl->fd, reply, strlen(reply), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {

@@ -141,6 +141,8 @@ static void test_parse_commands(void)
 	CHECK(dl_parse_command("set rate=5", &c, err, sizeof(err)) < 0 && strstr(err, "unknown key"));
 	CHECK(dl_parse_command("set delay_ab_us", &c, err, sizeof(err)) < 0);
 	CHECK(dl_parse_command("stats now", &c, err, sizeof(err)) < 0);
+	CHECK(dl_parse_command("clear", &c, err, sizeof(err)) == 0 && c.kind == DL_CMD_CLEAR);
+	CHECK(dl_parse_command("clear all", &c, err, sizeof(err)) < 0 && strstr(err, "clear takes no arguments"));
 }
 
 static void test_parse_numbers(void)

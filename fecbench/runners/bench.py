@@ -4,12 +4,14 @@ stays under that load, measured in one go for several N on a fixed small design 
 For each N the design runs from scratch (its own database) with `fecbench run --jobs N`. Printed per N:
 the wall time, the sum of the runs' own durations ÷ wall time (the parallel speed-up the engine got),
 the fidelity probe's RTT error per path (p50, p99, max; measured under the load of the N networks), the
+distribution over runs of each run's own p99 delay-element lateness (and how many broke the bound), the
 run statuses, and the projected wall time of the full 2019 uniform design: its serial estimate scaled by
 this design's measured wall time ÷ its own serial estimate.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -57,10 +59,17 @@ def _one(design: Path, jobs: int, folder: Path) -> dict[str, Any]:
         statuses = dict(conn.execute("SELECT status, COUNT(*) FROM runs GROUP BY status").fetchall())
         errors = [r[0] - r[1] for r in conn.execute(
             "SELECT rtt_measured_ms, rtt_configured_ms FROM fidelity WHERE rtt_measured_ms IS NOT NULL")]
+        lateness = [json.loads(r[0]).get("lateness") or {} for r in conn.execute(
+            "SELECT delay_json FROM link_stats WHERE delay_json IS NOT NULL")]
+    p99s = [late["p99_us"] / 1000 for late in lateness if late.get("p99_us") is not None]
+    flagged = sum(1 for late in lateness if late.get("ok") is False)
     return {"jobs": jobs, "runs": len(durations), "wall_s": round(wall, 2),
             "speedup": round(sum(durations) / wall, 2) if wall else None, "statuses": statuses,
             "rtt_error_ms": {"p50": round(quantile(errors, 0.5), 3), "p99": round(quantile(errors, 0.99), 3),
-                             "max": round(max(errors), 3)} if errors else None}
+                             "max": round(max(errors), 3)} if errors else None,
+            # Each run's own delay-element lateness (fecbench.lateness), per link direction.
+            "run_p99_lateness_ms": {"p50": round(quantile(p99s, 0.5), 3), "p99": round(quantile(p99s, 0.99), 3),
+                                    "max": round(max(p99s), 3), "above_bound": flagged} if p99s else None}
 
 
 def run_bench(jobs_list: list[int], design: Path = BENCH_DESIGN) -> dict[str, Any]:

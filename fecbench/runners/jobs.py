@@ -30,9 +30,13 @@ MAX_JOBS = 32
 CANCEL_WAIT_S = 60
 
 
-def parse_jobs(text: str) -> int:
+def parse_jobs(text: str, *, allow_auto: bool = False) -> int | None:
+    """A number of networks, or None for `auto` (where allowed: chosen by `runners.calibrate`)."""
+    if allow_auto and text == "auto":
+        return None
     if not text.isdigit() or not 1 <= int(text) <= MAX_JOBS:
-        raise UserError(f"--jobs {text!r}: expected a number of networks from 1 to {MAX_JOBS}")
+        more = " or auto" if allow_auto else ""
+        raise UserError(f"--jobs {text!r}: expected a number of networks from 1 to {MAX_JOBS}{more}")
     return int(text)
 
 
@@ -48,8 +52,9 @@ class _Slot:
 
 class JobsExecutor:
     def __init__(self, prepared: Prepared, db_path: Path, jobs: int, *, link_backend: str | None,
-                 keep_logs: bool = False, testbed_factory: TestbedFactory = MininetTestbed) -> None:
-        self.prepared, self.jobs = prepared, jobs
+                 keep_logs: bool = False, testbed_factory: TestbedFactory = MininetTestbed,
+                 calibration: dict[str, Any] | None = None) -> None:
+        self.prepared, self.jobs, self.calibration = prepared, jobs, calibration
         self.link_backend, self.keep_logs = link_backend, keep_logs
         self.log_root = log_root_for(db_path)
         self.testbed_factory = testbed_factory
@@ -86,8 +91,11 @@ class JobsExecutor:
     def host_info(self) -> dict[str, Any]:
         from fecbench.runners.hostinfo import fingerprint
 
-        return {**fingerprint(self.backend()), "jobs": len(self.slots),
+        info = {**fingerprint(self.backend()), "jobs": len(self.slots),
                 "networks": [slot.testbed.prefix for slot in self.slots]}
+        if self.calibration is not None:
+            info["jobs_calibration"] = self.calibration  # --jobs auto: what was measured and chosen
+        return info
 
     def host_info_changed(self) -> bool:
         return False

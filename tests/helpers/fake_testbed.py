@@ -63,6 +63,9 @@ class FakeTestbed:
         return [{"link": link, "direction": direction, "dropper": {"seen": 0, "dropped": 0}}
                 for link in self.topology.lossy_links() for direction in ("forward", "reverse")]
 
+    def clear_lateness(self) -> None:
+        pass
+
     def enable_verdict_logs(self, streams: list[tuple[str, str]]) -> None:
         pass
 

@@ -1,0 +1,57 @@
+"""Emulation accuracy during a run: the delay element's lateness, summarised and judged.
+
+The delay element counts, per direction, how late each frame left (when it was sent − arrival −
+configured delay) in buckets with fixed upper edges (delayline/README.md). The campaign runner
+clears the counts when a run starts, so what a link reports at the end of the run is that run's
+own accuracy: under load (``--jobs N``, a busy host) it is what tells a trustworthy run from one
+whose network was not the configured one. netem keeps no such counts: runs on netem have none.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+#: A run is flagged when a direction's p99 lateness exceeds this (ms). FECBENCH_LATENESS_BOUND_MS
+#: replaces it, e.g. on an emulated machine whose clock is only good to milliseconds.
+LATENESS_BOUND_MS = 0.5
+
+
+def bound_ms() -> float:
+    value = os.environ.get("FECBENCH_LATENESS_BOUND_MS")
+    try:
+        return float(value) if value else LATENESS_BOUND_MS
+    except ValueError:
+        return LATENESS_BOUND_MS
+
+
+def quantile_us(hist: Sequence[int], edges_us: Sequence[float], max_us: float, q: float) -> float | None:
+    """The q-quantile of a lateness histogram, as the upper edge of the bucket it falls in (an upper
+    bound, never above the largest value seen); None for an empty histogram."""
+    total = sum(hist)
+    if total <= 0:
+        return None
+    rank = math.ceil(q * total)
+    seen = 0
+    for i, count in enumerate(hist):
+        seen += count
+        if seen >= rank:
+            return min(float(edges_us[i]), max_us) if i < len(edges_us) else max_us
+    return max_us
+
+
+def summary(direction: dict[str, Any] | None, edges_us: Sequence[float] | None) -> dict[str, Any] | None:
+    """p50/p99/max/mean lateness (µs) of one direction's delay-element counters, the frames counted,
+    and ``ok``: p99 within the bound. None when the counters hold no histogram (older build, netem)."""
+    if not direction or edges_us is None or "late_hist" not in direction:
+        return None
+    hist = [int(v) for v in direction["late_hist"]]
+    frames = sum(hist)
+    max_us = float(direction.get("late_max_us", 0.0))
+    p99 = quantile_us(hist, edges_us, max_us, 0.99)
+    return {"frames": frames, "p50_us": quantile_us(hist, edges_us, max_us, 0.5), "p99_us": p99,
+            "max_us": max_us if frames else None,
+            "mean_us": float(direction.get("late_sum_us", 0.0)) / frames if frames else None,
+            "bound_ms": bound_ms(), "ok": None if p99 is None else p99 <= bound_ms() * 1000}

@@ -1,0 +1,76 @@
+"""fecbench.lateness: quantiles of the delay element's lateness histogram and the per-run flag (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fecbench import lateness
+
+EDGES = [5, 10, 20, 50, 100, 200, 300, 500, 750, 1000]
+
+
+def counts(**by_bucket: int) -> list[int]:
+    """A histogram over EDGES (+ the open last bucket) from {"b<i>": count}."""
+    hist = [0] * (len(EDGES) + 1)
+    for name, n in by_bucket.items():
+        hist[int(name[1:])] = n
+    return hist
+
+
+def test_quantile_is_the_upper_edge_of_its_bucket_capped_by_the_max() -> None:
+    hist = counts(b0=50, b2=49, b6=1)  # 50 ≤ 5 µs, 49 in (10, 20], 1 in (200, 300]
+    assert lateness.quantile_us(hist, EDGES, 250.0, 0.5) == 5.0
+    assert lateness.quantile_us(hist, EDGES, 250.0, 0.51) == 20.0
+    assert lateness.quantile_us(hist, EDGES, 250.0, 0.99) == 20.0  # rank 99 of 100
+    assert lateness.quantile_us(hist, EDGES, 250.0, 1.0) == 250.0  # edge 300 capped by the max seen
+    assert lateness.quantile_us(counts(b10=3), EDGES, 4200.0, 0.5) == 4200.0  # the open bucket: the max
+    assert lateness.quantile_us(counts(), EDGES, 0.0, 0.5) is None
+
+
+def test_summary_flags_a_p99_above_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    direction = {"late_hist": counts(b0=980, b8=20), "late_max_us": 700.0, "late_sum_us": 980 * 2.0 + 20 * 600.0}
+    late = lateness.summary(direction, EDGES)
+    assert late["frames"] == 1000 and late["p50_us"] == 5.0 and late["p99_us"] == 700.0  # (500, 750] capped
+    assert late["mean_us"] == pytest.approx(13.96) and late["ok"] is False and late["bound_ms"] == 0.5
+    monkeypatch.setenv("FECBENCH_LATENESS_BOUND_MS", "1")
+    assert lateness.summary(direction, EDGES)["ok"] is True
+    good = lateness.summary({"late_hist": counts(b0=995, b7=5), "late_max_us": 400.0, "late_sum_us": 1.0}, EDGES)
+    assert good["p99_us"] == 5.0 and good["ok"] is True
+
+
+def test_summary_without_counts_is_none() -> None:
+    assert lateness.summary(None, EDGES) is None
+    assert lateness.summary({"rx": 3, "tx": 3}, EDGES) is None  # a build without the histogram
+    assert lateness.summary({"late_hist": counts(b0=1)}, None) is None
+    empty = lateness.summary({"late_hist": counts(), "late_max_us": 0.0, "late_sum_us": 0.0}, EDGES)
+    assert empty["frames"] == 0 and empty["p99_us"] is None and empty["ok"] is None
+
+
+def test_status_and_loader_flag_runs_above_the_bound(tmp_path) -> None:
+    """A run whose recorded lateness broke the bound is counted by `fecbench status` and the loader."""
+    import json
+    import subprocess
+    import sys
+
+    from fecbench import db as dbmod
+    from fecbench import results
+    from tests.helpers.analysis_db import make_table_db
+
+    db = make_table_db(tmp_path / "late.sqlite", [(0, "quic", 1000, rep, "ok", 10.0) for rep in range(3)])
+    con = dbmod.connect(db)
+    keys = [k for (k,) in con.execute("SELECT key FROM runs ORDER BY repetition")]
+    bad = lateness.summary({"late_hist": counts(b0=90, b9=10), "late_max_us": 1500.0, "late_sum_us": 15000.0}, EDGES)
+    good = lateness.summary({"late_hist": counts(b0=100), "late_max_us": 4.0, "late_sum_us": 300.0}, EDGES)
+    with dbmod.transaction(con):
+        for key, late in zip(keys, (bad, good, None), strict=True):
+            con.execute("UPDATE link_stats SET delay_json = ? WHERE run_key = ? AND direction = 'forward'",
+                        (json.dumps({"backend": "delayline", "lateness": late}), key))
+    con.close()
+    frame = results.lateness(db)
+    assert dict(zip(frame["run_key"], frame["ok"], strict=True)) == {keys[0]: False, keys[1]: True}
+    out = subprocess.run([sys.executable, "-m", "fecbench", "status", str(db), "--json"], capture_output=True,
+                         text=True, check=True)
+    assert json.loads(out.stdout)["lateness_warnings"] == {"runs": 1, "worst_p99_ms": 1.0, "bound_ms": 0.5}
+    text = subprocess.run([sys.executable, "-m", "fecbench", "status", str(db)], capture_output=True, text=True,
+                          check=True, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"}).stdout
+    assert "1 run(s) had a delay element's p99 lateness above 0.5 ms" in text

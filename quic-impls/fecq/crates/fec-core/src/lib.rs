@@ -102,6 +102,36 @@ impl Encoder {
         self.count_repairs(&out[before..]);
     }
 
+    /// Tail mode: frame one outgoing datagram and remember it for later repairs, emitting none
+    /// now; [`Encoder::tail_repairs`] sends them when the sender goes quiet. Only the sliding-window
+    /// code keeps a window to cover (see [`Scheme::supports_tail`]); the others frame the source
+    /// and then behave as [`Encoder::protect`] does.
+    pub fn protect_quiet(&mut self, payload: &[u8], ecn: u8, out: &mut Vec<Vec<u8>>) {
+        let EncoderCode::Rlc(r) = &mut self.code else {
+            return self.protect(payload, ecn, out);
+        };
+        self.stats.source_sent += 1;
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        out.push(frame::source(id, ecn, payload));
+        r.remember(id, ecn, payload);
+    }
+
+    /// Tail mode: emit `count` repairs over the last W source datagrams now (sliding-window code
+    /// only; 0 for the others); returns how many were emitted.
+    pub fn tail_repairs(&mut self, count: usize, out: &mut Vec<Vec<u8>>) -> usize {
+        let EncoderCode::Rlc(r) = &mut self.code else {
+            return 0;
+        };
+        let before = out.len();
+        let sent = r.emit_count(count, out);
+        if sent > 0 {
+            self.stats.flushes += 1;
+        }
+        self.count_repairs(&out[before..]);
+        sent
+    }
+
     /// Emit repairs for a partial block/window (the adapter calls it after a short idle time).
     /// Calling it again with nothing new sent emits nothing.
     pub fn flush(&mut self, out: &mut Vec<Vec<u8>>) {
@@ -159,6 +189,11 @@ pub struct DecoderStats {
     /// Repairs (counted in `received_repair`) ignored because they cover symbols the decoder no
     /// longer remembers, or reach too far ahead of the symbols it has seen.
     pub stale: u64,
+    /// Reed-Solomon only (0 for the other codes): blocks that missed at least one source symbol
+    /// when they were decoded or given up, or still miss one (a burst's spread over blocks). A
+    /// block whose repairs were all lost is known only as a gap between the blocks repairs showed:
+    /// a gap missing a source counts once (a lower bound).
+    pub blocks_with_losses: u64,
 }
 
 enum DecoderCode {
@@ -283,6 +318,10 @@ impl Decoder {
     pub fn stats(&self) -> DecoderStats {
         DecoderStats {
             unrecoverable: self.window.unrecoverable,
+            blocks_with_losses: match &self.code {
+                DecoderCode::Rs(r) => r.blocks_with_losses(&self.window),
+                _ => 0,
+            },
             ..self.stats
         }
     }

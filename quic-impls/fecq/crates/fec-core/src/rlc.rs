@@ -57,6 +57,15 @@ impl RlcEncoder {
     }
 
     pub fn on_source(&mut self, id: u32, ecn: u8, payload: &[u8], out: &mut Vec<Vec<u8>>) {
+        self.remember(id, ecn, payload);
+        if self.since_repair >= self.k {
+            self.emit(out);
+        }
+    }
+
+    /// Add a source symbol to the window without emitting the repairs the scheme would
+    /// (tail mode: repairs come only from [`RlcEncoder::emit_count`]).
+    pub fn remember(&mut self, id: u32, ecn: u8, payload: &[u8]) {
         // Reuse the buffer of the symbol leaving the window.
         let mut symbol = if self.symbols.len() == self.window {
             self.symbols.pop_front().map(|(_, s)| s).unwrap_or_default()
@@ -65,10 +74,7 @@ impl RlcEncoder {
         };
         frame::write_symbol(&mut symbol, ecn, payload);
         self.symbols.push_back((id, symbol));
-        self.since_repair += 1;
-        if self.since_repair >= self.k {
-            self.emit(out);
-        }
+        self.since_repair = self.since_repair.saturating_add(1);
     }
 
     /// Send repairs over the current window if sources were sent since the last ones.
@@ -81,12 +87,18 @@ impl RlcEncoder {
     }
 
     fn emit(&mut self, out: &mut Vec<Vec<u8>>) {
+        self.emit_count(usize::from(self.repairs_per_step), out);
+    }
+
+    /// Emit `count` repairs over the current window (the last W source symbols) now; returns
+    /// how many were emitted (0 with an empty window).
+    pub fn emit_count(&mut self, count: usize, out: &mut Vec<Vec<u8>>) -> usize {
         self.since_repair = 0;
         let Some(&(first, _)) = self.symbols.front() else {
-            return;
+            return 0;
         };
         let width = self.symbols.iter().map(|(_, s)| s.len()).max().unwrap_or(0);
-        for _ in 0..self.repairs_per_step {
+        for _ in 0..count {
             let repair_id = self.next_repair_id;
             self.next_repair_id = self.next_repair_id.wrapping_add(1);
             let coefs = coefficients(repair_id, self.symbols.len());
@@ -102,5 +114,6 @@ impl RlcEncoder {
                 &self.scratch,
             ));
         }
+        count
     }
 }

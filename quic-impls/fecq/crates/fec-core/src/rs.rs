@@ -184,6 +184,14 @@ pub(crate) struct RsDecoder {
     codecs: Codecs,
     /// The k + r shards of the block being decoded, and whether each is present.
     shards: Vec<(Vec<u8>, bool)>,
+    /// Blocks decoded with source symbols missing, or dropped before they were done.
+    lossy: u64,
+    /// End (first id + k) of the furthest block a repair has shown; ids start at 0.
+    seen_end: u32,
+    /// Id ranges between the blocks repairs have shown: blocks all of whose repairs were lost,
+    /// which the decoder knows only as that gap. Judged (lossy or not) once old enough that no
+    /// late source of theirs is still on its way, while their ids are still in the window.
+    unseen: BTreeMap<u32, u32>,
 }
 
 impl RsDecoder {
@@ -195,6 +203,9 @@ impl RsDecoder {
             blocks: BTreeMap::new(),
             codecs: Codecs::default(),
             shards: Vec::new(),
+            lossy: 0,
+            seen_end: 0,
+            unseen: BTreeMap::new(),
         }
     }
 
@@ -218,6 +229,10 @@ impl RsDecoder {
         if window.is_stale(first) || !window.within_reach(last) {
             return Err(Rejected::Stale);
         }
+        if first > self.seen_end {
+            self.unseen.insert(self.seen_end, first);
+        }
+        self.seen_end = self.seen_end.max(last.saturating_add(1));
         let block = self.blocks.entry(first).or_insert_with(|| Block {
             k,
             r,
@@ -254,6 +269,23 @@ impl RsDecoder {
         self.blocks.values().filter(|b| !b.done).count()
     }
 
+    /// Blocks that missed a source symbol: decoded or dropped so, or still pending (a block is
+    /// pending only while a source symbol of it is missing), plus the gaps between shown blocks
+    /// that miss a source (one each: a lower bound, a gap may hold several blocks; a block after
+    /// the last shown one is not seen at all).
+    pub fn blocks_with_losses(&self, window: &Window) -> u64 {
+        let gaps = self
+            .unseen
+            .iter()
+            .filter(|&(&start, &end)| Self::gap_lossy(window, start, end))
+            .count();
+        self.lossy + self.pending() as u64 + gaps as u64
+    }
+
+    fn gap_lossy(window: &Window, start: u32, end: u32) -> bool {
+        (start..end).any(|id| !window.is_stale(id) && !window.is_delivered(id))
+    }
+
     /// Bytes held by the stored repairs.
     pub fn state_bytes(&self) -> usize {
         self.blocks
@@ -270,11 +302,27 @@ impl RsDecoder {
 
     fn drop_old(&mut self, window: &Window) {
         let floor = window.floor();
-        self.blocks
-            .retain(|&first, b| first.saturating_add(u32::from(b.k)) > floor);
-        while self.blocks.len() > self.max_blocks {
-            self.blocks.pop_first();
+        // A gap half a window behind the newest source: its late sources would have come by now.
+        let settled = floor.saturating_add(window.keep() / 2);
+        while let Some((&start, &end)) = self.unseen.first_key_value() {
+            if end > settled && self.unseen.len() <= self.max_blocks {
+                break;
+            }
+            self.unseen.pop_first();
+            self.lossy += u64::from(Self::gap_lossy(window, start, end));
         }
+        let mut dropped_undone = 0;
+        self.blocks.retain(|&first, b| {
+            let keep = first.saturating_add(u32::from(b.k)) > floor;
+            dropped_undone += u64::from(!keep && !b.done);
+            keep
+        });
+        while self.blocks.len() > self.max_blocks {
+            if let Some((_, b)) = self.blocks.pop_first() {
+                dropped_undone += u64::from(!b.done);
+            }
+        }
+        self.lossy += dropped_undone;
     }
 
     fn try_decode(&mut self, window: &Window, first: u32, recovered: &mut Vec<(u32, Vec<u8>)>) {
@@ -295,6 +343,7 @@ impl RsDecoder {
         if available.len() + block.repairs.len() < usize::from(block.k) {
             return;
         }
+        self.lossy += 1; // missing > 0 and done below, decoded or not
         if available.iter().any(|(_, s)| s.len() > block.shard) {
             block.done = true; // inconsistent with its repairs: not decodable
             return;

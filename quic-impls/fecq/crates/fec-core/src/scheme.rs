@@ -57,6 +57,12 @@ impl Scheme {
     }
 
     /// Repair datagrams sent per source datagram in the long run (0 for `None`).
+    /// Whether tail mode (repairs only when the sender goes quiet, over its last W datagrams)
+    /// applies: only the sliding-window code keeps such a window.
+    pub fn supports_tail(&self) -> bool {
+        matches!(self, Scheme::Rlc { .. })
+    }
+
     pub fn repair_ratio(&self) -> f64 {
         match *self {
             Scheme::None => 0.0,

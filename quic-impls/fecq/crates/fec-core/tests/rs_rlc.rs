@@ -202,3 +202,58 @@ fn heavy_loss_is_accounted_for_every_code() {
         }
     }
 }
+
+/// `blocks_with_losses` counts the RS blocks a loss pattern touched: a burst of consecutive
+/// source datagrams spans ceil-ish (burst / k) blocks, whether the blocks decode or not.
+#[test]
+fn reed_solomon_counts_the_blocks_a_burst_touched() {
+    let mut rng = Rng(11);
+    let scheme = Scheme::ReedSolomon { n: 15, k: 10 };
+    let payloads = make_payloads(&mut rng, 60, 1000);
+    let sent = encode(scheme, &payloads, 0);
+    // Sources 8..12 (2 blocks, recoverable), 35..42 (2 blocks: 5 + 2 lost, recoverable), 41..48
+    // (1 block, 7 lost > 5 repairs: not).
+    for (burst, blocks, unrecoverable) in [(8..12, 2, 0), (35..42, 2, 0), (41..48, 1, 7)] {
+        let lost: Vec<bool> = sent
+            .iter()
+            .map(|s| s.source.is_some_and(|i| burst.contains(&i)))
+            .collect();
+        let (mut dec, _) = decode(scheme, &payloads, &survivors(&sent, &lost));
+        dec.expire_all();
+        let stats = dec.stats();
+        assert_eq!(stats.blocks_with_losses, blocks, "{burst:?}: {stats:?}");
+        assert_eq!(stats.unrecoverable, unrecoverable, "{burst:?}: {stats:?}");
+    }
+    let (dec, _) = decode(
+        scheme,
+        &payloads,
+        &survivors(&sent, &vec![false; sent.len()]),
+    );
+    assert_eq!(dec.stats().blocks_with_losses, 0);
+
+    // A burst that also takes every repair of a block: the decoder never hears of that block, yet
+    // counts it from the gap it leaves between the blocks it saw. Block 20..30 whole (1); block
+    // 30..40's last 3 sources and all its repairs, block 40..50's first 2 sources (2: the gap and
+    // the shown block).
+    let blocks = rs_blocks(&sent);
+    let whole = |first: u32| blocks[&first].clone();
+    let block_40: Vec<usize> = blocks[&40]
+        .iter()
+        .copied()
+        .filter(|&p| sent[p].source.is_some_and(|i| i < 42))
+        .collect();
+    let block_30: Vec<usize> = blocks[&30]
+        .iter()
+        .copied()
+        .filter(|&p| sent[p].source.is_none_or(|i| i >= 37))
+        .collect();
+    for (positions, expected) in [(whole(20), 1), ([block_30, block_40].concat(), 2)] {
+        let mut lost = vec![false; sent.len()];
+        for p in &positions {
+            lost[*p] = true;
+        }
+        let (mut dec, _) = decode(scheme, &payloads, &survivors(&sent, &lost));
+        dec.expire_all();
+        assert_eq!(dec.stats().blocks_with_losses, expected, "{positions:?}");
+    }
+}

@@ -1,5 +1,7 @@
 //! The application protocol: each request is one line on a new bidirectional stream.
 //!   `download SIZE`                       -> SIZE bytes of a known pattern, then FIN
+//!   `upload SIZE` + SIZE pattern bytes    -> `ok SIZE` once all were checked (transfer.rs)
+//!   `exchange REQ RESP` + REQ pattern bytes -> RESP pattern bytes (request/response, transfer.rs)
 //!   `messages MODE RATE PACKETS DURATION` -> the real-time workload (see messages.rs)
 //!   `stats`                               -> the server's SideStats for this connection (JSON)
 
@@ -14,6 +16,7 @@ use crate::messages;
 use crate::metrics::{Metrics, SideStats};
 use crate::quic::{QuicConn, QuicRecv, QuicSend};
 use crate::socket::FecSocket;
+use crate::transfer::{self, ReqResp};
 
 /// Byte at `offset` of every download: position-dependent, so a misplaced chunk is detected.
 pub fn pattern_byte(offset: u64) -> u8 {
@@ -24,6 +27,8 @@ pub fn pattern_byte(offset: u64) -> u8 {
 pub enum Workload {
     Download { size: u64 },
     Messages(messages::Params),
+    Upload { size: u64 },
+    ReqResp(ReqResp),
 }
 
 impl Workload {
@@ -31,6 +36,18 @@ impl Workload {
         match self {
             Workload::Download { .. } => "download",
             Workload::Messages(_) => "messages",
+            Workload::Upload { .. } => "upload",
+            Workload::ReqResp(_) => "reqresp",
+        }
+    }
+
+    /// Whether the client sends most of the data (uploads; exchanges whose requests are larger
+    /// than their responses): the metrics' top-level transport keys then describe the client.
+    pub fn client_sends(&self) -> bool {
+        match self {
+            Workload::Upload { .. } => true,
+            Workload::ReqResp(p) => p.request > p.response,
+            _ => false,
         }
     }
 }
@@ -86,24 +103,16 @@ async fn serve_request<C: QuicConn>(
     mut send: C::Send,
     mut recv: C::Recv,
 ) -> Result<(), String> {
-    let req = recv
-        .read_to_end(256)
-        .await
-        .map_err(|e| format!("request: {e}"))?;
-    let line = String::from_utf8_lossy(&req);
+    let (line, first) = read_request_line(&mut recv).await?;
     let words: Vec<&str> = line.split_whitespace().collect();
     match words.as_slice() {
+        ["upload", size] => transfer::serve_upload(&mut send, &mut recv, size, &first).await,
+        ["exchange", request, response] => {
+            transfer::serve_exchange(&mut send, &mut recv, request, response, &first).await
+        }
         ["download", size] => {
             let size: u64 = size.parse().map_err(|_| format!("bad size {size:?}"))?;
-            let mut offset = 0u64;
-            let mut chunk = Vec::with_capacity(64 * 1024);
-            while offset < size {
-                let n = (size - offset).min(64 * 1024);
-                chunk.clear();
-                chunk.extend((offset..offset + n).map(pattern_byte));
-                send.write_all(&chunk).await?;
-                offset += n;
-            }
+            transfer::send_pattern(&mut send, size).await?;
             send.finish()
         }
         ["messages", rest @ ..] => {
@@ -122,6 +131,30 @@ async fn serve_request<C: QuicConn>(
     }
 }
 
+/// A request's first line (without its `\n`; the whole stream if it ends first) and the bytes
+/// after it that came with it (an upload's first data bytes).
+async fn read_request_line<R: QuicRecv>(recv: &mut R) -> Result<(String, Vec<u8>), String> {
+    const MAX_LINE: usize = 256;
+    let mut buf = Vec::new();
+    loop {
+        if let Some(i) = buf.iter().position(|&b| b == b'\n') {
+            let rest = buf.split_off(i + 1);
+            buf.pop();
+            return Ok((String::from_utf8_lossy(&buf).into_owned(), rest));
+        }
+        if buf.len() > MAX_LINE {
+            return Err(format!(
+                "request: no line end in its first {MAX_LINE} bytes"
+            ));
+        }
+        match recv.read_chunk(64 * 1024).await {
+            Ok(Some(bytes)) => buf.extend_from_slice(&bytes),
+            Ok(None) => return Ok((String::from_utf8_lossy(&buf).into_owned(), Vec::new())),
+            Err(e) => return Err(format!("request: {e}")),
+        }
+    }
+}
+
 // ---------------------------------------------------------------- client
 
 /// Fill `m` with the metrics header (what was asked).
@@ -131,9 +164,17 @@ pub fn metrics_header(common: &Common, workload: &Workload) -> Metrics {
         fec: common.fec.to_string(),
         signal: common.signal.to_string(),
         cc: common.cc.to_string(),
+        repair_cc: common.repair_cc.to_string(),
+        initial_window: common.initial_window,
+        max_window: common.max_window,
+        reorder_packets: common.reorder_packets,
+        reorder_time: common.reorder_time,
+        ack_eliciting_threshold: common.ack_eliciting_threshold,
+        max_ack_delay_ms: common.max_ack_delay,
+        keepalive_s: common.keepalive,
         size: match workload {
-            Workload::Download { size } => Some(*size),
-            Workload::Messages(_) => None,
+            Workload::Download { size } | Workload::Upload { size } => Some(*size),
+            Workload::Messages(_) | Workload::ReqResp(_) => None,
         },
         ..Default::default()
     }
@@ -164,7 +205,7 @@ pub async fn run_client(
     let sender = fetch_server_stats(&conn).await;
     let receiver = SideStats::of_peer(&conn, socket);
     match sender {
-        Ok(s) => m.set_transport(s, receiver),
+        Ok(s) => set_sides(m, &workload, s, receiver),
         Err(e) => {
             m.client = Some(receiver);
             if result.is_ok() {
@@ -237,8 +278,27 @@ pub async fn run_workload<C: QuicConn>(
             res?;
             m.dct_ms = Some(ms(t_req.elapsed()));
         }
+        Workload::Upload { size } => {
+            // DCT: stream opened (t_req) -> the server's confirmation read (transfer.rs).
+            transfer::upload(conn, size, m).await?;
+            m.dct_ms = Some(ms(t_req.elapsed()));
+        }
+        Workload::ReqResp(p) => {
+            transfer::exchanges(conn, p, m).await?;
+            m.dct_ms = Some(ms(t_req.elapsed()));
+        }
     }
     Ok(())
+}
+
+/// The sides' counters into the metrics: the top-level transport keys from the data sender (the
+/// server, or the client when it sends most of the data), `sender`/`client` as they are.
+pub fn set_sides(m: &mut Metrics, workload: &Workload, server: SideStats, client: SideStats) {
+    if workload.client_sends() {
+        m.set_transport_client_sends(server, client);
+    } else {
+        m.set_transport(server, client);
+    }
 }
 
 /// quinn reports a read on a lost connection as "connection lost": say why it was lost, from

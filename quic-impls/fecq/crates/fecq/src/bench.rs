@@ -44,6 +44,7 @@ async fn socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
         flush_after: std::time::Duration::from_millis(10),
         rcvbuf: 8 << 20,
         sndbuf: 8 << 20,
+        tail: None,
     };
     let bind = || std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string());
     let tx =
@@ -111,6 +112,7 @@ async fn noq_socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
             blocks: crate::layer::Blocks::PerPath,
             repair: crate::layer::RepairPath::Same,
         }),
+        tail: None,
     };
     let mk = || -> Result<_, String> {
         let sock = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
@@ -161,13 +163,20 @@ fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64
         fec,
         signal,
         cc: crate::cc::CcAlgo::Cubic,
+        repair_cc: crate::cc::RepairCc::Counted,
         reorder_packets: 3,
         reorder_time: 1.125,
+        ack_eliciting_threshold: None,
+        max_ack_delay: None,
         rcvbuf: 8 << 20,
         sndbuf: 8 << 20,
         timeout: 60.0,
         flush_ms: 10,
         idle_timeout: 30.0,
+        keepalive: 0.2,
+        initial_window: None,
+        max_window: None,
+        tail: crate::tail::TailArgs::default(),
     };
     let spec = LossSpec {
         p: loss,

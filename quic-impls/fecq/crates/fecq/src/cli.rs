@@ -15,6 +15,7 @@ use crate::loss::LossModel;
 use crate::messages::{self, Mode};
 use crate::metrics::Metrics;
 use crate::mp::{self, MpArgs};
+use crate::transfer::ReqResp;
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
@@ -35,7 +36,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Serve downloads and message streams until SIGTERM/SIGINT
+    /// Serve downloads, uploads, exchanges and message streams until SIGTERM/SIGINT
     Server {
         /// Address to listen on, e.g. 10.0.1.2:4433 (with --multipath: the wildcard address at
         /// this port, so that every per-path server address reaches it)
@@ -108,12 +109,21 @@ enum Command {
 
 #[derive(Args, Debug, Clone)]
 struct WorkloadArgs {
-    /// download | messages
+    /// download | upload | reqresp | messages
     #[arg(long, default_value = "download")]
     workload: String,
-    /// Bytes to download
+    /// Bytes to download or upload
     #[arg(long)]
     size: Option<u64>,
+    /// reqresp: sequential request/response exchanges on one connection
+    #[arg(long, default_value_t = 10)]
+    exchanges: u32,
+    /// reqresp: bytes of each request (client -> server)
+    #[arg(long)]
+    request: Option<u64>,
+    /// reqresp: bytes of each response (server -> client)
+    #[arg(long)]
+    response: Option<u64>,
     /// Messages per second
     #[arg(long, default_value_t = 30)]
     rate: u32,
@@ -138,6 +148,22 @@ impl WorkloadArgs {
                 Some(size) => Ok(Workload::Download { size }),
                 None => Err("--workload download needs --size BYTES".into()),
             },
+            "upload" => match self.size {
+                Some(size) => Ok(Workload::Upload { size }),
+                None => Err("--workload upload needs --size BYTES".into()),
+            },
+            "reqresp" => match (self.request, self.response) {
+                (Some(request), Some(response)) => {
+                    let p = ReqResp {
+                        exchanges: self.exchanges,
+                        request,
+                        response,
+                    };
+                    p.check()?;
+                    Ok(Workload::ReqResp(p))
+                }
+                _ => Err("--workload reqresp needs --request BYTES and --response BYTES".into()),
+            },
             "messages" => {
                 let p = messages::Params {
                     mode: self.mode,
@@ -150,7 +176,8 @@ impl WorkloadArgs {
                 Ok(Workload::Messages(p))
             }
             other => Err(format!(
-                "unknown workload {other:?} (allowed: download, messages)"
+                "unknown workload {other:?} (allowed: {})",
+                WORKLOADS.join(", ")
             )),
         }
     }
@@ -159,15 +186,19 @@ impl WorkloadArgs {
 /// A workload this build does not have is an unsupported combination (127), not a usage error:
 /// the campaign runner records it as `unsupported`.
 fn unsupported_workload(w: &WorkloadArgs) -> Option<i32> {
-    if ["download", "messages"].contains(&w.workload.as_str()) {
+    if WORKLOADS.contains(&w.workload.as_str()) {
         return None;
     }
     eprintln!(
-        "fecq: unsupported workload {:?} (supported: download, messages)",
-        w.workload
+        "fecq: unsupported workload {:?} (supported: {})",
+        w.workload,
+        WORKLOADS.join(", ")
     );
     Some(EXIT_UNSUPPORTED)
 }
+
+/// The workloads this build has (impl.toml `capabilities.workloads`).
+pub const WORKLOADS: [&str; 4] = ["download", "upload", "reqresp", "messages"];
 
 fn usage(msg: &str) -> i32 {
     eprintln!("fecq: {msg}");
@@ -240,6 +271,7 @@ fn check_client(
     let w = common
         .check()
         .and_then(|_| mp.check())
+        .and_then(|_| common.tail.check_multipath(mp.multipath))
         .and_then(|_| workload.workload())
         .map_err(|e| (EXIT_USAGE, e))?;
     if mp.multipath {
@@ -281,6 +313,11 @@ fn check_args(role: &str, args: &[String]) -> i32 {
     if role == "client" && !has("--size") {
         argv.extend(["--size".to_string(), "1".to_string()]);
     }
+    for flag in ["--request", "--response"] {
+        if role == "client" && !has(flag) {
+            argv.extend([flag.to_string(), "1".to_string()]);
+        }
+    }
     argv.extend(args.iter().cloned());
     let cli = match Cli::try_parse_from(&argv) {
         Ok(c) => c,
@@ -293,6 +330,7 @@ fn check_args(role: &str, args: &[String]) -> i32 {
         Command::Server { common, mp, .. } => common
             .check()
             .and_then(|_| mp.check())
+            .and_then(|_| common.tail.check_multipath(mp.multipath))
             .map_err(|e| (EXIT_USAGE, e)),
         Command::Client {
             server,
@@ -326,7 +364,11 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Server { listen, common, mp } => {
-            if let Err(e) = common.check().and_then(|_| mp.check()) {
+            if let Err(e) = common
+                .check()
+                .and_then(|_| mp.check())
+                .and_then(|_| common.tail.check_multipath(mp.multipath))
+            {
                 return usage(&e);
             }
             run(server(listen, common, mp))
@@ -385,6 +427,7 @@ pub fn main() -> i32 {
             let workload = match common
                 .check()
                 .and_then(|_| mp.check())
+                .and_then(|_| common.tail.check_multipath(mp.multipath))
                 .and_then(|_| spec.check())
                 .and_then(|_| workload.workload())
             {

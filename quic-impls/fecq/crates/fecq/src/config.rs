@@ -10,10 +10,34 @@ use quinn::{
     ClientConfig, Endpoint, EndpointConfig, IdleTimeout, ServerConfig, TransportConfig, VarInt,
 };
 
-use crate::cc::{CcAlgo, ScaledFactory};
+use crate::cc::{self, CcAlgo, RepairCc, ScaledFactory};
 use crate::loss::LossProcess;
 use crate::socket::{FecOptions, FecSocket, Signal, QUIC_MTU};
+use crate::tail::TailArgs;
 use crate::tls;
+
+/// What `--ack-eliciting-threshold` and `--max-ack-delay` ask of the peer.
+#[derive(Clone, Copy, Debug)]
+pub struct AckRequest {
+    pub threshold: u32,
+    pub max_delay: Option<Duration>,
+    pub reordering: u32,
+}
+
+/// The stack's `AckFrequencyConfig` (quinn's or noq's: the same API) for an [`AckRequest`].
+macro_rules! ack_frequency_config {
+    ($ty:ty, $request:expr) => {
+        $request.map(|r: $crate::config::AckRequest| {
+            let mut config = <$ty>::default();
+            config
+                .ack_eliciting_threshold(r.threshold.into())
+                .max_ack_delay(r.max_delay)
+                .reordering_threshold(r.reordering.into());
+            config
+        })
+    };
+}
+pub(crate) use ack_frequency_config;
 
 #[derive(Args, Clone, Debug)]
 pub struct Common {
@@ -23,15 +47,29 @@ pub struct Common {
     /// How recovered datagrams are shown to congestion control: ce (ECN-CE marked) | hide
     #[arg(long, default_value = "ce")]
     pub signal: Signal,
-    /// Congestion control: cubic | newreno | bbr
+    /// Congestion control: cubic | newreno | bbr | none (no window and no pacing: the sender
+    /// sends at the application's rate, as the thesis's real-time runs did)
     #[arg(long, default_value = "cubic")]
     pub cc: CcAlgo,
+    /// Whether FEC repairs count against the congestion window: counted (the window is scaled by
+    /// 1 / (1 + repair ratio)) | free (repairs on top of the window); no effect with --cc none
+    #[arg(long, default_value = "counted")]
+    pub repair_cc: RepairCc,
     /// Packet reordering threshold before a loss is declared (quinn default 3)
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub reorder_packets: u32,
     /// Time reordering threshold, in RTTs (quinn default 1.125)
     #[arg(long, default_value_t = 1.125)]
     pub reorder_time: f32,
+    /// ACK frequency asked of the peer (draft-ietf-quic-ack-frequency; quinn and noq both speak
+    /// it): ack-eliciting packets it may receive before it must acknowledge; 0 = every packet.
+    /// Default: no request, RFC 9000's behaviour (an ACK every other ack-eliciting packet)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub ack_eliciting_threshold: Option<u32>,
+    /// Longest time in milliseconds the peer may hold back an ACK (asked through the same
+    /// extension; the peer clamps it to at most max(RTT, 25 ms)). Default: the peer's own, 25 ms
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub max_ack_delay: Option<u64>,
     /// UDP receive buffer size in bytes
     #[arg(long, default_value_t = 8 << 20)]
     pub rcvbuf: usize,
@@ -50,6 +88,22 @@ pub struct Common {
     /// probe timeouts, if longer) is closed silently; the lower of both ends' values applies
     #[arg(long, default_value_t = 30.0)]
     pub idle_timeout: f64,
+    /// Send a PING after this many seconds without sending (0: off; single path, `--path-keepalive`
+    /// with --multipath). Why on by default: the emulated loss models advance per packet, so when
+    /// the application goes quiet (a messages run's end, between exchanges) a bad-state burst of
+    /// N packets would otherwise last N exponentially backed-off probes, i.e. past the idle timeout
+    #[arg(long, default_value_t = 0.2)]
+    pub keepalive: f64,
+    /// Initial congestion window in packets of 1200 bytes (default: the controller's, RFC 9002's
+    /// 10 packets); a replicated paper's stack may have used another (quic-go of 2018: 32)
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..=100_000))]
+    pub initial_window: Option<u64>,
+    /// Largest congestion window in packets of 1200 bytes (default: none; quic-go of 2018: 107)
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..=1_000_000))]
+    pub max_window: Option<u64>,
+    /// Tail FEC options (--fec-mode, --tail-max): crate::tail.
+    #[command(flatten)]
+    pub tail: TailArgs,
 }
 
 impl Common {
@@ -69,10 +123,55 @@ impl Common {
                 self.idle_timeout
             ));
         }
+        if !(self.keepalive == 0.0
+            || (self.keepalive >= 0.001 && self.keepalive < self.idle_timeout))
+        {
+            return Err(format!(
+                "--keepalive {} must be 0 (off) or in [0.001, --idle-timeout) seconds",
+                self.keepalive
+            ));
+        }
         if self.rcvbuf < 4096 || self.sndbuf < 4096 {
             return Err("--rcvbuf and --sndbuf must be at least 4096".to_string());
         }
+        if let (Some(initial), Some(max)) = (self.initial_window, self.max_window) {
+            if initial > max {
+                return Err(format!(
+                    "--initial-window {initial} is above --max-window {max} (packets)"
+                ));
+            }
+        }
+        self.tail.check(self.fec)?;
         Ok(())
+    }
+
+    /// The ACK frequency to ask of the peer, when an option asks for one.
+    pub fn ack_request(&self) -> Option<AckRequest> {
+        if self.ack_eliciting_threshold.is_none() && self.max_ack_delay.is_none() {
+            return None;
+        }
+        Some(AckRequest {
+            // 1 is what an endpoint does without the extension (RFC 9000 §13.2.2).
+            threshold: self.ack_eliciting_threshold.unwrap_or(1),
+            max_delay: self.max_ack_delay.map(Duration::from_millis),
+            // The extension's recommendation: one below the loss-detection packet threshold.
+            reordering: self.reorder_packets.saturating_sub(1),
+        })
+    }
+
+    pub fn window_limits(&self) -> cc::WindowLimits {
+        cc::WindowLimits {
+            initial: self.initial_window,
+            max: self.max_window,
+        }
+    }
+
+    /// Fraction of the congestion window left to QUIC packets (crate::cc::window_scale).
+    pub fn window_scale(&self) -> f64 {
+        if !self.tail.scales_window() {
+            return 1.0;
+        }
+        cc::window_scale(self.cc, self.repair_cc, self.fec.repair_ratio())
     }
 
     pub fn timeout(&self) -> Duration {
@@ -86,6 +185,7 @@ impl Common {
             flush_after: Duration::from_millis(self.flush_ms.max(1)),
             rcvbuf: self.rcvbuf,
             sndbuf: self.sndbuf,
+            tail: self.tail.cap(),
         }
     }
 
@@ -93,9 +193,14 @@ impl Common {
         let mut t = TransportConfig::default();
         t.packet_threshold(self.reorder_packets);
         t.time_threshold(self.reorder_time);
+        t.ack_frequency_config(ack_frequency_config!(
+            quinn::AckFrequencyConfig,
+            self.ack_request()
+        ));
         t.congestion_controller_factory(Arc::new(ScaledFactory {
             algo: self.cc,
-            scale: 1.0 / (1.0 + self.fec.repair_ratio()),
+            scale: self.window_scale(),
+            limits: self.window_limits(),
         }));
         // Path MTU discovery off: every QUIC datagram is at most QUIC_MTU, the FEC header on top.
         t.mtu_discovery_config(None);
@@ -103,6 +208,9 @@ impl Common {
         t.max_idle_timeout(Some(IdleTimeout::from(VarInt::from_u32(
             (self.idle_timeout * 1e3).round() as u32,
         ))));
+        t.keep_alive_interval(
+            (self.keepalive > 0.0).then(|| Duration::from_secs_f64(self.keepalive)),
+        );
         t.stream_receive_window(VarInt::from_u32(16 << 20));
         t.receive_window(VarInt::from_u32(32 << 20));
         t.send_window(32 << 20);

@@ -142,6 +142,8 @@ impl Core {
             if !self.backlog.is_empty() {
                 if self.backlog.len() < MAX_BACKLOG {
                     self.backlog.push_back(o);
+                } else {
+                    self.layer.record_send_drop(o.path);
                 }
                 continue;
             }
@@ -149,7 +151,7 @@ impl Core {
                 Ok(()) => {}
                 Err((e, o)) if e.kind() == io::ErrorKind::WouldBlock => self.backlog.push_back(o),
                 // Other send errors (e.g. unreachable) are a lost datagram, as on a real network.
-                Err(_) => {}
+                Err((_, o)) => self.layer.record_send_drop(o.path),
             }
         }
         self.out = out;
@@ -165,7 +167,7 @@ impl Core {
                     self.backlog.push_front(o);
                     return Err(e);
                 }
-                Err(_) => {}
+                Err((_, o)) => self.layer.record_send_drop(o.path),
             }
         }
         Ok(())
@@ -233,6 +235,7 @@ mod tests {
             flush_after: Duration::from_millis(10),
             max_payload: 1200,
             multipath: None,
+            tail: None,
         }
     }
 
@@ -259,6 +262,30 @@ mod tests {
         assert_eq!(sent.len(), 4);
         assert!(sent[2].repair && !sent[3].repair);
         assert_eq!(core.layer().counters(path.remote).wire_datagrams_sent, 4);
+    }
+
+    #[test]
+    fn a_full_backlog_drops_and_counts_the_drops() {
+        let mut core = Core::new(cfg(), None);
+        let wire = Mock {
+            room: RefCell::new(0),
+            sent: RefCell::default(),
+        };
+        let path = PathKey::new(None, "127.0.0.1:9".parse().unwrap());
+        // One datagram waits in the backlog; then the layer's own flushes pile up behind it.
+        core.send(&wire, Instant::now(), path, &[7u8; 100], None, 2)
+            .unwrap();
+        for _ in 0..MAX_BACKLOG + 5 {
+            core.out.push(Outgoing {
+                path,
+                data: vec![1; 10],
+                ecn: 2,
+                repair: true,
+            });
+            core.send_out(&wire, Instant::now());
+        }
+        assert_eq!(core.backlog.len(), MAX_BACKLOG);
+        assert_eq!(core.layer().counters(path.remote).send_dropped, 6);
     }
 
     #[test]

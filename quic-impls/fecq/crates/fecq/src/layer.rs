@@ -134,6 +134,27 @@ pub struct LayerConfig {
     pub max_payload: usize,
     /// None: single-path framing, one path per remote address.
     pub multipath: Option<Multipath>,
+    /// Tail mode (`Some(cap)`): no repairs while the sender sends; when it goes quiet, up to
+    /// `cap` repairs over its last W datagrams, as many as the congestion window has room for
+    /// ([`TailBudget`]). None: block mode, repairs as the scheme says.
+    pub tail: Option<usize>,
+}
+
+/// What the QUIC stack tells the layer about a path's congestion window, for tail mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TailBudget {
+    /// Bytes the congestion window has room for now (window − bytes in flight, an upper bound
+    /// of the latter: see cc.rs).
+    pub room_bytes: u64,
+    /// That upper bound of the bytes in flight (unacknowledged).
+    pub in_flight_bytes: u64,
+    /// The stack had nothing more to send at its last transmission (as it told its congestion
+    /// controller with the last ACKs, none sent since): a pause is the end of its data, not a
+    /// wait for window room or pacing.
+    pub app_limited: bool,
+    /// Data-carrying frames (STREAM, DATAGRAM, CRYPTO) the stack has sent so far: a tail is
+    /// only worth sending when it grew since the last one (ACK-only packets need no repair).
+    pub data_frames: u64,
 }
 
 /// (local IP, remote address): a path as a socket sees it. `local` is None when the stack left
@@ -169,6 +190,9 @@ pub struct Counters {
     pub repair_sent: u64,
     /// Datagrams the in-process loss model or shaper dropped (loopback only).
     pub wire_dropped: u64,
+    /// Datagrams the adapter dropped before the wire: its send backlog was full, or the socket
+    /// refused them with an error other than "would block" (counted in `wire_datagrams_sent`).
+    pub send_dropped: u64,
     pub wire_datagrams_received: u64,
     pub wire_bytes_received: u64,
     /// QUIC datagrams sent on this path by the peer that the decoder rebuilt from repairs
@@ -178,6 +202,10 @@ pub struct Counters {
     pub delivered: u64,
     /// Datagrams the decoder could not use (malformed, truncated, stale or duplicates).
     pub ignored: u64,
+    /// Tail mode: repairs sent when the sender went quiet (included in `repair_sent`), and the
+    /// number of such tails.
+    pub tail_repairs: u64,
+    pub tails: u64,
 }
 
 impl Counters {
@@ -186,11 +214,14 @@ impl Counters {
         self.wire_bytes_sent += o.wire_bytes_sent;
         self.repair_sent += o.repair_sent;
         self.wire_dropped += o.wire_dropped;
+        self.send_dropped += o.send_dropped;
         self.wire_datagrams_received += o.wire_datagrams_received;
         self.wire_bytes_received += o.wire_bytes_received;
         self.recovered += o.recovered;
         self.delivered += o.delivered;
         self.ignored += o.ignored;
+        self.tail_repairs += o.tail_repairs;
+        self.tails += o.tails;
     }
 }
 
@@ -220,6 +251,8 @@ struct PathState {
     counters: Counters,
     last_received: Option<Instant>,
     rtt: Option<Duration>,
+    /// Tail mode: the stack's window room (None: not told, no window limit).
+    budget: Option<TailBudget>,
 }
 
 /// One sending encoder and its flush pace.
@@ -228,6 +261,9 @@ struct Flow {
     flush: FlushPolicy,
     /// Path of the last source datagram (repairs with `RepairPath::Same` go there).
     last_path: usize,
+    /// Tail mode: source datagrams since the last tail, and the stack's data-frame count then.
+    since_tail: usize,
+    data_frames_at_tail: u64,
 }
 
 struct Group {
@@ -313,6 +349,7 @@ impl FecLayer {
                     counters: Counters::default(),
                     last_received: None,
                     rtt: None,
+                    budget: None,
                 });
                 group.paths.len() - 1
             }
@@ -350,19 +387,27 @@ impl FecLayer {
                         enc: Encoder::new(cfg.scheme, cfg.max_payload + 1),
                         flush: FlushPolicy::new(cfg.flush_after),
                         last_path: i,
+                        since_tail: 0,
+                        data_frames_at_tail: 0,
                     });
                 }
                 let flow = &mut group.flows[f];
                 flow.flush.on_send(now);
                 flow.last_path = i;
+                flow.since_tail += 1;
                 scratch.clear();
-                if enveloped {
+                let body = if enveloped {
                     framed.clear();
                     framed.push(i as u8);
                     framed.extend_from_slice(payload);
-                    flow.enc.protect(&framed, ecn, &mut scratch);
+                    &framed[..]
                 } else {
-                    flow.enc.protect(payload, ecn, &mut scratch);
+                    payload
+                };
+                if cfg.tail.is_some() {
+                    flow.enc.protect_quiet(body, ecn, &mut scratch);
+                } else {
+                    flow.enc.protect(body, ecn, &mut scratch);
                 }
                 let flow_id = enveloped.then_some(f as u8);
                 route(group, cfg.multipath, f, flow_id, ecn, &mut scratch, out);
@@ -468,6 +513,16 @@ impl FecLayer {
         }
     }
 
+    /// Tail mode: the path's congestion window room, as the stack sees it now.
+    pub fn set_tail_budget(&mut self, path: PathKey, budget: Option<TailBudget>) {
+        let key = self.group_key(path.remote);
+        if let Some(g) = self.groups.get_mut(&key) {
+            if let Some(p) = g.paths.iter_mut().find(|p| p.key == path) {
+                p.budget = budget;
+            }
+        }
+    }
+
     /// Flush the partial blocks of flows whose sender went quiet (crate::flush).
     pub fn poll_flush(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
         let keys: Vec<SocketAddr> = self.groups.keys().copied().collect();
@@ -477,7 +532,8 @@ impl FecLayer {
     }
 
     /// Send the repairs of every partial block of `remote`'s connection now (the `stats` request
-    /// does this so the counters include the transfer's tail repairs).
+    /// does this so the counters include the transfer's tail repairs). Tail mode sends nothing
+    /// here: its repairs go out only when the sender goes quiet, within the window.
     pub fn flush_now(&mut self, remote: SocketAddr, out: &mut Vec<Outgoing>) {
         let key = self.group_key(remote);
         self.flush_group(key, None, out);
@@ -485,8 +541,13 @@ impl FecLayer {
 
     /// Flush the flows of one group: those idle at `now`, or all of them (None).
     fn flush_group(&mut self, key: SocketAddr, now: Option<Instant>, out: &mut Vec<Outgoing>) {
+        if self.cfg.tail.is_some() && now.is_none() {
+            return;
+        }
         let enveloped = self.enveloped();
         let multipath = self.cfg.multipath;
+        let tail = self.cfg.tail;
+        let repair_size = (self.cfg.max_payload + self.cfg.scheme.header_overhead()) as u64;
         let mut scratch = std::mem::take(&mut self.scratch);
         if let Some(group) = self.groups.get_mut(&key) {
             for f in 0..group.flows.len() {
@@ -496,13 +557,35 @@ impl FecLayer {
                 if now.is_some_and(|now| !flow.flush.should_flush(now)) {
                     continue;
                 }
+                let count = match tail {
+                    None => None,
+                    Some(cap) => {
+                        let budget = group.paths[flow.last_path].budget;
+                        match tail_decision(cap, flow, budget, repair_size) {
+                            // Keep the tail pending: retried at the next check.
+                            Tail::Wait => continue,
+                            Tail::Send(n) => Some(n),
+                        }
+                    }
+                };
                 if !flow.flush.take_pending() {
                     continue;
                 }
                 scratch.clear();
                 // Repairs only: a placeholder in front so `route` sees them as repairs.
                 scratch.push(Vec::new());
-                flow.enc.flush(&mut scratch);
+                match count {
+                    None => flow.enc.flush(&mut scratch),
+                    Some(n) => {
+                        flow.since_tail = 0;
+                        if n > 0 {
+                            flow.enc.tail_repairs(n, &mut scratch);
+                            let c = &mut group.paths[flow.last_path].counters;
+                            c.tail_repairs += n as u64;
+                            c.tails += 1;
+                        }
+                    }
+                }
                 let flow_id = enveloped.then_some(f as u8);
                 route(group, multipath, f, flow_id, ECN_ECT0, &mut scratch, out);
             }
@@ -512,12 +595,25 @@ impl FecLayer {
 
     /// Count a datagram the loopback link dropped on `path`.
     pub fn record_drop(&mut self, path: PathKey) {
-        let key = self.group_key(path.remote);
-        if let Some(g) = self.groups.get_mut(&key) {
-            if let Some(p) = g.paths.iter_mut().find(|p| p.key == path) {
-                p.counters.wire_dropped += 1;
-            }
+        if let Some(c) = self.path_counters_mut(path) {
+            c.wire_dropped += 1;
         }
+    }
+
+    /// Count a datagram the adapter dropped before the wire on `path` (backlog full, send error).
+    pub fn record_send_drop(&mut self, path: PathKey) {
+        if let Some(c) = self.path_counters_mut(path) {
+            c.send_dropped += 1;
+        }
+    }
+
+    fn path_counters_mut(&mut self, path: PathKey) -> Option<&mut Counters> {
+        let key = self.group_key(path.remote);
+        let g = self.groups.get_mut(&key)?;
+        g.paths
+            .iter_mut()
+            .find(|p| p.key == path)
+            .map(|p| &mut p.counters)
     }
 
     /// Counters of every path of `remote`'s connection, in the order they were first seen.
@@ -548,12 +644,60 @@ impl FecLayer {
         t
     }
 
+    /// Blocks of `remote`'s data that missed a source datagram, over its decoders (Reed-Solomon
+    /// only: fec-core `DecoderStats::blocks_with_losses`).
+    pub fn blocks_with_losses(&self, remote: SocketAddr) -> u64 {
+        self.groups.get(&self.group_key(remote)).map_or(0, |g| {
+            g.decoders
+                .values()
+                .map(|d| d.stats().blocks_with_losses)
+                .sum()
+        })
+    }
+
     /// When the last datagram from `remote`'s connection arrived, on any path.
     pub fn last_received(&self, remote: SocketAddr) -> Option<Instant> {
         self.groups
             .get(&self.group_key(remote))
             .and_then(|g| g.paths.iter().filter_map(|p| p.last_received).max())
     }
+}
+
+enum Tail {
+    /// Not yet: the stack may still have data to send, or no room (checked again later).
+    Wait,
+    /// Send this many repairs now (0: none, the tail is done).
+    Send(usize),
+}
+
+/// Tail mode: what to do now that `flow`'s sender went quiet. Nothing if the stack sent no data
+/// since the last tail (ACK-only packets) or everything is acknowledged already. Wait while the
+/// stack is not known to be out of data (a pause in the middle of a transfer, blocked by the
+/// window) or the window has no room for one repair. Otherwise at most `cap`, at most one per
+/// source datagram sent since the last tail and per datagram in flight (more could not rebuild
+/// more of them), at most what the window has room for. Without a budget (a stack that cannot
+/// tell), `cap` and the datagram count only.
+fn tail_decision(
+    cap: usize,
+    flow: &mut Flow,
+    budget: Option<TailBudget>,
+    repair_size: u64,
+) -> Tail {
+    let count = cap.min(flow.since_tail);
+    let Some(b) = budget else {
+        return Tail::Send(count);
+    };
+    if b.data_frames <= flow.data_frames_at_tail || b.in_flight_bytes == 0 {
+        flow.data_frames_at_tail = b.data_frames;
+        return Tail::Send(0);
+    }
+    let room = (b.room_bytes / repair_size.max(1)) as usize;
+    if !b.app_limited || room == 0 {
+        return Tail::Wait;
+    }
+    flow.data_frames_at_tail = b.data_frames;
+    let unacked = b.in_flight_bytes.div_ceil(repair_size.max(1)) as usize;
+    Tail::Send(count.min(room).min(unacked))
 }
 
 /// Put the encoder's output on paths: `produced[0]` is the source datagram (on the flow's last
@@ -621,6 +765,7 @@ mod tests {
             flush_after: Duration::from_millis(10),
             max_payload: 1200,
             multipath,
+            tail: None,
         }
     }
 
@@ -806,6 +951,168 @@ mod tests {
         assert!(got.is_empty());
         assert_eq!(rx.counters(path.remote).ignored, 4);
         assert_eq!(rx.counters(path.remote).wire_datagrams_received, 4);
+    }
+
+    fn tail_cfg(cap: usize) -> LayerConfig {
+        LayerConfig {
+            tail: Some(cap),
+            ..cfg("rlc:6,4,20", None)
+        }
+    }
+
+    /// One repair datagram's size as the layer budgets it.
+    const REPAIR: u64 = 1200 + 13; // RLC repair header (10) + symbol prefix (3)
+
+    /// Tail mode, single path: send `n` datagrams, then let the sender go quiet with `budget`.
+    fn tail_send(cap: usize, n: usize, budget: Option<TailBudget>) -> (FecLayer, Vec<Outgoing>) {
+        let mut tx = FecLayer::new(tail_cfg(cap));
+        let path = PathKey::new(None, addr("10.0.0.2:443"));
+        let t0 = Instant::now();
+        let mut wire = Vec::new();
+        for i in 0..n {
+            tx.send(t0, path, &payload(i), ECN_ECT0, &mut wire);
+            // Not quiet yet: the flush check between sends emits nothing.
+            tx.poll_flush(t0, &mut wire);
+        }
+        assert!(wire.iter().all(|o| !o.repair), "a repair while sending");
+        tx.set_tail_budget(path, budget);
+        tx.poll_flush(t0 + Duration::from_secs(1), &mut wire);
+        (tx, wire)
+    }
+
+    fn budget(room_repairs: u64, data_frames: u64) -> Option<TailBudget> {
+        Some(TailBudget {
+            room_bytes: room_repairs * REPAIR,
+            in_flight_bytes: 30 * 1200,
+            app_limited: true,
+            data_frames,
+        })
+    }
+
+    #[test]
+    fn tail_mode_sends_repairs_only_when_quiet_up_to_the_cap() {
+        let (tx, wire) = tail_send(3, 30, budget(100, 30));
+        let repairs: Vec<&Outgoing> = wire.iter().filter(|o| o.repair).collect();
+        assert_eq!(repairs.len(), 3);
+        assert!(
+            wire[..30].iter().all(|o| !o.repair),
+            "repairs come after the data"
+        );
+        let c = tx.total();
+        assert_eq!((c.tail_repairs, c.tails, c.repair_sent), (3, 1, 3));
+    }
+
+    #[test]
+    fn tail_mode_stays_within_the_window_room() {
+        for room in [0, 1, 2] {
+            let (_, wire) = tail_send(3, 30, budget(room, 30));
+            assert_eq!(wire.iter().filter(|o| o.repair).count() as u64, room);
+        }
+        // Room for less than one repair datagram: none.
+        let (_, wire) = tail_send(
+            3,
+            30,
+            Some(TailBudget {
+                room_bytes: REPAIR - 1,
+                ..budget(0, 30).unwrap()
+            }),
+        );
+        assert_eq!(wire.iter().filter(|o| o.repair).count(), 0);
+    }
+
+    #[test]
+    fn tail_mode_sends_no_more_repairs_than_new_datagrams_nor_after_acks_only() {
+        let (mut tx, wire) = tail_send(3, 2, budget(100, 2));
+        assert_eq!(wire.iter().filter(|o| o.repair).count(), 2);
+        // More datagrams but no new data frame (ACK-only packets): no tail.
+        let path = PathKey::new(None, addr("10.0.0.2:443"));
+        let t1 = Instant::now() + Duration::from_secs(2);
+        let mut more = Vec::new();
+        for i in 0..4 {
+            tx.send(t1, path, &payload(i), ECN_ECT0, &mut more);
+        }
+        tx.set_tail_budget(path, budget(100, 2));
+        tx.poll_flush(t1 + Duration::from_secs(1), &mut more);
+        assert_eq!(more.iter().filter(|o| o.repair).count(), 0);
+        // The `stats` request's flush sends nothing in tail mode.
+        tx.send(t1, path, &payload(9), ECN_ECT0, &mut more);
+        tx.flush_now(path.remote, &mut more);
+        assert_eq!(more.iter().filter(|o| o.repair).count(), 0);
+    }
+
+    #[test]
+    fn tail_mode_waits_while_the_stack_may_still_send_and_skips_what_is_acknowledged() {
+        let path = PathKey::new(None, addr("10.0.0.2:443"));
+        let busy = TailBudget {
+            app_limited: false,
+            ..budget(100, 30).unwrap()
+        };
+        let (mut tx, wire) = tail_send(3, 30, Some(busy));
+        assert_eq!(wire.iter().filter(|o| o.repair).count(), 0);
+        // The stack then tells it had nothing more to send: the pending tail goes out.
+        let later = Instant::now() + Duration::from_secs(2);
+        let mut more = Vec::new();
+        tx.set_tail_budget(path, budget(100, 30));
+        tx.poll_flush(later, &mut more);
+        assert_eq!(more.iter().filter(|o| o.repair).count(), 3);
+        // One datagram's bytes in flight: one repair is enough.
+        let (_, wire) = tail_send(
+            3,
+            30,
+            Some(TailBudget {
+                in_flight_bytes: 900,
+                ..budget(100, 30).unwrap()
+            }),
+        );
+        assert_eq!(wire.iter().filter(|o| o.repair).count(), 1);
+        // Everything acknowledged: no tail.
+        let (_, wire) = tail_send(
+            3,
+            30,
+            Some(TailBudget {
+                in_flight_bytes: 0,
+                ..budget(100, 30).unwrap()
+            }),
+        );
+        assert_eq!(wire.iter().filter(|o| o.repair).count(), 0);
+    }
+
+    #[test]
+    fn tail_repairs_rebuild_the_lost_last_datagrams() {
+        for lost in [vec![29], vec![27, 29], vec![10, 28, 29]] {
+            let (_, wire) = tail_send(3, 30, budget(100, 30));
+            let mut rx = FecLayer::new(tail_cfg(3));
+            let from = PathKey::new(None, addr("10.0.0.1:5000"));
+            let mut got = Vec::new();
+            let mut source = 0;
+            for o in &wire {
+                if !o.repair {
+                    source += 1;
+                    if lost.contains(&(source - 1)) {
+                        continue;
+                    }
+                }
+                rx.receive(Instant::now(), from, &o.data, o.ecn, &mut got);
+            }
+            assert_eq!(got.len(), 30, "lost {lost:?}");
+            let mut rec: Vec<Vec<u8>> = got
+                .iter()
+                .filter(|d| d.recovered)
+                .map(|d| d.payload.clone())
+                .collect();
+            rec.sort();
+            let mut want: Vec<Vec<u8>> = lost.iter().map(|&i| payload(i)).collect();
+            want.sort();
+            assert_eq!(rec, want);
+        }
+    }
+
+    #[test]
+    fn block_mode_is_unchanged_by_the_tail_code() {
+        // rlc:6,4,20 in block mode: 2 repairs after every 4 datagrams, as before.
+        let (_, _, got, wire) = exchange("rlc:6,4,20", None, &two_paths()[..1], 8, &[]);
+        assert_eq!(wire.iter().filter(|o| o.repair).count(), 4);
+        assert_eq!(got.len(), 8);
     }
 
     #[test]

@@ -18,4 +18,6 @@ pub mod metrics;
 pub mod mp;
 pub mod quic;
 pub mod socket;
+pub mod tail;
 pub mod tls;
+pub mod transfer;

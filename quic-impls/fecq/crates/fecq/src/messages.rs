@@ -9,6 +9,14 @@
 //!   as late if it completes afterwards, corrupt if it never does;
 //! - `stream` mode (one reliable stream): playback waits for it; the wait is the re-buffering and
 //!   every later deadline moves by as much; it counts as late.
+//!
+//! Accounting (README.md, "Messages"): every message sent is on time, late, corrupted (some but
+//! not all of its packets arrived) or lost (none did), and the four add up to the messages sent
+//! (asserted). A re-buffering event is a run of successive messages not played on time (§5.1.6:
+//! its duration grows with the number of successive messages that could not be delivered).
+//! Packets are accounted for as well: on time, after their message's deadline, or missing; the
+//! missing ones of late, corrupted and lost messages are split by where they went with the
+//! sender's counters (see [`MessageReport::add_sender`]).
 
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -148,9 +156,21 @@ pub async fn send<C: QuicConn>(conn: &C, ctl: &mut C::Send, p: Params) -> Result
         }
     }
     if p.mode == Mode::Datagram {
-        ctl.write_all(b"done\n").await?;
+        // What the application handed to QUIC, and how much of it QUIC had put in packets by now.
+        let app = u64::from(p.count()) * u64::from(p.packets);
+        let done = format!("done {app} {}\n", conn.datagram_frames_sent());
+        ctl.write_all(done.as_bytes()).await?;
     }
     ctl.finish()
+}
+
+/// The sender's `done APP_DATAGRAMS FRAMES_SENT` line: (datagrams, DATAGRAM frames sent by then).
+fn parse_done(line: &[u8]) -> Option<(u64, u64)> {
+    let text = std::str::from_utf8(line).ok()?.strip_suffix('\n')?;
+    match text.split(' ').collect::<Vec<_>>().as_slice() {
+        ["done", app, sent] => Some((app.parse().ok()?, sent.parse().ok()?)),
+        _ => None,
+    }
 }
 
 /// What the receiver saw.
@@ -158,6 +178,10 @@ struct Tracker {
     parts: u32,
     got: Vec<u64>,
     complete: Vec<Option<Instant>>,
+    /// Arrival time of every distinct packet, per message.
+    arrivals: Vec<Vec<Instant>>,
+    /// The sender's `done` line (datagram mode): datagrams sent, DATAGRAM frames sent by then.
+    sender_done: Option<(u64, u64)>,
     /// Anchor of the playback clock: when message 0 would have arrived.
     anchor: Option<Instant>,
     bytes_app: u64,
@@ -171,6 +195,8 @@ impl Tracker {
             parts: p.packets,
             got: vec![0; n],
             complete: vec![None; n],
+            arrivals: vec![Vec::new(); n],
+            sender_done: None,
             anchor: None,
             bytes_app: 0,
             bad_packets: 0,
@@ -200,6 +226,7 @@ impl Tracker {
             return; // duplicate
         }
         self.got[msg] |= bit;
+        self.arrivals[msg].push(now);
         self.bytes_app += data.len() as u64;
         if self.anchor.is_none() {
             self.anchor = Some(now.checked_sub(interval * msg as u32).unwrap_or(now));
@@ -218,52 +245,149 @@ pub struct MessageReport {
     pub packets: u32,
     pub duration: f64,
     pub buffer: u32,
+    /// Messages the sender sent (= rate × duration); the sum of the four that follow.
+    pub messages_sent: u64,
+    pub messages_on_time: u64,
+    pub messages_late: u64,
+    /// Some but not all of the message's packets arrived.
+    pub messages_corrupted: u64,
+    /// None of the message's packets arrived.
+    pub messages_lost: u64,
+    /// Older names: `messages_expected` = sent, `messages_ok` = on time, `messages_corrupt` =
+    /// corrupted + lost (incomplete).
     pub messages_expected: u64,
     pub messages_ok: u64,
-    pub messages_late: u64,
     pub messages_corrupt: u64,
+    /// The thesis's measure (§5.1.6): one message interval for every message not complete at its
+    /// deadline (late, corrupted or lost); deadlines never move (a real-time reader keeps its
+    /// de-synchronisation), so in stream mode the messages held behind a retransmission are late too.
     pub rebuffering_ms: f64,
+    /// A player that waits instead (stream mode): the time it stood still for late messages, its
+    /// later deadlines moved by as much, so the added latency absorbs later retransmissions.
+    /// Datagram mode never waits: equal to `rebuffering_ms` there.
+    pub stall_ms: f64,
+    /// Runs of successive messages not played on time.
+    pub rebuffering_events: u64,
     pub bad_packets: u64,
+    /// Message packets: sent, arrived by their message's deadline, arrived after it, missing.
+    pub msg_packets_sent: u64,
+    pub msg_packets_on_time: u64,
+    pub msg_packets_late: u64,
+    pub msg_packets_missing: u64,
+    /// The packets of late, corrupted and lost messages: those that arrived after the deadline,
+    /// and those missing, split by where they went (`add_sender`): never put in a QUIC packet by
+    /// the sender (dropped from QUIC's datagram queue, or still queued when the receiver
+    /// stopped), dropped by the sender's FEC adapter before the wire (at most), and the rest,
+    /// lost on the way (the link: the dropper's verdicts say how many) and not recovered.
+    pub bad_msg_packets_late: u64,
+    pub bad_msg_packets_missing: u64,
+    pub missing_not_sent: Option<u64>,
+    pub missing_sender_dropped: Option<u64>,
+    pub missing_in_network: Option<u64>,
+    /// The sender's `done` line: datagrams it sent, and DATAGRAM frames QUIC had sent by then.
+    pub sender_datagrams: Option<u64>,
+    pub sender_frames_at_done: Option<u64>,
+}
+
+impl MessageReport {
+    /// Split the missing packets by where they went, from the sender's counters at the end of the
+    /// run: DATAGRAM frames QUIC sent, and datagrams its FEC adapter dropped before the wire.
+    /// Datagram mode only (a reliable stream loses nothing it does not retransmit).
+    pub fn add_sender(&mut self, frames_sent: u64, send_dropped: u64) {
+        let Some(app) = self.sender_datagrams else {
+            return;
+        };
+        let missing = self.msg_packets_missing;
+        let not_sent = app.saturating_sub(frames_sent).min(missing);
+        let dropped = send_dropped.min(missing - not_sent);
+        self.missing_not_sent = Some(not_sent);
+        self.missing_sender_dropped = Some(dropped);
+        self.missing_in_network = Some(missing - not_sent - dropped);
+    }
 }
 
 /// Play the recorded arrivals back (see the module comment).
 fn playback(t: &Tracker, p: &Params) -> MessageReport {
     let interval = p.interval();
+    let n = t.complete.len() as u64;
     let mut r = MessageReport {
         mode: p.mode.to_string(),
         rate: p.rate,
         packets: p.packets,
         duration: p.duration,
         buffer: p.buffer,
-        messages_expected: t.complete.len() as u64,
+        messages_sent: n,
+        messages_expected: n,
         bad_packets: t.bad_packets,
+        msg_packets_sent: n * u64::from(p.packets),
+        sender_datagrams: t.sender_done.map(|d| d.0),
+        sender_frames_at_done: t.sender_done.map(|d| d.1),
         ..Default::default()
     };
-    let Some(anchor) = t.anchor else {
-        r.messages_corrupt = r.messages_expected;
-        r.rebuffering_ms = r.messages_expected as f64 * interval.as_secs_f64() * 1e3;
-        return r;
-    };
-    let mut shift = Duration::ZERO;
+    let mut shift = Duration::ZERO; // the waiting player's (stall_ms)
+    let mut in_event = false;
+    let slot_ms = interval.as_secs_f64() * 1e3;
     for (i, done) in t.complete.iter().enumerate() {
-        let due = anchor + interval * (p.buffer - 1 + i as u32) + shift;
-        match (done, p.mode) {
-            (Some(at), _) if *at <= due => r.messages_ok += 1,
-            (Some(at), Mode::Stream) => {
-                r.messages_late += 1;
-                shift += *at - due;
+        let deadline = t
+            .anchor
+            .map(|anchor| anchor + interval * (p.buffer - 1 + i as u32));
+        if let (Some(at), Some(due), Mode::Stream) = (done, deadline, p.mode) {
+            shift = shift.max(at.saturating_duration_since(due));
+        }
+        let due = deadline;
+        let arrived = t.arrivals[i].len() as u64;
+        let late_packets = match due {
+            Some(due) => t.arrivals[i].iter().filter(|at| **at > due).count() as u64,
+            None => 0,
+        };
+        let missing = u64::from(p.packets) - arrived;
+        r.msg_packets_on_time += arrived - late_packets;
+        r.msg_packets_late += late_packets;
+        r.msg_packets_missing += missing;
+        let on_time = match (done, due, p.mode) {
+            (Some(at), Some(due), _) if *at <= due => {
+                r.messages_on_time += 1;
+                true
             }
-            (Some(_), Mode::Datagram) => {
+            (Some(_), _, _) => {
                 r.messages_late += 1;
-                r.rebuffering_ms += interval.as_secs_f64() * 1e3;
+                r.rebuffering_ms += slot_ms;
+                false
             }
-            (None, _) => {
-                r.messages_corrupt += 1;
-                r.rebuffering_ms += interval.as_secs_f64() * 1e3;
+            (None, _, _) => {
+                if arrived == 0 {
+                    r.messages_lost += 1;
+                } else {
+                    r.messages_corrupted += 1;
+                }
+                r.rebuffering_ms += slot_ms;
+                false
+            }
+        };
+        if !on_time {
+            r.bad_msg_packets_late += late_packets;
+            r.bad_msg_packets_missing += missing;
+            if !in_event {
+                r.rebuffering_events += 1;
             }
         }
+        in_event = !on_time;
     }
-    r.rebuffering_ms += shift.as_secs_f64() * 1e3;
+    r.stall_ms = match p.mode {
+        Mode::Stream => shift.as_secs_f64() * 1e3,
+        Mode::Datagram => r.rebuffering_ms,
+    };
+    r.messages_ok = r.messages_on_time;
+    r.messages_corrupt = r.messages_corrupted + r.messages_lost;
+    // Every message and every packet is accounted for exactly once.
+    assert_eq!(
+        r.messages_sent,
+        r.messages_on_time + r.messages_late + r.messages_corrupted + r.messages_lost
+    );
+    assert_eq!(
+        r.msg_packets_sent,
+        r.msg_packets_on_time + r.msg_packets_late + r.msg_packets_missing
+    );
     r
 }
 
@@ -308,9 +432,10 @@ async fn receive_into<C: QuicConn>(conn: &C, p: Params, t: &mut Tracker) -> Resu
                     }
                     end = &mut ctl, if done_at.is_none() => {
                         let end = end.map_err(|e| format!("control stream: {e}"))?;
-                        if end != b"done\n" {
+                        let Some(done) = parse_done(&end) else {
                             return Err("sender did not finish".into());
-                        }
+                        };
+                        t.sender_done = Some(done);
                         done_at = Some(tokio::time::Instant::now() + GRACE);
                     }
                     _ = grace => break,
@@ -368,14 +493,17 @@ mod tests {
                         (4, 0, 1)
                     );
                     assert!((r.rebuffering_ms - 100.0).abs() < 1e-6);
+                    assert_eq!(r.stall_ms, r.rebuffering_ms);
                 }
                 Mode::Stream => {
-                    // Due at 300 ms, complete at 550 ms: 250 ms stall; 3 and 4 then on time.
+                    // Due at 300 ms, complete at 550 ms: late, one interval of re-buffering; 3
+                    // and 4 keep their deadlines (on time). A waiting player stood still 250 ms.
                     assert_eq!(
                         (r.messages_ok, r.messages_late, r.messages_corrupt),
                         (4, 1, 0)
                     );
-                    assert!((r.rebuffering_ms - 250.0).abs() < 1e-6);
+                    assert!((r.rebuffering_ms - 100.0).abs() < 1e-6);
+                    assert!((r.stall_ms - 250.0).abs() < 1e-6);
                 }
             }
             assert_eq!(
@@ -383,6 +511,72 @@ mod tests {
                 (4 * 2 + if mode == Mode::Stream { 2 } else { 1 }) * PACKET_SIZE as u64
             );
         }
+    }
+
+    #[test]
+    fn every_message_and_packet_is_accounted_for() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let p = Params {
+            mode: Mode::Datagram,
+            rate: 10,
+            packets: 4,
+            duration: 1.0,
+            buffer: 2,
+        };
+        let mut t = Tracker::new(&p);
+        let feed = |t: &mut Tracker, m: u32, part: u16, at: Instant| {
+            t.packet(&make_packet(m, part, 4), at, ms(100));
+        };
+        // 10 messages; 3 corrupted (one packet missing), 4 and 5 lost (a run: one event), 7
+        // complete but its last packet 300 ms late.
+        for m in 0..10u32 {
+            for part in 0..4u16 {
+                let lost = (m == 3 && part == 2) || m == 4 || m == 5;
+                if lost {
+                    continue;
+                }
+                let late = if m == 7 && part == 3 { ms(300) } else { ms(0) };
+                feed(&mut t, m, part, t0 + ms(100) * m + late);
+            }
+        }
+        t.sender_done = Some((40, 38));
+        let mut r = playback(&t, &p);
+        assert_eq!(
+            (
+                r.messages_sent,
+                r.messages_on_time,
+                r.messages_late,
+                r.messages_corrupted,
+                r.messages_lost
+            ),
+            (10, 6, 1, 1, 2)
+        );
+        assert_eq!(r.messages_corrupt, 3);
+        assert_eq!(r.rebuffering_events, 2);
+        assert!((r.rebuffering_ms - 400.0).abs() < 1e-6);
+        assert_eq!(
+            (
+                r.msg_packets_on_time,
+                r.msg_packets_late,
+                r.msg_packets_missing
+            ),
+            (30, 1, 9)
+        );
+        assert_eq!((r.bad_msg_packets_late, r.bad_msg_packets_missing), (1, 9));
+        // 2 datagrams never went into a QUIC packet, 3 were dropped by the FEC adapter: 4 lost
+        // in the network.
+        r.add_sender(38, 3);
+        assert_eq!(
+            (
+                r.missing_not_sent,
+                r.missing_sender_dropped,
+                r.missing_in_network
+            ),
+            (Some(2), Some(3), Some(4))
+        );
+        assert_eq!(parse_done(b"done 40 38\n"), Some((40, 38)));
+        assert_eq!(parse_done(b"done\n"), None);
     }
 
     #[test]

@@ -30,9 +30,22 @@ pub struct SideStats {
     pub fec_ignored: u64,
     /// Datagrams the in-process loss model dropped (loopback only).
     pub wire_dropped: u64,
+    /// DATAGRAM frames (unreliable application datagrams) QUIC put in packets; the application's
+    /// datagrams beyond this were dropped from, or still waited in, QUIC's datagram send queue.
+    #[serde(default)]
+    pub datagram_frames_sent: u64,
+    /// Datagrams the FEC adapter dropped before the wire (send backlog full, send error).
+    #[serde(default)]
+    pub send_dropped: u64,
     /// Multipath only: this endpoint's view of each path.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<PathSide>,
+    /// Tail FEC (`--fec-mode tail`): repairs sent when this endpoint went quiet (included in
+    /// `repair_sent`), and how many tails carried them.
+    #[serde(default)]
+    pub tail_repairs: u64,
+    #[serde(default)]
+    pub tails: u64,
 }
 
 /// One endpoint's view of one path (multipath): its FEC layer's counters for the path's
@@ -85,6 +98,9 @@ pub struct MultipathInfo {
     pub repair_path: String,
     pub paths_requested: usize,
     pub paths_established: usize,
+    /// Reed-Solomon blocks of the data the client received that missed a source datagram
+    /// (recovered or not: fec-core `DecoderStats::blocks_with_losses`); 0 for other codes.
+    pub blocks_with_losses: u64,
 }
 
 impl SideStats {
@@ -105,7 +121,11 @@ impl SideStats {
             recovered: fec.recovered,
             fec_ignored: fec.ignored,
             wire_dropped: fec.wire_dropped,
+            datagram_frames_sent: s.frame_tx.datagram,
+            send_dropped: fec.send_dropped,
             paths: Vec::new(),
+            tail_repairs: fec.tail_repairs,
+            tails: fec.tails,
         }
     }
 
@@ -128,6 +148,19 @@ pub struct Metrics {
     pub fec: String,
     pub signal: String,
     pub cc: String,
+    /// `--repair-cc`: whether repairs count against the congestion window.
+    pub repair_cc: String,
+    /// `--initial-window`, `--max-window` in packets of 1200 bytes (null: the controller's own).
+    pub initial_window: Option<u64>,
+    pub max_window: Option<u64>,
+    /// Loss detection (`--reorder-packets`, `--reorder-time` in RTTs) and the ACK frequency asked
+    /// of the peer (`--ack-eliciting-threshold`, `--max-ack-delay`; null: none asked).
+    pub reorder_packets: u32,
+    pub reorder_time: f32,
+    pub ack_eliciting_threshold: Option<u32>,
+    pub max_ack_delay_ms: Option<u64>,
+    /// `--keepalive` in seconds (0: off; single path).
+    pub keepalive_s: f64,
     pub size: Option<u64>,
     pub dct_ms: Option<f64>,
     pub handshake_ms: Option<f64>,
@@ -135,6 +168,8 @@ pub struct Metrics {
     pub packets_sent: u64,
     pub bytes_sent: u64,
     pub repair_sent: u64,
+    /// Tail FEC: the data sender's repairs sent at its tails (part of `repair_sent`).
+    pub tail_repairs: u64,
     pub recovered: u64,
     pub lost: u64,
     pub retransmitted_bytes: u64,
@@ -144,6 +179,9 @@ pub struct Metrics {
     /// Messages workload only: its keys sit at the top level.
     #[serde(flatten)]
     pub messages: Option<crate::messages::MessageReport>,
+    /// Request/response workload only (transfer.rs): its keys sit at the top level.
+    #[serde(flatten)]
+    pub exchanges: Option<crate::transfer::ExchangeReport>,
     pub sender: Option<SideStats>,
     pub client: Option<SideStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -161,14 +199,26 @@ impl Metrics {
         self.packets_sent = sender.packets_sent;
         self.bytes_sent = sender.bytes_sent;
         self.repair_sent = sender.repair_sent;
+        self.tail_repairs = sender.tail_repairs;
         self.recovered = receiver.recovered;
         self.lost = sender.lost;
         self.retransmitted_bytes = sender.lost_bytes;
         self.congestion_events = sender.congestion_events;
         self.cwnd_final = sender.cwnd;
         self.rtt_ms = sender.rtt_ms;
+        if let Some(messages) = self.messages.as_mut() {
+            messages.add_sender(sender.datagram_frames_sent, sender.send_dropped);
+        }
         self.sender = Some(sender);
         self.client = Some(receiver);
+    }
+
+    /// The same when the client sends the data (uploads): the top-level keys from the client's
+    /// view, `recovered` from the server's; `sender` stays the server's side, `client` the client's.
+    pub fn set_transport_client_sends(&mut self, server: SideStats, client: SideStats) {
+        self.set_transport(client.clone(), server.clone());
+        self.sender = Some(server);
+        self.client = Some(client);
     }
 
     pub fn write(&self, path: &Path) -> Result<(), String> {

@@ -17,6 +17,9 @@ pub trait QuicConn: Clone + Send + Sync + 'static {
     fn send_datagram(&self, data: Bytes) -> Result<(), String>;
     fn read_datagram(&self) -> impl Future<Output = Result<Bytes, String>> + Send;
     fn max_datagram_size(&self) -> Option<usize>;
+    /// DATAGRAM frames the stack has put in packets so far (the rest of what the application
+    /// sent is still queued, or was dropped from the queue).
+    fn datagram_frames_sent(&self) -> u64;
     fn remote_address(&self) -> SocketAddr;
 }
 
@@ -62,6 +65,9 @@ macro_rules! impl_quic {
             }
             fn max_datagram_size(&self) -> Option<usize> {
                 $q::Connection::max_datagram_size(self)
+            }
+            fn datagram_frames_sent(&self) -> u64 {
+                self.stats().frame_tx.datagram
             }
             fn remote_address(&self) -> SocketAddr {
                 remote_address!($q, self)

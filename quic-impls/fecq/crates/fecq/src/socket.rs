@@ -22,7 +22,7 @@ use quinn::{AsyncUdpSocket, UdpPoller};
 use tokio::io::Interest;
 
 use crate::driver::{Core, Wire};
-use crate::layer::{LayerConfig, Outgoing, PathKey};
+use crate::layer::{LayerConfig, Outgoing, PathKey, TailBudget};
 use crate::link::Link;
 use crate::loss::LossProcess;
 
@@ -44,6 +44,8 @@ pub struct FecOptions {
     pub flush_after: Duration,
     pub rcvbuf: usize,
     pub sndbuf: usize,
+    /// Tail mode's cap of repairs per tail (None: block mode); crate::tail.
+    pub tail: Option<usize>,
 }
 
 impl FecOptions {
@@ -54,6 +56,7 @@ impl FecOptions {
             flush_after: self.flush_after,
             max_payload: usize::from(QUIC_MTU),
             multipath,
+            tail: self.tail,
         }
     }
 }
@@ -203,15 +206,28 @@ impl FecSocket {
     fn flush_idle(&self) {
         // RTTs first, without our lock: quinn calls try_send (which takes it) with the
         // connection's lock held, so taking them in the other order could deadlock.
-        let rtts: Vec<(SocketAddr, Duration)> = {
+        let tail = self.opts.tail.is_some();
+        let rtts: Vec<(SocketAddr, Duration, Option<TailBudget>)> = {
             let mut conns = self.connections.lock().unwrap();
             conns.retain(|_, c| c.close_reason().is_none());
-            conns.iter().map(|(a, c)| (*a, c.rtt())).collect()
+            conns
+                .iter()
+                .map(|(a, c)| {
+                    (
+                        *a,
+                        c.rtt(),
+                        tail.then(|| crate::tail::quinn_budget(c)).flatten(),
+                    )
+                })
+                .collect()
         };
         let mut core = self.core.lock().unwrap();
-        for (addr, rtt) in rtts {
-            core.layer_mut()
-                .set_rtt(PathKey::new(None, addr), Some(rtt));
+        for (addr, rtt, budget) in rtts {
+            let path = PathKey::new(None, addr);
+            core.layer_mut().set_rtt(path, Some(rtt));
+            if tail {
+                core.layer_mut().set_tail_budget(path, budget);
+            }
         }
         core.flush_idle(&self.wire(), Instant::now());
         self.wake_link(&mut core);

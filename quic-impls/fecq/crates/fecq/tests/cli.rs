@@ -209,7 +209,14 @@ fn multipath_loopback_writes_per_path_metrics() {
 fn unknown_workload_is_unsupported_127() {
     let out = tmp("unsupported.json");
     let st = fecq()
-        .args(["loopback", "--workload", "upload", "--size", "10", "--out"])
+        .args([
+            "loopback",
+            "--workload",
+            "frobnicate",
+            "--size",
+            "10",
+            "--out",
+        ])
         .arg(&out)
         .stderr(Stdio::null())
         .status()
@@ -278,6 +285,51 @@ fn a_transfer_cut_by_timeout_exits_124_with_the_bytes_so_far() {
 }
 
 #[test]
+fn window_limits_are_options_and_checked() {
+    let good = fecq()
+        .args(["check-args", "server", "--initial-window", "32"])
+        .args(["--max-window", "107"])
+        .output()
+        .unwrap();
+    assert_eq!(good.status.code(), Some(0));
+    let bad = fecq()
+        .args(["check-args", "client", "--initial-window", "50"])
+        .args(["--max-window", "10"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("--initial-window 50 is above --max-window 10"),
+        "{err}"
+    );
+    let tiny = fecq()
+        .args(["check-args", "client", "--max-window", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(tiny.status.code(), Some(2));
+}
+
+#[test]
+fn cc_none_and_repair_cc_are_options_and_bad_values_are_named() {
+    let good = fecq()
+        .args(["check-args", "server", "--fec", "rs:30,20", "--cc", "none"])
+        .args(["--repair-cc", "free"])
+        .output()
+        .unwrap();
+    assert_eq!(good.status.code(), Some(0));
+    for (flag, value) in [("--cc", "off"), ("--repair-cc", "maybe")] {
+        let bad = fecq()
+            .args(["check-args", "client", flag, value])
+            .output()
+            .unwrap();
+        assert_eq!(bad.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&bad.stderr);
+        assert!(err.contains(value) && err.contains("allowed"), "{err}");
+    }
+}
+
+#[test]
 fn check_args_accepts_good_options_and_names_a_bad_value() {
     let good = fecq()
         .args(["check-args", "server", "--fec", "rs:30,20", "--cc", "bbr"])
@@ -290,11 +342,29 @@ fn check_args_accepts_good_options_and_names_a_bad_value() {
         .output()
         .unwrap();
     assert_eq!(good.status.code(), Some(0));
+    for workload in ["upload", "reqresp"] {
+        let good = fecq()
+            .args([
+                "check-args",
+                "client",
+                "--workload",
+                workload,
+                "--timeout",
+                "10",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(good.status.code(), Some(0), "{workload}");
+    }
     for (args, value) in [
         (vec!["server", "--fec", "rs:20,30"], "rs:20,30"),
         (vec!["client", "--timeout", "0"], "--timeout 0"),
         (vec!["client", "--reorder-time", "0.5"], "0.5"),
-        (vec!["client", "--workload", "upload"], "upload"),
+        (vec!["client", "--workload", "frobnicate"], "frobnicate"),
+        (
+            vec!["client", "--workload", "reqresp", "--exchanges", "0"],
+            "--exchanges 0",
+        ),
         (vec!["client", "--paths", "2"], "--paths"),
         (vec!["router"], "router"),
     ] {
@@ -377,4 +447,70 @@ fn server_and_client_processes_then_sigterm_exits_0() {
     }
     server.kill().ok();
     panic!("server did not exit on SIGTERM");
+}
+
+/// A server process and client processes: an upload and request/response exchanges, metrics
+/// written with the workload's keys.
+#[test]
+fn upload_and_reqresp_between_processes() {
+    let mut server = fecq()
+        .args(["server", "--listen", "127.0.0.1:0", "--fec", "xor:5"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line.trim().strip_prefix("listening ").unwrap().to_string();
+    let out = tmp("upload.json");
+    let runs: [(&[&str], &str); 2] = [
+        (&["--workload", "upload", "--size", "200000"], "upload"),
+        (
+            &[
+                "--workload",
+                "reqresp",
+                "--exchanges",
+                "4",
+                "--request",
+                "1000",
+                "--response",
+                "20000",
+            ],
+            "reqresp",
+        ),
+    ];
+    for (args, workload) in runs {
+        let st = fecq()
+            .args([
+                "client",
+                "--server",
+                &addr,
+                "--fec",
+                "xor:5",
+                "--timeout",
+                "20",
+            ])
+            .args(args)
+            .arg("--out")
+            .arg(&out)
+            .status()
+            .unwrap();
+        assert_eq!(st.code(), Some(0), "{workload}");
+        let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        assert_eq!(m["workload"], workload);
+        assert_eq!(m["ok"], true);
+        assert!(m["dct_ms"].as_f64().unwrap() > 0.0);
+        if workload == "upload" {
+            assert_eq!(m["bytes_app"], 200000);
+            assert_eq!(m["size"], 200000);
+        } else {
+            assert_eq!(m["bytes_app"], 4 * 21000);
+            assert_eq!(m["exchange_ms"].as_array().unwrap().len(), 4);
+            assert_eq!(m["exchanges_done"], 4);
+        }
+    }
+    std::fs::remove_file(out).ok();
+    server.kill().ok();
+    server.wait().ok();
 }

@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 
-use clap::Parser;
 use fecq::app::{self, Workload};
 use fecq::config::Common;
 use fecq::loopback::{self, LossSpec};
@@ -11,26 +10,8 @@ use fecq::loss::{LossModel, LossProcess};
 use fecq::messages::{Mode, Params};
 use fecq::metrics::Metrics;
 
-#[derive(Parser)]
-struct Opts {
-    #[command(flatten)]
-    common: Common,
-}
-
-/// Options exactly as the command line would give them.
-fn common(args: &[&str]) -> Common {
-    let mut argv = vec!["fecq"];
-    argv.extend_from_slice(args);
-    Opts::parse_from(argv).common
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
+mod support;
+use support::{common, rt};
 
 const CODES: [&str; 5] = ["none", "xor:5", "xor:5:4", "rs:30,20", "rlc:3,2,20"];
 

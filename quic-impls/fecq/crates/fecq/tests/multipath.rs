@@ -2,7 +2,6 @@
 //! the loopback interface) with a seeded loss process per path and direction. Every downloaded
 //! byte is verified by the client (a position-dependent pattern).
 
-use clap::Parser;
 use fecq::app::Workload;
 use fecq::config::Common;
 use fecq::loopback::{self, LossSpec};
@@ -11,32 +10,14 @@ use fecq::messages::{Mode, Params};
 use fecq::metrics::Metrics;
 use fecq::mp::MpArgs;
 
-#[derive(Parser)]
-struct Opts {
-    #[command(flatten)]
-    common: Common,
-    #[command(flatten)]
-    mp: MpArgs,
-}
+mod support;
+use support::rt;
 
+/// Options for two loopback paths, plus `args`.
 fn opts(args: &[&str]) -> (Common, MpArgs) {
-    let mut argv = vec![
-        "fecq",
-        "--multipath",
-        "--local-addresses",
-        "127.0.0.1,127.0.0.2",
-    ];
+    let mut argv = vec!["--multipath", "--local-addresses", "127.0.0.1,127.0.0.2"];
     argv.extend_from_slice(args);
-    let o = Opts::parse_from(argv);
-    (o.common, o.mp)
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+    support::opts(&argv)
 }
 
 fn loss(p: f64, seed: u64) -> LossSpec {
@@ -288,4 +269,51 @@ fn recovered_losses_signal_the_path_that_lost_them() {
     assert!(c2.recovered > 0 && c1.recovered == 0, "{c1:?} {c2:?}");
     assert!(s2.congestion_events > 0, "{s2:?}");
     assert_eq!(s1.congestion_events, 0, "{s1:?}");
+}
+
+/// `--scheduler backup`: path 2 carries the data only once path 1 is gone. With both paths up the
+/// server sends its data on path 1 (path 2: keep-alives and the like); when path 1 goes dark in
+/// both directions from its 300th datagram on, path 1 is abandoned after the path idle timeout
+/// (1 s) and the download completes on path 2.
+#[test]
+fn backup_scheduler_uses_path_2_only_once_path_1_is_gone() {
+    use fecq::link::Link;
+    use fecq::loss::LossProcess;
+
+    let sent = |m: &Metrics| -> Vec<u64> {
+        m.paths
+            .iter()
+            .map(|p| p.server.as_ref().unwrap().packets_sent)
+            .collect()
+    };
+    let args = ["--fec", "rs:30,20", "--scheduler", "backup"];
+    let m = run(&args, Workload::Download { size: 1_000_000 }, loss(0.0, 1));
+    assert_eq!(m.bytes_app, 1_000_000);
+    assert_eq!(m.multipath.as_ref().unwrap().scheduler, "backup");
+    let both_up = sent(&m);
+    assert!(both_up[1] * 20 < both_up[0], "{both_up:?}");
+
+    let (c, mp) = opts(&args);
+    let dark = || {
+        Link::new(Box::new(|i| {
+            LossProcess::at_indices(if i == 0 {
+                (300..1_000_000).collect()
+            } else {
+                Vec::new()
+            })
+        }))
+    };
+    let (m, res) = rt().block_on(loopback::run_multipath_links(
+        &c,
+        &mp,
+        Workload::Download { size: 1_000_000 },
+        (Some(dark()), Some(dark())),
+        false,
+    ));
+    res.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(m.bytes_app, 1_000_000);
+    let path_1_dark = sent(&m);
+    // Most of the transfer (~1100 datagrams with repairs) went on path 2, after path 1 was dropped.
+    assert!(path_1_dark[1] > 500, "{path_1_dark:?}");
+    eprintln!("server datagrams per path: both up {both_up:?}, path 1 dark {path_1_dark:?}");
 }

@@ -1,6 +1,6 @@
 //! Congestion control under noq: noq's controllers (one per path), with the window scaled for
 //! FEC repair traffic exactly as crate::cc does under quinn (see there for why: the wire carries
-//! (1 + r) times what the stack accounts for). Only the trait glue differs between the stacks.
+//! (1 + r) times what the stack accounts for), `--repair-cc` and `--cc none` included. Only the trait glue differs between the stacks.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -11,24 +11,32 @@ use noq::congestion::{
 };
 use noq_proto::RttEstimator;
 
-use crate::cc::CcAlgo;
+use crate::cc::{config_with_initial, CcAlgo, WindowLimits};
 
 pub struct ScaledFactory {
     pub algo: CcAlgo,
     /// Fraction of the window left to QUIC packets: 1 / (1 + repair ratio).
     pub scale: f64,
+    pub limits: WindowLimits,
 }
 
 impl ControllerFactory for ScaledFactory {
     fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Controller> {
+        let initial = self.limits.initial_bytes();
         let inner = match self.algo {
-            CcAlgo::Cubic => Arc::new(CubicConfig::default()).build(now, current_mtu),
-            CcAlgo::NewReno => Arc::new(NewRenoConfig::default()).build(now, current_mtu),
-            CcAlgo::Bbr => Arc::new(Bbr3Config::default()).build(now, current_mtu),
+            CcAlgo::Cubic => config_with_initial!(CubicConfig, initial).build(now, current_mtu),
+            // `none` keeps a controller for noq's bookkeeping (one without a pacing rate); its
+            // window is not used.
+            CcAlgo::NewReno | CcAlgo::None => {
+                config_with_initial!(NewRenoConfig, initial).build(now, current_mtu)
+            }
+            CcAlgo::Bbr => config_with_initial!(Bbr3Config, initial).build(now, current_mtu),
         };
         Box::new(ScaledWindow {
             inner,
             scale: self.scale,
+            limits: self.limits,
+            unlimited: self.algo == CcAlgo::None,
         })
     }
 }
@@ -37,12 +45,18 @@ impl ControllerFactory for ScaledFactory {
 pub struct ScaledWindow {
     inner: Box<dyn Controller>,
     scale: f64,
+    limits: WindowLimits,
+    /// `--cc none`: an unlimited, unpaced window (crate::cc).
+    unlimited: bool,
 }
 
 impl ScaledWindow {
     fn scaled(&self, w: u64) -> u64 {
+        if self.unlimited {
+            return crate::cc::UNLIMITED_WINDOW;
+        }
         // Never below two full-size packets, or the path could stall.
-        ((w as f64 * self.scale) as u64).max(2 * 1200)
+        ((self.limits.cap(w) as f64 * self.scale) as u64).max(2 * 1200)
     }
 }
 
@@ -113,12 +127,18 @@ impl Controller for ScaledWindow {
     fn metrics(&self) -> ControllerMetrics {
         let mut m = self.inner.metrics();
         m.congestion_window = self.window();
+        if self.unlimited {
+            // noq paces at a controller's explicit rate before looking at the window.
+            m.pacing_rate = None;
+        }
         m
     }
     fn clone_box(&self) -> Box<dyn Controller> {
         Box::new(ScaledWindow {
             inner: self.inner.clone_box(),
             scale: self.scale,
+            limits: self.limits,
+            unlimited: self.unlimited,
         })
     }
     fn initial_window(&self) -> u64 {

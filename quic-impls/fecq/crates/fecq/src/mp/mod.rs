@@ -52,13 +52,16 @@ pub enum Scheduler {
     RoundRobin,
     /// Thesis §5.9: first path drawn with probability ∝ its remaining congestion window.
     HighRb,
+    /// Paths 2… carry data only once path 1 (QUIC path 0) is abandoned (its idle timeout).
+    Backup,
 }
 
-const SCHEDULERS: [(&str, Scheduler); 4] = [
+const SCHEDULERS: [(&str, Scheduler); 5] = [
     ("lowest-id", Scheduler::LowestId),
     ("min-rtt", Scheduler::MinRtt),
     ("round-robin", Scheduler::RoundRobin),
     ("highrb", Scheduler::HighRb),
+    ("backup", Scheduler::Backup),
 ];
 
 impl Scheduler {
@@ -68,6 +71,7 @@ impl Scheduler {
             Scheduler::MinRtt => noq_proto::PathScheduler::MinRtt,
             Scheduler::RoundRobin => noq_proto::PathScheduler::RoundRobin,
             Scheduler::HighRb => noq_proto::PathScheduler::HighRb,
+            Scheduler::Backup => noq_proto::PathScheduler::Backup,
         }
     }
 }
@@ -114,7 +118,7 @@ pub struct MpArgs {
     /// Where repair datagrams go: same (the block's path) | other (the next path) | all (in turn)
     #[arg(long, default_value = "same")]
     pub repair_path: RepairPath,
-    /// Packet scheduler: lowest-id (noq's own) | min-rtt | round-robin | highrb (README.md)
+    /// Packet scheduler: lowest-id (noq's own) | min-rtt | round-robin | highrb | backup (README.md)
     #[arg(long, default_value = "lowest-id")]
     pub scheduler: Scheduler,
     /// Abandon a path that received nothing for this many seconds (0: never; then a dead path
@@ -274,9 +278,14 @@ fn transport(common: &Common, mp: &MpArgs) -> TransportConfig {
     let mut t = TransportConfig::default();
     t.packet_threshold(common.reorder_packets);
     t.time_threshold(common.reorder_time);
+    t.ack_frequency_config(crate::config::ack_frequency_config!(
+        noq::AckFrequencyConfig,
+        common.ack_request()
+    ));
     t.congestion_controller_factory(Arc::new(cc::ScaledFactory {
         algo: common.cc,
-        scale: 1.0 / (1.0 + common.fec.repair_ratio()),
+        scale: common.window_scale(),
+        limits: common.window_limits(),
     }));
     // Path MTU discovery off: every QUIC datagram is at most QUIC_MTU, the FEC header on top.
     t.mtu_discovery_config(None);
@@ -309,6 +318,8 @@ fn layer_config(common: &Common, mp: &MpArgs) -> LayerConfig {
         flush_after: Duration::from_millis(common.flush_ms.max(1)),
         max_payload: usize::from(QUIC_MTU),
         multipath: Some(mp.layer_multipath()),
+        // Tail mode is single-path (the CLI refuses it with --multipath).
+        tail: None,
     }
 }
 
@@ -397,6 +408,7 @@ pub fn side_stats(conn: &Connection, socket: &MpSocket) -> SideStats {
         quic_bytes_sent: s.udp_tx.bytes,
         lost: s.lost_packets,
         lost_bytes: s.lost_bytes,
+        datagram_frames_sent: s.frame_tx.datagram,
         congestion_events: quic.iter().map(|(_, _, p)| p.congestion_events).sum(),
         cwnd: quic.iter().map(|(_, _, p)| p.cwnd).sum(),
         rtt_ms: quic
@@ -413,6 +425,7 @@ pub fn side_stats(conn: &Connection, socket: &MpSocket) -> SideStats {
         side.recovered += c.recovered;
         side.fec_ignored += c.ignored;
         side.wire_dropped += c.wire_dropped;
+        side.send_dropped += c.send_dropped;
         let q = quic
             .iter()
             .find(|(_, k, _)| socket.keyed(*k) == *key)
@@ -575,9 +588,12 @@ async fn run_client(
             });
     let sender = app::fetch_server_stats(&conn).await;
     let receiver = side_stats(&conn, socket);
+    if let Some(info) = m.multipath.as_mut() {
+        info.blocks_with_losses = socket.blocks_with_losses(remote_address(&conn));
+    }
     m.paths = path_reports(paths, &receiver, sender.as_ref().ok());
     match sender {
-        Ok(s) => m.set_transport(s, receiver),
+        Ok(s) => app::set_sides(m, &workload, s, receiver),
         Err(e) => {
             m.client = Some(receiver);
             if result.is_ok() {
@@ -618,6 +634,7 @@ pub async fn client_main(
         repair_path: mp.repair_path.to_string(),
         paths_requested: paths.len(),
         paths_established: 0,
+        blocks_with_losses: 0,
     });
     let socket = match bind(common, mp, unspecified(server, 0), paths[0].0, link, shaped) {
         Ok(s) => s,

@@ -130,6 +130,10 @@ impl MpSocket {
         self.core.lock().unwrap().layer().paths(remote)
     }
 
+    pub fn blocks_with_losses(&self, remote: SocketAddr) -> u64 {
+        self.core.lock().unwrap().layer().blocks_with_losses(remote)
+    }
+
     pub fn last_received(&self, remote: SocketAddr) -> Option<Instant> {
         self.core.lock().unwrap().layer().last_received(remote)
     }

@@ -32,6 +32,10 @@ pub enum PathScheduler {
     /// proportional to its remaining congestion window (window − bytes in flight); the others
     /// follow by decreasing remaining window.
     HighRb,
+    /// Backup: every path but the first (path id 0) is treated as a backup path (as if its local
+    /// status were [`PathStatus::Backup`](crate::PathStatus)): it sends data only once no
+    /// validated available path is left, i.e. after path 0 was abandoned. Path order as `LowestId`.
+    Backup,
 }
 
 /// Parameters governing the core QUIC state machine

@@ -1165,7 +1165,7 @@ impl Connection {
         // A BTreeMap: ascending ids.
         let mut ids: Vec<PathId> = self.paths.keys().copied().collect();
         match self.config.path_scheduler {
-            PathScheduler::LowestId => {}
+            PathScheduler::LowestId | PathScheduler::Backup => {}
             PathScheduler::MinRtt => ids.sort_by_key(|id| self.paths[id].data.rtt.get()),
             PathScheduler::RoundRobin => {
                 if let Some(last) = self.last_scheduled_path {
@@ -1222,11 +1222,20 @@ impl Connection {
     /// panic to go away.
     fn scheduling_info(&self, path_id: PathId) -> PathSchedulingInfo {
         // Such a space is preferred for SpaceKind::Data frames.
+        // fecq patch: the Backup scheduler makes every path but path 0 a backup path.
+        let backup_scheduler = self.config.path_scheduler == PathScheduler::Backup;
+        let scheduled_status = |id: PathId, local: PathStatus| {
+            if backup_scheduler && id != PathId::ZERO {
+                PathStatus::Backup
+            } else {
+                local
+            }
+        };
         let have_validated_status_available_space = self.paths.iter().any(|(path_id, path)| {
             self.remote_cids.contains_key(path_id)
                 && !self.abandoned_paths.contains(path_id)
                 && path.data.validated
-                && path.data.local_status() == PathStatus::Available
+                && scheduled_status(*path_id, path.data.local_status()) == PathStatus::Available
         });
 
         // Such a space is able to send SpaceKind::Data frames.
@@ -1241,7 +1250,7 @@ impl Connection {
         let is_abandoned = self.abandoned_paths.contains(&path_id);
         let path_data = self.path_data(path_id);
         let validated = path_data.validated;
-        let status = path_data.local_status();
+        let status = scheduled_status(path_id, path_data.local_status());
 
         // This is the core packet scheduling, whether this space ID may send
         // SpaceKind::Data frames.

@@ -1,0 +1,213 @@
+//! Client-sent data over real QUIC connections on loopback: uploads (the server checks every
+//! byte and confirms) and request/response exchanges (both directions checked), single path
+//! (quinn) and multipath (noq), with seeded loss on both directions; and a server that refuses
+//! a corrupt, short or long upload.
+
+use std::net::SocketAddr;
+
+use fecq::app::{self, pattern_byte, Workload};
+use fecq::loopback::{self, LossSpec};
+use fecq::loss::LossModel;
+use fecq::metrics::Metrics;
+use fecq::transfer::ReqResp;
+
+mod support;
+use support::{opts, rt};
+
+fn uniform(p: f64, seed: u64) -> LossSpec {
+    LossSpec {
+        p,
+        model: LossModel::Uniform,
+        burst_len: 3.0,
+        seed,
+        rate_mbit: None,
+    }
+}
+
+fn run(args: &[&str], workload: Workload, loss: LossSpec) -> Metrics {
+    let (c, mp) = opts(args);
+    let (m, res) = if mp.multipath {
+        rt().block_on(loopback::run_multipath(&c, &mp, workload, loss))
+    } else {
+        rt().block_on(loopback::run(&c, workload, loss))
+    };
+    res.unwrap_or_else(|e| panic!("{args:?} {workload:?}: {e}"));
+    m
+}
+
+#[test]
+fn upload_is_confirmed_with_loss_on_both_directions() {
+    let size = 300_000;
+    for (args, seed) in [
+        (vec!["--fec", "none"], 3),
+        (vec!["--fec", "rs:30,20"], 4),
+        (vec!["--fec", "xor:5"], 5),
+    ] {
+        let m = run(&args, Workload::Upload { size }, uniform(0.05, seed));
+        assert!(m.ok || m.error.is_none());
+        assert_eq!(m.workload, "upload");
+        assert_eq!(m.size, Some(size));
+        assert_eq!(m.bytes_app, size, "{args:?}");
+        assert!(m.dct_ms.unwrap() > 0.0);
+        let (server, client) = (m.sender.as_ref().unwrap(), m.client.as_ref().unwrap());
+        // Both directions lost datagrams; the client sent the data, so the top-level transport
+        // keys are the client's and `recovered` is what the server rebuilt.
+        assert!(
+            server.wire_dropped > 0 && client.wire_dropped > 0,
+            "{args:?}"
+        );
+        assert!(client.quic_bytes_sent > size && server.quic_bytes_sent < size / 4);
+        assert_eq!(m.packets_sent, client.packets_sent);
+        assert_eq!(m.repair_sent, client.repair_sent);
+        assert_eq!(m.recovered, server.recovered);
+        assert_eq!(m.lost, client.lost);
+        if args[1] == "none" {
+            assert_eq!((m.repair_sent, m.recovered), (0, 0));
+            assert!(m.retransmitted_bytes > 0);
+        } else {
+            assert!(m.repair_sent > 0 && m.recovered > 0, "{args:?}");
+        }
+    }
+}
+
+#[test]
+fn upload_over_two_paths() {
+    let size = 400_000;
+    let m = run(
+        &[
+            "--multipath",
+            "--local-addresses",
+            "127.0.0.1,127.0.0.2",
+            "--fec",
+            "rs:30,20",
+        ],
+        Workload::Upload { size },
+        uniform(0.03, 7),
+    );
+    assert_eq!(m.bytes_app, size);
+    assert_eq!(m.paths.len(), 2);
+    for p in &m.paths {
+        let client = p.client.as_ref().expect("client view of the path");
+        assert!(
+            client.packets_sent > 20,
+            "path {} carried no upload",
+            p.path
+        );
+    }
+}
+
+#[test]
+fn exchanges_are_timed_one_by_one_with_loss_on_both_directions() {
+    let p = ReqResp {
+        exchanges: 20,
+        request: 2_000,
+        response: 5_000,
+    };
+    for args in [vec!["--fec", "none"], vec!["--fec", "rs:30,20"]] {
+        let m = run(&args, Workload::ReqResp(p), uniform(0.08, 11));
+        let r = m.exchanges.as_ref().expect("exchange report");
+        assert_eq!((r.exchanges, r.request, r.response), (20, 2_000, 5_000));
+        assert_eq!(r.exchanges_done, 20);
+        assert_eq!(r.exchange_ms.len(), 20);
+        assert!(r.exchange_ms.iter().all(|&t| t > 0.0));
+        let (median, p95) = (r.exchange_median_ms.unwrap(), r.exchange_p95_ms.unwrap());
+        let max = r.exchange_ms.iter().cloned().fold(0.0, f64::max);
+        assert!(median <= p95 && p95 <= max);
+        assert_eq!(m.bytes_app, 20 * 7_000);
+        // The exchanges are sequential: together they take no longer than the whole run.
+        assert!(r.exchange_ms.iter().sum::<f64>() <= m.dct_ms.unwrap());
+        let (server, client) = (m.sender.as_ref().unwrap(), m.client.as_ref().unwrap());
+        assert!(
+            server.wire_dropped > 0 && client.wire_dropped > 0,
+            "{args:?}"
+        );
+        // Responses are larger: the server is the data sender of the top-level keys.
+        assert_eq!(m.packets_sent, server.packets_sent);
+    }
+    let json = serde_json::to_value(run(
+        &["--fec", "none"],
+        Workload::ReqResp(p),
+        uniform(0.0, 1),
+    ))
+    .unwrap();
+    assert_eq!(json["workload"], "reqresp");
+    assert_eq!(json["exchange_ms"].as_array().unwrap().len(), 20);
+    assert!(json["exchange_p95_ms"].as_f64().is_some());
+}
+
+#[test]
+fn multipath_exchanges() {
+    let p = ReqResp {
+        exchanges: 5,
+        request: 30_000,
+        response: 100,
+    };
+    let m = run(
+        &["--multipath", "--local-addresses", "127.0.0.1,127.0.0.2"],
+        Workload::ReqResp(p),
+        uniform(0.03, 2),
+    );
+    assert_eq!(m.exchanges.as_ref().unwrap().exchange_ms.len(), 5);
+    assert_eq!(m.bytes_app, 5 * 30_100);
+}
+
+/// What the real server answers to an upload stream carrying `body` after `line`.
+fn upload_reply(line: &str, body: Vec<u8>) -> Result<String, String> {
+    let (c, _) = opts(&["--fec", "none"]);
+    rt().block_on(async {
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let (endpoint, socket) = c.server_endpoint(any, None).unwrap();
+        let server = socket.local_addr_checked().unwrap();
+        let serving = tokio::spawn(app::serve(endpoint.clone(), socket));
+        let (client, _sock) = c.client_endpoint(any, None).unwrap();
+        let conn = client.connect(server, "localhost").unwrap().await.unwrap();
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        send.write_all(line.as_bytes()).await.unwrap();
+        send.write_all(&body).await.unwrap();
+        send.finish().unwrap();
+        let reply = recv.read_to_end(1024).await.map_err(|e| e.to_string());
+        conn.close(0u32.into(), b"");
+        endpoint.close(0u32.into(), b"");
+        serving.abort();
+        reply.map(|r| String::from_utf8_lossy(&r).into_owned())
+    })
+}
+
+fn pattern(n: u64) -> Vec<u8> {
+    (0..n).map(pattern_byte).collect()
+}
+
+#[test]
+fn server_confirms_a_good_upload_and_refuses_a_corrupt_short_or_long_one() {
+    assert_eq!(
+        upload_reply("upload 70000\n", pattern(70_000)),
+        Ok("ok 70000\n".into())
+    );
+    for at in [0usize, 500, 69_999] {
+        let mut body = pattern(70_000);
+        body[at] ^= 0x40;
+        assert_eq!(
+            upload_reply("upload 70000\n", body),
+            Ok(format!("error corrupt byte at offset {at}\n"))
+        );
+    }
+    assert_eq!(
+        upload_reply("upload 1000\n", pattern(999)),
+        Ok("error stream ended after 999 of 1000 bytes\n".into())
+    );
+    assert_eq!(
+        upload_reply("upload 1000\n", pattern(1001)),
+        Ok("error more than the announced 1000 bytes\n".into())
+    );
+    // A corrupt request of an exchange: no response, the stream is reset.
+    let mut body = pattern(3000);
+    body[2999] ^= 1;
+    let reply = upload_reply("exchange 3000 10\n", body);
+    assert!(matches!(&reply, Err(e) if e.contains("reset")), "{reply:?}");
+    assert_eq!(
+        upload_reply("exchange 3000 10\n", pattern(3000))
+            .unwrap()
+            .len(),
+        10
+    );
+}

@@ -6,6 +6,7 @@ here is relative to the repository root, the folder above this package.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -16,3 +17,8 @@ NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 DROPPER_DIR = REPO_ROOT / "dropper"
 DELAYLINE_DIR = REPO_ROOT / "delayline"
 RESULTS_DIR = REPO_ROOT / "results"
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a label (figure and file names)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "label"

@@ -110,7 +110,7 @@ def test_measured_then_regex_merge(tmp_path: Path) -> None:
         """))
     (tmp_path / "dl").mkdir()
     (tmp_path / "dl" / "5000").write_bytes(b"x" * 5000)
-    run = SimpleNamespace(size=5000)
+    run = SimpleNamespace(size=5000, workload="download")
     values = {"run_dir": str(tmp_path), "size": 5000}
     client = _client(tmp_path, "median: 40500.00, p80: 1\nlost pkts: 2\n", wall_ms=90.0)
     assert collect_metrics(d, run, values, client) == {"dct_ms": pytest.approx(40.5), "bytes_app": 5000,

@@ -124,6 +124,7 @@ def test_parse_size(text: object, unit: int) -> None:
 @pytest.mark.parametrize("impls,match", [
     ('[[impl]]\nname = "nosuch"\n', "unknown implementation 'nosuch'"),
     ('[[impl]]\nname = "fake"\n[[impl]]\nname = "fake"\n', "duplicate label 'fake'"),
+    ('[[impl]]\nname = "fake"\nlabel = "rlc-2/3"\n', "label 'rlc-2/3': use letters, digits"),
     ('[[impl]]\nname = "fake"\nargs = { behave = "boom" }\n', "unknown value 'boom'"),
     ('[[impl]]\nname = "fake"\ncolour = "red"\n', "unknown key"),
     ("", "missing required array of tables"),
@@ -136,10 +137,12 @@ def test_design_errors_name_file_and_key(tmp_path: Path, impls: str, match: str)
 
 
 def test_workload_not_declared(tmp_path: Path) -> None:
+    # No implementation of the design has it: refused (one that lacks it among others runs
+    # `unsupported`: tests/test_workloads.py).
     path = write_design(tmp_path, workload='kind = "messages"\nrate = 30')
-    with pytest.raises(SpecError, match="does not declare workload 'messages'") as err:
+    with pytest.raises(SpecError, match="declares workload 'messages'") as err:
         parse_design(path)
-    assert "impl[0].name" in str(err.value)
+    assert "workload" in str(err.value)
 
 
 def test_missing_binary(tmp_path: Path) -> None:
@@ -336,12 +339,19 @@ def test_shipped_designs_validate() -> None:
     fecq = ROOT / "quic-impls" / "fecq" / "target" / "release" / "fecq"
     if not fecq.exists() or not (ROOT / "quic-impls" / "fecq" / "impl.toml").exists():
         pytest.skip("fecq is not built yet (make bootstrap)")
+    # points × repetitions × labels × sizes
     expected = {"smoke": 4 * 2 * 2, "networking2019-uniform": 130 * 9 * 3 * 4,
-                "networking2019-ge": 130 * 9 * 3 * 4, "rquic2021": 15 * 10 * 3 * 2,
-                "short-messages": 3 * 10 * 2 * 6, "thesis2018-realtime": 130 * 3 * 4}
+                "networking2019-ge": 130 * 9 * 3 * 4, "networking2019-fixed": 2 * 50 * 2 * 4,
+                "networking2019-nofec-cost": 130 * 3 * 3 * 4, "rquic2021": 15 * 10 * 3 * 1,
+                "short-messages": 3 * 10 * 2 * 6, "thesis2018-realtime": 130 * 3 * 5,
+                "thesis2018-realtime-desync2": 130 * 3 * 5, "starlink-uploads": 12 * 30 * 3 * 1,
+                "bench-campaign": 8 * 1 * 2 * 2, "multipath-smoke": 4 * 1 * 3 * 2,
+                "thesis2018-multipath-downloads": 130 * 3 * 6 * 3,
+                "thesis2018-multipath": 130 * 2 * 6, "thesis2018-multipath-hetero": 130 * 2 * 3}
     for name, count in expected.items():
         prepared = prepare(ROOT / "designs" / f"{name}.toml")
         assert len(prepared.runs) == count, name
+    assert set(expected) == {d.stem for d in (ROOT / "designs").glob("*.toml")}  # every shipped design
 
 
 def test_multipath_loss_per_path(tmp_path: Path) -> None:
@@ -362,3 +372,20 @@ def test_multipath_loss_per_path(tmp_path: Path) -> None:
     path.write_text(text.replace('p = "p"', 'p = "p"\nlinks = ["egress"]'))
     with pytest.raises(SpecError, match="no lossy link 'egress'"):
         prepare(path)
+
+
+def test_homogeneous_paths_share_factors_but_not_loss_streams(tmp_path: Path) -> None:
+    """On the 2-path topology, factors declared without per_path give both paths the same value:
+    the same delay and loss parameters, each path's dropper on its own stream."""
+    from fecbench.runners.prepare import prepare
+
+    path = write_design(tmp_path)
+    path.write_text(path.read_text().replace(str(TOPOLOGY), str(ROOT / "topologies" / "multipath.toml")))
+    prepared = prepare(path)
+    assert {"bw", "owd", "p"} <= set(prepared.factor_types) and "owd_1" not in prepared.factor_types
+    point = prepared.points[0]
+    shaping = prepared.topology.resolve(point)
+    assert shaping["path1"]["forward"].owd == shaping["path2"]["forward"].owd == point["owd"]
+    assert prepared.rtt_ms[0] == 2 * point["owd"]
+    loss = prepared.design.loss
+    assert loss.values(point, 1) == loss.values(point, 2) == {"p": point["p"]}

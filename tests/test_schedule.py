@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fecbench.errors import SpecError
@@ -132,3 +133,24 @@ def test_a_topology_can_carry_the_schedule(tmp_path):
     topo.write_text(topo.read_text().replace(str(HANDOVER), "nowhere.toml"))
     with pytest.raises(SpecError, match="topology.schedule"):
         load_topology(topo)
+
+
+def test_random_phase_shifts_each_run_within_one_period(tmp_path):
+    """phase = "random": the first occurrence at start_s + U[0, every_s) per seed, reproducible, the
+    outage lengths drawn as without it; a fixed-phase schedule keeps its canonical text."""
+    text = '[[change]]\nlink = "bottleneck"\nevery_s = 15\nstart_s = 0\noutage_ms = [100, 300]\n'
+    fixed = load_schedule(write(tmp_path, text))
+    shifted = load_schedule(write(tmp_path, text + 'phase = "random"\n'))
+    firsts = [shifted.actions(60, seed)[0].at_s for seed in range(200)]
+    assert all(0 <= t < 15 for t in firsts) and len(set(firsts)) == 200
+    assert 5 < np.mean(firsts) < 10  # uniform over the period (mean 7.5; sd of the mean ~0.3)
+    assert firsts[:3] == [shifted.actions(60, seed)[0].at_s for seed in range(3)]
+    for seed in (1, 2):
+        a, b = fixed.actions(60, seed), shifted.actions(60, seed)
+        n = min(len(a), len(b))  # the shift may push the last occurrence past the horizon
+        assert n >= 6 and [x.params for x in a[:n]] == [y.params for y in b[:n]]  # same lengths
+        offset = b[0].at_s - a[0].at_s
+        assert all(y.at_s - x.at_s == pytest.approx(offset) for x, y in zip(a, b, strict=False))
+    assert "random_phase" not in fixed.canonical() and "random_phase" in shifted.canonical()
+    with pytest.raises(SpecError, match="phase"):
+        load_schedule(write(tmp_path, '[[change]]\nlink = "bottleneck"\nat_s = 1\noutage_ms = 10\nphase = "random"\n'))

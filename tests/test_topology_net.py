@@ -65,6 +65,24 @@ def test_single_path_rtt_two_settings_and_reconfigure(backend: str) -> None:
 
 
 
+def test_a_shorter_delay_does_not_wait_behind_the_previous_runs_frames() -> None:
+    """Frames still queued at a 200 ms delay when the next run's point asks for 5 ms: configure waits
+    for them to leave (the delay element is a FIFO); the new point's first frames are not held back."""
+    topo = load_topology(SINGLE)
+    with Network(topo, {"bw": 20, "owd": 200}, backend="delayline") as net:
+        client = net.nodes[topo.client].pid
+        flood = subprocess.Popen(["mnexec", "-a", str(client), "ping", "-q", "-c", "20", "-i", "0.005",
+                                  net.server_address], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.15)  # the echo requests are queued in the delay element, their replies to come
+        net.configure({"owd": 5})
+        net.clear_lateness()
+        rows = net.fidelity()
+        flood.wait(timeout=10)
+        assert rows[0]["rtt_configured_ms"] == 10 and rows[0]["ok"], rows
+        late = [s["lateness"]["max_us"] for s in net.link_stats() if s["lateness"] and s["lateness"]["frames"]]
+        assert late and max(late) < 5000, late  # without the drain: ~150 ms
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_overload_fills_the_queue_and_drops_at_the_rate_limiter(backend: str) -> None:
     """Three times the bottleneck rate for a second, 10-packet queue: the receiver gets the configured

@@ -79,6 +79,18 @@ def test_shipped_multipath_spec_and_n_paths() -> None:
     assert three.configured_rtt(0, shaping) == 40
 
 
+def test_a_factor_given_once_sets_every_path() -> None:
+    """Homogeneous paths: "owd" alone gives owd_1 and owd_2 its value; a per-path value wins over it."""
+    topo = load_topology(MULTI)
+    shaping = topo.resolve({"owd": 35, "bw": 4})
+    assert topo.configured_rtt(0, shaping) == topo.configured_rtt(1, shaping) == 70
+    assert shaping["path1"]["forward"].bw == shaping["path2"]["reverse"].bw == 4
+    assert topo.configured_rtt(1, topo.resolve({"owd": 35, "owd_2": 5})) == 10
+    topo.check_values({"owd": 35, "queue_1": 20}, strict=True)
+    with pytest.raises(SpecError, match="unknown factor name"):
+        load_topology(SINGLE).check_values({"owd_1": 3}, strict=True)
+
+
 def test_queue_default_is_bdp_never_below_ten_and_ms_queues() -> None:
     topo = load_topology(SINGLE)
     assert topo.resolve({"bw": 1, "owd": 1})["bottleneck"]["forward"].queue == 10

@@ -34,15 +34,16 @@ _CHECK_SERVER = "198.51.100.1"
 
 
 def min_duration_s(kind: str, size: int | None, rtt_ms: float, rate_mbit: float | None,
-                   duration_s: float = 0.0) -> float:
+                   duration_s: float = 0.0, exchanges: int = 1) -> float:
     """The least time one run can take: the handshake (1 RTT), the request (1 RTT) and a queue's worth
     of delay (a one-BDP buffer: 1 RTT), plus the bytes at the bottleneck rate (no rate limit: none);
-    a messages run lasts its duration after the handshake."""
+    a messages run lasts its duration after the handshake; a reqresp run of `exchanges` sequential
+    exchanges of `size` bytes (request + response) takes 1 RTT and its bytes' time per exchange."""
     rtt_s = max(0.0, rtt_ms) / 1000
     if kind == "messages":
         return 2 * rtt_s + duration_s
     transfer = (size or 0) * 8 / (rate_mbit * 1e6) if rate_mbit else 0.0
-    return 3 * rtt_s + transfer
+    return 2 * rtt_s + exchanges * (rtt_s + transfer)
 
 
 def short_timeouts(prepared: Prepared) -> list[dict[str, Any]]:
@@ -53,7 +54,10 @@ def short_timeouts(prepared: Prepared) -> list[dict[str, Any]]:
         rtt = prepared.rtt_ms.get(point, 0.0)
         rate = prepared.rate_mbit.get(point)
         for size in design.workload.sizes:
-            least = min_duration_s(design.workload.kind, size, rtt, rate, design.workload.duration)
+            workload = design.workload
+            per_exchange = sum(workload.exchange_sizes(size)) if workload.kind == "reqresp" else size
+            least = min_duration_s(workload.kind, per_exchange, rtt, rate, workload.duration,
+                                   workload.exchanges if workload.kind == "reqresp" else 1)
             if design.timeout_s < SAFE_MULTIPLE * least:
                 out.append({"point": point, "size": size, "min_s": least, "needs_s": SAFE_MULTIPLE * least,
                             "values": prepared.points[point]})
@@ -96,7 +100,8 @@ def _check_values(design: Design, prepared: Prepared, run_dir: Path) -> dict[str
             "client_address": clients[0], "client_addresses": ",".join(clients), "port": design.port,
             "workload": workload.kind, "size": workload.sizes[0] if workload.sizes[0] is not None else "",
             "rate": workload.rate, "packets": workload.packets, "duration": f"{workload.duration:g}",
-            "buffer": workload.buffer, "metrics_path": str(run_dir / "metrics.json"),
+            "buffer": workload.buffer, **workload.placeholders(workload.sizes[0]),
+            "metrics_path": str(run_dir / "metrics.json"),
             "download_path": str(run_dir / "download"), "run_dir": str(run_dir), "www_dir": str(run_dir / "www"),
             "seed": 1, "timeout_s": f"{design.timeout_s:g}"}
 
@@ -157,8 +162,8 @@ def check_impl_args(prepared: Prepared) -> None:
     checked: set[tuple[str, str]] = set()
     problems = []
     for index, entry in enumerate(design.impls):
-        if not entry.descriptor.check_argv:
-            continue
+        if not entry.descriptor.check_argv or not entry.supports(design.workload.kind):
+            continue  # an implementation without the workload runs nothing (its runs are `unsupported`)
         key = (str(entry.descriptor.path), json.dumps(entry.args, sort_keys=True, default=str))
         if key in checked:
             continue

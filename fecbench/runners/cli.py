@@ -43,7 +43,8 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         accept_short_timeout: bool = typer.Option(False, "--accept-short-timeout", help="Run although timeout_s "
                                                   "is below the safe multiple of some run's minimum duration."),
         jobs: str | None = typer.Option(None, "--jobs", help="Run on N networks on this machine at once "
-                                        "(no Dask needed); default 1."),
+                                        "(no Dask needed); default 1. auto: the largest N whose delay elements "
+                                        "stay accurate (p99 lateness ≤ 0.5 ms) in a short calibration."),
         ) -> None:
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
     from fecbench.runners.engine import Engine, parse_retry, select_runs
@@ -53,11 +54,11 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     if link_backend not in (None, "netem", "delayline"):
         raise UserError(f"--link-backend: unknown backend {link_backend!r} (allowed: netem, delayline)")
     retry_set = parse_retry(retry)
-    jobs_count = 1
+    jobs_count: int | None = 1
     if jobs is not None:
         from fecbench.runners.jobs import parse_jobs
 
-        jobs_count = parse_jobs(jobs)
+        jobs_count = parse_jobs(jobs, allow_auto=True)
         if dask is not None:
             raise UserError("--jobs and --dask: choose one (--dask local:N also runs N networks here)")
     security = None
@@ -78,6 +79,10 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
 
     check_timeouts(prepared, accept=accept_short_timeout, warn=console.print)
     check_impl_args(prepared)  # each distinct argument set, by the implementation itself
+    for entry in prepared.design.impls:
+        if not entry.supports(prepared.design.workload.kind):
+            console.print(f"[yellow]{entry.label}: implementation {entry.name!r} does not declare workload "
+                          f"{prepared.design.workload.kind!r}: its runs are recorded unsupported[/]")
     db_path = db or prepared.design.default_db()
     statuses = read_statuses(db_path)
     todo = select_runs(prepared, statuses, retry_set)
@@ -88,15 +93,20 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
 
     require_root("fecbench run")
     executor: Any
+    calibration = None
+    if jobs_count is None:
+        calibration = _calibrate_jobs(prepared, link_backend)
+        jobs_count = calibration["chosen"]
     if dask is not None:
         from fecbench.runners.distributed import DaskExecutor
 
         executor = DaskExecutor(prepared, db_path, dask, link_backend=link_backend, keep_logs=keep_logs,
                                 console=console, security=security, dashboard=dashboard)
-    elif jobs_count > 1:
+    elif jobs_count > 1 or calibration is not None:
         from fecbench.runners.jobs import JobsExecutor
 
-        executor = JobsExecutor(prepared, db_path, jobs_count, link_backend=link_backend, keep_logs=keep_logs)
+        executor = JobsExecutor(prepared, db_path, jobs_count, link_backend=link_backend, keep_logs=keep_logs,
+                                calibration=calibration)
     else:
         from fecbench.runners.serial import SerialExecutor
 
@@ -228,16 +238,31 @@ def bench_campaign(jobs: str = typer.Option("1,2,4,8", "--jobs", help="The numbe
         return
     table = Table(title=f"{figures['design']} on {figures['cores']} cores; {figures['full_design']}: "
                         f"{figures['full_design_estimate_serial_h']} h serial estimate")
-    for col in ("jobs", "runs", "wall s", "sum of runs ÷ wall", "RTT error p50/p99/max ms", "statuses",
-                "full design h"):
+    for col in ("jobs", "runs", "wall s", "sum of runs ÷ wall", "RTT error p50/p99/max ms",
+                "run p99 lateness p50/p99/max ms (above bound)", "statuses", "full design h"):
         table.add_column(col, justify="right")
     for r in figures["results"]:
         err = r["rtt_error_ms"] or {}
+        late = r["run_p99_lateness_ms"] or {}
         table.add_row(str(r["jobs"]), str(r["runs"]), f"{r['wall_s']:.1f}", f"{r['speedup']:.2f}",
                       f"{err.get('p50')}/{err.get('p99')}/{err.get('max')}",
+                      f"{late.get('p50')}/{late.get('p99')}/{late.get('max')} ({late.get('above_bound')})",
                       ", ".join(f"{k} {v}" for k, v in sorted(r["statuses"].items())),
                       f"{r['projected_full_design_h']}")
     console.print(table)
+
+
+def _calibrate_jobs(prepared: Any, link_backend: str | None) -> dict[str, Any]:
+    from fecbench.runners.calibrate import calibrate
+
+    def report(row: dict[str, Any]) -> None:
+        worst = "no frames" if row["worst_p99_ms"] is None else f"worst p99 lateness {row['worst_p99_ms']:.3g} ms"
+        console.print(f"--jobs auto: {row['jobs']} network(s) at once: {worst} ({row['frames']} frames)")
+
+    with console.status("--jobs auto: calibrating"):
+        calibration = calibrate(prepared, link_backend, report=report)
+    console.print(f"--jobs auto: {calibration['chosen']} network(s) (bound: p99 ≤ {calibration['bound_ms']:g} ms)")
+    return calibration
 
 
 def register(app: typer.Typer) -> None:

@@ -21,7 +21,7 @@ from fecbench.errors import SpecError, UserError
 from fecbench.paths import REPO_ROOT
 from fecbench.specs import Section, load_toml
 
-WORKLOADS = ("download", "messages")
+WORKLOADS = ("download", "upload", "reqresp", "messages")
 METRIC_SOURCES = ("json", "regex", "measured")
 ARG_TARGETS = ("server", "client", "both")
 
@@ -29,7 +29,8 @@ ARG_TARGETS = ("server", "client", "both")
 PLACEHOLDERS = frozenset({
     "binary", "client_binary", "dir", "server_address", "server_addresses", "client_address",
     "client_addresses", "port",
-    "workload", "size", "rate", "packets", "duration", "buffer", "metrics_path", "download_path",
+    "workload", "size", "rate", "packets", "duration", "buffer", "exchanges", "request", "response",
+    "metrics_path", "download_path",
     "run_dir", "www_dir", "seed", "timeout_s",
 })
 ARG_LISTS = ("server_args", "client_args")

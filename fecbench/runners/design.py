@@ -9,7 +9,7 @@ seed = 1                                # design seed: plan and loss seeds (comm
 timeout_s = 60                          # per process (server and client), per run
 order = "random"                        # random (seeded by `seed`) | sequential
 fidelity = "per-point"                  # per-point | per-run | off: RTT check of the network
-fidelity_rate = false                   # also probe each path's rate (~1 s of UDP): must reach 90 %
+fidelity_rate = false                   # also probe each path's rate (~1 s of UDP): must reach 85 %
 impl_dirs = []                          # extra folders holding <name>/impl.toml (relative to the design file)
 port = 4433                             # first server port; each run uses port + (its index % 1000)
 verdict_log = false                     # keep the dropper's per-packet verdict log of every run
@@ -29,8 +29,9 @@ directions = ["forward", "reverse"]
 # trace: file = "traces/x.txt" (packet indices to drop)
 
 [workload]
-kind = "download"                       # download | messages
-sizes = ["1kB", "50kB"]                 # download: kB = 1000 B, KiB = 1024 B
+kind = "download"                       # download | upload | reqresp | messages
+sizes = ["1kB", "50kB"]                 # download, upload, reqresp: kB = 1000 B, KiB = 1024 B
+# reqresp: exchanges = 10, request = "size", response = "100B" ("size": the run's size)
 # messages: rate = 30, packets = 8, duration = 25, buffer = 4
 
 [[impl]]
@@ -54,6 +55,7 @@ from fecbench.runners.descriptor import Descriptor, find_descriptor
 from fecbench.specs import Section, load_toml, spec_hash
 
 LOSS_MODELS = ("none", "uniform", "gilbert-elliott", "trace")
+LABEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 DIRECTIONS = ("forward", "reverse")
 ORDERS = ("random", "sequential")
 FIDELITY_MODES = ("per-point", "per-run", "off")
@@ -102,6 +104,9 @@ class LossSpec:
                 for name, value in self.params.items()}
 
 
+WORKLOAD_KINDS = ("download", "upload", "reqresp", "messages")
+
+
 @dataclass
 class Workload:
     kind: str
@@ -110,12 +115,31 @@ class Workload:
     packets: int = 8
     duration: float = 25.0
     buffer: int = 4
+    exchanges: int = 10                   # reqresp: sequential exchanges per run
+    request: int | None = None            # reqresp: bytes per request/response; None = the run's size
+    response: int | None = None
 
     def params(self) -> dict[str, Any]:
-        if self.kind == "download":
+        if self.kind in ("download", "upload"):
             return {"kind": self.kind}
+        if self.kind == "reqresp":
+            return {"kind": self.kind, "exchanges": self.exchanges,
+                    "request": "size" if self.request is None else self.request,
+                    "response": "size" if self.response is None else self.response}
         return {"kind": self.kind, "rate": self.rate, "packets": self.packets, "duration": self.duration,
                 "buffer": self.buffer}
+
+    def exchange_sizes(self, size: int | None) -> tuple[int, int]:
+        """reqresp: (request, response) bytes of a run of this size."""
+        return (size or 0) if self.request is None else self.request, \
+            (size or 0) if self.response is None else self.response
+
+    def placeholders(self, size: int | None) -> dict[str, Any]:
+        """A run's {exchanges}, {request}, {response} (bytes) for reqresp; "" for other workloads."""
+        if self.kind != "reqresp":
+            return {"exchanges": "", "request": "", "response": ""}
+        request, response = self.exchange_sizes(size)
+        return {"exchanges": self.exchanges, "request": request, "response": response}
 
 
 @dataclass
@@ -124,6 +148,10 @@ class ImplEntry:
     label: str
     args: dict[str, Any]                  # validated, with the descriptor's defaults filled in
     descriptor: Descriptor
+
+    def supports(self, workload: str) -> bool:
+        """Whether the implementation declares the workload; its runs are `unsupported` otherwise."""
+        return workload in self.descriptor.workloads
 
 
 @dataclass
@@ -205,9 +233,15 @@ def _parse_loss(section: Section, file: Path) -> LossSpec:
     return LossSpec(model=model, params=params, directions=directions, links=links, trace_file=trace_file)
 
 
+def _exchange_size(section: Section, file: Path, key: str) -> int | None:
+    """A reqresp request or response size: bytes, or "size" (the run's size: None)."""
+    value = section.get(key, (str, int), "size")
+    return None if value == "size" else parse_size(value, file, section.key(key))
+
+
 def _parse_workload(section: Section, file: Path) -> Workload:
-    kind = section.get("kind", str, choices=("download", "messages"))
-    if kind == "download":
+    kind = section.get("kind", str, choices=WORKLOAD_KINDS)
+    if kind in ("download", "upload", "reqresp"):
         sizes_raw = section.get("sizes", list)
         if not sizes_raw:
             raise section.error("sizes", "needs at least one size")
@@ -215,8 +249,15 @@ def _parse_workload(section: Section, file: Path) -> Workload:
                                    for i, v in enumerate(sizes_raw)]
         if len(set(sizes)) != len(sizes):
             raise section.error("sizes", "duplicate size")
+        workload = Workload(kind=kind, sizes=sizes)
+        if kind == "reqresp":
+            workload.exchanges = section.get("exchanges", int, 10, min=1, max=100000)
+            workload.request = _exchange_size(section, file, "request")
+            workload.response = _exchange_size(section, file, "response")
+            if workload.request is not None and workload.response is not None:
+                raise section.error("request", "one of request and response must be \"size\" (the sizes vary it)")
         section.done()
-        return Workload(kind=kind, sizes=sizes)
+        return workload
     workload = Workload(
         kind=kind, sizes=[None],
         rate=section.get("rate", int, 30, min=1, max=10000),
@@ -267,17 +308,23 @@ def parse_design(path: str | Path) -> Design:
         impl_name = entry.get("name", str)
         descriptor = find_descriptor(impl_name, impl_dirs, file=path, key=entry.key("name"))
         label = entry.get("label", str, impl_name)
+        if not LABEL_RE.fullmatch(label):
+            # Labels name report figures and files, and are typed on command lines (--baseline).
+            raise entry.error("label", f"label {label!r}: use letters, digits, '.', '_', '-' and '+' "
+                              "(it names figures and files)")
         if any(e.label == label for e in impls):
             raise entry.error("label", f"duplicate label {label!r}: every [[impl]] needs its own label")
-        if workload.kind not in descriptor.workloads:
-            raise entry.error("name", f"implementation {impl_name!r} does not declare workload "
-                              f"{workload.kind!r} ({descriptor.path})", descriptor.workloads)
         args = descriptor.validate_args(entry.get("args", dict, {}), path, entry.key("args"))
         descriptor.require_binaries()
         entry.done()
         impls.append(ImplEntry(name=impl_name, label=label, args=args, descriptor=descriptor))
     if not impls:
         raise top.error("impl", "needs at least one [[impl]]")
+    # An implementation without the workload runs as `unsupported` (recorded, like exit status 127);
+    # a design none of whose implementations has it is a mistake.
+    if not any(workload.kind in e.descriptor.workloads for e in impls):
+        raise top.error("workload", f"no implementation of this design declares workload {workload.kind!r} "
+                        "(capabilities.workloads of " + ", ".join(str(e.descriptor.path) for e in impls) + ")")
     top.done()
 
     return Design(path=path, text=text, data=data, name=name, topology_path=topology_path,

@@ -80,7 +80,7 @@ def _from_source(source: str, descriptor: Any, run: Any, values: dict[str, Any],
             raise MetricsError("no metric pattern matched the client's output")
         return metrics
     metrics = {"dct_ms": client.wall_ms}
-    if run.size is not None:
+    if run.size is not None and run.workload == "download":
         target = Path(descriptor.download_file.format_map(values))
         if not target.is_file():
             raise MetricsError(f"downloaded file {target} is missing")
@@ -99,9 +99,39 @@ def collect_metrics(descriptor: Any, run: Any, values: dict[str, Any], client: A
         metrics.update(_from_source(source, descriptor, run, values, client))
     _check_types(metrics)
     _check_required(metrics, descriptor.required_metrics)
-    if run.size is not None and isinstance(metrics.get("bytes_app"), int) and metrics["bytes_app"] != run.size:
-        raise MetricsError(f"bytes_app = {metrics['bytes_app']}, expected the requested {run.size}")
+    expected = expected_bytes(run, values)
+    if run.workload in ("upload", "reqresp") and not isinstance(metrics.get("bytes_app"), int):
+        # Only the implementation sees the data arrive: it must say it verified all of it.
+        raise MetricsError(f"an {run.workload} run must report bytes_app (the bytes the receiving side verified)")
+    if expected is not None and isinstance(metrics.get("bytes_app"), int) and metrics["bytes_app"] != expected:
+        raise MetricsError(f"bytes_app = {metrics['bytes_app']}, expected the requested {expected}")
+    if run.workload == "reqresp" and "exchange_ms" in metrics:
+        _exchange_stats(metrics, int(values["exchanges"]))
     return metrics
+
+
+def _exchange_stats(metrics: dict[str, Any], exchanges: int) -> None:
+    """A reqresp run's per-exchange times (`exchange_ms`, one per exchange, in order): checked, and their
+    median and nearest-rank 95th percentile (the ⌈0.95 n⌉-th smallest) added when the client did not."""
+    times = metrics["exchange_ms"]
+    if not isinstance(times, list) or not all(isinstance(t, (int, float)) and not isinstance(t, bool)
+                                              and math.isfinite(t) and t >= 0 for t in times):
+        raise MetricsError("exchange_ms must be a list of times in ms (numbers >= 0)")
+    if len(times) != exchanges:
+        raise MetricsError(f"exchange_ms lists {len(times)} exchange(s), the run had {exchanges}")
+    ordered = sorted(times)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    metrics.setdefault("exchange_median_ms", median)
+    metrics.setdefault("exchange_p95_ms", ordered[max(1, math.ceil(0.95 * len(ordered))) - 1])
+
+
+def expected_bytes(run: Any, values: dict[str, Any]) -> int | None:
+    """The application bytes a complete run delivers: the size (download, upload), exchanges ×
+    (request + response) (reqresp), None (messages)."""
+    if run.workload == "reqresp":
+        return int(values["exchanges"]) * (int(values["request"]) + int(values["response"]))
+    return run.size
 
 
 def partial_metrics(descriptor: Any, values: dict[str, Any]) -> dict[str, Any] | None:

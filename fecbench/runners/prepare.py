@@ -32,6 +32,8 @@ class Prepared:
     rate_mbit: dict[int, float | None] = field(default_factory=dict)
 
     def estimate(self, run: Run) -> float:
+        if not run.impl.supports(run.workload):
+            return 0.0  # recorded `unsupported` without running
         rtt = self.rtt_ms.get(run.point)
         rate = self.rate_mbit.get(run.point)
         values = dict(run.values)
@@ -77,7 +79,7 @@ def prepare(design_path: str | Path) -> Prepared:
     # Every factor the topology and the loss section use must come from the space (or a topology default).
     defaults = getattr(topology, "defaults", {}) or {}
     for name in sorted(topology.factors()):
-        if name not in factor_names and name not in defaults:
+        if name not in factor_names and topology.shared.get(name) not in factor_names and name not in defaults:
             raise SpecError(design.path, "space.factors",
                             f"the topology {design.topology_path} uses factor {name!r}, which the space does "
                             "not define", factor_names)

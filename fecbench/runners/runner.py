@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fecbench import db as dbmod
-from fecbench.runners.metrics import MetricsError, collect_metrics, partial_metrics
+from fecbench.runners.metrics import MetricsError, collect_metrics, expected_bytes, partial_metrics
 from fecbench.runners.outcome import Outcome
 from fecbench.runners.prepare import Prepared, path_of
 from fecbench.runners.procs import wait_ready
@@ -115,6 +115,7 @@ class Runner:
             "metrics_path": str(run_dir / "metrics.json"), "download_path": str(run_dir / "download"),
             "run_dir": str(run_dir), "www_dir": str(run_dir / "www"), "seed": run.loss_seed,
             "timeout_s": f"{self.design.timeout_s:g}",
+            **workload.placeholders(run.size),
         }
         values.update({key: str(path) for key, path in self.binaries[entry.label].items()})
         return values
@@ -124,6 +125,11 @@ class Runner:
         from fecbench.runners.descriptor import render
 
         descriptor = run.impl.descriptor
+        if not run.impl.supports(run.workload):
+            # Nothing to start (no [client.<workload>] argv): as if the client had exited 127.
+            return Outcome(status=Status.UNSUPPORTED,
+                           error=f"implementation {run.impl.name!r} does not declare workload {run.workload!r} "
+                                 f"(capabilities.workloads in {descriptor.path})")
         run_dir = self.log_root / run.key[:16]
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
@@ -136,7 +142,7 @@ class Runner:
 
         values = self.placeholders(run, run_dir)
         arg_lists = descriptor.arg_lists(run.impl.args, values)
-        if descriptor.server_files and run.size is not None:
+        if descriptor.server_files and run.size is not None and run.workload == "download":
             www = run_dir / "www"
             www.mkdir()
             (www / str(run.size)).write_bytes(os.urandom(run.size))
@@ -148,6 +154,8 @@ class Runner:
         failed_setup = self.setup(descriptor, values, run_dir)
         if failed_setup:
             return Outcome(status=Status.FAILED, error=failed_setup, fidelity=fidelity)
+        # The run's own emulation accuracy: the delay elements count lateness from here.
+        self.testbed.clear_lateness()
         try:
             server = self.testbed.start_process("server", "server", render(descriptor.server_argv, values, arg_lists),
                                                 run_dir, env=server_env, cwd=run_dir)
@@ -189,7 +197,7 @@ class Runner:
             outcome.error = (f"client still running {grace_s(timeout):g} s after timeout_s = {timeout:g} s (killed)"
                              if code is None else
                              f"client gave up at timeout_s = {timeout:g} s (exit status {EXIT_TIMEOUT})")
-            outcome.error += so_far(outcome.metrics, run.size, client.wall_ms)
+            outcome.error += so_far(outcome.metrics, expected_bytes(run, values), client.wall_ms)
         elif code == 127:
             outcome.status = Status.UNSUPPORTED
             outcome.error = "client exited with status 127 (unsupported combination)"

@@ -106,6 +106,9 @@ def estimate_seconds(run: Run, design: Design, overhead_s: float = 0.5) -> float
     rtt_s = 2 * owd_ms / 1000
     if design.workload.kind == "messages":
         return overhead_s + 3 * rtt_s + design.workload.duration
+    if design.workload.kind == "reqresp":
+        per_exchange = sum(design.workload.exchange_sizes(run.size)) * 8 / (bw_mbit * 1e6)
+        return overhead_s + 2 * rtt_s + design.workload.exchanges * (1.5 * rtt_s + 1.2 * per_exchange)
     transfer = (run.size or 0) * 8 / (bw_mbit * 1e6)
     slow_start_rtts = max(1.0, math.log2(max(2.0, (run.size or 0) / 12000)))
     return overhead_s + (3 + slow_start_rtts) * rtt_s + 1.2 * transfer

@@ -34,6 +34,7 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
             "SELECT r.key, r.label, r.status, r.error, r.size, r.duration_s, m.dct_ms, m.client_wall_ms "
             "FROM runs r LEFT JOIN metrics m ON m.run_key = r.key")]
         fidelity_bad = conn.execute("SELECT COUNT(DISTINCT run_key) FROM fidelity WHERE ok = 0").fetchone()[0]
+        late = late_runs(conn)
         campaigns = [_campaign_row(dict(r)) for r in conn.execute(
             "SELECT id, name, created_at, link_backend, host_json FROM campaigns")]
         breakers = dbmod.read_breakers(conn)
@@ -43,6 +44,7 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
         conn.close()
     summary = summarize(rows)
     summary["fidelity_warnings"] = fidelity_bad
+    summary["lateness_warnings"] = late
     summary["campaigns"] = campaigns
     summary["breakers"] = breakers
     if timing:
@@ -51,6 +53,22 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
         print(json.dumps(summary, indent=1, default=str))
         return
     _print_status(path, summary)
+
+
+def late_runs(conn: sqlite3.Connection) -> dict[str, Any]:
+    """Runs whose own delay-element lateness broke the bound (``fecbench.lateness``), recorded with
+    their link statistics; the bound each was judged by and the worst p99."""
+    keys, worst, bound = set(), 0.0, None
+    for key, text in conn.execute("SELECT run_key, delay_json FROM link_stats WHERE delay_json LIKE '%lateness%'"):
+        try:
+            late = (json.loads(text) or {}).get("lateness") or {}
+        except ValueError:
+            continue
+        if late.get("ok") is False:
+            keys.add(key)
+            worst = max(worst, float(late.get("p99_us") or 0) / 1000)
+            bound = late.get("bound_ms", bound)
+    return {"runs": len(keys), "worst_p99_ms": worst, "bound_ms": bound}
 
 
 def _campaign_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -137,6 +155,11 @@ def _print_status(path: Path, summary: dict[str, Any]) -> None:
     if summary["fidelity_warnings"]:
         console.print(f"[magenta]fidelity warnings: {summary['fidelity_warnings']} run(s) measured a network "
                       "that did not match the design[/]")
+    late = summary["lateness_warnings"]
+    if late["runs"]:
+        console.print(f"[magenta]emulation accuracy: {late['runs']} run(s) had a delay element's p99 lateness "
+                      f"above {late['bound_ms']:g} ms (worst p99 {late['worst_p99_ms']:.3g} ms): the network "
+                      "delayed packets longer than configured during those runs[/]")
     if "timing" in summary:
         table = Table(title="per-run overhead (ok runs): wall time − client transfer time (dct_ms)")
         for col in ("size", "runs", "wall median s", "overhead median s", "overhead p90 s",

@@ -11,6 +11,7 @@ description = "Starlink-like handover every 15 s"
 [[change]]
 link = "bottleneck"
 every_s = 15.0            # periodic (first at start_s, default every_s; until_s: last one at most then)
+# phase = "random"        # periodic: the first at start_s + U[0, every_s), drawn per run (see below)
 # at_s = 1.0              # or one time, or a list: at_s = [1.0, 4.5]
 direction = "both"        # forward | reverse | both (default)
 outage_ms = [100, 300]    # drop every packet for this long: a number, or [low, high] drawn per occurrence
@@ -24,6 +25,11 @@ owd_ms = [25, 32, 28]     # new one-way delay: a number, or a list taken in turn
 Random outage lengths are drawn from the run's loss seed (numpy's PCG64 seeded with
 ``[seed, change index]``): the same schedule and seed give the same lengths, and every implementation
 of a repetition sees the same handovers (common random numbers).
+
+With ``phase = "random"`` a periodic change is shifted per run by an offset drawn uniformly from
+[0, every_s) (from ``[seed, change index, 1]``): a transfer far shorter than the period then meets an
+occurrence with the probability a real one would (its duration ÷ the period), at any point of the
+transfer, instead of never (first occurrence after the transfer) or always.
 
 ``Schedule.actions(horizon_s, seed)`` expands a schedule into timed ``Action`` s (pure: no network);
 ``fecbench.topologies.schedule_apply.ScheduleApplier`` applies them to a running network.
@@ -71,14 +77,22 @@ class Change:
     settings: dict[str, list[float]]  # each a list taken in turn per occurrence
     hold_ms: float | None
     key: str                          # "change[i]" for error messages
+    random_phase: bool = False        # periodic: first occurrence at start_s + U[0, every_s) per run
 
-    def occurrences(self, horizon_s: float) -> list[float]:
+    def occurrences(self, horizon_s: float, offset_s: float = 0.0) -> list[float]:
         if self.times is not None:
             return [t for t in self.times if t <= horizon_s]
         assert self.every_s is not None
+        start = self.start_s + offset_s
         last = horizon_s if self.until_s is None else min(horizon_s, self.until_s)
-        count = max(0, math.floor((last - self.start_s) / self.every_s + 1e-9) + 1)
-        return [self.start_s + i * self.every_s for i in range(count)]
+        count = max(0, math.floor((last - start) / self.every_s + 1e-9) + 1)
+        return [start + i * self.every_s for i in range(count)]
+
+    def offset(self, seed: int, index: int) -> float:
+        """This run's shift of a periodic change (0 unless ``phase = "random"``)."""
+        if not self.random_phase or self.every_s is None:
+            return 0.0
+        return float(np.random.default_rng([seed & (2**63 - 1), index, 1]).uniform(0, self.every_s))
 
 
 @dataclass
@@ -92,7 +106,7 @@ class Schedule:
         out: list[Action] = []
         for ci, change in enumerate(self.changes):
             rng = np.random.default_rng([seed & (2**63 - 1), ci])
-            for n, at in enumerate(change.occurrences(horizon_s)):
+            for n, at in enumerate(change.occurrences(horizon_s, change.offset(seed, ci))):
                 if change.outage_ms is not None:
                     low, high = change.outage_ms
                     length = float(rng.uniform(low, high)) if high > low else low
@@ -140,8 +154,9 @@ class Schedule:
 
     def canonical(self) -> str:
         """A stable text of what the schedule does (part of a campaign's experiment hash)."""
-        return json.dumps([{k: v for k, v in vars(c).items() if k != "key"} for c in self.changes],
-                          sort_keys=True, default=list)
+        # random_phase only when set: schedules written before it keep their hash (and run keys).
+        return json.dumps([{k: v for k, v in vars(c).items() if k != "key" and (k != "random_phase" or v)}
+                           for c in self.changes], sort_keys=True, default=list)
 
 
 def _number_or_list(sec: Section, name: str, *, low: float, high: float, allow_list: bool) -> list[float] | None:
@@ -175,6 +190,9 @@ def _change(sec: Section) -> Change:
             if name in sec:
                 raise sec.error(name, "only with every_s (a periodic change)")
     start = float(sec.get("start_s", float, every or 0.0, min=0, max=86400))
+    phase = sec.get("phase", str, "fixed", choices=("fixed", "random"))
+    if phase == "random" and every is None:
+        raise sec.error("phase", "a random phase shifts a periodic change: give every_s")
     until = sec.get("until_s", float, None, min=0, max=86400)
     outage = _number_or_list(sec, "outage_ms", low=0.001, high=3_600_000, allow_list=True)
     if outage is not None and len(outage) not in (1, 2):
@@ -205,7 +223,7 @@ def _change(sec: Section) -> Change:
     sec.done()
     return Change(link=link, directions=directions, times=times, every_s=every, start_s=start, until_s=until,
                   outage_ms=(outage[0], outage[-1]) if outage else None, settings=settings, hold_ms=hold,
-                  key=sec.path)
+                  key=sec.path, random_phase=phase == "random")
 
 
 def load_schedule(path: str | Path) -> Schedule:

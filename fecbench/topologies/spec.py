@@ -82,6 +82,9 @@ class Topology:
     path_nodes: list[list[str]]
     defaults: dict[str, Any] = field(default_factory=dict)
     schedule: str | None = None   # a link schedule file (as written; relative to this spec), see schedule.py
+    # Per-path factor -> the name it was repeated from ("owd_2" -> "owd" for "owd_{i}"): a design that
+    # gives "owd" alone gives every path the same value (homogeneous paths).
+    shared: dict[str, str] = field(default_factory=dict)
 
     # --- what the campaign runner asks -----------------------------------------------------
     @property
@@ -127,14 +130,17 @@ class Topology:
     def check_values(self, values: dict[str, Any], strict: bool = False) -> None:
         """Reject bad factor values; with strict, also names the spec does not use (--set)."""
         if strict:
-            unknown = sorted(set(values) - self.factors())
+            known = self.factors() | {self.shared[name] for name in self.factors() if name in self.shared}
+            unknown = sorted(set(values) - known)
             if unknown:
-                raise SpecError(self.file, unknown[0], "unknown factor name", sorted(self.factors()))
+                raise SpecError(self.file, unknown[0], "unknown factor name", sorted(known))
         self.resolve(values)
 
     def value_of(self, name: str, values: dict[str, Any]) -> Any:
         if name in values and values[name] is not None:
             return values[name]
+        if values.get(self.shared.get(name, "")) is not None:
+            return values[self.shared[name]]
         if name in self.defaults:
             return self.defaults[name]
         raise UserError(f"{self.file}: factor {name!r} has no value and no default in [factors]")
@@ -297,11 +303,13 @@ def load_topology(path: str | Path, paths: int | None = None) -> Topology:
     for key in ("node", "link", "path"):
         if key in raw and isinstance(raw[key], list):
             raw[key] = _expand(raw[key], n)
+    shared: dict[str, str] = {}
     if "factors" in raw and isinstance(raw["factors"], dict):
         expanded: dict[str, Any] = {}
         for k, v in raw["factors"].items():
             if "{i}" in k:
                 expanded.update({k.replace("{i}", str(i)): v for i in range(1, n + 1)})
+                shared.update({k.replace("{i}", str(i)): k.replace("{i}", "").strip("_") for i in range(1, n + 1)})
             else:
                 expanded[k] = v
         raw["factors"] = expanded
@@ -394,7 +402,8 @@ def load_topology(path: str | Path, paths: int | None = None) -> Topology:
                 link.a, link.b = link.b, link.a
     _check_connected(path, roles, links)
     root.done()
-    return Topology(str(path), name, description, client, server, nodes, links, path_nodes, declared, schedule)
+    return Topology(str(path), name, description, client, server, nodes, links, path_nodes, declared, schedule,
+                    shared)
 
 
 def _check_connected(path: Path, roles: dict[str, str], links: list[LinkSpec]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -69,6 +70,13 @@ def rows(db: Path, sql: str, *params: Any) -> list[dict[str, Any]]:
         return [dict(r) for r in conn.execute(sql, params)]
     finally:
         conn.close()
+
+
+def queue_drops(db: Path) -> dict[tuple[str, str, str], int]:
+    """Datagrams each link's qdiscs dropped (queue overflow), per (run key, link, direction)."""
+    return {(r["run_key"], r["link"], r["direction"]):
+            sum(q.get("drops") or 0 for q in json.loads(r["delay_json"]).get("qdiscs") or [])
+            for r in rows(db, "SELECT run_key, link, direction, delay_json FROM link_stats")}
 
 
 def leftover_processes(marker: str) -> list[str]:

@@ -1,8 +1,8 @@
 """The results database (SQLite, WAL): schema, versioning and the runner's writes.
 
 One writer (the runner) and any number of readers (`open_readonly`, which uses a `mode=ro` URI so
-a report can run while a campaign is writing). Schema version 3 (version 1 without link_events,
-version 2 without breakers):
+a report can run while a campaign is writing). Schema version 4 (version 1 without link_events,
+version 2 without breakers, version 3 without fidelity.checks and fidelity.json):
 
 meta(key TEXT PRIMARY KEY, value TEXT)                 -- 'schema_version' = '1'
 campaigns(id, name, design_path, design_text, design_hash, fecbench_version, git_sha, created_at,
@@ -23,7 +23,9 @@ link_stats(run_key, link, direction, seen, matched, dropped, ge_good, ge_bad, bu
            longest_burst, gso_seen, model (JSON: loss model + seed + stream), delay_json,
            PRIMARY KEY (run_key, link, direction))
 fidelity(run_key, path, rtt_configured_ms, rtt_measured_ms, rate_configured_mbit,
-         rate_measured_mbit, ok, PRIMARY KEY (run_key, path))
+         rate_measured_mbit, ok, checks (measurements taken: a failed one is repeated),
+         json (the whole row: one-way delays, probe lateness, what failed measurements read),
+         PRIMARY KEY (run_key, path))
 verdict_logs(run_key, link, direction, data BLOB (npz), PRIMARY KEY (run_key, link, direction))
 link_events(run_key, seq, kind, link, direction, scheduled_s, applied_s, took_ms, params (JSON),
             PRIMARY KEY (run_key, seq))   -- a link schedule's changes as applied during the run
@@ -55,7 +57,7 @@ from urllib.parse import quote
 from fecbench.errors import UserError
 from fecbench.status import STATUSES
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 # Metrics stored as typed columns (the rest stays in metrics.json).
@@ -122,8 +124,15 @@ def _add_breakers(conn: sqlite3.Connection) -> None:
                  "PRIMARY KEY (campaign_id, label, tripped_at))")
 
 
+def _add_fidelity_checks(conn: sqlite3.Connection) -> None:
+    """Version 4: how many measurements a fidelity check took, and its whole row as JSON."""
+    conn.execute("ALTER TABLE fidelity ADD COLUMN checks INTEGER")
+    conn.execute("ALTER TABLE fidelity ADD COLUMN json TEXT")
+
+
 # MIGRATIONS[v] upgrades a database at version v to v + 1 (a new database is made at version 1, then upgraded).
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_link_events, 2: _add_breakers}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_link_events, 2: _add_breakers,
+                                                                3: _add_fidelity_checks}
 
 
 class SchemaError(Exception):
@@ -331,11 +340,12 @@ def finish_run(conn: sqlite3.Connection, key: str, *, status: str, error: str | 
                  _json_or_none(stat.get("model")), _json_or_none(stat.get("delay"))))
         for fid in fidelity or []:
             conn.execute("INSERT OR REPLACE INTO fidelity (run_key, path, rtt_configured_ms, "
-                         "rtt_measured_ms, rate_configured_mbit, rate_measured_mbit, ok) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         "rtt_measured_ms, rate_configured_mbit, rate_measured_mbit, ok, checks, json) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          (key, fid["path"], fid.get("rtt_configured_ms"), fid.get("rtt_measured_ms"),
                           fid.get("rate_configured_mbit"), fid.get("rate_measured_mbit"),
-                          None if fid.get("ok") is None else int(bool(fid["ok"]))))
+                          None if fid.get("ok") is None else int(bool(fid["ok"])), fid.get("checks"),
+                          json.dumps(fid, sort_keys=True, default=str)))
         for link, direction, data in verdict_logs or []:
             conn.execute("INSERT OR REPLACE INTO verdict_logs (run_key, link, direction, data) "
                          "VALUES (?, ?, ?, ?)",

@@ -34,6 +34,9 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
             "SELECT r.key, r.label, r.status, r.error, r.size, r.duration_s, m.dct_ms, m.client_wall_ms "
             "FROM runs r LEFT JOIN metrics m ON m.run_key = r.key")]
         fidelity_bad = conn.execute("SELECT COUNT(DISTINCT run_key) FROM fidelity WHERE ok = 0").fetchone()[0]
+        # Checks that passed only when measured again: the host was disturbed at that moment.
+        rechecked = conn.execute("SELECT COUNT(DISTINCT run_key) FROM fidelity WHERE ok = 1 AND checks > 1"
+                                 ).fetchone()[0]
         late = late_runs(conn)
         campaigns = [_campaign_row(dict(r)) for r in conn.execute(
             "SELECT id, name, created_at, link_backend, host_json FROM campaigns")]
@@ -44,6 +47,7 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
         conn.close()
     summary = summarize(rows)
     summary["fidelity_warnings"] = fidelity_bad
+    summary["fidelity_rechecked"] = rechecked
     summary["lateness_warnings"] = late
     summary["campaigns"] = campaigns
     summary["breakers"] = breakers
@@ -155,6 +159,9 @@ def _print_status(path: Path, summary: dict[str, Any]) -> None:
     if summary["fidelity_warnings"]:
         console.print(f"[magenta]fidelity warnings: {summary['fidelity_warnings']} run(s) measured a network "
                       "that did not match the design[/]")
+    if summary["fidelity_rechecked"]:
+        console.print(f"fidelity: {summary['fidelity_rechecked']} run(s) passed the check only when measured again "
+                      "(a passing disturbance of the host; what the failed measurement read is in fidelity.json)")
     late = summary["lateness_warnings"]
     if late["runs"]:
         console.print(f"[magenta]emulation accuracy: {late['runs']} run(s) had a delay element's p99 lateness "

@@ -13,6 +13,14 @@ delays at +0.10 to +0.33 ms from the configured RTT (median +0.18, p99.9 +0.33: 
 path through the namespaces and the delay element, independent of the delay); the first check right
 after a network is built reads up to about +0.45 ms, and one fresh-clone `make test` saw just over
 0.5. So a path passes within 1 ms: twice the worst seen, still finer than ping's output could show.
+
+A check that fails is measured again, up to CHECKS times in all, and passes if a later measurement
+passes. A wrong configuration (a delay or rate that is not the design's) fails every measurement; a
+passing disturbance of the host does not: under heavy disk writes beside it, 3 of 16 single checks
+on this machine read 7-15 ms for a 4 ms path while the delay element itself was 1.2-1.8 ms late, and
+the next check, a second later, passed. Each row keeps how many measurements it took and what the
+failed ones read (`checks`, `failed_checks`); the run's own accuracy is the delay element's lateness
+during the run (`fecbench.lateness`), recorded and flagged per run.
 """
 
 from __future__ import annotations
@@ -34,7 +42,14 @@ PROBE_PORT = 9100
 RTT_BOUND_MS = 1.0
 # Machines whose clock granularity is coarser (an emulated guest: vm/README.md) widen the absolute bound.
 RTT_TOLERANCE_ENV = "FECBENCH_RTT_TOLERANCE_MS"
+#: The rate probe (a 1 s UDP stream offered at 1.1× the rate, wire Mbit/s as tbf counts them) must
+#: reach this fraction of the configured rate. Measured on this project's 2-core machine under a load
+#: average of ~6 (builds and campaigns beside it), 12 probes each at 2, 10, 20 and 50 Mbit/s: lowest
+#: 0.977, 0.910, 0.964 and 0.906 of the rate, medians 0.97-1.02. 0.85 stays clear of that noise and
+#: still catches a rate limit that is wrong (a unit error, a missing or doubled shaper).
+RATE_BOUND = 0.85
 UDP_WIRE_FACTOR = (1400 + 42) / 1400   # tbf counts Ethernet + IPv4 + UDP headers too
+CHECKS = 3             # measurements at most before a path is declared not to match the design
 
 
 def rtt_bound_ms() -> float:
@@ -108,10 +123,32 @@ def path_delays(net: Any, index: int) -> tuple[float, float]:
     return forward, reverse
 
 
-def measure(net: Any, rate_probe: bool = False, probes: int = PROBES) -> list[dict[str, Any]]:
+def measure(net: Any, rate_probe: bool = False, probes: int = PROBES, checks: int = CHECKS) -> list[dict[str, Any]]:
+    """`measure_once`, repeated while some path fails, at most `checks` times (module docstring): the
+    last measurement's rows, each with `checks` (measurements taken) and `failed_checks` (what the
+    failed ones of that path read)."""
+    failed: list[list[dict[str, Any]]] = []
+    for taken in range(1, checks + 1):
+        rows = measure_once(net, rate_probe, probes)
+        if all(row["ok"] for row in rows) or taken == checks:
+            break
+        failed.append(rows)
+    for i, row in enumerate(rows):
+        row["checks"] = taken
+        row["failed_checks"] = [_reading(earlier[i]) for earlier in failed if not earlier[i]["ok"]]
+    return rows
+
+
+def _reading(row: dict[str, Any]) -> dict[str, Any]:
+    """What a failed measurement of one path read: measured RTT, probes back, rate if probed."""
+    keys = ("rtt_measured_ms", "probes_received", "lateness_p99_ms", "rate_measured_mbit")
+    return {key: row[key] for key in keys if key in row}
+
+
+def measure_once(net: Any, rate_probe: bool = False, probes: int = PROBES) -> list[dict[str, Any]]:
     """Per path: configured vs measured RTT (sum of median one-way delays), the lateness of every probe,
     optionally the UDP rate (wire Mbit/s, as tbf counts it), and ok: RTT within the bound, every probe
-    back, rate ≥ 90 % of the bottleneck's."""
+    back, rate ≥ RATE_BOUND of the bottleneck's."""
     out = []
     servers = list(net.layout.server_addresses)
     flows = []
@@ -138,6 +175,6 @@ def measure(net: Any, rate_probe: bool = False, probes: int = PROBES) -> list[di
             measured = payload * UDP_WIRE_FACTOR if payload is not None else None
             entry.update(rate_configured_mbit=rate, rate_measured_mbit=measured)
             if rate and measured is not None:
-                entry["ok"] = entry["ok"] and measured >= 0.9 * rate
+                entry["ok"] = entry["ok"] and measured >= RATE_BOUND * rate
         out.append(entry)
     return out

@@ -12,8 +12,12 @@ Figures (from :mod:`fecbench.analysis`, the same code as the notebooks):
   ``dct-ratio-ecdf.png`` (ECDF of the per-run ratios on identical point, seed and size — Fig. 5);
   ``dct-ratio-vs-factors-<label>.png`` (per-point ratios against each factor, bootstrap intervals)
   and, with two labels besides the baseline, ``dct-ratio-ecdf-<a>-vs-<b>.png`` (Fig. 7);
-- messages: ``rebuffering-ecdf.png``, ``data-received-ecdf.png`` (thesis Fig. 5.7–5.19),
-  ``data-received-ratio-ecdf.png`` and ``rebuffering-vs-owd.png``.
+- messages (``fecbench.report_messages``): ``rebuffering-ecdf.png``, ``data-received-ecdf.png``
+  (thesis Fig. 5.7–5.19), ``message-fate.png`` (where every message went),
+  ``data-received-ratio-ecdf.png`` and ``rebuffering-vs-owd.png``; on a
+  multipath campaign, each multipath label against its single-path twin instead
+  (``multipath-data-received-ratio-ecdf.png``, ``multipath-data-received-ratio-vs-loss-<label>.png``:
+  thesis Figs. 5.24–5.26) and what each path carried and rebuilt.
 - with verdict logs (``verdict_log = true``): ``loss-position.png`` and the Starlink table, median
   and p95 DCT per loss-position class and label (``fecbench.analysis.loss_position``).
 - with a link schedule: a table of the changes applied per link, direction and kind, with the median
@@ -42,7 +46,6 @@ import html
 import importlib.util
 import math
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -53,9 +56,9 @@ from pathlib import Path
 import pandas as pd
 
 from fecbench import db as dbmod
-from fecbench import ratios, results, stats
+from fecbench import path_metrics, ratios, report_messages, results, stats
 from fecbench.errors import UserError
-from fecbench.paths import NOTEBOOKS_DIR
+from fecbench.paths import NOTEBOOKS_DIR, slug
 
 FIGURE_NOTES = {
     "status": "Runs per label and status.",
@@ -72,12 +75,7 @@ FIGURE_NOTES = {
                       "(point, loss seed, size); below 1: faster. A pair whose label timed out is drawn at +∞, "
                       "one whose baseline timed out at 0; pairs where both timed out or a run failed are "
                       "counted in each panel.",
-    "rebuffering-ecdf": "ECDF of the total re-buffering time per label.",
-    "data-received-ecdf": "ECDF of the amount of data received by the application per label.",
-    "data-received-ratio-ecdf": "Per-run ratios: ECDF of the ratio of data received against the baseline on "
-                                "identical (point, loss seed); above 1: more data than the baseline. Pairs with a "
-                                "run that did not end ok are counted in each panel, not drawn.",
-    "rebuffering-vs-owd": "Total re-buffering time against the one-way delay.",
+    **report_messages.FIGURE_NOTES,
 }
 
 
@@ -111,11 +109,6 @@ class Report:
 def default_db(directory: str | Path = "results") -> Path:
     """The newest ``*.sqlite`` in ``directory`` (what ``report``, ``export`` use without a DB)."""
     return dbmod.newest(directory)
-
-
-def slug(text: str) -> str:
-    """A file-name-safe form of a label."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "label"
 
 
 def choose_baseline(labels: list[str], preferred: tuple[str, ...]) -> str | None:
@@ -170,17 +163,33 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
             "checks": [len(fid)], "out of tolerance": [int((fid["ok"] == False).sum())],  # noqa: E712
             "median RTT measured/configured": [fid["rtt_ratio"].median()],
             "median rate measured/configured": [fid["rate_ratio"].median()]})
+    late = results.lateness(db)
+    if len(late):
+        report.tables["emulation accuracy during runs"] = pd.DataFrame({
+            "runs": [late["run_key"].nunique()],
+            "runs above the bound": [late[late["ok"] == False]["run_key"].nunique()],  # noqa: E712
+            "bound p99 ms": [late["bound_ms"].max()], "median p99 µs": [late["p99_us"].median()],
+            "worst p99 µs": [late["p99_us"].max()], "worst max µs": [late["max_us"].max()]})
     stats = results.link_stats(db)
     if stats["expected_loss"].notna().any():
         figure("loss-fidelity", analysis.loss_fidelity(stats))
 
-    downloads = frame[frame["workload"] == "download"]
+    downloads = frame[frame["workload"].isin(("download", "upload", "reqresp"))]  # every workload with a DCT
     # Multipath campaigns: the default baseline is the label that stayed on path 1 (single path).
     traffic = results.path_traffic(db)
     single_path = results.single_path_label(traffic[traffic["workload"] == "download"])
     if single_path is not None:
         figure("path-share-down", analysis.path_share(traffic),
                "Mean share of each run's server → client packets on each path, per label and file size.")
+    per_path = path_metrics.path_metrics(db)
+    if not per_path.empty:
+        report.tables["per-path endpoint metrics (medians)"] = (
+            per_path[per_path["status"] == "ok"].groupby(["label", "side", "path"])
+            [["share_sent", "packets_sent", "repair_sent", "recovered", "lost", "congestion_events", "rtt_ms"]]
+            .median().reset_index())
+        report.notes["per-path endpoint metrics (medians)"] = (
+            "What each endpoint counted on each path (multipath runs, fecbench export --table paths): share of "
+            "its datagrams sent there, repairs sent, datagrams the peer lost there and FEC rebuilt, QUIC losses.")
     if (downloads["status"] == "ok").any():
         figure("dct-ecdf", analysis.metric_ecdf(downloads, "dct_ms", per_size=True))
         report.tables["DCT medians (ms)"] = _pivot_medians(ratios.censored_medians(downloads, "dct_ms"))
@@ -189,25 +198,8 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
         base = baseline or single_path or choose_baseline(labels, ("quic",))
         if len(downloads["label"].unique()) > 1 and base in set(downloads["label"]):
             _download_ratios(report, downloads, base, outdir, figure)
-
-
-    messages = frame[frame["workload"] == "messages"]
-    if (messages["status"] == "ok").any():
-        figure("rebuffering-ecdf", analysis.metric_ecdf(messages, "rebuffering_ms"))
-        figure("data-received-ecdf", analysis.metric_ecdf(messages, "bytes_app", log=False))
-        table = results.medians(messages, "rebuffering_ms", by=["label"]).add_prefix("rebuffering_ms ")
-        received = results.medians(messages, "bytes_app", by=["label"]).add_prefix("bytes_app ")
-        report.tables["messages medians"] = table.merge(
-            received, left_on="rebuffering_ms label", right_on="bytes_app label").rename(
-            columns={"rebuffering_ms label": "label"}).drop(columns="bytes_app label")
-        base = baseline or choose_baseline(labels, ("udp", "quic"))
-        if len(messages["label"].unique()) > 1 and base in set(messages["label"]):
-            pairs = ratios.pairs(messages, baseline=base, by=["point", "rep"], metric="bytes_app")
-            report.tables[f"messages: pairs per label against {base}"] = ratios.accounting(pairs, by=["label"])
-            if pairs["ratio"].notna().any():
-                figure("data-received-ratio-ecdf", analysis.ratio_ecdf(pairs))
-        if "owd" in messages:
-            figure("rebuffering-vs-owd", analysis.metric_vs_factor(messages, "rebuffering_ms", "owd"))
+    report_messages.messages_section(report.tables, report.notes, db, frame,
+                                     baseline or choose_baseline(labels, ("udp", "quic")), figure)
 
     _loss_position(report, db, figure)
     _link_schedule(report, db)
@@ -397,28 +389,6 @@ def _html(db: Path, frame: pd.DataFrame, report: Report, notes: dict[str, str]) 
                      "</figcaption></figure>")
     parts.append("</body></html>")
     return "\n".join(parts)
-
-
-def export(db: str | Path, fmt: str, path: str | Path | None = None) -> Path:
-    """Write the tidy runs frame (``results.load``) as CSV or Parquet; returns the file written."""
-    if fmt not in ("csv", "parquet"):
-        raise UserError(f"unknown export format {fmt!r} (allowed: csv, parquet)")
-    db = Path(db)
-    frame = results.load(db)
-    target = Path(path) if path is not None else db.with_suffix(f".{fmt}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")  # never leave a half-written file
-    try:
-        if fmt == "csv":
-            frame.to_csv(partial, index=False)
-        else:
-            if importlib.util.find_spec("pyarrow") is None:
-                raise UserError("Parquet export needs pyarrow: .venv/bin/pip install 'fecbench[analysis]'")
-            frame.to_parquet(partial, index=False)
-        partial.replace(target)
-    finally:
-        partial.unlink(missing_ok=True)
-    return target
 
 
 def jupyter_command() -> list[str]:

@@ -42,10 +42,14 @@ def export(
     fmt: str = typer.Option("csv", "--format", "-f", help="csv or parquet."),
     output: Path = typer.Option(None, "-o", "--output", help="Output file "
                                 "(default: the database path with .csv or .parquet)."),
+    table: str = typer.Option("runs", "--table", "-t", help="runs (one row per run) or paths (one row per "
+                              "run, path and side of multipath runs: what each endpoint counted on each path)."),
 ) -> None:
-    """Tidy runs table (one row per run: factors, implementation, label, status, metrics) as CSV/Parquet."""
+    """Tidy runs table (one row per run: factors, implementation, label, status, metrics) as CSV/Parquet;
+    --table paths: the per-path endpoint metrics of multipath runs."""
     from fecbench import report as report_mod
+    from fecbench.export import export as export_table
 
     db = db if db is not None else report_mod.default_db()
-    target = report_mod.export(db, fmt, output)
+    target = export_table(db, fmt, output, table)
     console.print(f"wrote {target}")

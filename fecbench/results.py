@@ -4,17 +4,20 @@ Every function takes the database path (or, where noted, an already loaded frame
 read-only (``file:…?mode=ro``), so it is safe to call while a campaign is still writing (WAL).
 
 - ``load(db)``: one row per run — campaign, design point, factor values (one column per factor),
-  implementation, label, workload, size, repetition, status, timings and the typed metrics.
+  implementation, label, workload, size, repetition, status, timings and the typed metrics (plus
+  ``JSON_METRICS``, read from the metrics JSON: the messages accounting).
 - ``paired(db, baseline="quic", by=["point", "rep", "size"], metric="dct_ms")``: the per-run ratio
   ``metric(label) / metric(baseline)`` for every other label on identical conditions (same design,
   point, repetition — hence the same loss seed — and size), over pairs of ``ok`` runs only.
   ``fecbench.ratios`` builds on it: every pair accounted for (timeouts censored at the design's
   ``timeout_s``) and the papers' per-point ratio of medians with bootstrap intervals.
-- ``link_stats(db)``, ``fidelity(db)``, ``link_events(db)``: per-run dropper counters, emulation
-  checks and the changes a link schedule applied, joinable on ``run_key`` = ``load(db).key``.
+- ``link_stats(db)``, ``fidelity(db)``, ``lateness(db)``, ``link_events(db)``: per-run dropper
+  counters, emulation checks before the run, the delay elements' accuracy during it, and the
+  changes a link schedule applied, joinable on ``run_key`` = ``load(db).key``.
 - ``path_traffic(db)``: packets per run and client-server path counted by the droppers (multipath:
   how a scheduler spread the data); ``single_path_label(traffic)``: the label that stayed on path 1;
-  ``path_asymmetry(frame)``: per-path factor ratios (bw_1/bw_2, owd_1/owd_2).
+  ``path_asymmetry(frame)``: per-path factor ratios (bw_1/bw_2, owd_1/owd_2). What the endpoints
+  counted per path is in ``fecbench.path_metrics``.
 - ``campaigns(db)``, ``factors(db)``, ``medians(...)``, ``status_counts(...)``: small helpers.
 """
 
@@ -39,6 +42,13 @@ RUN_COLUMNS = ["key", "campaign_id", "point", "impl", "label", "impl_args", "wor
                "duration_s", "attempts", "link_backend", "host"]
 #: Typed metric columns (the client's whole JSON stays in the database).
 METRIC_COLUMNS = list(dbmod.METRIC_COLUMNS)
+#: Metrics read from the client's metrics JSON (``metrics.json``) rather than a typed column: the
+#: messages workload's accounting (quic-impls/fecq/README.md, "Messages"; NULL where a run's JSON
+#: lacks the key) and the congestion-control options the run used.
+JSON_METRICS = ("messages_sent", "messages_on_time", "messages_corrupted", "messages_lost",
+                "rebuffering_events", "msg_packets_sent", "msg_packets_on_time", "msg_packets_late",
+                "msg_packets_missing", "bad_msg_packets_late", "bad_msg_packets_missing",
+                "missing_not_sent", "missing_sender_dropped", "missing_in_network", "stall_ms", "cc", "repair_cc")
 #: Aliases accepted in ``paired(by=...)``.
 KEY_ALIASES = {"rep": "repetition"}
 #: The runner's time limit per run when a design sets no ``timeout_s`` (fecbench.runners.design).
@@ -91,13 +101,14 @@ def load(db: DbLike, *, status: str | Iterable[str] | None = None) -> pd.DataFra
         runs = pd.read_sql_query(f"SELECT {', '.join(run_cols)} FROM runs", con)
         points = pd.read_sql_query("SELECT * FROM points", con)
         metric_cols = [c for c in METRIC_COLUMNS if c in _columns(con, "metrics")]
-        metrics = pd.read_sql_query(f"SELECT run_key, {', '.join(metric_cols)} FROM metrics", con)
+        from_json = [f"json_extract(json, '$.{k}') AS {k}" for k in JSON_METRICS if k not in metric_cols]
+        metrics = pd.read_sql_query(f"SELECT run_key, {', '.join(metric_cols + from_json)} FROM metrics", con)
         camps = pd.read_sql_query("SELECT id AS campaign_id, name AS campaign, design_hash, design_text "
                                   "FROM campaigns", con)
     camps["timeout_s"] = [design_timeout(text) for text in camps.pop("design_text")]
     factor_names = [c for c in points.columns if c not in ("campaign_id", "point")]
     # A factor named like a run or metric column keeps its values under "factor_<name>".
-    clash = set(run_cols) | set(metric_cols) | {"campaign", "design_hash", "timeout_s"}
+    clash = set(run_cols) | set(metric_cols) | set(JSON_METRICS) | {"campaign", "design_hash", "timeout_s"}
     points = points.rename(columns={f: f"factor_{f}" for f in factor_names if f in clash})
     factor_names = [f"factor_{f}" if f in clash else f for f in factor_names]
 
@@ -328,6 +339,23 @@ def link_events(db: DbLike) -> pd.DataFrame:
     frame["params"] = [json.loads(p) if p else {} for p in frame["params"]]
     frame["error_ms"] = ((frame["applied_s"] - frame["scheduled_s"]) * 1e3).astype(float)
     return frame
+
+
+def lateness(db: DbLike) -> pd.DataFrame:
+    """Each run's emulation accuracy per link and direction (``fecbench.lateness``): frames the delay
+    element sent during the run, p50/p99/max/mean lateness (µs), the bound and ``ok``. Joins on
+    ``run_key``; empty for netem runs and campaigns recorded before the delay element counted it."""
+    frame = _query(db, "SELECT run_key, link, direction, delay_json FROM link_stats ORDER BY run_key, link, direction")
+    rows = []
+    for row in frame.itertuples(index=False):
+        try:
+            late = (json.loads(row.delay_json) or {}).get("lateness") if isinstance(row.delay_json, str) else None
+        except ValueError:
+            late = None
+        if late:
+            rows.append({"run_key": row.run_key, "link": row.link, "direction": row.direction, **late})
+    columns = ["run_key", "link", "direction", "frames", "p50_us", "p99_us", "max_us", "mean_us", "bound_ms", "ok"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def fidelity(db: DbLike) -> pd.DataFrame:

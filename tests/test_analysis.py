@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 
 from fecbench import analysis, ratios, report, results
 from fecbench.errors import UserError
+from fecbench.export import export
 from tests.helpers.analysis_db import (
     CENSORED_TABLE,
     DOWNLOAD_LABELS,
@@ -209,14 +210,14 @@ def test_report_default_output_dir(download_db, tmp_path):
 def test_export_tidy(download_db, tmp_path, fmt):
     if fmt == "parquet" and find_spec("pyarrow") is None:
         pytest.skip("pyarrow not installed")
-    target = report.export(download_db, fmt, tmp_path / f"runs.{fmt}")
+    target = export(download_db, fmt, tmp_path / f"runs.{fmt}")
     frame = pd.read_csv(target) if fmt == "csv" else pd.read_parquet(target)
     loaded = results.load(download_db)
     assert len(frame) == len(loaded) and list(frame.columns) == list(loaded.columns)
     assert frame["dct_ms"].sum() == pytest.approx(loaded["dct_ms"].sum())
     assert not list(tmp_path.glob("*.partial"))
     with pytest.raises(UserError, match="allowed: csv, parquet"):
-        report.export(download_db, "xls")
+        export(download_db, "xls")
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -4,6 +4,7 @@ Pure logic on hand-made frames (no root); `path_traffic` on the real multipath s
 from __future__ import annotations
 
 import io
+import json
 import math
 from pathlib import Path
 
@@ -118,3 +119,73 @@ def test_report_on_real_multipath_campaign(multipath_db: Path, tmp_path: Path) -
     names = {p.name for p in tmp_path.glob("*.png")}
     assert {"path-share-down.png", "dct-ratio-ecdf.png", "dct-ratio-vs-factors-tquic-mp-minrtt.png"} <= names, names
     assert "DCT ratio label / tquic-sp" in report.tables
+    per_path = report.tables["per-path endpoint metrics (medians)"]
+    assert set(per_path["label"]) == {"fecq-mp-rs"} and set(per_path["path"]) == {1, 2}
+
+
+def _endpoint_view(sent: int, repair: int, recovered: int) -> dict:
+    return {"local": "10.0.0.1", "remote": "10.0.1.1:4433", "quic_path_id": 0, "packets_sent": sent,
+            "bytes_sent": sent * 1200, "repair_sent": repair, "packets_received": sent, "bytes_received": 0,
+            "recovered": recovered, "fec_ignored": 0, "quic_packets_sent": sent - repair, "lost": 1,
+            "lost_bytes": 1200, "congestion_events": 1, "cwnd": 12000, "rtt_ms": 20.5}
+
+
+def test_path_metrics_flattens_each_side_of_each_path(tmp_path: Path) -> None:
+    """Hand-made metrics JSON: one row per path and side, shares of each side's sends, nothing for a
+    single-path run, a side that never saw a path left out."""
+    from fecbench import db as dbmod
+    from fecbench import path_metrics
+    from tests.helpers.analysis_db import make_table_db
+
+    db = make_table_db(tmp_path / "paths.sqlite", [(0, "mp", 1000, 0, "ok", 10.0), (0, "sp", 1000, 0, "ok", 12.0)])
+    mp_json = {"dct_ms": 10.0, "paths": [
+        {"path": 1, "client_address": "10.0.0.1", "server_address": "10.0.1.1:4433",
+         "client": _endpoint_view(30, 3, 0), "server": _endpoint_view(75, 25, 2)},
+        {"path": 2, "client_address": "10.0.0.2", "server_address": "10.0.2.1:4433",
+         "client": _endpoint_view(10, 0, 1), "server": None}]}
+    con = dbmod.connect(db)
+    key = con.execute("SELECT key FROM runs WHERE label = 'mp'").fetchone()[0]
+    with dbmod.transaction(con):
+        con.execute("UPDATE metrics SET json = ? WHERE run_key = ?", (json.dumps(mp_json), key))
+    con.close()
+    frame = path_metrics.path_metrics(db)
+    assert list(zip(frame["path"], frame["side"], strict=True)) == [(1, "client"), (1, "server"), (2, "client")]
+    assert set(frame["label"]) == {"mp"} and set(frame["key"]) == {key}
+    client = frame[frame["side"] == "client"]
+    assert client["share_sent"].tolist() == [0.75, 0.25]
+    assert frame[frame["side"] == "server"]["share_sent"].tolist() == [1.0]
+    assert frame["recovered"].tolist() == [0.0, 2.0, 1.0] and frame["rtt_ms"].tolist() == [20.5] * 3
+    traffic = path_metrics.as_traffic(frame)
+    assert traffic["packets_up"].tolist() == [30.0, 10.0] and traffic["share_down"].tolist()[0] == 1.0
+    assert math.isnan(traffic["packets_down"].iloc[1])  # the server never saw path 2
+    empty = path_metrics.path_metrics(make_table_db(tmp_path / "none.sqlite", [(0, "sp", 1000, 0, "ok", 12.0)]))
+    assert empty.empty and {"path", "side", "share_sent", "recovered"} <= set(empty.columns)
+
+
+@pytest.mark.require_root
+@pytest.mark.slow
+def test_path_metrics_on_real_multipath_campaign(multipath_db: Path, tmp_path: Path) -> None:
+    """fecq's multipath runs: both paths carry data, and what the client says it sent on each path
+    is what the path's dropper counted in that direction (plus the close, sent after the count)."""
+    from fecbench import path_metrics
+    from fecbench.export import export
+
+    frame = path_metrics.path_metrics(multipath_db)
+    fecq = frame[frame["label"] == "fecq-mp-rs"]
+    assert len(fecq) and set(fecq["path"]) == {1, 2} and set(fecq["side"]) == {"client", "server"}
+    server = fecq[fecq["side"] == "server"]
+    assert (server.groupby("path")["packets_sent"].sum() > 0).all()
+    assert np.allclose(server.groupby("key")["share_sent"].sum(), 1.0)
+    counted = {(s["run_key"], s["link"], s["direction"]): s["matched"] for s in
+               rows(multipath_db, "SELECT run_key, link, direction, matched FROM link_stats")}
+    for _, row in fecq.iterrows():
+        direction = "forward" if row["side"] == "client" else "reverse"
+        at_dropper = counted[(row["key"], f"path{row['path']}", direction)]
+        assert row["packets_sent"] <= at_dropper, (row["side"], row["path"], at_dropper)
+        # The client sends little after reading its counters: an ACK of the stats reply, the
+        # CONNECTION_CLOSE and their repairs (measured: 0-4). The server lives on until it is stopped
+        # (the reply, then ACKs and probes until the close arrives), so only the client's bound is tight.
+        if row["side"] == "client":
+            assert at_dropper <= row["packets_sent"] + 6, (row["path"], at_dropper)
+    target = export(multipath_db, "csv", tmp_path / "paths.csv", table="paths")
+    assert len(pd.read_csv(target)) == len(frame)

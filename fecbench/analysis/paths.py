@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
@@ -16,6 +15,7 @@ from fecbench.analysis.style import (
     grid,
     size_palette,
     sizes_of,
+    stacked_barh,
     styled,
     with_size_names,
 )
@@ -40,18 +40,10 @@ def path_share(traffic: pd.DataFrame, *, direction: str = "down", ncols: int = 3
         sub = data[data["size_name"] == size_name]
         means = sub.groupby(["label", "path"])[column].mean().unstack("path").reindex(
             index=labels, columns=paths).fillna(0.0)
-        left = np.zeros(len(means))
-        for path in paths:
-            values = means[path].to_numpy()
-            ax.barh(means.index, values, left=left, color=colors[path], label=f"path {path}")
-            for y, (x0, width) in enumerate(zip(left, values, strict=True)):
-                if width >= 0.08:
-                    ax.text(x0 + width / 2, y, f"{width:.0%}", ha="center", va="center", fontsize=8)
-            left += values
+        stacked_barh(ax, means, {path: f"path {path}" for path in paths}, [colors[path] for path in paths],
+                     share_at_least=0.08)
         ax.set_xlim(0, 1)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:.0%}"))
-        ax.invert_yaxis()
-        ax.grid(axis="y", visible=False)
         ax.set_title(size_name)
         ax.set_xlabel(f"mean share of {'server → client' if direction == 'down' else 'client → server'} packets")
         if i % ncols:

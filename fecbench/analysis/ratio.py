@@ -105,9 +105,9 @@ def _ecdf_panels(frame: pd.DataFrame, exact: pd.Series, below: pd.Series, above:
     data, order = with_size_names(frame)
     sized = any(name != "messages" for name in order)
     colors = size_palette(sizes_of(frame)) if sized else label_palette(labels_of(frame))
-    baseline = str(frame["baseline"].iloc[0])
     for ax, label in zip(axes, labels, strict=False):
         mine = data["label"] == label
+        baseline = str(data.loc[mine, "baseline"].iloc[0])  # each label's own (multipath twins differ)
         log2_axis(ax, "x", exact.dropna() if exact.notna().any() else pd.Series([1.0]))  # same axis everywhere
         xlim = ax.get_xlim()
         for name in (order if sized else [None]):
@@ -224,7 +224,7 @@ def ratio_vs_factors(pairs: pd.DataFrame, factors: Sequence[str] | None = None, 
     data, order = with_size_names(usable)
     sized = any(name != "messages" for name in order)
     colors = size_palette(sizes_of(pairs)) if sized else {"messages": label_palette(labels_of(pairs))[label]}
-    baseline = str(pairs["baseline"].iloc[0])
+    baseline = str(everything["baseline"].iloc[0])
     finite = usable["ratio"][np.isfinite(usable["ratio"]) & (usable["ratio"] > 0)]
     for i, (ax, factor) in enumerate(zip(axes, factors, strict=False)):
         if is_points:

@@ -33,6 +33,7 @@ SIZE_PALETTE = "viridis"
 METRIC_TITLES = {
     "dct_ms": "download completion time (ms)", "handshake_ms": "handshake time (ms)",
     "rebuffering_ms": "total re-buffering time (ms)", "bytes_app": "data received",
+    "stall_ms": "time a waiting player stood still (ms)",
     "client_wall_ms": "client wall time (ms)", "messages_late": "late messages",
     "messages_corrupt": "corrupted messages", "lost": "lost packets", "recovered": "recovered packets",
     "rtt_ms": "RTT (ms)", "bytes_sent": "bytes sent", "packets_sent": "packets sent",
@@ -164,6 +165,22 @@ def log10_axis(axis: matplotlib.axis.Axis) -> None:
     axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     axis.set_major_formatter(FuncFormatter(plain_number))
     axis.set_minor_formatter(NullFormatter())
+
+
+def stacked_barh(ax, table: pd.DataFrame, names: dict, colors: Sequence, share_at_least: float | None = None) -> None:
+    """One horizontal bar per row of ``table`` (top to bottom), its ``names`` columns stacked left to
+    right in ``colors``, each segment labelled with ``names[column]``; with ``share_at_least``, the
+    segments at least that wide carry their value as a percentage."""
+    left = np.zeros(len(table))
+    for (column, name), color in zip(names.items(), colors, strict=True):
+        values = table[column].to_numpy(dtype=float)
+        ax.barh(table.index, values, left=left, color=color, label=name)
+        for y, (x0, width) in enumerate(zip(left, values, strict=True)):
+            if share_at_least is not None and width >= share_at_least:
+                ax.text(x0 + width / 2, y, f"{width:.0%}", ha="center", va="center", fontsize=8)
+        left += values
+    ax.invert_yaxis()
+    ax.grid(axis="y", visible=False)
 
 
 def empty(fig: Figure, ax, text: str) -> Figure:

@@ -1,0 +1,42 @@
+"""``fecbench export``: a tidy table of a results database written as CSV or Parquet.
+
+Tables: ``runs`` (``results.load``: one row per run) and ``paths`` (``path_metrics.path_metrics``:
+one row per run, path and side of multipath runs).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from fecbench import path_metrics, results
+from fecbench.errors import UserError
+
+FORMATS = ("csv", "parquet")
+TABLES = {"runs": results.load, "paths": path_metrics.path_metrics}
+
+
+def export(db: str | Path, fmt: str, path: str | Path | None = None, table: str = "runs") -> Path:
+    """Write ``table`` of ``db`` as CSV or Parquet; returns the file written (default: the database path
+    with ``.csv``/``.parquet``, ``-paths`` before it for the paths table). Never leaves a half-written file."""
+    if fmt not in FORMATS:
+        raise UserError(f"unknown export format {fmt!r} (allowed: {', '.join(FORMATS)})")
+    if table not in TABLES:
+        raise UserError(f"unknown export table {table!r} (allowed: {', '.join(TABLES)})")
+    if fmt == "parquet" and importlib.util.find_spec("pyarrow") is None:
+        raise UserError("Parquet export needs pyarrow: .venv/bin/pip install 'fecbench[analysis]'")
+    db = Path(db)
+    frame = TABLES[table](db)
+    suffix = "" if table == "runs" else f"-{table}"
+    target = Path(path) if path is not None else db.with_name(f"{db.stem}{suffix}.{fmt}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    try:
+        if fmt == "csv":
+            frame.to_csv(partial, index=False)
+        else:
+            frame.to_parquet(partial, index=False)
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return target

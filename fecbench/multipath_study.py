@@ -1,0 +1,88 @@
+"""Multipath against single path, label by label (the thesis's §5.9 study).
+
+A campaign like ``designs/thesis2018-multipath.toml`` runs several multipath labels (round-robin,
+min-RTT, with and without FEC) next to single-path ones. Each multipath label is compared with its
+**single-path twin**: the single-path label of the same implementation whose every argument it
+repeats with the same value, the multipath ones aside (``sp-rs`` = fecq ``fec = rs:30,20`` is the
+twin of ``mp-rr-rs`` = the same plus ``multipath = on, scheduler = round-robin``), on the same
+design points and loss patterns. Comparing ``mp-rr-rs`` with a single path *without* FEC would mix
+two effects.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pandas as pd
+
+from fecbench import ratios
+
+
+def _args(text: object) -> dict[str, str]:
+    try:
+        value = json.loads(text) if isinstance(text, str) and text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def is_multipath(args: dict[str, str]) -> bool:
+    """Whether a label's arguments ask for multipath (the descriptors' shared ``multipath`` argument)."""
+    return str(args.get("multipath", "off")) == "on"
+
+
+def twins(runs: pd.DataFrame) -> dict[str, str]:
+    """Each multipath label → its single-path twin: among the single-path labels of the same
+    implementation whose arguments the multipath label all has, with the same values, the one with
+    the most arguments. A label without such a twin, or with two equally close ones, has none."""
+    labels = runs.drop_duplicates("label").set_index("label")
+    args = {label: _args(text) for label, text in labels["impl_args"].items()}
+    single = [label for label in args if not is_multipath(args[label])]
+    out: dict[str, str] = {}
+    for label, mine in args.items():
+        if not is_multipath(mine):
+            continue
+        fits = [s for s in single if labels.at[s, "impl"] == labels.at[label, "impl"]
+                and all(mine.get(k) == v for k, v in args[s].items() if k != "multipath")]
+        closest = sorted(fits, key=lambda s: -len(args[s]))
+        if closest and (len(closest) == 1 or len(args[closest[0]]) > len(args[closest[1]])):
+            out[label] = closest[0]
+    return dict(sorted(out.items()))
+
+
+def pairs(runs: pd.DataFrame, metric: str, by: Sequence[str] = ("point", "rep"),
+          twin_of: dict[str, str] | None = None) -> pd.DataFrame:
+    """Every pair (condition × multipath label) against the label's twin (``twin_of``, default
+    ``twins(runs)``), as ``ratios.pairs``: ``ratio`` = multipath ÷ single path (above 1: more data
+    received, or more re-buffering)."""
+    frames = [ratios.pairs(runs, baseline=base, by=by, metric=metric, labels=[label])
+              for label, base in (twins(runs) if twin_of is None else twin_of).items()]
+    if not frames:
+        return pd.DataFrame(columns=["label", "baseline", "outcome", "ratio"])
+    out = pd.concat(frames, ignore_index=True)
+    out.attrs.update(frames[0].attrs)
+    return out
+
+
+def loss_factors(runs: pd.DataFrame) -> list[str]:
+    """The design factors that describe each path's losses and delay (p, r, owd, or their per-path
+    forms p_1, p_2, …) and vary in the campaign: the x axes of the ratio against the loss setting."""
+    factors = runs.attrs.get("factors", [])
+    bases = ("p", "r", "k", "h", "owd")
+    return [f for f in factors if (f in bases or f.rsplit("_", 1)[0] in bases)
+            and f in runs and runs[f].nunique() > 1]
+
+
+def recoveries(per_path: pd.DataFrame) -> pd.DataFrame:
+    """Per multipath label and path, from ``path_metrics`` (ok runs): the server's share of its
+    datagrams on the path, repairs it sent there, and what the client lost and rebuilt there
+    (medians and sums over runs)."""
+    client = per_path[(per_path["status"] == "ok") & (per_path["side"] == "client")]
+    server = per_path[(per_path["status"] == "ok") & (per_path["side"] == "server")]
+    sent = server.groupby(["label", "path"]).agg(
+        runs=("key", "nunique"), server_share_median=("share_sent", "median"),
+        repair_sent_sum=("repair_sent", "sum"))
+    rebuilt = client.groupby(["label", "path"]).agg(
+        client_recovered_sum=("recovered", "sum"), client_recovered_median=("recovered", "median"))
+    return sent.join(rebuilt, how="outer").reset_index()

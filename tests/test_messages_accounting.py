@@ -7,9 +7,10 @@ bytes of IP), then drops chosen packets with a trace and checks the receiver's a
 the second run's own verdict log. The runs last 3 s instead of the thesis's 25 s: the accounting
 is the same code whatever the length.
 
-Packets are dropped well inside a message (parts 2–4, the middle of a block), so that a shift of a
-packet or two between the runs (an acknowledgement sent at a different moment) keeps every drop in
-the message it was meant for; the second run's verdict log says exactly which packets were lost.
+Packets are dropped well inside a message (parts 2–4, the middle of a block), or with a margin of
+two packets each side of a message meant to be lost whole, so that a shift of a packet or two between
+the runs (an acknowledgement sent at a different moment) keeps the scenario; what each message lost
+is then read from the second run's own verdict log, and the receiver's accounting must equal it.
 """
 
 from __future__ import annotations
@@ -108,18 +109,24 @@ def test_trace_losses_are_the_corrupted_and_lost_messages(tmp_path: Path) -> Non
     m, log = run(tmp_path, "trace", chosen, packets=8, args=args)
     closes(m)
 
-    # What the verdicts say was lost, message by message (data packets in sending order).
+    # What the verdicts say was lost, message by message (data packets in sending order). The trace
+    # drops exactly the packets it lists; which message packets those are in this run can differ by
+    # a packet or two from the first run (an acknowledgement sent at another moment): the two
+    # neighbours of message 60 share its margin of 4 drops in a way that varies (seen: 2 + 2 and
+    # 4 + 0), so the expectations below come from this run's verdicts, not from the first run's.
+    assert int(log["verdict"].astype(bool).sum()) == len(chosen)
     data = data_indices(log)
+    assert len(data) == 90 * 8
     dropped = log["verdict"][np.searchsorted(log["index"], data)].astype(bool)
-    assert dropped.sum() == len(chosen)
     missing = np.bincount(np.flatnonzero(dropped) // 8, minlength=90)
-    assert missing[30] == 3 and missing[60] == 8  # the messages meant
-    assert m["messages_lost"] == int((missing == 8).sum()) == 1
-    assert m["messages_corrupted"] == int(((missing > 0) & (missing < 8)).sum()) == 3
-    assert m["msg_packets_missing"] == m["bad_msg_packets_missing"] == len(chosen)
+    assert 0 < missing[30] < 8 and missing[60] == 8, missing  # the messages meant: one corrupted, one lost
+    lost, corrupted = int((missing == 8).sum()), int(((missing > 0) & (missing < 8)).sum())
+    assert m["messages_lost"] == lost >= 1
+    assert m["messages_corrupted"] == corrupted >= 2  # message 30 and at least one neighbour of 60
+    assert m["msg_packets_missing"] == m["bad_msg_packets_missing"] == int(dropped.sum())
     # All of them went missing in the network: the sender put every datagram in a packet.
     assert m["sender_datagrams"] == 720 and m["missing_not_sent"] == m["missing_sender_dropped"] == 0
-    assert m["missing_in_network"] == len(chosen)
+    assert m["missing_in_network"] == int(dropped.sum())
     assert m["rebuffering_events"] >= 2 and m["rebuffering_ms"] >= 4 * 1000 / 30 - 1e-3
 
 

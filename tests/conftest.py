@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A test suite started in the background by a non-interactive shell (`make test &`, a CI runner's
+    # script) inherits SIGINT ignored, and so would every campaign and server the tests start: the tests
+    # that press Ctrl-C on them would see it ignored (exit 0 instead of 130). A handler here (not an
+    # ignored signal) is reset to the default in every program the tests start.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

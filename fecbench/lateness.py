@@ -9,6 +9,7 @@ whose network was not the configured one. netem keeps no such counts: runs on ne
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Sequence
@@ -55,3 +56,15 @@ def summary(direction: dict[str, Any] | None, edges_us: Sequence[float] | None) 
             "max_us": max_us if frames else None,
             "mean_us": float(direction.get("late_sum_us", 0.0)) / frames if frames else None,
             "bound_ms": bound_ms(), "ok": None if p99 is None else p99 <= bound_ms() * 1000}
+
+
+def from_delay_json(text: Any) -> dict[str, Any] | None:
+    """The lateness summary a run recorded in its link statistics (``link_stats.delay_json``), or None
+    (netem, a campaign recorded before the delay element counted it, unreadable JSON)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        late = (json.loads(text) or {}).get("lateness")
+    except (ValueError, AttributeError):
+        return None
+    return late or None

@@ -34,6 +34,7 @@ import pandas as pd
 
 from fecbench import db as dbmod
 from fecbench.errors import UserError
+from fecbench.lateness import from_delay_json
 from fecbench.specs import tomllib  # tomli on Python 3.10
 
 #: Columns of the runs table kept in the tidy frame (logs tails are left to ``run_logs``).
@@ -348,10 +349,7 @@ def lateness(db: DbLike) -> pd.DataFrame:
     frame = _query(db, "SELECT run_key, link, direction, delay_json FROM link_stats ORDER BY run_key, link, direction")
     rows = []
     for row in frame.itertuples(index=False):
-        try:
-            late = (json.loads(row.delay_json) or {}).get("lateness") if isinstance(row.delay_json, str) else None
-        except ValueError:
-            late = None
+        late = from_delay_json(row.delay_json)
         if late:
             rows.append({"run_key": row.run_key, "link": row.link, "direction": row.direction, **late})
     columns = ["run_key", "link", "direction", "frames", "p50_us", "p99_us", "max_us", "mean_us", "bound_ms", "ok"]

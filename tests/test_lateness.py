@@ -74,3 +74,10 @@ def test_status_and_loader_flag_runs_above_the_bound(tmp_path) -> None:
     text = subprocess.run([sys.executable, "-m", "fecbench", "status", str(db)], capture_output=True, text=True,
                           check=True, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"}).stdout
     assert "1 run(s) had a delay element's p99 lateness above 0.5 ms" in text
+
+
+def test_the_recorded_summary_is_read_back_or_none() -> None:
+    assert lateness.from_delay_json('{"ab": {}, "lateness": {"p99_us": 120.0, "ok": true}}') == {
+        "p99_us": 120.0, "ok": True}
+    for text in (None, "", "not json", "[1, 2]", '{"ab": {}}', '{"lateness": null}'):
+        assert lateness.from_delay_json(text) is None, text

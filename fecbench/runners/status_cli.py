@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fecbench.errors import UserError
+from fecbench.lateness import from_delay_json
 from fecbench.status import Status
 
 console = Console()
@@ -64,10 +65,7 @@ def late_runs(conn: sqlite3.Connection) -> dict[str, Any]:
     their link statistics; the bound each was judged by and the worst p99."""
     keys, worst, bound = set(), 0.0, None
     for key, text in conn.execute("SELECT run_key, delay_json FROM link_stats WHERE delay_json LIKE '%lateness%'"):
-        try:
-            late = (json.loads(text) or {}).get("lateness") or {}
-        except ValueError:
-            continue
+        late = from_delay_json(text) or {}
         if late.get("ok") is False:
             keys.add(key)
             worst = max(worst, float(late.get("p99_us") or 0) / 1000)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fecbench.analysis import loss_position as lp
@@ -94,6 +95,12 @@ def test_class_ecdf_and_report_section(db, tmp_path):
     assert "loss-position" in built.figures
     html = (tmp_path / "report" / "index.html").read_text()
     assert "transfers with losses in the last 10 packets" in html
+    # Uploads: the table classifies by the data direction (client → server), not by lost acknowledgements.
+    classified = lp.classify_runs(db)
+    assert lp.data_direction(classified) == "forward"
+    (name,) = [n for n in built.tables if n.startswith("DCT per loss position")]
+    assert "client → server" in name
+    pd.testing.assert_frame_equal(built.tables[name], lp.starlink_table(classified, direction="forward"))
 
 
 def test_no_verdict_logs_is_empty(tmp_path):

@@ -55,6 +55,15 @@ CLASSES = (NO_LOSS, LOSS, TAIL)
 DIRECTIONS = ("forward", "reverse", "any")
 DEFAULT_K = 10
 _RANK = {NO_LOSS: 0, LOSS: 1, TAIL: 2}
+# The direction that carries a workload's data: where the slides' "last 10 packets" are (a lost
+# acknowledgement is not a lost packet of the transfer). reqresp carries data both ways.
+DATA_DIRECTION = {"upload": "forward", "download": "reverse", "messages": "reverse", "reqresp": "any"}
+
+
+def data_direction(classified: pd.DataFrame) -> str:
+    """The direction carrying the data of the runs' workload(s); ``any`` when they differ."""
+    directions = {DATA_DIRECTION.get(w, "any") for w in classified["workload"].dropna().unique()}
+    return directions.pop() if len(directions) == 1 else "any"
 
 
 def classify(verdicts: Iterable[int] | np.ndarray, k: int = DEFAULT_K) -> str:

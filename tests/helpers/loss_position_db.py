@@ -68,7 +68,7 @@ def make_loss_position_db(path: Path) -> Path:
         with dbmod.transaction(conn):
             dbmod.insert_pending_runs(conn, [{
                 "key": key, "campaign_id": cid, "point": 0, "impl": "fecq", "label": label,
-                "impl_args": json.dumps({"fec": label}), "workload": "download", "size": 50_000,
+                "impl_args": json.dumps({"fec": label}), "workload": "upload", "size": 50_000,
                 "repetition": rep, "loss_seed": rep}])
         dbmod.start_run(conn, key, "2026-01-01T00:00:00Z", "netem", "test")
         dbmod.finish_run(conn, key, status=status, error=None, server_log_tail="", client_log_tail="",

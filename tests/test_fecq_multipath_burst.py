@@ -15,66 +15,25 @@ from __future__ import annotations
 
 import io
 import json
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.helpers.campaign import FECQ, ROOT, fecbench, queue_drops, rows
+from tests.helpers.campaign import FECQ, fecbench, queue_drops, rows, two_path_design
 
 BURST = range(200, 210)
 
 
 def _design(tmp_path: Path) -> Path:
     (tmp_path / "burst.txt").write_text("".join(f"{i}\n" for i in BURST))
-    # Queues of 3000 packets: the burst is the only loss (no overflow blurs what was rebuilt).
-    (tmp_path / "points.csv").write_text(
-        "bw_1,bw_2,owd_1,owd_2,queue_1,queue_2\n10,10,10,10,3000,3000\n")
     common = 'multipath = "on", fec = "rs:15,10", fec_blocks = "connection", mode = "datagram"'
-    design = tmp_path / "burst.toml"
-    design.write_text(textwrap.dedent(f"""
-        [design]
-        name = "burst"
-        topology = "{ROOT / 'topologies' / 'multipath.toml'}"
-        repetitions = 1
-        seed = 13
-        timeout_s = 60
-        fidelity = "off"
-        verdict_log = true
-
-        [space]
-        method = "list"
-        file = "points.csv"
-        [space.factors]
-        bw = {{ low = 5, high = 20, per_path = true }}
-        owd = {{ low = 5, high = 20, per_path = true }}
-        queue = {{ low = 10, high = 5000, per_path = true }}
-
-        [loss]
-        model = "trace"
-        file = "{tmp_path / 'burst.txt'}"
-        links = ["path1"]
-        directions = ["reverse"]
-
-        [workload]
-        kind = "messages"
-        rate = 30
-        packets = 8
-        duration = 4
-        buffer = 4
-
-        [[impl]]
-        name = "fecq"
-        label = "single"
-        args = {{ {common}, paths = "1" }}
-
-        [[impl]]
-        name = "fecq"
-        label = "round-robin"
-        args = {{ {common}, scheduler = "round-robin" }}
-        """))
-    return design
+    # Queues of 3000 packets: the burst is the only loss (no overflow blurs what was rebuilt).
+    return two_path_design(
+        tmp_path, "burst", [(10, 10, 10, 10, 3000, 3000)], extra="verdict_log = true",
+        loss=f'model = "trace"\nfile = "{tmp_path / "burst.txt"}"\nlinks = ["path1"]\ndirections = ["reverse"]',
+        workload='kind = "messages"\nrate = 30\npackets = 8\nduration = 4\nbuffer = 4',
+        impls={"single": f'{common}, paths = "1"', "round-robin": f'{common}, scheduler = "round-robin"'})
 
 
 @pytest.mark.require_root

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fecbench import path_metrics, results
-from tests.helpers.campaign import FECQ, ROOT, fecbench, queue_drops, rows
+from tests.helpers.campaign import FECQ, fecbench, queue_drops, rows, two_path_design
 
 OUTAGE_S = (0.3, 1.3)
 
@@ -29,46 +29,14 @@ def _design(tmp_path: Path) -> Path:
         outage_ms = {(OUTAGE_S[1] - OUTAGE_S[0]) * 1000:g}
         direction = "both"
         """))
+    # Per-path idle timeout above the outage: path 1 stays open, so its datagrams keep being lost.
+    labels = {where: f'multipath = "on", fec = "rs:40,20", repair_path = "{where}", path_idle_timeout = "5"'
+              for where in ("other", "same")}
     # Queues far above what 3 MB can fill: the outage is the only loss (a BDP queue overflows in slow
     # start by 60–430 datagrams a run, and rebuilding those would blur what the repair path changes).
-    (tmp_path / "points.csv").write_text(
-        "bw_1,bw_2,owd_1,owd_2,queue_1,queue_2\n10,10,10,10,3000,3000\n")
-    labels = "".join(textwrap.dedent(f"""
-        [[impl]]
-        name = "fecq"
-        label = "{where}"
-        # Per-path idle timeout above the outage: path 1 stays open, so its datagrams keep being lost.
-        args = {{ multipath = "on", fec = "rs:40,20", repair_path = "{where}", path_idle_timeout = "5" }}
-        """) for where in ("other", "same"))
-    design = tmp_path / "outage.toml"
-    design.write_text(textwrap.dedent(f"""
-        [design]
-        name = "outage"
-        topology = "{ROOT / 'topologies' / 'multipath.toml'}"
-        repetitions = 1
-        seed = 13
-        timeout_s = 60
-        fidelity = "off"
-        schedule = "{tmp_path / 'cut.toml'}"
-        verdict_log = true
-
-        [space]
-        method = "list"
-        file = "points.csv"
-        [space.factors]
-        bw = {{ low = 5, high = 20, per_path = true }}
-        owd = {{ low = 5, high = 20, per_path = true }}
-        queue = {{ low = 10, high = 5000, per_path = true }}
-
-        [loss]
-        model = "uniform"
-        p = 0.0
-
-        [workload]
-        kind = "download"
-        sizes = ["3MB"]
-        """) + labels)
-    return design
+    return two_path_design(tmp_path, "outage", [(10, 10, 10, 10, 3000, 3000)], impls=labels,
+                           extra=f'schedule = "{tmp_path / "cut.toml"}"\nverdict_log = true',
+                           loss='model = "uniform"\np = 0.0', workload='kind = "download"\nsizes = ["3MB"]')
 
 
 @pytest.mark.require_root

@@ -26,57 +26,24 @@ in 12 runs: 0.59, the pacer again; the order itself is asserted with `--cc none`
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from fecbench import path_metrics
-from tests.helpers.campaign import FECQ, ROOT, fecbench, queue_drops, rows
+from tests.helpers.campaign import FECQ, fecbench, queue_drops, rows, two_path_design
 
 SCHEDULERS = ("lowest-id", "min-rtt", "round-robin", "highrb", "backup")
 CCS = ("cubic", "none")
 
 
 def _design(tmp_path: Path) -> Path:
+    labels = {f"{s}-{cc}": f'multipath = "on", fec = "rs:30,20", mode = "datagram", scheduler = "{s}", cc = "{cc}"'
+              for s in SCHEDULERS for cc in CCS}
     # Queues of 3000 packets: nothing overflows, no loss reshapes the windows the shares follow.
-    (tmp_path / "points.csv").write_text("bw_1,bw_2,owd_1,owd_2,queue_1,queue_2\n"
-                                         "10,10,10,10,3000,3000\n10,10,25,5,3000,3000\n")
-    labels = "".join(textwrap.dedent(f"""
-        [[impl]]
-        name = "fecq"
-        label = "{s}-{cc}"
-        args = {{ multipath = "on", fec = "rs:30,20", mode = "datagram", scheduler = "{s}", cc = "{cc}" }}
-        """) for s in SCHEDULERS for cc in CCS)
-    design = tmp_path / "schedulers.toml"
-    design.write_text(textwrap.dedent(f"""
-        [design]
-        name = "schedulers"
-        topology = "{ROOT / 'topologies' / 'multipath.toml'}"
-        repetitions = 1
-        seed = 13
-        timeout_s = 60
-        fidelity = "off"
-
-        [space]
-        method = "list"
-        file = "points.csv"
-        [space.factors]
-        bw = {{ low = 5, high = 20, per_path = true }}
-        owd = {{ low = 5, high = 30, per_path = true }}
-        queue = {{ low = 10, high = 5000, per_path = true }}
-
-        [loss]
-        model = "none"
-
-        [workload]
-        kind = "messages"
-        rate = 30
-        packets = 8
-        duration = 3
-        buffer = 4
-        """) + labels)
-    return design
+    return two_path_design(tmp_path, "schedulers", [(10, 10, 10, 10, 3000, 3000), (10, 10, 25, 5, 3000, 3000)],
+                           impls=labels, loss='model = "none"',
+                           workload='kind = "messages"\nrate = 30\npackets = 8\nduration = 3\nbuffer = 4')
 
 
 @pytest.mark.require_root

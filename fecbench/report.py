@@ -270,13 +270,13 @@ def _loss_position(report: Report, db: Path, figure) -> None:
         return
     k = classified.attrs["k"]
     direction = loss_position.data_direction(classified)
-    where = {"forward": "the data direction, client → server", "reverse": "the data direction, server → client",
-             "any": "either direction"}[direction]
-    name = f"DCT per loss position (ms; losses in the last {k} packets of {where})"
+    where = loss_position.DIRECTION_NAMES[direction]
+    name = f"DCT per loss position (ms; losses among the last {k} packets, {where})"
     report.tables[name] = loss_position.starlink_table(classified, direction=direction)
     report.notes[name] = (f"Runs with a verdict log, split as in Michel & Bonaventure's Starlink slides: all, "
-                          f"with a dropped packet, with one among the last {k} packets the dropper saw in "
-                          f"{where} (repairs included; notebook 05 shows each direction). Timed-out runs "
+                          f"with a dropped packet, with one among the last {k} packets the dropper saw "
+                          f"({where}: the direction carrying the data, repairs included; notebook 05 shows each "
+                          "direction). Timed-out runs "
                           "count at +∞ (inf: the quantile falls among them); failed runs are left out.")
     figure("loss-position", loss_position.class_ecdf(classified, direction=direction),
            f"ECDF of the DCT per loss-position class and label ({where}); timed-out runs at +∞.")

@@ -381,3 +381,13 @@ def test_point_ratio_ecdf_counts_points_without_usable_pair(tmp_path):
     assert curve_ends(ax) == [(0.0, 1.0)]  # the point with a usable pair, drawn
     assert "2 points: 1 exact left out: 1 without a usable pair" in note_text(ax)
     assert "2 excluded: label failed 2" in note_text(ax)
+
+
+def test_the_dct_axis_names_the_workload() -> None:
+    from fecbench.analysis.style import metric_title
+
+    frame = pd.DataFrame({"workload": ["upload", "upload"]})
+    assert metric_title("dct_ms", frame) == "upload completion time (ms)"
+    assert metric_title("dct_ms", frame.assign(workload="download")) == "download completion time (ms)"
+    assert metric_title("dct_ms", pd.DataFrame({"workload": ["upload", "download"]})) == "completion time (ms)"
+    assert metric_title("dct_ms") == "download completion time (ms)" and metric_title("rtt_ms", frame) == "RTT (ms)"

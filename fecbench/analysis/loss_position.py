@@ -58,6 +58,7 @@ _RANK = {NO_LOSS: 0, LOSS: 1, TAIL: 2}
 # The direction that carries a workload's data: where the slides' "last 10 packets" are (a lost
 # acknowledgement is not a lost packet of the transfer). reqresp carries data both ways.
 DATA_DIRECTION = {"upload": "forward", "download": "reverse", "messages": "reverse", "reqresp": "any"}
+DIRECTION_NAMES = {"forward": "client → server", "reverse": "server → client", "any": "either direction"}
 
 
 def data_direction(classified: pd.DataFrame) -> str:
@@ -205,7 +206,7 @@ def class_ecdf(classified: pd.DataFrame, direction: str = "any", metric: str = "
     values_all = _values(classified, metric) if len(classified) else pd.Series(dtype=float)
     finite = values_all[np.isfinite(values_all)]
     if finite.empty:
-        return empty(fig, axes[0], f"no finished runs with {metric_title(metric)}")
+        return empty(fig, axes[0], f"no finished runs with {metric_title(metric, classified)}")
     xlim = (float(finite.min()) * 0.95, float(finite.max()) * 1.05)
     colors = label_palette(labels_of(classified))
     for i, (ax, (name, members)) in enumerate(zip(axes, rows.items(), strict=True)):
@@ -221,7 +222,7 @@ def class_ecdf(classified: pd.DataFrame, direction: str = "any", metric: str = "
         ax.set_xlim(xlim)
         ax.set_ylim(0, 1.02)
         ax.set_title(name, fontsize=9)
-        ax.set_xlabel(metric_title(metric))
+        ax.set_xlabel(metric_title(metric, classified))
         ax.set_ylabel("ECDF" if i == 0 else "")
         if len(sub):
             ax.legend(title="label (runs)", frameon=False, fontsize=7)
@@ -229,5 +230,6 @@ def class_ecdf(classified: pd.DataFrame, direction: str = "any", metric: str = "
             note_below(ax, "timed out (at +∞): " + ", ".join(notes))
     min_len = classified.attrs.get("min_len")
     only = f", packets ≥ {min_len} B" if min_len else ""
-    fig.suptitle(title or f"{metric_title(metric)} per loss position ({direction} direction{only}, k = {k})")
+    fig.suptitle(title or f"{metric_title(metric, classified)} per loss position "
+                          f"({DIRECTION_NAMES[direction]}{only}, k = {k})")
     return fig

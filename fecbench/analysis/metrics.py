@@ -58,7 +58,7 @@ def metric_ecdf(frame: pd.DataFrame, metric: str, *, per_size: bool = False, log
     panels = order if per_size else [None]
     fig, axes = grid(len(panels), ncols, width=3.8 if per_size else 5.2, height=3.2 if per_size else 3.6)
     if not finished.any():
-        return empty(fig, axes[0], f"no ok runs with {metric_title(metric)}")
+        return empty(fig, axes[0], f"no ok runs with {metric_title(metric, frame)}")
     colors = label_palette(labels_of(frame))
     for i, (ax, panel) in enumerate(zip(axes, panels, strict=False)):
         sub = data if panel is None else data[data["size_name"] == panel]
@@ -86,7 +86,7 @@ def metric_ecdf(frame: pd.DataFrame, metric: str, *, per_size: bool = False, log
             ax.legend(title="label", frameon=False)
         if notes:
             note_below(ax, "timed out (at +∞): " + ", ".join(notes))
-        ax.set_xlabel(metric_title(metric))
+        ax.set_xlabel(metric_title(metric, frame))
         ax.set_ylabel("ECDF" if i % ncols == 0 else "")
         ax.set_ylim(0, 1.02)
         if panel is not None:
@@ -103,12 +103,12 @@ def metric_vs_factor(frame: pd.DataFrame, metric: str, factor: str, *, title: st
     fig = Figure(figsize=(5.2, 3.6), layout="constrained")
     ax = fig.subplots()
     if usable.empty:
-        return empty(fig, ax, f"no ok runs with {metric_title(metric)}")
+        return empty(fig, ax, f"no ok runs with {metric_title(metric, frame)}")
     labels = sorted(usable["label"].unique())
     sns.scatterplot(data=usable, x=factor, y=metric, hue="label", hue_order=labels,
                     palette=label_palette(labels_of(frame)), ax=ax, s=22, alpha=0.8, edgecolor="none")
     ax.set_xlabel(factor_title(factor))
-    ax.set_ylabel(metric_title(metric))
+    ax.set_ylabel(metric_title(metric, frame))
     if metric.startswith("bytes"):
         ax.yaxis.set_major_formatter(FuncFormatter(format_bytes_axis))
     if title:

@@ -223,7 +223,18 @@ def censored_ecdf(ax, values: np.ndarray, below: int, above: int, xlim: tuple[fl
     ax.step(np.r_[xlim[0], xs, xlim[1]], np.r_[start, ys, ys[-1] if len(ys) else start], where="post", **style)
 
 
-def metric_title(metric: str) -> str:
+#: dct_ms by workload: what the DCT measures (quic-impls/README.md defines each).
+DCT_TITLES = {"download": "download completion time (ms)", "upload": "upload completion time (ms)",
+              "reqresp": "request/response completion time (ms)"}
+
+
+def metric_title(metric: str, frame: pd.DataFrame | None = None) -> str:
+    """An axis title for ``metric``; for ``dct_ms`` named after the workload of ``frame``'s runs when
+    they share one (an upload's DCT is not a download's), "completion time" when they are mixed."""
+    if metric == "dct_ms" and frame is not None and "workload" in frame:
+        workloads = set(frame["workload"].dropna())
+        return DCT_TITLES.get(workloads.pop(), METRIC_TITLES[metric]) if len(workloads) == 1 \
+            else "completion time (ms)"
     return METRIC_TITLES.get(metric, metric)
 
 

@@ -64,7 +64,8 @@ FIGURE_NOTES = {
     "status": "Runs per label and status.",
     "fidelity": "Measured against configured RTT and bottleneck rate (dashed: identity).",
     "loss-fidelity": "Loss rate counted by the dropper against the loss model's long-run rate.",
-    "dct-ecdf": "ECDF of the download completion time per file size.",
+    "dct-ecdf": "ECDF of the completion time (DCT: of a download, an upload or all request/response "
+                "exchanges) per size.",
     "dct-point-ratio-ecdf": "Ratio of medians (Michel et al. 2019 §IV-B): per design point and size, the "
                             "median DCT of the label over the point's loss seeds divided by the baseline's over "
                             "the same seeds; ECDF over the points, below 1: faster than the baseline. A point "

@@ -244,3 +244,25 @@ def test_implementation_time_limit_is_a_timeout_with_what_arrived(tmp_path: Path
     # The client got the design's timeout_s through the {timeout_s} placeholder.
     clients = [argv for role, argv in camp.testbeds[0].started if role == "client"]
     assert all(argv[argv.index("--timeout") + 1] == "3" for argv in clients)
+
+
+def test_each_run_records_where_its_time_went(tmp_path: Path) -> None:
+    """runs.phases_json: seconds per runner phase, within the run's duration; the fidelity check only for
+    the first run of each point (per-point fidelity); `status --timing` sums them up."""
+    from fecbench.runners.runner import PHASES
+
+    camp = Campaign(tmp_path, {"ok": {}, "fail": {"behave": "fail"}}, points=3)
+    camp.run()
+    runs = list(camp.runs().values())
+    assert len(runs) == 6
+    for run in runs:
+        phases = json.loads(run["phases_json"])
+        assert set(phases) <= set(PHASES) and {"configure", "losses", "server", "client", "stop"} <= set(phases)
+        assert all(v >= 0 for v in phases.values()) and sum(phases.values()) <= run["duration_s"]
+    checked = [json.loads(r["phases_json"]).get("fidelity") for r in runs]
+    assert sum(1 for c in checked if c is not None) == 3  # one check per point
+    out = fecbench("status", str(camp.db), "--timing", "--json")
+    assert out.returncode == 0, out.stderr
+    table = {p["phase"]: p for p in json.loads(out.stdout)["phases"]}
+    assert table["client"]["runs"] == 3 and table["client"]["mean_s"] > 0  # the ok runs only
+

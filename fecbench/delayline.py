@@ -208,9 +208,17 @@ class DelayLine:
         if reply != "ok":
             raise RuntimeError(f"delayline {self.name}: clear failed: {reply}")
 
+    def flush(self) -> int:
+        """Discard the frames both directions hold now (counted per direction as ``flushed``, never
+        sent); how many. For the moment between runs: what is still queued belongs to a run that ended."""
+        reply = self._command("flush")
+        if not reply.startswith("ok"):
+            raise RuntimeError(f"delayline {self.name}: flush failed: {reply}")
+        return int(reply.split()[1]) if len(reply.split()) > 1 else 0
+
     def stats(self) -> dict[str, Any]:
         """Counters per direction ("ab", "ba": rx, tx, drop_queue, drop_egress, errors, queue, max_queue,
-        limit, gso, rx_errors; rx == tx + drop_queue + drop_egress + errors + queue) and the current
+        limit, gso, rx_errors, flushed; rx == tx + drop_queue + drop_egress + errors + queue + flushed) and the current
         delays (delay_ab_us, delay_ba_us). See delayline/README.md."""
         reply = self._command("stats")
         try:

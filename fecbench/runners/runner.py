@@ -35,7 +35,7 @@ def grace_s(timeout_s: float) -> float:
 _DROPPER_NAMES = {"ge_good": "good", "ge_bad": "bad", "gso_seen": "gso"}
 
 #: Where a run's wall time goes, in order (Outcome.phases, runs.phases_json, `fecbench status --timing`):
-#: configure the links for its point (the delay elements drained first), measure fidelity (when not
+#: configure the links for its point (the delay elements flushed first), measure fidelity (when not
 #: cached), seed the droppers, prepare the run folder and run the server's setup commands, start the
 #: server until ready, the client (start to exit), stop what is left, collect statistics and metrics.
 PHASES = ("configure", "fidelity", "losses", "setup", "server", "client", "stop", "collect")

@@ -231,11 +231,14 @@ class Network:
         return self.droppers[key]
 
     # --- reconfigure -------------------------------------------------------------------------
-    def configure(self, values: dict[str, Any]) -> None:
-        """Change bw, owd and queue of every shaped link without rebuilding, once the delay elements
-        hold nothing of the previous run (``drain``)."""
+    def configure(self, values: dict[str, Any], flush: bool = False) -> None:
+        """Change bw, owd and queue of every shaped link without rebuilding, so that the delay elements
+        hold nothing of the previous run afterwards: they are drained first (``drain``), or, with
+        ``flush`` (between runs: what they hold belongs to a run that ended), emptied at the end, which
+        also discards a straggler that arrived during the change at the old delay."""
         t0 = time.perf_counter()
-        self.drain()
+        if not flush:
+            self.drain()
         merged = {**self.values, **values}
         shaping = self.topo.resolve(merged)
         self._apply_shaping(shaping)
@@ -244,7 +247,15 @@ class Network:
             if (old["forward"].owd, old["reverse"].owd) != (new["forward"].owd, new["reverse"].owd):
                 dl.set_delay(ab_ms=new["forward"].owd, ba_ms=new["reverse"].owd)
         self.values, self.shaping = merged, shaping
+        if flush:
+            self.flush()
         self.timings["configure_s"] = time.perf_counter() - t0
+
+    def flush(self) -> int:
+        """Discard every frame the delay elements hold (netem: nothing to do); how many. A run's last
+        frames (e.g. the client's CONNECTION_CLOSE on its way to a server already stopped) would
+        otherwise be waited for: up to one one-way delay per run."""
+        return sum(line.flush() for line in self.delaylines.values())
 
     def drain(self, limit_s: float = 5.0) -> None:
         """Wait until no delay element holds a frame (at most ``limit_s``). A delay element is a FIFO:

@@ -290,14 +290,15 @@ class Network:
         ``clear_lateness``) and tbf qdisc statistics."""
         out = []
         for link_id, dn in self.layout.delay_nodes.items():
-            qdiscs = {}
-            for direction in ("forward", "reverse"):
-                dev = dn.egress(direction)
-                proc = subprocess.run(["mnexec", "-da", str(self.nodes[dn.name].pid), "tc", "-s", "-j",
-                                       "qdisc", "show", "dev", dev], capture_output=True, text=True, check=False)
-                with contextlib.suppress(json.JSONDecodeError):
-                    qdiscs[direction] = [q for q in json.loads(proc.stdout or "[]")
-                                         if q.get("kind") in ("tbf", "netem")]
+            # One `tc` for both directions: every qdisc of the delay node, each naming its device.
+            proc = subprocess.run(["mnexec", "-da", str(self.nodes[dn.name].pid), "tc", "-s", "-j", "qdisc", "show"],
+                                  capture_output=True, text=True, check=False)
+            shown: list[dict[str, Any]] = []
+            with contextlib.suppress(json.JSONDecodeError):
+                shown = json.loads(proc.stdout or "[]")
+            qdiscs = {direction: [q for q in shown if q.get("dev") == dn.egress(direction)
+                                  and q.get("kind") in ("tbf", "netem")]
+                      for direction in ("forward", "reverse")}
             delay = self.delaylines[link_id].stats() if link_id in self.delaylines else None
             for direction in ("forward", "reverse"):
                 dropper = self.droppers.get((link_id, direction))

@@ -27,6 +27,18 @@ from fecbench.topologies.layout import Layout, make_layout, shaping_commands
 from fecbench.topologies.spec import Shaping, Topology
 
 _build_counter = itertools.count()
+
+
+def build_tag(n: int) -> str:
+    """The letters that tell this process's networks apart in names: a–z, then aa–zz (702 networks
+    alive at once at most; the base name stays within 9 characters, interface names within 15)."""
+    n %= 26 + 26 * 26
+    if n < 26:
+        return chr(ord("a") + n)
+    n -= 26
+    return chr(ord("a") + n // 26) + chr(ord("a") + n % 26)
+
+
 def iperf3_error(json_out: str) -> str | None:
     """The error of an `iperf3 -J` run, if any: Debian 12's iperf3 3.12 exits with status 0 when its
     client cannot connect ("Connection refused" before the server listens), saying so only in the JSON."""
@@ -61,7 +73,7 @@ class Network:
         self.shaping = topo.resolve(self.values)         # validates before anything is built
         self.requested_backend = backend
         self.backend: str = ""
-        self.base = f"{cleanup.prefix()}{chr(ord('a') + next(_build_counter) % 26)}"
+        self.base = f"{cleanup.prefix()}{build_tag(next(_build_counter))}"
         self.layout: Layout = make_layout(topo, self.base)
         self.nodes: dict[str, Any] = {}                   # layout node name -> mininet Host
         self.links: list[Any] = []
@@ -190,7 +202,7 @@ class Network:
             pair = self.shaping[link_id]
             node = self.nodes[dn.name]
             dl = DelayLine.start(dn.toward_a, dn.toward_b, pair["forward"].owd, pair["reverse"].owd,
-                                 run_in=["mnexec", "-da", str(node.pid)], name=f"{self.base}{link_id}")
+                                 run_in=["mnexec", "-da", str(node.pid)], name=f"{self.base}-{link_id}")
             self.delaylines[link_id] = dl   # the wrapper records (and forgets) its own process
 
     def _attach_droppers(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,10 @@ def test_jobs_and_serial_give_identical_loss_patterns(tmp_path: Path) -> None:
         {r["key"]: r["status"] for r in rows(parallel, "SELECT key, status FROM runs")}
     host = rows(parallel, "SELECT host_json FROM campaigns")[0]["host_json"]
     assert '"jobs": 4' in host
+    # The campaign's own processes stayed off the CPU left to the delay elements (fecbench.affinity).
+    placed = json.loads(host)["cpu_affinity"]
+    if len(placed["delay_cpus"]) >= 2 and os.environ.get("FECBENCH_CPU_AFFINITY", "on") != "off":
+        assert max(placed["delay_cpus"]) not in placed["harness_cpus"], placed
     one, four = _verdicts(serial), _verdicts(parallel)
     assert set(one) == set(four) and len(one) == 32
     for key in one:

@@ -92,6 +92,12 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     from fecbench.errors import require_root
 
     require_root("fecbench run")
+    from fecbench.affinity import confine_harness
+
+    # This process and what it starts stay off the CPU left to the delay elements (fecbench.affinity).
+    not_confined = confine_harness()
+    if not_confined:
+        console.print(f"[yellow]warning: {not_confined}[/]")
     executor: Any
     calibration = None
     if jobs_count is None:

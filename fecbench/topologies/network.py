@@ -196,13 +196,16 @@ class Network:
         run_in_nodes(jobs)
 
     def _start_delaylines(self) -> None:
+        from fecbench import affinity
         from fecbench.delayline import DelayLine
 
         for link_id, dn in self.layout.delay_nodes.items():
             pair = self.shaping[link_id]
             node = self.nodes[dn.name]
+            # Every CPU, also the one a campaign keeps its other processes off (fecbench.affinity).
             dl = DelayLine.start(dn.toward_a, dn.toward_b, pair["forward"].owd, pair["reverse"].owd,
-                                 run_in=["mnexec", "-da", str(node.pid)], name=f"{self.base}-{link_id}")
+                                 run_in=["mnexec", "-da", str(node.pid)], name=f"{self.base}-{link_id}",
+                                 cpus=affinity.delay_cpus())
             self.delaylines[link_id] = dl   # the wrapper records (and forgets) its own process
 
     def _attach_droppers(self) -> None:

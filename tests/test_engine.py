@@ -52,10 +52,10 @@ class Campaign:
         self.testbeds.append(testbed)
         return testbed
 
-    def run(self, retry: str | None = None, breaker_runs: int = BREAKER_RUNS) -> Any:
+    def run(self, retry: str | None = None, breaker_runs: int = BREAKER_RUNS, sample: int | None = None) -> Any:
         executor = SerialExecutor(self.prepared, self.db, link_backend=None, testbed_factory=self.factory)
         return Engine(self.prepared, self.db, executor, Console(quiet=True),
-                      breaker_runs=breaker_runs).run(parse_retry(retry))
+                      breaker_runs=breaker_runs, sample=sample).run(parse_retry(retry))
 
     def runs(self) -> dict[str, dict[str, Any]]:
         return {r["key"]: r for r in rows(self.db, "SELECT * FROM runs")}
@@ -266,3 +266,20 @@ def test_each_run_records_where_its_time_went(tmp_path: Path) -> None:
     table = {p["phase"]: p for p in json.loads(out.stdout)["phases"]}
     assert table["client"]["runs"] == 3 and table["client"]["mean_s"] > 0  # the ok runs only
 
+
+def test_sample_runs_a_seeded_pilot_and_leaves_the_rest_pending(tmp_path: Path) -> None:
+    camp = Campaign(tmp_path, {"ok": {}, "also": {}}, points=4)
+    summary = camp.run(sample=3)
+    runs = camp.runs()
+    done = {key for key, r in runs.items() if r["status"] == "ok"}
+    assert summary.selected == 3 and len(done) == 3 and len(runs) == 8
+    assert {r["status"] for key, r in runs.items() if key not in done} == {"pending"}
+    # The same design draws the same runs (a fresh database), in campaign order.
+    (tmp_path / "again").mkdir()
+    again = Campaign(tmp_path / "again", {"ok": {}, "also": {}}, points=4)
+    again.run(sample=3)
+    assert {k for k, r in again.runs().items() if r["status"] == "ok"} == done
+    order = [run.key for run in camp.prepared.runs if run.key in done]
+    assert [r["key"] for r in sorted(runs.values(), key=lambda r: r["started_at"] or "~") if r["key"] in done] == order
+    summary = camp.run()  # a plain run does the rest
+    assert summary.selected == 5 and {r["status"] for r in camp.runs().values()} == {"ok"}

@@ -45,9 +45,11 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         jobs: str | None = typer.Option(None, "--jobs", help="Run on N networks on this machine at once "
                                         "(no Dask needed); default 1. auto: the largest N whose delay elements "
                                         "stay accurate (p99 lateness ≤ 0.5 ms) in a short calibration."),
+        sample: int | None = typer.Option(None, "--sample", min=1, help="A pilot: only K of the runs to do, "
+                                          "drawn at random (seeded by the design); the others stay pending."),
         ) -> None:
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
-    from fecbench.runners.engine import Engine, parse_retry, select_runs
+    from fecbench.runners.engine import Engine, parse_retry, sample_runs, select_runs
     from fecbench.runners.prepare import prepare
     from fecbench.runners.recorder import read_statuses
 
@@ -85,7 +87,7 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
                           f"{prepared.design.workload.kind!r}: its runs are recorded unsupported[/]")
     db_path = db or prepared.design.default_db()
     statuses = read_statuses(db_path)
-    todo = select_runs(prepared, statuses, retry_set)
+    todo = sample_runs(select_runs(prepared, statuses, retry_set), sample, prepared.design.seed)
     if dry_run:
         _print_dry_run(prepared, todo, statuses, db_path)
         return
@@ -118,7 +120,7 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
 
         executor = SerialExecutor(prepared, db_path, link_backend=link_backend, keep_logs=keep_logs)
     try:
-        summary = Engine(prepared, db_path, executor, console, breaker_runs=breaker).run(retry_set)
+        summary = Engine(prepared, db_path, executor, console, breaker_runs=breaker, sample=sample).run(retry_set)
     except KeyboardInterrupt:
         # sys.__stderr__: the progress display may still be redirecting sys.stderr.
         where = "the runs in flight are" if dask or jobs_count > 1 else "the current run is"

@@ -17,18 +17,12 @@ from fecbench.runners.metrics import MetricsError, collect_metrics, expected_byt
 from fecbench.runners.outcome import Outcome
 from fecbench.runners.prepare import Prepared, path_of
 from fecbench.runners.procs import wait_ready
-from fecbench.runners.runs import Run
+from fecbench.runners.runs import Run, grace_s
 from fecbench.runners.testbed import RunProcess, Testbed
 from fecbench.status import Status
 
 # The contract's exit status of a client that gave up at its time limit ({timeout_s}), as timeout(1).
 EXIT_TIMEOUT = 124
-
-
-def grace_s(timeout_s: float) -> float:
-    """How much longer than timeout_s the harness waits for a client before it kills it: time for an
-    implementation that gives up at timeout_s to close its connection and write its metrics."""
-    return min(10.0, max(2.0, 0.05 * timeout_s))
 
 
 # link_stats column -> the dropper's counter name.

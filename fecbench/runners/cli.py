@@ -228,7 +228,10 @@ def dask_certs(out: Path = typer.Argument(..., help="A new folder for the CA and
 
 
 @bench_app.command("campaign")
-def bench_campaign(jobs: str = typer.Option("1,2,4,8", "--jobs", help="The numbers of networks to compare."),
+def bench_campaign(jobs: str = typer.Option("1,2,4,8,16,32", "--jobs", help="The numbers of networks to compare "
+                                            "(include 1: speed-ups and the projection are relative to it)."),
+                   pilot: int = typer.Option(64, "--pilot", min=0, help="Runs of networking2019-uniform run with "
+                                             "each N ≥ 8 to project its wall time (0: no projection)."),
                    json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
                    ) -> None:
     """Run designs/bench-campaign.toml with --jobs N for each N: speed-up, emulation accuracy, projection."""
@@ -240,24 +243,39 @@ def bench_campaign(jobs: str = typer.Option("1,2,4,8", "--jobs", help="The numbe
     if not counts:
         raise UserError("--jobs: give one or more numbers of networks, e.g. 1,2,4,8")
     require_root("fecbench bench campaign")
-    figures = run_bench(counts)
+    figures = run_bench(counts, pilot_runs=pilot)
     if json_out:
         print(json.dumps(figures, indent=1))
         return
-    table = Table(title=f"{figures['design']} on {figures['cores']} cores; {figures['full_design']}: "
-                        f"{figures['full_design_estimate_serial_h']} h serial estimate")
-    for col in ("jobs", "runs", "wall s", "sum of runs ÷ wall", "RTT error p50/p99/max ms",
-                "run p99 lateness p50/p99/max ms (above bound)", "statuses", "full design h"):
+    _print_bench(figures)
+
+
+def _print_bench(figures: dict[str, Any]) -> None:
+    load = ", ".join(f"{v:g}" for v in figures["load_average"])
+    table = Table(title=f"{figures['design']} on {figures['cores']} cores (load average after: {load})")
+    for col in ("jobs", "runs", "wall s", "speed-up", "span s", "speed-up (span)", "in flight",
+                f"run p99 lateness p50/p99/max ms (runs > {figures['lateness_bound_ms']:g})",
+                "frames p99/p99.9/max µs (> bound)", "statuses", f"{figures['full_design']} h"):
         table.add_column(col, justify="right")
     for r in figures["results"]:
-        err = r["rtt_error_ms"] or {}
         late = r["run_p99_lateness_ms"] or {}
-        table.add_row(str(r["jobs"]), str(r["runs"]), f"{r['wall_s']:.1f}", f"{r['speedup']:.2f}",
-                      f"{err.get('p50')}/{err.get('p99')}/{err.get('max')}",
-                      f"{late.get('p50')}/{late.get('p99')}/{late.get('max')} ({late.get('above_bound')})",
+        frames = r["frame_lateness_us"] or {}
+        table.add_row(str(r["jobs"]), str(r["runs"]), f"{r['wall_s']:.1f}", str(r["speedup_wall"]),
+                      f"{r['span_s']:.1f}", str(r["speedup_span"]), str(r["in_flight"]),
+                      f"{late.get('p50')}/{late.get('p99')}/{late.get('max')} ({late.get('runs_above_bound')})",
+                      f"{frames.get('p99_us')}/{frames.get('p99.9_us')}/{round(frames.get('max_us') or 0)} "
+                      f"({frames.get('above_bound')} of {frames.get('frames')})",
                       ", ".join(f"{k} {v}" for k, v in sorted(r["statuses"].items())),
-                      f"{r['projected_full_design_h']}")
+                      str(r["projected_full_design_h"]))
     console.print(table)
+    for p in figures["pilots"]:
+        console.print(f"pilot of {figures['full_design']}: {p['runs']} of its {p['runs_in_design']} runs at --jobs "
+                      f"{p['jobs']} ({', '.join(f'{k} {v}' for k, v in sorted(p['statuses'].items()))}) held their "
+                      f"network {p['ratio']:.3f} × the model's estimate (s.e. {p['ratio_se']:.3f}); "
+                      f"{p['steady_use']:.1%} of network time in runs; fidelity check "
+                      f"{p['fidelity_per_check_s']} s → projected "
+                      f"{p['projected_h']} h (95 %: {p['range_h'][0]}–{p['range_h'][1]} h), serial {p['serial_h']} h "
+                      f"(model {p['model_total_h']} h)")
 
 
 def _calibrate_jobs(prepared: Any, link_backend: str | None) -> dict[str, Any]:

@@ -1,0 +1,54 @@
+"""`fecbench bench campaign`'s arithmetic on recorded runs (fecbench.runners.bench): the steady share of
+network time in runs, the ratio estimator behind the projection, every frame's lateness together."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import pytest
+
+from fecbench.runners import bench
+
+
+def _run(key: str, start: float, end: float, fidelity: float = 0.0, status: str = "ok") -> dict:
+    iso = lambda t: dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat().replace("+00:00", "Z")  # noqa: E731
+    return {"key": key, "status": status, "duration_s": end - start, "started_at": iso(start), "finished_at": iso(end),
+            "phases": {"fidelity": fidelity} if fidelity else {}, "held_s": end - start - fidelity}
+
+
+def test_steady_use_counts_time_in_runs_until_the_last_start() -> None:
+    # Two networks: runs back to back on one, a 1 s gap on the other; the tail after the last start is left out.
+    rows = [_run("a", 0, 4), _run("b", 0, 3), _run("c", 4, 8), _run("d", 4, 30)]
+    assert bench.steady_use(rows, 2) == pytest.approx((4 + 3) / (2 * 4))
+    assert bench.steady_use([_run("a", 0, 4)], 1) is None  # one start: no steady window
+
+
+def test_projection_is_the_ratio_estimator_scaled_to_the_whole_design() -> None:
+    # Pilot runs held their network twice what the model says (plus noise); the design's model total is
+    # 3600 s over 100 points: projection = (3600 · R + (100 + 2) · f) / (2 · u).
+    rows = [_run("a", 0, 2.2, fidelity=0.2), _run("b", 0, 4.0), _run("c", 2.2, 6.2), _run("d", 4.0, 9.9)]
+    model = {"a": 1.0, "b": 2.0, "c": 2.0, "d": 3.0, "unrun": 3592.0}
+    got = bench.projection(rows, model, points=100, jobs=2)
+    x, m = [2.0, 4.0, 4.0, 5.9], [1.0, 2.0, 2.0, 3.0]
+    ratio = sum(x) / sum(m)
+    se = math.sqrt(sum((a - ratio * b) ** 2 for a, b in zip(x, m, strict=True)) / 3 / 4) / (sum(m) / 4)
+    use = bench.steady_use(rows, 2)
+    assert got["ratio"] == pytest.approx(ratio, abs=1e-4) and got["ratio_se"] == pytest.approx(se, abs=1e-4)
+    assert got["fidelity_per_check_s"] == pytest.approx(0.2) and got["steady_use"] == pytest.approx(use, abs=1e-3)
+    expected_h = (3600 * ratio + 102 * 0.2) / (2 * use) / 3600
+    assert got["projected_h"] == pytest.approx(expected_h, abs=0.01)
+    low, high = got["range_h"]
+    assert low < got["projected_h"] < high
+    assert got["serial_h"] == pytest.approx((3600 * ratio + 100 * 0.2) / 3600, abs=0.01)
+    assert got["statuses"] == {"ok": 4} and got["runs"] == 4
+
+
+def test_frame_lateness_adds_every_histogram_and_counts_frames_above_the_bound() -> None:
+    edges = [5, 10, 20, 50, 100, 200, 300, 500, 750, 1000, 2000, 5000, 10000, 20000, 50000]
+    one = {"late_hist": [0, 0, 10, 80, 8, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0], "late_max_us": 700.0}
+    two = {"late_hist": [0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0], "late_max_us": 1500.0}
+    got = bench.frame_lateness([one, two], edges)
+    assert got["frames"] == 202 and got["above_bound"] == 3  # buckets above 500 µs: 1 + 2 frames
+    assert got["p50_us"] == 50 and got["max_us"] == 1500.0 and got["p99.9_us"] == 1500.0
+    assert bench.frame_lateness([], edges) is None

@@ -118,7 +118,7 @@ def test_auto_takes_the_largest_n_before_the_first_that_breaks_the_bound() -> No
 def test_jobs_auto_calibrates_records_and_runs_everything(tmp_path: Path) -> None:
     """--jobs auto on real networks: the calibration's rows and choice are recorded with the campaign,
     the choice follows its rule, and every run ends ok."""
-    from fecbench.runners.calibrate import choose
+    from fecbench.runners.calibrate import CANDIDATES, choose
 
     design = smoke_copy(tmp_path)
     db = tmp_path / "auto.sqlite"
@@ -128,7 +128,7 @@ def test_jobs_auto_calibrates_records_and_runs_everything(tmp_path: Path) -> Non
     host = json.loads(rows(db, "SELECT host_json FROM campaigns")[0]["host_json"])
     calibration = host["jobs_calibration"]
     measured = calibration["rows"]
-    assert [r["jobs"] for r in measured] == [1, 2, 4, 8][:len(measured)] and all(r["frames"] > 0 for r in measured)
+    assert [r["jobs"] for r in measured] == list(CANDIDATES)[:len(measured)] and all(r["frames"] > 0 for r in measured)
     assert calibration["chosen"] == choose(measured, calibration["bound_ms"]) == host["jobs"]
     assert {r["status"] for r in rows(db, "SELECT status FROM runs")} == {"ok"}
     assert f"--jobs auto: {host['jobs']} network(s)" in out.stdout

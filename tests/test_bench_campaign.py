@@ -52,3 +52,23 @@ def test_frame_lateness_adds_every_histogram_and_counts_frames_above_the_bound()
     assert got["frames"] == 202 and got["above_bound"] == 3  # buckets above 500 µs: 1 + 2 frames
     assert got["p50_us"] == 50 and got["max_us"] == 1500.0 and got["p99.9_us"] == 1500.0
     assert bench.frame_lateness([], edges) is None
+
+
+def test_the_figures_print(capsys: pytest.CaptureFixture[str]) -> None:
+    """The table and pilot lines of `fecbench bench campaign` from a result as run_bench returns it."""
+    from fecbench.runners import cli
+
+    late = {"run_p99_lateness_ms": {"p50": 0.1, "p99": 0.2, "max": 0.3, "runs_above_bound": 0},
+            "frame_lateness_us": {"frames": 100, "p50_us": 50.0, "p99_us": 200.0, "p99.9_us": 300.0, "max_us": 400.0,
+                                  "above_bound": 0}}
+    row = {"jobs": 8, "runs": 128, "wall_s": 50.0, "speedup_wall": 7.1, "span_s": 45.0, "speedup_span": 7.5,
+           "in_flight": 7.6, "cpu_busy": [0.5, 0.2], "statuses": {"ok": 128}, "projected_full_design_h": 7.7, **late}
+    pilot = {"jobs": 8, "runs": 64, "runs_in_design": 14040, "statuses": {"ok": 64}, "ratio": 0.93, "ratio_se": 0.07,
+             "steady_use": 0.99, "fidelity_per_check_s": 0.9, "projected_h": 7.7, "range_h": [7.0, 8.4],
+             "serial_h": 60.1, "model_total_h": 64.7, "cpu_busy": [0.4, 0.2], **late}
+    cli.console.width = 300
+    cli._print_bench({"design": "designs/bench-campaign.toml", "cores": 2, "load_average": [0.1, 0.2, 0.3],
+                      "lateness_bound_ms": 0.5, "full_design": "designs/networking2019-uniform.toml",
+                      "pilots": [pilot], "results": [row]})
+    out = capsys.readouterr().out
+    assert "7.7" in out and "95 %: 7.0–8.4 h" in out and "50% 20%" in out

@@ -7,7 +7,8 @@ wait for a point) runs from scratch, into its own database, with `fecbench run -
 time of the command; the span from the first run's start to the last run's end (the wall time without
 starting Python, planning and building the N networks, which a long campaign pays once); the speed-ups
 over the serial pass (N = 1) of both; how many runs were in flight on average (sum of run durations ÷
-span); the statuses; where the runs' time went (`runners.runner.PHASES`, mean seconds per run).
+span); the statuses; how busy each CPU was (the whole machine's: run it on a quiet machine); where the
+runs' time went (`runners.runner.PHASES`, mean seconds per run).
 
 **Accuracy.** Per N: each run's own delay-element lateness (p99 per link direction, `fecbench.lateness`):
 its distribution over runs and how many runs broke the bound; the lateness of every frame of every run
@@ -67,16 +68,31 @@ def _iso(text: str) -> float:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def _run_campaign(design: Path, db: Path, jobs: int, extra: list[str]) -> float:
-    """`fecbench run` in a fresh process (as users run it); its wall time."""
-    started = time.monotonic()
+def cpu_times() -> list[tuple[int, int]]:
+    """(busy, total) clock ticks per CPU since boot (/proc/stat; busy: not idle, not waiting for I/O)."""
+    out = []
+    with open("/proc/stat") as stat:
+        for line in stat:
+            name, *fields = line.split()
+            if name.startswith("cpu") and name != "cpu":
+                ticks = [int(v) for v in fields[:8]]
+                out.append((sum(ticks) - ticks[3] - ticks[4], sum(ticks)))
+    return out
+
+
+def _run_campaign(design: Path, db: Path, jobs: int, extra: list[str]) -> tuple[float, list[float]]:
+    """`fecbench run` in a fresh process (as users run it); its wall time and how busy each CPU was meanwhile
+    (the whole machine's: on a quiet machine, the campaign's)."""
+    before, started = cpu_times(), time.monotonic()
     out = subprocess.run([sys.executable, "-m", "fecbench", "run", str(design), "--db", str(db), "--jobs", str(jobs),
                           *extra], capture_output=True, text=True, cwd=REPO_ROOT,
                          env={**os.environ, "COLUMNS": "200"}, check=False)
-    wall = time.monotonic() - started
+    wall, after = time.monotonic() - started, cpu_times()
     if out.returncode != 0:
         raise RuntimeError(f"--jobs {jobs}: fecbench run failed ({out.returncode}): {out.stderr[-2000:]}")
-    return wall
+    busy = [round((b1 - b0) / (t1 - t0), 3) if t1 > t0 else 0.0
+            for (b0, t0), (b1, t1) in zip(before, after, strict=True)]
+    return wall, busy
 
 
 def read_runs(db: Path) -> list[dict[str, Any]]:
@@ -128,7 +144,7 @@ def accuracy(db: Path) -> dict[str, Any]:
 
 def _one(design: Path, jobs: int, folder: Path) -> dict[str, Any]:
     db = folder / f"jobs{jobs}.sqlite"
-    wall = _run_campaign(design, db, jobs, [])
+    wall, busy = _run_campaign(design, db, jobs, [])
     rows = read_runs(db)
     span = max(_iso(r["finished_at"]) for r in rows) - min(_iso(r["started_at"]) for r in rows)
     statuses: dict[str, int] = {}
@@ -137,7 +153,7 @@ def _one(design: Path, jobs: int, folder: Path) -> dict[str, Any]:
     names = sorted({name for r in rows for name in r["phases"]})
     return {"jobs": jobs, "runs": len(rows), "wall_s": round(wall, 2), "span_s": round(span, 2),
             "in_flight": round(sum(r["duration_s"] for r in rows) / span, 2) if span else None,
-            "statuses": statuses, "held_mean_s": sum(r["held_s"] for r in rows) / len(rows),
+            "statuses": statuses, "cpu_busy": busy, "held_mean_s": sum(r["held_s"] for r in rows) / len(rows),
             "fidelity_checks": sum(1 for r in rows if r["phases"].get("fidelity")),
             "fidelity_mean_s": _mean([r["phases"]["fidelity"] for r in rows if r["phases"].get("fidelity")]),
             "phases_mean_s": {n: round(sum(r["phases"].get(n, 0.0) for r in rows) / len(rows), 4) for n in names},
@@ -165,12 +181,12 @@ def pilot(folder: Path, jobs: int, k: int) -> dict[str, Any]:
 
     design = copy_of(PROJECTED_DESIGN, folder)
     db = folder / f"pilot{jobs}.sqlite"
-    wall = _run_campaign(design, db, jobs, ["--sample", str(k)])
+    wall, busy = _run_campaign(design, db, jobs, ["--sample", str(k)])
     prepared = prepare(design)
     model = {run.key: prepared.estimate(run) for run in prepared.runs}
     rows = [r for r in read_runs(db) if r["key"] in model]
-    return {"jobs": jobs, "runs_in_design": len(prepared.runs), "wall_s": round(wall, 1),
-            **projection(rows, model, len(prepared.points), jobs)}
+    return {"jobs": jobs, "runs_in_design": len(prepared.runs), "wall_s": round(wall, 1), "cpu_busy": busy,
+            **projection(rows, model, len(prepared.points), jobs), **accuracy(db)}
 
 
 def projection(rows: list[dict[str, Any]], model: dict[str, float], points: int, jobs: int) -> dict[str, Any]:

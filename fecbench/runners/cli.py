@@ -253,7 +253,7 @@ def bench_campaign(jobs: str = typer.Option("1,2,4,8,16,32", "--jobs", help="The
 def _print_bench(figures: dict[str, Any]) -> None:
     load = ", ".join(f"{v:g}" for v in figures["load_average"])
     table = Table(title=f"{figures['design']} on {figures['cores']} cores (load average after: {load})")
-    for col in ("jobs", "runs", "wall s", "speed-up", "span s", "speed-up (span)", "in flight",
+    for col in ("jobs", "runs", "wall s", "speed-up", "span s", "speed-up (span)", "in flight", "CPUs busy",
                 f"run p99 lateness p50/p99/max ms (runs > {figures['lateness_bound_ms']:g})",
                 "frames p99/p99.9/max µs (> bound)", "statuses", f"{figures['full_design']} h"):
         table.add_column(col, justify="right")
@@ -262,6 +262,7 @@ def _print_bench(figures: dict[str, Any]) -> None:
         frames = r["frame_lateness_us"] or {}
         table.add_row(str(r["jobs"]), str(r["runs"]), f"{r['wall_s']:.1f}", str(r["speedup_wall"]),
                       f"{r['span_s']:.1f}", str(r["speedup_span"]), str(r["in_flight"]),
+                      " ".join(f"{b:.0%}" for b in r["cpu_busy"]),
                       f"{late.get('p50')}/{late.get('p99')}/{late.get('max')} ({late.get('runs_above_bound')})",
                       f"{frames.get('p99_us')}/{frames.get('p99.9_us')}/{round(frames.get('max_us') or 0)} "
                       f"({frames.get('above_bound')} of {frames.get('frames')})",
@@ -269,13 +270,16 @@ def _print_bench(figures: dict[str, Any]) -> None:
                       str(r["projected_full_design_h"]))
     console.print(table)
     for p in figures["pilots"]:
+        late, frames = p["run_p99_lateness_ms"] or {}, p["frame_lateness_us"] or {}
         console.print(f"pilot of {figures['full_design']}: {p['runs']} of its {p['runs_in_design']} runs at --jobs "
                       f"{p['jobs']} ({', '.join(f'{k} {v}' for k, v in sorted(p['statuses'].items()))}) held their "
                       f"network {p['ratio']:.3f} × the model's estimate (s.e. {p['ratio_se']:.3f}); "
                       f"{p['steady_use']:.1%} of network time in runs; fidelity check "
                       f"{p['fidelity_per_check_s']} s → projected "
                       f"{p['projected_h']} h (95 %: {p['range_h'][0]}–{p['range_h'][1]} h), serial {p['serial_h']} h "
-                      f"(model {p['model_total_h']} h)")
+                      f"(model {p['model_total_h']} h); runs above the lateness bound "
+                      f"{late.get('runs_above_bound')}, frames {frames.get('above_bound')} of {frames.get('frames')}; "
+                      f"CPUs busy {' '.join(f'{b:.0%}' for b in p['cpu_busy'])}")
 
 
 def _calibrate_jobs(prepared: Any, link_backend: str | None) -> dict[str, Any]:

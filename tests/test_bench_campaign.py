@@ -62,7 +62,8 @@ def test_the_figures_print(capsys: pytest.CaptureFixture[str]) -> None:
             "frame_lateness_us": {"frames": 100, "p50_us": 50.0, "p99_us": 200.0, "p99.9_us": 300.0, "max_us": 400.0,
                                   "above_bound": 0}}
     row = {"jobs": 8, "runs": 128, "wall_s": 50.0, "speedup_wall": 7.1, "span_s": 45.0, "speedup_span": 7.5,
-           "in_flight": 7.6, "cpu_busy": [0.5, 0.2], "statuses": {"ok": 128}, "projected_full_design_h": 7.7, **late}
+           "in_flight": 7.6, "cpu_busy": [0.5, 0.2], "statuses": {"ok": 128}, "projected_full_design_h": 7.7,
+           "dct_vs_serial": {"runs": 128, "p10": 0.97, "p50": 1.0, "p90": 1.04}, **late}
     pilot = {"jobs": 8, "runs": 64, "runs_in_design": 14040, "statuses": {"ok": 64}, "ratio": 0.93, "ratio_se": 0.07,
              "steady_use": 0.99, "fidelity_per_check_s": 0.9, "projected_h": 7.7, "range_h": [7.0, 8.4],
              "serial_h": 60.1, "model_total_h": 64.7, "cpu_busy": [0.4, 0.2], **late}
@@ -71,4 +72,11 @@ def test_the_figures_print(capsys: pytest.CaptureFixture[str]) -> None:
                       "lateness_bound_ms": 0.5, "full_design": "designs/networking2019-uniform.toml",
                       "pilots": [pilot], "results": [row]})
     out = capsys.readouterr().out
-    assert "7.7" in out and "95 %: 7.0–8.4 h" in out and "50% 20%" in out
+    assert "7.7" in out and "95 %: 7.0–8.4 h" in out and "50% 20%" in out and "0.97/1.0/1.04" in out
+
+
+def test_versus_serial_compares_the_same_runs() -> None:
+    serial = {"a": 100.0, "b": 200.0, "c": 50.0}
+    got = bench.versus_serial(serial, {"a": 110.0, "b": 200.0, "c": 45.0, "d": 1.0})
+    assert got == {"runs": 3, "p10": 0.9, "p50": 1.0, "p90": 1.1}  # c, b, a: only runs measured both ways
+    assert bench.versus_serial(serial, {"x": 1.0}) is None

@@ -7,8 +7,10 @@ wait for a point) runs from scratch, into its own database, with `fecbench run -
 time of the command; the span from the first run's start to the last run's end (the wall time without
 starting Python, planning and building the N networks, which a long campaign pays once); the speed-ups
 over the serial pass (N = 1) of both; how many runs were in flight on average (sum of run durations ÷
-span); the statuses; how busy each CPU was (the whole machine's: run it on a quiet machine); where the
-runs' time went (`runners.runner.PHASES`, mean seconds per run).
+span); each run's download time against its own serial one (the same run meets the same losses: a
+ratio above 1 is the load's doing, on the endpoints or the emulation); the statuses; how busy each CPU
+was (the whole machine's: run it on a quiet machine); where the runs' time went
+(`runners.runner.PHASES`, mean seconds per run).
 
 **Accuracy.** Per N: each run's own delay-element lateness (p99 per link direction, `fecbench.lateness`):
 its distribution over runs and how many runs broke the bound; the lateness of every frame of every run
@@ -96,12 +98,12 @@ def _run_campaign(design: Path, db: Path, jobs: int, extra: list[str]) -> tuple[
 
 
 def read_runs(db: Path) -> list[dict[str, Any]]:
-    """Every executed run: key, point, status, duration, start and end (epoch s), phases."""
+    """Every executed run: key, point, status, duration, start and end (epoch s), phases, dct_ms."""
     with sqlite3.connect(db) as conn:
         conn.row_factory = sqlite3.Row
         rows = [dict(r) for r in conn.execute(
-            "SELECT key, point, status, duration_s, started_at, finished_at, phases_json FROM runs "
-            "WHERE duration_s IS NOT NULL")]
+            "SELECT r.key, r.point, r.status, r.duration_s, r.started_at, r.finished_at, r.phases_json, m.dct_ms "
+            "FROM runs r LEFT JOIN metrics m ON m.run_key = r.key WHERE r.duration_s IS NOT NULL")]
     for row in rows:
         row["phases"] = json.loads(row.pop("phases_json") or "{}")
         row["held_s"] = row["duration_s"] - row["phases"].get("fidelity", 0.0)
@@ -151,13 +153,23 @@ def _one(design: Path, jobs: int, folder: Path) -> dict[str, Any]:
     for row in rows:
         statuses[row["status"]] = statuses.get(row["status"], 0) + 1
     names = sorted({name for r in rows for name in r["phases"]})
+    dct = {r["key"]: r["dct_ms"] for r in rows if r["status"] == "ok" and r["dct_ms"]}
     return {"jobs": jobs, "runs": len(rows), "wall_s": round(wall, 2), "span_s": round(span, 2),
             "in_flight": round(sum(r["duration_s"] for r in rows) / span, 2) if span else None,
             "statuses": statuses, "cpu_busy": busy, "held_mean_s": sum(r["held_s"] for r in rows) / len(rows),
             "fidelity_checks": sum(1 for r in rows if r["phases"].get("fidelity")),
             "fidelity_mean_s": _mean([r["phases"]["fidelity"] for r in rows if r["phases"].get("fidelity")]),
             "phases_mean_s": {n: round(sum(r["phases"].get(n, 0.0) for r in rows) / len(rows), 4) for n in names},
-            **accuracy(db)}
+            "dct_ms": dct, **accuracy(db)}
+
+
+def versus_serial(serial: dict[str, float], loaded: dict[str, float]) -> dict[str, Any] | None:
+    """The same runs (same loss patterns) with N networks and alone: quantiles of dct(N) ÷ dct(1) over the
+    runs ok in both. Load that slowed the endpoints or the emulation shows as ratios above 1."""
+    ratios = sorted(loaded[k] / serial[k] for k in serial.keys() & loaded.keys())
+    if not ratios:
+        return None
+    return {"runs": len(ratios), **{f"p{q:g}": round(quantile(ratios, q / 100), 3) for q in (10, 50, 90)}}
 
 
 def _mean(values: list[float]) -> float | None:
@@ -229,6 +241,9 @@ def run_bench(jobs_list: list[int], design: Path = BENCH_DESIGN, pilot_runs: int
     for row in results:
         row["speedup_wall"] = round(serial["wall_s"] / row["wall_s"], 2) if serial else None
         row["speedup_span"] = round(serial["span_s"] / row["span_s"], 2) if serial else None
+        row["dct_vs_serial"] = versus_serial(serial["dct_ms"], row["dct_ms"]) if serial else None
+    for row in results:
+        row.pop("dct_ms")
         row["projected_full_design_h"] = next((p["projected_h"] for p in pilots if p["jobs"] == row["jobs"]), None)
     return {"design": str(design.relative_to(REPO_ROOT)), "cores": os.cpu_count(),
             "load_average": [round(v, 2) for v in os.getloadavg()], "lateness_bound_ms": latemod.bound_ms(),

@@ -254,6 +254,7 @@ def _print_bench(figures: dict[str, Any]) -> None:
     load = ", ".join(f"{v:g}" for v in figures["load_average"])
     table = Table(title=f"{figures['design']} on {figures['cores']} cores (load average after: {load})")
     for col in ("jobs", "runs", "wall s", "speed-up", "span s", "speed-up (span)", "in flight", "CPUs busy",
+                "dct ÷ serial p10/p50/p90",
                 f"run p99 lateness p50/p99/max ms (runs > {figures['lateness_bound_ms']:g})",
                 "frames p99/p99.9/max µs (> bound)", "statuses", f"{figures['full_design']} h"):
         table.add_column(col, justify="right")
@@ -263,6 +264,7 @@ def _print_bench(figures: dict[str, Any]) -> None:
         table.add_row(str(r["jobs"]), str(r["runs"]), f"{r['wall_s']:.1f}", str(r["speedup_wall"]),
                       f"{r['span_s']:.1f}", str(r["speedup_span"]), str(r["in_flight"]),
                       " ".join(f"{b:.0%}" for b in r["cpu_busy"]),
+                      "/".join(str(v) for k, v in (r["dct_vs_serial"] or {}).items() if k != "runs") or "-",
                       f"{late.get('p50')}/{late.get('p99')}/{late.get('max')} ({late.get('runs_above_bound')})",
                       f"{frames.get('p99_us')}/{frames.get('p99.9_us')}/{round(frames.get('max_us') or 0)} "
                       f"({frames.get('above_bound')} of {frames.get('frames')})",

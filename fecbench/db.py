@@ -1,8 +1,9 @@
 """The results database (SQLite, WAL): schema, versioning and the runner's writes.
 
 One writer (the runner) and any number of readers (`open_readonly`, which uses a `mode=ro` URI so
-a report can run while a campaign is writing). Schema version 4 (version 1 without link_events,
-version 2 without breakers, version 3 without fidelity.checks and fidelity.json):
+a report can run while a campaign is writing). Schema version 5 (version 1 without link_events,
+version 2 without breakers, version 3 without fidelity.checks and fidelity.json, version 4 without
+runs.phases_json):
 
 meta(key TEXT PRIMARY KEY, value TEXT)                 -- 'schema_version' = '1'
 campaigns(id, name, design_path, design_text, design_hash, fecbench_version, git_sha, created_at,
@@ -13,7 +14,8 @@ runs(key TEXT PRIMARY KEY, campaign_id, point, impl, label, impl_args (JSON), wo
      size (bytes, NULL for messages), repetition, loss_seed,
      status  -- pending | ok | failed | timeout | unsupported | fidelity | interrupted
      error, server_log_tail, client_log_tail, started_at, finished_at, duration_s (run wall time),
-     attempts, link_backend, host)
+     attempts, link_backend, host,
+     phases_json  -- where the run's wall time went: seconds per phase (runners.runner.PHASES))
 metrics(run_key PRIMARY KEY REFERENCES runs(key), dct_ms, handshake_ms, bytes_app, packets_sent,
         bytes_sent, repair_sent, recovered, lost, retransmitted_bytes, congestion_events,
         cwnd_final, rtt_ms, rebuffering_ms, messages_late, messages_corrupt,
@@ -57,7 +59,7 @@ from urllib.parse import quote
 from fecbench.errors import UserError
 from fecbench.status import STATUSES
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 # Metrics stored as typed columns (the rest stays in metrics.json).
@@ -130,9 +132,14 @@ def _add_fidelity_checks(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE fidelity ADD COLUMN json TEXT")
 
 
+def _add_run_phases(conn: sqlite3.Connection) -> None:
+    """Version 5: where each run's wall time went (seconds per phase)."""
+    conn.execute("ALTER TABLE runs ADD COLUMN phases_json TEXT")
+
+
 # MIGRATIONS[v] upgrades a database at version v to v + 1 (a new database is made at version 1, then upgraded).
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_link_events, 2: _add_breakers,
-                                                                3: _add_fidelity_checks}
+                                                                3: _add_fidelity_checks, 4: _add_run_phases}
 
 
 class SchemaError(Exception):
@@ -312,14 +319,16 @@ def finish_run(conn: sqlite3.Connection, key: str, *, status: str, error: str | 
                client_wall_ms: float | None = None, link_stats: list[dict[str, Any]] | None = None,
                fidelity: list[dict[str, Any]] | None = None,
                verdict_logs: list[tuple[str, str, bytes]] | None = None,
-               link_events: list[dict[str, Any]] | None = None) -> None:
+               link_events: list[dict[str, Any]] | None = None,
+               phases: dict[str, float] | None = None) -> None:
     """Record a run's outcome and everything measured, in one transaction."""
     if status not in STATUSES:
         raise ValueError(f"unknown run status {status!r}")
     with transaction(conn):
         conn.execute("UPDATE runs SET status=?, error=?, server_log_tail=?, client_log_tail=?, "
-                     "finished_at=?, duration_s=? WHERE key=?",
-                     (status, error, server_log_tail, client_log_tail, finished_at, duration_s, key))
+                     "finished_at=?, duration_s=?, phases_json=? WHERE key=?",
+                     (status, error, server_log_tail, client_log_tail, finished_at, duration_s,
+                      json.dumps(phases) if phases else None, key))
         _delete_results(conn, key)
         if metrics is not None or client_wall_ms is not None:
             values = dict.fromkeys(METRIC_COLUMNS)

@@ -88,11 +88,13 @@ class DelayLine:
     @classmethod
     def start(cls, if_a: str, if_b: str, delay_ab_ms: float, delay_ba_ms: float,
               run_in: list[str] | None = None, name: str | None = None,
-              max_queue: int | None = None, rt_priority: int | None = None) -> DelayLine:
+              max_queue: int | None = None, rt_priority: int | None = None,
+              cpus: set[int] | None = None) -> DelayLine:
         """Start a delayline between if_a and if_b (run inside a namespace with run_in, e.g.
         ["mnexec", "-da", PID] or ["ip", "netns", "exec", NS]) and wait until it forwards frames.
         max_queue: frames per direction (binary default 100000); rt_priority: SCHED_FIFO priority
-        (binary default 10; 0 for normal scheduling, at the cost of millisecond jitter under load)."""
+        (binary default 10; 0 for normal scheduling, at the cost of millisecond jitter under load);
+        cpus: the CPUs it may run on (default: its starter's; fecbench.affinity)."""
         ab_us, ba_us = _delay_us("delay a→b", delay_ab_ms), _delay_us("delay b→a", delay_ba_ms)
         if max_queue is not None and not (isinstance(max_queue, int) and 1 <= max_queue <= 10_000_000):
             raise UserError(f"delayline max_queue must be an integer from 1 to 10000000, got {max_queue!r}")
@@ -137,6 +139,11 @@ class DelayLine:
                 proc.wait(timeout=1.0)  # reap the launcher that forked it
         line = cls(proc, pid, control, name, delay_ab_ms, delay_ba_ms)
         line.warnings = cls._startup_warnings(proc)
+        if cpus:
+            try:
+                os.sched_setaffinity(pid, cpus)
+            except OSError as exc:
+                line.warnings.append(f"CPU affinity {sorted(cpus)} not set: {exc}")
         return line
 
     @staticmethod
@@ -208,9 +215,17 @@ class DelayLine:
         if reply != "ok":
             raise RuntimeError(f"delayline {self.name}: clear failed: {reply}")
 
+    def flush(self) -> int:
+        """Discard the frames both directions hold now (counted per direction as ``flushed``, never
+        sent); how many. For the moment between runs: what is still queued belongs to a run that ended."""
+        reply = self._command("flush")
+        if not reply.startswith("ok"):
+            raise RuntimeError(f"delayline {self.name}: flush failed: {reply}")
+        return int(reply.split()[1]) if len(reply.split()) > 1 else 0
+
     def stats(self) -> dict[str, Any]:
         """Counters per direction ("ab", "ba": rx, tx, drop_queue, drop_egress, errors, queue, max_queue,
-        limit, gso, rx_errors; rx == tx + drop_queue + drop_egress + errors + queue) and the current
+        limit, gso, rx_errors, flushed; rx == tx + drop_queue + drop_egress + errors + queue + flushed) and the current
         delays (delay_ab_us, delay_ba_us). See delayline/README.md."""
         reply = self._command("stats")
         try:

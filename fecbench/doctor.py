@@ -215,6 +215,24 @@ def check_choices() -> list[Check]:
     return checks
 
 
+def check_preemption() -> Check:
+    """The kernel's preemption model: with none, a woken delay element waits until whatever runs on its CPU
+    leaves the kernel (fecbench.affinity); optional, it only costs emulation accuracy under load."""
+    from fecbench import affinity
+
+    model = affinity.preemption_model()
+    cpus = len(affinity.all_cpus())
+    placement = (f"campaigns keep their own processes off CPU {max(affinity.all_cpus())}, left to the delay "
+                 "elements" if affinity.plan() else "one CPU, or FECBENCH_CPU_AFFINITY=off: no CPU left to the "
+                 "delay elements")
+    if model.split()[0] in ("full", "rt", "lazy"):
+        return Check("kernel preemption", "ok", f"{model}; {placement}", required=False)
+    fix = ("boot with preempt=full (PREEMPT_DYNAMIC kernels) for the delay elements' accuracy under load"
+           if "none" in model or "voluntary" in model or "DYNAMIC" in model else "")
+    return Check("kernel preemption", "optional", f"{model} ({cpus} CPUs): kernel code on a CPU delays a woken "
+                 f"delay element; {placement}", fix, required=False)
+
+
 def check_ovs() -> Check:
     if Path("/sys/module/openvswitch").exists():
         return Check("openvswitch", "ok", "module loaded (not needed)", required=False)
@@ -273,7 +291,7 @@ def check_sqlite() -> Check:
 def run_checks() -> list[Check]:
     steps: list[Callable[[], Check | list[Check]]] = [
         check_root, check_kernel, check_bpf_syscall, check_tcx, check_btf, check_bpffs, check_netns_features,
-        check_choices, check_ovs,
+        check_choices, check_preemption, check_ovs,
         check_mininet, check_clang_bpf,
         lambda: _tool_check("bpftool", ["bpftool", "version"], "apt-get install bpftool"),
         lambda: _tool_check("tc (iproute2)", ["tc", "-V"], "apt-get install iproute2"),

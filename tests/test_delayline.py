@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from fecbench import cleanup, lateness
 from fecbench.delayline import DelayLine, binary_path, stop_all
 from fecbench.errors import UserError
-from tests.helpers.delayline_line import ADDR_A, ADDR_B, TCP_SINK, TCP_SOURCE, Line, line
+from tests.helpers.delayline_line import ADDR_A, ADDR_B, TCP_SINK, TCP_SOURCE, UDP_SINK, UDP_SOURCE, Line, line
 
 pytestmark = pytest.mark.require_root
 
@@ -34,7 +35,8 @@ def recorded(kind: str, name: str) -> bool:
 def assert_counters_add_up(stats: dict) -> None:
     for way in ("ab", "ba"):
         c = stats[way]
-        assert c["rx"] == c["tx"] + c["drop_queue"] + c["drop_egress"] + c["errors"] + c["queue"], (way, c)
+        assert c["rx"] == c["tx"] + c["drop_queue"] + c["drop_egress"] + c["errors"] + c["queue"] + c["flushed"], \
+            (way, c)
 
 
 def test_ping_rtt_follows_the_delay_and_set_changes_it(net: Line) -> None:
@@ -91,6 +93,32 @@ def test_lateness_counts_every_sent_frame_and_clear_starts_a_new_window(net: Lin
     late = lateness.summary(after["ab"], after["late_edges_us"])
     assert late["frames"] == 200 and late["p50_us"] <= late["p99_us"] <= late["max_us"]
     assert lateness.summary(after["ba"], after["late_edges_us"])["p99_us"] is None  # nothing sent b→a
+
+
+def test_flush_discards_what_is_queued_and_counts_it(net: Line) -> None:
+    """`flush` (between runs): the frames a delay element holds are discarded, never sent, counted as
+    `flushed`; frames arriving afterwards are delayed as usual."""
+    net.offloads(False)
+    with DelayLine.start(net.if_a, net.if_b, 500.0, 500.0, run_in=net.run_in("D")) as dl:
+        sink = net.python("B", UDP_SINK, ADDR_B, 5000, 1.5)
+        net.wait_listening(sink)
+        net.exec(net.ns["A"], [sys.executable, "-c", UDP_SOURCE, ADDR_B, "5000", "40", "0", "200"])
+        deadline = time.monotonic() + 5
+        while dl.stats()["ab"]["rx"] < 40 and time.monotonic() < deadline:
+            time.sleep(0.005)  # read by the delay element (its packet socket may lag the sender's exit)
+        assert dl.stats()["ab"]["queue"] == 40  # all still waiting out their 500 ms
+        assert dl.flush() == 40
+        stats = dl.stats()
+        assert stats["ab"]["queue"] == 0 and stats["ab"]["flushed"] == 40 and stats["ab"]["tx"] == 0
+        assert_counters_add_up(stats)
+        out, _ = sink.communicate(timeout=60)
+        assert json.loads(out) == []  # nothing flushed ever arrived
+        dl.set_delay(ab_ms=5.0)
+        got = net.udp(20, rate=1000)
+        assert [row[0] for row in got] == list(range(20))
+        after = dl.stats()
+    assert after["ab"]["tx"] == 20 and after["ab"]["flushed"] == 40
+    assert_counters_add_up(after)
 
 
 def test_full_queue_drops_and_counts(net: Line) -> None:

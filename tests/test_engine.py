@@ -52,10 +52,10 @@ class Campaign:
         self.testbeds.append(testbed)
         return testbed
 
-    def run(self, retry: str | None = None, breaker_runs: int = BREAKER_RUNS) -> Any:
+    def run(self, retry: str | None = None, breaker_runs: int = BREAKER_RUNS, sample: int | None = None) -> Any:
         executor = SerialExecutor(self.prepared, self.db, link_backend=None, testbed_factory=self.factory)
         return Engine(self.prepared, self.db, executor, Console(quiet=True),
-                      breaker_runs=breaker_runs).run(parse_retry(retry))
+                      breaker_runs=breaker_runs, sample=sample).run(parse_retry(retry))
 
     def runs(self) -> dict[str, dict[str, Any]]:
         return {r["key"]: r for r in rows(self.db, "SELECT * FROM runs")}
@@ -244,3 +244,42 @@ def test_implementation_time_limit_is_a_timeout_with_what_arrived(tmp_path: Path
     # The client got the design's timeout_s through the {timeout_s} placeholder.
     clients = [argv for role, argv in camp.testbeds[0].started if role == "client"]
     assert all(argv[argv.index("--timeout") + 1] == "3" for argv in clients)
+
+
+def test_each_run_records_where_its_time_went(tmp_path: Path) -> None:
+    """runs.phases_json: seconds per runner phase, within the run's duration; the fidelity check only for
+    the first run of each point (per-point fidelity); `status --timing` sums them up."""
+    from fecbench.runners.runner import PHASES
+
+    camp = Campaign(tmp_path, {"ok": {}, "fail": {"behave": "fail"}}, points=3)
+    camp.run()
+    runs = list(camp.runs().values())
+    assert len(runs) == 6
+    for run in runs:
+        phases = json.loads(run["phases_json"])
+        assert set(phases) <= set(PHASES) and {"configure", "losses", "server", "client", "stop"} <= set(phases)
+        assert all(v >= 0 for v in phases.values()) and sum(phases.values()) <= run["duration_s"]
+    checked = [json.loads(r["phases_json"]).get("fidelity") for r in runs]
+    assert sum(1 for c in checked if c is not None) == 3  # one check per point
+    out = fecbench("status", str(camp.db), "--timing", "--json")
+    assert out.returncode == 0, out.stderr
+    table = {p["phase"]: p for p in json.loads(out.stdout)["phases"]}
+    assert table["client"]["runs"] == 3 and table["client"]["mean_s"] > 0  # the ok runs only
+
+
+def test_sample_runs_a_seeded_pilot_and_leaves_the_rest_pending(tmp_path: Path) -> None:
+    camp = Campaign(tmp_path, {"ok": {}, "also": {}}, points=4)
+    summary = camp.run(sample=3)
+    runs = camp.runs()
+    done = {key for key, r in runs.items() if r["status"] == "ok"}
+    assert summary.selected == 3 and len(done) == 3 and len(runs) == 8
+    assert {r["status"] for key, r in runs.items() if key not in done} == {"pending"}
+    # The same design draws the same runs (a fresh database), in campaign order.
+    (tmp_path / "again").mkdir()
+    again = Campaign(tmp_path / "again", {"ok": {}, "also": {}}, points=4)
+    again.run(sample=3)
+    assert {k for k, r in again.runs().items() if r["status"] == "ok"} == done
+    order = [run.key for run in camp.prepared.runs if run.key in done]
+    assert [r["key"] for r in sorted(runs.values(), key=lambda r: r["started_at"] or "~") if r["key"] in done] == order
+    summary = camp.run()  # a plain run does the rest
+    assert summary.selected == 5 and {r["status"] for r in camp.runs().values()} == {"ok"}

@@ -225,6 +225,40 @@ def test_prepare_with_planner_and_topology(tmp_path: Path) -> None:
     assert all(prepared.estimate(r) > 0 for r in prepared.runs)
 
 
+def test_duration_model_follows_size_delay_and_loss_and_stops_at_the_time_limit(tmp_path: Path) -> None:
+    """runs.estimate_seconds: longer with size, delay and loss; a 1 MB download at 5 % loss is loss-limited
+    (Mathis: far slower than the bottleneck); never beyond timeout_s + the kill grace."""
+    import dataclasses
+
+    from fecbench.runners.runs import estimate_seconds, grace_s, mean_loss
+
+    design = parse_design(write_design(tmp_path, workload='kind = "download"\nsizes = ["1kB", "1MB"]'))
+    run = enumerate_runs(design, {0: {"bw": 10.0, "owd": 100.0, "p": 0.0}}, "h")[0]
+
+    def est(size: int, **values: float) -> float:
+        return estimate_seconds(dataclasses.replace(run, size=size, values={**run.values, **values}), design)
+
+    assert est(1000) < est(50_000) < est(1_000_000)
+    assert est(1000, owd=50.0) < est(1000) < est(1000, owd=200.0)
+    assert est(1_000_000) < est(1_000_000, p=0.01) < est(1_000_000, p=0.05)
+    lossless = est(1_000_000) - est(1000)                   # ~ 1 MB at 10 Mbit/s and slow start
+    lossy = est(1_000_000, p=0.05) - est(1000, p=0.05)      # ~ 1 MB at 1200 B × 8 / 0.2 s × 1.5 / √0.05
+    assert lossless < 2.5 and 15 < lossy < 30, (lossless, lossy)
+    assert est(10**9, p=0.05) == design.timeout_s + grace_s(design.timeout_s)
+    assert mean_loss(dataclasses.replace(run, values={**run.values, "p": 0.03}), design) == 0.03
+
+
+def test_mean_loss_of_a_gilbert_elliott_link(tmp_path: Path) -> None:
+    from fecbench.runners.runs import mean_loss
+
+    path = write_design(tmp_path)
+    path.write_text(path.read_text().replace('model = "uniform"\np = "p"',
+                                             'model = "gilbert-elliott"\np = "p"\nr = 0.3\nk = 1.0\nh = 0.0'))
+    design = parse_design(path)
+    run = enumerate_runs(design, {0: {"bw": 10.0, "owd": 10.0, "p": 0.1}}, "h")[0]
+    assert mean_loss(run, design) == pytest.approx(0.1 / 0.4)  # the share of time in Bad, all lost there
+
+
 def test_prepare_rejects_unknown_loss_factor(tmp_path: Path) -> None:
     from fecbench.runners.prepare import prepare
 
@@ -345,7 +379,7 @@ def test_shipped_designs_validate() -> None:
                 "networking2019-nofec-cost": 130 * 3 * 3 * 4, "rquic2021": 15 * 10 * 3 * 1,
                 "short-messages": 3 * 10 * 2 * 6, "thesis2018-realtime": 130 * 3 * 5,
                 "thesis2018-realtime-desync2": 130 * 3 * 5, "starlink-uploads": 12 * 90 * 3 * 1,
-                "bench-campaign": 8 * 1 * 2 * 2, "multipath-smoke": 4 * 1 * 3 * 2,
+                "bench-campaign": 32 * 1 * 2 * 2, "multipath-smoke": 4 * 1 * 3 * 2,
                 "thesis2018-multipath-downloads": 130 * 3 * 6 * 3,
                 "thesis2018-multipath": 130 * 2 * 6, "thesis2018-multipath-hetero": 130 * 2 * 3}
     for name, count in expected.items():

@@ -83,6 +83,30 @@ def test_a_shorter_delay_does_not_wait_behind_the_previous_runs_frames() -> None
         assert late and max(late) < 5000, late  # without the drain: ~150 ms
 
 
+def test_flush_discards_the_previous_runs_frames_before_the_next_point() -> None:
+    """Between runs (the runner's configure): what the delay element still holds is discarded and counted,
+    not waited for; the new point's frames are not held back either."""
+    topo = load_topology(SINGLE)
+    with Network(topo, {"bw": 20, "owd": 200}, backend="delayline") as net:
+        client = net.nodes[topo.client].pid
+        flood = subprocess.Popen(["mnexec", "-a", str(client), "ping", "-q", "-c", "20", "-i", "0.005",
+                                  net.server_address], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.15)  # the echo requests are queued in the delay element
+        net.configure({"owd": 5}, flush=True)
+        net.clear_lateness()
+        rows = net.fidelity()
+        flood.wait(timeout=10)
+        stats = net.link_stats()
+        assert rows[0]["rtt_configured_ms"] == 10 and rows[0]["ok"], rows
+        delay = stats[0]["delay"]
+        assert delay["ab"]["flushed"] + delay["ba"]["flushed"] > 0
+        for way in ("ab", "ba"):
+            c = delay[way]
+            assert c["rx"] == c["tx"] + c["drop_queue"] + c["drop_egress"] + c["errors"] + c["queue"] + c["flushed"]
+        late = [s["lateness"]["max_us"] for s in stats if s["lateness"] and s["lateness"]["frames"]]
+        assert late and max(late) < 5000, late
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_overload_fills_the_queue_and_drops_at_the_rate_limiter(backend: str) -> None:
     """Three times the bottleneck rate for a second, 10-packet queue: the receiver gets the configured

@@ -248,3 +248,18 @@ def test_rtt_bound_and_its_override_from_the_environment(monkeypatch: pytest.Mon
         monkeypatch.setenv(RTT_TOLERANCE_ENV, bad)
         with pytest.raises(UserError, match=RTT_TOLERANCE_ENV):
             rtt_ok(20, 20)
+
+
+def test_network_names_stay_distinct_and_short_beyond_26_networks() -> None:
+    """`--jobs` may build up to 32 networks in one process: each gets its own tag (a–z, then aa–zz), and
+    the longest base name still leaves every interface name within Linux's 15 characters."""
+    from fecbench.topologies.network import build_tag
+
+    tags = [build_tag(n) for n in range(702)]
+    assert len(set(tags)) == 702 and tags[:2] == ["a", "b"] and tags[26] == "aa" and tags[-1] == "zz"
+    assert build_tag(702) == "a"  # wraps only past 702 networks alive at once
+    for spec in ("single.toml", "multipath.toml"):
+        plan = make_layout(load_topology(Path(__file__).resolve().parent.parent / "topologies" / spec),
+                           "fb99999zz")
+        names = [i.name for node in plan.nodes.values() for i in node.ifaces]
+        assert names and max(len(n) for n in names) <= 15, names

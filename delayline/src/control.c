@@ -1,7 +1,6 @@
 #include "control.h"
 
 #include <ctype.h>
-#include <stdbool.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,21 +56,23 @@ int dl_parse_command(const char *line, struct dl_command *cmd, char *err, size_t
 	memset(cmd, 0, sizeof(*cmd));
 
 	if (!next_word(&p, word, sizeof(word))) {
-		snprintf(err, errlen, "empty command (commands: set, stats, clear)");
+		snprintf(err, errlen, "empty command (commands: set, stats, clear, flush)");
 		return -1;
 	}
-	if (!strcmp(word, "stats") || !strcmp(word, "clear")) {
-		bool stats = !strcmp(word, "stats");
+	if (!strcmp(word, "stats") || !strcmp(word, "clear") || !strcmp(word, "flush")) {
+		enum dl_command_kind kind = !strcmp(word, "stats") ? DL_CMD_STATS
+					    : !strcmp(word, "clear") ? DL_CMD_CLEAR : DL_CMD_FLUSH;
+		const char *name = kind == DL_CMD_STATS ? "stats" : kind == DL_CMD_CLEAR ? "clear" : "flush";
 
 		if (next_word(&p, word, sizeof(word))) {
-			snprintf(err, errlen, "%s takes no arguments", stats ? "stats" : "clear");
+			snprintf(err, errlen, "%s takes no arguments", name);
 			return -1;
 		}
-		cmd->kind = stats ? DL_CMD_STATS : DL_CMD_CLEAR;
+		cmd->kind = kind;
 		return 0;
 	}
 	if (strcmp(word, "set")) {
-		snprintf(err, errlen, "unknown command %.64s (commands: set, stats, clear)", word);
+		snprintf(err, errlen, "unknown command %.64s (commands: set, stats, clear, flush)", word);
 		return -1;
 	}
 	cmd->kind = DL_CMD_SET;

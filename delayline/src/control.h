@@ -8,7 +8,7 @@
 /* Largest accepted delay: 60 s, far beyond any emulated path, small enough to never overflow. */
 #define DL_MAX_DELAY_US 60000000ULL
 
-enum dl_command_kind { DL_CMD_SET, DL_CMD_STATS, DL_CMD_CLEAR };
+enum dl_command_kind { DL_CMD_SET, DL_CMD_STATS, DL_CMD_CLEAR, DL_CMD_FLUSH };
 
 struct dl_command {
 	enum dl_command_kind kind;

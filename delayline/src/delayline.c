@@ -61,6 +61,7 @@ struct lateness {
 
 struct counters {
 	uint64_t rx, tx, drop_queue, drop_egress, errors, max_queue;
+	uint64_t flushed; /* frames discarded by a `flush` command (the previous run's, still queued) */
 	uint64_t gso; /* frames that were GSO super-packets (offloads left on upstream) */
 	uint64_t rx_errors; /* failed reads (no frame), e.g. ENETDOWN while the interface is down */
 };
@@ -341,10 +342,11 @@ static int format_counters(char *out, size_t n, const struct direction *d)
 	return snprintf(out, n,
 			"{\"rx\": %" PRIu64 ", \"tx\": %" PRIu64 ", \"drop_queue\": %" PRIu64
 			", \"drop_egress\": %" PRIu64 ", \"errors\": %" PRIu64 ", \"queue\": %u, \"max_queue\": %" PRIu64
-			", \"limit\": %u, \"gso\": %" PRIu64 ", \"rx_errors\": %" PRIu64
+			", \"limit\": %u, \"gso\": %" PRIu64 ", \"rx_errors\": %" PRIu64 ", \"flushed\": %" PRIu64
 			", \"late_hist\": [%s], \"late_max_us\": %.3f, \"late_sum_us\": %.3f}",
 			c->rx, c->tx, c->drop_queue, c->drop_egress, c->errors, d->q.count, c->max_queue, d->q.limit,
-			c->gso, c->rx_errors, hist, (double)d->late.max_ns / 1e3, (double)d->late.sum_ns / 1e3);
+			c->gso, c->rx_errors, c->flushed, hist, (double)d->late.max_ns / 1e3,
+			(double)d->late.sum_ns / 1e3);
 }
 
 static void format_edges(char *out, size_t n)
@@ -373,6 +375,15 @@ static void reply_to(struct client *cl, const char *line)
 		memset(&dir_ab.late, 0, sizeof(dir_ab.late));
 		memset(&dir_ba.late, 0, sizeof(dir_ba.late));
 		snprintf(reply, sizeof(reply), "ok\n");
+	} else if (cmd.kind == DL_CMD_FLUSH) {
+		/* Discard what both queues hold (the main loop then disarms the timer); counted, not sent. */
+		uint64_t n = dir_ab.q.count + dir_ba.q.count;
+
+		dir_ab.c.flushed += dir_ab.q.count;
+		dl_queue_pop(&dir_ab.q, dir_ab.q.count);
+		dir_ba.c.flushed += dir_ba.q.count;
+		dl_queue_pop(&dir_ba.q, dir_ba.q.count);
+		snprintf(reply, sizeof(reply), "ok %" PRIu64 "\n", n);
 	} else {
 		char ab[1024], ba[1024], edges[256];
 

@@ -143,6 +143,8 @@ static void test_parse_commands(void)
 	CHECK(dl_parse_command("stats now", &c, err, sizeof(err)) < 0);
 	CHECK(dl_parse_command("clear", &c, err, sizeof(err)) == 0 && c.kind == DL_CMD_CLEAR);
 	CHECK(dl_parse_command("clear all", &c, err, sizeof(err)) < 0 && strstr(err, "clear takes no arguments"));
+	CHECK(dl_parse_command("flush", &c, err, sizeof(err)) == 0 && c.kind == DL_CMD_FLUSH);
+	CHECK(dl_parse_command("flush now", &c, err, sizeof(err)) < 0 && strstr(err, "flush takes no arguments"));
 }
 
 static void test_parse_numbers(void)

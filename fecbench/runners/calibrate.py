@@ -1,6 +1,6 @@
 """`fecbench run --jobs auto`: how many networks this machine can emulate at once accurately.
 
-A short calibration before the campaign: for N = 1, 2, 4, 8, … networks of the design's topology (at its
+A short calibration before the campaign: for N = 1, 2, 4, 8, 16, 32 networks of the design's topology (at its
 first run's link values), all N carry traffic at once (each network's fidelity check with its rate probe:
 one-way delay probes, then a UDP stream at the bottleneck rate), and every delay element counts how late
 it forwarded each frame (``fecbench.lateness``). The worst p99 lateness over the N networks' link
@@ -22,7 +22,7 @@ from fecbench.runners.prepare import Prepared
 from fecbench.runners.serial import TestbedFactory
 from fecbench.runners.testbed import MininetTestbed, Testbed
 
-CANDIDATES = (1, 2, 4, 8)
+CANDIDATES = (1, 2, 4, 8, 16, 32)  # up to jobs.MAX_JOBS
 
 
 def choose(rows: list[dict[str, Any]], bound_ms: float) -> int:

@@ -45,9 +45,11 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         jobs: str | None = typer.Option(None, "--jobs", help="Run on N networks on this machine at once "
                                         "(no Dask needed); default 1. auto: the largest N whose delay elements "
                                         "stay accurate (p99 lateness ≤ 0.5 ms) in a short calibration."),
+        sample: int | None = typer.Option(None, "--sample", min=1, help="A pilot: only K of the runs to do, "
+                                          "drawn at random (seeded by the design); the others stay pending."),
         ) -> None:
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
-    from fecbench.runners.engine import Engine, parse_retry, select_runs
+    from fecbench.runners.engine import Engine, parse_retry, sample_runs, select_runs
     from fecbench.runners.prepare import prepare
     from fecbench.runners.recorder import read_statuses
 
@@ -85,13 +87,19 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
                           f"{prepared.design.workload.kind!r}: its runs are recorded unsupported[/]")
     db_path = db or prepared.design.default_db()
     statuses = read_statuses(db_path)
-    todo = select_runs(prepared, statuses, retry_set)
+    todo = sample_runs(select_runs(prepared, statuses, retry_set), sample, prepared.design.seed)
     if dry_run:
         _print_dry_run(prepared, todo, statuses, db_path)
         return
     from fecbench.errors import require_root
 
     require_root("fecbench run")
+    from fecbench.affinity import confine_harness
+
+    # This process and what it starts stay off the CPU left to the delay elements (fecbench.affinity).
+    not_confined = confine_harness()
+    if not_confined:
+        console.print(f"[yellow]warning: {not_confined}[/]")
     executor: Any
     calibration = None
     if jobs_count is None:
@@ -112,7 +120,7 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
 
         executor = SerialExecutor(prepared, db_path, link_backend=link_backend, keep_logs=keep_logs)
     try:
-        summary = Engine(prepared, db_path, executor, console, breaker_runs=breaker).run(retry_set)
+        summary = Engine(prepared, db_path, executor, console, breaker_runs=breaker, sample=sample).run(retry_set)
     except KeyboardInterrupt:
         # sys.__stderr__: the progress display may still be redirecting sys.stderr.
         where = "the runs in flight are" if dask or jobs_count > 1 else "the current run is"
@@ -220,7 +228,10 @@ def dask_certs(out: Path = typer.Argument(..., help="A new folder for the CA and
 
 
 @bench_app.command("campaign")
-def bench_campaign(jobs: str = typer.Option("1,2,4,8", "--jobs", help="The numbers of networks to compare."),
+def bench_campaign(jobs: str = typer.Option("1,2,4,8,16,32", "--jobs", help="The numbers of networks to compare "
+                                            "(include 1: speed-ups and the projection are relative to it)."),
+                   pilot: int = typer.Option(64, "--pilot", min=0, help="Runs of networking2019-uniform run with "
+                                             "each N ≥ 8 to project its wall time (0: no projection)."),
                    json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
                    ) -> None:
     """Run designs/bench-campaign.toml with --jobs N for each N: speed-up, emulation accuracy, projection."""
@@ -232,24 +243,45 @@ def bench_campaign(jobs: str = typer.Option("1,2,4,8", "--jobs", help="The numbe
     if not counts:
         raise UserError("--jobs: give one or more numbers of networks, e.g. 1,2,4,8")
     require_root("fecbench bench campaign")
-    figures = run_bench(counts)
+    figures = run_bench(counts, pilot_runs=pilot)
     if json_out:
         print(json.dumps(figures, indent=1))
         return
-    table = Table(title=f"{figures['design']} on {figures['cores']} cores; {figures['full_design']}: "
-                        f"{figures['full_design_estimate_serial_h']} h serial estimate")
-    for col in ("jobs", "runs", "wall s", "sum of runs ÷ wall", "RTT error p50/p99/max ms",
-                "run p99 lateness p50/p99/max ms (above bound)", "statuses", "full design h"):
+    _print_bench(figures)
+
+
+def _print_bench(figures: dict[str, Any]) -> None:
+    load = ", ".join(f"{v:g}" for v in figures["load_average"])
+    table = Table(title=f"{figures['design']} on {figures['cores']} cores (load average after: {load})")
+    for col in ("jobs", "runs", "wall s", "speed-up", "span s", "speed-up (span)", "in flight", "CPUs busy",
+                "dct ÷ serial p10/p50/p90",
+                f"run p99 lateness p50/p99/max ms (runs > {figures['lateness_bound_ms']:g})",
+                "frames p99/p99.9/max µs (> bound)", "statuses", f"{figures['full_design']} h"):
         table.add_column(col, justify="right")
     for r in figures["results"]:
-        err = r["rtt_error_ms"] or {}
         late = r["run_p99_lateness_ms"] or {}
-        table.add_row(str(r["jobs"]), str(r["runs"]), f"{r['wall_s']:.1f}", f"{r['speedup']:.2f}",
-                      f"{err.get('p50')}/{err.get('p99')}/{err.get('max')}",
-                      f"{late.get('p50')}/{late.get('p99')}/{late.get('max')} ({late.get('above_bound')})",
+        frames = r["frame_lateness_us"] or {}
+        table.add_row(str(r["jobs"]), str(r["runs"]), f"{r['wall_s']:.1f}", str(r["speedup_wall"]),
+                      f"{r['span_s']:.1f}", str(r["speedup_span"]), str(r["in_flight"]),
+                      " ".join(f"{b:.0%}" for b in r["cpu_busy"]),
+                      "/".join(str(v) for k, v in (r["dct_vs_serial"] or {}).items() if k != "runs") or "-",
+                      f"{late.get('p50')}/{late.get('p99')}/{late.get('max')} ({late.get('runs_above_bound')})",
+                      f"{frames.get('p99_us')}/{frames.get('p99.9_us')}/{round(frames.get('max_us') or 0)} "
+                      f"({frames.get('above_bound')} of {frames.get('frames')})",
                       ", ".join(f"{k} {v}" for k, v in sorted(r["statuses"].items())),
-                      f"{r['projected_full_design_h']}")
+                      str(r["projected_full_design_h"]))
     console.print(table)
+    for p in figures["pilots"]:
+        late, frames = p["run_p99_lateness_ms"] or {}, p["frame_lateness_us"] or {}
+        console.print(f"pilot of {figures['full_design']}: {p['runs']} of its {p['runs_in_design']} runs at --jobs "
+                      f"{p['jobs']} ({', '.join(f'{k} {v}' for k, v in sorted(p['statuses'].items()))}) held their "
+                      f"network {p['ratio']:.3f} × the model's estimate (s.e. {p['ratio_se']:.3f}); "
+                      f"{p['steady_use']:.1%} of network time in runs; fidelity check "
+                      f"{p['fidelity_per_check_s']} s → projected "
+                      f"{p['projected_h']} h (95 %: {p['range_h'][0]}–{p['range_h'][1]} h), serial {p['serial_h']} h "
+                      f"(model {p['model_total_h']} h); runs above the lateness bound "
+                      f"{late.get('runs_above_bound')}, frames {frames.get('above_bound')} of {frames.get('frames')}; "
+                      f"CPUs busy {' '.join(f'{b:.0%}' for b in p['cpu_busy'])}")
 
 
 def _calibrate_jobs(prepared: Any, link_backend: str | None) -> dict[str, Any]:

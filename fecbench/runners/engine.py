@@ -18,6 +18,7 @@ that cannot be used leaves no database behind. Ctrl-C (or SIGTERM) records the r
 from __future__ import annotations
 
 import contextlib
+import random
 import re
 import signal
 import time
@@ -45,6 +46,15 @@ def select_runs(prepared: Prepared, statuses: dict[str, str], retry: set[str]) -
     """Runs still to do: never finished (pending/interrupted), plus the statuses asked for by --retry."""
     todo_statuses = {Status.PENDING, Status.INTERRUPTED} | set(retry)
     return [run for run in prepared.runs if statuses.get(run.key, Status.PENDING) in todo_statuses]
+
+
+def sample_runs(todo: list[Run], k: int | None, seed: int) -> list[Run]:
+    """A pilot: k of the runs to do, drawn at random (seeded by the design seed, so the same design draws
+    the same runs), in campaign order; all of them when k is None or not smaller."""
+    if k is None or k >= len(todo):
+        return todo
+    chosen = {run.key for run in random.Random(f"fecbench-sample:{seed}").sample(todo, k)}
+    return [run for run in todo if run.key in chosen]
 
 
 def parse_retry(text: str | None) -> set[str]:
@@ -219,7 +229,7 @@ class Engine:
     """Runs a prepared campaign's selected runs on an executor and records every start and outcome."""
 
     def __init__(self, prepared: Prepared, db_path: Path, executor: Executor, console: Any = None,
-                 breaker_runs: int = BREAKER_RUNS) -> None:
+                 breaker_runs: int = BREAKER_RUNS, sample: int | None = None) -> None:
         from rich.console import Console
 
         self.prepared, self.db_path, self.executor = prepared, db_path, executor
@@ -231,10 +241,12 @@ class Engine:
         self.first_failures: dict[str, list[tuple[str, str]]] = {}   # label -> (status, signature) so far
         self.breaker_settled: set[str] = set()                        # labels past their first runs
         self.queue: RunQueue | None = None
+        self.sample = sample
 
     def run(self, retry: set[str]) -> Summary:
         prepared = self.prepared
-        todo = select_runs(prepared, read_statuses(self.db_path), retry)
+        todo = sample_runs(select_runs(prepared, read_statuses(self.db_path), retry), self.sample,
+                           prepared.design.seed)
         summary = Summary(total=len(prepared.runs), selected=len(todo), counts=Counter())
         if not todo:
             return summary

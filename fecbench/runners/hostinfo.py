@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fecbench import affinity
+
 _TOOLS = {
     "tc": ["tc", "-V"],
     "ip": ["ip", "-V"],
@@ -64,6 +66,7 @@ def fingerprint(link_backend: str | None = None) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "link_backend": link_backend,
         "tools": {name: _first_line(argv) for name, argv in _TOOLS.items()},
+        "cpu_affinity": affinity.describe(),
     }
     try:
         import mininet.net

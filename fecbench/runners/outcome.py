@@ -18,3 +18,5 @@ class Outcome:
     fidelity: list[dict[str, Any]] = field(default_factory=list)
     verdict_logs: list[tuple[str, str, bytes]] = field(default_factory=list)
     link_events: list[dict[str, Any]] = field(default_factory=list)   # a link schedule's applied changes
+    # Where the run's wall time went (seconds per phase: runners.runner.PHASES), measured where it ran.
+    phases: dict[str, float] = field(default_factory=dict)

@@ -93,7 +93,7 @@ class Recorder:
                finished_at=now_iso(), duration_s=duration_s,
                metrics=outcome.metrics, client_wall_ms=outcome.client_wall_ms,
                link_stats=outcome.link_stats, fidelity=outcome.fidelity, verdict_logs=outcome.verdict_logs,
-               link_events=outcome.link_events)
+               link_events=outcome.link_events, phases=outcome.phases)
 
     def breaker(self, label: str, runs: int, status: str, error: str, skipped: int) -> None:
         """The circuit breaker stopped a label (runners/engine.py)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from fecbench.runners.metrics import MetricsError, collect_metrics, expected_byt
 from fecbench.runners.outcome import Outcome
 from fecbench.runners.prepare import Prepared, path_of
 from fecbench.runners.procs import wait_ready
-from fecbench.runners.runs import Run
+from fecbench.runners.runs import Run, grace_s
 from fecbench.runners.testbed import RunProcess, Testbed
 from fecbench.status import Status
 
@@ -24,14 +25,27 @@ from fecbench.status import Status
 EXIT_TIMEOUT = 124
 
 
-def grace_s(timeout_s: float) -> float:
-    """How much longer than timeout_s the harness waits for a client before it kills it: time for an
-    implementation that gives up at timeout_s to close its connection and write its metrics."""
-    return min(10.0, max(2.0, 0.05 * timeout_s))
-
-
 # link_stats column -> the dropper's counter name.
 _DROPPER_NAMES = {"ge_good": "good", "ge_bad": "bad", "gso_seen": "gso"}
+
+#: Where a run's wall time goes, in order (Outcome.phases, runs.phases_json, `fecbench status --timing`):
+#: configure the links for its point (the delay elements flushed first), measure fidelity (when not
+#: cached), seed the droppers, prepare the run folder and run the server's setup commands, start the
+#: server until ready, the client (start to exit), stop what is left, collect statistics and metrics.
+PHASES = ("configure", "fidelity", "losses", "setup", "server", "client", "stop", "collect")
+
+
+class PhaseClock:
+    """Seconds spent per phase: each `lap(name)` adds the time since the previous lap to `name`."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self.last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = round(self.phases.get(name, 0.0) + now - self.last, 6)
+        self.last = now
 
 
 class Runner:
@@ -47,6 +61,7 @@ class Runner:
         self.loss_links = (self.design.loss.links if self.design.loss.links is not None
                            else prepared.topology.lossy_links())
         self.processes: list[RunProcess] = []
+        self.clock = PhaseClock()
         self.link_paths = {link: path_of(prepared.topology, link) for link in self.loss_links}
         if self.design.verdict_log and self.design.loss.model != "none":
             self.testbed.enable_verdict_logs([(link, direction) for link, direction, _ in self.streams()])
@@ -77,7 +92,9 @@ class Runner:
         """Shape the links for this run's point, check fidelity, then re-seed every dropper with the run's
         loss seed. The fidelity pings cross the droppers too, so they run with losses off and the
         droppers are reset afterwards: every run's stream starts at packet 0 (common random numbers)."""
+        clock = self.clock
         self.testbed.configure(run.values)
+        clock.lap("configure")
         fidelity: list[dict[str, Any]] = []
         if self.design.fidelity != "off":
             cached = self.fidelity_cache.get(run.point) if self.design.fidelity == "per-point" else None
@@ -87,8 +104,10 @@ class Runner:
                 for i, row in enumerate(cached):
                     row.setdefault("path", i + 1)
                 self.fidelity_cache[run.point] = cached
+                clock.lap("fidelity")
             fidelity = cached
         self.set_losses(run.values, run.loss_seed)
+        clock.lap("losses")
         return fidelity
 
     def set_losses(self, values: dict[str, Any] | None, seed: int) -> None:
@@ -121,7 +140,14 @@ class Runner:
         return values
 
     def execute(self, run: Run) -> Outcome:
-        """Run one (point, implementation, size, repetition); never raises for an implementation fault."""
+        """Run one (point, implementation, size, repetition); never raises for an implementation fault.
+        The outcome says where its time went (`phases`)."""
+        self.clock = PhaseClock()
+        outcome = self._execute(run)
+        outcome.phases = self.clock.phases
+        return outcome
+
+    def _execute(self, run: Run) -> Outcome:
         from fecbench.runners.descriptor import render
 
         descriptor = run.impl.descriptor
@@ -130,9 +156,11 @@ class Runner:
             return Outcome(status=Status.UNSUPPORTED,
                            error=f"implementation {run.impl.name!r} does not declare workload {run.workload!r} "
                                  f"(capabilities.workloads in {descriptor.path})")
+        clock = self.clock
         run_dir = self.log_root / run.key[:16]
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
+        clock.lap("setup")
         fidelity = self.configure(run)
         bad = [row for row in fidelity if row.get("ok") is not None and not row.get("ok")]
         if bad:
@@ -152,6 +180,7 @@ class Runner:
         server = client = applier = None
         link_events: list[dict[str, Any]] = []
         failed_setup = self.setup(descriptor, values, run_dir)
+        clock.lap("setup")
         if failed_setup:
             return Outcome(status=Status.FAILED, error=failed_setup, fidelity=fidelity)
         # The run's own emulation accuracy: the delay elements count lateness from here.
@@ -161,6 +190,7 @@ class Runner:
                                                 run_dir, env=server_env, cwd=run_dir)
             self.processes.append(server)
             not_ready = wait_ready(server, descriptor.ready_pattern, descriptor.ready_delay_s, timeout)
+            clock.lap("server")
             if not_ready:
                 server.stop()
                 status = Status.UNSUPPORTED if server.poll() == 127 else Status.FAILED
@@ -172,6 +202,7 @@ class Runner:
                                                 run_dir, env=client_env, cwd=run_dir)
             self.processes.append(client)
             code = client.wait(timeout + grace_s(timeout))
+            clock.lap("client")
             link_events = applier.stop() if applier else []
             server_code = server.poll()
             client.stop()
@@ -184,6 +215,7 @@ class Runner:
                     process.stop()
                     with contextlib.suppress(ValueError):
                         self.processes.remove(process)
+            clock.lap("stop")
 
         outcome = Outcome(status=Status.OK, client_wall_ms=client.wall_ms, server_log=server.log_tail(),
                           client_log=client.log_tail(), fidelity=fidelity, link_events=link_events)
@@ -214,6 +246,7 @@ class Runner:
                 outcome.metrics = collect_metrics(descriptor, run, values, client)
             except MetricsError as exc:
                 outcome.status, outcome.error = Status.FAILED, f"metrics: {exc}"
+        clock.lap("collect")
         return outcome
 
     def setup(self, descriptor: Any, values: dict[str, Any], run_dir: Path) -> str | None:

@@ -99,16 +99,65 @@ def _first(values: dict[str, Any], names: tuple[str, ...], default: float) -> fl
     return default
 
 
-def estimate_seconds(run: Run, design: Design, overhead_s: float = 0.5) -> float:
-    """A rough duration: harness overhead + handshake and request RTTs + transfer at the bottleneck rate."""
+def grace_s(timeout_s: float) -> float:
+    """How much longer than timeout_s the harness waits for a client before it kills it: time for an
+    implementation that gives up at timeout_s to close its connection and write its metrics."""
+    return min(10.0, max(2.0, 0.05 * timeout_s))
+
+
+#: The model's constants, measured on this project's 2-core machine (designs/README.md, "How long a
+#: campaign takes"): the harness's own time per run once the links are set (server start, stopping,
+#: statistics, the client process starting: 0.05-0.1 s); the delay before a lost handshake packet is
+#: sent again (QUIC's first PTO); the bytes a download gets through in slow start before its losses
+#: slow it down, and the constant of its loss-limited rate (packet × 8 / RTT × C / √loss: Mathis et al.
+#: 1997 give 1.22 for Reno; 1.5 fitted fecq's CUBIC downloads of networking2019-uniform: measured ÷
+#: model 0.92-1.15 per size over a pilot of 64 of its runs, and 0.90-1.10 per size, 0.92 ± 0.07 in all,
+#: over 64 others; a run's own ratio varies by about 30 %, its losses being random). The model without
+#: losses took 17.8 h for that design; its runs take about 60 h one after the other.
+OVERHEAD_S = 0.1
+HANDSHAKE_PTO_S = 1.0
+PACKET_BYTES = 1200
+SLOW_START_BYTES = 64_000
+LOSS_RATE_CONSTANT = 1.5
+
+
+def mean_loss(run: Run, design: Design) -> float:
+    """The long-run loss rate of the run's first lossy link (0 without a loss model)."""
+    loss = design.loss
+    if loss.model not in ("uniform", "gilbert-elliott"):
+        return 0.0
+    try:
+        params = loss.values(run.values, 1 if loss.per_path() else None)
+    except (KeyError, TypeError, ValueError):
+        return 0.0
+    if loss.model == "uniform":
+        return min(1.0, max(0.0, params.get("p", 0.0)))
+    p, r, k, h = (params.get(name, default) for name, default in (("p", 0.0), ("r", 1.0), ("k", 1.0), ("h", 0.0)))
+    if p + r <= 0:
+        return 1.0 - k
+    return min(1.0, max(0.0, (r * (1 - k) + p * (1 - h)) / (p + r)))
+
+
+def estimate_seconds(run: Run, design: Design, overhead_s: float = OVERHEAD_S) -> float:
+    """A run's duration: harness overhead + a lost handshake packet's timeout (times its probability) +
+    handshake, request and statistics RTTs + slow start + the transfer at the bottleneck rate, slowed
+    beyond SLOW_START_BYTES to the loss-limited rate when that is lower; at most the design's time limit.
+    A model: `fecbench bench campaign` measures how far a real design is from it (its pilot)."""
     owd_ms = _first(run.values, ("owd", "owd_1", "delay"), 20.0)
     bw_mbit = _first(run.values, ("bw", "bw_1"), 10.0)
     rtt_s = 2 * owd_ms / 1000
+    limit = design.timeout_s + grace_s(design.timeout_s)
     if design.workload.kind == "messages":
-        return overhead_s + 3 * rtt_s + design.workload.duration
+        return min(limit, overhead_s + 3 * rtt_s + design.workload.duration)
+    loss = mean_loss(run, design)
+    rate_bps = bw_mbit * 1e6
+    slow_bps = min(rate_bps, PACKET_BYTES * 8 / rtt_s * LOSS_RATE_CONSTANT / math.sqrt(loss)) if loss > 0 else rate_bps
+    handshake = (1 - (1 - loss) ** 4) * HANDSHAKE_PTO_S
     if design.workload.kind == "reqresp":
-        per_exchange = sum(design.workload.exchange_sizes(run.size)) * 8 / (bw_mbit * 1e6)
-        return overhead_s + 2 * rtt_s + design.workload.exchanges * (1.5 * rtt_s + 1.2 * per_exchange)
-    transfer = (run.size or 0) * 8 / (bw_mbit * 1e6)
-    slow_start_rtts = max(1.0, math.log2(max(2.0, (run.size or 0) / 12000)))
-    return overhead_s + (3 + slow_start_rtts) * rtt_s + 1.2 * transfer
+        per_exchange = sum(design.workload.exchange_sizes(run.size)) * 8 / slow_bps
+        return min(limit, overhead_s + handshake + 2 * rtt_s
+                   + design.workload.exchanges * (1.5 * rtt_s + 1.2 * per_exchange))
+    size = run.size or 0
+    slow_start_rtts = max(0.0, math.log2(max(1.0, size / 12000)))
+    transfer = size * 8 / rate_bps + max(0, size - SLOW_START_BYTES) * 8 * (1 / slow_bps - 1 / rate_bps)
+    return min(limit, overhead_s + handshake + (3 + slow_start_rtts) * rtt_s + transfer)

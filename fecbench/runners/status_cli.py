@@ -31,9 +31,10 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
     path = db if db is not None else dbmod.newest()
     conn = dbmod.open_readonly(path)
     try:
+        has_phases = any(col[1] == "phases_json" for col in conn.execute("PRAGMA table_info(runs)"))
         rows = [dict(r) for r in conn.execute(
-            "SELECT r.key, r.label, r.status, r.error, r.size, r.duration_s, m.dct_ms, m.client_wall_ms "
-            "FROM runs r LEFT JOIN metrics m ON m.run_key = r.key")]
+            "SELECT r.key, r.label, r.status, r.error, r.size, r.duration_s, m.dct_ms, m.client_wall_ms"
+            + (", r.phases_json" if has_phases else "") + " FROM runs r LEFT JOIN metrics m ON m.run_key = r.key")]
         fidelity_bad = conn.execute("SELECT COUNT(DISTINCT run_key) FROM fidelity WHERE ok = 0").fetchone()[0]
         # Checks that passed only when measured again: the host was disturbed at that moment.
         rechecked = conn.execute("SELECT COUNT(DISTINCT run_key) FROM fidelity WHERE ok = 1 AND checks > 1"
@@ -54,6 +55,7 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
     summary["breakers"] = breakers
     if timing:
         summary["timing"] = overhead(rows)
+        summary["phases"] = phase_times(rows)
     if json_out:
         print(json.dumps(summary, indent=1, default=str))
         return
@@ -125,6 +127,30 @@ def overhead(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def phase_times(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Over ok runs that recorded them (schema ≥ 5): where the wall time went, per phase of the runner
+    (runners.runner.PHASES) and `between` (the run's recorded duration minus its phases: handing it to
+    a network and back); mean, median and p90 seconds, and each phase's share of the summed wall time."""
+    from fecbench.runners.runner import PHASES
+
+    timed = []
+    for row in rows:
+        if row["status"] == "ok" and row.get("phases_json") and row["duration_s"] is not None:
+            phases = json.loads(row["phases_json"])
+            phases["between"] = max(0.0, row["duration_s"] - sum(phases.values()))
+            timed.append(phases)
+    total = sum(sum(p.values()) for p in timed)
+    out = []
+    for name in (*PHASES, "between"):
+        values = [p.get(name, 0.0) for p in timed]
+        if not any(values):
+            continue
+        out.append({"phase": name, "runs": len(values), "mean_s": statistics.fmean(values),
+                    "median_s": statistics.median(values), "p90_s": _quantile(values, 0.9),
+                    "share": sum(values) / total if total else None})
+    return out
+
+
 def _print_status(path: Path, summary: dict[str, Any]) -> None:
     console.print(f"[bold]{path}[/]: {summary['total']} run(s): "
                   + ", ".join(f"{k} {v}" for k, v in sorted(summary["statuses"].items())))
@@ -174,6 +200,14 @@ def _print_status(path: Path, summary: dict[str, Any]) -> None:
             table.add_row(str(t["size"] if t["size"] is not None else "messages"), str(t["runs"]),
                           f"{t['wall_median_s']:.3f}", _fmt(t.get("overhead_median_s")),
                           _fmt(t.get("overhead_p90_s")), _fmt(t.get("harness_median_s")))
+        console.print(table)
+    if summary.get("phases"):
+        table = Table(title="where the wall time of ok runs went, per phase (runners.runner.PHASES)")
+        for col in ("phase", "runs", "mean s", "median s", "p90 s", "share of wall"):
+            table.add_column(col, justify="right")
+        for p in summary["phases"]:
+            table.add_row(p["phase"], str(p["runs"]), _fmt(p["mean_s"]), _fmt(p["median_s"]), _fmt(p["p90_s"]),
+                          "-" if p["share"] is None else f"{100 * p['share']:.1f} %")
         console.print(table)
 
 

@@ -92,7 +92,9 @@ class MininetTestbed:
         return [str(a) for a in self.net.layout.server_addresses]
 
     def configure(self, values: dict[str, Any]) -> None:
-        self.net.configure(values)
+        """Between runs: the previous run's processes are stopped, so what the delay elements still
+        hold is its (flushed, not waited for), then the links take this run's values."""
+        self.net.configure(values, flush=True)
 
     def fidelity(self, rate_probe: bool) -> list[dict[str, Any]]:
         return [dict(row) for row in self.net.fidelity(rate_probe=rate_probe)]

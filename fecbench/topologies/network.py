@@ -27,6 +27,18 @@ from fecbench.topologies.layout import Layout, make_layout, shaping_commands
 from fecbench.topologies.spec import Shaping, Topology
 
 _build_counter = itertools.count()
+
+
+def build_tag(n: int) -> str:
+    """The letters that tell this process's networks apart in names: a–z, then aa–zz (702 networks
+    alive at once at most; the base name stays within 9 characters, interface names within 15)."""
+    n %= 26 + 26 * 26
+    if n < 26:
+        return chr(ord("a") + n)
+    n -= 26
+    return chr(ord("a") + n // 26) + chr(ord("a") + n % 26)
+
+
 def iperf3_error(json_out: str) -> str | None:
     """The error of an `iperf3 -J` run, if any: Debian 12's iperf3 3.12 exits with status 0 when its
     client cannot connect ("Connection refused" before the server listens), saying so only in the JSON."""
@@ -61,7 +73,7 @@ class Network:
         self.shaping = topo.resolve(self.values)         # validates before anything is built
         self.requested_backend = backend
         self.backend: str = ""
-        self.base = f"{cleanup.prefix()}{chr(ord('a') + next(_build_counter) % 26)}"
+        self.base = f"{cleanup.prefix()}{build_tag(next(_build_counter))}"
         self.layout: Layout = make_layout(topo, self.base)
         self.nodes: dict[str, Any] = {}                   # layout node name -> mininet Host
         self.links: list[Any] = []
@@ -184,13 +196,16 @@ class Network:
         run_in_nodes(jobs)
 
     def _start_delaylines(self) -> None:
+        from fecbench import affinity
         from fecbench.delayline import DelayLine
 
         for link_id, dn in self.layout.delay_nodes.items():
             pair = self.shaping[link_id]
             node = self.nodes[dn.name]
+            # Every CPU, also the one a campaign keeps its other processes off (fecbench.affinity).
             dl = DelayLine.start(dn.toward_a, dn.toward_b, pair["forward"].owd, pair["reverse"].owd,
-                                 run_in=["mnexec", "-da", str(node.pid)], name=f"{self.base}{link_id}")
+                                 run_in=["mnexec", "-da", str(node.pid)], name=f"{self.base}-{link_id}",
+                                 cpus=affinity.delay_cpus())
             self.delaylines[link_id] = dl   # the wrapper records (and forgets) its own process
 
     def _attach_droppers(self) -> None:
@@ -231,11 +246,14 @@ class Network:
         return self.droppers[key]
 
     # --- reconfigure -------------------------------------------------------------------------
-    def configure(self, values: dict[str, Any]) -> None:
-        """Change bw, owd and queue of every shaped link without rebuilding, once the delay elements
-        hold nothing of the previous run (``drain``)."""
+    def configure(self, values: dict[str, Any], flush: bool = False) -> None:
+        """Change bw, owd and queue of every shaped link without rebuilding, so that the delay elements
+        hold nothing of the previous run afterwards: they are drained first (``drain``), or, with
+        ``flush`` (between runs: what they hold belongs to a run that ended), emptied at the end, which
+        also discards a straggler that arrived during the change at the old delay."""
         t0 = time.perf_counter()
-        self.drain()
+        if not flush:
+            self.drain()
         merged = {**self.values, **values}
         shaping = self.topo.resolve(merged)
         self._apply_shaping(shaping)
@@ -244,7 +262,15 @@ class Network:
             if (old["forward"].owd, old["reverse"].owd) != (new["forward"].owd, new["reverse"].owd):
                 dl.set_delay(ab_ms=new["forward"].owd, ba_ms=new["reverse"].owd)
         self.values, self.shaping = merged, shaping
+        if flush:
+            self.flush()
         self.timings["configure_s"] = time.perf_counter() - t0
+
+    def flush(self) -> int:
+        """Discard every frame the delay elements hold (netem: nothing to do); how many. A run's last
+        frames (e.g. the client's CONNECTION_CLOSE on its way to a server already stopped) would
+        otherwise be waited for: up to one one-way delay per run."""
+        return sum(line.flush() for line in self.delaylines.values())
 
     def drain(self, limit_s: float = 5.0) -> None:
         """Wait until no delay element holds a frame (at most ``limit_s``). A delay element is a FIFO:
@@ -279,14 +305,15 @@ class Network:
         ``clear_lateness``) and tbf qdisc statistics."""
         out = []
         for link_id, dn in self.layout.delay_nodes.items():
-            qdiscs = {}
-            for direction in ("forward", "reverse"):
-                dev = dn.egress(direction)
-                proc = subprocess.run(["mnexec", "-da", str(self.nodes[dn.name].pid), "tc", "-s", "-j",
-                                       "qdisc", "show", "dev", dev], capture_output=True, text=True, check=False)
-                with contextlib.suppress(json.JSONDecodeError):
-                    qdiscs[direction] = [q for q in json.loads(proc.stdout or "[]")
-                                         if q.get("kind") in ("tbf", "netem")]
+            # One `tc` for both directions: every qdisc of the delay node, each naming its device.
+            proc = subprocess.run(["mnexec", "-da", str(self.nodes[dn.name].pid), "tc", "-s", "-j", "qdisc", "show"],
+                                  capture_output=True, text=True, check=False)
+            shown: list[dict[str, Any]] = []
+            with contextlib.suppress(json.JSONDecodeError):
+                shown = json.loads(proc.stdout or "[]")
+            qdiscs = {direction: [q for q in shown if q.get("dev") == dn.egress(direction)
+                                  and q.get("kind") in ("tbf", "netem")]
+                      for direction in ("forward", "reverse")}
             delay = self.delaylines[link_id].stats() if link_id in self.delaylines else None
             for direction in ("forward", "reverse"):
                 dropper = self.droppers.get((link_id, direction))

@@ -1,0 +1,133 @@
+"""Which CPUs a campaign's processes run on, so the delay elements are never kept waiting by them.
+
+The delay elements run at real-time priority (delayline/README.md), yet on a kernel built without
+preemption of kernel code (``preempt=none``, the default of many distribution and cloud kernels:
+see ``preemption_model``), a woken real-time task still waits until whatever runs on its CPU leaves
+the kernel. On this project's 2-core machine, tracing the scheduler during an 8-network campaign
+showed what kept a delay element from its CPU for 0.25-0.53 ms when a frame was due: the campaign's
+own process start-ups and configuration commands in kernel code (``mnexec`` entering a namespace,
+``ip``, ``tc``, ``fecdrop``'s BPF calls, Python starting) and kernel workers (designs/README.md,
+"How accurate each run was").
+
+So on a machine with at least 2 CPUs, a campaign keeps its own processes (fecbench itself, and
+through inheritance every server, client, probe and command it starts) off the last CPU, which is
+left to the delay elements; the delay elements may use every CPU (the real-time scheduler puts a
+woken one on an idle CPU first, so a second one due at the same moment is not queued behind the
+first). ``FECBENCH_CPU_AFFINITY=off`` keeps the kernel's default placement. What was set is recorded
+with the campaign (host information).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+ENV = "FECBENCH_CPU_AFFINITY"
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "on").strip().lower() not in ("off", "0", "no", "false")
+
+
+def all_cpus() -> set[int]:
+    """The CPUs this process may use now (its cpuset), whatever its own affinity mask says."""
+    try:
+        text = Path("/sys/fs/cgroup/cpuset/cpuset.effective_cpus").read_text().strip()
+        cpus = parse_list(text) if text else set()
+    except (OSError, ValueError):
+        cpus = set()
+    online = _online()
+    return (cpus & online) or online or set(os.sched_getaffinity(0))
+
+
+def _online() -> set[int]:
+    try:
+        return parse_list(Path("/sys/devices/system/cpu/online").read_text().strip())
+    except (OSError, ValueError):
+        return set(range(os.cpu_count() or 1))
+
+
+def parse_list(text: str) -> set[int]:
+    """A kernel CPU list ("0-3,6") as a set."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def plan(cpus: set[int] | None = None) -> dict[str, Any] | None:
+    """Where a campaign's processes go: `harness` (every CPU but the last) and `delay` (every CPU);
+    None when it cannot help (one CPU) or is turned off."""
+    cpus = all_cpus() if cpus is None else cpus
+    if not enabled() or len(cpus) < 2:
+        return None
+    return {"harness": sorted(cpus - {max(cpus)}), "delay": sorted(cpus), "reserved": max(cpus)}
+
+
+def confine_harness() -> str | None:
+    """Keep this process (the calling thread, and every thread and process it starts from now on) off
+    the CPU left to the delay elements; None, or why it could not."""
+    chosen = plan()
+    if chosen is None:
+        return None
+    try:
+        os.sched_setaffinity(0, chosen["harness"])
+    except OSError as exc:
+        return f"CPU affinity {chosen['harness']} not set: {exc}"
+    return None
+
+
+def describe() -> dict[str, Any]:
+    """What a campaign records (host information): the CPUs this process and what it starts use, the
+    CPUs delay elements use, and the kernel's preemption model."""
+    own, every = sorted(os.sched_getaffinity(0)), sorted(all_cpus())
+    return {"harness_cpus": own, "delay_cpus": every, "preemption": preemption_model(),
+            "policy": ("delay elements alone on the last CPU" if own != every and max(every) not in own
+                       else "off" if not enabled() else "every process on every CPU")}
+
+
+def delay_cpus() -> set[int]:
+    """The CPUs a delay element may run on (every CPU, also when its starter is confined)."""
+    return all_cpus()
+
+
+def preemption_model() -> str:
+    """The kernel's preemption model as far as it can be read: "full", "voluntary", "none", "rt" or
+    "lazy" (with how it was read), or "unknown". With "none", kernel code running on a CPU keeps a woken
+    real-time task waiting until it leaves the kernel (`fecbench doctor` says how to change it)."""
+    version = platform.version()
+    if "PREEMPT_RT" in version:
+        return "rt"
+    try:
+        text = Path("/sys/kernel/debug/sched/preempt").read_text()
+        current = [word.strip("()") for word in text.split() if word.startswith("(")]
+        if current:
+            return f"{current[0]} (debugfs)"
+    except OSError:
+        pass
+    try:
+        cmdline = Path("/proc/cmdline").read_text().split()
+    except OSError:
+        cmdline = []
+    for arg in cmdline:
+        if arg.startswith("preempt="):
+            return f"{arg.split('=', 1)[1]} (kernel command line)"
+    try:
+        config = gzip.decompress(Path("/proc/config.gz").read_bytes()).decode(errors="replace").splitlines()
+    except OSError:
+        config = []
+    for line in config:
+        for option, name in (("CONFIG_PREEMPT_NONE=y", "none"), ("CONFIG_PREEMPT_VOLUNTARY=y", "voluntary"),
+                             ("CONFIG_PREEMPT=y", "full"), ("CONFIG_PREEMPT_LAZY=y", "lazy")):
+            if line.strip() == option:
+                return f"{name} (kernel configuration default)"
+    if "PREEMPT " in f"{version} " or "PREEMPT_DYNAMIC" in version:
+        return "unknown (PREEMPT_DYNAMIC)"
+    return "unknown"

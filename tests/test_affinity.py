@@ -1,0 +1,59 @@
+"""Where a campaign's processes run (fecbench.affinity): its own processes off the CPU left to the delay
+elements, which may use every CPU; recorded with the campaign."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fecbench import affinity
+
+
+def test_cpu_lists_and_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert affinity.parse_list("0-3,6") == {0, 1, 2, 3, 6} and affinity.parse_list("1") == {1}
+    monkeypatch.delenv(affinity.ENV, raising=False)
+    assert affinity.plan({0, 1}) == {"harness": [0], "delay": [0, 1], "reserved": 1}
+    assert affinity.plan({0, 2, 5}) == {"harness": [0, 2], "delay": [0, 2, 5], "reserved": 5}
+    assert affinity.plan({3}) is None  # one CPU: nothing to leave to the delay elements
+    monkeypatch.setenv(affinity.ENV, "off")
+    assert affinity.plan({0, 1}) is None
+    assert affinity.preemption_model()  # a name, or "unknown": never raises
+
+
+def test_confining_keeps_children_off_the_reserved_cpu_and_describe_says_so() -> None:
+    """In a child process (the test's own affinity stays): confine, then a process it starts inherits it."""
+    cpus = affinity.all_cpus()
+    if len(cpus) < 2:
+        pytest.skip("one CPU: nothing to confine")
+    script = ("import json, os, subprocess, sys\n"
+              "from fecbench import affinity\n"
+              "assert affinity.confine_harness() is None\n"
+              "child = subprocess.run([sys.executable, '-c', 'import os; print(sorted(os.sched_getaffinity(0)))'],"
+              " capture_output=True, text=True, check=True).stdout\n"
+              "print(json.dumps({'child': json.loads(child), 'describe': affinity.describe()}))\n")
+    env = {k: v for k, v in os.environ.items() if k != affinity.ENV}
+    out = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                                    env=env).stdout)
+    assert out["child"] == sorted(cpus - {max(cpus)})
+    described = out["describe"]
+    assert described["harness_cpus"] == out["child"] and described["delay_cpus"] == sorted(cpus)
+    assert described["policy"] == "delay elements alone on the last CPU" and described["preemption"]
+
+
+@pytest.mark.require_root
+def test_a_delay_element_gets_the_cpus_it_is_given() -> None:
+    from fecbench.delayline import DelayLine, binary_path
+    from tests.helpers.delayline_line import line
+
+    binary_path()
+    cpus = sorted(affinity.all_cpus())
+    with line("af") as net, DelayLine.start(net.if_a, net.if_b, 1.0, 1.0, run_in=net.run_in("D"),
+                                            cpus={cpus[0]}) as dl:
+        status = open(f"/proc/{dl.pid}/status").read()
+        allowed = next(line.split(":", 1)[1].strip() for line in status.splitlines()
+                       if line.startswith("Cpus_allowed_list"))
+        assert affinity.parse_list(allowed) == {cpus[0]} and not dl.warnings

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fecbench.delayline import CPUS_ENV as DELAYLINE_CPUS_ENV
+
 _TOOLS = {
     "tc": ["tc", "-V"],
     "ip": ["ip", "-V"],
@@ -63,6 +65,7 @@ def fingerprint(link_backend: str | None = None) -> dict[str, Any]:
         "mem_kib": _mem_total_kib(),
         "python": sys.version.split()[0],
         "link_backend": link_backend,
+        "delayline_cpus": os.environ.get(DELAYLINE_CPUS_ENV) or None,   # delay elements pinned
         "tools": {name: _first_line(argv) for name, argv in _TOOLS.items()},
     }
     try:

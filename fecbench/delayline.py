@@ -32,6 +32,10 @@ from fecbench.errors import UserError
 from fecbench.paths import DELAYLINE_DIR
 
 MAX_DELAY_MS = 60_000.0  # the binary accepts at most 60 s per direction
+# The CPUs every delay element runs on ("1", "2-3,6"; unset: the campaign's plan, fecbench.affinity). On a
+# machine with few CPUs the delay elements otherwise compete with the endpoints they delay for the same
+# CPU (measured in the 1-vCPU-pinned test-kernels guest: vm/README.md, "Same design, both backends").
+CPUS_ENV = "FECBENCH_DELAYLINE_CPUS"
 READY_TIMEOUT_S = 10.0
 CONTROL_TIMEOUT_S = 5.0
 STOP_TIMEOUT_S = 5.0
@@ -49,6 +53,27 @@ def _delay_us(what: str, ms: float) -> int:
     if not isinstance(ms, (int, float)) or not math.isfinite(ms) or not 0 <= ms <= MAX_DELAY_MS:
         raise UserError(f"delayline {what} must be a number of milliseconds from 0 to {MAX_DELAY_MS:g}, got {ms!r}")
     return round(ms * 1000)
+
+
+def cpus_from_env() -> set[int] | None:
+    """$FECBENCH_DELAYLINE_CPUS as a set of CPU numbers (None when unset or empty); a UserError naming
+    the variable when it is not a CPU list of this machine."""
+    raw = os.environ.get(CPUS_ENV, "").strip()
+    if not raw:
+        return None
+    count = os.cpu_count() or 1
+    cpus: set[int] = set()
+    try:
+        for part in raw.split(","):
+            low, dash, high = part.strip().partition("-")
+            first, last = int(low), int(high if dash else low)
+            if not 0 <= first <= last < count:
+                raise ValueError
+            cpus.update(range(first, last + 1))
+    except ValueError:
+        raise UserError(f"{CPUS_ENV}: a list of CPUs of this machine (0-{count - 1}) like '1' or '0,2-3', "
+                        f"not {raw!r}") from None
+    return cpus
 
 
 def _control_path(name: str) -> Path:
@@ -100,6 +125,8 @@ class DelayLine:
             raise UserError(f"delayline max_queue must be an integer from 1 to 10000000, got {max_queue!r}")
         if rt_priority is not None and not (isinstance(rt_priority, int) and 0 <= rt_priority <= 99):
             raise UserError(f"delayline rt_priority must be an integer from 0 to 99, got {rt_priority!r}")
+        pinned = cpus_from_env()  # an explicit choice wins over the campaign's plan (fecbench.affinity)
+        cpus = pinned if pinned is not None else cpus
         if name is None:
             cls._counter += 1
             name = f"{if_a}-{if_b}-{cls._counter}"
@@ -143,7 +170,12 @@ class DelayLine:
             try:
                 os.sched_setaffinity(pid, cpus)
             except OSError as exc:
-                line.warnings.append(f"CPU affinity {sorted(cpus)} not set: {exc}")
+                if pinned is None:
+                    line.warnings.append(f"CPU affinity {sorted(cpus)} not set: {exc}")
+                else:
+                    line.stop()
+                    raise UserError(f"{CPUS_ENV}: cannot run the delay element for {name} on CPUs "
+                                    f"{sorted(cpus)}: {exc}") from exc
         return line
 
     @staticmethod

@@ -62,6 +62,11 @@ def test_every_run_records_its_own_emulation_accuracy(smoke_db: Path) -> None:
 
     late = results.lateness(smoke_db)
     keys = {r["key"] for r in rows(smoke_db, "SELECT key FROM runs")}
+    if rows(smoke_db, "SELECT link_backend FROM campaigns")[0]["link_backend"] == "netem":
+        # netem delays in the kernel: no delay element, so nothing to count (and nothing invented).
+        # This is the smoke campaign on a kernel with netem (make test-kernels).
+        assert late.empty
+        return
     assert set(late["run_key"]) == keys and late["p99_us"].notna().all()
     assert (late["p50_us"] <= late["p99_us"]).all() and (late["p99_us"] <= late["max_us"]).all()
     stats = {(s["run_key"], s["link"], s["direction"]): s for s in rows(smoke_db, "SELECT * FROM link_stats")}

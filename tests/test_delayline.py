@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from fecbench import cleanup, lateness
-from fecbench.delayline import DelayLine, binary_path, stop_all
+from fecbench.delayline import CPUS_ENV, DelayLine, binary_path, stop_all
 from fecbench.errors import UserError
 from tests.helpers.delayline_line import ADDR_A, ADDR_B, TCP_SINK, TCP_SOURCE, UDP_SINK, UDP_SOURCE, Line, line
 
@@ -233,3 +233,16 @@ def test_bad_arguments(net: Line) -> None:
     for argv in (base, [*base, "--delay-ab-us", "5", "--delay-ba-us", "1e3"], [str(binary_path()), "--bogus"]):
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
         assert proc.returncode == 2 and proc.stderr.startswith("delayline: "), (argv, proc.stderr)
+
+
+def test_delay_elements_run_on_the_cpus_asked_for(net: Line, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$FECBENCH_DELAYLINE_CPUS: the delay element (the real process, behind mnexec) runs on those CPUs."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one CPU: nothing to choose")
+    last = (os.cpu_count() or 1) - 1
+    monkeypatch.setenv(CPUS_ENV, str(last))
+    with DelayLine.start(net.if_a, net.if_b, 1.0, 1.0, run_in=net.run_in("D")) as dl:
+        assert os.sched_getaffinity(dl.pid) == {last}
+    monkeypatch.delenv(CPUS_ENV)
+    with DelayLine.start(net.if_a, net.if_b, 1.0, 1.0, run_in=net.run_in("D")) as dl:
+        assert os.sched_getaffinity(dl.pid) == os.sched_getaffinity(0)

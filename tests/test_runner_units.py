@@ -379,7 +379,8 @@ def test_shipped_designs_validate() -> None:
                 "networking2019-nofec-cost": 130 * 3 * 3 * 4, "rquic2021": 15 * 10 * 3 * 1,
                 "short-messages": 3 * 10 * 2 * 6, "thesis2018-realtime": 130 * 3 * 5,
                 "thesis2018-realtime-desync2": 130 * 3 * 5, "starlink-uploads": 12 * 90 * 3 * 1,
-                "bench-campaign": 32 * 1 * 2 * 2, "multipath-smoke": 4 * 1 * 3 * 2,
+                "bench-campaign": 32 * 1 * 2 * 2, "compare-backends": 4 * 1 * 2 * 2,
+                "multipath-smoke": 4 * 1 * 3 * 2,
                 "thesis2018-multipath-downloads": 130 * 3 * 6 * 3,
                 "thesis2018-multipath": 130 * 2 * 6, "thesis2018-multipath-hetero": 130 * 2 * 3}
     for name, count in expected.items():

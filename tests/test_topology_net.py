@@ -16,6 +16,7 @@ import pytest
 from fecbench import cleanup, marks
 from fecbench.topologies import Network, load_topology, netem_probe
 from fecbench.topologies.backend import delayline_available
+from fecbench.topologies.fidelity import rtt_bound_ms
 from fecbench.topologies.network import iperf3_error
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,20 +55,24 @@ def test_single_path_rtt_two_settings_and_reconfigure(backend: str) -> None:
         assert first[0]["ok"], first
         slow = net.udp_rate(net.client_addresses[0], 5.0, seconds=1.0)
 
-        net.configure({"bw": 20, "owd": 35})
+        net.configure({"bw": 10, "owd": 35})
         second = net.fidelity()
         assert second[0]["rtt_configured_ms"] == 70
         assert second[0]["ok"], second
-        fast = net.udp_rate(net.client_addresses[0], 20.0, seconds=1.0)
-    # The rate follows the configuration (payload Mbit/s, sent at 1.1× the rate each time).
+        fast = net.udp_rate(net.client_addresses[0], 10.0, seconds=1.0)
+    # The rate follows the configuration (payload Mbit/s, sent at 1.1× the rate each time). 10 Mbit/s,
+    # not more: through this topology's five hops an emulated guest (make test-kernels, two vCPUs
+    # under QEMU/TCG) carried 0.85-0.91 of 20 Mbit/s in 10 tries and 0.79 once with the host busy,
+    # against 0.92-0.96 of 10 Mbit/s (vm/README.md); the test is about following the configuration.
     assert slow is not None and fast is not None
-    assert 0.8 * 5 <= slow <= 5.5 and 0.8 * 20 <= fast <= 22, (slow, fast)
+    assert 0.8 * 5 <= slow <= 5.5 and 0.8 * 10 <= fast <= 11, (slow, fast)
 
 
 
-def test_a_shorter_delay_does_not_wait_behind_the_previous_runs_frames() -> None:
+def test_delayline_a_shorter_delay_does_not_wait_behind_the_previous_runs_frames() -> None:
     """Frames still queued at a 200 ms delay when the next run's point asks for 5 ms: configure waits
-    for them to leave (the delay element is a FIFO); the new point's first frames are not held back."""
+    for them to leave (the delay element is a FIFO); the new point's first frames are not held back.
+    ("delayline" in the name: the test-kernels guest runs `-k 'not delayline'`, vm/README.md.)"""
     topo = load_topology(SINGLE)
     with Network(topo, {"bw": 20, "owd": 200}, backend="delayline") as net:
         client = net.nodes[topo.client].pid
@@ -133,14 +138,16 @@ def test_multipath_rtt_per_path_and_source_routing() -> None:
         assert all(r["ok"] for r in results), results
         assert all(r["probes_received"] == r["probes_sent"] and r["lateness_p50_ms"] < 1.0 for r in results)
 
-        # The check sees a 2 ms error (1 ms each way) at 40 ms: path 1's delay element runs 1 ms late per
-        # direction while the network believes the design's value.
+        # The check sees an error of twice its bound (the bound each way) at 40 ms: path 1's delay runs
+        # that much longer per direction while the network believes the design's value. The bound is
+        # 1 ms, or $FECBENCH_RTT_TOLERANCE_MS where a machine's clock is coarser (the test-kernels guest).
+        bound = rtt_bound_ms()
         believed = net.shaping
-        net.configure({"owd_1": 21, "owd_2": 4})
+        net.configure({"owd_1": 20 + bound, "owd_2": 4})
         net.shaping = believed
         results = net.fidelity()
         assert [r["ok"] for r in results] == [False, True], results
-        assert 1.5 < results[0]["rtt_measured_ms"] - results[0]["rtt_configured_ms"] < 3.0
+        assert 1.5 * bound < results[0]["rtt_measured_ms"] - results[0]["rtt_configured_ms"] < 3.0 * bound
         net.configure({"owd_1": 20, "owd_2": 4})
 
         # Traffic sourced from address 2 crosses path 2's delay node only.
@@ -356,7 +363,6 @@ def test_netem_asked_for_on_a_kernel_without_it_exits_2_and_writes_nothing(tmp_p
     if ok:
         pytest.skip("this kernel has netem")
     out = tmp_path / "out"
-    before = set(cleanup.STATE_DIR.glob("*.json")) if cleanup.STATE_DIR.exists() else set()
     env = {k: v for k, v in os.environ.items() if k != "FECBENCH_LINK_BACKEND"}
     cases = [(["run", str(ROOT / "designs" / "smoke.toml"), "--db", str(out / "smoke.sqlite"),
                "--link-backend", "netem"], env),
@@ -365,11 +371,13 @@ def test_netem_asked_for_on_a_kernel_without_it_exits_2_and_writes_nothing(tmp_p
              (["topo", "check", str(SINGLE), "--link-backend", "netem"], env),
              (["link", "bench", "--link-backend", "netem"], env)]
     for argv, case_env in cases:
-        proc = subprocess.run([sys.executable, "-m", "fecbench", *argv], capture_output=True, text=True,
-                              check=False, cwd=ROOT, env=case_env, timeout=120)
-        assert proc.returncode == 2, (argv, proc.stdout, proc.stderr)
-        assert "sch_netem" in proc.stderr and "--link-backend delayline" in proc.stderr, proc.stderr
-        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        proc = subprocess.Popen([sys.executable, "-m", "fecbench", *argv], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=ROOT, env=case_env)
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 2, (argv, stdout, stderr)
+        assert "sch_netem" in stderr and "--link-backend delayline" in stderr, stderr
+        assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1, stderr
+        # Its own state file only: other campaigns on the machine may come and go in the same folder
+        # (comparing the whole folder before and after failed once while another suite ran beside it).
+        assert not cleanup.state_file(proc.pid).exists(), argv
     assert not out.exists()
-    after = set(cleanup.STATE_DIR.glob("*.json")) if cleanup.STATE_DIR.exists() else set()
-    assert after <= before

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fecbench import affinity
+from fecbench.delayline import CPUS_ENV as DELAYLINE_CPUS_ENV
 
 _TOOLS = {
     "tc": ["tc", "-V"],
@@ -65,6 +66,7 @@ def fingerprint(link_backend: str | None = None) -> dict[str, Any]:
         "mem_kib": _mem_total_kib(),
         "python": sys.version.split()[0],
         "link_backend": link_backend,
+        "delayline_cpus": os.environ.get(DELAYLINE_CPUS_ENV) or None,   # delay elements pinned
         "tools": {name: _first_line(argv) for name, argv in _TOOLS.items()},
         "cpu_affinity": affinity.describe(),
     }

@@ -30,10 +30,11 @@ def power_off() -> None:
 
 
 def main() -> None:
-    repo = open("/run/fecbench-repo").read().strip()
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # /fecbench
     os.environ.clear()
     os.environ.update(ENV)
-    # The checkout is vm/test-kernels' snapshot; the venv's editable install points at the original.
+    # The checkout is vm/test-kernels' snapshot; the venv's editable install points at the original
+    # checkout on the host, so the snapshot must come first on the path.
     os.environ["PYTHONPATH"] = repo
     os.chdir(repo)
     socket.sethostname("fecbench-vm")

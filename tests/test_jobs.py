@@ -113,6 +113,25 @@ def test_auto_takes_the_largest_n_before_the_first_that_breaks_the_bound() -> No
     assert choose([row(1, 0.1), row(2, None)], 0.5) == 1  # no frames counted: no evidence for 2
 
 
+def test_auto_measures_no_more_networks_than_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 5-run campaign never builds 8 networks, so calibration stops measuring at 4."""
+    from types import SimpleNamespace
+
+    from fecbench.runners import calibrate
+
+    measured: list[int] = []
+
+    def measure(prepared: Any, jobs: int, backend: Any, factory: Any) -> dict[str, Any]:
+        measured.append(jobs)
+        return {"jobs": jobs, "worst_p99_ms": 0.1, "frames": 100}
+
+    monkeypatch.setattr(calibrate, "measure", measure)
+    result = calibrate.calibrate(SimpleNamespace(runs=[None] * 5), None)
+    assert measured == [1, 2, 4] and result["chosen"] == 4
+    measured.clear()
+    assert calibrate.calibrate(SimpleNamespace(runs=[None]), None)["chosen"] == 1 and measured == [1]
+
+
 @pytest.mark.require_root
 @pytest.mark.slow
 def test_jobs_auto_calibrates_records_and_runs_everything(tmp_path: Path) -> None:

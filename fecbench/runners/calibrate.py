@@ -68,10 +68,13 @@ def measure(prepared: Prepared, jobs: int, link_backend: str | None,
 def calibrate(prepared: Prepared, link_backend: str | None, *, candidates: tuple[int, ...] = CANDIDATES,
               factory: TestbedFactory = MininetTestbed,
               report: Callable[[dict[str, Any]], None] = lambda row: None) -> dict[str, Any]:
-    """Measure N = each candidate in turn (stopping after the first that breaks the bound) and choose."""
+    """Measure N = each candidate in turn (stopping after the first that breaks the bound) and choose.
+    Candidates beyond the design's number of runs are left out: a campaign never builds more networks
+    than it has runs, so measuring them would only cost time (and choose what is not used)."""
     bound = lateness.bound_ms()
     rows = []
-    for jobs in candidates:
+    usable = [jobs for jobs in candidates if jobs <= len(prepared.runs)] or list(candidates[:1])
+    for jobs in usable:
         row = measure(prepared, jobs, link_backend, factory)
         rows.append(row)
         report(row)

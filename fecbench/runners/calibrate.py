@@ -5,7 +5,8 @@ first run's link values), all N carry traffic at once (each network's fidelity c
 one-way delay probes, then a UDP stream at the bottleneck rate), and every delay element counts how late
 it forwarded each frame (``fecbench.lateness``). The worst p99 lateness over the N networks' link
 directions decides: ``auto`` takes the largest N whose worst p99 stays within the bound (0.5 ms,
-``FECBENCH_LATENESS_BOUND_MS``), stopping at the first N that breaks it. The rows are recorded with the
+``FECBENCH_LATENESS_BOUND_MS``), stopping at the first N that breaks it in three measurements in a
+row (a passing disturbance of the host breaks it once, an overload every time). The rows are recorded with the
 campaign (host information), and every run still records its own lateness, so a machine that becomes
 busier during the campaign shows up in `fecbench status`.
 """
@@ -23,6 +24,11 @@ from fecbench.runners.serial import TestbedFactory
 from fecbench.runners.testbed import MininetTestbed, Testbed
 
 CANDIDATES = (1, 2, 4, 8, 16, 32)  # up to jobs.MAX_JOBS
+TRIES = 3  # measurements of an N before it counts as breaking the bound
+
+
+def _within(row: dict[str, Any], bound_ms: float) -> bool:
+    return row["worst_p99_ms"] is not None and row["worst_p99_ms"] <= bound_ms
 
 
 def choose(rows: list[dict[str, Any]], bound_ms: float) -> int:
@@ -30,7 +36,7 @@ def choose(rows: list[dict[str, Any]], bound_ms: float) -> int:
     exceeds ``bound_ms``; 1 when even one network breaks it."""
     chosen = 1
     for row in rows:
-        if row["worst_p99_ms"] is None or row["worst_p99_ms"] > bound_ms:
+        if not _within(row, bound_ms):
             break
         chosen = row["jobs"]
     return chosen
@@ -75,9 +81,17 @@ def calibrate(prepared: Prepared, link_backend: str | None, *, candidates: tuple
     rows = []
     usable = [jobs for jobs in candidates if jobs <= len(prepared.runs)] or list(candidates[:1])
     for jobs in usable:
-        row = measure(prepared, jobs, link_backend, factory)
-        rows.append(row)
-        report(row)
-        if row["worst_p99_ms"] is None or row["worst_p99_ms"] > bound:
+        # A broken bound is measured again, as a failed fidelity check is: a passing disturbance of the
+        # host (one starlink-uploads calibration read 2 ms at N = 1, then 0.15-0.19 ms in four
+        # repeats) must not condemn an N, while a real overload breaks the bound every time.
+        tries = 0
+        while tries < TRIES:
+            tries += 1
+            row = measure(prepared, jobs, link_backend, factory)
+            if _within(row, bound):
+                break
+        rows.append({**row, "tries": tries})
+        report(rows[-1])
+        if not _within(row, bound):
             break
     return {"chosen": choose(rows, bound), "bound_ms": bound, "rows": rows}

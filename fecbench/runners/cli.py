@@ -289,7 +289,8 @@ def _calibrate_jobs(prepared: Any, link_backend: str | None) -> dict[str, Any]:
 
     def report(row: dict[str, Any]) -> None:
         worst = "no frames" if row["worst_p99_ms"] is None else f"worst p99 lateness {row['worst_p99_ms']:.3g} ms"
-        console.print(f"--jobs auto: {row['jobs']} network(s) at once: {worst} ({row['frames']} frames)")
+        tries = f", measurement {row['tries']}" if row.get("tries", 1) > 1 else ""
+        console.print(f"--jobs auto: {row['jobs']} network(s) at once: {worst} ({row['frames']} frames{tries})")
 
     with console.status("--jobs auto: calibrating"):
         calibration = calibrate(prepared, link_backend, report=report)

@@ -152,6 +152,22 @@ def test_auto_measures_a_broken_bound_again(monkeypatch: pytest.MonkeyPatch) -> 
     assert rows == [(1, 0.2, 1), (2, 0.3, 2), (4, 0.6, 3)]
 
 
+@pytest.mark.parametrize("workload, chosen, warned", [("messages", 4, True), ("messages", 1, False),
+                                                    ("download", 4, False)])
+def test_auto_warns_that_deadlines_are_not_calibrated(monkeypatch: pytest.MonkeyPatch, workload: str,
+                                                      chosen: int, warned: bool) -> None:
+    """Lateness sees the emulation only: a messages campaign on N > 1 networks is told to check its endpoints."""
+    from types import SimpleNamespace
+
+    from fecbench.runners import calibrate, cli
+
+    out = io.StringIO()
+    monkeypatch.setattr(cli, "console", Console(file=out, width=200))
+    monkeypatch.setattr(calibrate, "calibrate", lambda *a, **k: {"chosen": chosen, "bound_ms": 0.5, "rows": []})
+    cli._calibrate_jobs(SimpleNamespace(runs=[SimpleNamespace(workload=workload)]), None)
+    assert ("checked the emulation only" in out.getvalue()) == warned
+
+
 @pytest.mark.require_root
 @pytest.mark.slow
 def test_jobs_auto_calibrates_records_and_runs_everything(tmp_path: Path) -> None:

@@ -295,6 +295,13 @@ def _calibrate_jobs(prepared: Any, link_backend: str | None) -> dict[str, Any]:
     with console.status("--jobs auto: calibrating"):
         calibration = calibrate(prepared, link_backend, report=report)
     console.print(f"--jobs auto: {calibration['chosen']} network(s) (bound: p99 ≤ {calibration['bound_ms']:g} ms)")
+    if calibration["chosen"] > 1 and any(run.workload == "messages" for run in prepared.runs):
+        # Lateness sees the emulation, not the endpoints: deadline metrics suffer first (designs/README.md).
+        console.print("[yellow]warning: --jobs auto checked the emulation only; messages have deadlines, and "
+                      "endpoints sharing the CPUs with other networks make them late (32 networks multiplied "
+                      "re-buffering up to 100-fold with every delay element within its bound). Compare a "
+                      "--sample of runs against a serial run of the same sample before trusting N > 1 "
+                      "(designs/README.md, 'What lateness does not see').[/]")
     return calibration
 
 

@@ -104,8 +104,7 @@ pub struct MultipathInfo {
 }
 
 impl SideStats {
-    pub fn collect(conn: &quinn::Connection, fec: PeerCounters) -> Self {
-        let s = conn.stats();
+    pub fn collect(s: quinn::ConnectionStats, fec: PeerCounters) -> Self {
         SideStats {
             packets_sent: fec.wire_datagrams_sent,
             bytes_sent: fec.wire_bytes_sent,
@@ -130,7 +129,11 @@ impl SideStats {
     }
 
     pub fn of_peer(conn: &quinn::Connection, socket: &FecSocket) -> Self {
-        Self::collect(conn, socket.peer_counters(conn.remote_address()))
+        // QUIC's counters first: every datagram it had counted by then has reached the FEC layer
+        // (the connection driver hands each over under the lock `stats` takes; only one refused by
+        // a full socket waits in quinn), so the layer's wire count, read second, is not behind QUIC's.
+        let quic = conn.stats();
+        Self::collect(quic, socket.peer_counters(conn.remote_address()))
     }
 }
 

@@ -400,9 +400,10 @@ pub async fn serve(endpoint: Endpoint, socket: Arc<MpSocket>, keepalive: Option<
 
 /// One endpoint's view of a multipath connection: totals and per path.
 pub fn side_stats(conn: &Connection, socket: &MpSocket) -> SideStats {
+    // QUIC's counters before the layer's, so the layer's wire count is never behind (metrics.rs).
+    let s = conn.stats();
     let quic = quic_paths(conn);
     let layer = socket.paths(remote_address(conn));
-    let s = conn.stats();
     let mut side = SideStats {
         quic_packets_sent: s.udp_tx.datagrams,
         quic_bytes_sent: s.udp_tx.bytes,

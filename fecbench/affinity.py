@@ -51,14 +51,15 @@ def _online() -> set[int]:
 
 
 def parse_list(text: str) -> set[int]:
-    """A kernel CPU list ("0-3,6") as a set."""
+    """A CPU list in the kernel's and taskset's form ("0-3,6") as a set; ValueError for anything else
+    (an empty item, an open or reversed range, a negative or non-integer number)."""
     cpus: set[int] = set()
     for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        low, _, high = part.partition("-")
-        cpus.update(range(int(low), int(high or low) + 1))
+        low, dash, high = part.strip().partition("-")
+        first, last = int(low), int(high if dash else low)
+        if not 0 <= first <= last:
+            raise ValueError(f"not a CPU list: {text!r}")
+        cpus.update(range(first, last + 1))
     return cpus
 
 

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fecbench import cleanup
+from fecbench import affinity, cleanup
 from fecbench.errors import UserError
 from fecbench.paths import DELAYLINE_DIR
 
@@ -62,14 +62,10 @@ def cpus_from_env() -> set[int] | None:
     if not raw:
         return None
     count = os.cpu_count() or 1
-    cpus: set[int] = set()
     try:
-        for part in raw.split(","):
-            low, dash, high = part.strip().partition("-")
-            first, last = int(low), int(high if dash else low)
-            if not 0 <= first <= last < count:
-                raise ValueError
-            cpus.update(range(first, last + 1))
+        cpus = affinity.parse_list(raw)
+        if max(cpus) >= count:
+            raise ValueError
     except ValueError:
         raise UserError(f"{CPUS_ENV}: a list of CPUs of this machine (0-{count - 1}) like '1' or '0,2-3', "
                         f"not {raw!r}") from None

@@ -1,9 +1,9 @@
 """The results database (SQLite, WAL): schema, versioning and the runner's writes.
 
 One writer (the runner) and any number of readers (`open_readonly`, which uses a `mode=ro` URI so
-a report can run while a campaign is writing). Schema version 5 (version 1 without link_events,
+a report can run while a campaign is writing). Schema version 6 (version 1 without link_events,
 version 2 without breakers, version 3 without fidelity.checks and fidelity.json, version 4 without
-runs.phases_json):
+runs.phases_json, version 5 without endpoint_timing):
 
 meta(key TEXT PRIMARY KEY, value TEXT)                 -- 'schema_version' = '1'
 campaigns(id, name, design_path, design_text, design_hash, fecbench_version, git_sha, created_at,
@@ -15,7 +15,9 @@ runs(key TEXT PRIMARY KEY, campaign_id, point, impl, label, impl_args (JSON), wo
      status  -- pending | ok | failed | timeout | unsupported | fidelity | interrupted
      error, server_log_tail, client_log_tail, started_at, finished_at, duration_s (run wall time),
      attempts, link_backend, host,
-     phases_json  -- where the run's wall time went: seconds per phase (runners.runner.PHASES))
+     phases_json  -- where the run's wall time went: seconds per phase (runners.runner.PHASES)
+     runner  -- "<hostname> <pid>:<start time>" of the campaign process that started it: a run still
+                'interrupted' without finished_at whose runner lives is running (fecbench status))
 metrics(run_key PRIMARY KEY REFERENCES runs(key), dct_ms, handshake_ms, bytes_app, packets_sent,
         bytes_sent, repair_sent, recovered, lost, retransmitted_bytes, congestion_events,
         cwnd_final, rtt_ms, rebuffering_ms, messages_late, messages_corrupt,
@@ -32,6 +34,10 @@ verdict_logs(run_key, link, direction, data BLOB (npz), PRIMARY KEY (run_key, li
 link_events(run_key, seq, kind, link, direction, scheduled_s, applied_s, took_ms, params (JSON),
             PRIMARY KEY (run_key, seq))   -- a link schedule's changes as applied during the run
             (fecbench.topologies.schedule_apply: times in s after the client's start)
+endpoint_timing(run_key PRIMARY KEY, wakeups, wakeup_p50_ms, wakeup_p99_ms, wakeup_max_ms, runq_share,
+                cpu_share, bound_ms, ok, json)  -- how long the run's endpoint threads waited for a CPU
+            (fecbench.endpoint_timing: wake-up latency quantiles, run-queue share, the bound judged by, and
+            in json the whole summary with its histograms, or {"error": why} where it was not measured)
 breakers(campaign_id, label, tripped_at, runs, status, error, skipped,
          PRIMARY KEY (campaign_id, label, tripped_at))  -- the circuit breaker (runners/engine.py): the
             first `runs` runs of a label all ended `status` with the same `error`; its `skipped` other
@@ -50,6 +56,7 @@ add a function to `MIGRATIONS` that upgrades from the previous version in place.
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -57,9 +64,10 @@ from typing import Any
 from urllib.parse import quote
 
 from fecbench.errors import UserError
+from fecbench.marks import format_owner, own_owner, parse_owners, running
 from fecbench.status import STATUSES
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 # Metrics stored as typed columns (the rest stays in metrics.json).
@@ -137,9 +145,23 @@ def _add_run_phases(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE runs ADD COLUMN phases_json TEXT")
 
 
+ENDPOINT_COLUMNS = ("wakeups", "wakeup_p50_ms", "wakeup_p99_ms", "wakeup_max_ms", "runq_share", "cpu_share",
+                    "bound_ms")
+
+
+def _add_endpoint_timing(conn: sqlite3.Connection) -> None:
+    """Version 6: how long each run's endpoints waited for a CPU (fecbench.endpoint_timing), and which
+    campaign process started each run (so that `fecbench status` tells a run in flight from a lost one)."""
+    conn.execute("ALTER TABLE runs ADD COLUMN runner TEXT")
+    conn.execute("CREATE TABLE IF NOT EXISTS endpoint_timing (run_key TEXT PRIMARY KEY, wakeups INTEGER, "
+                 "wakeup_p50_ms REAL, wakeup_p99_ms REAL, wakeup_max_ms REAL, runq_share REAL, cpu_share REAL, "
+                 "bound_ms REAL, ok INTEGER, json TEXT)")
+
+
 # MIGRATIONS[v] upgrades a database at version v to v + 1 (a new database is made at version 1, then upgraded).
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_link_events, 2: _add_breakers,
-                                                                3: _add_fidelity_checks, 4: _add_run_phases}
+                                                                3: _add_fidelity_checks, 4: _add_run_phases,
+                                                                5: _add_endpoint_timing}
 
 
 class SchemaError(Exception):
@@ -299,17 +321,34 @@ def run_statuses(conn: sqlite3.Connection, keys: Iterable[str] | None = None) ->
     return statuses
 
 
-def start_run(conn: sqlite3.Connection, key: str, started_at: str, link_backend: str, host: str) -> None:
-    """Mark a run as started: a crash from here on leaves it 'interrupted', never half 'ok'."""
+def start_run(conn: sqlite3.Connection, key: str, started_at: str, link_backend: str, host: str,
+              runner: str | None = None) -> None:
+    """Mark a run as started: a crash from here on leaves it 'interrupted', never half 'ok'. `runner` names
+    the campaign process that started it (`runner_name`)."""
     with transaction(conn):
         conn.execute("UPDATE runs SET status='interrupted', error='started, not finished', "
                      "started_at=?, finished_at=NULL, duration_s=NULL, attempts=attempts+1, "
-                     "link_backend=?, host=? WHERE key=?", (started_at, link_backend, host, key))
+                     "link_backend=?, host=?, runner=? WHERE key=?", (started_at, link_backend, host, runner, key))
         _delete_results(conn, key)
 
 
+def runner_name() -> str:
+    """This process as a run's `runner`: hostname, PID and start time (a recycled PID is not it)."""
+    return f"{socket.gethostname()} {format_owner(own_owner())}"
+
+
+def runner_alive(runner: str | None) -> bool | None:
+    """Whether the campaign process named by a run's `runner` still runs: None when it ran on another host
+    (or was not recorded), which this host cannot tell."""
+    host, _, owner = (runner or "").partition(" ")
+    owners = parse_owners(owner)
+    if not owners or host != socket.gethostname():
+        return None
+    return running(owners[0])
+
+
 def _delete_results(conn: sqlite3.Connection, key: str) -> None:
-    for table in ("metrics", "link_stats", "fidelity", "verdict_logs", "link_events"):
+    for table in ("metrics", "link_stats", "fidelity", "verdict_logs", "link_events", "endpoint_timing"):
         conn.execute(f"DELETE FROM {table} WHERE run_key=?", (key,))
 
 
@@ -320,7 +359,7 @@ def finish_run(conn: sqlite3.Connection, key: str, *, status: str, error: str | 
                fidelity: list[dict[str, Any]] | None = None,
                verdict_logs: list[tuple[str, str, bytes]] | None = None,
                link_events: list[dict[str, Any]] | None = None,
-               phases: dict[str, float] | None = None) -> None:
+               phases: dict[str, float] | None = None, endpoints: dict[str, Any] | None = None) -> None:
     """Record a run's outcome and everything measured, in one transaction."""
     if status not in STATUSES:
         raise ValueError(f"unknown run status {status!r}")
@@ -365,6 +404,12 @@ def finish_run(conn: sqlite3.Connection, key: str, *, status: str, error: str | 
                          (key, event["seq"], event["kind"], event.get("link"), event.get("direction"),
                           event.get("scheduled_s"), event.get("applied_s"), event.get("took_ms"),
                           _json_or_none(event.get("params"))))
+        if endpoints is not None:
+            ok = endpoints.get("ok")
+            conn.execute(f"INSERT OR REPLACE INTO endpoint_timing (run_key, {', '.join(ENDPOINT_COLUMNS)}, ok, json) "
+                         f"VALUES (?, {', '.join('?' for _ in ENDPOINT_COLUMNS)}, ?, ?)",
+                         (key, *(endpoints.get(c) for c in ENDPOINT_COLUMNS), None if ok is None else int(bool(ok)),
+                          json.dumps(endpoints, sort_keys=True)))
 
 
 def insert_breaker(conn: sqlite3.Connection, campaign_id: int, label: str, tripped_at: str, runs: int,

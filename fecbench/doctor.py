@@ -22,7 +22,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from fecbench import cleanup
+from fecbench import bpfsys, cleanup
 from fecbench.paths import REPO_ROOT as ROOT
 
 MIN_KERNEL = (5, 12)  # BPF atomic fetch-add (the dropper's index), ring buffer, spin locks in tc programs
@@ -31,6 +31,7 @@ MIN_KERNEL = (5, 12)  # BPF atomic fetch-add (the dropper's index), ring buffer,
 ARTEFACTS = {
     "dropper": "dropper/build",
     "delayline": "delayline/build/delayline",
+    "schedlat": "schedlat/build/schedlat",
     "fecq": "quic-impls/fecq/target/release/fecq",
     "tquic": "quic-impls/tquic/build/bin/tquic_client",
 }
@@ -104,16 +105,14 @@ def check_bpf_syscall() -> Check:
     """Create (and close) a one-entry BPF array map through the bpf(2) syscall."""
     if os.geteuid() != 0:
         return Check("bpf syscall", "skipped", "needs root to probe", "run doctor as root")
-    libc = ctypes.CDLL(None, use_errno=True)
-    sys_bpf = {"x86_64": 321, "aarch64": 280}.get(platform.machine())
-    if sys_bpf is None:
-        return Check("bpf syscall", "missing", f"unknown syscall number on {platform.machine()}")
     attr = (ctypes.c_uint32 * 32)()
     attr[0], attr[1], attr[2], attr[3] = 2, 4, 4, 1  # BPF_MAP_TYPE_ARRAY, key 4 B, value 4 B, 1 entry
-    fd = libc.syscall(sys_bpf, 0, ctypes.byref(attr), ctypes.sizeof(attr))  # BPF_MAP_CREATE
-    if fd < 0:
-        err = ctypes.get_errno()
-        return Check("bpf syscall", "missing", f"bpf(BPF_MAP_CREATE) failed: {os.strerror(err)}",
+    try:
+        fd = bpfsys.syscall(bpfsys.BPF_MAP_CREATE, attr)
+    except bpfsys.BpfUnavailable as exc:
+        return Check("bpf syscall", "missing", exc.strerror)
+    except OSError as exc:
+        return Check("bpf syscall", "missing", f"bpf(BPF_MAP_CREATE) failed: {exc.strerror}",
                      "enable CONFIG_BPF_SYSCALL; check kernel.unprivileged_bpf_disabled and lockdown")
     os.close(fd)
     return Check("bpf syscall", "ok", "bpf(2) creates maps")

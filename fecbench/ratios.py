@@ -10,7 +10,8 @@ side, with its ``outcome``:
   value is only known to be at least the limit, so the ratio is only known to be at least (label)
   or at most (baseline) a bound — a result, not a hole.
 - ``both timed out``: the per-run ratio is undefined; both runs still count in the per-point medians.
-- ``excluded``: a side ``failed``, was ``unsupported``, failed the ``fidelity`` check, was
+- ``excluded``: a side ``failed``, was ``unsupported``, failed the ``fidelity`` check (or ran with
+  its endpoints or delay elements later than their bounds: ``endpoints late``, ``emulation late``), was
   ``interrupted``, is still ``pending``, has no run (``missing``) or ended ok without the metric;
   ``excluded_why`` names the side and the reason (e.g. ``label failed``). For a metric that is not
   a duration (data received, re-buffering), a timeout cannot be bounded and is excluded too.
@@ -57,6 +58,10 @@ BASELINE_TIMED_OUT = ("baseline timed out", "both timed out")
 def _states(runs: pd.DataFrame, metric: str) -> pd.Series:
     """A run's part in a pair: ``ok`` (with the metric), ``timeout``, or why it cannot take part."""
     state = runs["status"].astype(object).fillna("no status")
+    # A run flagged after it ran says what was not to be trusted: its endpoints, or the emulation.
+    error = runs["error"].astype(object).fillna("") if "error" in runs else pd.Series("", index=runs.index)
+    for cause in ("endpoints", "emulation"):
+        state = state.mask((runs["status"] == "fidelity") & error.str.startswith(f"{cause}:"), f"{cause} late")
     has_metric = runs[metric].notna()
     state = state.mask((runs["status"] == "ok") & has_metric, "ok")
     return state.mask((runs["status"] == "ok") & ~has_metric, f"ok without {metric}")

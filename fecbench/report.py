@@ -56,7 +56,7 @@ from pathlib import Path
 import pandas as pd
 
 from fecbench import db as dbmod
-from fecbench import path_metrics, ratios, report_messages, results, stats
+from fecbench import path_metrics, ratios, report_accuracy, report_messages, results, stats
 from fecbench.errors import UserError
 from fecbench.paths import NOTEBOOKS_DIR, slug
 
@@ -164,13 +164,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
             "checks": [len(fid)], "out of tolerance": [int((fid["ok"] == False).sum())],  # noqa: E712
             "median RTT measured/configured": [fid["rtt_ratio"].median()],
             "median rate measured/configured": [fid["rate_ratio"].median()]})
-    late = results.lateness(db)
-    if len(late):
-        report.tables["emulation accuracy during runs"] = pd.DataFrame({
-            "runs": [late["run_key"].nunique()],
-            "runs above the bound": [late[late["ok"] == False]["run_key"].nunique()],  # noqa: E712
-            "bound p99 ms": [late["bound_ms"].max()], "median p99 µs": [late["p99_us"].median()],
-            "worst p99 µs": [late["p99_us"].max()], "worst max µs": [late["max_us"].max()]})
+    report_accuracy.accuracy_section(report.tables, report.notes, db, frame, figure)
     stats = results.link_stats(db)
     if stats["expected_loss"].notna().any():
         figure("loss-fidelity", analysis.loss_fidelity(stats))

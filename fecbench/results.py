@@ -106,6 +106,7 @@ def load(db: DbLike, *, status: str | Iterable[str] | None = None) -> pd.DataFra
         metrics = pd.read_sql_query(f"SELECT run_key, {', '.join(metric_cols + from_json)} FROM metrics", con)
         camps = pd.read_sql_query("SELECT id AS campaign_id, name AS campaign, design_hash, design_text "
                                   "FROM campaigns", con)
+        timing = _timing_columns(con)
     camps["timeout_s"] = [design_timeout(text) for text in camps.pop("design_text")]
     factor_names = [c for c in points.columns if c not in ("campaign_id", "point")]
     # A factor named like a run or metric column keeps its values under "factor_<name>".
@@ -116,6 +117,7 @@ def load(db: DbLike, *, status: str | Iterable[str] | None = None) -> pd.DataFra
     frame = runs.merge(camps, on="campaign_id", how="left")
     frame = frame.merge(points, on=["campaign_id", "point"], how="left")
     frame = frame.merge(metrics, left_on="key", right_on="run_key", how="left").drop(columns="run_key")
+    frame = frame.merge(timing, left_on="key", right_on="run_key", how="left").drop(columns="run_key")
     for col in ("size", "repetition", "point", "loss_seed", "attempts"):
         if col in frame:
             frame[col] = frame[col].astype("Int64")
@@ -131,6 +133,49 @@ def load(db: DbLike, *, status: str | Iterable[str] | None = None) -> pd.DataFra
     frame.attrs["labels"] = sorted(runs["label"].dropna().unique().tolist())
     frame.attrs["sizes"] = sorted(int(s) for s in runs["size"].dropna().unique())
     return frame
+
+
+#: Per-run accuracy columns of ``load``: the endpoints' wake-up latency and run-queue share
+#: (fecbench.endpoint_timing) and the worst p99 lateness of the run's delay elements (fecbench.lateness).
+TIMING_COLUMNS = ["endpoint_wakeup_p50_ms", "endpoint_wakeup_p99_ms", "endpoint_wakeup_max_ms",
+                  "endpoint_runq_share", "lateness_p99_ms"]
+
+
+def _timing_columns(con: sqlite3.Connection) -> pd.DataFrame:
+    """``TIMING_COLUMNS`` per run (NaN where not measured: netem has no lateness, older campaigns no
+    endpoint timing)."""
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    endpoints = pd.DataFrame(columns=["run_key", *TIMING_COLUMNS[:4]])
+    if "endpoint_timing" in tables:
+        endpoints = pd.read_sql_query(
+            "SELECT run_key, wakeup_p50_ms AS endpoint_wakeup_p50_ms, wakeup_p99_ms AS endpoint_wakeup_p99_ms, "
+            "wakeup_max_ms AS endpoint_wakeup_max_ms, runq_share AS endpoint_runq_share FROM endpoint_timing", con)
+    worst: dict[str, float] = {}
+    for key, text in con.execute("SELECT run_key, delay_json FROM link_stats WHERE delay_json LIKE '%lateness%'"):
+        p99 = (from_delay_json(text) or {}).get("p99_us")
+        if p99 is not None:
+            worst[key] = max(worst.get(key, 0.0), float(p99) / 1000)
+    late = pd.DataFrame({"run_key": pd.Series(list(worst), dtype=object),
+                         "lateness_p99_ms": pd.Series(list(worst.values()), dtype=float)})
+    out = endpoints.astype({"run_key": object}).merge(late, on="run_key", how="outer")
+    return out.astype({c: float for c in TIMING_COLUMNS})
+
+
+def endpoint_timing(db: DbLike) -> pd.DataFrame:
+    """Each run's endpoint timing (``fecbench.endpoint_timing``): wake-ups, p50/p99/max wake-up latency
+    (ms), run-queue and CPU shares, the bound and ``ok``, and ``error`` where it was not measured. Joins
+    on ``run_key``; empty for campaigns recorded before schema version 6."""
+    columns = ["run_key", "wakeups", "wakeup_p50_ms", "wakeup_p99_ms", "wakeup_max_ms", "runq_share", "cpu_share",
+               "pressure_share", "preemptions", "bound_ms", "ok", "error"]
+    with closing(connect(db)) as con:
+        if "endpoint_timing" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
+            return pd.DataFrame(columns=columns)
+        rows = con.execute("SELECT run_key, json FROM endpoint_timing ORDER BY run_key").fetchall()
+    records = []
+    for key, text in rows:
+        value = json.loads(text) if text else {}
+        records.append({"run_key": key, **{c: value.get(c) for c in columns[1:]}})
+    return pd.DataFrame(records, columns=columns)
 
 
 def design_timeout(design_text: str | None) -> float:

@@ -7,6 +7,8 @@ import signal
 
 import pytest
 
+GENEROUS_BOUND_MS = "1000"
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # A test suite started in the background by a non-interactive shell (`make test &`, a CI runner's
@@ -15,6 +17,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # ignored signal) is reset to the default in every program the tests start.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # The suite checks the harness, not how busy the machine running it is: runs of its campaigns are
+    # judged by generous accuracy bounds (a run above a bound is recorded `fidelity`), inherited by every
+    # campaign it starts. The tests of the bounds set their own (tests/test_endpoint_timing.py).
+    for variable in ("FECBENCH_ENDPOINT_BOUND_MS", "FECBENCH_LATENESS_BOUND_MS"):
+        os.environ.setdefault(variable, GENEROUS_BOUND_MS)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

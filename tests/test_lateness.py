@@ -28,6 +28,7 @@ def test_quantile_is_the_upper_edge_of_its_bucket_capped_by_the_max() -> None:
 
 
 def test_summary_flags_a_p99_above_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FECBENCH_LATENESS_BOUND_MS")  # the default bound (the suite sets a generous one)
     direction = {"late_hist": counts(b0=980, b8=20), "late_max_us": 700.0, "late_sum_us": 980 * 2.0 + 20 * 600.0}
     late = lateness.summary(direction, EDGES)
     assert late["frames"] == 1000 and late["p50_us"] == 5.0 and late["p99_us"] == 700.0  # (500, 750] capped
@@ -46,8 +47,9 @@ def test_summary_without_counts_is_none() -> None:
     assert empty["frames"] == 0 and empty["p99_us"] is None and empty["ok"] is None
 
 
-def test_status_and_loader_flag_runs_above_the_bound(tmp_path) -> None:
+def test_status_and_loader_flag_runs_above_the_bound(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run whose recorded lateness broke the bound is counted by `fecbench status` and the loader."""
+    monkeypatch.delenv("FECBENCH_LATENESS_BOUND_MS")
     import json
     import subprocess
     import sys

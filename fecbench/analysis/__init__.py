@@ -22,7 +22,8 @@ most a bound at 0 (the curve starts above 0) and as ▼.
 
 Other figures: ``metric_ecdf`` and ``metric_vs_factor`` (``metrics``: DCT per size, re-buffering
 time, data received: thesis Fig. 5.7–5.19); ``status_bars``, ``fidelity_scatter``,
-``loss_fidelity`` (``checks``: what ran and whether the emulation matched the design);
+``loss_fidelity``, ``run_accuracy`` (``checks``: what ran, whether the emulation matched the design, and
+how late the endpoints and delay elements ran during each run);
 ``message_fate`` (``messages``: where each label's messages went, and their missing packets, from
 ``message_accounting``); ``path_share``, ``path_share_vs_capacity`` (``paths``: how each multipath
 label spread its packets over the paths, from ``results.path_traffic``); ``loss_position.class_ecdf`` (DCT per
@@ -30,7 +31,7 @@ loss-position class from the verdict logs: no loss, loss, loss among the last k 
 ``loss_position.starlink_table``). ``save`` writes a PNG.
 """
 
-from fecbench.analysis.checks import fidelity_scatter, loss_fidelity, status_bars
+from fecbench.analysis.checks import fidelity_scatter, loss_fidelity, run_accuracy, status_bars
 from fecbench.analysis.messages import message_fate
 from fecbench.analysis.metrics import metric_ecdf, metric_vs_factor
 from fecbench.analysis.paths import path_share, path_share_vs_capacity
@@ -57,6 +58,6 @@ __all__ = [
     "FACTOR_TITLES", "LABEL_PALETTE", "METRIC_TITLES", "PAPER_RC", "SIZE_PALETTE", "STATUS_COLORS",
     "factor_title", "fidelity_scatter", "format_bytes_axis", "format_size", "label_palette", "labels_of",
     "loss_fidelity", "message_fate", "metric_ecdf", "metric_title", "metric_vs_factor", "path_share",
-    "path_share_vs_capacity",
-    "point_ratio_ecdf", "ratio_ecdf", "ratio_vs_factors", "save", "size_palette", "status_bars", "styled",
+    "path_share_vs_capacity", "point_ratio_ecdf", "ratio_ecdf", "ratio_vs_factors", "run_accuracy", "save",
+    "size_palette", "status_bars", "styled",
 ]

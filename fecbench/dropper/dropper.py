@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from fecbench import cleanup
+from fecbench import bpfsys, cleanup
 from fecbench.dropper.model import ONE, LossModel, threshold
 from fecbench.errors import UserError, require_root
 from fecbench.paths import REPO_ROOT as REPO
@@ -94,15 +94,15 @@ def tcx_available() -> bool | None:
     """Does this kernel have tcx links (Linux >= 6.6)? A real probe: BPF_PROG_QUERY for the tcx ingress
     attach type on the loopback interface, which older kernels reject with EINVAL. None: cannot tell
     (not root, no bpf syscall)."""
-    sys_bpf = {"x86_64": 321, "aarch64": 280}.get(os.uname().machine)
-    if sys_bpf is None:
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)
     attr = (ctypes.c_uint32 * 32)()
     attr[0], attr[1] = 1, 46  # target_ifindex 1 (lo), BPF_TCX_INGRESS; no id buffer: just the count
-    if libc.syscall(sys_bpf, 16, ctypes.byref(attr), ctypes.sizeof(attr)) == 0:  # BPF_PROG_QUERY
-        return True
-    return False if ctypes.get_errno() == errno.EINVAL else None
+    try:
+        bpfsys.syscall(bpfsys.BPF_PROG_QUERY, attr)
+    except bpfsys.BpfUnavailable:
+        return None
+    except OSError as exc:
+        return False if exc.errno == errno.EINVAL else None
+    return True
 
 
 def resolve_hook(hook: str | None) -> str:

@@ -13,6 +13,9 @@ fidelity_rate = false                   # also probe each path's rate (~1 s of U
 impl_dirs = []                          # extra folders holding <name>/impl.toml (relative to the design file)
 port = 4433                             # first server port; each run uses port + (its index % 1000)
 verdict_log = false                     # keep the dropper's per-packet verdict log of every run
+endpoint_bound_ms = 1.0                 # optional: a run whose endpoints' p99 wake-up latency exceeds it is
+                                        # flagged `fidelity` (default FECBENCH_ENDPOINT_BOUND_MS, else 1 ms;
+                                        # fecbench/endpoint_timing.py)
 schedule = "topologies/schedules/starlink-handover.toml"  # optional: a link schedule (time-varying links,
                                         # fecbench/topologies/schedule.py); time 0 = each run's client start
 
@@ -175,6 +178,7 @@ class Design:
     workload: Workload
     impls: list[ImplEntry] = field(default_factory=list)
     schedule: Any = None                  # fecbench.topologies.schedule.Schedule, or None
+    endpoint_bound_ms: float | None = None  # None: FECBENCH_ENDPOINT_BOUND_MS, else the default
 
     @property
     def hash(self) -> str:
@@ -187,7 +191,7 @@ class Design:
         timeout keeps the keys (and the results) of the runs already done."""
         design = {k: v for k, v in self.data.get("design", {}).items()
                   if k not in ("timeout_s", "order", "fidelity", "fidelity_rate", "port", "impl_dirs",
-                               "verdict_log")}
+                               "verdict_log", "endpoint_bound_ms")}
         content = {"design": design, "space": self.data.get("space"), "loss": self.data.get("loss"),
                    "workload": self.workload.params(), "topology": topology_text}
         if self.schedule is not None:  # only then: the keys of designs without a schedule stay as they were
@@ -296,6 +300,7 @@ def parse_design(path: str | Path) -> Design:
     verdict_log = d.get("verdict_log", bool, False)
     impl_dirs = [resolve_path(p, path) for p in d.get("impl_dirs", list, [])]
     schedule_path = d.get("schedule", str, None)
+    endpoint_bound = d.get("endpoint_bound_ms", float, None, min=0.001, max=60000)
     d.done()
 
     space = top.section("space", required=True)
@@ -330,7 +335,8 @@ def parse_design(path: str | Path) -> Design:
     return Design(path=path, text=text, data=data, name=name, topology_path=topology_path,
                   repetitions=repetitions, seed=seed, timeout_s=timeout_s, order=order, fidelity=fidelity,
                   fidelity_rate=fidelity_rate, port=port, verdict_log=verdict_log, impl_dirs=impl_dirs,
-                  space=space, loss=loss, workload=workload, impls=impls, schedule=schedule)
+                  space=space, loss=loss, workload=workload, impls=impls, schedule=schedule,
+                  endpoint_bound_ms=None if endpoint_bound is None else float(endpoint_bound))
 
 
 def _parse_schedule(value: str | None, path: Path, topology_path: Path, loss_model: str) -> Any:

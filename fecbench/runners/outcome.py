@@ -18,5 +18,8 @@ class Outcome:
     fidelity: list[dict[str, Any]] = field(default_factory=list)
     verdict_logs: list[tuple[str, str, bytes]] = field(default_factory=list)
     link_events: list[dict[str, Any]] = field(default_factory=list)   # a link schedule's applied changes
+    # How long the endpoints waited for a CPU during the run (fecbench.endpoint_timing.summary), or
+    # {"error": why} where it could not be measured; None: the run started no process.
+    endpoints: dict[str, Any] | None = None
     # Where the run's wall time went (seconds per phase: runners.runner.PHASES), measured where it ran.
     phases: dict[str, float] = field(default_factory=dict)

@@ -85,7 +85,7 @@ class Recorder:
         return cls(conn, campaign_id)
 
     def started(self, run: Run, link_backend: str, host: str) -> None:
-        _write(dbmod.start_run, self.conn, run.key, now_iso(), link_backend, host)
+        _write(dbmod.start_run, self.conn, run.key, now_iso(), link_backend, host, dbmod.runner_name())
 
     def finished(self, run: Run, outcome: Outcome, duration_s: float) -> None:
         _write(dbmod.finish_run, self.conn, run.key, status=outcome.status, error=outcome.error,
@@ -93,7 +93,7 @@ class Recorder:
                finished_at=now_iso(), duration_s=duration_s,
                metrics=outcome.metrics, client_wall_ms=outcome.client_wall_ms,
                link_stats=outcome.link_stats, fidelity=outcome.fidelity, verdict_logs=outcome.verdict_logs,
-               link_events=outcome.link_events, phases=outcome.phases)
+               link_events=outcome.link_events, phases=outcome.phases, endpoints=outcome.endpoints)
 
     def breaker(self, label: str, runs: int, status: str, error: str, skipped: int) -> None:
         """The circuit breaker stopped a label (runners/engine.py)."""

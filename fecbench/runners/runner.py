@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fecbench import db as dbmod
+from fecbench import endpoint_timing
 from fecbench.runners.metrics import MetricsError, collect_metrics, expected_bytes, partial_metrics
 from fecbench.runners.outcome import Outcome
 from fecbench.runners.prepare import Prepared, path_of
@@ -183,8 +184,9 @@ class Runner:
         clock.lap("setup")
         if failed_setup:
             return Outcome(status=Status.FAILED, error=failed_setup, fidelity=fidelity)
-        # The run's own emulation accuracy: the delay elements count lateness from here.
+        # The run's own accuracy: the delay elements count lateness, the tracer the endpoints' waits, from here.
         self.testbed.clear_lateness()
+        self.testbed.clear_endpoint_timing()
         try:
             server = self.testbed.start_process("server", "server", render(descriptor.server_argv, values, arg_lists),
                                                 run_dir, env=server_env, cwd=run_dir)
@@ -219,6 +221,7 @@ class Runner:
 
         outcome = Outcome(status=Status.OK, client_wall_ms=client.wall_ms, server_log=server.log_tail(),
                           client_log=client.log_tail(), fidelity=fidelity, link_events=link_events)
+        outcome.endpoints = self.endpoint_summary()
         outcome.link_stats = self.link_stats(run)
         if self.design.verdict_log:
             outcome.verdict_logs = self.verdict_logs()
@@ -246,8 +249,20 @@ class Runner:
                 outcome.metrics = collect_metrics(descriptor, run, values, client)
             except MetricsError as exc:
                 outcome.status, outcome.error = Status.FAILED, f"metrics: {exc}"
+        untrusted = endpoint_timing.judge(outcome.status, outcome.endpoints, outcome.link_stats)
+        if untrusted:
+            # Kept with its metrics, but not as a result: excluded from ratios, re-run by --retry fidelity.
+            was = f" (the run itself ended {outcome.status}: {outcome.error})" if outcome.error else ""
+            outcome.status, outcome.error = Status.FIDELITY, untrusted + was
         clock.lap("collect")
         return outcome
+
+    def endpoint_summary(self) -> dict[str, Any]:
+        """The run's endpoint timing judged by the design's bound, or {"error": why} if not measured."""
+        raw = self.testbed.endpoint_timing()
+        if "error" in raw:
+            return raw
+        return endpoint_timing.summary(**raw, design_bound=self.design.endpoint_bound_ms)
 
     def setup(self, descriptor: Any, values: dict[str, Any], run_dir: Path) -> str | None:
         """Run the descriptor's `[server] setup` commands (e.g. make a certificate) in the run folder,

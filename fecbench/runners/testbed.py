@@ -10,6 +10,7 @@ hold an in-memory one so the engine's logic is tested without root.
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -58,6 +59,8 @@ class Testbed(Protocol):
     def set_loss(self, link: str, direction: str, model: Any, seed: int, stream: int) -> None: ...
     def link_stats(self) -> list[dict[str, Any]]: ...
     def clear_lateness(self) -> None: ...
+    def clear_endpoint_timing(self) -> None: ...
+    def endpoint_timing(self) -> dict[str, Any]: ...
     def enable_verdict_logs(self, streams: list[tuple[str, str]]) -> None: ...
     def verdict_log(self, link: str, direction: str) -> Any: ...
     def start_process(self, role: Role, name: str, argv: list[str], log_dir: Path,
@@ -77,6 +80,27 @@ class MininetTestbed:
         self.backend = str(self.net.backend)
         self.prefix = self.net.base
         self.hostname = socket.gethostname()
+        self.endpoint_slot: Any = None
+        self.endpoint_error = self.net.endpoint_error
+        self.window: tuple[int, int | None, int | None] = (time.monotonic_ns(), None, None)
+        if self.net.endpoints is not None:
+            self._track_endpoints()
+
+    def _track_endpoints(self) -> None:
+        """A slot of the process's scheduler tracer for this network's endpoint group (fecbench.schedlat)."""
+        from fecbench import schedlat
+
+        assert self.net.endpoints is not None
+        try:
+            tracer = schedlat.Tracer.acquire()
+        except schedlat.Unavailable as exc:
+            self.endpoint_error = f"no scheduler tracer: {exc}"
+            return
+        try:
+            self.endpoint_slot = tracer.track(self.net.endpoints.id)
+        except schedlat.Unavailable as exc:
+            tracer.release()
+            self.endpoint_error = f"no scheduler tracer: {exc}"
 
     @property
     def client_addresses(self) -> list[str]:
@@ -108,6 +132,29 @@ class MininetTestbed:
     def clear_lateness(self) -> None:
         self.net.clear_lateness()
 
+    def clear_endpoint_timing(self) -> None:
+        """Start a new endpoint-timing window: the tracer slot zeroed, the cgroup's counters noted."""
+        group = self.net.endpoints
+        if self.endpoint_slot is not None:
+            self.endpoint_slot.clear()
+        self.window = (time.monotonic_ns(), group.cpu_usage_us() if group else None,
+                       group.pressure_us() if group else None)
+
+    def endpoint_timing(self) -> dict[str, Any]:
+        """What the endpoints' threads waited for a CPU since `clear_endpoint_timing`: the tracer slot's
+        reading, the histogram edges, the window's wall time and the cgroup's CPU time and pressure in it
+        (the arguments of fecbench.endpoint_timing.summary); {"error": why} when not measured here."""
+        if self.endpoint_slot is None:
+            return {"error": self.endpoint_error or "endpoint timing unavailable"}
+        group = self.net.endpoints
+        assert group is not None
+        start, cpu0, psi0 = self.window
+        cpu, psi = group.cpu_usage_us(), group.pressure_us()
+        return {"reading": self.endpoint_slot.read(), "upper_ns": self.endpoint_slot.tracer.layout.upper_ns,
+                "wall_ns": time.monotonic_ns() - start,
+                "cpu_us": None if cpu is None or cpu0 is None else cpu - cpu0,
+                "pressure_us": None if psi is None or psi0 is None else psi - psi0}
+
     def enable_verdict_logs(self, streams: list[tuple[str, str]]) -> None:
         """Re-attach these droppers with a verdict log (the network attaches them without one)."""
         for link, direction in streams:
@@ -133,4 +180,8 @@ class MininetTestbed:
         return ScheduleApplier.for_run(schedule, self.net, seed, horizon_s)
 
     def stop(self) -> None:
+        slot, self.endpoint_slot = self.endpoint_slot, None
+        if slot is not None:
+            slot.release()
+            slot.tracer.release()
         self.net.stop()

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fecbench import schedlat
 from fecbench.runners import procs
 
 
@@ -22,11 +23,13 @@ class FakeTestbed:
 
     def __init__(self, topology: Any, values: dict[str, Any], backend: str | None, *,
                  measured_rtt: Callable[[dict[str, Any]], float | None] | None = None,
-                 on_start: Callable[[str, list[str]], None] | None = None) -> None:
+                 on_start: Callable[[str, list[str]], None] | None = None,
+                 wake_ns: Callable[[dict[str, Any]], list[int] | None] | None = None) -> None:
         self.topology = topology
         self.values = dict(values)
         self.measured_rtt = measured_rtt          # values -> measured RTT (None: as configured)
         self.on_start = on_start                  # (role, argv) -> may raise (a harness fault, Ctrl-C)
+        self.wake_ns = wake_ns                    # values -> the endpoints' wake-up waits (None: not measured)
         self.configured: list[dict[str, Any]] = []
         self.losses: list[tuple[str, str, Any, int, int]] = []
         self.started: list[tuple[str, list[str]]] = []
@@ -65,6 +68,18 @@ class FakeTestbed:
 
     def clear_lateness(self) -> None:
         pass
+
+    def clear_endpoint_timing(self) -> None:
+        pass
+
+    def endpoint_timing(self) -> dict[str, Any]:
+        """The waits `wake_ns` gives for the current point, as the tracer would count them (default: 20
+        wake-ups of 20 µs, an idle host)."""
+        waits = self.wake_ns(self.values) if self.wake_ns else [20_000] * 20
+        if waits is None:
+            return {"error": "fake testbed: not measured"}
+        return {"reading": {"wake": schedlat.histogram(waits), "preempt": schedlat.histogram([])},
+                "upper_ns": schedlat.upper_edges(), "wall_ns": 10**9, "cpu_us": None, "pressure_us": None}
 
     def enable_verdict_logs(self, streams: list[tuple[str, str]]) -> None:
         pass

@@ -232,6 +232,33 @@ def check_preemption() -> Check:
                  f"delay element; {placement}", fix, required=False)
 
 
+def check_endpoint_timing() -> list[Check]:
+    """Endpoint cgroups (which layout, what isolates) and the scheduler tracer (attached and detached again)."""
+    from fecbench import cgroups, schedlat
+
+    if not cgroups.enabled():
+        return [Check("endpoint timing", "optional", f"turned off ({cgroups.ENV}=off): runs record no endpoint "
+                      "timing and --jobs auto cannot judge the endpoints", f"unset {cgroups.ENV}", required=False)]
+    layout = cgroups.detect()
+    group = Check("endpoint cgroups", "ok", layout.describe(), required=False)
+    if layout.cpu is None:
+        group = Check("endpoint cgroups", "optional", f"{layout.describe()}: networks' endpoints are measured but "
+                      "not isolated from each other", "enable the cpu controller (cgroup v2: +cpu in the root's "
+                      "cgroup.subtree_control)", required=False)
+    if os.geteuid() != 0:
+        return [group, Check("scheduler tracer", "skipped", "needs root to probe", "run doctor as root",
+                             required=False)]
+    try:
+        tracer = schedlat.Tracer.acquire()
+    except schedlat.Unavailable as exc:
+        return [group, Check("scheduler tracer", "optional", f"cannot attach: {exc}; runs record no endpoint "
+                             "timing", "a kernel with BTF and BPF tracing (tp_btf), make -C schedlat",
+                             required=False)]
+    tracer.release()
+    return [group, Check("scheduler tracer", "ok", "BPF programs on sched_wakeup/sched_switch attach and detach",
+                         required=False)]
+
+
 def check_ovs() -> Check:
     if Path("/sys/module/openvswitch").exists():
         return Check("openvswitch", "ok", "module loaded (not needed)", required=False)
@@ -290,7 +317,7 @@ def check_sqlite() -> Check:
 def run_checks() -> list[Check]:
     steps: list[Callable[[], Check | list[Check]]] = [
         check_root, check_kernel, check_bpf_syscall, check_tcx, check_btf, check_bpffs, check_netns_features,
-        check_choices, check_preemption, check_ovs,
+        check_choices, check_preemption, check_endpoint_timing, check_ovs,
         check_mininet, check_clang_bpf,
         lambda: _tool_check("bpftool", ["bpftool", "version"], "apt-get install bpftool"),
         lambda: _tool_check("tc (iproute2)", ["tc", "-V"], "apt-get install iproute2"),

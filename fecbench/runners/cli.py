@@ -43,10 +43,13 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         accept_short_timeout: bool = typer.Option(False, "--accept-short-timeout", help="Run although timeout_s "
                                                   "is below the safe multiple of some run's minimum duration."),
         jobs: str | None = typer.Option(None, "--jobs", help="Run on N networks on this machine at once "
-                                        "(no Dask needed); default 1. auto: the largest N whose delay elements "
-                                        "stay accurate (p99 lateness ≤ 0.5 ms) in a short calibration."),
+                                        "(no Dask needed); default 1. auto: the largest N whose pilot of the "
+                                        "design's runs keeps the endpoints and delay elements within their bounds "
+                                        "and matches the same runs done serially."),
         sample: int | None = typer.Option(None, "--sample", min=1, help="A pilot: only K of the runs to do, "
                                           "drawn at random (seeded by the design); the others stay pending."),
+        jobs_pilot: int = typer.Option(16, "--jobs-pilot", min=1, help="--jobs auto: runs of the design in its "
+                                       "calibration pilot (each run serially and with N networks)."),
         ) -> None:
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
     from fecbench.runners.engine import Engine, parse_retry, sample_runs, select_runs
@@ -103,7 +106,7 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     executor: Any
     calibration = None
     if jobs_count is None:
-        calibration = _calibrate_jobs(prepared, link_backend)
+        calibration = _calibrate_jobs(prepared, link_backend, jobs_pilot)
         jobs_count = calibration["chosen"]
     if dask is not None:
         from fecbench.runners.distributed import DaskExecutor
@@ -284,24 +287,29 @@ def _print_bench(figures: dict[str, Any]) -> None:
                       f"CPUs busy {' '.join(f'{b:.0%}' for b in p['cpu_busy'])}")
 
 
-def _calibrate_jobs(prepared: Any, link_backend: str | None) -> dict[str, Any]:
+def _calibrate_jobs(prepared: Any, link_backend: str | None, pilot_runs: int) -> dict[str, Any]:
     from fecbench.runners.calibrate import calibrate
 
     def report(row: dict[str, Any]) -> None:
-        worst = "no frames" if row["worst_p99_ms"] is None else f"worst p99 lateness {row['worst_p99_ms']:.3g} ms"
-        tries = f", measurement {row['tries']}" if row.get("tries", 1) > 1 else ""
-        console.print(f"--jobs auto: {row['jobs']} network(s) at once: {worst} ({row['frames']} frames{tries})")
+        def ms(value: float | None) -> str:
+            return "-" if value is None else f"{value:.3g} ms"
 
-    with console.status("--jobs auto: calibrating"):
-        calibration = calibrate(prepared, link_backend, report=report)
-    console.print(f"--jobs auto: {calibration['chosen']} network(s) (bound: p99 ≤ {calibration['bound_ms']:g} ms)")
-    if calibration["chosen"] > 1 and any(run.workload == "messages" for run in prepared.runs):
-        # Lateness sees the emulation, not the endpoints: deadline metrics suffer first (designs/README.md).
-        console.print("[yellow]warning: --jobs auto checked the emulation only; messages have deadlines, and "
-                      "endpoints sharing the CPUs with other networks make them late (32 networks multiplied "
-                      "re-buffering up to 100-fold with every delay element within its bound). Compare a "
-                      "--sample of runs against a serial run of the same sample before trusting N > 1 "
-                      "(designs/README.md, 'What lateness does not see').[/]")
+        text = (f"--jobs auto: {row['jobs']} network(s): {row['ok']} of {row['runs']} pilot runs ok, worst p99 "
+                f"endpoints {ms(row['endpoint_p99_ms'])}, delay elements {ms(row['lateness_p99_ms'])}")
+        if row["jobs"] > 1:
+            text += f", median ratio to serial {row.get('median_ratio')}, Wilcoxon p {row.get('wilcoxon_p')}"
+            text += f" (measurement {row['tries']})" if row["tries"] > 1 else ""
+            text += ": keeps the results" if row["keeps_results"] else f": changes them ({row['why']})"
+        elif row["why"]:
+            text += f" (serially: {row['why']})"
+        console.print(text)
+
+    with console.status("--jobs auto: calibrating on a pilot of the design's runs"):
+        calibration = calibrate(prepared, link_backend, pilot_runs=pilot_runs, report=report)
+    c = calibration
+    console.print(f"--jobs auto: {c['chosen']} network(s) (pilot of {len(c['pilot'])} runs, {c['metric']} within "
+                  f"{c['ratio_tolerance']:.0%} of serial; bounds: endpoints p99 ≤ {c['endpoint_bound_ms']:g} ms, "
+                  f"delay elements p99 ≤ {c['bound_ms']:g} ms)")
     return calibration
 
 

@@ -71,7 +71,8 @@ def test_the_figures_print(capsys: pytest.CaptureFixture[str]) -> None:
     pilot = {"jobs": 8, "runs": 64, "runs_in_design": 14040, "statuses": {"ok": 64}, "ratio": 0.93, "ratio_se": 0.07,
              "steady_use": 0.99, "fidelity_per_check_s": 0.9, "projected_h": 7.7, "range_h": [7.0, 8.4],
              "serial_h": 60.1, "model_total_h": 64.7, "cpu_busy": [0.4, 0.2], "metric": "dct_ms",
-             "versus_serial": {"median_ratio": 1.01, "wilcoxon_p": 0.4}, "keeps_bounds": True, "why": "", **late, **ends}
+             "versus_serial": {"median_ratio": 1.01, "wilcoxon_p": 0.4}, "keeps_bounds": True, "why": "",
+             **late, **ends}
     cli.console.width = 400
     cli._print_bench({"design": "designs/bench-campaign.toml", "cores": 2, "load_average": [0.1, 0.2, 0.3],
                       "lateness_bound_ms": 0.5, "endpoint_bound_ms": 1.0,

@@ -7,7 +7,9 @@ runs.phases_json, version 5 without endpoint_timing):
 
 meta(key TEXT PRIMARY KEY, value TEXT)                 -- 'schema_version' = '1'
 campaigns(id, name, design_path, design_text, design_hash, fecbench_version, git_sha, created_at,
-          host_json, impls_json, plan_json, seed, repetitions, topology, link_backend)
+          host_json, impls_json, plan_json, seed, repetitions, topology, link_backend,
+          settings_json)  -- the design's settings after defaults (runners.design.Design.settings): readers
+                             use these, never a second parse of design_text with defaults of their own
 points(campaign_id, point, <one column per factor: REAL for numbers, TEXT for choices>,
        PRIMARY KEY (campaign_id, point))
 runs(key TEXT PRIMARY KEY, campaign_id, point, impl, label, impl_args (JSON), workload,
@@ -65,6 +67,7 @@ from urllib.parse import quote
 
 from fecbench.errors import UserError
 from fecbench.marks import format_owner, own_owner, parse_owners, running
+from fecbench.specs import DEFAULT_TIMEOUT_S, tomllib
 from fecbench.status import STATUSES
 
 SCHEMA_VERSION = 6
@@ -150,9 +153,11 @@ ENDPOINT_COLUMNS = ("wakeups", "wakeup_p50_ms", "wakeup_p99_ms", "wakeup_max_ms"
 
 
 def _add_endpoint_timing(conn: sqlite3.Connection) -> None:
-    """Version 6: how long each run's endpoints waited for a CPU (fecbench.endpoint_timing), and which
-    campaign process started each run (so that `fecbench status` tells a run in flight from a lost one)."""
+    """Version 6: how long each run's endpoints waited for a CPU (fecbench.endpoint_timing), which campaign
+    process started each run (so that `fecbench status` tells a run in flight from a lost one), and the
+    design's settings after defaults with each campaign."""
     conn.execute("ALTER TABLE runs ADD COLUMN runner TEXT")
+    conn.execute("ALTER TABLE campaigns ADD COLUMN settings_json TEXT")
     conn.execute("CREATE TABLE IF NOT EXISTS endpoint_timing (run_key TEXT PRIMARY KEY, wakeups INTEGER, "
                  "wakeup_p50_ms REAL, wakeup_p99_ms REAL, wakeup_max_ms REAL, runq_share REAL, cpu_share REAL, "
                  "bound_ms REAL, ok INTEGER, json TEXT)")
@@ -330,6 +335,19 @@ def start_run(conn: sqlite3.Connection, key: str, started_at: str, link_backend:
                      "started_at=?, finished_at=NULL, duration_s=NULL, attempts=attempts+1, "
                      "link_backend=?, host=?, runner=? WHERE key=?", (started_at, link_backend, host, runner, key))
         _delete_results(conn, key)
+
+
+def campaign_settings(settings_json: str | None, design_text: str | None) -> dict[str, Any]:
+    """A campaign's design settings after defaults: those it recorded (schema 6); for a campaign recorded
+    before, the time limit its design text set, else the design parser's default (the one source of it,
+    fecbench.specs.DEFAULT_TIMEOUT_S)."""
+    if settings_json:
+        return dict(json.loads(settings_json))
+    try:
+        value = tomllib.loads(design_text or "").get("design", {}).get("timeout_s", DEFAULT_TIMEOUT_S)
+        return {"timeout_s": float(value)}
+    except (tomllib.TOMLDecodeError, AttributeError, TypeError, ValueError):
+        return {}
 
 
 def runner_name() -> str:

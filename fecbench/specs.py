@@ -18,6 +18,10 @@ else:  # Ubuntu 22.04's Python 3.10
 
 from fecbench.errors import SpecError
 
+#: A design's time limit per run when it sets none (the design parser's default, and what readers of
+#: campaigns recorded before their settings were assume).
+DEFAULT_TIMEOUT_S = 60.0
+
 _REQUIRED = object()
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false",
                list: "a list", dict: "a table"}

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from fecbench import cgroups, cleanup, endpoint_timing, ratios, results, schedlat
+from fecbench import cgroups, cleanup, endpoint_timing, schedlat
+from fecbench.analysis import ratios, results, tables
 from fecbench.status import Status
 from tests.helpers.campaign import endpoint_leftovers, fake_design, fecbench, rows
 
@@ -95,7 +96,7 @@ def test_a_run_whose_endpoints_waited_is_fidelity_kept_and_excluded(tmp_path: Pa
     assert all(r["error"].startswith("endpoints: p99 wake-up latency 5") for r in flagged)
     metrics = {r["run_key"] for r in rows(camp.db, "SELECT run_key FROM metrics")}
     assert {r["key"] for r in runs} <= metrics                      # never silently dropped
-    timing = results.endpoint_timing(camp.db)
+    timing = tables.endpoint_timing(camp.db)
     assert len(timing) == 4 and set(timing["ok"]) == {True, False}
     frame = results.load(camp.db)
     assert {"endpoint_wakeup_p99_ms", "endpoint_runq_share", "lateness_p99_ms"} <= set(frame.columns)

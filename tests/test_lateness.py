@@ -55,7 +55,7 @@ def test_status_and_loader_flag_runs_above_the_bound(tmp_path, monkeypatch: pyte
     import sys
 
     from fecbench import db as dbmod
-    from fecbench import results
+    from fecbench.analysis import tables
     from tests.helpers.analysis_db import make_table_db
 
     db = make_table_db(tmp_path / "late.sqlite", [(0, "quic", 1000, rep, "ok", 10.0) for rep in range(3)])
@@ -68,7 +68,7 @@ def test_status_and_loader_flag_runs_above_the_bound(tmp_path, monkeypatch: pyte
             con.execute("UPDATE link_stats SET delay_json = ? WHERE run_key = ? AND direction = 'forward'",
                         (json.dumps({"backend": "delayline", "lateness": late}), key))
     con.close()
-    frame = results.lateness(db)
+    frame = tables.lateness(db)
     assert dict(zip(frame["run_key"], frame["ok"], strict=True)) == {keys[0]: False, keys[1]: True}
     out = subprocess.run([sys.executable, "-m", "fecbench", "status", str(db), "--json"], capture_output=True,
                          text=True, check=True)

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from fecbench import db as dbmod
-from fecbench import results
+from fecbench.analysis import tables
 
 
 def test_link_events_table_migration_and_reader(tmp_path):
@@ -18,7 +18,7 @@ def test_link_events_table_migration_and_reader(tmp_path):
     conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
     conn.execute("INSERT INTO runs (key, status) VALUES ('k', 'ok')")
     conn.close()
-    assert results.link_events(path).empty       # read-only: the old database is readable as it is
+    assert tables.link_events(path).empty       # read-only: the old database is readable as it is
     conn = dbmod.connect(path)                   # a writer upgrades it in place, keeping the runs
     assert dbmod.schema_version(conn) == dbmod.SCHEMA_VERSION >= 2
     assert conn.execute("SELECT status FROM runs WHERE key='k'").fetchone()[0] == "ok"
@@ -26,16 +26,16 @@ def test_link_events_table_migration_and_reader(tmp_path):
                "applied_s": 1.0004, "took_ms": 0.01, "params": {"index_before": 50, "index_after": 50}}]
     dbmod.finish_run(conn, "k", status="ok", error=None, server_log_tail="", client_log_tail="", finished_at="t",
                      duration_s=1.0, link_events=events)
-    frame = results.link_events(path)
+    frame = tables.link_events(path)
     assert len(frame) == 1 and frame.loc[0, "params"] == {"index_before": 50, "index_after": 50}
     assert frame.loc[0, "error_ms"] == pytest.approx(0.4)
     dbmod.start_run(conn, "k", "t", "delayline", "h")   # a retry clears the previous attempt's events
-    assert results.link_events(path).empty
+    assert tables.link_events(path).empty
     conn.close()
 
 
 def test_report_summarises_the_applied_changes(tmp_path):
-    from fecbench import report
+    from fecbench.analysis import report
     from tests.helpers.loss_position_db import make_loss_position_db
 
     db = make_loss_position_db(tmp_path / "u.sqlite")

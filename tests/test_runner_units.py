@@ -15,7 +15,7 @@ from fecbench import db as dbmod
 from fecbench.errors import SpecError
 from fecbench.runners.descriptor import load_descriptor, render
 from fecbench.runners.design import parse_design, parse_size
-from fecbench.runners.metrics import MetricsError, from_json, from_patterns
+from fecbench.runners.run_metrics import MetricsError, from_json, from_patterns
 from fecbench.runners.runs import enumerate_runs, loss_seed, run_key
 
 ROOT = Path(__file__).resolve().parent.parent

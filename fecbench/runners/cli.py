@@ -246,7 +246,7 @@ def bench_campaign(jobs: str = typer.Option("1,2,4,8,16,32", "--jobs", help="The
     """Run designs/bench-campaign.toml with --jobs N for each N (speed-up, accuracy of the emulation and the
     endpoints) and a pilot of a full design with each N (its projected wall time where both bounds hold)."""
     from fecbench.errors import require_root
-    from fecbench.runners.bench import run_bench
+    from fecbench.runners.campaign_bench import run_bench
     from fecbench.runners.jobs import parse_jobs
     from fecbench.runners.prepare import prepare
 

@@ -55,7 +55,7 @@ from typing import Any
 from fecbench.errors import SpecError
 from fecbench.paths import REPO_ROOT
 from fecbench.runners.descriptor import Descriptor, find_descriptor
-from fecbench.specs import Section, load_toml, spec_hash
+from fecbench.specs import DEFAULT_TIMEOUT_S, Section, load_toml, spec_hash
 
 LOSS_MODELS = ("none", "uniform", "gilbert-elliott", "trace")
 LABEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
@@ -198,6 +198,17 @@ class Design:
             content["schedule"] = self.schedule.canonical()
         return spec_hash(json.dumps(content, sort_keys=True, default=str))
 
+    def settings(self) -> dict[str, Any]:
+        """The design's settings after defaults, as the campaign records them (campaigns.settings_json): what
+        analyses need (the time limit, the bounds) without parsing the design again."""
+        return {"timeout_s": self.timeout_s, "repetitions": self.repetitions, "seed": self.seed,
+                "order": self.order, "fidelity": self.fidelity, "fidelity_rate": self.fidelity_rate,
+                "port": self.port, "verdict_log": self.verdict_log, "endpoint_bound_ms": self.endpoint_bound_ms,
+                "topology": str(self.topology_path), "workload": self.workload.params(),
+                "loss": {"model": self.loss.model, "params": self.loss.params, "directions": self.loss.directions,
+                         "links": self.loss.links},
+                "impls": {e.label: {"name": e.name, "args": e.args} for e in self.impls}}
+
     def default_db(self) -> Path:
         return Path("results") / f"{self.name}.sqlite"
 
@@ -290,7 +301,7 @@ def parse_design(path: str | Path) -> Design:
         raise d.error("topology", f"topology spec {topology_path} not found")
     repetitions = d.get("repetitions", int, 1, min=1, max=10000)
     seed = d.get("seed", int, min=0, max=2**63 - 1)
-    timeout_s = float(d.get("timeout_s", float, 60.0, min=0.1, max=86400))
+    timeout_s = float(d.get("timeout_s", float, DEFAULT_TIMEOUT_S, min=0.1, max=86400))
     order = d.get("order", str, "random", choices=ORDERS)
     fidelity = d.get("fidelity", str, "per-point", choices=FIDELITY_MODES)
     fidelity_rate = d.get("fidelity_rate", bool, False)

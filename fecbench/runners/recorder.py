@@ -117,10 +117,10 @@ def _open_campaign(conn: sqlite3.Connection, prepared: Prepared, link_backend: s
                 design_hash=design.hash, fecbench_version=__version__, git_sha=git_sha(), created_at=now_iso(),
                 host_json=host_info, impls_json=impls_info, plan_json=_manifest(prepared.plan),
                 seed=design.seed, repetitions=design.repetitions, topology=str(design.topology_path),
-                link_backend=link_backend)
+                link_backend=link_backend, settings_json=design.settings())
         else:
             dbmod.update_campaign(conn, campaign_id, host_json=host_info, impls_json=impls_info,
-                                  link_backend=link_backend, git_sha=git_sha())
+                                  link_backend=link_backend, git_sha=git_sha(), settings_json=design.settings())
         dbmod.ensure_factor_columns(conn, prepared.factor_types)
         dbmod.insert_points(conn, campaign_id, ({"point": p, **v} for p, v in prepared.points.items()))
         dbmod.insert_pending_runs(conn, (run.row(campaign_id) for run in prepared.runs))

@@ -14,10 +14,10 @@ from typing import Any
 
 from fecbench import db as dbmod
 from fecbench import endpoint_timing
-from fecbench.runners.metrics import MetricsError, collect_metrics, expected_bytes, partial_metrics
 from fecbench.runners.outcome import Outcome
 from fecbench.runners.prepare import Prepared, path_of
 from fecbench.runners.procs import wait_ready
+from fecbench.runners.run_metrics import MetricsError, collect_metrics, expected_bytes, partial_metrics
 from fecbench.runners.runs import Run, grace_s
 from fecbench.runners.testbed import RunProcess, Testbed
 from fecbench.status import Status

@@ -151,7 +151,7 @@ def make_table_db(path: Path, rows: list[tuple], *, timeout_s: float | None = 10
 
 
 T = "timeout"
-#: A hand-made download campaign with timeouts on either side (tests of fecbench.ratios, documented
+#: A hand-made download campaign with timeouts on either side (tests of fecbench.analysis.ratios, documented
 #: in notebooks/README.md). (point, repetition) → (quic, fec): a DCT in ms, "timeout", another status, or None (no run).
 #: The design's timeout_s is 10 s: a timeout is censored at 10 000 ms.
 CENSORED_TABLE = {

@@ -9,7 +9,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from fecbench.analysis.style import (
+from fecbench.analysis.figures.style import (
     STATUS_COLORS,
     empty,
     grid,

@@ -16,7 +16,7 @@ side, with its ``outcome``:
   ``excluded_why`` names the side and the reason (e.g. ``label failed``). For a metric that is not
   a duration (data received, re-buffering), a timeout cannot be bounded and is excluded too.
 
-Every pair has bounds ``ratio_low``/``ratio_high`` (``fecbench.stats``: censored values at the
+Every pair has bounds ``ratio_low``/``ratio_high`` (``fecbench.analysis.stats``: censored values at the
 limit and at +inf); NaN for excluded pairs.
 
 Per-point ratio of medians, the statistic of Michel et al. 2019 §IV-B ("each configuration is run
@@ -45,7 +45,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from fecbench import results, stats
+from fecbench.analysis import results, stats
 from fecbench.errors import UserError
 
 #: Duration metrics a timeout censors, with their unit per second of ``timeout_s``.
@@ -229,7 +229,7 @@ def censored_medians(frame: pd.DataFrame, metric: str = "dct_ms", by: Sequence[s
     """Per ``by`` group of a ``results.load`` frame: ``runs``, ``finished`` (ok with the metric),
     ``timed_out`` (censored at ``timeout_s`` for a duration, else counted in ``other``), ``other``
     (runs of any other status, not used) and the median over finished and censored runs
-    (``median``: exact or NaN; ``median_low``/``median_high`` bounds, see ``fecbench.stats``)."""
+    (``median``: exact or NaN; ``median_low``/``median_high`` bounds, see ``fecbench.analysis.stats``)."""
     scale = CENSORED_METRICS.get(metric)
     finished = (frame["status"] == "ok") & frame[metric].notna()
     timed_out = (frame["status"] == "timeout") & ~finished if scale else pd.Series(False, index=frame.index)

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from fecbench import results
+from fecbench.analysis.tables import endpoint_timing, lateness
 
 
 def accuracy_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db: Path, frame: pd.DataFrame,
                      figure: Callable[..., None]) -> None:
     """How late the endpoints (fecbench.endpoint_timing) and the delay elements (fecbench.lateness) ran
     during the runs: one table row each, and a figure of both per run with their bounds."""
-    from fecbench import analysis
+    from fecbench.analysis import figures
 
     rows = []
-    ends = results.endpoint_timing(db)
+    ends = endpoint_timing(db)
     measured = ends[ends["wakeup_p99_ms"].notna()]
     if len(ends):
         rows.append({"what": "endpoints: p99 wake-up latency", "runs": len(measured),
@@ -27,7 +27,7 @@ def accuracy_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db:
                      "worst ms": measured["wakeup_p99_ms"].max(),
                      "median run-queue share": measured["runq_share"].median(),
                      "not measured": int(ends["error"].notna().sum())})
-    late = results.lateness(db)
+    late = lateness(db)
     if len(late):
         rows.append({"what": "delay elements: p99 lateness", "runs": late["run_key"].nunique(),
                      "above the bound": late[late["ok"] == False]["run_key"].nunique(),  # noqa: E712
@@ -43,7 +43,7 @@ def accuracy_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db:
                           "(fecbench run --retry fidelity re-runs it); run-queue share: the time the endpoints' "
                           "threads waited for a CPU over the run's wall time.")
     if len(measured):
-        figure("run-accuracy", analysis.run_accuracy(frame, measured["bound_ms"].max(),
+        figure("run-accuracy", figures.run_accuracy(frame, measured["bound_ms"].max(),
                                                      late["bound_ms"].max() if len(late) else None),
                "Per run: the endpoints' p99 wake-up latency against the delay elements' worst p99 lateness; runs "
                "beyond a bound (dashed, dotted) are recorded as fidelity and left out of the ratios.")

@@ -104,12 +104,19 @@ class EndpointGroup:
         self.name, self.dirs, self.layout = name, dirs, layout
 
     @classmethod
-    def create(cls, name: str, layout: Layout | None = None) -> EndpointGroup:
-        """Make the group's cgroups (OSError when this machine cannot)."""
+    def create(cls, name: str, layout: Layout | None = None, parent: EndpointGroup | None = None) -> EndpointGroup:
+        """Make the group's cgroups (OSError when this machine cannot); with `parent`, inside the parent's (a
+        competing flow's processes: measured apart, sharing the network's CPU share)."""
+        if parent is not None:
+            return cls._make(name, [d / f"flow-{name}" for d in parent.dirs], parent.layout)
         layout = layout or detect()
         dirs = [v2_root(layout) / f"fecbench-{name}"]
         if layout.cpu is not None and layout.cpu != layout.v2:
             dirs.append(layout.cpu / f"fecbench-{name}")
+        return cls._make(name, dirs, layout)
+
+    @classmethod
+    def _make(cls, name: str, dirs: list[Path], layout: Layout) -> EndpointGroup:
         made: list[Path] = []
         try:
             for path in dirs:

@@ -90,6 +90,17 @@ def summary(reading: dict[str, dict[str, Any]], upper_ns: Sequence[int], wall_ns
     }
 
 
+def merge_readings(readings: Sequence[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Several tracer slots' readings as one (a run's network group and its competing flows' groups)."""
+    out: dict[str, dict[str, Any]] = {}
+    for kind in ("wake", "preempt"):
+        parts = [r[kind] for r in readings]
+        out[kind] = {"count": sum(p["count"] for p in parts), "sum_ns": sum(p["sum_ns"] for p in parts),
+                     "max_ns": max((p["max_ns"] for p in parts), default=0),
+                     "buckets": [sum(b) for b in zip(*(p["buckets"] for p in parts), strict=True)]}
+    return out
+
+
 def merged_quantiles(histograms: Sequence[Sequence[Sequence[int]]], qs: Sequence[float]) -> dict[float, float | None]:
     """Quantiles (ms) of several runs' wake-up histograms together (sparse [upper ns, count] pairs)."""
     totals: dict[int, int] = {}

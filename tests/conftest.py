@@ -76,3 +76,29 @@ def multipath_db(tmp_path_factory: pytest.TempPathFactory):
     if out.returncode != 0:
         pytest.fail(f"multipath campaign failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
     return db
+
+
+# --- the competing-flows smoke campaign, run once per session -----------------------------------
+
+@pytest.fixture(scope="session")
+def flows_db(tmp_path_factory: pytest.TempPathFactory):
+    """Run designs/flows-smoke.toml for real (root, Mininet, fecq, iperf3); return the database path."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if os.geteuid() != 0:
+        pytest.skip("the competing-flows campaign needs root (network namespaces, BPF, Mininet)")
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "quic-impls" / "fecq" / "target" / "release" / "fecq").exists():
+        pytest.skip("fecq is not built (make bootstrap)")
+    folder = tmp_path_factory.mktemp("flows")
+    design = folder / "flows-smoke.toml"
+    design.write_text((root / "designs" / "flows-smoke.toml").read_text().replace(
+        'topology = "topologies/single.toml"', f'topology = "{root / "topologies" / "single.toml"}"'))
+    db = folder / "flows-smoke.sqlite"
+    out = subprocess.run([sys.executable, "-m", "fecbench", "run", str(design), "--db", str(db)],
+                         capture_output=True, text=True, cwd=root, timeout=600, check=False)
+    if out.returncode != 0:
+        pytest.fail(f"flows campaign failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    return db

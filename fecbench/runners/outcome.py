@@ -21,5 +21,7 @@ class Outcome:
     # How long the endpoints waited for a CPU during the run (fecbench.endpoint_timing.summary), or
     # {"error": why} where it could not be measured; None: the run started no process.
     endpoints: dict[str, Any] | None = None
+    # A run with competing flows: one row per flow and one for the foreground (runners.competing.records).
+    flows: list[dict[str, Any]] = field(default_factory=list)
     # Where the run's wall time went (seconds per phase: runners.runner.PHASES), measured where it ran.
     phases: dict[str, float] = field(default_factory=dict)

@@ -28,6 +28,7 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
            ) -> None:
     """Progress per implementation, failures by kind, fidelity warnings (readable while a campaign runs)."""
     from fecbench import db as dbmod
+    from fecbench import run_records
 
     path = db if db is not None else dbmod.newest()
     conn = dbmod.open_readonly(path)
@@ -46,7 +47,7 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
         endpoints = endpoint_runs(conn)
         campaigns = [_campaign_row(dict(r)) for r in conn.execute(
             "SELECT id, name, created_at, link_backend, host_json FROM campaigns")]
-        breakers = dbmod.read_breakers(conn)
+        breakers = run_records.read_breakers(conn)
     except sqlite3.Error as exc:
         raise UserError(f"{path}: cannot read the results database: {exc}") from None
     finally:
@@ -95,7 +96,7 @@ def endpoint_runs(conn: sqlite3.Connection) -> dict[str, Any]:
 def mark_running(rows: list[dict[str, Any]]) -> None:
     """A run started and not finished whose campaign process still runs is in flight: status `running`
     (the database says `interrupted`, which it stays if that process dies)."""
-    from fecbench.db import runner_alive
+    from fecbench.run_records import runner_alive
 
     for row in rows:
         if row["status"] == Status.INTERRUPTED and row.get("finished_at") is None and runner_alive(row.get("runner")):

@@ -17,10 +17,11 @@ def host_class() -> Any:
     class EndpointHost(Host):
         group: cgroups.EndpointGroup | None = None
 
-        def popen(self, *args: Any, **kwargs: Any) -> Any:
-            if self.group is not None and "mncmd" not in kwargs:
+        def popen(self, *args: Any, cgroup: cgroups.EndpointGroup | None = None, **kwargs: Any) -> Any:
+            group = cgroup or self.group   # a competing flow's own group, else the network's
+            if group is not None and "mncmd" not in kwargs:
                 # Joined before entering the host's namespaces: its mount namespace has a /sys of its own.
-                kwargs["mncmd"] = [*self.group.joiner(), "mnexec", "-da", str(self.pid)]
+                kwargs["mncmd"] = [*group.joiner(), "mnexec", "-da", str(self.pid)]
             return super().popen(*args, **kwargs)
 
     return EndpointHost

@@ -281,7 +281,8 @@ class Network:
                     break
                 time.sleep(0.01)
 
-    def set_loss(self, link_id: str, direction: str, model: Any, seed: int = 0, stream: int = 0) -> None:
+    def set_loss(self, link_id: str, direction: str, model: Any, seed: int = 0, stream: int = 0,
+                 flow_bin_ms: int | None = None) -> None:
         """Loss model of one direction ("forward" = client→server, "reverse") of a lossy link."""
         if direction not in ("forward", "reverse"):
             raise UserError(f"direction must be forward or reverse, got {direction!r}")
@@ -290,7 +291,7 @@ class Network:
             raise UserError(self.dropper_error)
         if key not in self.droppers:
             raise UserError(f"link {link_id!r} is not lossy (lossy links: {', '.join(self.topo.lossy_links())})")
-        self.droppers[key].set(model=model, seed=seed, stream=stream)
+        self.droppers[key].set(model=model, seed=seed, stream=stream, flow_bin_ms=flow_bin_ms)
 
     def clear_lateness(self) -> None:
         """Start a new lateness window on every delay element (what ``link_stats`` then reports)."""

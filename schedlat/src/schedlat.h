@@ -11,8 +11,8 @@
 #ifndef SCHEDLAT_H
 #define SCHEDLAT_H
 
-#define SL_SLOTS 64        /* cgroups tracked at once (networks of one fecbench process) */
-#define SL_GROUPS 256      /* entries of the cgroup id -> slot map */
+#define SL_SLOTS 256       /* cgroups tracked at once (networks of one fecbench process, their competing flows) */
+#define SL_GROUPS 1024     /* entries of the cgroup id -> slot map */
 #define SL_SUB_BITS 3
 #define SL_SUB (1 << SL_SUB_BITS)
 #define SL_MIN_SHIFT 10    /* waits below 2^10 ns share the first bucket */

@@ -59,8 +59,12 @@ class FakeTestbed:
         return [{"path": 1, "rtt_configured_ms": configured, "rtt_measured_ms": measured,
                  "ok": abs(measured - configured) <= max(0.5, 0.02 * configured)}]
 
-    def set_loss(self, link: str, direction: str, model: Any, seed: int, stream: int) -> None:
+    def set_loss(self, link: str, direction: str, model: Any, seed: int, stream: int,
+                 flow_bin_ms: int | None = None) -> None:
         self.losses.append((link, direction, model, seed, stream))
+
+    def flow_counters(self) -> list[dict[str, Any]]:
+        return []  # no packets cross an in-memory network
 
     def link_stats(self) -> list[dict[str, Any]]:
         return [{"link": link, "direction": direction, "dropper": {"seen": 0, "dropped": 0}}
@@ -81,6 +85,15 @@ class FakeTestbed:
         return {"reading": {"wake": schedlat.histogram(waits), "preempt": schedlat.histogram([])},
                 "upper_ns": schedlat.upper_edges(), "wall_ns": 10**9, "cpu_us": None, "pressure_us": None}
 
+    def open_flow_group(self, flow: str) -> None:
+        return None
+
+    def flow_timing(self, group: Any) -> dict[str, Any]:
+        return {"error": "fake testbed: not measured"}
+
+    def close_flow_groups(self) -> None:
+        pass
+
     def enable_verdict_logs(self, streams: list[tuple[str, str]]) -> None:
         pass
 
@@ -88,7 +101,7 @@ class FakeTestbed:
         return None
 
     def start_process(self, role: str, name: str, argv: list[str], log_dir: Path,
-                      env: dict[str, str] | None = None, cwd: Path | None = None) -> procs.Process:
+                      env: dict[str, str] | None = None, cwd: Path | None = None, group: Any = None) -> procs.Process:
         if self.on_start is not None:
             self.on_start(role, argv)
         self.started.append((role, list(argv)))

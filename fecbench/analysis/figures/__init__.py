@@ -33,6 +33,7 @@ loss-position class from the verdict logs: no loss, loss, loss among the last k 
 
 from fecbench.analysis.figures.checks import fidelity_scatter, loss_fidelity, run_accuracy, status_bars
 from fecbench.analysis.figures.distributions import metric_ecdf, metric_vs_factor
+from fecbench.analysis.figures.flow_plots import flow_shares, foreground_dct_box, jain_box
 from fecbench.analysis.figures.message_plots import message_fate
 from fecbench.analysis.figures.path_plots import path_share, path_share_vs_capacity
 from fecbench.analysis.figures.ratio_plots import point_ratio_ecdf, ratio_ecdf, ratio_vs_factors
@@ -56,7 +57,8 @@ from fecbench.analysis.figures.style import (
 
 __all__ = [
     "FACTOR_TITLES", "LABEL_PALETTE", "METRIC_TITLES", "PAPER_RC", "SIZE_PALETTE", "STATUS_COLORS",
-    "factor_title", "fidelity_scatter", "format_bytes_axis", "format_size", "label_palette", "labels_of",
+    "factor_title", "fidelity_scatter", "flow_shares", "foreground_dct_box", "format_bytes_axis", "format_size",
+    "jain_box", "label_palette", "labels_of",
     "loss_fidelity", "message_fate", "metric_ecdf", "metric_title", "metric_vs_factor", "path_share",
     "path_share_vs_capacity", "point_ratio_ecdf", "ratio_ecdf", "ratio_vs_factors", "run_accuracy", "save",
     "size_palette", "status_bars", "styled",

@@ -59,8 +59,10 @@ from fecbench import db as dbmod
 from fecbench.analysis import path_metrics, ratios, results, stats, tables
 from fecbench.analysis.report import accuracy as report_accuracy
 from fecbench.analysis.report import messages as report_messages
+from fecbench.analysis.report.flows import flows_section
 from fecbench.errors import UserError
 from fecbench.paths import NOTEBOOKS_DIR, slug
+from fecbench.status import STATUSES
 
 FIGURE_NOTES = {
     "status": "Runs per label and status.",
@@ -198,6 +200,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
     report_messages.messages_section(report.tables, report.notes, db, frame,
                                      baseline or choose_baseline(labels, ("udp", "quic")), figure)
 
+    flows_section(report.tables, report.notes, db, figure)
     _loss_position(report, db, figure)
     _link_schedule(report, db)
 
@@ -356,7 +359,7 @@ def _pivot_medians(table: pd.DataFrame) -> pd.DataFrame:
 def _html(db: Path, frame: pd.DataFrame, report: Report, notes: dict[str, str]) -> str:
     title = f"fecbench report: {db.name}"
     counts = frame["status"].value_counts()
-    order = [s for s in dbmod.STATUSES if s in counts] + [s for s in counts.index if s not in dbmod.STATUSES]
+    order = [s for s in STATUSES if s in counts] + [s for s in counts.index if s not in STATUSES]
     by_status = ", ".join(f"{counts[s]} {s}" for s in order)
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              "<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"

@@ -62,7 +62,8 @@ class CompetingFlows:
             port = int(values["port"]) + 1000 * flow.rank
             placeholders = {**values, "port": port, "metrics_path": str(folder / "metrics.json"),
                             "download_path": str(folder / "download"), "run_dir": str(folder),
-                            "www_dir": str(folder / "www"), "workload": flow.spec.workload}
+                            "www_dir": str(folder / "www"), "workload": flow.spec.workload,
+                            **_path_addresses(values, flow.spec.path)}
             self.running.append(Running(flow, folder, port, placeholders))
 
     # --- start ---------------------------------------------------------------------------------------
@@ -258,8 +259,7 @@ class CompetingFlows:
 
     def _client(self, r: Running) -> list[str]:
         spec = r.flow.spec
-        addresses = str(r.values["client_addresses"]).split(",")
-        source = addresses[min(spec.path, len(addresses)) - 1]
+        source = r.values["client_address"]
         if spec.tool == "iperf3":
             argv = ["iperf3", "-c", r.values["server_address"], "-B", source, "-p", str(r.port),
                     "-t", f"{int(self.timeout_s + self.lead_s()) + 1}", "-J"]
@@ -274,7 +274,7 @@ class CompetingFlows:
         d = spec.descriptor
         assert d is not None
         workload = "download" if spec.workload == "bulk" else spec.workload
-        values = {**r.values, "client_address": source, "size": spec.size or "", "workload": workload}
+        values = {**r.values, "size": spec.size or "", "workload": workload}
         r.values = values
         return render(d.client_argv[workload], values, d.arg_lists(spec.args, values))
 
@@ -330,6 +330,14 @@ class _FlowRun:
     @property
     def size(self) -> int | None:
         return self.spec.size
+
+
+def _path_addresses(values: dict[str, Any], path: int) -> dict[str, str]:
+    """The client's and the server's address on a flow's path (multipath topologies: one per path)."""
+    clients = str(values["client_addresses"]).split(",")
+    servers = str(values.get("server_addresses") or values["server_address"]).split(",")
+    return {"client_address": clients[min(path, len(clients)) - 1],
+            "server_address": servers[min(path, len(servers)) - 1]}
 
 
 def _sleep_until(when: float) -> None:

@@ -183,3 +183,23 @@ def test_a_run_with_cpu_hogs_beside_its_endpoints_is_flagged(tmp_path: Path) -> 
     status = json.loads(fecbench("status", str(db), "--json").stdout)
     assert status["endpoint_warnings"]["runs"] == 1 and status["endpoint_warnings"]["bound_ms"] == 5
     assert endpoint_leftovers() <= before   # the campaign left no tracer pinned and no cgroup behind
+
+
+def test_status_says_running_for_runs_in_flight(tmp_path: Path) -> None:
+    """A run started by a campaign process that still runs is `running` in `fecbench status`; one whose
+    campaign process is gone is `interrupted` (the database holds the same for both)."""
+    from fecbench import db as dbmod
+    from fecbench import run_records
+    from tests.helpers.analysis_db import make_table_db
+
+    db = make_table_db(tmp_path / "flight.sqlite", [(0, "quic", 1000, rep, "ok", 10.0) for rep in range(3)])
+    conn = dbmod.connect(db)
+    keys = [k for (k,) in conn.execute("SELECT key FROM runs ORDER BY repetition")]
+    run_records.start_run(conn, keys[0], "2026-01-01T00:00:00Z", "delayline", "h", run_records.runner_name())
+    host = run_records.runner_name().split(" ")[0]   # a campaign process that is gone (PID beyond pid_max)
+    run_records.start_run(conn, keys[1], "2026-01-01T00:00:00Z", "delayline", "h", f"{host} 4194305:1")
+    conn.close()
+    got = json.loads(fecbench("status", str(db), "--json").stdout)
+    assert got["statuses"] == {"running": 1, "interrupted": 1, "ok": 1}
+    text = fecbench("status", str(db)).stdout
+    assert "running" in text and not any(f["status"] == "running" for f in got["failures"])

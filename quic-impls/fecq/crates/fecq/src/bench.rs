@@ -4,6 +4,8 @@
 //!   with the underlying code called directly, with their ratio;
 //! - FEC layer cost per datagram (encode + decode of one source datagram, repairs included),
 //!   without loss and with one source datagram in 10 lost;
+//! - fecq's own FEC layer (`FecLayer` send + receive, IO-free: framing, path and group lookup,
+//!   routing, counters around fec-core), single-path and multipath framing;
 //! - the adapters' send + receive path per datagram over 127.0.0.1: quinn's (FecSocket) and
 //!   noq's (MpSocket, multipath framing), measured alternately, and their ratio;
 //! - loopback 1 MB download time with each code vs without, at 0 % and 5 % loss.
@@ -199,6 +201,64 @@ fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64
     Ok((m.dct_ms.unwrap_or(f64::NAN), m.recovered))
 }
 
+/// Nanoseconds per QUIC datagram through fecq's own FEC layer, IO-free: `FecLayer::send` on one
+/// side and `FecLayer::receive` of every wire datagram (repairs included) on the other, no loss;
+/// single-path framing, or multipath framing (per-path blocks, two paths in turn). Median of 3.
+fn fec_layer_ns(scheme: Scheme, multipath: bool) -> f64 {
+    use crate::layer::{Blocks, FecLayer, LayerConfig, Multipath, PathKey, RepairPath, ECN_ECT0};
+    use std::hint::black_box;
+
+    let cfg = LayerConfig {
+        scheme,
+        signal: Signal::Ce,
+        flush_after: std::time::Duration::from_millis(10),
+        max_payload: SYMBOL,
+        multipath: multipath.then_some(Multipath {
+            blocks: Blocks::PerPath,
+            repair: RepairPath::Same,
+        }),
+        tail: None,
+    };
+    let server: std::net::SocketAddr = "10.0.9.1:443".parse().unwrap();
+    let locals: Vec<std::net::IpAddr> = if multipath {
+        vec!["10.0.1.1".parse().unwrap(), "10.0.2.1".parse().unwrap()]
+    } else {
+        vec!["10.0.1.1".parse().unwrap()]
+    };
+    let input = datagrams(256);
+    let n = 50_000;
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let (mut tx, mut rx) = (FecLayer::new(cfg.clone()), FecLayer::new(cfg.clone()));
+        let (mut wire, mut got) = (Vec::new(), Vec::new());
+        let now = Instant::now();
+        let t = Instant::now();
+        for i in 0..n {
+            let local = locals[i % locals.len()];
+            let (to, from) = if multipath {
+                (
+                    PathKey::new(Some(local), server),
+                    PathKey::new(Some(server.ip()), std::net::SocketAddr::new(local, 4000)),
+                )
+            } else {
+                (
+                    PathKey::new(None, server),
+                    PathKey::new(None, std::net::SocketAddr::new(local, 4000)),
+                )
+            };
+            wire.clear();
+            tx.send(now, to, &input[i % input.len()], ECN_ECT0, &mut wire);
+            for o in &wire {
+                got.clear();
+                rx.receive(now, from, &o.data, o.ecn, &mut got);
+                black_box(&got);
+            }
+        }
+        runs.push(t.elapsed().as_secs_f64() * 1e9 / n as f64);
+    }
+    median(runs)
+}
+
 /// Median of 3 (after a warm-up) of the quinn adapter's and the noq adapter's per-datagram cost,
 /// measured alternately so that both see the same machine load.
 fn socket_path(scheme: Scheme) -> Result<(f64, f64), String> {
@@ -234,6 +294,7 @@ pub fn run() -> Result<Value, String> {
     let mut codes = Vec::new();
     for ((scheme, f), c) in schemes.iter().zip(&lossy).zip(&clean) {
         let (quinn_us, noq_us) = socket_path(*scheme)?;
+        let (layer_ns, layer_mp_ns) = (fec_layer_ns(*scheme, false), fec_layer_ns(*scheme, true));
         codes.push(json!({
             "scheme": f.scheme,
             "encode_mb_s": f.encode_mb_s,
@@ -251,6 +312,8 @@ pub fn run() -> Result<Value, String> {
             "socket_path_us_per_datagram": quinn_us,
             "noq_socket_path_us_per_datagram": noq_us,
             "noq_over_quinn_adapter": noq_us / quinn_us,
+            "fecq_layer_ns_per_datagram": layer_ns,
+            "fecq_layer_multipath_ns_per_datagram": layer_mp_ns,
         }));
     }
     let mut downloads = Vec::new();
@@ -334,6 +397,18 @@ fn print_table(v: &Value) {
             num(&c["socket_path_us_per_datagram"]),
             num(&c["noq_socket_path_us_per_datagram"]),
             num(&c["noq_over_quinn_adapter"]),
+        );
+    }
+    println!(
+        "\nfecq's FEC layer (FecLayer send + receive, IO-free, no loss), ns per datagram: \
+         single-path framing, multipath framing"
+    );
+    for c in v["codes"].as_array().into_iter().flatten() {
+        println!(
+            "{:<12} {:>8} {:>8}",
+            c["scheme"].as_str().unwrap_or(""),
+            f(&c["fecq_layer_ns_per_datagram"]),
+            f(&c["fecq_layer_multipath_ns_per_datagram"]),
         );
     }
     println!("\nloopback 1 MB download (median of 3, ms)");

@@ -6,8 +6,8 @@
 //!   without loss and with one source datagram in 10 lost;
 //! - fecq's own FEC layer (`FecLayer` send + receive, IO-free: framing, path and group lookup,
 //!   routing, counters around fec-core), single-path and multipath framing;
-//! - the adapters' send + receive path per datagram over 127.0.0.1: quinn's (FecSocket) and
-//!   noq's (MpSocket, multipath framing), measured alternately, and their ratio;
+//! - the adapters' send + receive path per datagram over 127.0.0.1: quinn's and noq's (multipath
+//!   framing) over the shared socket, measured alternately, and their ratio;
 //! - loopback 1 MB download time with each code vs without, at 0 % and 5 % loss.
 
 use std::time::Instant;
@@ -15,11 +15,16 @@ use std::time::Instant;
 use fec_core::Scheme;
 use serde_json::{json, Value};
 
+use std::sync::Arc;
+
 use crate::app::Workload;
 use crate::config::Common;
+use crate::layer::{Blocks, LayerConfig, Multipath, RepairPath, Signal};
 use crate::loopback::{self, LossSpec};
 use crate::loss::LossModel;
-use crate::socket::Signal;
+use crate::noq_stack::udp::{Handle, NoqUdp};
+use crate::quinn_stack::udp::QuinnUdp;
+use crate::socket::{FecSocket, SocketConfig, SocketGlue};
 
 const SYMBOL: usize = 1200;
 pub const SCHEMES: [&str; 5] = ["none", "xor:5", "xor:5:4", "rs:30,20", "rlc:3,2,20"];
@@ -32,27 +37,41 @@ fn datagrams(n: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Microseconds per QUIC datagram through the real adapter: FecSocket::try_send on one socket and
-/// poll_recv on another over 127.0.0.1 (system calls included). The difference to `none` is what
-/// the FEC layer adds per datagram inside the adapter.
+/// A socket of either stack's glue on 127.0.0.1 (any port) with `scheme`, no link.
+fn bench_socket<G: SocketGlue>(
+    scheme: Scheme,
+    multipath: bool,
+) -> Result<Arc<FecSocket<G>>, String> {
+    let cfg = SocketConfig {
+        layer: LayerConfig {
+            scheme,
+            signal: Signal::Ce,
+            flush_after: std::time::Duration::from_millis(10),
+            max_payload: SYMBOL,
+            multipath: multipath.then_some(Multipath {
+                blocks: Blocks::PerPath,
+                repair: RepairPath::Same,
+            }),
+            tail: None,
+        },
+        rcvbuf: 8 << 20,
+        sndbuf: 8 << 20,
+        default_local: None,
+    };
+    FecSocket::bind("127.0.0.1:0".parse().unwrap(), cfg, None)
+}
+
+/// Microseconds per QUIC datagram through the real adapter: quinn's `AsyncUdpSocket::try_send`
+/// on one socket and `poll_recv` on another over 127.0.0.1 (system calls included). The
+/// difference to `none` is what the FEC layer adds per datagram inside the adapter.
 async fn socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
     use quinn::udp::{EcnCodepoint, RecvMeta, Transmit};
     use quinn::AsyncUdpSocket;
     use std::io::IoSliceMut;
 
-    let opts = crate::socket::FecOptions {
-        scheme,
-        signal: crate::socket::Signal::Ce,
-        flush_after: std::time::Duration::from_millis(10),
-        rcvbuf: 8 << 20,
-        sndbuf: 8 << 20,
-        tail: None,
-    };
-    let bind = || std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string());
-    let tx =
-        crate::socket::FecSocket::new(bind()?, opts.clone(), None).map_err(|e| e.to_string())?;
-    let rx = crate::socket::FecSocket::new(bind()?, opts, None).map_err(|e| e.to_string())?;
-    let to = rx.local_addr_checked()?;
+    let tx = bench_socket::<QuinnUdp>(scheme, false)?;
+    let rx = bench_socket::<QuinnUdp>(scheme, false)?;
+    let to = rx.local_addr().map_err(|e| e.to_string())?;
     let mut poller = tx.clone().create_io_poller();
     let input = datagrams(256);
     let mut storage = vec![vec![0u8; 2048]; 32];
@@ -99,32 +118,20 @@ async fn socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
     Ok(t.elapsed().as_secs_f64() * 1e6 / received.max(1) as f64)
 }
 
-/// The same through the noq adapter (mp::socket::MpSocket, multipath framing, one path): noq's
+/// The same through the noq adapter (multipath framing, one path): noq's
 /// `UdpSender::poll_send` on one socket, `AsyncUdpSocket::poll_recv` on the other.
 async fn noq_socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
     use noq::udp::{EcnCodepoint, RecvMeta, Transmit};
+    use noq::AsyncUdpSocket;
     use std::io::IoSliceMut;
 
-    let cfg = crate::layer::LayerConfig {
-        scheme,
-        signal: crate::layer::Signal::Ce,
-        flush_after: std::time::Duration::from_millis(10),
-        max_payload: SYMBOL,
-        multipath: Some(crate::layer::Multipath {
-            blocks: crate::layer::Blocks::PerPath,
-            repair: crate::layer::RepairPath::Same,
-        }),
-        tail: None,
-    };
-    let mk = || -> Result<_, String> {
-        let sock = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-        crate::mp::socket::MpSocket::new(sock, cfg.clone(), 8 << 20, 8 << 20, None, None, false)
-            .map_err(|e| e.to_string())
-    };
-    let (tx, rx) = (mk()?, mk()?);
+    let (tx, rx) = (
+        bench_socket::<NoqUdp>(scheme, true)?,
+        bench_socket::<NoqUdp>(scheme, true)?,
+    );
     let to = rx.local_addr().map_err(|e| e.to_string())?;
-    let mut sender = tx.handle().create_sender();
-    let mut receiver = rx.handle();
+    let mut sender = Handle(tx).create_sender();
+    let mut receiver = Handle(rx);
     let input = datagrams(256);
     let mut storage = vec![vec![0u8; 2048]; 32];
     let mut meta = vec![RecvMeta::default(); 32];
@@ -205,7 +212,7 @@ fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64
 /// side and `FecLayer::receive` of every wire datagram (repairs included) on the other, no loss;
 /// single-path framing, or multipath framing (per-path blocks, two paths in turn). Median of 3.
 fn fec_layer_ns(scheme: Scheme, multipath: bool) -> f64 {
-    use crate::layer::{Blocks, FecLayer, LayerConfig, Multipath, PathKey, RepairPath, ECN_ECT0};
+    use crate::layer::{FecLayer, PathKey, ECN_ECT0};
     use std::hint::black_box;
 
     let cfg = LayerConfig {
@@ -387,7 +394,7 @@ fn print_table(v: &Value) {
     }
     println!(
         "\nadapter send + receive over 127.0.0.1, us per datagram (system calls included): \
-         quinn (FecSocket), noq (MpSocket, multipath framing), ratio (goal <= 1.2)"
+         quinn, noq (multipath framing), ratio (goal <= 1.2)"
     );
     let num = |x: &Value| x.as_f64().map_or("-".into(), |x| format!("{x:.2}"));
     for c in v["codes"].as_array().into_iter().flatten() {

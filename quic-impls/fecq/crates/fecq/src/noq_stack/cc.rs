@@ -1,6 +1,6 @@
-//! Congestion control under noq: noq's controllers (one per path), with the window scaled for
-//! FEC repair traffic exactly as crate::cc does under quinn (see there for why: the wire carries
-//! (1 + r) times what the stack accounts for), `--repair-cc` and `--cc none` included. Only the trait glue differs between the stacks.
+//! noq's congestion controller glue: its controllers (one per path) wrapped so that the window
+//! they report is fecq's (crate::cc::Scaled: scaled for repair traffic exactly as under quinn,
+//! bounded, unlimited and unpaced with `--cc none`). Only the trait differs between the stacks.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -11,14 +11,7 @@ use noq::congestion::{
 };
 use noq_proto::RttEstimator;
 
-use crate::cc::{config_with_initial, CcAlgo, WindowLimits};
-
-pub struct ScaledFactory {
-    pub algo: CcAlgo,
-    /// Fraction of the window left to QUIC packets: 1 / (1 + repair ratio).
-    pub scale: f64,
-    pub limits: WindowLimits,
-}
+use crate::cc::{config_with_initial, CcAlgo, Scaled, ScaledFactory};
 
 impl ControllerFactory for ScaledFactory {
     fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Controller> {
@@ -34,9 +27,7 @@ impl ControllerFactory for ScaledFactory {
         };
         Box::new(ScaledWindow {
             inner,
-            scale: self.scale,
-            limits: self.limits,
-            unlimited: self.algo == CcAlgo::None,
+            scaled: Scaled::new(&self),
         })
     }
 }
@@ -44,20 +35,7 @@ impl ControllerFactory for ScaledFactory {
 #[derive(Debug)]
 pub struct ScaledWindow {
     inner: Box<dyn Controller>,
-    scale: f64,
-    limits: WindowLimits,
-    /// `--cc none`: an unlimited, unpaced window (crate::cc).
-    unlimited: bool,
-}
-
-impl ScaledWindow {
-    fn scaled(&self, w: u64) -> u64 {
-        if self.unlimited {
-            return crate::cc::UNLIMITED_WINDOW;
-        }
-        // Never below two full-size packets, or the path could stall.
-        ((self.limits.cap(w) as f64 * self.scale) as u64).max(2 * 1200)
-    }
+    scaled: Scaled,
 }
 
 impl Controller for ScaledWindow {
@@ -122,12 +100,12 @@ impl Controller for ScaledWindow {
         self.inner.on_ack_frequency_update(threshold, max_ack_delay)
     }
     fn window(&self) -> u64 {
-        self.scaled(self.inner.window())
+        self.scaled.window(self.inner.window())
     }
     fn metrics(&self) -> ControllerMetrics {
         let mut m = self.inner.metrics();
         m.congestion_window = self.window();
-        if self.unlimited {
+        if self.scaled.unlimited() {
             // noq paces at a controller's explicit rate before looking at the window.
             m.pacing_rate = None;
         }
@@ -136,13 +114,11 @@ impl Controller for ScaledWindow {
     fn clone_box(&self) -> Box<dyn Controller> {
         Box::new(ScaledWindow {
             inner: self.inner.clone_box(),
-            scale: self.scale,
-            limits: self.limits,
-            unlimited: self.unlimited,
+            scaled: self.scaled,
         })
     }
     fn initial_window(&self) -> u64 {
-        self.scaled(self.inner.initial_window())
+        self.scaled.window(self.inner.initial_window())
     }
     fn into_any(self: Box<Self>) -> Box<dyn Any> {
         self

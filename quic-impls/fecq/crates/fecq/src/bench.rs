@@ -7,7 +7,8 @@
 //! - fecq's own FEC layer (`FecLayer` send + receive, IO-free: framing, path and group lookup,
 //!   routing, counters around fec-core), single-path and multipath framing;
 //! - the adapters' send + receive path per datagram over 127.0.0.1: quinn's and noq's (multipath
-//!   framing) over the shared socket, measured alternately, and their ratio;
+//!   framing) over the shared socket, measured alternately, and their ratio, in wall time and in
+//!   the measuring thread's CPU time (not stretched by other processes on a shared machine);
 //! - loopback 1 MB download time with each code vs without, at 0 % and 5 % loss.
 
 use std::time::Instant;
@@ -64,7 +65,7 @@ fn bench_socket<G: SocketGlue>(
 /// Microseconds per QUIC datagram through the real adapter: quinn's `AsyncUdpSocket::try_send`
 /// on one socket and `poll_recv` on another over 127.0.0.1 (system calls included). The
 /// difference to `none` is what the FEC layer adds per datagram inside the adapter.
-async fn socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
+async fn socket_path_us(scheme: Scheme, n: usize) -> Result<(f64, f64), String> {
     use quinn::udp::{EcnCodepoint, RecvMeta, Transmit};
     use quinn::AsyncUdpSocket;
     use std::io::IoSliceMut;
@@ -76,7 +77,7 @@ async fn socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
     let input = datagrams(256);
     let mut storage = vec![vec![0u8; 2048]; 32];
     let mut meta = vec![RecvMeta::default(); 32];
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), thread_cpu());
     let mut received = 0usize;
     for batch in 0..n / 128 {
         for i in 0..128 {
@@ -115,12 +116,13 @@ async fn socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
             received += got;
         }
     }
-    Ok(t.elapsed().as_secs_f64() * 1e6 / received.max(1) as f64)
+    let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / received.max(1) as f64;
+    Ok((per(t.elapsed()), per(thread_cpu() - cpu)))
 }
 
 /// The same through the noq adapter (multipath framing, one path): noq's
 /// `UdpSender::poll_send` on one socket, `AsyncUdpSocket::poll_recv` on the other.
-async fn noq_socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
+async fn noq_socket_path_us(scheme: Scheme, n: usize) -> Result<(f64, f64), String> {
     use noq::udp::{EcnCodepoint, RecvMeta, Transmit};
     use noq::AsyncUdpSocket;
     use std::io::IoSliceMut;
@@ -135,7 +137,7 @@ async fn noq_socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
     let input = datagrams(256);
     let mut storage = vec![vec![0u8; 2048]; 32];
     let mut meta = vec![RecvMeta::default(); 32];
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), thread_cpu());
     let mut received = 0usize;
     for batch in 0..n / 128 {
         for i in 0..128 {
@@ -164,7 +166,8 @@ async fn noq_socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
             received += got;
         }
     }
-    Ok(t.elapsed().as_secs_f64() * 1e6 / received.max(1) as f64)
+    let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / received.max(1) as f64;
+    Ok((per(t.elapsed()), per(thread_cpu() - cpu)))
 }
 
 fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64), String> {
@@ -208,9 +211,10 @@ fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64
     Ok((m.dct_ms.unwrap_or(f64::NAN), m.recovered))
 }
 
-/// Nanoseconds per QUIC datagram through fecq's own FEC layer, IO-free: `FecLayer::send` on one
-/// side and `FecLayer::receive` of every wire datagram (repairs included) on the other, no loss;
-/// single-path framing, or multipath framing (per-path blocks, two paths in turn). Median of 3.
+/// Nanoseconds of CPU time per QUIC datagram through fecq's own FEC layer, IO-free:
+/// `FecLayer::send` on one side and `FecLayer::receive` of every wire datagram (repairs included)
+/// on the other, no loss; single-path framing, or multipath framing (per-path blocks, two paths in
+/// turn). Median of 3.
 fn fec_layer_ns(scheme: Scheme, multipath: bool) -> f64 {
     use crate::layer::{FecLayer, PathKey, ECN_ECT0};
     use std::hint::black_box;
@@ -239,7 +243,7 @@ fn fec_layer_ns(scheme: Scheme, multipath: bool) -> f64 {
         let (mut tx, mut rx) = (FecLayer::new(cfg.clone()), FecLayer::new(cfg.clone()));
         let (mut wire, mut got) = (Vec::new(), Vec::new());
         let now = Instant::now();
-        let t = Instant::now();
+        let cpu = thread_cpu();
         for i in 0..n {
             let local = locals[i % locals.len()];
             let (to, from) = if multipath {
@@ -261,14 +265,14 @@ fn fec_layer_ns(scheme: Scheme, multipath: bool) -> f64 {
                 black_box(&got);
             }
         }
-        runs.push(t.elapsed().as_secs_f64() * 1e9 / n as f64);
+        runs.push((thread_cpu() - cpu).as_secs_f64() * 1e9 / n as f64);
     }
     median(runs)
 }
 
 /// Median of 3 (after a warm-up) of the quinn adapter's and the noq adapter's per-datagram cost,
 /// measured alternately so that both see the same machine load.
-fn socket_path(scheme: Scheme) -> Result<(f64, f64), String> {
+fn socket_path(scheme: Scheme) -> Result<[f64; 4], String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -281,8 +285,22 @@ fn socket_path(scheme: Scheme) -> Result<(f64, f64), String> {
             quinn.push(socket_path_us(scheme, 12_800).await?);
             noq.push(noq_socket_path_us(scheme, 12_800).await?);
         }
-        Ok((median(quinn), median(noq)))
+        let wall = |v: &[(f64, f64)]| median(v.iter().map(|x| x.0).collect());
+        let cpu = |v: &[(f64, f64)]| median(v.iter().map(|x| x.1).collect());
+        Ok([wall(&quinn), wall(&noq), cpu(&quinn), cpu(&noq)])
     })
+}
+
+/// CPU time this thread has used (user + system, system calls included): unlike wall time, not
+/// stretched when other processes take the CPU, so figures stay comparable on a shared machine.
+fn thread_cpu() -> std::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -300,7 +318,7 @@ pub fn run() -> Result<Value, String> {
     let clean = fec_core::bench::run(&schemes, 20_000, 0, 3);
     let mut codes = Vec::new();
     for ((scheme, f), c) in schemes.iter().zip(&lossy).zip(&clean) {
-        let (quinn_us, noq_us) = socket_path(*scheme)?;
+        let [quinn_us, noq_us, quinn_cpu_us, noq_cpu_us] = socket_path(*scheme)?;
         let (layer_ns, layer_mp_ns) = (fec_layer_ns(*scheme, false), fec_layer_ns(*scheme, true));
         codes.push(json!({
             "scheme": f.scheme,
@@ -319,6 +337,9 @@ pub fn run() -> Result<Value, String> {
             "socket_path_us_per_datagram": quinn_us,
             "noq_socket_path_us_per_datagram": noq_us,
             "noq_over_quinn_adapter": noq_us / quinn_us,
+            "socket_path_cpu_us_per_datagram": quinn_cpu_us,
+            "noq_socket_path_cpu_us_per_datagram": noq_cpu_us,
+            "noq_over_quinn_adapter_cpu": noq_cpu_us / quinn_cpu_us,
             "fecq_layer_ns_per_datagram": layer_ns,
             "fecq_layer_multipath_ns_per_datagram": layer_mp_ns,
         }));
@@ -406,8 +427,18 @@ fn print_table(v: &Value) {
             num(&c["noq_over_quinn_adapter"]),
         );
     }
+    println!("the same in CPU time of the measuring thread (us; ratio)");
+    for c in v["codes"].as_array().into_iter().flatten() {
+        println!(
+            "{:<12} {:>8} {:>8} {:>6}",
+            c["scheme"].as_str().unwrap_or(""),
+            num(&c["socket_path_cpu_us_per_datagram"]),
+            num(&c["noq_socket_path_cpu_us_per_datagram"]),
+            num(&c["noq_over_quinn_adapter_cpu"]),
+        );
+    }
     println!(
-        "\nfecq's FEC layer (FecLayer send + receive, IO-free, no loss), ns per datagram: \
+        "\nfecq's FEC layer (FecLayer send + receive, IO-free, no loss), ns of CPU per datagram: \
          single-path framing, multipath framing"
     );
     for c in v["codes"].as_array().into_iter().flatten() {

@@ -5,6 +5,9 @@
 //! A group is one peer connection: single-path, one remote address; multipath, one remote UDP
 //! port (fecq opens one socket per endpoint, so every path of a connection has the same peer
 //! port, and a peer with a different port is another connection).
+//!
+//! The lookups the engine makes for every datagram are `#[inline]`: this module is another
+//! codegen unit than the engine's, where a plain call would not be inlined.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -68,6 +71,7 @@ impl Group {
     }
 
     /// Flow `f`, created (with those before it) on first use; `path`: the path that starts it.
+    #[inline]
     pub fn flow(&mut self, f: usize, cfg: &LayerConfig, path: usize) -> &mut Flow {
         while self.flows.len() <= f {
             self.flows.push(Flow {
@@ -81,6 +85,7 @@ impl Group {
         &mut self.flows[f]
     }
 
+    #[inline]
     fn path_mut(&mut self, key: PathKey) -> Option<&mut PathState> {
         self.paths.iter_mut().find(|p| p.key == key)
     }
@@ -101,6 +106,7 @@ impl Groups {
         }
     }
 
+    #[inline]
     fn key(&self, remote: SocketAddr) -> SocketAddr {
         if self.by_port {
             SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), remote.port())
@@ -112,6 +118,7 @@ impl Groups {
     /// The group of `path` (created, evicting the least recently active one when the table is
     /// full) and the path's index in it (added on first use); None: the group already has
     /// MAX_PATHS paths.
+    #[inline]
     pub fn locate(&mut self, path: PathKey, now: Instant) -> Option<(&mut Group, usize)> {
         let key = self.key(path.remote);
         if !self.map.contains_key(&key) && self.map.len() >= MAX_GROUPS {
@@ -144,6 +151,7 @@ impl Groups {
     }
 
     /// The group of `remote`'s connection, if it is known.
+    #[inline]
     pub fn get(&self, remote: SocketAddr) -> Option<&Group> {
         self.map.get(&self.key(remote))
     }
@@ -166,6 +174,7 @@ impl Groups {
     }
 
     /// The state of a path already seen (None: never seen, or its group was evicted).
+    #[inline]
     pub fn path_mut(&mut self, path: PathKey) -> Option<&mut PathState> {
         let key = self.key(path.remote);
         self.map.get_mut(&key)?.path_mut(path)

@@ -8,6 +8,8 @@ use super::group::Group;
 
 /// Put the encoder's output on paths: `produced[0]` is the source datagram (on the flow's last
 /// path), the rest are repairs (on the path `RepairPath` says). `flow_id`: the envelope byte.
+/// Inline: called for every datagram, from the engine in another module (codegen unit).
+#[inline]
 pub(super) fn route(
     group: &mut Group,
     multipath: Option<Multipath>,

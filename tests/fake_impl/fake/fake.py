@@ -4,12 +4,13 @@
 server --listen ADDR:PORT [--behave ok|die]      prints "listening ADDR:PORT", waits for SIGTERM
 client --server ADDR:PORT --size N --out PATH
        --timeout S --level N
-       --behave ok|slow|fill|fail|failreport|hang|giveup|unsupported|garbage|nometrics|badtype
+       --behave ok|slow|fill|fail|failreport|hang|giveup|unsupported|garbage|nometrics|badtype|fresh
 check [--timeout S] [--behave …] [--level N]       exit 2 naming a level above 9, else 0
 """
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -51,6 +52,15 @@ def client(args: argparse.Namespace) -> int:
         return 0
     if args.behave == "nometrics":
         return 0
+    if args.behave == "fresh":  # the contract's run folder: its working directory, with no earlier run's files
+        if os.path.dirname(os.path.abspath(args.out)) != os.getcwd():
+            print(f"fake client: working directory {os.getcwd()} is not the run folder", file=sys.stderr)
+            return 1
+        if os.path.exists("session.ticket"):
+            print("fake client: found an earlier run's session ticket", file=sys.stderr)
+            return 1
+        with open("session.ticket", "w") as ticket:
+            ticket.write("resume me")
     if args.behave == "slow":
         time.sleep(0.5)
     if args.behave == "fill":  # fill the disk holding the metrics file, then carry on

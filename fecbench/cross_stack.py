@@ -9,12 +9,14 @@ the same points and loss seeds (common random numbers), and only then are the st
 - ``stack_points(runs)``: per twin pair, design point and size, the ratio of median DCTs FEC ÷ no FEC
   with its bootstrap interval (``fecbench.ratios.point_ratios``: timeouts censored);
 - ``side_by_side(runs)``: one row per point, size and pair of FEC labels of two implementations: each
-  stack's ratio and interval, each stack's effect (``faster``: interval below 1; ``slower``: above 1;
-  ``no clear effect``: the interval holds 1; ``undetermined``: no interval), whether the stacks
-  ``agree`` (the same effect), ``disagree`` (one faster, the other slower) or ``differ in strength``
-  (a clear effect on one stack only), and the ratio of the two ratios (stack A's ÷ stack B's) with a
-  bootstrap interval over the seeds where all four runs finished (the four resampled together):
-  an interval holding 1 means the data cannot tell the two effects' sizes apart.
+  stack's ratio and interval; the ratio of the two ratios (stack A's ÷ stack B's) with a bootstrap
+  interval over the seeds where all four runs finished (the four resampled together); each stack's
+  effect, from its interval and a tolerance (default 2 %): ``faster`` (interval below 1 − tol),
+  ``slower`` (above 1 + tol), ``negligible`` (inside 1 ± tol), ``no clear effect`` (none of these:
+  holds 1, or straddles a bound), ``undetermined`` (no interval); and the verdict ``stacks``:
+  ``agree`` (the same effect), ``disagree`` (one faster, the other slower), ``differ`` (other
+  different effects, and the A ÷ B interval excludes 1: the effects' sizes measurably differ) or
+  ``consistent`` (different effects, but the A ÷ B interval holds 1: the data cannot tell them apart).
 - ``section(...)``: the report's table (``fecbench report``).
 """
 
@@ -73,19 +75,35 @@ def stack_points(runs: pd.DataFrame, *, seed: int = 0, level: float = 0.95) -> p
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def effect(low: float, high: float) -> str:
-    """What a ratio's interval says about FEC: ``faster``, ``slower``, ``no clear effect``, ``undetermined``."""
+#: Ratios within 1 ± TOLERANCE count as no effect (a 0.1 % difference is measurable on identical
+#: loss patterns, and meaningless).
+TOLERANCE = 0.02
+
+
+def effect(low: float, high: float, tolerance: float = TOLERANCE) -> str:
+    """What a ratio's interval says about FEC: ``faster``, ``slower``, ``negligible``, ``no clear
+    effect`` or ``undetermined`` (see above)."""
     if math.isnan(low) or math.isnan(high):
         return "undetermined"
-    return "faster" if high < 1 else "slower" if low > 1 else "no clear effect"
+    if high < 1 - tolerance:
+        return "faster"
+    if low > 1 + tolerance:
+        return "slower"
+    return "negligible" if low >= 1 - tolerance and high <= 1 + tolerance else "no clear effect"
 
 
-def agreement(a: str, b: str) -> str:
+def agreement(a: str, b: str, between: tuple[float, float] = (math.nan, math.nan)) -> str:
+    """The stacks' verdict from their effects and the interval of A ÷ B (see above)."""
     if "undetermined" in (a, b):
         return "undetermined"
     if a == b:
         return "agree"
-    return "disagree" if {a, b} == {"faster", "slower"} else "differ in strength"
+    if {a, b} == {"faster", "slower"}:
+        return "disagree"
+    low, high = between
+    if math.isnan(low) or math.isnan(high):
+        return "undetermined"
+    return "consistent" if low <= 1 <= high else "differ"
 
 
 def _finished(runs: pd.DataFrame, label: str, base: str) -> pd.DataFrame:
@@ -97,7 +115,8 @@ def _finished(runs: pd.DataFrame, label: str, base: str) -> pd.DataFrame:
                                                                     "baseline_value": f"{label}:none"})
 
 
-def side_by_side(runs: pd.DataFrame, *, seed: int = 0, level: float = 0.95, n_boot: int = 2000) -> pd.DataFrame:
+def side_by_side(runs: pd.DataFrame, *, seed: int = 0, level: float = 0.95, n_boot: int = 2000,
+                 tolerance: float = TOLERANCE) -> pd.DataFrame:
     """One row per design point, size and pair of FEC labels of two implementations (see above)."""
     points = stack_points(runs, seed=seed, level=level)
     if points.empty:
@@ -121,7 +140,8 @@ def side_by_side(runs: pd.DataFrame, *, seed: int = 0, level: float = 0.95, n_bo
             ci = stats.bootstrap_ratio_of_ratios(*quad, n_boot=n_boot, level=level,
                                                  seed=stats.group_seed(seed, [row.design_hash, row.point, row.size,
                                                                               a, b]))
-            effect_a, effect_b = effect(row.ci_low_a, row.ci_high_a), effect(row.ci_low_b, row.ci_high_b)
+            effect_a = effect(row.ci_low_a, row.ci_high_a, tolerance)
+            effect_b = effect(row.ci_low_b, row.ci_high_b, tolerance)
             rows.append({
                 "design_hash": row.design_hash, "workload": row.workload, "point": row.point, "size": row.size,
                 "label_a": a, "twin_a": found[a], "seeds_a": row.seeds_a, "ratio_a": row.ratio_a,
@@ -130,14 +150,14 @@ def side_by_side(runs: pd.DataFrame, *, seed: int = 0, level: float = 0.95, n_bo
                 "label_b": b, "twin_b": found[b], "seeds_b": row.seeds_b, "ratio_b": row.ratio_b,
                 "ratio_b_low": row.ratio_low_b, "ratio_b_high": row.ratio_high_b,
                 "ci_b_low": row.ci_low_b, "ci_b_high": row.ci_high_b, "effect_b": effect_b,
-                "stacks": agreement(effect_a, effect_b), "seeds_all_finished": len(seeds),
+                "stacks": agreement(effect_a, effect_b, ci), "seeds_all_finished": len(seeds),
                 "a_over_b": between, "a_over_b_low": ci[0], "a_over_b_high": ci[1]})
     out = pd.DataFrame(rows)
     factors = [f for f in runs.attrs.get("factors", []) if f in runs]
     if len(out) and factors:  # the point's factor values, to read the table without the design
         out = out.merge(runs[["design_hash", "point", *factors]].drop_duplicates(["design_hash", "point"]),
                         on=["design_hash", "point"], how="left")
-    out.attrs.update(level=level, n_boot=n_boot, seed=seed, factors=factors)
+    out.attrs.update(level=level, n_boot=n_boot, seed=seed, factors=factors, tolerance=tolerance)
     return out
 
 
@@ -151,8 +171,11 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
 
     if frame.empty:
         return frame
+    factors = frame.attrs.get("factors", [])
     return pd.DataFrame({
-        "point": frame["point"], "size": frame["size"].map(format_size),
+        "point": [f"{p} ({', '.join(f'{f} {row[f]:g}' for f in factors)})" if factors else str(p)
+                  for p, (_, row) in zip(frame["point"], frame.iterrows(), strict=True)],
+        "size": frame["size"].map(format_size),
         "A: FEC ÷ no FEC": [f"{a} ÷ {t}" for a, t in zip(frame["label_a"], frame["twin_a"], strict=True)],
         "A: ratio [interval]": [f"{stats.describe((lo, hi))} {_interval(cl, ch)}" for lo, hi, cl, ch in
                                 zip(frame["ratio_a_low"], frame["ratio_a_high"], frame["ci_a_low"],
@@ -171,11 +194,12 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
 
 NOTE = ("Each stack's FEC label against its own no-FEC twin (same implementation, fec = none, the most "
         "arguments in common) on the same points and loss seeds: ratio of median DCTs FEC ÷ no FEC with its "
-        "{level:.0%} bootstrap interval (timeouts censored, as the headline); effect: faster / slower when the "
-        "interval lies below / above 1, no clear effect when it holds 1; stacks: agree (same effect), disagree "
-        "(opposite), differ in strength (a clear effect on one stack only). A ÷ B: stack A's ratio over stack "
-        "B's, interval from a bootstrap over the seeds where all four runs finished (1 inside: the effects' "
-        "sizes cannot be told apart).")
+        "{level:.0%} bootstrap interval (timeouts censored, as the headline). A ÷ B: stack A's ratio over stack "
+        "B's, interval from a bootstrap over the seeds where all four runs finished. Effect: faster / slower "
+        "when the interval lies below {low:g} / above {high:g}, negligible inside [{low:g}, {high:g}], no "
+        "clear effect otherwise. Stacks: agree (same effect), disagree (one faster, one slower), differ "
+        "(different effects and A ÷ B excludes 1), consistent (different effects but A ÷ B holds 1: the data "
+        "cannot tell them apart).")
 
 
 def section(tables: dict[str, pd.DataFrame], notes: dict[str, str], runs: pd.DataFrame, *, seed: int = 0) -> None:
@@ -186,4 +210,5 @@ def section(tables: dict[str, pd.DataFrame], notes: dict[str, str], runs: pd.Dat
         return
     name = "cross-stack: FEC ÷ no FEC per stack, per point"
     tables[name] = table(frame)
-    notes[name] = NOTE.format(level=frame.attrs["level"])
+    tolerance = frame.attrs["tolerance"]
+    notes[name] = NOTE.format(level=frame.attrs["level"], low=1 - tolerance, high=1 + tolerance)

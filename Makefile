@@ -10,13 +10,16 @@ PY        := $(VENV)/bin/python
 FECBENCH  := $(VENV)/bin/fecbench
 STAMPS    := .build
 APT_PKGS  := mininet clang llvm libbpf-dev bpftool iproute2 iputils-ping ethtool iperf3 build-essential \
-             pkg-config sqlite3 libelf-dev zlib1g-dev python3-venv python3-dev git cmake openssl patch
+             pkg-config sqlite3 libelf-dev zlib1g-dev python3-venv python3-dev git cmake openssl patch libevent-dev
 FECQ_DIR  := quic-impls/fecq
 TQUIC_DIR := quic-impls/tquic
 TQUIC_VERSION := 1.6.0
+XQUIC_DIR := quic-impls/xquic
+# A local copy of XQUIC's pinned archive (quic-impls/xquic/README.md) for offline builds; relative to the checkout.
+XQUIC_ARCHIVE ?=
 PYTEST_ARGS ?=
 
-.PHONY: demo test bootstrap apt venv native dropper delayline schedlat noq-proto fecq tquic lint clean-build constraints \
+.PHONY: demo test bootstrap apt venv native dropper delayline schedlat noq-proto fecq tquic xquic lint clean-build constraints \
         test-kernels test-kernels-quick
 
 demo: bootstrap
@@ -24,7 +27,8 @@ demo: bootstrap
 	$(FECBENCH) run designs/smoke.toml
 	$(FECBENCH) report results/smoke.sqlite
 
-test: bootstrap
+# XQUIC is not part of bootstrap (nor of demo), but its tests run here: built first (skipped when built).
+test: bootstrap xquic
 	$(MAKE) -C dropper test
 	$(MAKE) -C delayline test
 	$(MAKE) -C schedlat test
@@ -104,6 +108,12 @@ tquic:
 	  cargo install --locked --force tquic_tools --version $(TQUIC_VERSION) --root $(TQUIC_DIR)/build; \
 	fi
 
+# XQUIC's test programs with FEC (quic-impls/xquic/impl.toml): the pinned commit + fecbench.patch, BoringSSL
+# from the tquic crate's bundled source (hence tquic first), libevent; ~3 min cold on 2 cores; skipped when
+# built from the same inputs. Offline: XQUIC_ARCHIVE=path/to/xquic-<commit>.tar.gz.
+xquic: apt tquic
+	XQUIC_ARCHIVE="$(XQUIC_ARCHIVE)" $(XQUIC_DIR)/build.sh
+
 # Conventions (ARCHITECTURE.md): ruff for Python; cargo fmt and clippy -D warnings for Rust (C builds with -Werror).
 lint: venv noq-proto
 	$(VENV)/bin/ruff check fecbench tests
@@ -111,4 +121,4 @@ lint: venv noq-proto
 	cargo clippy --release --locked --manifest-path $(FECQ_DIR)/Cargo.toml --all-targets -- -D warnings
 
 clean-build:
-	rm -rf $(STAMPS) dropper/build delayline/build schedlat/build $(FECQ_DIR)/build
+	rm -rf $(STAMPS) dropper/build delayline/build schedlat/build $(FECQ_DIR)/build $(XQUIC_DIR)/build

@@ -35,6 +35,10 @@ ARTEFACTS = {
     "fecq": "quic-impls/fecq/target/release/fecq",
     "tquic": "quic-impls/tquic/build/bin/tquic_client",
 }
+# Built on demand, not by bootstrap (`make test` builds them for their tests).
+OPTIONAL_ARTEFACTS = {
+    "xquic": ("quic-impls/xquic/build/bin/test_client", "make xquic"),
+}
 
 
 @dataclass
@@ -304,6 +308,10 @@ def check_artefacts() -> list[Check]:
         present = path.is_dir() and any(path.iterdir()) if rel.endswith("build") else path.is_file()
         checks.append(Check(f"built: {name}", "ok" if present else "missing", rel if present else f"{rel} not built",
                             "" if present else "make bootstrap"))
+    for name, (rel, fix) in OPTIONAL_ARTEFACTS.items():
+        present = (ROOT / rel).is_file()
+        checks.append(Check(f"built: {name}", "ok" if present else "optional", rel if present else f"{rel} not built",
+                            "" if present else fix, required=False))
     return checks
 
 

@@ -142,3 +142,52 @@ def test_tquic_descriptor_renders_multipath_arguments() -> None:
     assert single[single.index("--local-addresses") + 1] == "10.0.1.1"
     with pytest.raises(SpecError, match="unknown value 'fastest'"):
         d.validate_args({"scheduler": "fastest"}, "design.toml", "impl")
+
+
+def test_files_extend_the_patterns_text(tmp_path: Path) -> None:
+    """`[metrics] files`: templates of files in the run folder whose text the patterns read after the
+    client's output (here the server's output kept by the runner); a missing file adds nothing."""
+    d = descriptor(tmp_path, metrics=textwrap.dedent("""
+        source = "regex"
+        files = ["{run_dir}/server.out", "{run_dir}/nowhere.log"]
+        patterns = ['^client: (?P<dct_ms>[0-9]+)', '^server: sent (?P<packets_sent>[0-9]+)']
+        required = ["dct_ms", "packets_sent"]
+        """))
+    assert d.metric_files == ["{run_dir}/server.out", "{run_dir}/nowhere.log"]
+    (tmp_path / "server.out").write_text("server: sent 321\n")
+    run = SimpleNamespace(size=None, workload="download")
+    values = {"run_dir": str(tmp_path), "size": ""}
+    assert collect_metrics(d, run, values, _client(tmp_path, "client: 42\n", 50.0)) == {"dct_ms": 42,
+                                                                                      "packets_sent": 321}
+    (tmp_path / "server.out").unlink()
+    with pytest.raises(MetricsError, match="missing required metric.*packets_sent"):
+        collect_metrics(d, run, values, _client(tmp_path, "client: 42\n", 50.0))
+    with pytest.raises(MetricsError, match="matched the client's output or server.out or nowhere.log"):
+        collect_metrics(d, run, values, _client(tmp_path, "nothing\n", 50.0))
+
+
+@pytest.mark.parametrize("metrics, match", [
+    ("source = \"measured\"\nfiles = [\"{run_dir}/server.out\"]", "only the regex source reads files"),
+    ("source = \"regex\"\npatterns = ['t (?P<dct_ms>[0-9]+)']\nfiles = [3]", "must be a file template"),
+    ("source = \"regex\"\npatterns = ['t (?P<dct_ms>[0-9]+)']\nfiles = [\"{log}\"]", r"unknown placeholder \{log\}"),
+])
+def test_bad_files_rejected(tmp_path: Path, metrics: str, match: str) -> None:
+    with pytest.raises(SpecError, match=match) as err:
+        descriptor(tmp_path, metrics=metrics)
+    assert "metrics.files" in str(err.value)
+
+
+def test_error_group_fails_the_run_with_its_text(tmp_path: Path) -> None:
+    """A client that exits 0 whatever happened: its own account of a failure (group `error`, kept as
+    text) fails the run, even when other metrics matched; without it the run is ok."""
+    d = descriptor(tmp_path, metrics=textwrap.dedent("""
+        source = "regex"
+        patterns = ['^ERROR: (?P<error>.*)$', '^took (?P<dct_ms>[0-9]+) ms']
+        """))
+    run = SimpleNamespace(size=None, workload="download")
+    values = {"run_dir": str(tmp_path), "size": ""}
+    failed = _client(tmp_path, "took 12 ms\nERROR: handshake timed out \n", 50.0)
+    with pytest.raises(MetricsError, match=r"^the implementation reported an error: handshake timed out$"):
+        collect_metrics(d, run, values, failed)
+    assert collect_metrics(d, run, values, _client(tmp_path, "took 12 ms\n", 50.0)) == {"dct_ms": 12}
+    assert from_patterns([r"^ERROR: (?P<error>.*)$"], "ERROR: 3.5\n") == {"error": "3.5"}  # text, not a number

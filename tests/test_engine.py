@@ -17,7 +17,7 @@ from rich.console import Console
 from fecbench import cleanup
 from fecbench.runners.engine import BREAKER_RUNS, MAX_HARNESS_ERRORS, Engine, RunQueue, parse_retry
 from fecbench.runners.prepare import prepare
-from fecbench.runners.serial import SerialExecutor
+from fecbench.runners.serial import SerialExecutor, log_root_for
 from fecbench.status import Status
 from tests.helpers.campaign import fake_design, fecbench, rows
 from tests.helpers.fake_testbed import FakeTestbed
@@ -81,6 +81,18 @@ def test_statuses_summary_and_order(tmp_path: Path) -> None:
     # Each run re-seeded every dropper stream with its own loss seed, after configuring its point.
     seeds = [seed for _link, _direction, _model, seed, _stream in testbed.losses if seed]
     assert seeds == [run.loss_seed for run in camp.prepared.runs for _ in range(2)]
+
+
+def test_each_run_starts_in_its_own_empty_folder(tmp_path: Path) -> None:
+    """The contract's run folder: the client's working directory (where implementations keep session
+    tickets, keys, tokens), emptied before the run, so what an earlier attempt left never carries over."""
+    camp = Campaign(tmp_path, {"fresh": {"behave": "fresh"}}, points=1)
+    (run,) = camp.prepared.runs
+    stale = log_root_for(camp.db) / run.key[:16]
+    stale.mkdir(parents=True)
+    (stale / "session.ticket").write_text("from an earlier attempt")
+    camp.run()
+    assert camp.runs()[run.key]["status"] == "ok", camp.runs()[run.key]["error"]
 
 
 def test_resume_runs_each_run_exactly_once_and_retry_only_what_is_named(tmp_path: Path) -> None:

@@ -123,6 +123,21 @@ def test_doctor_probes_this_kernel() -> None:
     assert proc.returncode == (0 if report["ok"] else 1)
 
 
+def test_doctor_shows_xquic_built_or_how_to_build_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """XQUIC is not part of bootstrap: doctor shows whether it is built, and its absence (with the
+    command that builds it) never fails doctor."""
+    from fecbench import doctor
+
+    monkeypatch.setattr(doctor, "ROOT", tmp_path)
+    checks = {c.name: c for c in doctor.check_artefacts()}
+    assert checks["built: xquic"].status == "optional" and checks["built: xquic"].fix == "make xquic"
+    assert checks["built: xquic"].required is False and checks["built: fecq"].status == "missing"
+    client = tmp_path / "quic-impls" / "xquic" / "build" / "bin" / "test_client"
+    client.parent.mkdir(parents=True)
+    client.write_text("")
+    assert {c.name: c for c in doctor.check_artefacts()}["built: xquic"].status == "ok"
+
+
 # --- cleanup of a killed process's resources ------------------------------------------------------
 
 @pytest.mark.require_root

@@ -385,7 +385,9 @@ def test_shipped_designs_validate() -> None:
                 "thesis2018-multipath-downloads": 130 * 3 * 6 * 3,
                 "thesis2018-multipath": 130 * 2 * 6, "thesis2018-multipath-hetero": 130 * 2 * 3,
                 "thesis2018-multipath-cut": 12 * 1 * 6, "flows-smoke": 2 * 1 * 1 * 1,
-                "networking2019-fairness": 3 * 10 * 1 * 1}
+                "networking2019-fairness": 3 * 10 * 1 * 1,
+                "xquic-smoke": 2 * 1 * 4 * 1, "xquic-multipath-smoke": 2 * 1 * 3 * 1,
+                "cross-stack": 3 * 20 * 4 * 3, "cross-stack-multipath": 4 * 10 * 5 * 2}
     for name, count in expected.items():
         prepared = prepare(ROOT / "designs" / f"{name}.toml")
         assert len(prepared.runs) == count, name

@@ -24,6 +24,9 @@ the censored runs would have measured.
   its rank; resamples where both medians are censored (ratio undefined) are left out. Seeded with
   ``numpy.random.default_rng``: the same inputs and seed give the same interval. No interval for
   fewer than 3 pairs.
+- ``bootstrap_ratio_of_ratios``: the same for two ratios of medians compared on the same seeds (e.g.
+  two stacks' FEC ÷ no FEC, ``fecbench.analysis.cross_stack``), the four values of a seed resampled together;
+  finished values only.
 """
 
 from __future__ import annotations
@@ -162,3 +165,26 @@ def jain_index(values: ArrayLike) -> float:
     data = np.asarray(values, dtype=float)
     total = float(np.sum(data ** 2))
     return float(np.sum(data) ** 2 / (data.size * total)) if data.size and total > 0 else math.nan
+
+
+def bootstrap_ratio_of_ratios(a_num: ArrayLike, a_den: ArrayLike, b_num: ArrayLike, b_den: ArrayLike, *,
+                              n_boot: int = 2000, level: float = 0.95, seed: int = 0,
+                              min_pairs: int = 3) -> Bounds:
+    """Percentile bootstrap interval of ``(median(a_num) / median(a_den)) / (median(b_num) / median(b_den))``:
+    two ratios of medians (e.g. two stacks' FEC ÷ no FEC) compared on the same seeds, the four values of
+    a seed resampled together. Finished values only (no censoring); NaN bounds with fewer than
+    ``min_pairs`` seeds."""
+    values = [np.asarray(v, dtype=float) for v in (a_num, a_den, b_num, b_den)]
+    n = values[0].size
+    if n < max(min_pairs, 1) or any(v.size != n for v in values):
+        return NAN_BOUNDS
+    picks = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+    an, ad, bn, bd = (np.median(v[picks], axis=1) for v in values)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stat = (an / ad) / (bn / bd)
+    stat = stat[np.isfinite(stat)]
+    if stat.size < level * n_boot:
+        return NAN_BOUNDS
+    alpha = (1.0 - level) / 2
+    low, high = np.quantile(stat, [alpha, 1.0 - alpha], method="inverted_cdf")
+    return float(low), float(high)

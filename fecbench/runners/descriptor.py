@@ -118,6 +118,7 @@ class Descriptor:
     metric_stream: str = "both"
     required_metrics: list[str] = field(default_factory=list)
     download_file: str = "{download_path}"
+    metric_files: list[str] = field(default_factory=list)   # more text for the patterns, after the client's
     check_argv: list[list[str]] = field(default_factory=list)   # [check] argv: validate arguments first
 
     @property
@@ -375,6 +376,14 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
     required = metrics.get("required", list, [])
     download_file = metrics.get("download_file", str, "{download_path}")
     check_template([download_file], path, metrics.key("download_file"), allowed)
+    files = metrics.get("files", list, [])
+    for i, template in enumerate(files):
+        if not isinstance(template, str):
+            raise SpecError(path, f"{metrics.key('files')}[{i}]",
+                            "must be a file template, e.g. '{run_dir}/server.out'")
+        check_template([template], path, f"{metrics.key('files')}[{i}]", allowed)
+    if files and "regex" not in sources:
+        raise SpecError(path, metrics.key("files"), "only the regex source reads files: add 'regex' to source")
     metrics.done()
     check = top.section("check")
     check_argv = check.get("argv", list, [])
@@ -390,7 +399,8 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
         server_setup=server_setup, server_files=server_files, ready_pattern=ready_pattern, ready_delay_s=ready_delay_s,
         client_argv=client_argv, client_env=client_env, metrics_sources=sources, metric_patterns=patterns,
         metric_scale={k: float(v) for k, v in scale.items()},
-        metric_stream=stream, required_metrics=required, download_file=download_file, check_argv=check_argv)
+        metric_stream=stream, required_metrics=required, download_file=download_file, metric_files=files,
+        check_argv=check_argv)
 
 
 def search_dirs(extra: list[Path] | None = None) -> list[Path]:

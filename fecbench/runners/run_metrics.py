@@ -1,7 +1,13 @@
-"""Getting a run's metrics back from the client, by the descriptor's source: json, regex or measured."""
+"""Getting a run's metrics back from the client, by the descriptor's source: json, regex or measured.
+
+A client that exits 0 whatever happened (XQUIC's test client) reports its failures in its output: a
+pattern group named ``error`` captures that text, and a run whose output (or `[metrics] files`) matches it
+fails with it.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -48,13 +54,21 @@ def from_json(path: Path) -> dict[str, Any]:
     return data
 
 
+#: The pattern group whose text (not a number) is the client's own account of a failure.
+ERROR_GROUP = "error"
+
+
 def from_patterns(patterns: list[str], text: str, scale: dict[str, float] | None = None) -> dict[str, Any]:
-    """Named groups of the patterns as numbers (the last match wins), times their `scale` factor."""
+    """Named groups of the patterns as numbers (the last match wins), times their `scale` factor;
+    the group `error` as text."""
     metrics: dict[str, Any] = {}
     for pattern in patterns:
         for match in re.finditer(pattern, text, re.MULTILINE):
             for name, value in match.groupdict().items():
                 if value is None:
+                    continue
+                if name == ERROR_GROUP:
+                    metrics[name] = value.strip()
                     continue
                 try:
                     number = float(value) * (scale or {}).get(name, 1.0)
@@ -75,9 +89,15 @@ def _from_source(source: str, descriptor: Any, run: Any, values: dict[str, Any],
             text += client.stdout_path.read_text(errors="replace")
         if stream in ("stderr", "both"):
             text += "\n" + client.stderr_path.read_text(errors="replace")
+        for template in descriptor.metric_files:  # e.g. the server's output, a log the client wrote
+            with contextlib.suppress(FileNotFoundError):
+                text += "\n" + Path(template.format_map(values)).read_text(errors="replace")
         metrics = from_patterns(descriptor.metric_patterns, text, descriptor.metric_scale)
         if not metrics:
-            raise MetricsError("no metric pattern matched the client's output")
+            also = "".join(f" or {Path(t).name}" for t in descriptor.metric_files)
+            raise MetricsError(f"no metric pattern matched the client's output{also}")
+        if isinstance(metrics.get(ERROR_GROUP), str):
+            raise MetricsError(f"the implementation reported an error: {metrics[ERROR_GROUP][:500]}")
         return metrics
     metrics = {"dct_ms": client.wall_ms}
     if run.size is not None and run.workload == "download":

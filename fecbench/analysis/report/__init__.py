@@ -18,6 +18,9 @@ Figures (from :mod:`fecbench.analysis`, the same code as the notebooks):
   multipath campaign, each multipath label against its single-path twin instead
   (``multipath-data-received-ratio-ecdf.png``, ``multipath-data-received-ratio-vs-loss-<label>.png``:
   thesis Figs. 5.24–5.26) and what each path carried and rebuilt.
+- with FEC labels of two implementations, each with its no-FEC twin (``designs/cross-stack.toml``):
+  the cross-stack table, each stack's FEC ÷ no FEC per point and size side by side, whether the stacks
+  agree, and the ratio of their ratios (``fecbench.analysis.cross_stack``);
 - with verdict logs (``verdict_log = true``): ``loss-position.png`` and the Starlink table, median
   and p95 DCT per loss-position class and label (``fecbench.analysis.loss_position``).
 - with a link schedule: a table of the changes applied per link, direction and kind, with the median
@@ -56,7 +59,7 @@ from pathlib import Path
 import pandas as pd
 
 from fecbench import db as dbmod
-from fecbench.analysis import path_metrics, ratios, results, stats, tables
+from fecbench.analysis import cross_stack, path_metrics, ratios, results, stats, tables
 from fecbench.analysis.report import accuracy as report_accuracy
 from fecbench.analysis.report import messages as report_messages
 from fecbench.analysis.report.flows import flows_section
@@ -197,6 +200,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
         base = baseline or single_path or choose_baseline(labels, ("quic",))
         if len(downloads["label"].unique()) > 1 and base in set(downloads["label"]):
             _download_ratios(report, downloads, base, outdir, figure)
+        cross_stack.section(report.headline, report.notes, downloads, seed=REPORT_SEED)  # two FEC stacks
     report_messages.messages_section(report.tables, report.notes, db, frame,
                                      baseline or choose_baseline(labels, ("udp", "quic")), figure)
 

@@ -5,7 +5,7 @@ server --listen ADDR:PORT [--behave ok|die|hog]  prints "listening ADDR:PORT", w
                                                  4 busy processes at nice -10 on its first CPU)
 client --server ADDR:PORT --size N --out PATH
        --timeout S --level N
-       --behave ok|slow|ticks|fill|fail|failreport|hang|giveup|unsupported|garbage|nometrics|badtype
+       --behave ok|slow|ticks|fill|fail|failreport|hang|giveup|unsupported|garbage|nometrics|badtype|fresh
        (ticks: on its first CPU, 300 sleeps of 2 ms, i.e. 300 timer wake-ups, before reporting)
 check [--timeout S] [--behave …] [--level N]       exit 2 naming a level above 9, else 0
 """
@@ -64,6 +64,15 @@ def client(args: argparse.Namespace) -> int:
         return 0
     if args.behave == "nometrics":
         return 0
+    if args.behave == "fresh":  # the contract's run folder: its working directory, with no earlier run's files
+        if os.path.dirname(os.path.abspath(args.out)) != os.getcwd():
+            print(f"fake client: working directory {os.getcwd()} is not the run folder", file=sys.stderr)
+            return 1
+        if os.path.exists("session.ticket"):
+            print("fake client: found an earlier run's session ticket", file=sys.stderr)
+            return 1
+        with open("session.ticket", "w") as ticket:
+            ticket.write("resume me")
     if args.behave == "slow":
         time.sleep(0.5)
     if args.behave == "ticks":

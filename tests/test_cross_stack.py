@@ -1,0 +1,116 @@
+"""Two stacks' FEC findings side by side (fecbench.analysis.cross_stack), on synthetic runs: twins, each stack's
+ratio FEC ÷ no FEC, the verdicts and the ratio of the two ratios."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fecbench.analysis import cross_stack, stats
+
+SEEDS = 12
+
+
+def runs(effects: dict[str, dict[int, float]], *, extra: dict[str, tuple[str, dict]] | None = None) -> pd.DataFrame:
+    """Runs of two stacks on two points: each no-FEC run takes a seed-dependent time; each FEC label
+    that time × its factor at that point (``effects``: label → point → factor)."""
+    labels = {"fecq": ("fecq", {"fec": "none", "initial_window": "32"}),
+              "fecq-rs": ("fecq", {"fec": "rs:15,10", "initial_window": "32"}),
+              "xquic": ("xquic", {"fec": "none", "cc": "cubic"}),
+              "xquic-rs": ("xquic", {"fec": "rs", "fec_block": "10", "cc": "cubic"}),
+              **(extra or {})}
+    rng = np.random.default_rng(1)
+    rows = []
+    for point in (0, 1):
+        base = rng.uniform(100, 300, size=SEEDS)
+        for label, (impl, args) in labels.items():
+            for rep in range(SEEDS):
+                factor = effects.get(label, {}).get(point, 1.0)
+                jitter = 1 + 0.005 * ((rep * 3 + ("fec" in args and args["fec"] != "none")) % 3)  # < 1 %
+                rows.append({"key": f"{label}-{point}-{rep}", "design_hash": "d", "campaign": "c",
+                             "workload": "download", "point": point, "repetition": rep, "size": 50_000,
+                             "label": label, "impl": impl, "impl_args": json.dumps(args), "status": "ok",
+                             "timeout_s": 60.0,
+                             "dct_ms": base[rep] * factor * jitter, "bw": 2.0 + point})
+    frame = pd.DataFrame(rows)
+    frame.attrs.update(factors=["bw"], labels=sorted(labels), sizes=[50_000])
+    return frame
+
+
+def test_twins_same_implementation_closest_arguments() -> None:
+    frame = runs({}, extra={"xquic-bbr": ("xquic", {"fec": "none", "cc": "bbr"}),
+                            "xquic-rs-bbr": ("xquic", {"fec": "rs", "fec_block": "10", "cc": "bbr"})})
+    assert cross_stack.twins(frame) == {"fecq-rs": "fecq", "xquic-rs": "xquic", "xquic-rs-bbr": "xquic-bbr"}
+    # Two equally close no-FEC labels: no twin rather than a guess.
+    ambiguous = runs({}, extra={"fecq-cubic": ("fecq", {"fec": "none", "initial_window": "32", "cc": "cubic"})})
+    ambiguous.loc[ambiguous["label"] == "fecq-rs", "impl_args"] = json.dumps({"fec": "rs:15,10"})
+    assert "fecq-rs" not in cross_stack.twins(ambiguous)
+
+
+def test_side_by_side_verdicts() -> None:
+    # Point 0: both stacks 30 % faster with FEC; point 1: fecq 40 % slower, XQUIC 30 % faster.
+    frame = cross_stack.side_by_side(runs({"fecq-rs": {0: 0.7, 1: 1.4}, "xquic-rs": {0: 0.7, 1: 0.7}}), seed=3)
+    assert len(frame) == 2 and set(frame["label_a"]) == {"fecq-rs"} and set(frame["label_b"]) == {"xquic-rs"}
+    same, opposite = frame.iloc[0], frame.iloc[1]
+    assert same["ratio_a"] == pytest.approx(0.7, rel=0.03) and same["ratio_b"] == pytest.approx(0.7, rel=0.03)
+    assert (same["effect_a"], same["effect_b"], same["stacks"]) == ("faster", "faster", "agree")
+    assert same["a_over_b_low"] <= 1 <= same["a_over_b_high"] and same["seeds_all_finished"] == SEEDS
+    assert (opposite["effect_a"], opposite["effect_b"], opposite["stacks"]) == ("slower", "faster", "disagree")
+    assert opposite["a_over_b"] == pytest.approx(2.0, rel=0.05) and opposite["a_over_b_low"] > 1
+    assert list(frame["bw"]) == [2.0, 3.0]
+    table = cross_stack.table(frame)
+    assert table.iloc[0]["A: FEC ÷ no FEC"] == "fecq-rs ÷ fecq" and table.iloc[1]["stacks"].startswith("disagree")
+    # The same seed gives the same intervals.
+    again = cross_stack.side_by_side(runs({"fecq-rs": {0: 0.7, 1: 1.4}, "xquic-rs": {0: 0.7, 1: 0.7}}), seed=3)
+    pd.testing.assert_frame_equal(frame, again)
+
+
+def test_negligible_effect_and_differing_stacks() -> None:
+    """fecq without effect (ratio 1 on every seed: negligible), XQUIC 40 % faster: the stacks differ,
+    and A ÷ B says by how much."""
+    row = cross_stack.side_by_side(runs({"xquic-rs": {0: 0.6}})).iloc[0]
+    assert row["effect_a"] == "negligible" and row["effect_b"] == "faster"
+    assert row["stacks"] == "differ" and row["a_over_b_low"] > 1
+
+
+@pytest.mark.parametrize("low, high, effect", [
+    (0.5, 0.9, "faster"), (1.1, 1.3, "slower"), (0.99, 1.01, "negligible"), (0.7, 1.1, "no clear effect"),
+    (0.97, 1.01, "no clear effect"), (float("nan"), 1.2, "undetermined"),
+])
+def test_effect_from_the_interval(low: float, high: float, effect: str) -> None:
+    assert cross_stack.effect(low, high) == effect
+
+
+@pytest.mark.parametrize("a, b, between, verdict", [
+    ("faster", "faster", (0.5, 2.0), "agree"), ("faster", "slower", (0.5, 2.0), "disagree"),
+    ("faster", "no clear effect", (0.8, 1.1), "consistent"), ("faster", "negligible", (0.5, 0.8), "differ"),
+    ("faster", "undetermined", (0.5, 0.8), "undetermined"), ("slower", "negligible", (float("nan"),) * 2,
+                                                             "undetermined"),
+])
+def test_agreement(a: str, b: str, between: tuple[float, float], verdict: str) -> None:
+    assert cross_stack.agreement(a, b, between) == verdict
+
+
+def test_failed_runs_leave_the_all_finished_seeds() -> None:
+    frame = runs({"fecq-rs": {0: 0.7}, "xquic-rs": {0: 0.7}})
+    frame.loc[(frame["label"] == "xquic") & (frame["repetition"] < 3), "status"] = "failed"
+    row = cross_stack.side_by_side(frame).iloc[0]
+    assert row["seeds_a"] == SEEDS and row["seeds_b"] == SEEDS - 3 and row["seeds_all_finished"] == SEEDS - 3
+
+
+def test_without_two_stacks_nothing_is_added() -> None:
+    one_stack = runs({})
+    one_stack = one_stack[one_stack["impl"] == "fecq"]
+    tables: dict = {}
+    cross_stack.section(tables, {}, one_stack)
+    assert tables == {}
+
+
+def test_bootstrap_ratio_of_ratios() -> None:
+    a = np.arange(1.0, 11.0)
+    low, high = stats.bootstrap_ratio_of_ratios(a, a, 2 * a, a, seed=1)
+    assert low == high == pytest.approx(0.5)  # A's ratio is 1, B's 2 on every resample
+    assert np.isnan(stats.bootstrap_ratio_of_ratios(a[:2], a[:2], a[:2], a[:2])[0])

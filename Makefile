@@ -16,7 +16,7 @@ TQUIC_DIR := quic-impls/tquic
 TQUIC_VERSION := 1.6.0
 PYTEST_ARGS ?=
 
-.PHONY: demo test bootstrap apt venv native dropper delayline fecq tquic lint clean-build constraints \
+.PHONY: demo test bootstrap apt venv native dropper delayline schedlat fecq tquic lint clean-build constraints \
         test-kernels test-kernels-quick
 
 demo: bootstrap
@@ -27,6 +27,7 @@ demo: bootstrap
 test: bootstrap
 	$(MAKE) -C dropper test
 	$(MAKE) -C delayline test
+	$(MAKE) -C schedlat test
 	cargo test --release --locked --manifest-path $(FECQ_DIR)/Cargo.toml
 	$(MAKE) lint
 	@# pytest exits 5 when it collected nothing: that must never count as a pass.
@@ -68,13 +69,16 @@ $(STAMPS)/venv.stamp: pyproject.toml constraints.txt
 	$(PY) -c 'import mininet.net, fecbench' 
 	touch $@
 
-native: dropper delayline fecq tquic
+native: dropper delayline schedlat fecq tquic
 
 dropper:
 	$(MAKE) -C dropper
 
 delayline:
 	$(MAKE) -C delayline
+
+schedlat:
+	$(MAKE) -C schedlat
 
 fecq:
 	cargo build --release --locked --manifest-path $(FECQ_DIR)/Cargo.toml
@@ -101,4 +105,4 @@ lint: venv
 	cargo clippy --release --locked --manifest-path $(FECQ_DIR)/Cargo.toml --all-targets -- -D warnings
 
 clean-build:
-	rm -rf $(STAMPS) dropper/build delayline/build
+	rm -rf $(STAMPS) dropper/build delayline/build schedlat/build

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ def _locked_state(pid: int | None = None):
 
 
 def record(kind: str, name: str, **info: Any) -> None:
-    """Record a resource this process just created. Kinds: pid, netns, bpf_pin, path, link, tc_filter."""
+    """Record a resource this process just created. Kinds: pid, netns, bpf_pin, path, link, tc_filter, cgroup."""
     if kind not in _REMOVERS:
         raise ValueError(f"unknown resource kind {kind!r}")
     marks.mark_owner()
@@ -163,11 +164,31 @@ def _del_tc_filter(entry: dict[str, Any]) -> None:
             subprocess.run([*tc, "qdisc", "delete", "dev", dev, "clsact"], capture_output=True, check=False)
 
 
+def remove_cgroup(path: str | Path, wait_s: float = 2.0) -> bool:
+    """rmdir a cgroup (fecbench.cgroups): possible once no process is in it, and a killed process may take
+    a moment to leave; True when it is gone."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            Path(path).rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+
+def _del_cgroup(entry: dict[str, Any]) -> None:
+    remove_cgroup(entry["name"])
+
+
 _REMOVERS = {"pid": _kill_pid, "netns": _del_netns, "bpf_pin": _del_path, "path": _del_path, "link": _del_link,
-             "tc_filter": _del_tc_filter}
-# Processes first (they hold namespaces and interfaces), then tc filters (in namespaces that may still
-# exist), links, namespaces, pins and files.
-_ORDER = ["pid", "tc_filter", "link", "netns", "bpf_pin", "path"]
+             "tc_filter": _del_tc_filter, "cgroup": _del_cgroup}
+# Processes first (they hold namespaces, interfaces and cgroups), then cgroups, tc filters (in namespaces that
+# may still exist), links, namespaces, pins and files.
+_ORDER = ["pid", "cgroup", "tc_filter", "link", "netns", "bpf_pin", "path"]
 
 
 def remove_entries(entries: list[dict[str, Any]]) -> None:

@@ -7,12 +7,12 @@ import sys
 import typer
 from rich.console import Console
 
+from fecbench.analysis.report.cli import export as export_command
+from fecbench.analysis.report.cli import report as report_command
 from fecbench.dropper.cli import app as dropper_app
 from fecbench.errors import UserError
 from fecbench.planner.cli import plan as plan_command
 from fecbench.provenance import version_text
-from fecbench.report_cli import export as export_command
-from fecbench.report_cli import report as report_command
 from fecbench.runners.cli import register as register_runner_commands
 from fecbench.topologies.cli import link_app, topo_app
 

@@ -1,13 +1,15 @@
 """The results database (SQLite, WAL): schema, versioning and the runner's writes.
 
 One writer (the runner) and any number of readers (`open_readonly`, which uses a `mode=ro` URI so
-a report can run while a campaign is writing). Schema version 5 (version 1 without link_events,
+a report can run while a campaign is writing). Schema version 6 (version 1 without link_events,
 version 2 without breakers, version 3 without fidelity.checks and fidelity.json, version 4 without
-runs.phases_json):
+runs.phases_json, version 5 without endpoint_timing):
 
 meta(key TEXT PRIMARY KEY, value TEXT)                 -- 'schema_version' = '1'
 campaigns(id, name, design_path, design_text, design_hash, fecbench_version, git_sha, created_at,
-          host_json, impls_json, plan_json, seed, repetitions, topology, link_backend)
+          host_json, impls_json, plan_json, seed, repetitions, topology, link_backend,
+          settings_json)  -- the design's settings after defaults (runners.design.Design.settings): readers
+                             use these, never a second parse of design_text with defaults of their own
 points(campaign_id, point, <one column per factor: REAL for numbers, TEXT for choices>,
        PRIMARY KEY (campaign_id, point))
 runs(key TEXT PRIMARY KEY, campaign_id, point, impl, label, impl_args (JSON), workload,
@@ -15,7 +17,9 @@ runs(key TEXT PRIMARY KEY, campaign_id, point, impl, label, impl_args (JSON), wo
      status  -- pending | ok | failed | timeout | unsupported | fidelity | interrupted
      error, server_log_tail, client_log_tail, started_at, finished_at, duration_s (run wall time),
      attempts, link_backend, host,
-     phases_json  -- where the run's wall time went: seconds per phase (runners.runner.PHASES))
+     phases_json  -- where the run's wall time went: seconds per phase (runners.runner.PHASES)
+     runner  -- "<hostname> <pid>:<start time>" of the campaign process that started it: a run still
+                'interrupted' without finished_at whose runner lives is running (fecbench status))
 metrics(run_key PRIMARY KEY REFERENCES runs(key), dct_ms, handshake_ms, bytes_app, packets_sent,
         bytes_sent, repair_sent, recovered, lost, retransmitted_bytes, congestion_events,
         cwnd_final, rtt_ms, rebuffering_ms, messages_late, messages_corrupt,
@@ -32,6 +36,17 @@ verdict_logs(run_key, link, direction, data BLOB (npz), PRIMARY KEY (run_key, li
 link_events(run_key, seq, kind, link, direction, scheduled_s, applied_s, took_ms, params (JSON),
             PRIMARY KEY (run_key, seq))   -- a link schedule's changes as applied during the run
             (fecbench.topologies.schedule_apply: times in s after the client's start)
+endpoint_timing(run_key PRIMARY KEY, wakeups, wakeup_p50_ms, wakeup_p99_ms, wakeup_max_ms, runq_share,
+                cpu_share, bound_ms, ok, json)  -- how long the run's endpoint threads waited for a CPU
+            (fecbench.endpoint_timing: wake-up latency quantiles, run-queue share, the bound judged by, and
+            in json the whole summary with its histograms, or {"error": why} where it was not measured)
+flows(run_key, flow, role, label, impl, tool, workload, start_s, started_s, ended_s, status, error,
+      bytes_down, bytes_up, packets_down, packets_up, dropped_down, dropped_up, dct_ms,
+      endpoint_wakeup_p99_ms, endpoint_runq_share, json, PRIMARY KEY (run_key, flow))
+            -- a run with competing flows (runners.competing): one row per flow and one for the foreground;
+            what crossed the lossy links per direction (down: server → client), planned and actual start and
+            end (s from the foreground client's start), and in json its metrics, endpoint timing and the
+            per-bin series [t_s, bytes_down, bytes_up, dropped_down, dropped_up]
 breakers(campaign_id, label, tripped_at, runs, status, error, skipped,
          PRIMARY KEY (campaign_id, label, tripped_at))  -- the circuit breaker (runners/engine.py): the
             first `runs` runs of a label all ended `status` with the same `error`; its `skipped` other
@@ -57,9 +72,9 @@ from typing import Any
 from urllib.parse import quote
 
 from fecbench.errors import UserError
-from fecbench.status import STATUSES
+from fecbench.specs import DEFAULT_TIMEOUT_S, tomllib
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 # Metrics stored as typed columns (the rest stays in metrics.json).
@@ -137,9 +152,31 @@ def _add_run_phases(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE runs ADD COLUMN phases_json TEXT")
 
 
+FLOW_REALS = ("start_s", "started_s", "ended_s")
+FLOW_COUNTS = ("bytes_down", "bytes_up", "packets_down", "packets_up", "dropped_down", "dropped_up")
+ENDPOINT_COLUMNS = ("wakeups", "wakeup_p50_ms", "wakeup_p99_ms", "wakeup_max_ms", "runq_share", "cpu_share",
+                    "bound_ms")
+
+
+def _add_endpoint_timing(conn: sqlite3.Connection) -> None:
+    """Version 6: how long each run's endpoints waited for a CPU (fecbench.endpoint_timing), which campaign
+    process started each run (so that `fecbench status` tells a run in flight from a lost one), and the
+    design's settings after defaults with each campaign, and the flows of runs with competing flows."""
+    conn.execute("ALTER TABLE runs ADD COLUMN runner TEXT")
+    conn.execute("ALTER TABLE campaigns ADD COLUMN settings_json TEXT")
+    conn.execute("CREATE TABLE IF NOT EXISTS flows (run_key TEXT, flow TEXT, role TEXT, label TEXT, impl TEXT, "
+                 f"tool TEXT, workload TEXT, {', '.join(f'{c} REAL' for c in FLOW_REALS)}, status TEXT, error TEXT, "
+                 f"{', '.join(f'{c} INTEGER' for c in FLOW_COUNTS)}, dct_ms REAL, endpoint_wakeup_p99_ms REAL, "
+                 "endpoint_runq_share REAL, json TEXT, PRIMARY KEY (run_key, flow))")
+    conn.execute("CREATE TABLE IF NOT EXISTS endpoint_timing (run_key TEXT PRIMARY KEY, wakeups INTEGER, "
+                 "wakeup_p50_ms REAL, wakeup_p99_ms REAL, wakeup_max_ms REAL, runq_share REAL, cpu_share REAL, "
+                 "bound_ms REAL, ok INTEGER, json TEXT)")
+
+
 # MIGRATIONS[v] upgrades a database at version v to v + 1 (a new database is made at version 1, then upgraded).
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_link_events, 2: _add_breakers,
-                                                                3: _add_fidelity_checks, 4: _add_run_phases}
+                                                                3: _add_fidelity_checks, 4: _add_run_phases,
+                                                                5: _add_endpoint_timing}
 
 
 class SchemaError(Exception):
@@ -277,110 +314,20 @@ def insert_points(conn: sqlite3.Connection, campaign_id: int, rows: Iterable[dic
                      f"VALUES ({', '.join('?' for _ in cols)})", (campaign_id, *row.values()))
 
 
-# --- runs -------------------------------------------------------------------------------------
-
-def insert_pending_runs(conn: sqlite3.Connection, rows: Iterable[dict[str, Any]]) -> int:
-    """Insert runs not yet in the table as 'pending'; existing keys are left alone. Returns the count."""
-    count = 0
-    for row in rows:
-        cols = list(row) + ["status", "attempts"]
-        cur = conn.execute(f"INSERT OR IGNORE INTO runs ({', '.join(cols)}) VALUES "
-                           f"({', '.join('?' for _ in cols)})", (*row.values(), "pending", 0))
-        count += cur.rowcount
-    return count
-
-
-def run_statuses(conn: sqlite3.Connection, keys: Iterable[str] | None = None) -> dict[str, str]:
-    rows = conn.execute("SELECT key, status FROM runs").fetchall()
-    statuses = {r[0]: r[1] for r in rows}
-    if keys is not None:
-        wanted = set(keys)
-        statuses = {k: v for k, v in statuses.items() if k in wanted}
-    return statuses
+def campaign_settings(settings_json: str | None, design_text: str | None) -> dict[str, Any]:
+    """A campaign's design settings after defaults: those it recorded (schema 6); for a campaign recorded
+    before, the time limit its design text set, else the design parser's default (the one source of it,
+    fecbench.specs.DEFAULT_TIMEOUT_S)."""
+    if settings_json:
+        return dict(json.loads(settings_json))
+    try:
+        value = tomllib.loads(design_text or "").get("design", {}).get("timeout_s", DEFAULT_TIMEOUT_S)
+        return {"timeout_s": float(value)}
+    except (tomllib.TOMLDecodeError, AttributeError, TypeError, ValueError):
+        return {}
 
 
-def start_run(conn: sqlite3.Connection, key: str, started_at: str, link_backend: str, host: str) -> None:
-    """Mark a run as started: a crash from here on leaves it 'interrupted', never half 'ok'."""
-    with transaction(conn):
-        conn.execute("UPDATE runs SET status='interrupted', error='started, not finished', "
-                     "started_at=?, finished_at=NULL, duration_s=NULL, attempts=attempts+1, "
-                     "link_backend=?, host=? WHERE key=?", (started_at, link_backend, host, key))
-        _delete_results(conn, key)
-
-
-def _delete_results(conn: sqlite3.Connection, key: str) -> None:
-    for table in ("metrics", "link_stats", "fidelity", "verdict_logs", "link_events"):
-        conn.execute(f"DELETE FROM {table} WHERE run_key=?", (key,))
-
-
-def finish_run(conn: sqlite3.Connection, key: str, *, status: str, error: str | None,
-               server_log_tail: str | None, client_log_tail: str | None, finished_at: str,
-               duration_s: float, metrics: dict[str, Any] | None = None,
-               client_wall_ms: float | None = None, link_stats: list[dict[str, Any]] | None = None,
-               fidelity: list[dict[str, Any]] | None = None,
-               verdict_logs: list[tuple[str, str, bytes]] | None = None,
-               link_events: list[dict[str, Any]] | None = None,
-               phases: dict[str, float] | None = None) -> None:
-    """Record a run's outcome and everything measured, in one transaction."""
-    if status not in STATUSES:
-        raise ValueError(f"unknown run status {status!r}")
-    with transaction(conn):
-        conn.execute("UPDATE runs SET status=?, error=?, server_log_tail=?, client_log_tail=?, "
-                     "finished_at=?, duration_s=?, phases_json=? WHERE key=?",
-                     (status, error, server_log_tail, client_log_tail, finished_at, duration_s,
-                      json.dumps(phases) if phases else None, key))
-        _delete_results(conn, key)
-        if metrics is not None or client_wall_ms is not None:
-            values = dict.fromkeys(METRIC_COLUMNS)
-            for name in METRIC_COLUMNS:
-                value = (metrics or {}).get(name)
-                numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-                values[name] = value if numeric else None
-            values["client_wall_ms"] = client_wall_ms
-            cols = ["run_key", *values, "json"]
-            conn.execute(f"INSERT INTO metrics ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
-                         (key, *values.values(), json.dumps(metrics, sort_keys=True) if metrics else None))
-        for stat in link_stats or []:
-            conn.execute(
-                f"INSERT OR REPLACE INTO link_stats (run_key, link, direction, "
-                f"{', '.join(LINK_STAT_COLUMNS)}, "
-                f"model, delay_json) VALUES (?, ?, ?, {', '.join('?' for _ in LINK_STAT_COLUMNS)}, ?, ?)",
-                (key, stat["link"], stat["direction"], *(stat.get(c) for c in LINK_STAT_COLUMNS),
-                 _json_or_none(stat.get("model")), _json_or_none(stat.get("delay"))))
-        for fid in fidelity or []:
-            conn.execute("INSERT OR REPLACE INTO fidelity (run_key, path, rtt_configured_ms, "
-                         "rtt_measured_ms, rate_configured_mbit, rate_measured_mbit, ok, checks, json) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         (key, fid["path"], fid.get("rtt_configured_ms"), fid.get("rtt_measured_ms"),
-                          fid.get("rate_configured_mbit"), fid.get("rate_measured_mbit"),
-                          None if fid.get("ok") is None else int(bool(fid["ok"])), fid.get("checks"),
-                          json.dumps(fid, sort_keys=True, default=str)))
-        for link, direction, data in verdict_logs or []:
-            conn.execute("INSERT OR REPLACE INTO verdict_logs (run_key, link, direction, data) "
-                         "VALUES (?, ?, ?, ?)",
-                         (key, link, direction, data))
-        for event in link_events or []:
-            conn.execute("INSERT OR REPLACE INTO link_events (run_key, seq, kind, link, direction, scheduled_s, "
-                         "applied_s, took_ms, params) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         (key, event["seq"], event["kind"], event.get("link"), event.get("direction"),
-                          event.get("scheduled_s"), event.get("applied_s"), event.get("took_ms"),
-                          _json_or_none(event.get("params"))))
-
-
-def insert_breaker(conn: sqlite3.Connection, campaign_id: int, label: str, tripped_at: str, runs: int,
-                   status: str, error: str, skipped: int) -> None:
-    conn.execute("INSERT OR REPLACE INTO breakers (campaign_id, label, tripped_at, runs, status, error, skipped) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?)", (campaign_id, label, tripped_at, runs, status, error, skipped))
-
-
-def read_breakers(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    """Every tripped circuit breaker (none in a database older than schema version 3)."""
-    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='breakers'").fetchone():
-        return []
-    return [dict(r) for r in conn.execute("SELECT * FROM breakers ORDER BY tripped_at")]
-
-
-def _json_or_none(value: Any) -> str | None:
+def json_or_none(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     return json.dumps(value, sort_keys=True, default=str)

@@ -22,7 +22,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from fecbench import cleanup
+from fecbench import bpfsys, cleanup
 from fecbench.paths import REPO_ROOT as ROOT
 
 MIN_KERNEL = (5, 12)  # BPF atomic fetch-add (the dropper's index), ring buffer, spin locks in tc programs
@@ -31,6 +31,7 @@ MIN_KERNEL = (5, 12)  # BPF atomic fetch-add (the dropper's index), ring buffer,
 ARTEFACTS = {
     "dropper": "dropper/build",
     "delayline": "delayline/build/delayline",
+    "schedlat": "schedlat/build/schedlat",
     "fecq": "quic-impls/fecq/target/release/fecq",
     "tquic": "quic-impls/tquic/build/bin/tquic_client",
 }
@@ -104,16 +105,14 @@ def check_bpf_syscall() -> Check:
     """Create (and close) a one-entry BPF array map through the bpf(2) syscall."""
     if os.geteuid() != 0:
         return Check("bpf syscall", "skipped", "needs root to probe", "run doctor as root")
-    libc = ctypes.CDLL(None, use_errno=True)
-    sys_bpf = {"x86_64": 321, "aarch64": 280}.get(platform.machine())
-    if sys_bpf is None:
-        return Check("bpf syscall", "missing", f"unknown syscall number on {platform.machine()}")
     attr = (ctypes.c_uint32 * 32)()
     attr[0], attr[1], attr[2], attr[3] = 2, 4, 4, 1  # BPF_MAP_TYPE_ARRAY, key 4 B, value 4 B, 1 entry
-    fd = libc.syscall(sys_bpf, 0, ctypes.byref(attr), ctypes.sizeof(attr))  # BPF_MAP_CREATE
-    if fd < 0:
-        err = ctypes.get_errno()
-        return Check("bpf syscall", "missing", f"bpf(BPF_MAP_CREATE) failed: {os.strerror(err)}",
+    try:
+        fd = bpfsys.syscall(bpfsys.BPF_MAP_CREATE, attr)
+    except bpfsys.BpfUnavailable as exc:
+        return Check("bpf syscall", "missing", exc.strerror)
+    except OSError as exc:
+        return Check("bpf syscall", "missing", f"bpf(BPF_MAP_CREATE) failed: {exc.strerror}",
                      "enable CONFIG_BPF_SYSCALL; check kernel.unprivileged_bpf_disabled and lockdown")
     os.close(fd)
     return Check("bpf syscall", "ok", "bpf(2) creates maps")
@@ -233,6 +232,33 @@ def check_preemption() -> Check:
                  f"delay element; {placement}", fix, required=False)
 
 
+def check_endpoint_timing() -> list[Check]:
+    """Endpoint cgroups (which layout, what isolates) and the scheduler tracer (attached and detached again)."""
+    from fecbench import cgroups, schedlat
+
+    if not cgroups.enabled():
+        return [Check("endpoint timing", "optional", f"turned off ({cgroups.ENV}=off): runs record no endpoint "
+                      "timing and --jobs auto cannot judge the endpoints", f"unset {cgroups.ENV}", required=False)]
+    layout = cgroups.detect()
+    group = Check("endpoint cgroups", "ok", layout.describe(), required=False)
+    if layout.cpu is None:
+        group = Check("endpoint cgroups", "optional", f"{layout.describe()}: networks' endpoints are measured but "
+                      "not isolated from each other", "enable the cpu controller (cgroup v2: +cpu in the root's "
+                      "cgroup.subtree_control)", required=False)
+    if os.geteuid() != 0:
+        return [group, Check("scheduler tracer", "skipped", "needs root to probe", "run doctor as root",
+                             required=False)]
+    try:
+        tracer = schedlat.Tracer.acquire()
+    except schedlat.Unavailable as exc:
+        return [group, Check("scheduler tracer", "optional", f"cannot attach: {exc}; runs record no endpoint "
+                             "timing", "a kernel with BTF and BPF tracing (tp_btf), make -C schedlat",
+                             required=False)]
+    tracer.release()
+    return [group, Check("scheduler tracer", "ok", "BPF programs on sched_wakeup/sched_switch attach and detach",
+                         required=False)]
+
+
 def check_ovs() -> Check:
     if Path("/sys/module/openvswitch").exists():
         return Check("openvswitch", "ok", "module loaded (not needed)", required=False)
@@ -291,7 +317,7 @@ def check_sqlite() -> Check:
 def run_checks() -> list[Check]:
     steps: list[Callable[[], Check | list[Check]]] = [
         check_root, check_kernel, check_bpf_syscall, check_tcx, check_btf, check_bpffs, check_netns_features,
-        check_choices, check_preemption, check_ovs,
+        check_choices, check_preemption, check_endpoint_timing, check_ovs,
         check_mininet, check_clang_bpf,
         lambda: _tool_check("bpftool", ["bpftool", "version"], "apt-get install bpftool"),
         lambda: _tool_check("tc (iproute2)", ["tc", "-V"], "apt-get install iproute2"),

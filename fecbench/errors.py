@@ -14,9 +14,10 @@ class SpecError(UserError):
     """A problem in a spec file (topology, design, implementation descriptor), naming file and key."""
 
     def __init__(self, file: str | os.PathLike | None, key: str | None, problem: str,
-                 allowed: Any = None) -> None:
-        self.file, self.key, self.problem, self.allowed = file, key, problem, allowed
-        where = ": ".join(str(part) for part in (file, key) if part)
+                 allowed: Any = None, line: int | None = None) -> None:
+        self.file, self.key, self.problem, self.allowed, self.line = file, key, problem, allowed, line
+        place = f"{file}:{line}" if file and line else file
+        where = ": ".join(str(part) for part in (place, key) if part)
         text = f"{where}: {problem}" if where else problem
         if allowed is not None:
             if isinstance(allowed, (list, tuple, set, frozenset)):

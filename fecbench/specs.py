@@ -7,6 +7,7 @@ Every component reads its spec through `Section`, which remembers which keys wer
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,14 @@ else:  # Ubuntu 22.04's Python 3.10
     import tomli as tomllib
 
 from fecbench.errors import SpecError
+
+#: A design's time limit per run when it sets none (the design parser's default, and what readers of
+#: campaigns recorded before their settings were assume).
+DEFAULT_TIMEOUT_S = 60.0
+
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|kB|KB|KiB|MB|MiB|GB|GiB)?\s*$")
+_UNITS = {None: 1, "B": 1, "kB": 1000, "KB": 1000, "KiB": 1024, "MB": 10**6, "MiB": 2**20, "GB": 10**9,
+          "GiB": 2**30}
 
 _REQUIRED = object()
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false",
@@ -36,6 +45,20 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(path, None, f"invalid TOML: {exc}") from None
+
+
+def parse_size(value: Any, file: Path, key: str) -> int:
+    """'50kB' -> 50000 bytes (decimal units as in the papers; KiB/MiB for binary)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str) and (m := _SIZE.match(value)):
+        size = int(round(float(m.group(1)) * _UNITS[m.group(2)]))
+    else:
+        raise SpecError(file, key, f"bad size {value!r}", "bytes as an integer, or e.g. '1kB', '1.5MB', '64KiB'")
+    if size <= 0:
+        raise SpecError(file, key, f"size must be > 0, got {value!r}")
+    return size
+
 
 
 def spec_hash(text: str) -> str:

@@ -20,9 +20,9 @@ import pytest
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
-from fecbench import analysis, ratios, report, results
+from fecbench.analysis import figures, ratios, report, results, tables
+from fecbench.analysis.export import export
 from fecbench.errors import UserError
-from fecbench.export import export
 from tests.helpers.analysis_db import (
     CENSORED_TABLE,
     DOWNLOAD_LABELS,
@@ -59,25 +59,25 @@ def is_reference_line(line, axis: str) -> bool:
                                         (1_000_000, "1 MB"), (1500, "1.5 kB"), (512, "512 B"),
                                         (5_000_000, "5 MB"), (None, "messages"), (float("nan"), "messages")])
 def test_format_size(size, text):
-    assert analysis.format_size(size) == text
+    assert figures.format_size(size) == text
 
 
 def test_label_palette_is_stable_across_subsets():
-    full = analysis.label_palette(["udp", "quic", "quic-fec-rs"])
-    assert analysis.label_palette(["quic-fec-rs", "udp", "quic"]) == full
+    full = figures.label_palette(["udp", "quic", "quic-fec-rs"])
+    assert figures.label_palette(["quic-fec-rs", "udp", "quic"]) == full
     assert len(set(full.values())) == 3
-    sizes = analysis.size_palette(SIZES)
+    sizes = figures.size_palette(SIZES)
     assert list(sizes) == ["1 kB", "10 kB", "50 kB", "1 MB"] and len(set(sizes.values())) == 4
 
 
 def test_ratio_ecdf_one_panel_per_label_one_curve_per_size(download_db):
     pairs = results.paired(download_db)
-    fig = analysis.ratio_ecdf(pairs)
+    fig = figures.ratio_ecdf(pairs)
     assert isinstance(fig, Figure)
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
     assert [ax.get_title() for ax in panels] == [f"{lbl} vs quic" for lbl in sorted(DOWNLOAD_LABELS)
                                                   if lbl != "quic"]
-    sizes = analysis.size_palette(SIZES)
+    sizes = figures.size_palette(SIZES)
     for ax in panels:
         assert ax.get_xscale() == "log"
         assert sum(is_reference_line(line, "x") for line in ax.get_lines()) == 1  # ratio = 1
@@ -94,14 +94,14 @@ def test_ratio_vs_factors_panels(download_db):
     pairs = results.paired(download_db)
     mine = pairs[(pairs["label"] == "quic-fec-rs") & pairs["ratio"].notna()]
     for per_point, markers in ((False, len(mine)), (True, mine.groupby(["point", "size"]).ngroups)):
-        fig = analysis.ratio_vs_factors(pairs, label="quic-fec-rs", per_point=per_point)
+        fig = figures.ratio_vs_factors(pairs, label="quic-fec-rs", per_point=per_point)
         panels = [ax for ax in fig.axes if ax.axison]
-        assert [ax.get_xlabel() for ax in panels] == [analysis.factor_title(f) for f in pairs.attrs["factors"]]
+        assert [ax.get_xlabel() for ax in panels] == [figures.factor_title(f) for f in pairs.attrs["factors"]]
         for ax in panels:
             assert sum(is_reference_line(line, "y") for line in ax.get_lines()) == 1
             assert sum(len(c.get_offsets()) for c in ax.collections) == markers
     # The per-point marker of (point 0, 1 MB) sits at the median ratio of its repetitions.
-    ax = analysis.ratio_vs_factors(pairs, ["bw"], label="quic-fec-rs").axes[0]
+    ax = figures.ratio_vs_factors(pairs, ["bw"], label="quic-fec-rs").axes[0]
     offsets = np.concatenate([c.get_offsets() for c in ax.collections])
     sub = mine[(mine["point"] == 0) & (mine["size"] == 1_000_000)]
     assert any(np.isclose(x, sub["bw"].iloc[0]) and np.isclose(y, sub["ratio"].median()) for x, y in offsets)
@@ -109,34 +109,34 @@ def test_ratio_vs_factors_panels(download_db):
 
 def test_metric_ecdf_per_size_and_label_colours(download_db, messages_db):
     frame = results.load(download_db)
-    fig = analysis.metric_ecdf(frame, "dct_ms", per_size=True)
+    fig = figures.metric_ecdf(frame, "dct_ms", per_size=True)
     panels = [ax for ax in fig.axes if ax.axison]
     assert [ax.get_title() for ax in panels] == ["1 kB", "10 kB", "50 kB", "1 MB"]
-    colours = analysis.label_palette(frame.attrs["labels"])
+    colours = figures.label_palette(frame.attrs["labels"])
     for ax in panels:
         assert len(visible_lines(ax)) == len(DOWNLOAD_LABELS)
         assert {to_rgb(line.get_color()) for line in visible_lines(ax)} == {to_rgb(c) for c in colours.values()}
     # A label keeps its colour in a figure of another subset of the same database.
     only_fec = frame[frame["label"] == "quic-fec-rs"]
-    ax = analysis.metric_ecdf(only_fec, "dct_ms").axes[0]
+    ax = figures.metric_ecdf(only_fec, "dct_ms").axes[0]
     assert to_rgb(visible_lines(ax)[0].get_color()) == to_rgb(colours["quic-fec-rs"])
     messages = results.load(messages_db)
-    ax = analysis.metric_ecdf(messages, "bytes_app", log=False).axes[0]
+    ax = figures.metric_ecdf(messages, "bytes_app", log=False).axes[0]
     assert ax.get_xscale() == "linear" and len(visible_lines(ax)) == messages["label"].nunique()
     assert "MB" in ax.xaxis.get_major_formatter()(6_000_000, 0)
 
 
 def test_overview_figures(download_db):
     frame = results.load(download_db)
-    bars = analysis.status_bars(frame).axes[0]
+    bars = figures.status_bars(frame).axes[0]
     widths = sum(patch.get_width() for patch in bars.patches)
     assert widths == len(frame)
-    fig = analysis.fidelity_scatter(results.fidelity(download_db))
+    fig = figures.fidelity_scatter(tables.fidelity(download_db))
     assert [ax.get_title() for ax in fig.axes] == ["round-trip time", "bottleneck rate"]
-    no_rate = results.fidelity(download_db).assign(rate_configured_mbit=None, rate_measured_mbit=None)
-    assert [ax.get_title() for ax in analysis.fidelity_scatter(no_rate).axes if ax.axison] == ["round-trip time"]
-    stats = results.link_stats(download_db)
-    ax = analysis.loss_fidelity(stats).axes[0]
+    no_rate = tables.fidelity(download_db).assign(rate_configured_mbit=None, rate_measured_mbit=None)
+    assert [ax.get_title() for ax in figures.fidelity_scatter(no_rate).axes if ax.axison] == ["round-trip time"]
+    stats = tables.link_stats(download_db)
+    ax = figures.loss_fidelity(stats).axes[0]
     assert ax.get_xlabel() == "loss rate of the model"
     # Runs with the same model are pooled: one marker per link direction and model.
     groups = stats.groupby(["link", "direction", "expected_loss"]).ngroups
@@ -147,17 +147,17 @@ def test_overview_figures(download_db):
 def test_empty_inputs_give_a_note_not_an_exception(download_db):
     frame = results.load(download_db)
     pairs = results.paired(frame)
-    for fig in (analysis.ratio_ecdf(pairs.iloc[0:0]), analysis.metric_ecdf(frame.iloc[0:0], "dct_ms"),
-                analysis.ratio_vs_factors(pairs.iloc[0:0]), analysis.status_bars(frame.iloc[0:0]),
-                analysis.fidelity_scatter(results.fidelity(download_db).iloc[0:0]),
-                analysis.metric_ecdf(frame, "rebuffering_ms")):
+    for fig in (figures.ratio_ecdf(pairs.iloc[0:0]), figures.metric_ecdf(frame.iloc[0:0], "dct_ms"),
+                figures.ratio_vs_factors(pairs.iloc[0:0]), figures.status_bars(frame.iloc[0:0]),
+                figures.fidelity_scatter(tables.fidelity(download_db).iloc[0:0]),
+                figures.metric_ecdf(frame, "rebuffering_ms")):
         texts = [t.get_text() for ax in fig.axes for t in ax.texts]
         assert any(text.startswith("no ") for text in texts)
 
 
 def test_save_writes_png_and_leaves_global_style_alone(download_db, tmp_path):
     before = dict(matplotlib.rcParams)
-    path = analysis.save(analysis.status_bars(results.load(download_db)), tmp_path / "sub" / "s.png")
+    path = figures.save(figures.status_bars(results.load(download_db)), tmp_path / "sub" / "s.png")
     assert path.read_bytes().startswith(PNG_MAGIC)
     assert matplotlib.rcParams["font.size"] == before["font.size"]
     assert matplotlib.rcParams["axes.spines.top"] == before["axes.spines.top"]
@@ -284,7 +284,7 @@ def test_open_notebook_starts_jupyter_on_localhost(download_db, tmp_path):
             server.wait()
 
 
-# --- censored ratios (fecbench.ratios) in the figures ----------------------------------------
+# --- censored ratios (fecbench.analysis.ratios) in the figures ----------------------------------------
 
 @pytest.fixture(scope="module")
 def hand_pairs(tmp_path_factory):
@@ -304,7 +304,7 @@ def curve_ends(ax) -> list[tuple[float, float]]:
 
 
 def test_ratio_ecdf_draws_censored_pairs_beyond_the_axis_and_says_so(hand_pairs):
-    fig = analysis.ratio_ecdf(hand_pairs)
+    fig = figures.ratio_ecdf(hand_pairs)
     ax = next(ax for ax in fig.axes if ax.axison)
     # 6 finished + 4 fec timed out (at +inf) + 4 quic timed out (at 0) = 14 pairs drawn.
     assert curve_ends(ax) == [pytest.approx((4 / 14, 10 / 14))]
@@ -316,7 +316,7 @@ def test_ratio_ecdf_draws_censored_pairs_beyond_the_axis_and_says_so(hand_pairs)
 
 def test_point_ratio_ecdf_names_its_statistic(hand_pairs):
     points = ratios.point_ratios(hand_pairs, n_boot=50)
-    fig = analysis.point_ratio_ecdf(points)
+    fig = figures.point_ratio_ecdf(points)
     ax = next(ax for ax in fig.axes if ax.axison)
     assert curve_ends(ax) == [pytest.approx((1 / 3, 2 / 3))]  # exact, >= (at +inf), <= (at 0); undefined left out
     assert "ratio of median DCT fec / quic" == ax.get_xlabel()
@@ -324,13 +324,13 @@ def test_point_ratio_ecdf_names_its_statistic(hand_pairs):
     note = note_text(ax)
     assert "4 points: 1 exact" in note and "left out: 1 undefined" in note
     assert "3 excluded: baseline missing 1, baseline unsupported 1, label failed 1" in note
-    empty = analysis.point_ratio_ecdf(points.iloc[0:0])
+    empty = figures.point_ratio_ecdf(points.iloc[0:0])
     assert any(t.get_text().startswith("no ") for ax in empty.axes for t in ax.texts)
 
 
 def test_ratio_vs_factors_marks_censored_points(hand_pairs):
     points = ratios.point_ratios(hand_pairs, n_boot=50)
-    fig = analysis.ratio_vs_factors(points, ["bw"], label="fec")
+    fig = figures.ratio_vs_factors(points, ["bw"], label="fec")
     ax = fig.axes[0]
     marks = {}
     for collection in ax.collections:
@@ -341,18 +341,18 @@ def test_ratio_vs_factors_marks_censored_points(hand_pairs):
     assert "ratio of medians over the loss seeds" in fig.get_suptitle()
     assert "left out: 1 undefined" in " ".join(fig.get_supxlabel().split())
     # Factors that do not vary (owd, p, r, k, h of this table) get no panel.
-    assert [ax.get_xlabel() for ax in analysis.ratio_vs_factors(points, label="fec").axes if ax.axison] == \
+    assert [ax.get_xlabel() for ax in figures.ratio_vs_factors(points, label="fec").axes if ax.axison] == \
         ["bandwidth (Mbit/s)"]
 
 
 def test_metric_ecdf_censors_timeouts(tmp_path):
     frame = results.load(make_table_db(tmp_path / "h.sqlite", table_rows(CENSORED_TABLE), timeout_s=10))
-    ax = analysis.metric_ecdf(frame, "dct_ms").axes[0]
+    ax = figures.metric_ecdf(frame, "dct_ms").axes[0]
     ends = {line.get_label(): float(line.get_ydata()[-1]) for line in visible_lines(ax)}
     assert ends == {"fec": pytest.approx(12 / 18), "quic": pytest.approx(11 / 17)}  # timeouts at +inf
     assert "timed out (at +∞): fec 6 of 18, quic 6 of 17" in note_text(ax)
     # Not a duration: only finished runs, curves reach 1.
-    ax = analysis.metric_ecdf(frame, "packets_sent").axes[0]
+    ax = figures.metric_ecdf(frame, "packets_sent").axes[0]
     assert all(float(line.get_ydata()[-1]) == 1.0 for line in visible_lines(ax)) and not ax.texts
 
 
@@ -377,14 +377,14 @@ def test_report_on_campaign_with_timeouts_hides_nothing(tmp_path):
 def test_point_ratio_ecdf_counts_points_without_usable_pair(tmp_path):
     table = {(0, 0): (100, 50), (0, 1): (200, 100), (1, 0): (100, "failed"), (1, 1): (120, "failed")}
     points = ratios.point_ratios(ratios.pairs(make_table_db(tmp_path / "f.sqlite", table_rows(table))), n_boot=50)
-    ax = next(ax for ax in analysis.point_ratio_ecdf(points).axes if ax.axison)
+    ax = next(ax for ax in figures.point_ratio_ecdf(points).axes if ax.axison)
     assert curve_ends(ax) == [(0.0, 1.0)]  # the point with a usable pair, drawn
     assert "2 points: 1 exact left out: 1 without a usable pair" in note_text(ax)
     assert "2 excluded: label failed 2" in note_text(ax)
 
 
 def test_the_dct_axis_names_the_workload() -> None:
-    from fecbench.analysis.style import metric_title
+    from fecbench.analysis.figures.style import metric_title
 
     frame = pd.DataFrame({"workload": ["upload", "upload"]})
     assert metric_title("dct_ms", frame) == "upload completion time (ms)"

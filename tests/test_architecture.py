@@ -4,6 +4,7 @@ functions), no private name imported across modules, no module over the size lim
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from fecbench.paths import REPO_ROOT
@@ -101,3 +102,121 @@ def test_modules_stay_small() -> None:
     big = {str(p.relative_to(REPO_ROOT)): n for p in PACKAGE.rglob("*.py")
            if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not big, f"modules over {MAX_LINES} lines (split them by concept): {big}"
+
+
+# --- the layering and module tables of ARCHITECTURE.md -----------------------------------------------------
+
+ARCHITECTURE = REPO_ROOT / "ARCHITECTURE.md"
+DETAILED = ("runners", "analysis")    # packages with a table of their own (module | job | imports within)
+
+
+def _section(heading: str) -> str:
+    text = ARCHITECTURE.read_text()
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
+    return text[start:end if end >= 0 else len(text)]
+
+
+def _rows(text: str) -> list[list[str]]:
+    """The cells of every table row in `text` (header and rule rows left out)."""
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("|") and not line.startswith("|---"):
+            rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def _ticked(cell: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def _layers() -> list[tuple[str, list[str]]]:
+    """(layer, its module or package tokens) in the order of the layer table, lowest first."""
+    section = _section("## Packages and what they may import")
+    table = section[section.index("| layer |"):section.index("\n\n", section.index("| layer |"))]
+    return [(row[0], _ticked(row[1])) for row in _rows(table)[1:]]
+
+
+def _detail(package: str) -> dict[str, set[str]]:
+    """A package's detail table: module -> the modules of the package it imports."""
+    section = _section("## Packages and what they may import")
+    start = section.index(f"`{package}/` in detail")
+    table = section[section.index("| module |", start):]
+    table = table[:table.index("\n\n")] if "\n\n" in table else table
+    out = {}
+    for row in _rows(table)[1:]:
+        (module,) = _ticked(row[0])
+        out[module] = set(_ticked(row[2]))
+    return out
+
+
+def is_entry(module: str) -> bool:
+    """A CLI module: the top layer."""
+    last = module.rsplit(".", 1)[-1]
+    return module in ("fecbench.cli", "fecbench.__main__", "fecbench.doctor") or last == "cli" or last.endswith("_cli")
+
+
+def layer_of(module: str, layers: list[tuple[str, list[str]]]) -> int | None:
+    """The index of the module's layer (entry modules: the last), None if the table does not name it."""
+    if is_entry(module):
+        return len(layers) - 1
+    for index, (_, tokens) in enumerate(layers):
+        for token in tokens:
+            name = "fecbench" if token == "fecbench" else f"fecbench.{token.rstrip('/').replace('/', '.')}"
+            if module == name or (token.endswith("/") and module.startswith(name + ".")):
+                return index
+    return None
+
+
+def test_every_module_is_in_exactly_the_layer_table() -> None:
+    layers = _layers()
+    assert [name for name, _ in layers] == ["base", "storage", "data path", "planning", "campaigns", "analysis",
+                                           "entry"]
+    modules = _modules()
+    missing = sorted(m for m in modules if layer_of(m, layers) is None)
+    assert not missing, f"modules ARCHITECTURE.md's layer table does not name: {missing}"
+    named = [t for _, tokens in layers for t in tokens]
+    unknown = [t for t in named if ("fecbench" if t == "fecbench" else f"fecbench.{t.rstrip('/').replace('/', '.')}")
+               not in modules]
+    assert not unknown, f"ARCHITECTURE.md names modules the code lacks: {unknown}"
+
+
+def test_no_module_imports_a_higher_layer_or_a_cli() -> None:
+    layers, modules = _layers(), _modules()
+    bad = []
+    for name, path in modules.items():
+        mine = layer_of(name, layers)
+        for target, _, line in _imports(name, path, modules):
+            if target not in modules or target == name:
+                continue
+            theirs = layer_of(target, layers)
+            if is_entry(target) and not is_entry(name):
+                bad.append(f"{path.relative_to(REPO_ROOT)}:{line} imports the CLI module {target}")
+            elif mine is not None and theirs is not None and theirs > mine and not is_entry(name):
+                bad.append(f"{path.relative_to(REPO_ROOT)}:{line} ({layers[mine][0]}) imports {target} "
+                           f"({layers[theirs][0]})")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_detail_tables_match_the_code() -> None:
+    """Every module of runners/ and analysis/ has its row, and its imports within the package are listed."""
+    graph, modules = _graph(), _modules()
+    for package in DETAILED:
+        prefix = f"fecbench.{package}"
+        table = _detail(package)
+        code = {m.removeprefix(prefix + ".") for m in modules if m.startswith(prefix + ".")}
+        if modules[prefix].read_text().strip():   # an empty __init__.py is no module to describe
+            code.add(package)
+        assert set(table) == code, f"{package}/: table {sorted(set(table) - code)} not in the code, " \
+                                   f"code {sorted(code - set(table))} not in the table"
+        for module, listed in table.items():
+            full = prefix if module == package else f"{prefix}.{module}"
+            within = {t.removeprefix(prefix + ".") for t in graph[full] if t.startswith(prefix + ".")}
+            assert listed == within, f"{package}/{module}: ARCHITECTURE.md lists {sorted(listed)}, code imports " \
+                                     f"{sorted(within)}"
+
+
+def test_the_layer_check_finds_an_upward_import() -> None:
+    layers = [("low", ["a"]), ("high", ["b/"]), ("entry", ["cli"])]
+    assert layer_of("fecbench.a", layers) == 0 and layer_of("fecbench.b.x", layers) == 1
+    assert layer_of("fecbench.b.cli", layers) == 2 and layer_of("fecbench.zzz", layers) is None

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fecbench import cleanup, marks
-from tests.helpers.campaign import ROOT, campaign_processes, fecbench, leftover_processes, rows
+from tests.helpers.campaign import ROOT, campaign_processes, endpoint_leftovers, fecbench, leftover_processes, rows
 from tests.helpers.campaign import smoke_copy as _smoke_copy
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
@@ -67,6 +67,9 @@ def test_kill_9_clean_and_resume(tmp_path: Path) -> None:
     proc.wait()
     state = cleanup.state_file(proc.pid)
     assert state.exists()  # it left resources behind, recorded
+    # among them its scheduler tracer (pinned: still attached) and its network's endpoint cgroups
+    left = endpoint_leftovers(proc.pid)
+    assert any(p.name.endswith("-schedlat") for p in left) and any(p.name.startswith("fecbench-") for p in left)
     # Everything the campaign started carries its marker; the run's server (at least) survives the kill.
     survivors = campaign_processes(proc.pid, start)
     starts = [marks.start_time(pid) or 0 for pid, _ in survivors]
@@ -82,6 +85,7 @@ def test_kill_9_clean_and_resume(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert f"left by pid {proc.pid}" in out.stdout
     assert not state.exists()
+    assert not endpoint_leftovers(proc.pid)  # the tracer detached, the cgroups removed
     # No process started by the campaign survives `clean`, whatever its command line (checked by the
     # marker in each process's environment), and each of those seen after the kill is gone.
     assert campaign_processes(proc.pid, start) == []

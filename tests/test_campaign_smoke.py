@@ -58,9 +58,9 @@ def test_every_run_records_its_own_emulation_accuracy(smoke_db: Path) -> None:
     count is cleared, this run's when it is read, and the two counters are read a moment apart),
     and the element's queue and tbf refusals are counted since the network was built. Measured on a
     fresh clone: 4 of 32 directions 1 frame short, 1 one over, 1 two short with 2 still queued."""
-    from fecbench import results
+    from fecbench.analysis import tables
 
-    late = results.lateness(smoke_db)
+    late = tables.lateness(smoke_db)
     keys = {r["key"] for r in rows(smoke_db, "SELECT key FROM runs")}
     if rows(smoke_db, "SELECT link_backend FROM campaigns")[0]["link_backend"] == "netem":
         # netem delays in the kernel: no delay element, so nothing to count (and nothing invented).

@@ -11,7 +11,7 @@ import pytest
 
 from fecbench.errors import SpecError
 from fecbench.runners.descriptor import load_descriptor, render
-from fecbench.runners.metrics import MetricsError, collect_metrics, from_patterns
+from fecbench.runners.run_metrics import MetricsError, collect_metrics, from_patterns
 
 ROOT = Path(__file__).resolve().parent.parent
 

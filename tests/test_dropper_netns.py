@@ -174,6 +174,28 @@ def test_router_egress_drops_exactly_the_predicted_packets(line, hook):
     assert not any(e["kind"] == "bpf_pin" and e["name"] == str(d.pin) for e in entries)
 
 
+def test_per_flow_counters_split_the_link_by_port_and_time(line):
+    """With flow counting on (competing flows), every packet and drop is counted once, under its flow (protocol
+    and ports) and time bin; without it, nothing is counted per flow."""
+    with Dropper.attach("eth1", netns=line[1], model=LossModel.uniform(0.1), seed=3) as d:
+        transfer(line, 300)
+        assert d.flows()["flows"] == [] and d.flows()["counting"] is False
+        d.set(seed=3, flow_bin_ms=50)
+        start = time.monotonic_ns()
+        transfer(line, 3000)
+        time.sleep(0.1)
+        transfer(line, 1000, dst="fd00:2::1")
+        got, st = d.flows(), d.stats()
+    assert got["counting"] is True and got["bin_ns"] == 50_000_000
+    assert abs(got["t0_ns"] - start) < 5_000_000_000   # the same clock as time.monotonic_ns()
+    rows = [r for r in got["flows"] if r[0] == 17 and r[2] == PORT]
+    assert sum(r[4] for r in rows) == 4000 and sum(r[6] for r in rows) == st["dropped"] > 200
+    assert sum(r[5] for r in rows) == 3000 * 150 + 1000 * 170   # frame lengths: IPv4 and IPv6, 108-byte payloads
+    assert sum(r[4] for r in got["flows"]) == st["matched"]      # everything the dropper matched, once
+    assert len({r[3] for r in rows}) >= 2                         # more than one 50 ms bin
+    assert len({r[1] for r in rows}) == 2                         # two senders: two source ports
+
+
 def test_filter_non_matching_traffic_passes_and_keeps_the_index(line):
     # everything dropped, but only for another port: our datagrams pass and ARP/ping still work
     with Dropper.attach("eth1", netns=line[1], model=LossModel.uniform(1.0), filter=Filter("udp", 9999)) as d:

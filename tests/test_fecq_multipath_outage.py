@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fecbench import path_metrics, results
+from fecbench.analysis import path_metrics, tables
 from tests.helpers.campaign import FECQ, fecbench, queue_drops, rows, two_path_design
 
 OUTAGE_S = (0.3, 1.3)
@@ -50,7 +50,7 @@ def test_repairs_on_the_other_path_rebuild_what_an_outage_cut(tmp_path: Path) ->
     assert {label: r["status"] for label, r in runs.items()} == {"other": "ok", "same": "ok"}
     # The outage happened in every run, on schedule, and cut path 1's server → client datagrams
     # (no other loss: p = 0 and no queue overflowed).
-    events = results.link_events(db)
+    events = tables.link_events(db)
     for key in (r["key"] for r in runs.values()):
         mine = events[events["run_key"] == key]
         assert sorted(mine["kind"]) == ["outage-end"] * 2 + ["outage-start"] * 2

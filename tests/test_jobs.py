@@ -103,87 +103,126 @@ def test_auto_parses_only_where_allowed() -> None:
         parse_jobs("auto")
 
 
-def test_auto_takes_the_largest_n_before_the_first_that_breaks_the_bound() -> None:
-    from fecbench.runners.calibrate import choose
-
-    row = lambda jobs, p99: {"jobs": jobs, "worst_p99_ms": p99, "frames": 100}  # noqa: E731
-    assert choose([row(1, 0.1), row(2, 0.2), row(4, 0.45), row(8, 0.7)], 0.5) == 4
-    assert choose([row(1, 0.1), row(2, 0.6), row(4, 0.3)], 0.5) == 1  # stops at the first break
-    assert choose([row(1, 0.9)], 0.5) == 1
-    assert choose([row(1, 0.1), row(2, None)], 0.5) == 1  # no frames counted: no evidence for 2
+def _result(key: str, value: float, status: str = "ok", endpoint_ok: bool = True) -> dict[str, Any]:
+    return {"key": key, "status": status, "error": None, "value": value, "endpoint_p99_ms": 0.2,
+            "endpoint_ok": endpoint_ok, "lateness_p99_ms": 0.1, "lateness_ok": True}
 
 
-def test_auto_measures_no_more_networks_than_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A 5-run campaign never builds 8 networks, so calibration stops measuring at 4."""
-    from types import SimpleNamespace
+def test_compare_pairs_the_pilot_with_its_serial_runs_by_key() -> None:
+    from fecbench.runners.calibrate import compare
 
+    serial = {f"k{i}": _result(f"k{i}", 100.0 + i) for i in range(16)}
+    same = compare(serial, {k: _result(k, r["value"] * (1.01 if i % 2 else 0.99)) for i, (k, r) in
+                            enumerate(serial.items())}, 0.0)
+    assert same["pairs"] == 16 and abs(same["median_ratio"] - 1) < 0.011 and same["wilcoxon_p"] > 0.5
+    slower = compare(serial, {k: _result(k, r["value"] * 1.08) for k, r in serial.items()}, 0.0)
+    assert slower["median_ratio"] == pytest.approx(1.08) and slower["wilcoxon_p"] < 0.001
+    failed = compare(serial, {**serial, "k3": _result("k3", None, status="timeout")}, 0.0)
+    assert failed["changed_status"] == ["k3"] and failed["pairs"] == 15
+    # Re-buffering: ε (one message interval) on both sides, so runs without stalls have a ratio.
+    stalls = compare({"a": _result("a", 0.0)}, {"a": _result("a", 33.3)}, 33.3)
+    assert stalls["median_ratio"] == 2.0
+
+
+def _prepared(tmp_path: Path, points: int = 4) -> Any:
+    return prepare(fake_design(tmp_path / "calib.toml", {"quic": {}, "fec": {}}, points=points))
+
+
+def test_auto_takes_the_largest_n_whose_pilot_keeps_the_results(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Up to 4 networks the pilot matches its serial runs; 8 slow them by 30 % in both measurements:
+    auto takes 4, having measured 8 twice and nothing beyond."""
     from fecbench.runners import calibrate
 
-    measured: list[int] = []
-
-    def measure(prepared: Any, jobs: int, backend: Any, factory: Any) -> dict[str, Any]:
-        measured.append(jobs)
-        return {"jobs": jobs, "worst_p99_ms": 0.1, "frames": 100}
-
-    monkeypatch.setattr(calibrate, "measure", measure)
-    result = calibrate.calibrate(SimpleNamespace(runs=[None] * 5), None)
-    assert measured == [1, 2, 4] and result["chosen"] == 4
-    measured.clear()
-    assert calibrate.calibrate(SimpleNamespace(runs=[None]), None)["chosen"] == 1 and measured == [1]
-
-
-def test_auto_measures_a_broken_bound_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One late reading does not condemn an N (measured again); three in a row do."""
-    from types import SimpleNamespace
-
-    from fecbench.runners import calibrate
-
-    readings = {1: [0.2], 2: [0.9, 0.3], 4: [0.8, 0.7, 0.6]}
+    prepared = _prepared(tmp_path)
     seen: list[int] = []
 
-    def measure(prepared: Any, jobs: int, backend: Any, factory: Any) -> dict[str, Any]:
+    def execute(prepared: Any, pilot: list[Any], fillers: list[Any], jobs: int, *args: Any) -> dict[str, Any]:
         seen.append(jobs)
-        return {"jobs": jobs, "worst_p99_ms": readings[jobs].pop(0), "frames": 100}
+        assert jobs == 1 and not fillers or len(pilot) + len(fillers) == len(prepared.runs)
+        slow = 1.3 if jobs >= 8 else 1.0
+        return {run.key: _result(run.key, (100 + i) * slow) for i, run in enumerate(pilot)}
 
-    monkeypatch.setattr(calibrate, "measure", measure)
-    result = calibrate.calibrate(SimpleNamespace(runs=[None] * 40), None)
-    assert seen == [1, 2, 2, 4, 4, 4] and result["chosen"] == 2
-    rows = [(r["jobs"], r["worst_p99_ms"], r["tries"]) for r in result["rows"]]
-    assert rows == [(1, 0.2, 1), (2, 0.3, 2), (4, 0.6, 3)]
+    monkeypatch.setattr(calibrate, "execute", execute)
+    result = calibrate.calibrate(prepared, None, pilot_runs=6)
+    assert seen == [1, 2, 4, 8, 8] and result["chosen"] == 4 and len(result["pilot"]) == 6
+    rows = {r["jobs"]: r for r in result["rows"]}
+    assert rows[4]["keeps_results"] and rows[4]["tries"] == 1 and rows[4]["median_ratio"] == 1.0
+    assert not rows[8]["keeps_results"] and rows[8]["tries"] == 2 and "median ratio to serial 1.300" in rows[8]["why"]
+    assert result["metric"] == "dct_ms" and result["endpoint_bound_ms"] > 0
 
 
-@pytest.mark.parametrize("workload, chosen, warned", [("messages", 4, True), ("messages", 1, False),
-                                                    ("download", 4, False)])
-def test_auto_warns_that_deadlines_are_not_calibrated(monkeypatch: pytest.MonkeyPatch, workload: str,
-                                                      chosen: int, warned: bool) -> None:
-    """Lateness sees the emulation only: a messages campaign on N > 1 networks is told to check its endpoints."""
-    from types import SimpleNamespace
+def test_a_pilot_run_beyond_a_bound_fails_its_n(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fecbench.runners import calibrate
 
-    from fecbench.runners import calibrate, cli
+    prepared = _prepared(tmp_path)
 
-    out = io.StringIO()
-    monkeypatch.setattr(cli, "console", Console(file=out, width=200))
-    monkeypatch.setattr(calibrate, "calibrate", lambda *a, **k: {"chosen": chosen, "bound_ms": 0.5, "rows": []})
-    cli._calibrate_jobs(SimpleNamespace(runs=[SimpleNamespace(workload=workload)]), None)
-    assert ("checked the emulation only" in out.getvalue()) == warned
+    def execute(prepared: Any, pilot: list[Any], fillers: list[Any], jobs: int, *args: Any) -> dict[str, Any]:
+        return {run.key: _result(run.key, 100.0, endpoint_ok=not (jobs == 2 and i == 0)) for i, run in enumerate(pilot)}
+
+    monkeypatch.setattr(calibrate, "execute", execute)
+    result = calibrate.calibrate(prepared, None, pilot_runs=4)
+    assert result["chosen"] == 1 and result["rows"][-1]["why"] == "1 pilot run(s) beyond a bound"
+
+
+def test_auto_measures_no_more_networks_than_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 4-run campaign never builds 8 networks, so calibration stops measuring at 4."""
+    from fecbench.runners import calibrate
+
+    prepared = _prepared(tmp_path, points=2)
+    assert len(prepared.runs) == 4
+    seen: list[int] = []
+
+    def execute(prepared: Any, pilot: list[Any], fillers: list[Any], jobs: int, *args: Any) -> dict[str, Any]:
+        seen.append(jobs)
+        return {run.key: _result(run.key, 100.0) for run in pilot}
+
+    monkeypatch.setattr(calibrate, "execute", execute)
+    assert calibrate.calibrate(prepared, None)["chosen"] == 4 and seen == [1, 2, 4]
+
+
+def test_execute_runs_the_pilot_on_busy_networks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real Runner on in-memory testbeds: every pilot run is executed once, every network is built and
+    stopped, fillers keep the others busy and are not reported."""
+    from fecbench.runners import calibrate
+
+    monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path / "state")
+    prepared = _prepared(tmp_path, points=4)
+    built: list[FakeTestbed] = []
+
+    def factory(topology: Any, values: dict[str, Any], backend: str | None) -> FakeTestbed:
+        built.append(FakeTestbed(topology, values, backend))
+        return built[-1]
+
+    pilot, fillers = calibrate.pilot_of(prepared, 3)
+    got = calibrate.execute(prepared, pilot, fillers, 2, None, factory)
+    assert set(got) == {run.key for run in pilot} and {r["status"] for r in got.values()} == {"ok"}
+    assert all(r["endpoint_ok"] is True and r["value"] > 0 for r in got.values())
+    assert len(built) == 2 and all(t.stopped for t in built)
+    started = [argv for t in built for role, argv in t.started if role == "client"]
+    assert len(started) >= 3
 
 
 @pytest.mark.require_root
 @pytest.mark.slow
 def test_jobs_auto_calibrates_records_and_runs_everything(tmp_path: Path) -> None:
-    """--jobs auto on real networks: the calibration's rows and choice are recorded with the campaign,
-    the choice follows its rule, and every run ends ok."""
-    from fecbench.runners.calibrate import CANDIDATES, choose
+    """--jobs auto on real networks: a pilot of the design's own runs, serially and on N networks; the
+    calibration's rows and choice are recorded with the campaign, the choice follows its rule, and every
+    run ends ok."""
+    from fecbench.runners.calibrate import CANDIDATES
 
     design = smoke_copy(tmp_path)
     db = tmp_path / "auto.sqlite"
-    out = fecbench("run", str(design), "--db", str(db), "--jobs", "auto")
+    out = fecbench("run", str(design), "--db", str(db), "--jobs", "auto", "--jobs-pilot", "4")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "--jobs auto: 1 network(s) at once: worst p99 lateness" in out.stdout
+    assert "--jobs auto: 1 network(s): 4 of 4 pilot runs ok, worst p99 endpoints" in out.stdout
     host = json.loads(rows(db, "SELECT host_json FROM campaigns")[0]["host_json"])
     calibration = host["jobs_calibration"]
     measured = calibration["rows"]
-    assert [r["jobs"] for r in measured] == list(CANDIDATES)[:len(measured)] and all(r["frames"] > 0 for r in measured)
-    assert calibration["chosen"] == choose(measured, calibration["bound_ms"]) == host["jobs"]
+    assert [r["jobs"] for r in measured] == list(CANDIDATES)[:len(measured)] and len(calibration["pilot"]) == 4
+    assert all(r["runs"] == 4 and r["endpoint_p99_ms"] is not None for r in measured)
+    keeping = [r["jobs"] for r in measured[1:] if r["keeps_results"]]
+    assert calibration["chosen"] == (keeping[-1] if keeping else 1) == host["jobs"]
+    assert all(r["keeps_results"] for r in measured[1:-1])   # only the last measured N may fail
     assert {r["status"] for r in rows(db, "SELECT status FROM runs")} == {"ok"}
     assert f"--jobs auto: {host['jobs']} network(s)" in out.stdout

@@ -8,7 +8,8 @@ import sqlite3
 import pytest
 
 from fecbench import db as dbmod
-from fecbench import results
+from fecbench import run_records
+from fecbench.analysis import tables
 
 
 def test_link_events_table_migration_and_reader(tmp_path):
@@ -18,24 +19,24 @@ def test_link_events_table_migration_and_reader(tmp_path):
     conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
     conn.execute("INSERT INTO runs (key, status) VALUES ('k', 'ok')")
     conn.close()
-    assert results.link_events(path).empty       # read-only: the old database is readable as it is
+    assert tables.link_events(path).empty       # read-only: the old database is readable as it is
     conn = dbmod.connect(path)                   # a writer upgrades it in place, keeping the runs
     assert dbmod.schema_version(conn) == dbmod.SCHEMA_VERSION >= 2
     assert conn.execute("SELECT status FROM runs WHERE key='k'").fetchone()[0] == "ok"
     events = [{"seq": 0, "kind": "outage-start", "link": "bottleneck", "direction": "forward", "scheduled_s": 1.0,
                "applied_s": 1.0004, "took_ms": 0.01, "params": {"index_before": 50, "index_after": 50}}]
-    dbmod.finish_run(conn, "k", status="ok", error=None, server_log_tail="", client_log_tail="", finished_at="t",
+    run_records.finish_run(conn, "k", status="ok", error=None, server_log_tail="", client_log_tail="", finished_at="t",
                      duration_s=1.0, link_events=events)
-    frame = results.link_events(path)
+    frame = tables.link_events(path)
     assert len(frame) == 1 and frame.loc[0, "params"] == {"index_before": 50, "index_after": 50}
     assert frame.loc[0, "error_ms"] == pytest.approx(0.4)
-    dbmod.start_run(conn, "k", "t", "delayline", "h")   # a retry clears the previous attempt's events
-    assert results.link_events(path).empty
+    run_records.start_run(conn, "k", "t", "delayline", "h")   # a retry clears the previous attempt's events
+    assert tables.link_events(path).empty
     conn.close()
 
 
 def test_report_summarises_the_applied_changes(tmp_path):
-    from fecbench import report
+    from fecbench.analysis import report
     from tests.helpers.loss_position_db import make_loss_position_db
 
     db = make_loss_position_db(tmp_path / "u.sqlite")
@@ -44,8 +45,8 @@ def test_report_summarises_the_applied_changes(tmp_path):
                "applied_s": at + err / 1e3, "took_ms": 0.01, "params": {}}
               for i, (kind, at, err) in enumerate([("outage-start", 1.0, 0.05), ("outage-end", 1.2, -0.5)])]
     events.append({"seq": 2, "kind": "error", "params": {"error": "tc: boom"}})
-    dbmod.finish_run(conn, "run-a", status="ok", error=None, server_log_tail="", client_log_tail="", finished_at="t",
-                     duration_s=1.0, metrics={"dct_ms": 250.0}, link_events=events)
+    run_records.finish_run(conn, "run-a", status="ok", error=None, server_log_tail="", client_log_tail="",
+                           finished_at="t", duration_s=1.0, metrics={"dct_ms": 250.0}, link_events=events)
     conn.close()
     built = report.build(db, tmp_path / "report")
     table = built.tables["link schedule: changes applied"].set_index("kind")

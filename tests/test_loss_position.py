@@ -86,11 +86,11 @@ def test_quantile_censoring():
 
 
 def test_class_ecdf_and_report_section(db, tmp_path):
-    from fecbench import analysis, report
+    from fecbench.analysis import figures, report
 
     fig = lp.class_ecdf(lp.classify_runs(db))
     assert len([ax for ax in fig.axes if ax.get_visible() and ax.lines]) == 3
-    analysis.save(fig, tmp_path / "x.png")
+    figures.save(fig, tmp_path / "x.png")
     built = report.build(db, tmp_path / "report")
     assert "loss-position" in built.figures
     html = (tmp_path / "report" / "index.html").read_text()

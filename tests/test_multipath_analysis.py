@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fecbench import analysis, results
+from fecbench.analysis import figures, results, tables
 from tests.helpers.campaign import rows
 
 
@@ -20,12 +20,12 @@ def test_path_asymmetry_ratios_and_attrs() -> None:
     frame = pd.DataFrame({"bw_1": [10.0, 5.0, 4.0], "bw_2": [5.0, 10.0, 0.0], "owd_1": [0.0, 20.0, 10.0],
                           "owd_2": [10.0, 10.0, 10.0], "label": ["a", "b", "c"]})
     frame.attrs["labels"] = ["a", "b", "c"]
-    out = results.path_asymmetry(frame)
+    out = tables.path_asymmetry(frame)
     assert out.attrs["asymmetry"] == ["bw_1/bw_2", "owd_1/owd_2"] and out.attrs["labels"] == ["a", "b", "c"]
     assert out["bw_1/bw_2"].tolist()[:2] == [2.0, 0.5] and math.isnan(out["bw_1/bw_2"].iloc[2])
     assert math.isnan(out["owd_1/owd_2"].iloc[0]) and out["owd_1/owd_2"].iloc[1] == 2.0  # 0 ms: no ratio
     assert "bw_1/bw_2" not in frame  # the input is left alone
-    single = results.path_asymmetry(pd.DataFrame({"bw": [1.0], "owd": [2.0]}))
+    single = tables.path_asymmetry(pd.DataFrame({"bw": [1.0], "owd": [2.0]}))
     assert single.attrs["asymmetry"] == [] and list(single.columns) == ["bw", "owd"]
 
 
@@ -52,12 +52,12 @@ def _png(fig) -> bytes:
 
 def test_path_share_figures() -> None:
     traffic = _traffic()
-    fig = analysis.path_share(traffic)
+    fig = figures.path_share(traffic)
     assert len([ax for ax in fig.axes if ax.get_visible() and ax.axison]) == 2  # one panel per size
     bars = [p for p in fig.axes[0].patches]
     assert sorted(round(b.get_width(), 3) for b in bars) == [0.0, 0.4, 0.6, 1.0]
     assert _png(fig).startswith(b"\x89PNG")
-    fig = analysis.path_share_vs_capacity(traffic, labels=["mp"])
+    fig = figures.path_share_vs_capacity(traffic, labels=["mp"])
     ax = fig.axes[0]
     points = np.vstack([c.get_offsets() for c in ax.collections])
     assert np.allclose(points[:, 0], 10 / 15) and np.allclose(points[:, 1], 0.6)
@@ -66,8 +66,8 @@ def test_path_share_figures() -> None:
 
 def test_path_figures_on_nothing_say_so() -> None:
     empty = _traffic().iloc[0:0]
-    for fig in (analysis.path_share(empty), analysis.path_share_vs_capacity(empty),
-                analysis.path_share_vs_capacity(_traffic().drop(columns=["bw_1", "bw_2"]))):
+    for fig in (figures.path_share(empty), figures.path_share_vs_capacity(empty),
+                figures.path_share_vs_capacity(_traffic().drop(columns=["bw_1", "bw_2"]))):
         texts = [t.get_text() for ax in fig.axes for t in ax.texts]
         assert any(text.startswith("no ") for text in texts), texts
 
@@ -77,17 +77,17 @@ def test_ratio_vs_asymmetry_log2_axis() -> None:
                           "size": 1000, "label": "mp", "baseline": "sp", "ratio": [0.5, 0.8, 1.0, 1.2],
                           "bw_1": [2.0, 8.0, 4.0, 16.0], "bw_2": [8.0, 2.0, 4.0, 1.0]})
     pairs.attrs.update(metric="dct_ms", factors=["bw_1", "bw_2"], labels=["mp", "sp"], sizes=[1000])
-    pairs = results.path_asymmetry(pairs)
-    fig = analysis.ratio_vs_factors(pairs, pairs.attrs["asymmetry"], label="mp", log2_factors=["bw_1/bw_2"])
+    pairs = tables.path_asymmetry(pairs)
+    fig = figures.ratio_vs_factors(pairs, pairs.attrs["asymmetry"], label="mp", log2_factors=["bw_1/bw_2"])
     assert fig.axes[0].get_xscale() == "log" and fig.axes[0].get_xlabel() == "bandwidth ratio path 1 / path 2"
-    linear = analysis.ratio_vs_factors(pairs, ["bw_1"], label="mp")
+    linear = figures.ratio_vs_factors(pairs, ["bw_1"], label="mp")
     assert linear.axes[0].get_xscale() == "linear"
 
 
 @pytest.mark.require_root
 @pytest.mark.slow
 def test_path_traffic_on_real_multipath_campaign(multipath_db: Path) -> None:
-    traffic = results.path_traffic(multipath_db)
+    traffic = tables.path_traffic(multipath_db)
     assert set(traffic["path"]) == {1, 2} and len(traffic) == 2 * len(results.load(multipath_db))
     shares = traffic.groupby("key")["share_down"].sum()
     assert np.allclose(shares, 1.0)
@@ -104,16 +104,16 @@ def test_path_traffic_on_real_multipath_campaign(multipath_db: Path) -> None:
 
 
 def test_single_path_label() -> None:
-    assert results.single_path_label(_traffic()) == "sp"
-    assert results.single_path_label(_traffic()[lambda t: t["path"] == 1]) is None
-    assert results.single_path_label(_traffic().iloc[0:0]) is None
+    assert tables.single_path_label(_traffic()) == "sp"
+    assert tables.single_path_label(_traffic()[lambda t: t["path"] == 1]) is None
+    assert tables.single_path_label(_traffic().iloc[0:0]) is None
 
 
 @pytest.mark.require_root
 @pytest.mark.slow
 def test_report_on_real_multipath_campaign(multipath_db: Path, tmp_path: Path) -> None:
     """`fecbench report` compares multipath with the single-path label and shows the traffic per path."""
-    from fecbench.report import build
+    from fecbench.analysis.report import build
 
     report = build(multipath_db, tmp_path)
     names = {p.name for p in tmp_path.glob("*.png")}
@@ -134,7 +134,7 @@ def test_path_metrics_flattens_each_side_of_each_path(tmp_path: Path) -> None:
     """Hand-made metrics JSON: one row per path and side, shares of each side's sends, nothing for a
     single-path run, a side that never saw a path left out."""
     from fecbench import db as dbmod
-    from fecbench import path_metrics
+    from fecbench.analysis import path_metrics
     from tests.helpers.analysis_db import make_table_db
 
     db = make_table_db(tmp_path / "paths.sqlite", [(0, "mp", 1000, 0, "ok", 10.0), (0, "sp", 1000, 0, "ok", 12.0)])
@@ -167,8 +167,8 @@ def test_path_metrics_flattens_each_side_of_each_path(tmp_path: Path) -> None:
 def test_path_metrics_on_real_multipath_campaign(multipath_db: Path, tmp_path: Path) -> None:
     """fecq's multipath runs: both paths carry data, and what the client says it sent on each path
     is what the path's dropper counted in that direction (plus the close, sent after the count)."""
-    from fecbench import path_metrics
-    from fecbench.export import export
+    from fecbench.analysis import path_metrics
+    from fecbench.analysis.export import export
 
     frame = path_metrics.path_metrics(multipath_db)
     fecq = frame[frame["label"] == "fecq-mp-rs"]

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fecbench import multipath_study, path_metrics, report, results
+from fecbench.analysis import multipath_study, path_metrics, report, results, tables
 from tests.helpers.campaign import FECQ, ROOT, fecbench, rows
 from tests.test_notebooks import execute, pngs, text_output
 
@@ -130,7 +130,7 @@ def test_twins_pairs_shares_and_recoveries_on_a_real_campaign(messages_db: Path)
     received = runs.set_index("key")["bytes_app"]
     for _, pair in pairs.iterrows():
         assert pair["ratio"] == pytest.approx(received[pair["key"]] / received[pair["baseline_key"]])
-    traffic = results.path_traffic(messages_db)
+    traffic = tables.path_traffic(messages_db)
     on_path_1 = traffic[traffic["path"] == 1].groupby("label")["share_down"].mean()
     assert on_path_1["sp"] == on_path_1["sp-rs"] == 1.0
     # Round-robin: both paths carry the server's QUIC packets and, with repair_path = "all", its

@@ -48,7 +48,7 @@ def pngs(out: Path) -> dict[str, bytes]:
 def test_notebooks_committed_with_parameters_and_without_outputs():
     assert [p.name for p in NOTEBOOKS] == ["01-campaign-overview.ipynb", "02-download-ratios.ipynb",
                                            "03-realtime.ipynb", "04-multipath.ipynb",
-                                           "05-loss-position.ipynb"]
+                                           "05-loss-position.ipynb", "06-competing-flows.ipynb"]
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
@@ -78,6 +78,8 @@ def test_notebooks_on_download_campaign(download_db, tmp_path):
             assert "no ok messages runs" in text_output(nb)
         if notebook.stem == "04-multipath":
             assert "no ok download runs on several paths" in text_output(nb)
+        if notebook.stem == "06-competing-flows":
+            assert "no run with competing flows" in text_output(nb)
         if notebook.stem == "05-loss-position":
             assert "no verdict logs" in text_output(nb)
     assert set(pngs(outs["01-campaign-overview"])) == {"status", "fidelity", "loss-fidelity"}
@@ -189,3 +191,9 @@ def test_multipath_notebook_on_real_multipath_campaign(multipath_db, tmp_path):
     for notebook in ("01-campaign-overview", "02-download-ratios"):
         execute(ROOT / "notebooks" / f"{notebook}.ipynb", Path(multipath_db), tmp_path / notebook)
         assert pngs(tmp_path / notebook), f"{notebook} wrote no figure on the multipath campaign"
+
+
+def test_flows_notebook_on_real_flows_campaign(flows_db, tmp_path):
+    nb = execute(ROOT / "notebooks" / "06-competing-flows.ipynb", flows_db, tmp_path)
+    assert "2 runs, 8 flows" in text_output(nb)
+    assert set(pngs(tmp_path)) == {"flows-foreground-dct", "flows-jain", "flows-shares"}

@@ -1,4 +1,4 @@
-"""fecbench.results on databases written through fecbench.db: loading, pairing, checks, concurrency."""
+"""fecbench.analysis.results on databases written through fecbench.db: loading, pairing, checks, concurrency."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from fecbench import db as dbmod
-from fecbench import results
+from fecbench.analysis import results, tables
 from fecbench.errors import UserError
+from fecbench.specs import DEFAULT_TIMEOUT_S
 from tests.helpers.analysis_db import DOWNLOAD_LABELS, FACTORS, SIZES, make_download_db, make_messages_db
 
 POINTS, REPS, FAILURES = 4, 3, 2
@@ -155,31 +156,31 @@ def test_read_only_and_safe_while_a_campaign_writes(tmp_path, download_db):
 
 
 def test_expected_loss_rate_models():
-    assert results.expected_loss_rate({"kind": "uniform", "p": 0.03}) == 0.03
+    assert tables.expected_loss_rate({"kind": "uniform", "p": 0.03}) == 0.03
     p, r = 0.05, 0.2
-    assert results.expected_loss_rate({"kind": "gilbert-elliott", "p": p, "r": r}) == pytest.approx(p / (p + r))
+    assert tables.expected_loss_rate({"kind": "gilbert-elliott", "p": p, "r": r}) == pytest.approx(p / (p + r))
     ge = {"model": "gilbert-elliott", "p": p, "r": r, "k": 0.99, "h": 0.1}
     bad = p / (p + r)
     expected = (1 - bad) * 0.01 + bad * 0.9
-    assert results.expected_loss_rate(ge) == pytest.approx(expected)
-    assert results.expected_loss_rate({"model": ge, "seed": 3, "stream": 0}) == pytest.approx(expected)
-    assert results.expected_loss_rate('{"kind": "uniform", "p": 0.1}') == 0.1
+    assert tables.expected_loss_rate(ge) == pytest.approx(expected)
+    assert tables.expected_loss_rate({"model": ge, "seed": 3, "stream": 0}) == pytest.approx(expected)
+    assert tables.expected_loss_rate('{"kind": "uniform", "p": 0.1}') == 0.1
     runner_style = {"model": "gilbert-elliott", "params": {"p": p, "r": r, "k": 0.99, "h": 0.1}, "seed": 1}
-    assert results.expected_loss_rate(runner_style) == pytest.approx(expected)
-    assert results.expected_loss_rate({"model": "none", "dropper": {}}) == 0.0
+    assert tables.expected_loss_rate(runner_style) == pytest.approx(expected)
+    assert tables.expected_loss_rate({"model": "none", "dropper": {}}) == 0.0
     for unknown in (None, "not json", {"kind": "trace"}, {"kind": "uniform"}):
-        assert math.isnan(results.expected_loss_rate(unknown))
+        assert math.isnan(tables.expected_loss_rate(unknown))
 
 
 def test_link_stats_and_fidelity_join_on_run_key(download_db):
     frame = results.load(download_db)
-    stats = results.link_stats(download_db)
+    stats = tables.link_stats(download_db)
     assert set(stats["run_key"]) == set(frame["key"])
     forward = stats[stats["direction"] == "forward"]
     assert np.allclose(forward["loss_rate"], forward["dropped"] / forward["matched"])
     assert forward["expected_loss"].notna().all()
     assert (stats.loc[stats["direction"] == "reverse", "expected_loss"] == 0).all()
-    fid = results.fidelity(download_db)
+    fid = tables.fidelity(download_db)
     assert set(fid["run_key"]) == set(frame["key"])
     assert np.allclose(fid["rtt_ratio"], fid["rtt_measured_ms"] / fid["rtt_configured_ms"])
     assert fid["ok"].all()
@@ -207,8 +208,8 @@ def test_tables(download_db):
 def test_load_has_the_design_timeout_and_status_counts_per_point(download_db):
     frame = results.load(download_db)
     # The test campaign's stored design text sets no timeout_s: the runner's default applied.
-    assert set(frame["timeout_s"]) == {results.DEFAULT_TIMEOUT_S}
-    assert results.design_timeout('[design]\nname = "x"\ntimeout_s = 300\n') == 300.0
+    assert set(frame["timeout_s"]) == {DEFAULT_TIMEOUT_S}
+    assert dbmod.campaign_settings(None, '[design]\nname = "x"\ntimeout_s = 300\n') == {"timeout_s": 300.0}
     per_point = results.status_counts(frame, by=["point", "label"])
     assert len(per_point) == POINTS * len(DOWNLOAD_LABELS)
     assert per_point["total"].sum() == len(frame)

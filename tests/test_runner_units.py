@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from fecbench import db as dbmod
+from fecbench import run_records
 from fecbench.errors import SpecError
 from fecbench.runners.descriptor import load_descriptor, render
 from fecbench.runners.design import parse_design, parse_size
-from fecbench.runners.metrics import MetricsError, from_json, from_patterns
+from fecbench.runners.run_metrics import MetricsError, from_json, from_patterns
 from fecbench.runners.runs import enumerate_runs, loss_seed, run_key
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -279,18 +280,18 @@ def test_db_lifecycle_no_duplicates(tmp_path: Path) -> None:
         dbmod.insert_points(conn, cid, [{"point": 0, "bw": 5.0, "fec": "rs"}])
     rows = [{"key": f"k{i}", "campaign_id": cid, "point": 0, "impl": "fake", "label": "a", "impl_args": "{}",
              "workload": "download", "size": 1000, "repetition": i, "loss_seed": 5} for i in range(3)]
-    assert dbmod.insert_pending_runs(conn, rows) == 3
-    assert dbmod.insert_pending_runs(conn, rows) == 0
-    dbmod.start_run(conn, "k0", "2026-01-01T00:00:00Z", "delayline", "host")
-    assert dbmod.run_statuses(conn)["k0"] == "interrupted"  # a crash here leaves it resumable
-    dbmod.finish_run(conn, "k0", status="ok", error=None, server_log_tail="s", client_log_tail="c",
+    assert run_records.insert_pending_runs(conn, rows) == 3
+    assert run_records.insert_pending_runs(conn, rows) == 0
+    run_records.start_run(conn, "k0", "2026-01-01T00:00:00Z", "delayline", "host")
+    assert run_records.run_statuses(conn)["k0"] == "interrupted"  # a crash here leaves it resumable
+    run_records.finish_run(conn, "k0", status="ok", error=None, server_log_tail="s", client_log_tail="c",
                      finished_at="t", duration_s=1.5, metrics={"dct_ms": 12.5, "lost": 2, "extra": "x"},
                      client_wall_ms=100.0,
                      link_stats=[{"link": "bottleneck", "direction": "forward", "seen": 10, "dropped": 1,
                                   "model": {"seed": 5}}],
                      fidelity=[{"path": 1, "rtt_configured_ms": 20, "rtt_measured_ms": 20.1, "ok": True}])
-    dbmod.start_run(conn, "k0", "2026-01-01T00:00:01Z", "delayline", "host")  # a retry replaces results
-    dbmod.finish_run(conn, "k0", status="ok", error=None, server_log_tail="s", client_log_tail="c",
+    run_records.start_run(conn, "k0", "2026-01-01T00:00:01Z", "delayline", "host")  # a retry replaces results
+    run_records.finish_run(conn, "k0", status="ok", error=None, server_log_tail="s", client_log_tail="c",
                      finished_at="t", duration_s=1.0, metrics={"dct_ms": 11.0}, client_wall_ms=90.0,
                      link_stats=[{"link": "bottleneck", "direction": "forward", "seen": 9}])
     ro = dbmod.open_readonly(path)

@@ -112,7 +112,7 @@ def test_delay_step_and_restore(tmp_path):
 def test_campaign_records_the_applied_changes(tmp_path):
     """A campaign with a schedule: every run (ok and timed out) records its applied changes in
     link_events, at the scheduled times, and the verdict logs show the outage's drops."""
-    from fecbench import results
+    from fecbench.analysis import results, tables
     from tests.helpers.campaign import fake_design, fecbench
 
     spec = tmp_path / "blip.toml"
@@ -125,7 +125,7 @@ def test_campaign_records_the_applied_changes(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     runs = results.load(db).set_index("label")
     assert dict(runs["status"]) == {"slow": "ok", "hang": "timeout"}
-    events = results.link_events(db)
+    events = tables.link_events(db)
     for label in ("slow", "hang"):
         mine = events[events["run_key"] == runs.loc[label, "key"]]
         assert list(mine["kind"]) == ["outage-start"] * 2 + ["outage-end"] * 2 + ["set", "restore"], mine

@@ -1,4 +1,4 @@
-"""fecbench.stats: censored medians, ratio bounds and the seeded bootstrap, on hand-made numbers."""
+"""fecbench.analysis.stats: censored medians, ratio bounds and the seeded bootstrap, on hand-made numbers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fecbench import stats
+from fecbench.analysis import stats
 
 INF = math.inf
 

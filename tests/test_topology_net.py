@@ -17,7 +17,7 @@ from fecbench import cleanup, marks
 from fecbench.topologies import Network, load_topology, netem_probe
 from fecbench.topologies.backend import delayline_available
 from fecbench.topologies.fidelity import rtt_bound_ms
-from fecbench.topologies.network import iperf3_error
+from fecbench.topologies.traffic import iperf3_error
 
 ROOT = Path(__file__).resolve().parent.parent
 SINGLE = ROOT / "topologies" / "single.toml"

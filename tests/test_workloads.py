@@ -20,8 +20,8 @@ from fecbench.runners.checks import min_duration_s
 from fecbench.runners.descriptor import load_descriptor
 from fecbench.runners.design import parse_design
 from fecbench.runners.engine import Engine, parse_retry
-from fecbench.runners.metrics import MetricsError, collect_metrics
 from fecbench.runners.prepare import prepare
+from fecbench.runners.run_metrics import MetricsError, collect_metrics
 from fecbench.runners.runs import enumerate_runs
 from fecbench.runners.serial import SerialExecutor
 from tests.helpers.campaign import FAKE_DIR, ROOT, TOPOLOGY, fecbench, rows

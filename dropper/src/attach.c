@@ -288,6 +288,7 @@ void cmd_attach(struct options *o)
 	pin_or_die(in.chain_fd, o->pin, "chain");
 	pin_or_die(in.log_fd, o->pin, "log");
 	pin_or_die(in.attach_fd, o->pin, "attach");
+	pin_or_die(in.flows_fd, o->pin, "flows");
 	/* Until configure() resets the stream and sets the model, the program's model is "none" (zeroed
 	 * .bss): it drops nothing, and the packets it sees then do not count. */
 	if (at.hook == HOOK_TCX) {

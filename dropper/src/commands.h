@@ -31,6 +31,7 @@ void cmd_probe(void);
 void cmd_set(struct options *o);
 void cmd_reset(struct options *o);
 void cmd_stats(struct options *o);
+void cmd_flows(struct options *o);
 void cmd_log(struct options *o);
 
 /* model.c: the sequential model, no kernel */

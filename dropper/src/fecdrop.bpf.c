@@ -58,6 +58,14 @@ struct {
 } chain SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* entries only for the flows and bins seen */
+	__uint(max_entries, FD_FLOW_ENTRIES);
+	__type(key, struct fd_flow_key);
+	__type(value, struct fd_flow_count);
+} flows SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4096); /* the loader resizes it when the verdict log is enabled */
 } verdict_log SEC(".maps");
@@ -179,6 +187,57 @@ static __noinline int chain_step(__u64 *index, __u32 *state)
 	return drop;
 }
 
+/* Per-flow counters (cfg.flows): the packet's transport protocol and ports and its time bin. Off the
+ * hot path of runs without competing flows. */
+static __noinline void count_flow(struct __sk_buff *skb, __u16 ethertype, int drop)
+{
+	struct fd_flow_key key = {};
+	struct fd_flow_count zero = {}, *count;
+	struct fd_stats *st;
+	__be16 ports[2] = {};
+	__u32 l4_off;
+	__u64 now = bpf_ktime_get_ns();
+
+	if (ethertype == ETH_P_IP) {
+		struct iphdr ip;
+
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)))
+			return;
+		key.proto = ip.protocol;
+		l4_off = ETH_HLEN + ip.ihl * 4;
+		if (ip.frag_off & bpf_htons(0x1fff))
+			l4_off = 0; /* a non-first fragment carries no ports */
+	} else {
+		struct ipv6hdr ip6;
+
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6)))
+			return;
+		key.proto = ip6.nexthdr;
+		l4_off = ETH_HLEN + sizeof(ip6);
+	}
+	if (l4_off && (key.proto == 6 || key.proto == 17) && !bpf_skb_load_bytes(skb, l4_off, ports, sizeof(ports))) {
+		key.sport = bpf_ntohs(ports[0]);
+		key.dport = bpf_ntohs(ports[1]);
+	}
+	if (now > cfg.flow_t0 && cfg.flow_bin_ns)
+		key.bin = (now - cfg.flow_t0) / cfg.flow_bin_ns;
+	count = bpf_map_lookup_elem(&flows, &key);
+	if (!count) {
+		bpf_map_update_elem(&flows, &key, &zero, BPF_NOEXIST);
+		count = bpf_map_lookup_elem(&flows, &key);
+	}
+	if (!count) {
+		st = counters();
+		if (st)
+			st->flow_lost++;
+		return;
+	}
+	__sync_fetch_and_add(&count->packets, 1);
+	__sync_fetch_and_add(&count->bytes, skb->len);
+	if (drop)
+		__sync_fetch_and_add(&count->dropped, 1);
+}
+
 /* The hot path touches only the shared index (one atomic add) and the model: counters that can be
  * derived (seen, matched, dropped, bursts, GE states) are derived by the loader; the others change on
  * rare events. A drop costs nothing extra, and the verdict leaves without a branch. */
@@ -229,6 +288,8 @@ int fecdrop(struct __sk_buff *skb)
 	default:
 		break;
 	}
+	if (cfg.flows)
+		count_flow(skb, ethertype, drop);
 	if (cfg.log) {
 		struct fd_record rec = {.index = index, .verdict = drop, .state = state, .len = skb->len};
 

@@ -9,6 +9,7 @@
  *   fecdrop set     --pin DIR MODEL     new parameters; resets the stream (index 0, state Good)
  *   fecdrop reset   --pin DIR           resets the stream and the counters
  *   fecdrop stats   --pin DIR           JSON counters
+ *   fecdrop flows   --pin DIR           JSON per-flow counters: [proto, sport, dport, bin, packets, bytes, dropped]
  *   fecdrop log     --pin DIR --out F   drain the verdict log (struct fd_record[]) into F
  *   fecdrop detach  --pin DIR           detach (tcx link; or clsact filter, in its namespace) and remove the pins
  *   fecdrop hooks   --dev IF [--netns PATH]   number of droppers on the interface's hooks (JSON)
@@ -21,6 +22,7 @@
  *   fecdrop selftest
  * MODEL: --model none|uniform|ge|trace --seed S --stream S --t-drop T --t-p T --t-r T --t-k T --t-h T
  *        --table-len N (GE: packets to pre-generate) --trace FILE (little-endian u64 indices)
+ *        --flow-bin-ms MS (count packets per flow and MS-long time bin from this set on; default: off)
  * FILTER: --proto N --port N --src ADDR --dst ADDR
  * Thresholds are integers in [0, 2^32] computed by the Python side (probability * 2^32, rounded).
  * Exit status: 0 ok, 2 user error (message on stderr), 1 anything else.
@@ -103,13 +105,14 @@ int main(int argc, char **argv)
 		{"t-h", 1, 0, 5},	{"table-len", 1, 0, 6},	  {"trace", 1, 0, 7},	  {"proto", 1, 0, 8},
 		{"port", 1, 0, 9},	{"src", 1, 0, 10},	  {"dst", 1, 0, 11},	  {"packets", 1, 0, 12},
 		{"threads", 1, 0, 13},	{"out", 1, 0, 14},	  {"repeat", 1, 0, 15},	  {"hook", 1, 0, 16},
-		{"handle", 1, 0, 17},	{0, 0, 0, 0},
+		{"handle", 1, 0, 17},	{"flow-bin-ms", 1, 0, 18}, {0, 0, 0, 0},
 	};
 	struct options o = {.egress = 1, .threads = 1, .table_len = 1 << 20};
 	int opt;
 
 	if (argc < 2)
-		die(2, "usage: fecdrop attach|set|reset|stats|log|detach|hooks|probe|testrun|reference|bench|selftest [options]");
+		die(2, "usage: fecdrop attach|set|reset|stats|flows|log|detach|hooks|probe|testrun|reference|bench|selftest "
+		       "[options]");
 	o.cmd = argv[1];
 	o.cfg.t_k = 1ULL << 32;
 	optind = 2;
@@ -172,6 +175,12 @@ int main(int argc, char **argv)
 			if (!o.handle || o.handle != parse_u64(optarg, "handle"))
 				die(2, "handle must be in 1..2^32-1");
 			break;
+		case 18:
+			o.cfg.flow_bin_ns = parse_u64(optarg, "flow bin") * 1000000ULL;
+			if (!o.cfg.flow_bin_ns || o.cfg.flow_bin_ns > 3600000000000ULL)
+				die(2, "flow bin must be 1 ms to 1 h");
+			o.cfg.flows = 1;
+			break;
 		default: die(2, "bad option (see the comment at the top of fecdrop.c)");
 		}
 	}
@@ -202,7 +211,7 @@ int main(int argc, char **argv)
 	else if (!strcmp(o.cmd, "bench"))
 		cmd_bench(&o);
 	else if (!strcmp(o.cmd, "set") || !strcmp(o.cmd, "reset") || !strcmp(o.cmd, "stats") ||
-		 !strcmp(o.cmd, "log")) {
+		 !strcmp(o.cmd, "log") || !strcmp(o.cmd, "flows")) {
 		if (!o.pin)
 			die(2, "%s needs --pin", o.cmd);
 		if (!strcmp(o.cmd, "log"))
@@ -211,6 +220,8 @@ int main(int argc, char **argv)
 			cmd_set(&o);
 		else if (!strcmp(o.cmd, "reset"))
 			cmd_reset(&o);
+		else if (!strcmp(o.cmd, "flows"))
+			cmd_flows(&o);
 		else
 			cmd_stats(&o);
 	} else {

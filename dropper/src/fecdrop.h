@@ -40,6 +40,31 @@ struct fd_config {
 	__u32 filter_family; /* 4 or 6 when an address is given */
 	__u8 filter_src[16];
 	__u8 filter_dst[16];
+	/* per-flow counters (fecbench's competing flows): off when 0 */
+	__u32 flows;
+	__u32 flow_pad;
+	__u64 flow_t0;      /* CLOCK_MONOTONIC ns when counting started (bin 0) */
+	__u64 flow_bin_ns;  /* width of a time bin */
+};
+
+/* Per-flow counters, by time bin: what each flow (transport protocol and ports, as seen in this
+ * direction) sent through the link and lost to the model, so that competing flows' shares over time and
+ * their drops are known per flow. Only counted when cfg.flows is set. */
+#define FD_FLOW_ENTRIES 16384
+
+struct fd_flow_key {
+	__u8 proto;
+	__u8 pad;
+	__u16 sport; /* host order */
+	__u16 dport;
+	__u16 pad2;
+	__u32 bin;   /* (arrival - flow_t0) / flow_bin_ns */
+};
+
+struct fd_flow_count {
+	__u64 packets;
+	__u64 bytes;
+	__u64 dropped;
 };
 
 /* Per-CPU counters of rare events; the loader sums them. Whatever follows from the index and the
@@ -50,6 +75,7 @@ struct fd_stats {
 	__u64 unmatched; /* IP packets the filter let through untouched */
 	__u64 gso;       /* skbs with gso_segs > 1 (one verdict would hit several wire packets) */
 	__u64 log_lost;  /* verdict records the full ring buffer could not take */
+	__u64 flow_lost; /* packets not counted per flow: the flow table was full */
 };
 
 /* Gilbert-Elliott chain beyond the decision table, advanced under a lock. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -77,9 +78,11 @@ void open_pinned(const char *dir, struct instance *in)
 	in->chain_fd = pinned(dir, "chain");
 	in->log_fd = pinned(dir, "log");
 	in->attach_fd = check_layout(pinned(dir, "attach"), sizeof(struct fd_attach), dir);
+	in->flows_fd = pinned(dir, "flows");
 }
 
-static const char *pin_names[] = {"bss", "table_drop", "table_state", "stats", "chain", "log", "attach", "link"};
+static const char *pin_names[] = {"bss", "table_drop", "table_state", "stats", "chain", "log", "attach", "link",
+				  "flows"};
 
 void remove_pins(const char *dir)
 {
@@ -137,9 +140,22 @@ void instance_from_skel(struct fecdrop_bpf *skel, struct instance *in)
 	in->chain_fd = bpf_map__fd(skel->maps.chain);
 	in->log_fd = bpf_map__fd(skel->maps.verdict_log);
 	in->attach_fd = -1;
+	in->flows_fd = bpf_map__fd(skel->maps.flows);
 }
 
 /* ---------- configure, reset ---------- */
+
+static void clear_flows(int fd)
+{
+	struct fd_flow_key key, next;
+	int more = !bpf_map_get_next_key(fd, NULL, &key);
+
+	while (more) {
+		more = !bpf_map_get_next_key(fd, &key, &next);
+		bpf_map_delete_elem(fd, &key);
+		key = next;
+	}
+}
 
 void reset_stream(struct instance *in)
 {
@@ -156,6 +172,13 @@ void reset_stream(struct instance *in)
 	if (bpf_map_update_elem(in->stats_fd, &zero, zeros, BPF_ANY))
 		die(1, "reset stats: %s", strerror(errno));
 	free(zeros);
+	clear_flows(in->flows_fd);
+	if (in->bss->cfg.flows) {
+		struct timespec now;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		in->bss->cfg.flow_t0 = (__u64)now.tv_sec * 1000000000ULL + now.tv_nsec;
+	}
 	__atomic_store_n(&in->bss->next_index, 0, __ATOMIC_SEQ_CST);
 }
 
@@ -208,6 +231,7 @@ void print_stats(struct instance *in)
 		sum.unmatched += per[i].unmatched;
 		sum.gso += per[i].gso;
 		sum.log_lost += per[i].log_lost;
+		sum.flow_lost += per[i].flow_lost;
 	}
 	free(per);
 	if (in->attach_fd >= 0 && !bpf_map_lookup_elem(in->attach_fd, &zero, &at) && at.hook <= HOOK_CLSACT)
@@ -232,11 +256,33 @@ void print_stats(struct instance *in)
 	printf("{\"hook\": \"%s\", \"model\": \"%s\", \"seed\": %llu, \"stream\": %llu, \"index\": %llu"
 	       ", \"seen\": %llu, \"matched\": %llu, \"unmatched\": %llu, \"dropped\": %llu"
 	       ", \"good\": %llu, \"bad\": %llu, \"bursts\": %llu, \"longest_burst\": %llu, \"gso\": %llu"
-	       ", \"non_ip\": %llu, \"log_lost\": %llu, \"table_len\": %llu, \"t_drop\": %llu, \"t_p\": %llu"
-	       ", \"t_r\": %llu, \"t_k\": %llu, \"t_h\": %llu}\n",
+	       ", \"non_ip\": %llu, \"log_lost\": %llu, \"flow_lost\": %llu, \"table_len\": %llu, \"t_drop\": %llu"
+	       ", \"t_p\": %llu, \"t_r\": %llu, \"t_k\": %llu, \"t_h\": %llu}\n",
 	       hook, model_name(c->model), c->seed, c->stream, index, index + sum.nonip + sum.unmatched, index,
 	       sum.unmatched, dropped, c->model == FD_MODEL_GE ? index - bad : 0, bad, bursts, longest,
-	       sum.gso, sum.nonip, sum.log_lost, c->table_len, c->t_drop, c->t_p, c->t_r, c->t_k, c->t_h);
+	       sum.gso, sum.nonip, sum.log_lost, sum.flow_lost, c->table_len, c->t_drop, c->t_p, c->t_r, c->t_k,
+	       c->t_h);
+}
+
+void print_flows(struct instance *in)
+{
+	struct fd_flow_key key, next;
+	struct fd_flow_count count;
+	int more = !bpf_map_get_next_key(in->flows_fd, NULL, &key), first = 1;
+
+	printf("{\"counting\": %s, \"t0_ns\": %llu, \"bin_ns\": %llu, \"flows\": [", in->bss->cfg.flows ? "true" : "false",
+	       (unsigned long long)in->bss->cfg.flow_t0, (unsigned long long)in->bss->cfg.flow_bin_ns);
+	while (more) {
+		more = !bpf_map_get_next_key(in->flows_fd, &key, &next);
+		if (!bpf_map_lookup_elem(in->flows_fd, &key, &count)) {
+			printf("%s[%u, %u, %u, %u, %llu, %llu, %llu]", first ? "" : ", ", key.proto, key.sport, key.dport,
+			       key.bin, (unsigned long long)count.packets, (unsigned long long)count.bytes,
+			       (unsigned long long)count.dropped);
+			first = 0;
+		}
+		key = next;
+	}
+	printf("]}\n");
 }
 
 /* ---------- verdict log ---------- */
@@ -286,6 +332,14 @@ void cmd_stats(struct options *o)
 
 	open_pinned(o->pin, &in);
 	print_stats(&in);
+}
+
+void cmd_flows(struct options *o)
+{
+	struct instance in;
+
+	open_pinned(o->pin, &in);
+	print_flows(&in);
 }
 
 void cmd_log(struct options *o)

@@ -37,6 +37,7 @@ struct instance {
 	size_t bss_size;
 	__u64 *drop, *state;
 	int stats_fd, chain_fd, log_fd, attach_fd; /* attach_fd: -1 when not attached (testrun, bench) */
+	int flows_fd;
 };
 
 /* A fresh program (not attached), its verdict ring buffer log_bytes long (0: the object's size). */
@@ -58,7 +59,7 @@ void remove_pins(const char *dir);
 /* Store the attachment record in the instance's "attach" map. */
 void save_attach(int fd, const struct fd_attach *at);
 
-/* Index 0, state Good (or the saved state at the end of the table), counters zero. */
+/* Index 0, state Good (or the saved state at the end of the table), counters zero, no flow counted. */
 void reset_stream(struct instance *in);
 
 /* Write a model (cfg, its trace file and table length) into a live instance: tables first, then the
@@ -68,6 +69,9 @@ void configure(struct instance *in, const struct fd_config *cfg, const char *tra
 
 /* The instance's counters, as one line of JSON. */
 void print_stats(struct instance *in);
+
+/* The per-flow counters, as one line of JSON. */
+void print_flows(struct instance *in);
 
 /* Verdict records drained from a ring buffer: into a file, or one verdict byte per index. */
 struct log_sink {

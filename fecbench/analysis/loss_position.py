@@ -38,8 +38,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from fecbench import results
-from fecbench.analysis.style import (
+from fecbench.analysis import results
+from fecbench.analysis.figures.style import (
     censored_ecdf,
     empty,
     grid,

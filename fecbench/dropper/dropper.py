@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from fecbench import cleanup
+from fecbench import bpfsys, cleanup
 from fecbench.dropper.model import ONE, LossModel, threshold
 from fecbench.errors import UserError, require_root
 from fecbench.paths import REPO_ROOT as REPO
@@ -94,15 +94,15 @@ def tcx_available() -> bool | None:
     """Does this kernel have tcx links (Linux >= 6.6)? A real probe: BPF_PROG_QUERY for the tcx ingress
     attach type on the loopback interface, which older kernels reject with EINVAL. None: cannot tell
     (not root, no bpf syscall)."""
-    sys_bpf = {"x86_64": 321, "aarch64": 280}.get(os.uname().machine)
-    if sys_bpf is None:
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)
     attr = (ctypes.c_uint32 * 32)()
     attr[0], attr[1] = 1, 46  # target_ifindex 1 (lo), BPF_TCX_INGRESS; no id buffer: just the count
-    if libc.syscall(sys_bpf, 16, ctypes.byref(attr), ctypes.sizeof(attr)) == 0:  # BPF_PROG_QUERY
-        return True
-    return False if ctypes.get_errno() == errno.EINVAL else None
+    try:
+        bpfsys.syscall(bpfsys.BPF_PROG_QUERY, attr)
+    except bpfsys.BpfUnavailable:
+        return None
+    except OSError as exc:
+        return False if exc.errno == errno.EINVAL else None
+    return True
 
 
 def resolve_hook(hook: str | None) -> str:
@@ -282,14 +282,19 @@ class Dropper:
         if not self.attached:
             raise UserError(f"dropper {self.name} is detached")
 
-    def set(self, model: LossModel | None = None, seed: int | None = None, stream: int | None = None) -> None:
-        """Change parameters without reloading; resets the stream (index 0, state Good) and counters."""
+    def set(self, model: LossModel | None = None, seed: int | None = None, stream: int | None = None,
+            flow_bin_ms: int | None = None) -> None:
+        """Change parameters without reloading; resets the stream (index 0, state Good) and counters.
+        `flow_bin_ms`: also count packets per flow (protocol and ports) in bins of that many ms from now
+        (`flows`); None: no per-flow counting."""
         self._check()
         model = model or self.model
         seed = self.seed if seed is None else check_seed("seed", seed)
         stream = self.stream if stream is None else check_seed("stream", stream)
+        flows = [] if flow_bin_ms is None else ["--flow-bin-ms", str(int(flow_bin_ms))]
         with tempfile.TemporaryDirectory() as tmp:
-            run_fecdrop("set", "--pin", str(self.pin), *model_args(model, seed, stream, tmp, self.ge_table_len))
+            run_fecdrop("set", "--pin", str(self.pin), *model_args(model, seed, stream, tmp, self.ge_table_len),
+                        *flows)
         self.model, self.seed, self.stream = model, seed, stream
         self._discard_log()
 
@@ -314,6 +319,12 @@ class Dropper:
         elif st["model"] == "gilbert-elliott":
             st.update({f"model_{key}": thresholds[key] for key in ("p", "r", "k", "h")})
         return st
+
+    def flows(self) -> dict[str, Any]:
+        """Per-flow counters since the last set (with flow_bin_ms): `t0_ns` (CLOCK_MONOTONIC, bin 0's
+        start), `bin_ns`, and `flows`: rows [proto, sport, dport, bin, packets, bytes, dropped]."""
+        self._check()
+        return json.loads(run_fecdrop("flows", "--pin", str(self.pin)))
 
     def _drain_log(self) -> np.ndarray:
         with tempfile.NamedTemporaryFile(suffix=".bin") as out:

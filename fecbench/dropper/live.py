@@ -22,14 +22,12 @@ them in the verdict log, or from the recorded index ranges.
 
 from __future__ import annotations
 
-import ctypes
-import mmap
-import os
 import struct
 from pathlib import Path
 
 import numpy as np
 
+from fecbench import bpfsys
 from fecbench.dropper.model import LossModel, reference_verdicts, threshold
 from fecbench.errors import UserError
 
@@ -39,48 +37,19 @@ OFF_INDEX = 192              # next_index, aligned to 64 bytes after the 144-byt
 BSS_VALUE_SIZE = 200
 MODEL_UNIFORM = 1
 DROP_ALL = 1 << 32           # uniform: drop when u < t_drop, u < 2^32
-_BPF_OBJ_GET, _BPF_OBJ_GET_INFO_BY_FD = 7, 15
-_SYS_BPF = {"x86_64": 321, "aarch64": 280}
-
-
-def _bpf(cmd: int, attr: ctypes.Array) -> int:
-    number = _SYS_BPF.get(os.uname().machine)
-    if number is None:
-        raise UserError(f"live dropper changes: unsupported machine {os.uname().machine}")
-    libc = ctypes.CDLL(None, use_errno=True)
-    result = libc.syscall(number, cmd, ctypes.byref(attr), ctypes.sizeof(attr))
-    if result < 0:
-        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
-    return result
-
-
-def _map_value_size(fd: int) -> int:
-    info = (ctypes.c_uint32 * 64)()                       # struct bpf_map_info (its first fields)
-    attr = (ctypes.c_uint64 * 4)()
-    attr[0] = fd | (ctypes.sizeof(info) << 32)            # bpf_fd, info_len
-    attr[1] = ctypes.addressof(info)
-    _bpf(_BPF_OBJ_GET_INFO_BY_FD, attr)
-    return int(info[3])                                   # type, id, key_size, value_size
 
 
 class LiveConfig:
     """The memory-mapped configuration of one attached dropper instance (its pin directory)."""
 
     def __init__(self, pin: str | Path, seed: int, stream: int) -> None:
-        path = ctypes.create_string_buffer(str(Path(pin) / "bss").encode())
-        attr = (ctypes.c_uint64 * 4)()
-        attr[0] = ctypes.addressof(path)
         try:
-            fd = _bpf(_BPF_OBJ_GET, attr)
+            self._map = bpfsys.mmap_pinned(Path(pin) / "bss", BSS_VALUE_SIZE)
+        except ValueError:
+            raise UserError(f"dropper {pin}: its global data is not laid out as this fecbench expects "
+                            "(another build of the dropper): rebuild with make -C dropper") from None
         except OSError as exc:
             raise UserError(f"dropper {pin}: cannot open its configuration ({exc.strerror})") from None
-        try:
-            if _map_value_size(fd) != BSS_VALUE_SIZE:
-                raise UserError(f"dropper {pin}: its global data is not laid out as this fecbench expects "
-                                "(another build of the dropper): rebuild with make -C dropper")
-            self._map = mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        finally:
-            os.close(fd)
         # The seed and stream the harness set must be where we read them: a layout check.
         if (self._u64(OFF_SEED), self._u64(OFF_STREAM)) != (seed, stream):
             self.close()

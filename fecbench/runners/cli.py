@@ -43,10 +43,13 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         accept_short_timeout: bool = typer.Option(False, "--accept-short-timeout", help="Run although timeout_s "
                                                   "is below the safe multiple of some run's minimum duration."),
         jobs: str | None = typer.Option(None, "--jobs", help="Run on N networks on this machine at once "
-                                        "(no Dask needed); default 1. auto: the largest N whose delay elements "
-                                        "stay accurate (p99 lateness ≤ 0.5 ms) in a short calibration."),
+                                        "(no Dask needed); default 1. auto: the largest N whose pilot of the "
+                                        "design's runs keeps the endpoints and delay elements within their bounds "
+                                        "and matches the same runs done serially."),
         sample: int | None = typer.Option(None, "--sample", min=1, help="A pilot: only K of the runs to do, "
                                           "drawn at random (seeded by the design); the others stay pending."),
+        jobs_pilot: int = typer.Option(16, "--jobs-pilot", min=1, help="--jobs auto: runs of the design in its "
+                                       "calibration pilot (each run serially and with N networks)."),
         ) -> None:
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
     from fecbench.runners.engine import Engine, parse_retry, sample_runs, select_runs
@@ -103,7 +106,7 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     executor: Any
     calibration = None
     if jobs_count is None:
-        calibration = _calibrate_jobs(prepared, link_backend)
+        calibration = _calibrate_jobs(prepared, link_backend, jobs_pilot)
         jobs_count = calibration["chosen"]
     if dask is not None:
         from fecbench.runners.distributed import DaskExecutor
@@ -229,25 +232,40 @@ def dask_certs(out: Path = typer.Argument(..., help="A new folder for the CA and
 
 @bench_app.command("campaign")
 def bench_campaign(jobs: str = typer.Option("1,2,4,8,16,32", "--jobs", help="The numbers of networks to compare "
-                                            "(include 1: speed-ups and the projection are relative to it)."),
-                   pilot: int = typer.Option(64, "--pilot", min=0, help="Runs of networking2019-uniform run with "
-                                             "each N ≥ 8 to project its wall time (0: no projection)."),
+                                            "(include 1: speed-ups and comparisons are relative to it)."),
+                   pilot: int = typer.Option(64, "--pilot", min=0, help="Runs of the projected design run with "
+                                             "each N to project its wall time (0: no projection)."),
+                   project: Path = typer.Option(Path("designs/networking2019-uniform.toml"), "--project",
+                                                help="The design whose wall time is projected."),
+                   pilot_min_jobs: int = typer.Option(1, "--pilot-min-jobs", min=1, help="Run the projected "
+                                                      "design's pilot only with N at least this."),
+                   speedup: bool = typer.Option(True, "--speedup/--no-speedup", help="Also run "
+                                                "designs/bench-campaign.toml with each N (speed-up, accuracy)."),
                    json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
                    ) -> None:
-    """Run designs/bench-campaign.toml with --jobs N for each N: speed-up, emulation accuracy, projection."""
+    """Run designs/bench-campaign.toml with --jobs N for each N (speed-up, accuracy of the emulation and the
+    endpoints) and a pilot of a full design with each N (its projected wall time where both bounds hold)."""
     from fecbench.errors import require_root
-    from fecbench.runners.bench import run_bench
+    from fecbench.runners.campaign_bench import run_bench
     from fecbench.runners.jobs import parse_jobs
+    from fecbench.runners.prepare import prepare
 
     counts = [parse_jobs(part.strip()) for part in jobs.split(",") if part.strip()]
     if not counts:
         raise UserError("--jobs: give one or more numbers of networks, e.g. 1,2,4,8")
+    prepare(project)  # a bad design is a user error before anything runs
     require_root("fecbench bench campaign")
-    figures = run_bench(counts, pilot_runs=pilot)
+    figures = run_bench(counts, pilot_runs=pilot, pilot_min_jobs=pilot_min_jobs, projected=project.resolve(),
+                        speedup=speedup)
     if json_out:
         print(json.dumps(figures, indent=1))
         return
     _print_bench(figures)
+
+
+def _ms3(d: dict[str, Any] | None) -> str:
+    d = d or {}
+    return f"{d.get('p50')}/{d.get('p99')}/{d.get('max')} ({d.get('runs_above_bound')})"
 
 
 def _print_bench(figures: dict[str, Any]) -> None:
@@ -256,52 +274,72 @@ def _print_bench(figures: dict[str, Any]) -> None:
     for col in ("jobs", "runs", "wall s", "speed-up", "span s", "speed-up (span)", "in flight", "CPUs busy",
                 "dct ÷ serial p10/p50/p90",
                 f"run p99 lateness p50/p99/max ms (runs > {figures['lateness_bound_ms']:g})",
-                "frames p99/p99.9/max µs (> bound)", "statuses", f"{figures['full_design']} h"):
+                "frames p99/p99.9/max µs (> bound)",
+                f"run p99 endpoint wake-up p50/p99/max ms (runs > {figures['endpoint_bound_ms']:g})",
+                "wake-ups p99/p99.9 ms", "statuses", f"{figures['full_design']} h"):
         table.add_column(col, justify="right")
     for r in figures["results"]:
-        late = r["run_p99_lateness_ms"] or {}
         frames = r["frame_lateness_us"] or {}
+        ends = r.get("endpoint_p99_ms") or {}
         table.add_row(str(r["jobs"]), str(r["runs"]), f"{r['wall_s']:.1f}", str(r["speedup_wall"]),
                       f"{r['span_s']:.1f}", str(r["speedup_span"]), str(r["in_flight"]),
                       " ".join(f"{b:.0%}" for b in r["cpu_busy"]),
                       "/".join(str(v) for k, v in (r["dct_vs_serial"] or {}).items() if k != "runs") or "-",
-                      f"{late.get('p50')}/{late.get('p99')}/{late.get('max')} ({late.get('runs_above_bound')})",
+                      _ms3(r["run_p99_lateness_ms"]),
                       f"{frames.get('p99_us')}/{frames.get('p99.9_us')}/{round(frames.get('max_us') or 0)} "
                       f"({frames.get('above_bound')} of {frames.get('frames')})",
+                      _ms3(ends), f"{ends.get('every_p99')}/{ends.get('every_p99.9')}",
                       ", ".join(f"{k} {v}" for k, v in sorted(r["statuses"].items())),
                       str(r["projected_full_design_h"]))
-    console.print(table)
+    if figures["results"]:
+        console.print(table)
     for p in figures["pilots"]:
         late, frames = p["run_p99_lateness_ms"] or {}, p["frame_lateness_us"] or {}
+        versus = p.get("versus_serial") or {}
         console.print(f"pilot of {figures['full_design']}: {p['runs']} of its {p['runs_in_design']} runs at --jobs "
                       f"{p['jobs']} ({', '.join(f'{k} {v}' for k, v in sorted(p['statuses'].items()))}) held their "
                       f"network {p['ratio']:.3f} × the model's estimate (s.e. {p['ratio_se']:.3f}); "
                       f"{p['steady_use']:.1%} of network time in runs; fidelity check "
                       f"{p['fidelity_per_check_s']} s → projected "
                       f"{p['projected_h']} h (95 %: {p['range_h'][0]}–{p['range_h'][1]} h), serial {p['serial_h']} h "
-                      f"(model {p['model_total_h']} h); runs above the lateness bound "
-                      f"{late.get('runs_above_bound')}, frames {frames.get('above_bound')} of {frames.get('frames')}; "
-                      f"CPUs busy {' '.join(f'{b:.0%}' for b in p['cpu_busy'])}")
+                      f"(model {p['model_total_h']} h); run p99 lateness p50/p99/max ms {_ms3(late)}, frames "
+                      f"{frames.get('above_bound')} of {frames.get('frames')} above; endpoint p99 wake-up p50/p99/max "
+                      f"ms {_ms3(p.get('endpoint_p99_ms'))}"
+                      + (f"; {p['metric']} ÷ serial median {versus.get('median_ratio')}, Wilcoxon p "
+                         f"{versus.get('wilcoxon_p')}" if versus else "")
+                      + (": keeps the bounds" if p.get("keeps_bounds") else f": does not ({p.get('why')})")
+                      + f"; CPUs busy {' '.join(f'{b:.0%}' for b in p['cpu_busy'])}")
+    best = figures.get("projection")
+    if figures["pilots"]:
+        console.print(f"projection of {figures['full_design']}: " + (
+            f"{best['projected_h']} h (95 %: {best['range_h'][0]}–{best['range_h'][1]} h) with {best['jobs']} "
+            f"network(s), the largest N that keeps both bounds (serial {best['serial_h']} h)" if best else
+            "no N kept both bounds"))
 
 
-def _calibrate_jobs(prepared: Any, link_backend: str | None) -> dict[str, Any]:
+def _calibrate_jobs(prepared: Any, link_backend: str | None, pilot_runs: int) -> dict[str, Any]:
     from fecbench.runners.calibrate import calibrate
 
     def report(row: dict[str, Any]) -> None:
-        worst = "no frames" if row["worst_p99_ms"] is None else f"worst p99 lateness {row['worst_p99_ms']:.3g} ms"
-        tries = f", measurement {row['tries']}" if row.get("tries", 1) > 1 else ""
-        console.print(f"--jobs auto: {row['jobs']} network(s) at once: {worst} ({row['frames']} frames{tries})")
+        def ms(value: float | None) -> str:
+            return "-" if value is None else f"{value:.3g} ms"
 
-    with console.status("--jobs auto: calibrating"):
-        calibration = calibrate(prepared, link_backend, report=report)
-    console.print(f"--jobs auto: {calibration['chosen']} network(s) (bound: p99 ≤ {calibration['bound_ms']:g} ms)")
-    if calibration["chosen"] > 1 and any(run.workload == "messages" for run in prepared.runs):
-        # Lateness sees the emulation, not the endpoints: deadline metrics suffer first (designs/README.md).
-        console.print("[yellow]warning: --jobs auto checked the emulation only; messages have deadlines, and "
-                      "endpoints sharing the CPUs with other networks make them late (32 networks multiplied "
-                      "re-buffering up to 100-fold with every delay element within its bound). Compare a "
-                      "--sample of runs against a serial run of the same sample before trusting N > 1 "
-                      "(designs/README.md, 'What lateness does not see').[/]")
+        text = (f"--jobs auto: {row['jobs']} network(s): {row['ok']} of {row['runs']} pilot runs ok, worst p99 "
+                f"endpoints {ms(row['endpoint_p99_ms'])}, delay elements {ms(row['lateness_p99_ms'])}")
+        if row["jobs"] > 1:
+            text += f", median ratio to serial {row.get('median_ratio')}, Wilcoxon p {row.get('wilcoxon_p')}"
+            text += f" (measurement {row['tries']})" if row["tries"] > 1 else ""
+            text += ": keeps the results" if row["keeps_results"] else f": changes them ({row['why']})"
+        elif row["why"]:
+            text += f" (serially: {row['why']})"
+        console.print(text)
+
+    with console.status("--jobs auto: calibrating on a pilot of the design's runs"):
+        calibration = calibrate(prepared, link_backend, pilot_runs=pilot_runs, report=report)
+    c = calibration
+    console.print(f"--jobs auto: {c['chosen']} network(s) (pilot of {len(c['pilot'])} runs, {c['metric']} within "
+                  f"{c['ratio_tolerance']:.0%} of serial; bounds: endpoints p99 ≤ {c['endpoint_bound_ms']:g} ms, "
+                  f"delay elements p99 ≤ {c['bound_ms']:g} ms)")
     return calibration
 
 

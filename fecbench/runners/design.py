@@ -13,6 +13,9 @@ fidelity_rate = false                   # also probe each path's rate (~1 s of U
 impl_dirs = []                          # extra folders holding <name>/impl.toml (relative to the design file)
 port = 4433                             # first server port; each run uses port + (its index % 1000)
 verdict_log = false                     # keep the dropper's per-packet verdict log of every run
+endpoint_bound_ms = 1.0                 # optional: a run whose endpoints' p99 wake-up latency exceeds it is
+                                        # flagged `fidelity` (default FECBENCH_ENDPOINT_BOUND_MS, else 1 ms;
+                                        # fecbench/endpoint_timing.py)
 schedule = "topologies/schedules/starlink-handover.toml"  # optional: a link schedule (time-varying links,
                                         # fecbench/topologies/schedule.py); time 0 = each run's client start
 
@@ -52,7 +55,8 @@ from typing import Any
 from fecbench.errors import SpecError
 from fecbench.paths import REPO_ROOT
 from fecbench.runners.descriptor import Descriptor, find_descriptor
-from fecbench.specs import Section, load_toml, spec_hash
+from fecbench.runners.flows import Flows, parse_flows
+from fecbench.specs import DEFAULT_TIMEOUT_S, Section, load_toml, parse_size, spec_hash
 
 LOSS_MODELS = ("none", "uniform", "gilbert-elliott", "trace")
 LABEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
@@ -61,22 +65,6 @@ ORDERS = ("random", "sequential")
 FIDELITY_MODES = ("per-point", "per-run", "off")
 _LOSS_PARAMS = {"none": {}, "uniform": {"p": None}, "gilbert-elliott": {"p": None, "r": None, "k": 1.0, "h": 0.0},
                 "trace": {}}
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|kB|KB|KiB|MB|MiB|GB|GiB)?\s*$")
-_UNITS = {None: 1, "B": 1, "kB": 1000, "KB": 1000, "KiB": 1024, "MB": 10**6, "MiB": 2**20, "GB": 10**9,
-          "GiB": 2**30}
-
-
-def parse_size(value: Any, file: Path, key: str) -> int:
-    """'50kB' -> 50000 bytes (decimal units as in the papers; KiB/MiB for binary)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        size = value
-    elif isinstance(value, str) and (m := _SIZE.match(value)):
-        size = int(round(float(m.group(1)) * _UNITS[m.group(2)]))
-    else:
-        raise SpecError(file, key, f"bad size {value!r}", "bytes as an integer, or e.g. '1kB', '1.5MB', '64KiB'")
-    if size <= 0:
-        raise SpecError(file, key, f"size must be > 0, got {value!r}")
-    return size
 
 
 @dataclass
@@ -175,6 +163,8 @@ class Design:
     workload: Workload
     impls: list[ImplEntry] = field(default_factory=list)
     schedule: Any = None                  # fecbench.topologies.schedule.Schedule, or None
+    endpoint_bound_ms: float | None = None  # None: FECBENCH_ENDPOINT_BOUND_MS, else the default
+    flows: Flows = field(default_factory=lambda: Flows([]))  # competing flows (fecbench.runners.flows)
 
     @property
     def hash(self) -> str:
@@ -187,12 +177,26 @@ class Design:
         timeout keeps the keys (and the results) of the runs already done."""
         design = {k: v for k, v in self.data.get("design", {}).items()
                   if k not in ("timeout_s", "order", "fidelity", "fidelity_rate", "port", "impl_dirs",
-                               "verdict_log")}
+                               "verdict_log", "endpoint_bound_ms")}
         content = {"design": design, "space": self.data.get("space"), "loss": self.data.get("loss"),
                    "workload": self.workload.params(), "topology": topology_text}
         if self.schedule is not None:  # only then: the keys of designs without a schedule stay as they were
             content["schedule"] = self.schedule.canonical()
+        if self.flows:  # likewise
+            content["flows"] = self.flows.canonical()
         return spec_hash(json.dumps(content, sort_keys=True, default=str))
+
+    def settings(self) -> dict[str, Any]:
+        """The design's settings after defaults, as the campaign records them (campaigns.settings_json): what
+        analyses need (the time limit, the bounds) without parsing the design again."""
+        return {"timeout_s": self.timeout_s, "repetitions": self.repetitions, "seed": self.seed,
+                "order": self.order, "fidelity": self.fidelity, "fidelity_rate": self.fidelity_rate,
+                "port": self.port, "verdict_log": self.verdict_log, "endpoint_bound_ms": self.endpoint_bound_ms,
+                "topology": str(self.topology_path), "workload": self.workload.params(),
+                "loss": {"model": self.loss.model, "params": self.loss.params, "directions": self.loss.directions,
+                         "links": self.loss.links},
+                "impls": {e.label: {"name": e.name, "args": e.args} for e in self.impls},
+                "flows": self.flows.canonical() if self.flows else None}
 
     def default_db(self) -> Path:
         return Path("results") / f"{self.name}.sqlite"
@@ -286,7 +290,7 @@ def parse_design(path: str | Path) -> Design:
         raise d.error("topology", f"topology spec {topology_path} not found")
     repetitions = d.get("repetitions", int, 1, min=1, max=10000)
     seed = d.get("seed", int, min=0, max=2**63 - 1)
-    timeout_s = float(d.get("timeout_s", float, 60.0, min=0.1, max=86400))
+    timeout_s = float(d.get("timeout_s", float, DEFAULT_TIMEOUT_S, min=0.1, max=86400))
     order = d.get("order", str, "random", choices=ORDERS)
     fidelity = d.get("fidelity", str, "per-point", choices=FIDELITY_MODES)
     fidelity_rate = d.get("fidelity_rate", bool, False)
@@ -296,6 +300,7 @@ def parse_design(path: str | Path) -> Design:
     verdict_log = d.get("verdict_log", bool, False)
     impl_dirs = [resolve_path(p, path) for p in d.get("impl_dirs", list, [])]
     schedule_path = d.get("schedule", str, None)
+    endpoint_bound = d.get("endpoint_bound_ms", float, None, min=0.001, max=60000)
     d.done()
 
     space = top.section("space", required=True)
@@ -320,6 +325,7 @@ def parse_design(path: str | Path) -> Design:
         impls.append(ImplEntry(name=impl_name, label=label, args=args, descriptor=descriptor))
     if not impls:
         raise top.error("impl", "needs at least one [[impl]]")
+    flows = parse_flows(top, path, text, impl_dirs, workload.sizes)
     # An implementation without the workload runs as `unsupported` (recorded, like exit status 127);
     # a design none of whose implementations has it is a mistake.
     if not any(workload.kind in e.descriptor.workloads for e in impls):
@@ -330,7 +336,8 @@ def parse_design(path: str | Path) -> Design:
     return Design(path=path, text=text, data=data, name=name, topology_path=topology_path,
                   repetitions=repetitions, seed=seed, timeout_s=timeout_s, order=order, fidelity=fidelity,
                   fidelity_rate=fidelity_rate, port=port, verdict_log=verdict_log, impl_dirs=impl_dirs,
-                  space=space, loss=loss, workload=workload, impls=impls, schedule=schedule)
+                  space=space, loss=loss, workload=workload, impls=impls, schedule=schedule,
+                  endpoint_bound_ms=None if endpoint_bound is None else float(endpoint_bound), flows=flows)
 
 
 def _parse_schedule(value: str | None, path: Path, topology_path: Path, loss_model: str) -> Any:

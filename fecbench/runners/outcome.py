@@ -18,5 +18,10 @@ class Outcome:
     fidelity: list[dict[str, Any]] = field(default_factory=list)
     verdict_logs: list[tuple[str, str, bytes]] = field(default_factory=list)
     link_events: list[dict[str, Any]] = field(default_factory=list)   # a link schedule's applied changes
+    # How long the endpoints waited for a CPU during the run (fecbench.endpoint_timing.summary), or
+    # {"error": why} where it could not be measured; None: the run started no process.
+    endpoints: dict[str, Any] | None = None
+    # A run with competing flows: one row per flow and one for the foreground (runners.competing.records).
+    flows: list[dict[str, Any]] = field(default_factory=list)
     # Where the run's wall time went (seconds per phase: runners.runner.PHASES), measured where it ran.
     phases: dict[str, float] = field(default_factory=dict)

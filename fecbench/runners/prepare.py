@@ -66,6 +66,9 @@ def prepare(design_path: str | Path) -> Prepared:
     space = parse_space(design.space, paths=topology.paths)
     for entry in design.impls:
         entry.descriptor.check_paths(entry.args, topology.paths, design.path, f"impl.{entry.label}.args")
+    from fecbench.runners.flows import check_flows
+
+    check_flows(design.flows, design, {f.name: f for f in space.factors}, topology.paths)
     plan = make_plan(space, design.seed)
     frame = plan.points
     factor_names = list(space.factor_names)

@@ -99,8 +99,9 @@ class Process:
 
 
 def start(name: str, argv: list[str], log_dir: Path, host: Any = None, env: dict[str, str] | None = None,
-          cwd: Path | None = None) -> Process:
-    """Start `argv` in `host` (a Mininet node) or locally, its own process group, output to log files."""
+          cwd: Path | None = None, group: Any = None) -> Process:
+    """Start `argv` in `host` (a Mininet node) or locally, its own process group, output to log files;
+    `group`: the endpoint cgroup to start it in instead of the host's own (fecbench.cgroups)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = log_dir / f"{name}.out", log_dir / f"{name}.err"
     # The marker goes to the process whatever `env` says: `fecbench clean` finds it by the marker even if
@@ -109,8 +110,9 @@ def start(name: str, argv: list[str], log_dir: Path, host: Any = None, env: dict
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         started = time.monotonic()
         if host is not None:
+            extra = {"cgroup": group} if group is not None else {}
             popen = host.popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=full_env,
-                               cwd=str(cwd) if cwd else None)
+                               cwd=str(cwd) if cwd else None, **extra)
         else:
             popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=full_env,
                                      cwd=str(cwd) if cwd else None, start_new_session=True)

@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from fecbench import __version__
+from fecbench import __version__, run_records
 from fecbench import db as dbmod
 from fecbench.errors import UserError
 from fecbench.provenance import git_sha
@@ -85,19 +85,20 @@ class Recorder:
         return cls(conn, campaign_id)
 
     def started(self, run: Run, link_backend: str, host: str) -> None:
-        _write(dbmod.start_run, self.conn, run.key, now_iso(), link_backend, host)
+        _write(run_records.start_run, self.conn, run.key, now_iso(), link_backend, host, run_records.runner_name())
 
     def finished(self, run: Run, outcome: Outcome, duration_s: float) -> None:
-        _write(dbmod.finish_run, self.conn, run.key, status=outcome.status, error=outcome.error,
+        _write(run_records.finish_run, self.conn, run.key, status=outcome.status, error=outcome.error,
                server_log_tail=outcome.server_log, client_log_tail=outcome.client_log,
                finished_at=now_iso(), duration_s=duration_s,
                metrics=outcome.metrics, client_wall_ms=outcome.client_wall_ms,
                link_stats=outcome.link_stats, fidelity=outcome.fidelity, verdict_logs=outcome.verdict_logs,
-               link_events=outcome.link_events, phases=outcome.phases)
+               link_events=outcome.link_events, phases=outcome.phases, endpoints=outcome.endpoints,
+               flows=outcome.flows)
 
     def breaker(self, label: str, runs: int, status: str, error: str, skipped: int) -> None:
         """The circuit breaker stopped a label (runners/engine.py)."""
-        _write(dbmod.insert_breaker, self.conn, self.campaign_id, label, now_iso(), runs, status, error, skipped)
+        _write(run_records.insert_breaker, self.conn, self.campaign_id, label, now_iso(), runs, status, error, skipped)
 
     def update_host(self, host_info: dict[str, Any]) -> None:
         _write(dbmod.update_campaign, self.conn, self.campaign_id, host_json=host_info)
@@ -117,13 +118,13 @@ def _open_campaign(conn: sqlite3.Connection, prepared: Prepared, link_backend: s
                 design_hash=design.hash, fecbench_version=__version__, git_sha=git_sha(), created_at=now_iso(),
                 host_json=host_info, impls_json=impls_info, plan_json=_manifest(prepared.plan),
                 seed=design.seed, repetitions=design.repetitions, topology=str(design.topology_path),
-                link_backend=link_backend)
+                link_backend=link_backend, settings_json=design.settings())
         else:
             dbmod.update_campaign(conn, campaign_id, host_json=host_info, impls_json=impls_info,
-                                  link_backend=link_backend, git_sha=git_sha())
+                                  link_backend=link_backend, git_sha=git_sha(), settings_json=design.settings())
         dbmod.ensure_factor_columns(conn, prepared.factor_types)
         dbmod.insert_points(conn, campaign_id, ({"point": p, **v} for p, v in prepared.points.items()))
-        dbmod.insert_pending_runs(conn, (run.row(campaign_id) for run in prepared.runs))
+        run_records.insert_pending_runs(conn, (run.row(campaign_id) for run in prepared.runs))
     return campaign_id
 
 

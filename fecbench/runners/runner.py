@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from fecbench import db as dbmod
-from fecbench.runners.metrics import MetricsError, collect_metrics, expected_bytes, partial_metrics
+from fecbench import endpoint_timing
+from fecbench.runners.competing import wait_foreground
 from fecbench.runners.outcome import Outcome
 from fecbench.runners.prepare import Prepared, path_of
 from fecbench.runners.procs import wait_ready
+from fecbench.runners.run_metrics import MetricsError, collect_metrics, expected_bytes, partial_metrics
 from fecbench.runners.runs import Run, grace_s
 from fecbench.runners.testbed import RunProcess, Testbed
 from fecbench.status import Status
@@ -61,6 +63,7 @@ class Runner:
         self.loss_links = (self.design.loss.links if self.design.loss.links is not None
                            else prepared.topology.lossy_links())
         self.processes: list[RunProcess] = []
+        self.competing: Any = None
         self.clock = PhaseClock()
         self.link_paths = {link: path_of(prepared.topology, link) for link in self.loss_links}
         if self.design.verdict_log and self.design.loss.model != "none":
@@ -111,14 +114,20 @@ class Runner:
         return fidelity
 
     def set_losses(self, values: dict[str, Any] | None, seed: int) -> None:
-        """Set (and reset) every dropper this design uses: the design's model, or no loss (values None)."""
-        if self.design.loss.model == "none":
+        """Set (and reset) every dropper this design uses: the design's model, or no loss (values None). With
+        competing flows, the droppers also count each flow's packets from here (a run's, not a probe's)."""
+        counting = bool(self.design.flows) and values is not None
+        if self.design.loss.model == "none" and not counting:
             return
         from fecbench.dropper import LossModel
 
-        for link, direction, stream in self.streams():
-            model = LossModel.none() if values is None else self.loss_model(values, link)
-            self.testbed.set_loss(link, direction, model, seed=seed, stream=stream)
+        streams = {(link, direction): stream for link, direction, stream in self.streams()}
+        every = [(link, direction) for link in self.loss_links for direction in ("forward", "reverse")]
+        for link, direction in every if counting else streams:
+            lossy = values is not None and (link, direction) in streams and self.design.loss.model != "none"
+            model = self.loss_model(values, link) if lossy else LossModel.none()
+            self.testbed.set_loss(link, direction, model, seed=seed, stream=streams.get((link, direction), 0),
+                                  flow_bin_ms=self.design.flows.bin_ms if counting else None)
 
     def placeholders(self, run: Run, run_dir: Path) -> dict[str, Any]:
         entry = run.impl
@@ -177,14 +186,15 @@ class Runner:
         timeout = self.design.timeout_s
         server_env = {k: v.format_map(values) for k, v in descriptor.server_env.items()}
         client_env = {k: v.format_map(values) for k, v in descriptor.client_env.items()}
-        server = client = applier = None
+        server = client = applier = competing = None
         link_events: list[dict[str, Any]] = []
         failed_setup = self.setup(descriptor, values, run_dir)
         clock.lap("setup")
         if failed_setup:
             return Outcome(status=Status.FAILED, error=failed_setup, fidelity=fidelity)
-        # The run's own emulation accuracy: the delay elements count lateness from here.
+        # The run's own accuracy: the delay elements count lateness, the tracer the endpoints' waits, from here.
         self.testbed.clear_lateness()
+        self.testbed.clear_endpoint_timing()
         try:
             server = self.testbed.start_process("server", "server", render(descriptor.server_argv, values, arg_lists),
                                                 run_dir, env=server_env, cwd=run_dir)
@@ -195,14 +205,21 @@ class Runner:
                 server.stop()
                 status = Status.UNSUPPORTED if server.poll() == 127 else Status.FAILED
                 return Outcome(status=status, error=not_ready, server_log=server.log_tail(), fidelity=fidelity)
+            competing, not_started, origin = self.start_flows(run, run_dir, values)
+            if not_started:
+                return Outcome(status=Status.FAILED, error=not_started, server_log=server.log_tail(), fidelity=fidelity)
             # The design's link schedule (if any) counts its time from the client's start.
             applier = self.testbed.apply_schedule(self.design.schedule, run.loss_seed, timeout)
             client = self.testbed.start_process("client", "client",
                                                 render(descriptor.client_argv[run.workload], values, arg_lists),
                                                 run_dir, env=client_env, cwd=run_dir)
             self.processes.append(client)
-            code = client.wait(timeout + grace_s(timeout))
+            if competing is not None:
+                competing.started_foreground(max(origin, client.started))
+            code = wait_foreground(client, competing, timeout + grace_s(timeout))
             clock.lap("client")
+            if competing is not None:
+                competing.finish(client.started + timeout + grace_s(timeout))
             link_events = applier.stop() if applier else []
             server_code = server.poll()
             client.stop()
@@ -210,6 +227,8 @@ class Runner:
         finally:
             if applier is not None:
                 applier.stop()  # undo the schedule's changes whatever happened
+            if competing is not None:
+                competing.stop_all()
             for process in (client, server):
                 if process is not None:
                     process.stop()
@@ -219,6 +238,7 @@ class Runner:
 
         outcome = Outcome(status=Status.OK, client_wall_ms=client.wall_ms, server_log=server.log_tail(),
                           client_log=client.log_tail(), fidelity=fidelity, link_events=link_events)
+        outcome.endpoints = self.endpoint_summary()
         outcome.link_stats = self.link_stats(run)
         if self.design.verdict_log:
             outcome.verdict_logs = self.verdict_logs()
@@ -246,8 +266,44 @@ class Runner:
                 outcome.metrics = collect_metrics(descriptor, run, values, client)
             except MetricsError as exc:
                 outcome.status, outcome.error = Status.FAILED, f"metrics: {exc}"
+        if competing is not None:
+            self.record_flows(outcome, competing, run, values, client)
+        untrusted = endpoint_timing.judge(outcome.status, outcome.endpoints, outcome.link_stats)
+        if untrusted:
+            # Kept with its metrics, but not as a result: excluded from ratios, re-run by --retry fidelity.
+            was = f" (the run itself ended {outcome.status}: {outcome.error})" if outcome.error else ""
+            outcome.status, outcome.error = Status.FIDELITY, untrusted + was
         clock.lap("collect")
         return outcome
+
+    def record_flows(self, outcome: Outcome, competing: Any, run: Run, values: dict[str, Any],
+                     client: RunProcess) -> None:
+        """The run's flows table (the foreground's row with its status and DCT); a flow that failed fails
+        the run, naming it."""
+        outcome.flows = competing.records({"label": run.label, "impl": run.impl.name, "workload": run.workload,
+                                           "port": values["port"], "status": outcome.status,
+                                           "error": outcome.error, "ended_s": (client.wall_ms or 0) / 1000,
+                                           "dct_ms": (outcome.metrics or {}).get("dct_ms")})
+        self.testbed.close_flow_groups()
+        failure = competing.failure()
+        if failure and outcome.status == Status.OK:
+            outcome.status, outcome.error = Status.FAILED, failure
+
+    def start_flows(self, run: Run, run_dir: Path, values: dict[str, Any]) -> tuple[Any, str | None, float]:
+        """The run's competing flows, started up to the foreground's start (runners.competing.start)."""
+        from fecbench.runners.competing import start
+
+        instances = self.design.flows.instances(run.values) if self.design.flows else []
+        self.competing, failed, origin = start(self.testbed, instances, run_dir, values, self.design.timeout_s,
+                                               self.processes)
+        return self.competing, failed, origin
+
+    def endpoint_summary(self) -> dict[str, Any]:
+        """The run's endpoint timing judged by the design's bound, or {"error": why} if not measured."""
+        raw = self.testbed.endpoint_timing()
+        if "error" in raw:
+            return raw
+        return endpoint_timing.summary(**raw, design_bound=self.design.endpoint_bound_ms)
 
     def setup(self, descriptor: Any, values: dict[str, Any], run_dir: Path) -> str | None:
         """Run the descriptor's `[server] setup` commands (e.g. make a certificate) in the run folder,
@@ -312,6 +368,7 @@ class Runner:
         for process in list(self.processes):
             process.stop(grace_s=0.5)
         self.processes.clear()
+        self.testbed.close_flow_groups()
 
 
 def so_far(metrics: dict[str, Any] | None, size: int | None, wall_ms: float | None) -> str:

@@ -150,7 +150,10 @@ def estimate_seconds(run: Run, design: Design, overhead_s: float = OVERHEAD_S) -
     if design.workload.kind == "messages":
         return min(limit, overhead_s + 3 * rtt_s + design.workload.duration)
     loss = mean_loss(run, design)
-    rate_bps = bw_mbit * 1e6
+    # Competing flows: the first starts `lead` s before the foreground, and a bulk flow takes its share.
+    flows = design.flows.instances(run.values) if design.flows else []
+    lead = max([0.0, *(-f.start_s for f in flows)])
+    rate_bps = bw_mbit * 1e6 / (1 + sum(1 for f in flows if f.stops_with_foreground))
     slow_bps = min(rate_bps, PACKET_BYTES * 8 / rtt_s * LOSS_RATE_CONSTANT / math.sqrt(loss)) if loss > 0 else rate_bps
     handshake = (1 - (1 - loss) ** 4) * HANDSHAKE_PTO_S
     if design.workload.kind == "reqresp":
@@ -160,4 +163,4 @@ def estimate_seconds(run: Run, design: Design, overhead_s: float = OVERHEAD_S) -
     size = run.size or 0
     slow_start_rtts = max(0.0, math.log2(max(1.0, size / 12000)))
     transfer = size * 8 / rate_bps + max(0, size - SLOW_START_BYTES) * 8 * (1 / slow_bps - 1 / rate_bps)
-    return min(limit, overhead_s + handshake + (3 + slow_start_rtts) * rtt_s + transfer)
+    return min(limit + lead, lead + overhead_s + handshake + (3 + slow_start_rtts) * rtt_s + transfer)

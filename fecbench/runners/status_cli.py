@@ -4,6 +4,7 @@ and how a Dask campaign's cluster was protected. Reads the database only (while 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import statistics
 from collections import Counter, defaultdict
@@ -27,22 +28,26 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
            ) -> None:
     """Progress per implementation, failures by kind, fidelity warnings (readable while a campaign runs)."""
     from fecbench import db as dbmod
+    from fecbench import run_records
 
     path = db if db is not None else dbmod.newest()
     conn = dbmod.open_readonly(path)
     try:
-        has_phases = any(col[1] == "phases_json" for col in conn.execute("PRAGMA table_info(runs)"))
+        columns = {col[1] for col in conn.execute("PRAGMA table_info(runs)")}
+        optional = "".join(f", r.{c}" for c in ("phases_json", "runner") if c in columns)
         rows = [dict(r) for r in conn.execute(
-            "SELECT r.key, r.label, r.status, r.error, r.size, r.duration_s, m.dct_ms, m.client_wall_ms"
-            + (", r.phases_json" if has_phases else "") + " FROM runs r LEFT JOIN metrics m ON m.run_key = r.key")]
+            "SELECT r.key, r.label, r.status, r.error, r.size, r.duration_s, r.finished_at, m.dct_ms, "
+            "m.client_wall_ms" + optional + " FROM runs r LEFT JOIN metrics m ON m.run_key = r.key")]
+        mark_running(rows)
         fidelity_bad = conn.execute("SELECT COUNT(DISTINCT run_key) FROM fidelity WHERE ok = 0").fetchone()[0]
         # Checks that passed only when measured again: the host was disturbed at that moment.
         rechecked = conn.execute("SELECT COUNT(DISTINCT run_key) FROM fidelity WHERE ok = 1 AND checks > 1"
                                  ).fetchone()[0]
         late = late_runs(conn)
+        endpoints = endpoint_runs(conn)
         campaigns = [_campaign_row(dict(r)) for r in conn.execute(
             "SELECT id, name, created_at, link_backend, host_json FROM campaigns")]
-        breakers = dbmod.read_breakers(conn)
+        breakers = run_records.read_breakers(conn)
     except sqlite3.Error as exc:
         raise UserError(f"{path}: cannot read the results database: {exc}") from None
     finally:
@@ -51,6 +56,7 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
     summary["fidelity_warnings"] = fidelity_bad
     summary["fidelity_rechecked"] = rechecked
     summary["lateness_warnings"] = late
+    summary["endpoint_warnings"] = endpoints
     summary["campaigns"] = campaigns
     summary["breakers"] = breakers
     if timing:
@@ -75,6 +81,28 @@ def late_runs(conn: sqlite3.Connection) -> dict[str, Any]:
     return {"runs": len(keys), "worst_p99_ms": worst, "bound_ms": bound}
 
 
+def endpoint_runs(conn: sqlite3.Connection) -> dict[str, Any]:
+    """Runs whose endpoints' p99 wake-up latency broke its bound (``fecbench.endpoint_timing``): how many,
+    the worst p99, the bound (the largest any was judged by), and how many runs were not measured."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='endpoint_timing'").fetchone():
+        return {"runs": 0, "worst_p99_ms": 0.0, "bound_ms": None, "not_measured": 0}
+    late = conn.execute("SELECT COUNT(*), MAX(wakeup_p99_ms), MAX(bound_ms) FROM endpoint_timing WHERE ok = 0"
+                        ).fetchone()
+    bound = late[2] if late[2] is not None else conn.execute("SELECT MAX(bound_ms) FROM endpoint_timing").fetchone()[0]
+    missing = conn.execute("SELECT COUNT(*) FROM endpoint_timing WHERE json LIKE '{\"error\"%'").fetchone()[0]
+    return {"runs": late[0], "worst_p99_ms": late[1] or 0.0, "bound_ms": bound, "not_measured": missing}
+
+
+def mark_running(rows: list[dict[str, Any]]) -> None:
+    """A run started and not finished whose campaign process still runs is in flight: status `running`
+    (the database says `interrupted`, which it stays if that process dies)."""
+    from fecbench.run_records import runner_alive
+
+    for row in rows:
+        if row["status"] == Status.INTERRUPTED and row.get("finished_at") is None and runner_alive(row.get("runner")):
+            row["status"], row["error"] = "running", None
+
+
 def _campaign_row(row: dict[str, Any]) -> dict[str, Any]:
     """A campaign as status shows it: where it ran (Dask target) and whether that was authenticated."""
     try:
@@ -93,8 +121,10 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     failures: Counter = Counter()
     for row in rows:
         per_label[row["label"]][row["status"]] += 1
-        if row["status"] not in ("ok", "pending"):
-            failures[(row["status"], (row["error"] or "").split("\n")[0][:80])] += 1
+        if row["status"] not in ("ok", "pending", "running"):
+            # Measured values (e.g. a latency of 3.41 ms) would make every error its own kind.
+            kind = re.sub(r"\d+\.\d+", "…", (row["error"] or "").split("\n")[0])[:80]
+            failures[(row["status"], kind)] += 1
     totals = Counter(row["status"] for row in rows)
     return {"total": len(rows), "statuses": dict(totals),
             "per_label": {label: dict(c) for label, c in sorted(per_label.items())},
@@ -155,7 +185,7 @@ def _print_status(path: Path, summary: dict[str, Any]) -> None:
     console.print(f"[bold]{path}[/]: {summary['total']} run(s): "
                   + ", ".join(f"{k} {v}" for k, v in sorted(summary["statuses"].items())))
     table = Table(title="per implementation label")
-    statuses = [s.value for s in Status if s != Status.PENDING] + [Status.PENDING.value]
+    statuses = ["running", *(s.value for s in Status if s != Status.PENDING), Status.PENDING.value]
     table.add_column("label")
     for s in statuses:
         table.add_column(s, justify="right")
@@ -190,7 +220,15 @@ def _print_status(path: Path, summary: dict[str, Any]) -> None:
     if late["runs"]:
         console.print(f"[magenta]emulation accuracy: {late['runs']} run(s) had a delay element's p99 lateness "
                       f"above {late['bound_ms']:g} ms (worst p99 {late['worst_p99_ms']:.3g} ms): the network "
-                      "delayed packets longer than configured during those runs[/]")
+                      "delayed packets longer than configured during those runs; recorded as fidelity "
+                      "(fecbench run --retry fidelity re-runs them)[/]")
+    ends = summary["endpoint_warnings"]
+    if ends["runs"]:
+        console.print(f"[magenta]endpoint timing: {ends['runs']} run(s) had their endpoints' p99 wake-up latency "
+                      f"above {ends['bound_ms']:g} ms (worst p99 {ends['worst_p99_ms']:.3g} ms): the client and server "
+                      "waited for a CPU; recorded as fidelity (fecbench run --retry fidelity re-runs them)[/]")
+    if ends["not_measured"]:
+        console.print(f"endpoint timing: {ends['not_measured']} run(s) not measured (fecbench doctor says why)")
     if "timing" in summary:
         table = Table(title="per-run overhead (ok runs): wall time − client transfer time (dct_ms)")
         for col in ("size", "runs", "wall median s", "overhead median s", "overhead p90 s",

@@ -10,9 +10,11 @@ hold an in-memory one so the engine's logic is tested without root.
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from fecbench import endpoint_timing
 from fecbench.runners import procs
 
 Role = Literal["server", "client"]
@@ -55,13 +57,20 @@ class Testbed(Protocol):
     def server_addresses(self) -> list[str]: ...
     def configure(self, values: dict[str, Any]) -> None: ...
     def fidelity(self, rate_probe: bool) -> list[dict[str, Any]]: ...
-    def set_loss(self, link: str, direction: str, model: Any, seed: int, stream: int) -> None: ...
+    def set_loss(self, link: str, direction: str, model: Any, seed: int, stream: int,
+                 flow_bin_ms: int | None = None) -> None: ...
+    def flow_counters(self) -> list[dict[str, Any]]: ...
     def link_stats(self) -> list[dict[str, Any]]: ...
     def clear_lateness(self) -> None: ...
+    def clear_endpoint_timing(self) -> None: ...
+    def endpoint_timing(self) -> dict[str, Any]: ...
+    def open_flow_group(self, flow: str) -> Any: ...
+    def flow_timing(self, group: Any) -> dict[str, Any]: ...
+    def close_flow_groups(self) -> None: ...
     def enable_verdict_logs(self, streams: list[tuple[str, str]]) -> None: ...
     def verdict_log(self, link: str, direction: str) -> Any: ...
     def start_process(self, role: Role, name: str, argv: list[str], log_dir: Path,
-                      env: dict[str, str] | None = None, cwd: Path | None = None) -> RunProcess: ...
+                      env: dict[str, str] | None = None, cwd: Path | None = None, group: Any = None) -> RunProcess: ...
     def apply_schedule(self, schedule: Any, seed: int, horizon_s: float) -> ScheduleRun | None: ...
     def stop(self) -> None: ...
 
@@ -77,6 +86,28 @@ class MininetTestbed:
         self.backend = str(self.net.backend)
         self.prefix = self.net.base
         self.hostname = socket.gethostname()
+        self.endpoint_slot: Any = None
+        self.endpoint_error = self.net.endpoint_error
+        self.flow_groups: list[tuple[Any, Any]] = []   # (cgroup, tracer slot) of the run's competing flows
+        self.window: tuple[int, int | None, int | None] = (time.monotonic_ns(), None, None)
+        if self.net.endpoints is not None:
+            self._track_endpoints()
+
+    def _track_endpoints(self) -> None:
+        """A slot of the process's scheduler tracer for this network's endpoint group (fecbench.schedlat)."""
+        from fecbench import schedlat
+
+        assert self.net.endpoints is not None
+        try:
+            tracer = schedlat.Tracer.acquire()
+        except schedlat.Unavailable as exc:
+            self.endpoint_error = f"no scheduler tracer: {exc}"
+            return
+        try:
+            self.endpoint_slot = tracer.track(self.net.endpoints.id)
+        except schedlat.Unavailable as exc:
+            tracer.release()
+            self.endpoint_error = f"no scheduler tracer: {exc}"
 
     @property
     def client_addresses(self) -> list[str]:
@@ -99,14 +130,46 @@ class MininetTestbed:
     def fidelity(self, rate_probe: bool) -> list[dict[str, Any]]:
         return [dict(row) for row in self.net.fidelity(rate_probe=rate_probe)]
 
-    def set_loss(self, link: str, direction: str, model: Any, seed: int, stream: int) -> None:
-        self.net.set_loss(link, direction, model, seed=seed, stream=stream)
+    def set_loss(self, link: str, direction: str, model: Any, seed: int, stream: int,
+                 flow_bin_ms: int | None = None) -> None:
+        self.net.set_loss(link, direction, model, seed=seed, stream=stream, flow_bin_ms=flow_bin_ms)
+
+    def flow_counters(self) -> list[dict[str, Any]]:
+        """Each dropper's per-flow counters (fecbench.dropper: rows proto, sport, dport, bin, packets, bytes,
+        dropped; t0_ns, bin_ns), with its link and direction."""
+        return [{"link": link, "direction": direction, **dropper.flows()}
+                for (link, direction), dropper in self.net.droppers.items()]
 
     def link_stats(self) -> list[dict[str, Any]]:
         return self.net.link_stats()
 
     def clear_lateness(self) -> None:
         self.net.clear_lateness()
+
+    def clear_endpoint_timing(self) -> None:
+        """Start a new endpoint-timing window: the tracer slot zeroed, the cgroup's counters noted."""
+        group = self.net.endpoints
+        if self.endpoint_slot is not None:
+            self.endpoint_slot.clear()
+        self.window = (time.monotonic_ns(), group.cpu_usage_us() if group else None,
+                       group.pressure_us() if group else None)
+
+    def endpoint_timing(self) -> dict[str, Any]:
+        """What the endpoints' threads waited for a CPU since `clear_endpoint_timing`: the tracer slot's
+        reading, the histogram edges, the window's wall time and the cgroup's CPU time and pressure in it
+        (the arguments of fecbench.endpoint_timing.summary); {"error": why} when not measured here."""
+        if self.endpoint_slot is None:
+            return {"error": self.endpoint_error or "endpoint timing unavailable"}
+        group = self.net.endpoints
+        assert group is not None
+        start, cpu0, psi0 = self.window
+        cpu, psi = group.cpu_usage_us(), group.pressure_us()
+        readings = [self.endpoint_slot.read(), *(slot.read() for _, slot in self.flow_groups if slot is not None)]
+        return {"reading": endpoint_timing.merge_readings(readings),
+                "upper_ns": self.endpoint_slot.tracer.layout.upper_ns,
+                "wall_ns": time.monotonic_ns() - start,
+                "cpu_us": None if cpu is None or cpu0 is None else cpu - cpu0,
+                "pressure_us": None if psi is None or psi0 is None else psi - psi0}
 
     def enable_verdict_logs(self, streams: list[tuple[str, str]]) -> None:
         """Re-attach these droppers with a verdict log (the network attaches them without one)."""
@@ -121,10 +184,44 @@ class MininetTestbed:
             return None
         return dropper.verdict_log()
 
+    def open_flow_group(self, flow: str) -> Any:
+        """A cgroup inside the network's endpoint group for a competing flow's processes, with a tracer slot
+        of its own (None where endpoint timing is unavailable: the flow then runs in the network's group)."""
+        if self.net.endpoints is None:
+            return None
+        from fecbench import cgroups
+
+        group = cgroups.EndpointGroup.create(flow, parent=self.net.endpoints)
+        slot = self.endpoint_slot.tracer.track(group.id) if self.endpoint_slot is not None else None
+        self.flow_groups.append((group, slot))
+        return group
+
+    def flow_timing(self, group: Any) -> dict[str, Any]:
+        """A competing flow's own endpoint timing since its group was opened (as `endpoint_timing`); None:
+        the network's own group alone (the foreground's processes)."""
+        if group is None:
+            slot, group = self.endpoint_slot, self.net.endpoints
+        else:
+            slot = next((s for g, s in self.flow_groups if g is group), None)
+        if slot is None or group is None:
+            return {"error": self.endpoint_error or "endpoint timing unavailable"}
+        start = self.window[0]
+        return {"reading": slot.read(), "upper_ns": slot.tracer.layout.upper_ns,
+                "wall_ns": time.monotonic_ns() - start, "cpu_us": group.cpu_usage_us(),
+                "pressure_us": group.pressure_us()}
+
+    def close_flow_groups(self) -> None:
+        """After a run (its processes stopped): the flows' slots released, their cgroups removed."""
+        for group, slot in reversed(self.flow_groups):
+            if slot is not None:
+                slot.release()
+            group.remove()
+        self.flow_groups.clear()
+
     def start_process(self, role: Role, name: str, argv: list[str], log_dir: Path,
-                      env: dict[str, str] | None = None, cwd: Path | None = None) -> procs.Process:
+                      env: dict[str, str] | None = None, cwd: Path | None = None, group: Any = None) -> procs.Process:
         host = self.net.server if role == "server" else self.net.client
-        return procs.start(name, argv, log_dir, host=host, env=env, cwd=cwd)
+        return procs.start(name, argv, log_dir, host=host, env=env, cwd=cwd, group=group)
 
     def apply_schedule(self, schedule: Any, seed: int, horizon_s: float) -> Any:
         """Start the design's link schedule (None: the design has none); its clock starts now."""
@@ -133,4 +230,9 @@ class MininetTestbed:
         return ScheduleApplier.for_run(schedule, self.net, seed, horizon_s)
 
     def stop(self) -> None:
+        self.close_flow_groups()
+        slot, self.endpoint_slot = self.endpoint_slot, None
+        if slot is not None:
+            slot.release()
+            slot.tracer.release()
         self.net.stop()

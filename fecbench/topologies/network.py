@@ -15,13 +15,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from typing import Any
 
-from fecbench import cleanup, lateness
+from fecbench import cgroups, cleanup, lateness
 from fecbench.errors import UserError, require_root
+from fecbench.topologies import endpoints, traffic
 from fecbench.topologies.backend import select_backend
 from fecbench.topologies.layout import Layout, make_layout, shaping_commands
 from fecbench.topologies.link_control import DropperRef, LinkChange, LinkControl, LinkEnd, LinkKey, run_in_nodes
@@ -38,15 +38,6 @@ def build_tag(n: int) -> str:
         return chr(ord("a") + n)
     n -= 26
     return chr(ord("a") + n // 26) + chr(ord("a") + n % 26)
-
-
-def iperf3_error(json_out: str) -> str | None:
-    """The error of an `iperf3 -J` run, if any: Debian 12's iperf3 3.12 exits with status 0 when its
-    client cannot connect ("Connection refused" before the server listens), saying so only in the JSON."""
-    try:
-        return json.loads(json_out).get("error")
-    except (json.JSONDecodeError, AttributeError):
-        return "no JSON output"
 
 
 class Network:
@@ -69,6 +60,8 @@ class Network:
         self._old_handlers: dict[int, Any] = {}
         self._running = False
         self.dropper_error: str | None = None
+        self.endpoints: cgroups.EndpointGroup | None = None  # the client's and server's cgroup (fecbench.cgroups)
+        self.endpoint_error: str | None = None
 
     # --- the runner's view -------------------------------------------------------------------
     @property
@@ -126,9 +119,13 @@ class Network:
         from mininet.link import Link
         from mininet.node import Host
 
+        self.endpoints, self.endpoint_error = endpoints.make_group(self.base)
         for name in self.layout.nodes:
-            host = Host(f"{self.base}{name}"[:40], inNamespace=True)
+            endpoint = name in (self.topo.client, self.topo.server)
+            host = (endpoints.host_class() if endpoint else Host)(f"{self.base}{name}"[:40], inNamespace=True)
             self.nodes[name] = host
+            if endpoint and self.endpoints is not None:
+                endpoints.adopt(host, self.endpoints)
             self._record(host.shell.pid if host.shell else host.pid, f"mininet node {name}")
             if host.pid != host.shell.pid:
                 self._record(host.pid, f"mininet node {name} (namespace)")
@@ -285,7 +282,8 @@ class Network:
                     break
                 time.sleep(0.01)
 
-    def set_loss(self, link_id: str, direction: str, model: Any, seed: int = 0, stream: int = 0) -> None:
+    def set_loss(self, link_id: str, direction: str, model: Any, seed: int = 0, stream: int = 0,
+                 flow_bin_ms: int | None = None) -> None:
         """Loss model of one direction ("forward" = client→server, "reverse") of a lossy link."""
         if direction not in ("forward", "reverse"):
             raise UserError(f"direction must be forward or reverse, got {direction!r}")
@@ -294,7 +292,7 @@ class Network:
             raise UserError(self.dropper_error)
         if key not in self.droppers:
             raise UserError(f"link {link_id!r} is not lossy (lossy links: {', '.join(self.topo.lossy_links())})")
-        self.droppers[key].set(model=model, seed=seed, stream=stream)
+        self.droppers[key].set(model=model, seed=seed, stream=stream, flow_bin_ms=flow_bin_ms)
 
     def clear_lateness(self) -> None:
         """Start a new lateness window on every delay element (what ``link_stats`` then reports)."""
@@ -345,30 +343,9 @@ class Network:
 
     def send_probe(self, src: str, count: int, pps: float = 1000.0, port: int = 9000,
                    timeout: float | None = None) -> dict[str, Any]:
-        """Send `count` numbered datagrams from the client's address `src` to the server; returns
-        the receiver's view: {"received", "seq" (arrival order), "owd_ms"}. With losses, the
-        receiver stops after 1 s + 2 RTT without a datagram."""
-        rtt_s = max(self.topo.configured_rtt(i, self.shaping) for i in range(self.topo.paths)) / 1e3
-        timeout = timeout if timeout is not None else count / pps + rtt_s + 30
-        probe = [sys.executable, "-m", "fecbench.topologies.probe"]
-        recv = self.server.popen([*probe, "recv", "--bind", self.server_address, "--port", str(port),
-                                  "--count", str(count), "--timeout", str(timeout),
-                                  "--idle", str(1 + 2 * rtt_s)], text=True)
-        try:
-            assert recv.stdout is not None
-            if recv.stdout.readline().strip() != "ready":
-                raise RuntimeError(f"probe receiver failed: {recv.communicate()[1]}")
-            sender = self.client.popen([*probe, "send", "--dst", self.server_address, "--port", str(port),
-                                        "--count", str(count), "--pps", str(pps), "--bind", src], text=True)
-            _, err = sender.communicate(timeout=count / pps + 30)
-            if sender.returncode != 0:
-                raise RuntimeError(f"probe sender failed: {err}")
-            out, _ = recv.communicate(timeout=timeout + 30)
-        finally:
-            if recv.poll() is None:
-                recv.kill()
-                recv.wait()
-        return json.loads(out.strip().splitlines()[-1])
+        """Numbered datagrams from the client's address `src` to the server, as the receiver saw them
+        (fecbench.topologies.traffic)."""
+        return traffic.send_probe(self, src, count, pps, port, timeout)
 
     # --- fidelity ----------------------------------------------------------------------------
     def fidelity(self, rate_probe: bool = False) -> list[dict[str, Any]]:
@@ -379,31 +356,8 @@ class Network:
         return fidelity.measure(self, rate_probe=rate_probe)
 
     def udp_rate(self, src: str, mbit: float, seconds: float = 1.0, port: int = 5201) -> float | None:
-        """UDP payload throughput (Mbit/s) the server receives from an iperf3 stream of 1400-byte
-        datagrams sent at 1.1× `mbit` (on the wire each datagram is 42 bytes longer)."""
-        server = self.server.popen(["iperf3", "-s", "-1", "-B", self.server_address, "-p", str(port), "-J"],
-                                   text=True)
-        try:
-            client_out = ""
-            for _ in range(40):
-                client = self.client.popen(["iperf3", "-u", "-c", self.server_address, "-B", src, "-p", str(port),
-                                            "-b", f"{mbit * 1.1:.3f}M", "-l", "1400", "-t", f"{seconds:g}", "-J"],
-                                           text=True)
-                client_out, _ = client.communicate(timeout=seconds + 30)
-                if client.returncode == 0 and not iperf3_error(client_out):
-                    break
-                time.sleep(0.05)
-            out, _ = server.communicate(timeout=seconds + 30)
-        finally:
-            if server.poll() is None:
-                server.kill()
-                server.wait()
-        try:
-            result = json.loads(out)
-            end = result["end"]
-            return end.get("sum_received", end["sum"])["bits_per_second"] / 1e6
-        except (json.JSONDecodeError, KeyError, TypeError):
-            return None
+        """UDP payload throughput (Mbit/s) the server receives from `src` (fecbench.topologies.traffic)."""
+        return traffic.udp_rate(self, src, mbit, seconds, port)
 
     # --- teardown ----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -434,6 +388,9 @@ class Network:
                     node.shell = None
             self.nodes.clear()
             self.links.clear()
+            if self.endpoints is not None:
+                self.endpoints.remove()  # left to `fecbench clean` if a process is still in it
+                self.endpoints = None
             for pid in self._recorded:
                 cleanup.forget("pid", pid)
             self._recorded.clear()

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from fecbench import db as dbmod
+from fecbench import run_records
 
 FACTORS = {"bw": "REAL", "owd": "REAL", "p": "REAL", "r": "REAL", "k": "REAL", "h": "REAL"}
 DOWNLOAD_LABELS = {"quic": "none", "quic-fec-rs": "rs:30,20", "quic-fec-rlc": "rlc:3,2,20"}
@@ -49,17 +50,17 @@ def _record(conn, cid: int, point: dict, label: str, impl_arg: str, workload: st
             rep: int, status: str, metrics: dict | None, fidelity_ok: bool = True) -> str:
     key = _key(cid, point["point"], label, workload, size, rep)
     with dbmod.transaction(conn):
-        dbmod.insert_pending_runs(conn, [{
+        run_records.insert_pending_runs(conn, [{
             "key": key, "campaign_id": cid, "point": point["point"], "impl": "fecq", "label": label,
             "impl_args": json.dumps({"fec": impl_arg}), "workload": workload, "size": size,
             "repetition": rep, "loss_seed": 1000 * point["point"] + rep}])
-    dbmod.start_run(conn, key, "2026-01-01T00:00:00Z", "netem", "test")
+    run_records.start_run(conn, key, "2026-01-01T00:00:00Z", "netem", "test")
     sent = int((metrics or {}).get("packets_sent", 100))
     seen = sent + 10
     params = {"p": point["p"], "r": point["r"], "k": point["k"], "h": point["h"]}
     dropped = int(round(seen * _ge_loss(point)))
     rtt = 2 * point["owd"]
-    dbmod.finish_run(
+    run_records.finish_run(
         conn, key, status=status, error=None if status == "ok" else f"{status} in test",
         server_log_tail="", client_log_tail="", finished_at="2026-01-01T00:00:01Z", duration_s=1.2,
         metrics=metrics, client_wall_ms=None if metrics is None else metrics.get("dct_ms", 0) + 40,
@@ -151,7 +152,7 @@ def make_table_db(path: Path, rows: list[tuple], *, timeout_s: float | None = 10
 
 
 T = "timeout"
-#: A hand-made download campaign with timeouts on either side (tests of fecbench.ratios, documented
+#: A hand-made download campaign with timeouts on either side (tests of fecbench.analysis.ratios, documented
 #: in notebooks/README.md). (point, repetition) → (quic, fec): a DCT in ms, "timeout", another status, or None (no run).
 #: The design's timeout_s is 10 s: a timeout is censored at 10 000 ms.
 CENSORED_TABLE = {

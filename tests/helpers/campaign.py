@@ -104,6 +104,20 @@ def campaign_processes(owner: int, start: int | None = None) -> list[tuple[int, 
             if any(o[0] == owner and (start is None or o[1] == start) for o in p.owners)]
 
 
+def endpoint_leftovers(owner: int | None = None) -> set[Path]:
+    """Tracer pins and endpoint cgroups of fecbench processes (of `owner` only, if given) that exist now;
+    only those of dead processes are leftovers (fecbench.schedlat, fecbench.cgroups)."""
+    from fecbench import cgroups, cleanup, schedlat
+
+    prefix = cleanup.prefix(owner) if owner is not None else "fb"
+    layout = cgroups.detect()
+    roots = [r for r in (layout.v2, layout.cpu) if r is not None]
+    found = set(schedlat.PIN_ROOT.glob(f"{prefix}*-schedlat"))
+    for root in roots:
+        found |= set(root.glob(f"fecbench-{prefix}*"))
+    return found
+
+
 def smoke_copy(tmp_path: Path) -> Path:
     """designs/smoke.toml copied into a test's folder, its topology path made absolute."""
     if not FECQ.exists():

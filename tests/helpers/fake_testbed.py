@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fecbench import schedlat
 from fecbench.runners import procs
 
 
@@ -22,11 +23,13 @@ class FakeTestbed:
 
     def __init__(self, topology: Any, values: dict[str, Any], backend: str | None, *,
                  measured_rtt: Callable[[dict[str, Any]], float | None] | None = None,
-                 on_start: Callable[[str, list[str]], None] | None = None) -> None:
+                 on_start: Callable[[str, list[str]], None] | None = None,
+                 wake_ns: Callable[[dict[str, Any]], list[int] | None] | None = None) -> None:
         self.topology = topology
         self.values = dict(values)
         self.measured_rtt = measured_rtt          # values -> measured RTT (None: as configured)
         self.on_start = on_start                  # (role, argv) -> may raise (a harness fault, Ctrl-C)
+        self.wake_ns = wake_ns                    # values -> the endpoints' wake-up waits (None: not measured)
         self.configured: list[dict[str, Any]] = []
         self.losses: list[tuple[str, str, Any, int, int]] = []
         self.started: list[tuple[str, list[str]]] = []
@@ -56,14 +59,39 @@ class FakeTestbed:
         return [{"path": 1, "rtt_configured_ms": configured, "rtt_measured_ms": measured,
                  "ok": abs(measured - configured) <= max(0.5, 0.02 * configured)}]
 
-    def set_loss(self, link: str, direction: str, model: Any, seed: int, stream: int) -> None:
+    def set_loss(self, link: str, direction: str, model: Any, seed: int, stream: int,
+                 flow_bin_ms: int | None = None) -> None:
         self.losses.append((link, direction, model, seed, stream))
+
+    def flow_counters(self) -> list[dict[str, Any]]:
+        return []  # no packets cross an in-memory network
 
     def link_stats(self) -> list[dict[str, Any]]:
         return [{"link": link, "direction": direction, "dropper": {"seen": 0, "dropped": 0}}
                 for link in self.topology.lossy_links() for direction in ("forward", "reverse")]
 
     def clear_lateness(self) -> None:
+        pass
+
+    def clear_endpoint_timing(self) -> None:
+        pass
+
+    def endpoint_timing(self) -> dict[str, Any]:
+        """The waits `wake_ns` gives for the current point, as the tracer would count them (default: 20
+        wake-ups of 20 µs, an idle host)."""
+        waits = self.wake_ns(self.values) if self.wake_ns else [20_000] * 20
+        if waits is None:
+            return {"error": "fake testbed: not measured"}
+        return {"reading": {"wake": schedlat.histogram(waits), "preempt": schedlat.histogram([])},
+                "upper_ns": schedlat.upper_edges(), "wall_ns": 10**9, "cpu_us": None, "pressure_us": None}
+
+    def open_flow_group(self, flow: str) -> None:
+        return None
+
+    def flow_timing(self, group: Any) -> dict[str, Any]:
+        return {"error": "fake testbed: not measured"}
+
+    def close_flow_groups(self) -> None:
         pass
 
     def enable_verdict_logs(self, streams: list[tuple[str, str]]) -> None:
@@ -73,7 +101,7 @@ class FakeTestbed:
         return None
 
     def start_process(self, role: str, name: str, argv: list[str], log_dir: Path,
-                      env: dict[str, str] | None = None, cwd: Path | None = None) -> procs.Process:
+                      env: dict[str, str] | None = None, cwd: Path | None = None, group: Any = None) -> procs.Process:
         if self.on_start is not None:
             self.on_start(role, argv)
         self.started.append((role, list(argv)))

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from fecbench import db as dbmod
+from fecbench import run_records
 from fecbench.dropper.dropper import RECORD_DTYPE
 
 FORWARD, REVERSE = 20, 8
@@ -66,12 +67,12 @@ def make_loss_position_db(path: Path) -> Path:
     for rep, (run, (label, status, dct, fwd, rev)) in enumerate(LOGS.items()):
         key = f"run-{run}"
         with dbmod.transaction(conn):
-            dbmod.insert_pending_runs(conn, [{
+            run_records.insert_pending_runs(conn, [{
                 "key": key, "campaign_id": cid, "point": 0, "impl": "fecq", "label": label,
                 "impl_args": json.dumps({"fec": label}), "workload": "upload", "size": 50_000,
                 "repetition": rep, "loss_seed": rep}])
-        dbmod.start_run(conn, key, "2026-01-01T00:00:00Z", "netem", "test")
-        dbmod.finish_run(conn, key, status=status, error=None, server_log_tail="", client_log_tail="",
+        run_records.start_run(conn, key, "2026-01-01T00:00:00Z", "netem", "test")
+        run_records.finish_run(conn, key, status=status, error=None, server_log_tail="", client_log_tail="",
                          finished_at="2026-01-01T00:00:01Z", duration_s=1.0,
                          metrics=None if dct is None else {"dct_ms": dct},
                          verdict_logs=[("bottleneck", "forward", npy(records(FORWARD, fwd, 1250, shuffle=rep))),

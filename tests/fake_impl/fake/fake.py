@@ -1,24 +1,32 @@
 #!/usr/bin/python3
 """A fake implementation for the runner's tests: a server that waits, a client that misbehaves on request.
 
-server --listen ADDR:PORT [--behave ok|die]      prints "listening ADDR:PORT", waits for SIGTERM
+server --listen ADDR:PORT [--behave ok|die|hog]  prints "listening ADDR:PORT", waits for SIGTERM (hog: with
+                                                 4 busy processes beside it, on the CPUs it may use)
 client --server ADDR:PORT --size N --out PATH
        --timeout S --level N
-       --behave ok|slow|fill|fail|failreport|hang|giveup|unsupported|garbage|nometrics|badtype
+       --behave ok|slow|ticks|fill|fail|failreport|hang|giveup|unsupported|garbage|nometrics|badtype
+       (ticks: 300 sleeps of 2 ms, i.e. 300 timer wake-ups, before reporting)
 check [--timeout S] [--behave …] [--level N]       exit 2 naming a level above 9, else 0
 """
 
 import argparse
 import json
 import signal
+import subprocess
 import sys
 import time
+
+HOGS = 4
 
 
 def server(args: argparse.Namespace) -> int:
     print(f"listening {args.listen}", flush=True)
     if args.behave == "die":
         return 3
+    if args.behave == "hog":  # in its process group: stopped with the server
+        for _ in range(HOGS):
+            subprocess.Popen([sys.executable, "-c", "while True: pass"])
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     while True:
         time.sleep(1)
@@ -53,6 +61,9 @@ def client(args: argparse.Namespace) -> int:
         return 0
     if args.behave == "slow":
         time.sleep(0.5)
+    if args.behave == "ticks":
+        for _ in range(300):
+            time.sleep(0.002)
     if args.behave == "fill":  # fill the disk holding the metrics file, then carry on
         try:
             with open(args.out + ".fill", "wb") as fill:

@@ -140,3 +140,25 @@ def bootstrap_ratio_of_medians(numerator: ArrayLike, denominator: ArrayLike, *, 
     alpha = (1.0 - level) / 2
     low, high = np.quantile(ratios, [alpha, 1.0 - alpha], method="inverted_cdf")
     return float(low), float(high)
+
+
+def bootstrap_median(values: ArrayLike, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0,
+                     min_values: int = 3) -> Bounds:
+    """Percentile bootstrap interval of one sample's median (censored values at ``+inf``, as above);
+    NaN bounds with fewer than ``min_values`` values."""
+    data = np.asarray(values, dtype=float)
+    if data.size < max(min_values, 1):
+        return NAN_BOUNDS
+    rng = np.random.default_rng(seed)
+    medians = np.median(data[rng.integers(0, data.size, size=(n_boot, data.size))], axis=1)
+    alpha = (1.0 - level) / 2
+    low, high = np.quantile(medians, [alpha, 1.0 - alpha], method="inverted_cdf")
+    return float(low), float(high)
+
+
+def jain_index(values: ArrayLike) -> float:
+    """Jain's fairness index (Σx)² / (n Σx²) of non-negative shares: 1 when all are equal, 1/n when one
+    takes everything; NaN for no value or all zero."""
+    data = np.asarray(values, dtype=float)
+    total = float(np.sum(data ** 2))
+    return float(np.sum(data) ** 2 / (data.size * total)) if data.size and total > 0 else math.nan

@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from fecbench.analysis.style import (
+from fecbench.analysis.figures.style import (
     STATUS_COLORS,
     empty,
     grid,
@@ -111,3 +112,34 @@ def loss_fidelity(stats: pd.DataFrame) -> Figure:
     return fig
 
 
+
+
+@styled
+def run_accuracy(frame: pd.DataFrame, endpoint_bound_ms: float | None, lateness_bound_ms: float | None) -> Figure:
+    """Per run: the endpoints' p99 wake-up latency against the delay elements' worst p99 lateness (the
+    columns `results.load` adds), log axes, each bound a line: runs beyond a line were flagged."""
+    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+    ax = fig.subplots()
+    values = frame[["label", "endpoint_wakeup_p99_ms", "lateness_p99_ms"]].dropna(subset=["endpoint_wakeup_p99_ms"])
+    if values.empty:
+        return empty(fig, ax, "no endpoint timing recorded")
+    floor = 1e-3  # a run without delay elements (netem) sits on the floor of the lateness axis
+    values = values.assign(lateness_p99_ms=values["lateness_p99_ms"].fillna(floor).clip(lower=floor),
+                           endpoint_wakeup_p99_ms=values["endpoint_wakeup_p99_ms"].clip(lower=floor))
+    sns.scatterplot(data=values, x="endpoint_wakeup_p99_ms", y="lateness_p99_ms", hue="label", ax=ax, s=18,
+                    edgecolor="none", alpha=0.75)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(NullFormatter())
+    if endpoint_bound_ms:
+        ax.axvline(endpoint_bound_ms, color="#c0392b", linestyle="--", linewidth=1,
+                   label=f"endpoint bound {endpoint_bound_ms:g} ms")
+    if lateness_bound_ms:
+        ax.axhline(lateness_bound_ms, color="#8e44ad", linestyle=":", linewidth=1,
+                   label=f"lateness bound {lateness_bound_ms:g} ms")
+    ax.set_xlabel("endpoints: p99 wake-up latency of the run (ms)")
+    ax.set_ylabel("delay elements: worst p99 lateness of the run (ms)")
+    ax.legend(frameon=False, fontsize="small")
+    return fig

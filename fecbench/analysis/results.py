@@ -1,29 +1,23 @@
-"""Read API over a results database: tidy pandas frames for analysis, report and notebooks.
+"""The runs frame of a results database: tidy pandas frames for analysis, report and notebooks.
 
 Every function takes the database path (or, where noted, an already loaded frame) and opens it
 read-only (``file:…?mode=ro``), so it is safe to call while a campaign is still writing (WAL).
 
 - ``load(db)``: one row per run — campaign, design point, factor values (one column per factor),
-  implementation, label, workload, size, repetition, status, timings and the typed metrics (plus
-  ``JSON_METRICS``, read from the metrics JSON: the messages accounting).
+  implementation, label, workload, size, repetition, status, timings, the typed metrics (plus
+  ``JSON_METRICS``, read from the metrics JSON: the messages accounting), the run's accuracy
+  (``TIMING_COLUMNS``) and its campaign's ``timeout_s`` (from the settings the campaign recorded).
 - ``paired(db, baseline="quic", by=["point", "rep", "size"], metric="dct_ms")``: the per-run ratio
   ``metric(label) / metric(baseline)`` for every other label on identical conditions (same design,
   point, repetition — hence the same loss seed — and size), over pairs of ``ok`` runs only.
-  ``fecbench.ratios`` builds on it: every pair accounted for (timeouts censored at the design's
+  ``fecbench.analysis.ratios`` builds on it: every pair accounted for (timeouts censored at the design's
   ``timeout_s``) and the papers' per-point ratio of medians with bootstrap intervals.
-- ``link_stats(db)``, ``fidelity(db)``, ``lateness(db)``, ``link_events(db)``: per-run dropper
-  counters, emulation checks before the run, the delay elements' accuracy during it, and the
-  changes a link schedule applied, joinable on ``run_key`` = ``load(db).key``.
-- ``path_traffic(db)``: packets per run and client-server path counted by the droppers (multipath:
-  how a scheduler spread the data); ``single_path_label(traffic)``: the label that stayed on path 1;
-  ``path_asymmetry(frame)``: per-path factor ratios (bw_1/bw_2, owd_1/owd_2). What the endpoints
-  counted per path is in ``fecbench.path_metrics``.
-- ``campaigns(db)``, ``factors(db)``, ``medians(...)``, ``status_counts(...)``: small helpers.
+- ``campaigns(db)``, ``factors(db)``, ``medians(...)``, ``status_counts(...)``, ``ratio_medians(...)``:
+  small helpers. The per-run measurement tables are in ``fecbench.analysis.tables``.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sqlite3
@@ -35,7 +29,6 @@ import pandas as pd
 from fecbench import db as dbmod
 from fecbench.errors import UserError
 from fecbench.lateness import from_delay_json
-from fecbench.specs import tomllib  # tomli on Python 3.10
 
 #: Columns of the runs table kept in the tidy frame (logs tails are left to ``run_logs``).
 RUN_COLUMNS = ["key", "campaign_id", "point", "impl", "label", "impl_args", "workload", "size",
@@ -52,8 +45,6 @@ JSON_METRICS = ("messages_sent", "messages_on_time", "messages_corrupted", "mess
                 "missing_not_sent", "missing_sender_dropped", "missing_in_network", "stall_ms", "cc", "repair_cc")
 #: Aliases accepted in ``paired(by=...)``.
 KEY_ALIASES = {"rep": "repetition"}
-#: The runner's time limit per run when a design sets no ``timeout_s`` (fecbench.runners.design).
-DEFAULT_TIMEOUT_S = 60.0
 
 DbLike = str | os.PathLike
 
@@ -65,7 +56,7 @@ def connect(db: DbLike) -> sqlite3.Connection:
     return con
 
 
-def _query(db: DbLike, sql: str, params: Sequence = ()) -> pd.DataFrame:
+def query(db: DbLike, sql: str, params: Sequence = ()) -> pd.DataFrame:
     with closing(connect(db)) as con:
         return pd.read_sql_query(sql, con, params=params)
 
@@ -82,7 +73,7 @@ def factors(db: DbLike) -> list[str]:
 
 def campaigns(db: DbLike) -> pd.DataFrame:
     """One row per campaign: name, design, versions, seed, repetitions, topology, link backend."""
-    frame = _query(db, "SELECT id, name, design_path, design_hash, fecbench_version, git_sha, created_at, "
+    frame = query(db, "SELECT id, name, design_path, design_hash, fecbench_version, git_sha, created_at, "
                        "host_json, impls_json, seed, repetitions, topology, link_backend "
                        "FROM campaigns ORDER BY id")
     return frame
@@ -106,7 +97,10 @@ def load(db: DbLike, *, status: str | Iterable[str] | None = None) -> pd.DataFra
         metrics = pd.read_sql_query(f"SELECT run_key, {', '.join(metric_cols + from_json)} FROM metrics", con)
         camps = pd.read_sql_query("SELECT id AS campaign_id, name AS campaign, design_hash, design_text "
                                   "FROM campaigns", con)
-    camps["timeout_s"] = [design_timeout(text) for text in camps.pop("design_text")]
+        timing = _timing_columns(con)
+    recorded = camps.pop("settings_json") if "settings_json" in camps else [None] * len(camps)
+    camps["timeout_s"] = [float(dbmod.campaign_settings(json_text, text).get("timeout_s", math.nan))
+                          for json_text, text in zip(recorded, camps.pop("design_text"), strict=True)]
     factor_names = [c for c in points.columns if c not in ("campaign_id", "point")]
     # A factor named like a run or metric column keeps its values under "factor_<name>".
     clash = set(run_cols) | set(metric_cols) | set(JSON_METRICS) | {"campaign", "design_hash", "timeout_s"}
@@ -116,6 +110,7 @@ def load(db: DbLike, *, status: str | Iterable[str] | None = None) -> pd.DataFra
     frame = runs.merge(camps, on="campaign_id", how="left")
     frame = frame.merge(points, on=["campaign_id", "point"], how="left")
     frame = frame.merge(metrics, left_on="key", right_on="run_key", how="left").drop(columns="run_key")
+    frame = frame.merge(timing, left_on="key", right_on="run_key", how="left").drop(columns="run_key")
     for col in ("size", "repetition", "point", "loss_seed", "attempts"):
         if col in frame:
             frame[col] = frame[col].astype("Int64")
@@ -133,14 +128,30 @@ def load(db: DbLike, *, status: str | Iterable[str] | None = None) -> pd.DataFra
     return frame
 
 
-def design_timeout(design_text: str | None) -> float:
-    """The time limit per run (s) a campaign's design file set (``[design] timeout_s``), the
-    runner's default when it set none, NaN when the stored text cannot be read."""
-    try:
-        value = tomllib.loads(design_text or "").get("design", {}).get("timeout_s", DEFAULT_TIMEOUT_S)
-        return float(value)
-    except (tomllib.TOMLDecodeError, AttributeError, TypeError, ValueError):
-        return math.nan
+#: Per-run accuracy columns of ``load``: the endpoints' wake-up latency and run-queue share
+#: (fecbench.endpoint_timing) and the worst p99 lateness of the run's delay elements (fecbench.lateness).
+TIMING_COLUMNS = ["endpoint_wakeup_p50_ms", "endpoint_wakeup_p99_ms", "endpoint_wakeup_max_ms",
+                  "endpoint_runq_share", "lateness_p99_ms"]
+
+
+def _timing_columns(con: sqlite3.Connection) -> pd.DataFrame:
+    """``TIMING_COLUMNS`` per run (NaN where not measured: netem has no lateness, older campaigns no
+    endpoint timing)."""
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    endpoints = pd.DataFrame(columns=["run_key", *TIMING_COLUMNS[:4]])
+    if "endpoint_timing" in tables:
+        endpoints = pd.read_sql_query(
+            "SELECT run_key, wakeup_p50_ms AS endpoint_wakeup_p50_ms, wakeup_p99_ms AS endpoint_wakeup_p99_ms, "
+            "wakeup_max_ms AS endpoint_wakeup_max_ms, runq_share AS endpoint_runq_share FROM endpoint_timing", con)
+    worst: dict[str, float] = {}
+    for key, text in con.execute("SELECT run_key, delay_json FROM link_stats WHERE delay_json LIKE '%lateness%'"):
+        p99 = (from_delay_json(text) or {}).get("p99_us")
+        if p99 is not None:
+            worst[key] = max(worst.get(key, 0.0), float(p99) / 1000)
+    late = pd.DataFrame({"run_key": pd.Series(list(worst), dtype=object),
+                         "lateness_p99_ms": pd.Series(list(worst.values()), dtype=float)})
+    out = endpoints.astype({"run_key": object}).merge(late, on="run_key", how="outer")
+    return out.astype({c: float for c in TIMING_COLUMNS})
 
 
 def _frame(db_or_frame: DbLike | pd.DataFrame, **kwargs) -> pd.DataFrame:
@@ -174,9 +185,9 @@ def paired(db_or_frame: DbLike | pd.DataFrame, baseline: str = "quic",
            labels: Sequence[str] | None = None) -> pd.DataFrame:
     """Per-run ratios ``metric(label) / metric(baseline)`` between labels on identical conditions.
 
-    Only pairs of two ``ok`` runs with the metric present take part: ``fecbench.ratios.pairs``
+    Only pairs of two ``ok`` runs with the metric present take part: ``fecbench.analysis.ratios.pairs``
     accounts for every pair (timeouts as censored values, failures and why) and
-    ``fecbench.ratios.point_ratios`` gives the papers' per-point ratio of medians. Conditions are
+    ``fecbench.analysis.ratios.point_ratios`` gives the papers' per-point ratio of medians. Conditions are
     ``by`` (``rep`` is an alias of ``repetition``) within one design and workload. One row per
     condition and compared label, with the columns of ``by``, ``workload``, ``label``,
     ``baseline``, ``value``, ``baseline_value``, ``ratio`` and the factor values of the point. A
@@ -206,165 +217,6 @@ def paired(db_or_frame: DbLike | pd.DataFrame, baseline: str = "quic",
     out.attrs.update(factors=factor_names, metric=metric, baseline=baseline,
                      labels=frame.attrs.get("labels", present), sizes=frame.attrs.get("sizes", []))
     return out
-
-
-def expected_loss_rate(model: dict | str | None) -> float:
-    """Long-run loss rate a dropper model should produce (NaN when it cannot be told).
-
-    Uniform: ``p``. Gilbert-Elliott (p = P(good→bad), r = P(bad→good), k = P(deliver | good),
-    h = P(deliver | bad), as in the seed papers): ``π_G (1-k) + π_B (1-h)`` with ``π_B = p/(p+r)``;
-    without k and h it is the simple two-state model (k = 1, h = 0).
-    """
-    if isinstance(model, str):
-        try:
-            model = json.loads(model)
-        except ValueError:
-            return math.nan
-    if not isinstance(model, dict):
-        return math.nan
-    inner = model.get("model")
-    if isinstance(inner, dict):  # {"model": {...}, "seed": …, "stream": …}
-        return expected_loss_rate(inner)
-    if isinstance(model.get("params"), dict):  # the runner's {"model": kind, "params": {p, r, …}, …}
-        model = {**model, **model["params"]}
-    kind = str(model.get("kind") or model.get("model") or model.get("type") or "").lower().replace("_", "-")
-    try:
-        if kind in ("none", "off", "no-loss"):
-            return 0.0
-        if kind in ("uniform", "bernoulli", "random"):
-            return float(model["p"])
-        if kind in ("gilbert-elliott", "ge", "gilbert", "gilbert-elliot", "markov"):
-            p, r = float(model["p"]), float(model["r"])
-            k, h = float(model.get("k", 1.0)), float(model.get("h", 0.0))
-            if p + r == 0:
-                return 1.0 - k
-            bad = p / (p + r)
-            return (1.0 - bad) * (1.0 - k) + bad * (1.0 - h)
-    except (KeyError, TypeError, ValueError):
-        return math.nan
-    return math.nan
-
-
-def link_stats(db: DbLike) -> pd.DataFrame:
-    """Dropper counters per run, link and direction, with ``loss_rate`` (dropped/matched packets)
-    and ``expected_loss`` (the model's long-run loss rate). Joins on ``run_key`` = ``load().key``."""
-    frame = _query(db, "SELECT * FROM link_stats ORDER BY run_key, link, direction")
-    counted = frame["matched"].where(frame["matched"] > 0, frame["seen"])
-    frame["loss_rate"] = (frame["dropped"] / counted.where(counted > 0)).astype(float)
-    frame["expected_loss"] = [expected_loss_rate(m) for m in frame["model"]] if len(frame) else []
-    frame["expected_loss"] = frame["expected_loss"].astype(float)
-    return frame
-
-
-def _link_path(model: object) -> float:
-    """The 1-based path recorded with a link's dropper statistics (NaN when not recorded)."""
-    try:
-        path = json.loads(model).get("path") if isinstance(model, str) else None
-    except (ValueError, AttributeError):
-        return math.nan
-    return float(path) if isinstance(path, (int, float)) and not isinstance(path, bool) else math.nan
-
-
-def path_traffic(db: DbLike) -> pd.DataFrame:
-    """Packets each run sent over each client-server path, as counted by the droppers of the lossy
-    links (their ``matched`` counter): ``packets_down`` server → client (a download's data),
-    ``packets_up`` client → server, and ``share_down``/``share_up``, the path's part of the run's
-    packets in that direction. One row per run and path, with the run's columns and factor values
-    (as in ``load``). Empty when the database records no link's path (campaigns before it did).
-    """
-    stats = link_stats(db)
-    stats["path"] = [_link_path(m) for m in stats["model"]] if len(stats) else []
-    stats = stats[stats["path"].notna()]
-    runs = load(db)
-    columns = ["path", "packets_down", "packets_up", "share_down", "share_up"]
-    if stats.empty:
-        out = runs.iloc[0:0].assign(**{c: pd.Series(dtype=float) for c in columns})
-        out.attrs.update(runs.attrs)
-        return out
-    counts = (stats.assign(matched=stats["matched"].fillna(0))
-              .pivot_table(index=["run_key", "path"], columns="direction", values="matched", aggfunc="sum",
-                           fill_value=0)
-              .reindex(columns=["reverse", "forward"], fill_value=0)
-              .rename(columns={"reverse": "packets_down", "forward": "packets_up"}).reset_index())
-    counts.columns.name = None
-    counts["path"] = counts["path"].astype(int)
-    for direction in ("down", "up"):
-        total = counts.groupby("run_key")[f"packets_{direction}"].transform("sum")
-        counts[f"share_{direction}"] = (counts[f"packets_{direction}"] / total.where(total > 0)).astype(float)
-    out = runs.merge(counts, left_on="key", right_on="run_key", how="inner").drop(columns="run_key")
-    out = out.sort_values(["campaign_id", "point", "label", "size", "repetition", "path"],
-                          kind="stable").reset_index(drop=True)
-    out.attrs.update(runs.attrs)
-    return out
-
-
-def single_path_label(traffic: pd.DataFrame) -> str | None:
-    """In a ``path_traffic`` frame of a multipath campaign, the label that kept the largest mean share
-    of its server → client packets on path 1 (the single-path baseline); None without two paths."""
-    ok = traffic[(traffic["status"] == "ok") & traffic["share_down"].notna()] if len(traffic) else traffic
-    if ok.empty or ok["path"].nunique() < 2:
-        return None
-    on_path_1 = ok[ok["path"] == 1].groupby("label")["share_down"].mean()
-    return str(on_path_1.sort_values(kind="stable").index[-1]) if len(on_path_1) else None
-
-
-def path_asymmetry(frame: pd.DataFrame, bases: Sequence[str] = ("bw", "owd")) -> pd.DataFrame:
-    """The frame with one column ``<f>_1/<f>_2`` per base factor that has a value on paths 1 and 2
-    (how much path 1 differs from path 2; NaN where path 2's value is 0 or either is missing), and
-    those columns appended to ``attrs["asymmetry"]``. Works on ``load``, ``paired`` and
-    ``path_traffic`` frames."""
-    out = frame.copy()
-    out.attrs.update(frame.attrs)
-    names = []
-    for base in bases:
-        first, second = f"{base}_1", f"{base}_2"
-        if first not in out or second not in out:
-            continue
-        ratio = pd.to_numeric(out[first], errors="coerce") / pd.to_numeric(out[second], errors="coerce")
-        valid = (pd.to_numeric(out[first], errors="coerce") > 0) & (pd.to_numeric(out[second], errors="coerce") > 0)
-        out[f"{first}/{second}"] = ratio.where(valid).astype(float)
-        names.append(f"{first}/{second}")
-    out.attrs["asymmetry"] = names
-    return out
-
-
-def link_events(db: DbLike) -> pd.DataFrame:
-    """The changes link schedules applied (one row per run and change, ``params`` parsed; times in s
-    after the client's start, ``error_ms`` = applied - scheduled). Joins on ``run_key`` = ``load().key``;
-    empty for a database without schedules (or written before schema version 2)."""
-    columns = ["run_key", "seq", "kind", "link", "direction", "scheduled_s", "applied_s", "took_ms", "params"]
-    with closing(connect(db)) as con:
-        if "link_events" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
-            return pd.DataFrame(columns=[*columns, "error_ms"])
-        frame = pd.read_sql_query(f"SELECT {', '.join(columns)} FROM link_events ORDER BY run_key, seq", con)
-    frame["params"] = [json.loads(p) if p else {} for p in frame["params"]]
-    frame["error_ms"] = ((frame["applied_s"] - frame["scheduled_s"]) * 1e3).astype(float)
-    return frame
-
-
-def lateness(db: DbLike) -> pd.DataFrame:
-    """Each run's emulation accuracy per link and direction (``fecbench.lateness``): frames the delay
-    element sent during the run, p50/p99/max/mean lateness (µs), the bound and ``ok``. Joins on
-    ``run_key``; empty for netem runs and campaigns recorded before the delay element counted it."""
-    frame = _query(db, "SELECT run_key, link, direction, delay_json FROM link_stats ORDER BY run_key, link, direction")
-    rows = []
-    for row in frame.itertuples(index=False):
-        late = from_delay_json(row.delay_json)
-        if late:
-            rows.append({"run_key": row.run_key, "link": row.link, "direction": row.direction, **late})
-    columns = ["run_key", "link", "direction", "frames", "p50_us", "p99_us", "max_us", "mean_us", "bound_ms", "ok"]
-    return pd.DataFrame(rows, columns=columns)
-
-
-def fidelity(db: DbLike) -> pd.DataFrame:
-    """Emulation checks per run and path: configured vs measured RTT and rate, with their ratios."""
-    frame = _query(db, "SELECT * FROM fidelity ORDER BY run_key, path")
-    frame["ok"] = frame["ok"].astype("boolean")
-    frame["rtt_ratio"] = (frame["rtt_measured_ms"] / frame["rtt_configured_ms"].where(
-        frame["rtt_configured_ms"] > 0)).astype(float)
-    frame["rate_ratio"] = (frame["rate_measured_mbit"] / frame["rate_configured_mbit"].where(
-        frame["rate_configured_mbit"] > 0)).astype(float)
-    return frame
 
 
 def status_counts(db_or_frame: DbLike | pd.DataFrame, by: Sequence[str] = ("label",)) -> pd.DataFrame:

@@ -12,7 +12,7 @@ Figures (from :mod:`fecbench.analysis`, the same code as the notebooks):
   ``dct-ratio-ecdf.png`` (ECDF of the per-run ratios on identical point, seed and size — Fig. 5);
   ``dct-ratio-vs-factors-<label>.png`` (per-point ratios against each factor, bootstrap intervals)
   and, with two labels besides the baseline, ``dct-ratio-ecdf-<a>-vs-<b>.png`` (Fig. 7);
-- messages (``fecbench.report_messages``): ``rebuffering-ecdf.png``, ``data-received-ecdf.png``
+- messages (``fecbench.analysis.report.messages``): ``rebuffering-ecdf.png``, ``data-received-ecdf.png``
   (thesis Fig. 5.7–5.19), ``message-fate.png`` (where every message went),
   ``data-received-ratio-ecdf.png`` and ``rebuffering-vs-owd.png``; on a
   multipath campaign, each multipath label against its single-path twin instead
@@ -25,7 +25,7 @@ Figures (from :mod:`fecbench.analysis`, the same code as the notebooks):
 
 The page opens with the headline table: per label and size, the median over the design points of
 the per-point ratio of medians, the share of points where the label did better, and how many points
-and pairs were censored or excluded and why (``fecbench.ratios``: a run that reached the design's
+and pairs were censored or excluded and why (``fecbench.analysis.ratios``: a run that reached the design's
 ``timeout_s`` is censored there, never dropped; the bootstrap intervals are seeded with
 ``REPORT_SEED``, so a report is reproducible). ``point-ratios.csv`` and ``pairs.csv`` beside the
 page hold every point's statistics and every pair (per-run ratios, outcomes, exclusion reasons).
@@ -56,9 +56,13 @@ from pathlib import Path
 import pandas as pd
 
 from fecbench import db as dbmod
-from fecbench import path_metrics, ratios, report_messages, results, stats
+from fecbench.analysis import path_metrics, ratios, results, stats, tables
+from fecbench.analysis.report import accuracy as report_accuracy
+from fecbench.analysis.report import messages as report_messages
+from fecbench.analysis.report.flows import flows_section
 from fecbench.errors import UserError
 from fecbench.paths import NOTEBOOKS_DIR, slug
+from fecbench.status import STATUSES
 
 FIGURE_NOTES = {
     "status": "Runs per label and status.",
@@ -131,7 +135,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display; before anything imports pyplot
-    from fecbench import analysis
+    from fecbench.analysis import figures
 
     db = Path(db)
     frame = results.load(db)
@@ -148,7 +152,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
 
     def figure(name: str, fig, note: str | None = None) -> None:
         step(name)
-        report.figures[name] = analysis.save(fig, outdir / f"{name}.png")
+        report.figures[name] = figures.save(fig, outdir / f"{name}.png")
         notes[name] = note or FIGURE_NOTES.get(name, "")
 
     camps = results.campaigns(db)
@@ -156,31 +160,25 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
                                         "repetitions", "topology", "link_backend"]].assign(
         design_hash=camps["design_hash"].str[:12])
     report.tables["runs per status"] = results.status_counts(frame)
-    figure("status", analysis.status_bars(frame))
-    fid = results.fidelity(db)
+    figure("status", figures.status_bars(frame))
+    fid = tables.fidelity(db)
     if not fid.empty:
-        figure("fidelity", analysis.fidelity_scatter(fid))
+        figure("fidelity", figures.fidelity_scatter(fid))
         report.tables["fidelity"] = pd.DataFrame({
             "checks": [len(fid)], "out of tolerance": [int((fid["ok"] == False).sum())],  # noqa: E712
             "median RTT measured/configured": [fid["rtt_ratio"].median()],
             "median rate measured/configured": [fid["rate_ratio"].median()]})
-    late = results.lateness(db)
-    if len(late):
-        report.tables["emulation accuracy during runs"] = pd.DataFrame({
-            "runs": [late["run_key"].nunique()],
-            "runs above the bound": [late[late["ok"] == False]["run_key"].nunique()],  # noqa: E712
-            "bound p99 ms": [late["bound_ms"].max()], "median p99 µs": [late["p99_us"].median()],
-            "worst p99 µs": [late["p99_us"].max()], "worst max µs": [late["max_us"].max()]})
-    stats = results.link_stats(db)
+    report_accuracy.accuracy_section(report.tables, report.notes, db, frame, figure)
+    stats = tables.link_stats(db)
     if stats["expected_loss"].notna().any():
-        figure("loss-fidelity", analysis.loss_fidelity(stats))
+        figure("loss-fidelity", figures.loss_fidelity(stats))
 
     downloads = frame[frame["workload"].isin(("download", "upload", "reqresp"))]  # every workload with a DCT
     # Multipath campaigns: the default baseline is the label that stayed on path 1 (single path).
-    traffic = results.path_traffic(db)
-    single_path = results.single_path_label(traffic[traffic["workload"] == "download"])
+    traffic = tables.path_traffic(db)
+    single_path = tables.single_path_label(traffic[traffic["workload"] == "download"])
     if single_path is not None:
-        figure("path-share-down", analysis.path_share(traffic),
+        figure("path-share-down", figures.path_share(traffic),
                "Mean share of each run's server → client packets on each path, per label and file size.")
     per_path = path_metrics.path_metrics(db)
     if not per_path.empty:
@@ -192,7 +190,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
             "What each endpoint counted on each path (multipath runs, fecbench export --table paths): share of "
             "its datagrams sent there, repairs sent, datagrams the peer lost there and FEC rebuilt, QUIC losses.")
     if (downloads["status"] == "ok").any():
-        figure("dct-ecdf", analysis.metric_ecdf(downloads, "dct_ms", per_size=True))
+        figure("dct-ecdf", figures.metric_ecdf(downloads, "dct_ms", per_size=True))
         report.tables["DCT medians (ms)"] = _pivot_medians(ratios.censored_medians(downloads, "dct_ms"))
         report.notes["DCT medians (ms)"] = ("Median DCT per label and size over the runs that finished or timed "
                                             "out (censored at timeout_s: ≥ when half or more timed out).")
@@ -202,6 +200,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
     report_messages.messages_section(report.tables, report.notes, db, frame,
                                      baseline or choose_baseline(labels, ("udp", "quic")), figure)
 
+    flows_section(report.tables, report.notes, db, figure)
     _loss_position(report, db, figure)
     _link_schedule(report, db)
 
@@ -217,7 +216,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
 def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir: Path, figure) -> None:
     """The headline (ratio of medians per point, timeouts censored), the pair accounting, the ratio
     figures and the CSV files of a campaign's downloads against ``base``."""
-    from fecbench import analysis
+    from fecbench.analysis import figures
 
     pairs = ratios.pairs(downloads, baseline=base, metric="dct_ms")
     points = ratios.point_ratios(pairs, seed=REPORT_SEED)
@@ -226,11 +225,11 @@ def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir:
     report.notes[name] = HEADLINE_NOTE.format(level=points.attrs["level"], n_boot=points.attrs["n_boot"],
                                               seed=REPORT_SEED)
     accounting = ratios.accounting(pairs).reset_index()
-    accounting["size"] = accounting["size"].map(analysis.format_size)
+    accounting["size"] = accounting["size"].map(figures.format_size)
     report.headline[f"DCT pairs against {base}: finished, timed out, excluded"] = accounting
     runs = ratios.run_summary(pairs)
     report.tables[f"DCT ratio label / {base}"] = pd.DataFrame({
-        "label": runs["label"], "size": runs["size"].map(analysis.format_size), "pairs": runs["pairs"],
+        "label": runs["label"], "size": runs["size"].map(figures.format_size), "pairs": runs["pairs"],
         "excluded": runs["excluded"],
         "median per-run ratio": [stats.describe(b) for b in zip(runs["median_ratio_low"], runs["median_ratio_high"],
                                                                  strict=True)],
@@ -246,10 +245,10 @@ def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir:
         table.to_csv(outdir / file, index=False)
     if not pairs["outcome"].isin(["finished", "label timed out", "baseline timed out"]).any():
         return
-    figure("dct-point-ratio-ecdf", analysis.point_ratio_ecdf(points))
-    figure("dct-ratio-ecdf", analysis.ratio_ecdf(pairs))
+    figure("dct-point-ratio-ecdf", figures.point_ratio_ecdf(points))
+    figure("dct-ratio-ecdf", figures.ratio_ecdf(pairs))
     for label in sorted(points["label"].unique()):
-        figure(f"dct-ratio-vs-factors-{slug(label)}", analysis.ratio_vs_factors(points, label=label),
+        figure(f"dct-ratio-vs-factors-{slug(label)}", figures.ratio_vs_factors(points, label=label),
                f"Ratio of median DCTs {label} / {base} per design point against each design factor; bars: "
                f"{points.attrs['level']:.0%} bootstrap interval over the point's seeds; ▲/▼: the label's/the "
                "baseline's median timed out (bound).")
@@ -257,7 +256,7 @@ def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir:
     if len(others) >= 2:  # two FEC variants against each other (Fig. 7: RLC / Reed-Solomon)
         fec_pairs = ratios.pairs(downloads, baseline=others[1], labels=[others[0]], metric="dct_ms")
         if fec_pairs["outcome"].isin(["finished", "label timed out", "baseline timed out"]).any():
-            figure(f"dct-ratio-ecdf-{slug(others[0])}-vs-{slug(others[1])}", analysis.ratio_ecdf(fec_pairs),
+            figure(f"dct-ratio-ecdf-{slug(others[0])}-vs-{slug(others[1])}", figures.ratio_ecdf(fec_pairs),
                    f"ECDF of the per-run DCT ratio {others[0]} / {others[1]} per file size (timeouts censored).")
 
 
@@ -285,7 +284,7 @@ def _loss_position(report: Report, db: Path, figure) -> None:
 
 def _link_schedule(report: Report, db: Path) -> None:
     """A link schedule's changes: how many were applied, how close to their scheduled time, errors."""
-    events = results.link_events(db)
+    events = tables.link_events(db)
     timed = events[events["scheduled_s"].notna()].assign(abs_error_ms=lambda f: f["error_ms"].abs())
     if timed.empty:
         return
@@ -307,7 +306,7 @@ def _share(low: float, high: float) -> str:
 
 def headline_table(summary: pd.DataFrame) -> pd.DataFrame:
     """``ratios.summary`` as the report shows it: bounds as text (``≥ 2.1``, ``0.8–0.95``)."""
-    from fecbench.analysis import format_size
+    from fecbench.analysis.figures import format_size
 
     rows = []
     for row in summary.itertuples(index=False):
@@ -327,7 +326,7 @@ def headline_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 def point_table(points: pd.DataFrame) -> pd.DataFrame:
     """``ratios.point_ratios`` as the report shows it, one row per point, size and label."""
-    from fecbench.analysis import format_size
+    from fecbench.analysis.figures import format_size
 
     level = points.attrs.get("level", 0.95)
     return pd.DataFrame({
@@ -348,7 +347,7 @@ def point_table(points: pd.DataFrame) -> pd.DataFrame:
 
 
 def _pivot_medians(table: pd.DataFrame) -> pd.DataFrame:
-    from fecbench.analysis import format_size
+    from fecbench.analysis.figures import format_size
 
     table = table.assign(text=[stats.describe(b, 4) for b in zip(table["median_low"], table["median_high"],
                                                                    strict=True)])
@@ -360,7 +359,7 @@ def _pivot_medians(table: pd.DataFrame) -> pd.DataFrame:
 def _html(db: Path, frame: pd.DataFrame, report: Report, notes: dict[str, str]) -> str:
     title = f"fecbench report: {db.name}"
     counts = frame["status"].value_counts()
-    order = [s for s in dbmod.STATUSES if s in counts] + [s for s in counts.index if s not in dbmod.STATUSES]
+    order = [s for s in STATUSES if s in counts] + [s for s in counts.index if s not in STATUSES]
     by_status = ", ".join(f"{counts[s]} {s}" for s in order)
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              "<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
@@ -373,10 +372,10 @@ def _html(db: Path, frame: pd.DataFrame, report: Report, notes: dict[str, str]) 
              f"<p>{len(frame)} runs ({by_status}); labels: {html.escape(', '.join(frame.attrs['labels']))}. "
              f"Generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} from "
              f"<code>{html.escape(str(db))}</code>.</p>"]
-    for title, tables in (("Headline", report.headline), ("Tables", report.tables)):
-        if tables:
+    for title, group in (("Headline", report.headline), ("Tables", report.tables)):
+        if group:
             parts.append(f"<h2>{title}</h2>")
-        for name, table in tables.items():
+        for name, table in group.items():
             parts.append(f"<h3>{html.escape(name)}</h3>")
             if name in report.notes:
                 parts.append(f"<p class='note'>{html.escape(report.notes[name])}</p>")

@@ -1,4 +1,4 @@
-"""Where the messages of real-time runs went (a ``fecbench.message_accounting.accounting`` frame)."""
+"""Where the messages of real-time runs went (a ``fecbench.analysis.message_accounting.accounting`` frame)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from fecbench.analysis.style import empty, grid, stacked_barh, styled, wrap
+from fecbench.analysis.figures.style import empty, grid, stacked_barh, styled, wrap
 
 #: Each message's fate and the colour-blind-safe palette order it is drawn in.
 MESSAGE_FATES = {"messages_on_time": "on time", "messages_late": "late", "messages_corrupted": "corrupted",

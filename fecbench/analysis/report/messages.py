@@ -1,6 +1,6 @@
 """The report's real-time messages section (thesis ch. 5): re-buffering and data received per
 label (Figs. 5.7–5.19) and, on a multipath campaign, each multipath label against its single-path
-twin (``fecbench.multipath_study``; Figs. 5.24–5.26): the ratio of data received, the ratio against
+twin (``fecbench.analysis.multipath_study``; Figs. 5.24–5.26): the ratio of data received, the ratio against
 the loss setting, the medians side by side and what each path carried and rebuilt."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fecbench import message_accounting, multipath_study, path_metrics, ratios, results
+from fecbench.analysis import message_accounting, multipath_study, path_metrics, ratios, results
 from fecbench.paths import slug
 
 FIGURE_NOTES = {
@@ -34,18 +34,18 @@ def messages_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db:
                      base: str | None, figure: Callable[..., None]) -> None:
     """Add the messages tables and figures of ``frame`` (all runs of ``db``) to ``tables``/``notes``;
     ``base``: the label the others are compared with on a single-path campaign."""
-    from fecbench import analysis
+    from fecbench.analysis import figures
 
     messages = frame[frame["workload"] == "messages"]
     if not (messages["status"] == "ok").any():
         return
-    figure("rebuffering-ecdf", analysis.metric_ecdf(messages, "rebuffering_ms"))
-    figure("data-received-ecdf", analysis.metric_ecdf(messages, "bytes_app", log=False))
+    figure("rebuffering-ecdf", figures.metric_ecdf(messages, "rebuffering_ms"))
+    figure("data-received-ecdf", figures.metric_ecdf(messages, "bytes_app", log=False))
     tables["messages medians"] = _medians(messages)
     accounting = message_accounting.accounting(db)
     tables["messages accounting (sums)"] = message_accounting.summary(accounting)
     if not accounting.empty:
-        figure("message-fate", analysis.message_fate(accounting))
+        figure("message-fate", figures.message_fate(accounting))
     twins = multipath_study.twins(messages)
     if twins:
         _multipath(tables, notes, db, messages, twins, figure)
@@ -54,9 +54,9 @@ def messages_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db:
         pairs = ratios.pairs(messages, baseline=base, by=["point", "rep"], metric="bytes_app")
         tables[f"messages: pairs per label against {base}"] = ratios.accounting(pairs, by=["label"])
         if pairs["ratio"].notna().any():
-            figure("data-received-ratio-ecdf", analysis.ratio_ecdf(pairs))
+            figure("data-received-ratio-ecdf", figures.ratio_ecdf(pairs))
     if "owd" in messages:
-        figure("rebuffering-vs-owd", analysis.metric_vs_factor(messages, "rebuffering_ms", "owd"))
+        figure("rebuffering-vs-owd", figures.metric_vs_factor(messages, "rebuffering_ms", "owd"))
 
 
 def _medians(messages: pd.DataFrame) -> pd.DataFrame:
@@ -69,7 +69,7 @@ def _medians(messages: pd.DataFrame) -> pd.DataFrame:
 def _multipath(tables: dict[str, pd.DataFrame], notes: dict[str, str], db: Path, messages: pd.DataFrame,
                twins: dict[str, str], figure: Callable[..., None]) -> None:
     """Figs. 5.24–5.26 of the thesis: every multipath label against its single-path twin."""
-    from fecbench import analysis
+    from fecbench.analysis import figures
 
     received = multipath_study.pairs(messages, "bytes_app", twin_of=twins)
     rebuffering = multipath_study.pairs(messages, "rebuffering_ms", twin_of=twins)
@@ -89,13 +89,13 @@ def _multipath(tables: dict[str, pd.DataFrame], notes: dict[str, str], db: Path,
                    "multipath ones; pairs share the point and loss seeds. Ratio: multipath ÷ single path "
                    "(thesis Fig. 5.25 shows single path ÷ round-robin).")
     if received["ratio"].notna().any():
-        figure("multipath-data-received-ratio-ecdf", analysis.ratio_ecdf(received),
+        figure("multipath-data-received-ratio-ecdf", figures.ratio_ecdf(received),
                FIGURE_NOTES["multipath-data-received-ratio-ecdf"])
         factors = multipath_study.loss_factors(messages)
         for label in twins:
             if factors and received.loc[received["label"] == label, "ratio"].notna().any():
                 figure(f"multipath-data-received-ratio-vs-loss-{slug(label)}",
-                       analysis.ratio_vs_factors(received, factors, label=label),
+                       figures.ratio_vs_factors(received, factors, label=label),
                        f"Data received {label} ÷ {twins[label]} per design point (median over its loss seeds) "
                        "against the loss and delay factors.")
     recovered = multipath_study.recoveries(path_metrics.path_metrics(db))

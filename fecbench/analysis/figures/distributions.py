@@ -8,7 +8,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from fecbench.analysis.style import (
+from fecbench.analysis.figures.style import (
     censored_ecdf,
     empty,
     factor_title,
@@ -45,7 +45,7 @@ def metric_ecdf(frame: pd.DataFrame, metric: str, *, per_size: bool = False, log
     the curve ends below 1 by their share (with one time limit, this is the Kaplan–Meier estimate),
     and each panel's note says how many per label. Other statuses are not drawn (see status_bars).
     """
-    from fecbench.ratios import CENSORED_METRICS
+    from fecbench.analysis.ratios import CENSORED_METRICS
 
     has_status = "status" in frame
     finished = frame[metric].notna() & ((frame["status"] == "ok") if has_status else True)

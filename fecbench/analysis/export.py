@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from fecbench import path_metrics, results
+from fecbench.analysis import path_metrics, results
 from fecbench.errors import UserError
 
 FORMATS = ("csv", "parquet")

@@ -9,7 +9,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from fecbench.analysis.style import (
+from fecbench.analysis.figures.style import (
     PATH_PALETTE,
     empty,
     grid,

@@ -2,7 +2,7 @@
 
 Each figure names the statistic it shows and, in each panel, how many pairs or points it drew,
 how many are censored (drawn beyond the axis: +∞ when only a lower bound is known, 0 when only an
-upper bound is) and how many were left out, and why (``fecbench.ratios`` defines the outcomes).
+upper bound is) and how many were left out, and why (``fecbench.analysis.ratios`` defines the outcomes).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from fecbench import ratios
-from fecbench.analysis.style import (
+from fecbench.analysis import ratios
+from fecbench.analysis.figures.style import (
     censored_ecdf,
     empty,
     factor_title,

@@ -23,7 +23,7 @@ from contextlib import closing
 import numpy as np
 import pandas as pd
 
-from fecbench import results
+from fecbench.analysis import results, tables
 
 #: Smallest IP length counted as a data packet in a verdict log: a 1000-byte message packet in a
 #: DATAGRAM frame is ~1040 bytes of IP, an acknowledgement under 100.
@@ -40,7 +40,7 @@ LINK_COUNTS = ("link_dropped", "link_dropped_data")
 
 def _link_drops(db: results.DbLike) -> pd.DataFrame:
     """Per run: dropped packets in the data direction, and the data-sized ones (verdict logs)."""
-    stats = results.link_stats(db)
+    stats = tables.link_stats(db)
     stats = stats[stats["direction"] == DATA_DIRECTION]
     out = stats.groupby("run_key")["dropped"].sum().rename("link_dropped").to_frame()
     with closing(results.connect(db)) as con:

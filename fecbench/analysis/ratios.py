@@ -10,12 +10,13 @@ side, with its ``outcome``:
   value is only known to be at least the limit, so the ratio is only known to be at least (label)
   or at most (baseline) a bound — a result, not a hole.
 - ``both timed out``: the per-run ratio is undefined; both runs still count in the per-point medians.
-- ``excluded``: a side ``failed``, was ``unsupported``, failed the ``fidelity`` check, was
+- ``excluded``: a side ``failed``, was ``unsupported``, failed the ``fidelity`` check (or ran with
+  its endpoints or delay elements later than their bounds: ``endpoints late``, ``emulation late``), was
   ``interrupted``, is still ``pending``, has no run (``missing``) or ended ok without the metric;
   ``excluded_why`` names the side and the reason (e.g. ``label failed``). For a metric that is not
   a duration (data received, re-buffering), a timeout cannot be bounded and is excluded too.
 
-Every pair has bounds ``ratio_low``/``ratio_high`` (``fecbench.stats``: censored values at the
+Every pair has bounds ``ratio_low``/``ratio_high`` (``fecbench.analysis.stats``: censored values at the
 limit and at +inf); NaN for excluded pairs.
 
 Per-point ratio of medians, the statistic of Michel et al. 2019 §IV-B ("each configuration is run
@@ -44,7 +45,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from fecbench import results, stats
+from fecbench.analysis import results, stats
 from fecbench.errors import UserError
 
 #: Duration metrics a timeout censors, with their unit per second of ``timeout_s``.
@@ -57,6 +58,10 @@ BASELINE_TIMED_OUT = ("baseline timed out", "both timed out")
 def _states(runs: pd.DataFrame, metric: str) -> pd.Series:
     """A run's part in a pair: ``ok`` (with the metric), ``timeout``, or why it cannot take part."""
     state = runs["status"].astype(object).fillna("no status")
+    # A run flagged after it ran says what was not to be trusted: its endpoints, or the emulation.
+    error = runs["error"].astype(object).fillna("") if "error" in runs else pd.Series("", index=runs.index)
+    for cause in ("endpoints", "emulation"):
+        state = state.mask((runs["status"] == "fidelity") & error.str.startswith(f"{cause}:"), f"{cause} late")
     has_metric = runs[metric].notna()
     state = state.mask((runs["status"] == "ok") & has_metric, "ok")
     return state.mask((runs["status"] == "ok") & ~has_metric, f"ok without {metric}")
@@ -224,7 +229,7 @@ def censored_medians(frame: pd.DataFrame, metric: str = "dct_ms", by: Sequence[s
     """Per ``by`` group of a ``results.load`` frame: ``runs``, ``finished`` (ok with the metric),
     ``timed_out`` (censored at ``timeout_s`` for a duration, else counted in ``other``), ``other``
     (runs of any other status, not used) and the median over finished and censored runs
-    (``median``: exact or NaN; ``median_low``/``median_high`` bounds, see ``fecbench.stats``)."""
+    (``median``: exact or NaN; ``median_low``/``median_high`` bounds, see ``fecbench.analysis.stats``)."""
     scale = CENSORED_METRICS.get(metric)
     finished = (frame["status"] == "ok") & frame[metric].notna()
     timed_out = (frame["status"] == "timeout") & ~finished if scale else pd.Series(False, index=frame.index)

@@ -17,9 +17,17 @@ its distribution over runs and how many runs broke the bound; the lateness of ev
 together (from the delay elements' histograms: p50, p99, p99.9, max, frames above the bound); the fidelity
 probe's RTT error under that load.
 
-**Projection** of networking2019-uniform's wall time with N networks (each N ≥ 8 compared), measured on
-that design itself: a pilot of ``--pilot K`` of its runs drawn at random (`fecbench run --sample K`, seeded
-by the design: the same runs every time) runs with N networks. Each pilot run i held its network x_i
+**Endpoints.** Per N, the same for the endpoints (`fecbench.endpoint_timing`): each run's p99 wake-up
+latency (median, p99 and max over runs, runs above the bound), every wake-up of every run together (p99,
+p99.9), the median run-queue share.
+
+**Projection** of a full design's wall time with N networks (default networking2019-uniform, `--project`),
+measured on that design itself: a pilot of ``--pilot K`` of its runs drawn at random (`fecbench run --sample
+K`, seeded by the design: the same runs every time) runs with N networks, for each N compared (from
+`--pilot-min-jobs`). A pilot *keeps the bounds* when none of its runs had its endpoints or its delay
+elements beyond their bound and, where the serial pilot (N = 1) ran, its outcome metric matches the serial
+runs by key as `--jobs auto` requires (`runners.calibrate.compare`). The projection reported is the one of
+the largest N that keeps the bounds. Each pilot run i held its network x_i
 seconds (its duration minus its fidelity check: the full campaign checks a point once per network that
 works on it, not once per run), where the model `runners.runs.estimate_seconds` says m_i. R = Σx / Σm is
 the ratio estimator of the whole design's run time M · R, M = Σ m over all its runs (the model carries
@@ -47,14 +55,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fecbench import endpoint_timing
 from fecbench import lateness as latemod
 from fecbench.paths import DESIGNS_DIR, REPO_ROOT
+from fecbench.runners import calibrate
 from fecbench.topologies.fidelity import quantile
 
 BENCH_DESIGN = DESIGNS_DIR / "bench-campaign.toml"
 PROJECTED_DESIGN = DESIGNS_DIR / "networking2019-uniform.toml"
 PILOT_RUNS = 64
-PILOT_MIN_JOBS = 8
+PILOT_MIN_JOBS = 1
 
 
 def copy_of(design: Path, folder: Path | None = None) -> Path:
@@ -98,12 +108,12 @@ def _run_campaign(design: Path, db: Path, jobs: int, extra: list[str]) -> tuple[
 
 
 def read_runs(db: Path) -> list[dict[str, Any]]:
-    """Every executed run: key, point, status, duration, start and end (epoch s), phases, dct_ms."""
+    """Every executed run: key, point, status, duration, start and end (epoch s), phases, dct_ms, rebuffering_ms."""
     with sqlite3.connect(db) as conn:
         conn.row_factory = sqlite3.Row
         rows = [dict(r) for r in conn.execute(
-            "SELECT r.key, r.point, r.status, r.duration_s, r.started_at, r.finished_at, r.phases_json, m.dct_ms "
-            "FROM runs r LEFT JOIN metrics m ON m.run_key = r.key WHERE r.duration_s IS NOT NULL")]
+            "SELECT r.key, r.point, r.status, r.duration_s, r.started_at, r.finished_at, r.phases_json, m.dct_ms, "
+            "m.rebuffering_ms FROM runs r LEFT JOIN metrics m ON m.run_key = r.key WHERE r.duration_s IS NOT NULL")]
     for row in rows:
         row["phases"] = json.loads(row.pop("phases_json") or "{}")
         row["held_s"] = row["duration_s"] - row["phases"].get("fidelity", 0.0)
@@ -121,6 +131,23 @@ def frame_lateness(histograms: list[dict[str, Any]], edges: list[float] | None) 
     above = sum(count for i, count in enumerate(hist) if i >= len(edges) or edges[i] > bound_us)
     return {"frames": sum(hist), **{f"p{q:g}_us": latemod.quantile_us(hist, edges, top, q / 100)
                                     for q in (50, 99, 99.9)}, "max_us": top, "above_bound": above}
+
+
+def endpoint_accuracy(db: Path) -> dict[str, Any] | None:
+    """Each run's endpoint p99 wake-up latency over the runs (p50, p99, max, runs above the bound), every
+    wake-up of every run together (p99, p99.9) and the median run-queue share; None if none was measured."""
+    with sqlite3.connect(db) as conn:
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'endpoint_timing'").fetchone()
+        rows = [json.loads(r[0]) for r in conn.execute("SELECT json FROM endpoint_timing")] if found else []
+    measured = [r for r in rows if r.get("wakeup_p99_ms") is not None]
+    if not measured:
+        return None
+    p99s = [r["wakeup_p99_ms"] for r in measured]
+    every = endpoint_timing.merged_quantiles([r.get("wake_hist") or [] for r in measured], (0.99, 0.999))
+    return {"p50": round(quantile(p99s, 0.5), 3), "p99": round(quantile(p99s, 0.99), 3), "max": round(max(p99s), 3),
+            "runs_above_bound": sum(1 for r in measured if r.get("ok") is False), "bound_ms": measured[0]["bound_ms"],
+            "every_p99": every[0.99], "every_p99.9": every[0.999],
+            "runq_share_p50": round(quantile([r["runq_share"] for r in measured], 0.5), 4)}
 
 
 def accuracy(db: Path) -> dict[str, Any]:
@@ -141,7 +168,7 @@ def accuracy(db: Path) -> dict[str, Any]:
             # Each run's own delay-element lateness (fecbench.lateness), per link direction.
             "run_p99_lateness_ms": {"p50": round(quantile(p99s, 0.5), 3), "p99": round(quantile(p99s, 0.99), 3),
                                     "max": round(max(p99s), 3), "runs_above_bound": len(late_runs)} if p99s else None,
-            "frame_lateness_us": frame_lateness(hists, edges)}
+            "frame_lateness_us": frame_lateness(hists, edges), "endpoint_p99_ms": endpoint_accuracy(db)}
 
 
 def _one(design: Path, jobs: int, folder: Path) -> dict[str, Any]:
@@ -153,7 +180,7 @@ def _one(design: Path, jobs: int, folder: Path) -> dict[str, Any]:
     for row in rows:
         statuses[row["status"]] = statuses.get(row["status"], 0) + 1
     names = sorted({name for r in rows for name in r["phases"]})
-    dct = {r["key"]: r["dct_ms"] for r in rows if r["status"] == "ok" and r["dct_ms"]}
+    dct = {r["key"]: r["dct_ms"] for r in rows if r["status"] in ("ok", "fidelity") and r["dct_ms"]}
     return {"jobs": jobs, "runs": len(rows), "wall_s": round(wall, 2), "span_s": round(span, 2),
             "in_flight": round(sum(r["duration_s"] for r in rows) / span, 2) if span else None,
             "statuses": statuses, "cpu_busy": busy, "held_mean_s": sum(r["held_s"] for r in rows) / len(rows),
@@ -187,18 +214,46 @@ def steady_use(rows: list[dict[str, Any]], jobs: int) -> float | None:
     return min(1.0, busy / (jobs * (t1 - t0)))
 
 
-def pilot(folder: Path, jobs: int, k: int) -> dict[str, Any]:
-    """K runs of the projected design with N = jobs networks, and its projected wall time (`projection`)."""
+def pilot(folder: Path, jobs: int, k: int, design: Path = PROJECTED_DESIGN) -> dict[str, Any]:
+    """K runs of the projected design with N = jobs networks, its accuracy and its projected wall time
+    (`projection`); `outcome`: each run's status and outcome metric by key (for the comparison with N = 1)."""
     from fecbench.runners.prepare import prepare
 
-    design = copy_of(PROJECTED_DESIGN, folder)
+    copy = copy_of(design, folder)
     db = folder / f"pilot{jobs}.sqlite"
-    wall, busy = _run_campaign(design, db, jobs, ["--sample", str(k)])
-    prepared = prepare(design)
+    wall, busy = _run_campaign(copy, db, jobs, ["--sample", str(k)])
+    prepared = prepare(copy)
+    metric = calibrate.outcome_metric(prepared)[0]
     model = {run.key: prepared.estimate(run) for run in prepared.runs}
     rows = [r for r in read_runs(db) if r["key"] in model]
+    outcome = {r["key"]: {"status": "ok" if r["status"] == "fidelity" else r["status"], "value": r[metric]}
+               for r in rows}
     return {"jobs": jobs, "runs_in_design": len(prepared.runs), "wall_s": round(wall, 1), "cpu_busy": busy,
+            "metric": metric, "epsilon": calibrate.outcome_metric(prepared)[1], "outcome": outcome,
             **projection(rows, model, len(prepared.points), jobs), **accuracy(db)}
+
+
+def keeps_bounds(row: dict[str, Any], serial: dict[str, Any] | None) -> tuple[bool, str]:
+    """Whether a pilot kept the endpoints and delay elements within their bounds and, against the serial
+    pilot, its results (as `--jobs auto` requires); and why not."""
+    why = []
+    ends, late = row.get("endpoint_p99_ms") or {}, row.get("run_p99_lateness_ms") or {}
+    if ends.get("runs_above_bound"):
+        why.append(f"{ends['runs_above_bound']} run(s) above the endpoint bound")
+    if late.get("runs_above_bound"):
+        why.append(f"{late['runs_above_bound']} run(s) above the lateness bound")
+    if not ends:
+        why.append("endpoints not measured")
+    if serial is not None and row is not serial:
+        got = calibrate.compare(serial["outcome"], row["outcome"], row["epsilon"])
+        row["versus_serial"] = got
+        if got["changed_status"]:
+            why.append(f"{len(got['changed_status'])} run(s) ended otherwise than serially")
+        if got["median_ratio"] is not None and abs(got["median_ratio"] - 1) > calibrate.RATIO_TOLERANCE:
+            why.append(f"median {row['metric']} ratio to serial {got['median_ratio']:.3f}")
+        if got["wilcoxon_p"] is not None and got["wilcoxon_p"] < calibrate.ALPHA:
+            why.append(f"Wilcoxon p = {got['wilcoxon_p']:.2g}")
+    return not why, "; ".join(why)
 
 
 def projection(rows: list[dict[str, Any]], model: dict[str, float], points: int, jobs: int) -> dict[str, Any]:
@@ -230,11 +285,13 @@ def projection(rows: list[dict[str, Any]], model: dict[str, float], points: int,
 
 
 def run_bench(jobs_list: list[int], design: Path = BENCH_DESIGN, pilot_runs: int = PILOT_RUNS,
-              pilot_min_jobs: int = PILOT_MIN_JOBS) -> dict[str, Any]:
+              pilot_min_jobs: int = PILOT_MIN_JOBS, projected: Path = PROJECTED_DESIGN,
+              speedup: bool = True) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="fecbench-bench-"))
     try:
-        results = [_one(copy_of(design, folder), jobs, folder) for jobs in jobs_list]
-        pilots = [pilot(folder, jobs, pilot_runs) for jobs in jobs_list if pilot_runs and jobs >= pilot_min_jobs]
+        results = [_one(copy_of(design, folder), jobs, folder) for jobs in jobs_list] if speedup else []
+        pilots = [pilot(folder, jobs, pilot_runs, projected) for jobs in jobs_list
+                  if pilot_runs and jobs >= pilot_min_jobs]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     serial = next((r for r in results if r["jobs"] == 1), None)
@@ -245,6 +302,23 @@ def run_bench(jobs_list: list[int], design: Path = BENCH_DESIGN, pilot_runs: int
     for row in results:
         row.pop("dct_ms")
         row["projected_full_design_h"] = next((p["projected_h"] for p in pilots if p["jobs"] == row["jobs"]), None)
+    serial_pilot = next((p for p in pilots if p["jobs"] == 1), None)
+    for row in pilots:
+        row["keeps_bounds"], row["why"] = keeps_bounds(row, serial_pilot)
+    for row in pilots:
+        row.pop("outcome")
+    kept = [p for p in pilots if p["keeps_bounds"]]
+    best = max(kept, key=lambda p: p["jobs"]) if kept else None
     return {"design": str(design.relative_to(REPO_ROOT)), "cores": os.cpu_count(),
             "load_average": [round(v, 2) for v in os.getloadavg()], "lateness_bound_ms": latemod.bound_ms(),
-            "full_design": str(PROJECTED_DESIGN.relative_to(REPO_ROOT)), "pilots": pilots, "results": results}
+            "endpoint_bound_ms": endpoint_timing.bound_ms(), "full_design": _shown(projected), "pilots": pilots,
+            "results": results,
+            "projection": None if best is None else {"jobs": best["jobs"], "projected_h": best["projected_h"],
+                                                     "range_h": best["range_h"], "serial_h": best["serial_h"]}}
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)

@@ -16,7 +16,7 @@ from contextlib import closing
 
 import pandas as pd
 
-from fecbench import results
+from fecbench.analysis import results
 
 #: The counters each side reports per path (fecq's names; a missing one is NaN).
 COUNTERS = ["packets_sent", "bytes_sent", "repair_sent", "packets_received", "bytes_received",

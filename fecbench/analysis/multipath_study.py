@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from fecbench import ratios
+from fecbench.analysis import ratios
 
 
 def _args(text: object) -> dict[str, str]:

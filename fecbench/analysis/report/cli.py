@@ -1,4 +1,4 @@
-"""CLI of ``fecbench report`` and ``fecbench export`` (light imports; the work is in fecbench.report)."""
+"""CLI of ``fecbench report`` and ``fecbench export`` (light imports; the work is in fecbench.analysis.report)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def report(
     With --open-notebook, start JupyterLab (installed with the analysis extra) on the database instead,
     listening on 127.0.0.1:PORT; without Jupyter installed this says how to install it and exits 2.
     """
-    from fecbench import report as report_mod
+    from fecbench.analysis import report as report_mod
 
     db = db if db is not None else report_mod.default_db()
     if open_notebook:
@@ -47,8 +47,8 @@ def export(
 ) -> None:
     """Tidy runs table (one row per run: factors, implementation, label, status, metrics) as CSV/Parquet;
     --table paths: the per-path endpoint metrics of multipath runs."""
-    from fecbench import report as report_mod
-    from fecbench.export import export as export_table
+    from fecbench.analysis import report as report_mod
+    from fecbench.analysis.export import export as export_table
 
     db = db if db is not None else report_mod.default_db()
     target = export_table(db, fmt, output, table)

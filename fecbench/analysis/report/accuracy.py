@@ -1,0 +1,49 @@
+"""The report's accuracy section: how late the endpoints (``fecbench.endpoint_timing``) and the delay
+elements (``fecbench.lateness``) ran during the runs, and which runs that put out of the results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from fecbench.analysis.tables import endpoint_timing, lateness
+
+
+def accuracy_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db: Path, frame: pd.DataFrame,
+                     figure: Callable[..., None]) -> None:
+    """How late the endpoints (fecbench.endpoint_timing) and the delay elements (fecbench.lateness) ran
+    during the runs: one table row each, and a figure of both per run with their bounds."""
+    from fecbench.analysis import figures
+
+    rows = []
+    ends = endpoint_timing(db)
+    measured = ends[ends["wakeup_p99_ms"].notna()]
+    if len(ends):
+        rows.append({"what": "endpoints: p99 wake-up latency", "runs": len(measured),
+                     "above the bound": int((measured["ok"] == False).sum()),  # noqa: E712
+                     "bound ms": measured["bound_ms"].max(), "median ms": measured["wakeup_p99_ms"].median(),
+                     "worst ms": measured["wakeup_p99_ms"].max(),
+                     "median run-queue share": measured["runq_share"].median(),
+                     "not measured": int(ends["error"].notna().sum())})
+    late = lateness(db)
+    if len(late):
+        rows.append({"what": "delay elements: p99 lateness", "runs": late["run_key"].nunique(),
+                     "above the bound": late[late["ok"] == False]["run_key"].nunique(),  # noqa: E712
+                     "bound ms": late["bound_ms"].max(), "median ms": late["p99_us"].median() / 1000,
+                     "worst ms": late["p99_us"].max() / 1000})
+    if not rows:
+        return
+    name = "accuracy during runs"
+    tables[name] = pd.DataFrame(rows)
+    notes[name] = ("How late the run's endpoints (client, server: from a wake-up to running on a CPU) and "
+                          "delay elements (a frame's departure after its due time) ran. A run above a bound is "
+                          "recorded as fidelity, kept with its metrics and left out of every ratio "
+                          "(fecbench run --retry fidelity re-runs it); run-queue share: the time the endpoints' "
+                          "threads waited for a CPU over the run's wall time.")
+    if len(measured):
+        figure("run-accuracy", figures.run_accuracy(frame, measured["bound_ms"].max(),
+                                                     late["bound_ms"].max() if len(late) else None),
+               "Per run: the endpoints' p99 wake-up latency against the delay elements' worst p99 lateness; runs "
+               "beyond a bound (dashed, dotted) are recorded as fidelity and left out of the ratios.")

@@ -1,0 +1,157 @@
+"""The records of a campaign's runs in its database: pending, started (by which campaign process),
+finished with everything measured (metrics, link statistics, fidelity, verdict logs, link events,
+endpoint timing, competing flows), and the circuit breaker's record. The schema is in fecbench.db;
+the campaign's Recorder (runners.recorder) is the one writer."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+from fecbench import db as dbmod
+from fecbench.marks import format_owner, own_owner, parse_owners, running
+from fecbench.status import STATUSES
+
+
+def insert_pending_runs(conn: sqlite3.Connection, rows: Iterable[dict[str, Any]]) -> int:
+    """Insert runs not yet in the table as 'pending'; existing keys are left alone. Returns the count."""
+    count = 0
+    for row in rows:
+        cols = list(row) + ["status", "attempts"]
+        cur = conn.execute(f"INSERT OR IGNORE INTO runs ({', '.join(cols)}) VALUES "
+                           f"({', '.join('?' for _ in cols)})", (*row.values(), "pending", 0))
+        count += cur.rowcount
+    return count
+
+
+def run_statuses(conn: sqlite3.Connection, keys: Iterable[str] | None = None) -> dict[str, str]:
+    rows = conn.execute("SELECT key, status FROM runs").fetchall()
+    statuses = {r[0]: r[1] for r in rows}
+    if keys is not None:
+        wanted = set(keys)
+        statuses = {k: v for k, v in statuses.items() if k in wanted}
+    return statuses
+
+
+def start_run(conn: sqlite3.Connection, key: str, started_at: str, link_backend: str, host: str,
+              runner: str | None = None) -> None:
+    """Mark a run as started: a crash from here on leaves it 'interrupted', never half 'ok'. `runner` names
+    the campaign process that started it (`runner_name`)."""
+    with dbmod.transaction(conn):
+        conn.execute("UPDATE runs SET status='interrupted', error='started, not finished', "
+                     "started_at=?, finished_at=NULL, duration_s=NULL, attempts=attempts+1, "
+                     "link_backend=?, host=?, runner=? WHERE key=?", (started_at, link_backend, host, runner, key))
+        _delete_results(conn, key)
+
+
+def runner_name() -> str:
+    """This process as a run's `runner`: hostname, PID and start time (a recycled PID is not it)."""
+    return f"{socket.gethostname()} {format_owner(own_owner())}"
+
+
+def runner_alive(runner: str | None) -> bool | None:
+    """Whether the campaign process named by a run's `runner` still runs: None when it ran on another host
+    (or was not recorded), which this host cannot tell."""
+    host, _, owner = (runner or "").partition(" ")
+    owners = parse_owners(owner)
+    if not owners or host != socket.gethostname():
+        return None
+    return running(owners[0])
+
+
+def _delete_results(conn: sqlite3.Connection, key: str) -> None:
+    for table in ("metrics", "link_stats", "fidelity", "verdict_logs", "link_events", "endpoint_timing", "flows"):
+        conn.execute(f"DELETE FROM {table} WHERE run_key=?", (key,))
+
+
+def finish_run(conn: sqlite3.Connection, key: str, *, status: str, error: str | None,
+               server_log_tail: str | None, client_log_tail: str | None, finished_at: str,
+               duration_s: float, metrics: dict[str, Any] | None = None,
+               client_wall_ms: float | None = None, link_stats: list[dict[str, Any]] | None = None,
+               fidelity: list[dict[str, Any]] | None = None,
+               verdict_logs: list[tuple[str, str, bytes]] | None = None,
+               link_events: list[dict[str, Any]] | None = None,
+               phases: dict[str, float] | None = None, endpoints: dict[str, Any] | None = None,
+               flows: list[dict[str, Any]] | None = None) -> None:
+    """Record a run's outcome and everything measured, in one transaction."""
+    if status not in STATUSES:
+        raise ValueError(f"unknown run status {status!r}")
+    with dbmod.transaction(conn):
+        conn.execute("UPDATE runs SET status=?, error=?, server_log_tail=?, client_log_tail=?, "
+                     "finished_at=?, duration_s=?, phases_json=? WHERE key=?",
+                     (status, error, server_log_tail, client_log_tail, finished_at, duration_s,
+                      json.dumps(phases) if phases else None, key))
+        _delete_results(conn, key)
+        if metrics is not None or client_wall_ms is not None:
+            values = dict.fromkeys(dbmod.METRIC_COLUMNS)
+            for name in dbmod.METRIC_COLUMNS:
+                value = (metrics or {}).get(name)
+                numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+                values[name] = value if numeric else None
+            values["client_wall_ms"] = client_wall_ms
+            cols = ["run_key", *values, "json"]
+            conn.execute(f"INSERT INTO metrics ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
+                         (key, *values.values(), json.dumps(metrics, sort_keys=True) if metrics else None))
+        for stat in link_stats or []:
+            conn.execute(
+                f"INSERT OR REPLACE INTO link_stats (run_key, link, direction, "
+                f"{', '.join(dbmod.LINK_STAT_COLUMNS)}, "
+                f"model, delay_json) VALUES (?, ?, ?, {', '.join('?' for _ in dbmod.LINK_STAT_COLUMNS)}, ?, ?)",
+                (key, stat["link"], stat["direction"], *(stat.get(c) for c in dbmod.LINK_STAT_COLUMNS),
+                 dbmod.json_or_none(stat.get("model")), dbmod.json_or_none(stat.get("delay"))))
+        for fid in fidelity or []:
+            conn.execute("INSERT OR REPLACE INTO fidelity (run_key, path, rtt_configured_ms, "
+                         "rtt_measured_ms, rate_configured_mbit, rate_measured_mbit, ok, checks, json) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (key, fid["path"], fid.get("rtt_configured_ms"), fid.get("rtt_measured_ms"),
+                          fid.get("rate_configured_mbit"), fid.get("rate_measured_mbit"),
+                          None if fid.get("ok") is None else int(bool(fid["ok"])), fid.get("checks"),
+                          json.dumps(fid, sort_keys=True, default=str)))
+        for link, direction, data in verdict_logs or []:
+            conn.execute("INSERT OR REPLACE INTO verdict_logs (run_key, link, direction, data) "
+                         "VALUES (?, ?, ?, ?)",
+                         (key, link, direction, data))
+        for event in link_events or []:
+            conn.execute("INSERT OR REPLACE INTO link_events (run_key, seq, kind, link, direction, scheduled_s, "
+                         "applied_s, took_ms, params) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (key, event["seq"], event["kind"], event.get("link"), event.get("direction"),
+                          event.get("scheduled_s"), event.get("applied_s"), event.get("took_ms"),
+                          dbmod.json_or_none(event.get("params"))))
+        if endpoints is not None:
+            ok, names = endpoints.get("ok"), dbmod.ENDPOINT_COLUMNS
+            conn.execute(f"INSERT OR REPLACE INTO endpoint_timing (run_key, {', '.join(names)}, ok, json) "
+                         f"VALUES (?, {', '.join('?' for _ in names)}, ?, ?)",
+                         (key, *(endpoints.get(c) for c in names), None if ok is None else int(bool(ok)),
+                          json.dumps(endpoints, sort_keys=True)))
+        for flow in flows or []:
+            _insert_flow(conn, key, flow)
+
+
+def _insert_flow(conn: sqlite3.Connection, key: str, flow: dict[str, Any]) -> None:
+    ends = flow.get("endpoints") or {}
+    columns = ["run_key", "flow", "role", "label", "impl", "tool", "workload", *dbmod.FLOW_REALS, "status", "error",
+               *dbmod.FLOW_COUNTS, "dct_ms", "endpoint_wakeup_p99_ms", "endpoint_runq_share", "json"]
+    row = {**flow, "run_key": key, "endpoint_wakeup_p99_ms": ends.get("wakeup_p99_ms"),
+           "endpoint_runq_share": ends.get("runq_share"),
+           "json": json.dumps({k: flow.get(k) for k in ("metrics", "endpoints", "series", "bin_s", "data")},
+                              sort_keys=True, default=str)}
+    dct = row.get("dct_ms")
+    row["dct_ms"] = dct if isinstance(dct, (int, float)) and not isinstance(dct, bool) else None
+    conn.execute(f"INSERT OR REPLACE INTO flows ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})",
+                 tuple(row.get(c) for c in columns))
+
+
+def insert_breaker(conn: sqlite3.Connection, campaign_id: int, label: str, tripped_at: str, runs: int,
+                   status: str, error: str, skipped: int) -> None:
+    conn.execute("INSERT OR REPLACE INTO breakers (campaign_id, label, tripped_at, runs, status, error, skipped) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?)", (campaign_id, label, tripped_at, runs, status, error, skipped))
+
+
+def read_breakers(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Every tripped circuit breaker (none in a database older than schema version 3)."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='breakers'").fetchone():
+        return []
+    return [dict(r) for r in conn.execute("SELECT * FROM breakers ORDER BY tripped_at")]

@@ -1,0 +1,205 @@
+"""Endpoint timing: the scheduler tracer (schedlat/), the endpoint cgroups and the bound with consequences.
+
+Without root: the Python mirror of the tracer's buckets against the loader, the summary and the judgement,
+and the engine recording a run whose endpoints waited too long as `fidelity` (kept, excluded from ratios,
+counted by `fecbench status`, re-run by --retry). As root, for real: the tracer counts the threads of its
+cgroup and nothing else, a run with CPU hogs beside its endpoints is flagged while an idle one is not, and
+nothing stays attached or pinned after a campaign, or after `fecbench clean` once one was killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fecbench import cgroups, cleanup, endpoint_timing, schedlat
+from fecbench.analysis import ratios, results, tables
+from fecbench.status import Status
+from tests.helpers.campaign import endpoint_leftovers, fake_design, fecbench, rows
+
+MS = 1_000_000
+
+
+def test_python_buckets_match_the_loader() -> None:
+    layout = schedlat.Layout.read()
+    assert layout.buckets == schedlat.BUCKETS and layout.upper_ns == schedlat.upper_edges()
+    assert subprocess.run([str(schedlat.binary()), "selftest"], capture_output=True, check=False).returncode == 0
+    for ns in (0, 1000, 1151, 1152, 999_999, 10**6, 2**35, 2**40):
+        b = schedlat.bucket(ns)
+        assert ns < layout.upper_ns[b] or b == schedlat.BUCKETS - 1
+        assert b == 0 or ns >= layout.upper_ns[b - 1]
+
+
+def reading(wake_ns: list[int], preempt_ns: list[int] | None = None) -> dict:
+    return {"wake": schedlat.histogram(wake_ns), "preempt": schedlat.histogram(preempt_ns or [])}
+
+
+def test_summary_quantiles_shares_and_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(endpoint_timing.ENV, raising=False)
+    waits = [20_000] * 98 + [3 * MS, 7 * MS]   # 98 idle wake-ups, two long ones
+    got = endpoint_timing.summary(reading(waits, [MS] * 10), schedlat.upper_edges(), wall_ns=1000 * MS,
+                                  cpu_us=250_000, pressure_us=50_000)
+    assert got["wakeups"] == 100 and got["preemptions"] == 10
+    assert got["wakeup_p50_ms"] == pytest.approx(0.0205, abs=1e-4)   # the bucket's upper edge, 20.48 µs
+    assert 3.0 <= got["wakeup_p99_ms"] <= 3.0 * 1.125 and got["wakeup_max_ms"] == 7.0
+    assert got["runq_share"] == pytest.approx((98 * 0.02 + 10 + 10) / 1000)
+    assert got["cpu_share"] == 0.25 and got["pressure_share"] == 0.05
+    assert got["bound_ms"] == endpoint_timing.ENDPOINT_BOUND_MS == 1.0 and got["ok"] is False
+    assert sum(count for _, count in got["wake_hist"]) == 100
+    # The design's bound wins over the environment's, which wins over the default.
+    monkeypatch.setenv(endpoint_timing.ENV, "5")
+    assert endpoint_timing.summary(reading(waits), schedlat.upper_edges(), 10**9)["ok"] is True
+    assert endpoint_timing.summary(reading(waits), schedlat.upper_edges(), 10**9, design_bound=2)["ok"] is False
+    assert endpoint_timing.summary(reading([]), schedlat.upper_edges(), 10**9)["ok"] is None
+
+
+def test_judge_names_what_was_late() -> None:
+    late_ends = {"ok": False, "wakeup_p99_ms": 3.2, "bound_ms": 1.0}
+    late_link = {"link": "bottleneck", "direction": "forward",
+                 "delay": {"lateness": {"ok": False, "p99_us": 800.0, "bound_ms": 0.5}}}
+    assert "endpoints: p99 wake-up latency 3.2 ms > bound 1 ms" in endpoint_timing.judge("ok", late_ends, [])
+    why = endpoint_timing.judge("timeout", {"ok": True}, [late_link])
+    assert why == "emulation: delay element p99 lateness 0.8 ms > bound 0.5 ms on bottleneck forward"
+    assert endpoint_timing.judge("failed", late_ends, [late_link]) is None   # a failure stays a failure
+    assert endpoint_timing.judge("ok", {"error": "not measured"}, []) is None
+
+
+def test_merged_quantiles_of_several_runs() -> None:
+    edges = schedlat.upper_edges()
+    one = endpoint_timing.sparse(schedlat.histogram([20_000] * 99 + [5 * MS])["buckets"], edges)
+    two = endpoint_timing.sparse(schedlat.histogram([20_000] * 100)["buckets"], edges)
+    merged = endpoint_timing.merged_quantiles([one, two], (0.5, 0.999))
+    assert merged[0.5] == pytest.approx(0.0205, abs=1e-4) and merged[0.999] > 5.0
+
+
+def test_a_run_whose_endpoints_waited_is_fidelity_kept_and_excluded(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the in-memory testbed, point 1's endpoints wait 5 ms per wake-up: its runs are recorded `fidelity`
+    with their metrics, left out of ratios (why: endpoints late), counted by status; --retry redoes them."""
+    from tests.test_engine import Campaign
+
+    monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path / "state")
+    monkeypatch.delenv(endpoint_timing.ENV, raising=False)
+    slow = {"waits": 5 * MS}
+    camp = Campaign(tmp_path, {"quic": {}, "fec": {}}, points=2,
+                    wake_ns=lambda values: [slow["waits"]] * 50 if values["bw"] == first_bw else [30_000] * 50)
+    first_bw = next(iter(camp.prepared.points.values()))["bw"]
+    camp.run()
+    runs = list(camp.runs().values())
+    flagged = [r for r in runs if r["status"] == Status.FIDELITY]
+    assert len(flagged) == 2 and {r["status"] for r in runs} == {"ok", "fidelity"}
+    assert all(r["error"].startswith("endpoints: p99 wake-up latency 5") for r in flagged)
+    metrics = {r["run_key"] for r in rows(camp.db, "SELECT run_key FROM metrics")}
+    assert {r["key"] for r in runs} <= metrics                      # never silently dropped
+    timing = tables.endpoint_timing(camp.db)
+    assert len(timing) == 4 and set(timing["ok"]) == {True, False}
+    frame = results.load(camp.db)
+    assert {"endpoint_wakeup_p99_ms", "endpoint_runq_share", "lateness_p99_ms"} <= set(frame.columns)
+    pairs = ratios.pairs(frame, baseline="quic")
+    assert set(pairs["excluded_why"]) == {"", "label endpoints late"}
+    status = json.loads(fecbench("status", str(camp.db), "--json").stdout)
+    # 5 ms waits: p99 is their bucket's upper edge (5.24 ms) capped at the largest wait seen.
+    assert status["endpoint_warnings"] == {"runs": 2, "worst_p99_ms": 5.0, "bound_ms": 1.0, "not_measured": 0}
+    slow["waits"] = 30_000
+    camp.run(retry="fidelity")
+    assert {r["status"] for r in camp.runs().values()} == {"ok"}
+
+
+# --- as root, on the real kernel -------------------------------------------------------------------------
+
+def _sleeper(group: cgroups.EndpointGroup | None, sleeps: int = 200) -> None:
+    argv = [sys.executable, "-c", f"import time\nfor _ in range({sleeps}): time.sleep(0.001)"]
+    subprocess.run([*(group.joiner() if group else []), *argv], check=True)
+
+
+@pytest.mark.require_root
+def test_the_tracer_counts_its_cgroup_only_and_detaches() -> None:
+    group = cgroups.EndpointGroup.create(f"{cleanup.prefix()}t{os.getpid() % 1000}")
+    tracer = schedlat.Tracer.acquire()
+    try:
+        slot = tracer.track(group.id)
+        _sleeper(None, 300)             # a busy, often-waking process outside the group: not counted
+        assert slot.read()["wake"]["count"] == 0
+        _sleeper(group, 200)            # inside: every timer wake-up is
+        wake = slot.read()["wake"]
+        assert 200 <= wake["count"] < 400 and wake["max_ns"] > 0 and sum(wake["buckets"]) == wake["count"]
+        slot.clear()
+        assert slot.read()["wake"]["count"] == 0
+        links = sorted(p.name for p in tracer.pin.iterdir())
+        assert links == ["groups", "link_switch", "link_wakeup", "link_wakeup_new", "results", "starts"]
+        ids = _program_ids(tracer.pin)
+        assert len(ids) == 3 and ids <= _loaded_programs()
+        slot.release()
+    finally:
+        tracer.release()
+        assert group.remove()
+    assert not tracer.pin.exists()
+    deadline = time.monotonic() + 5   # the kernel frees a program once its last link is gone
+    while ids & _loaded_programs() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not ids & _loaded_programs()
+
+
+def _program_ids(pin: Path) -> set[int]:
+    out = set()
+    for name in ("link_wakeup", "link_wakeup_new", "link_switch"):
+        shown = subprocess.run(["bpftool", "-j", "link", "show", "pinned", str(pin / name)], capture_output=True,
+                               text=True, check=True)
+        out.add(json.loads(shown.stdout)["prog_id"])
+    return out
+
+
+def _loaded_programs() -> set[int]:
+    shown = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True)
+    return {p["id"] for p in json.loads(shown.stdout)}
+
+
+@pytest.mark.require_root
+def test_a_run_with_cpu_hogs_beside_its_endpoints_is_flagged(tmp_path: Path) -> None:
+    """Real Mininet, the fake implementation: the `idle` run's client wakes 300 times with nothing else on
+    its CPUs; the `hogged` run's server keeps 4 busy processes beside it (in the run's namespace and cgroup,
+    for the whole run). Same design bound for both (5 ms: far above an idle run's p99 also on a busy test
+    machine, far below the 10-15 ms the hogs cause)."""
+    before = endpoint_leftovers()
+    design = fake_design(tmp_path / "hog.toml", {"idle": {"behave": "ticks"},
+                                                 "hogged": {"behave": "ticks", "server_behave": "hog"}},
+                         points=1, timeout_s=30, name="hog", extra="endpoint_bound_ms = 5\nfidelity = \"off\"")
+    db = tmp_path / "hog.sqlite"
+    out = fecbench("run", str(design), "--db", str(db))
+    assert out.returncode == 0, out.stdout + out.stderr
+    got = {r["label"]: r for r in rows(db, "SELECT r.label, r.status, r.error, e.wakeups, e.wakeup_p99_ms, e.ok, "
+                                           "e.runq_share, e.bound_ms FROM runs r JOIN endpoint_timing e "
+                                           "ON e.run_key = r.key")}
+    idle, hogged = got["idle"], got["hogged"]
+    assert idle["bound_ms"] == hogged["bound_ms"] == 5
+    assert idle["status"] == "ok" and idle["ok"] == 1 and idle["wakeups"] >= 300, idle
+    assert hogged["status"] == "fidelity" and hogged["ok"] == 0 and hogged["error"].startswith("endpoints:"), hogged
+    assert hogged["wakeup_p99_ms"] > idle["wakeup_p99_ms"] and hogged["runq_share"] > idle["runq_share"]
+    status = json.loads(fecbench("status", str(db), "--json").stdout)
+    assert status["endpoint_warnings"]["runs"] == 1 and status["endpoint_warnings"]["bound_ms"] == 5
+    assert endpoint_leftovers() <= before   # the campaign left no tracer pinned and no cgroup behind
+
+
+def test_status_says_running_for_runs_in_flight(tmp_path: Path) -> None:
+    """A run started by a campaign process that still runs is `running` in `fecbench status`; one whose
+    campaign process is gone is `interrupted` (the database holds the same for both)."""
+    from fecbench import db as dbmod
+    from fecbench import run_records
+    from tests.helpers.analysis_db import make_table_db
+
+    db = make_table_db(tmp_path / "flight.sqlite", [(0, "quic", 1000, rep, "ok", 10.0) for rep in range(3)])
+    conn = dbmod.connect(db)
+    keys = [k for (k,) in conn.execute("SELECT key FROM runs ORDER BY repetition")]
+    run_records.start_run(conn, keys[0], "2026-01-01T00:00:00Z", "delayline", "h", run_records.runner_name())
+    host = run_records.runner_name().split(" ")[0]   # a campaign process that is gone (PID beyond pid_max)
+    run_records.start_run(conn, keys[1], "2026-01-01T00:00:00Z", "delayline", "h", f"{host} 4194305:1")
+    conn.close()
+    got = json.loads(fecbench("status", str(db), "--json").stdout)
+    assert got["statuses"] == {"running": 1, "interrupted": 1, "ok": 1}
+    text = fecbench("status", str(db)).stdout
+    assert "running" in text and not any(f["status"] == "running" for f in got["failures"])

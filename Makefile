@@ -10,13 +10,13 @@ PY        := $(VENV)/bin/python
 FECBENCH  := $(VENV)/bin/fecbench
 STAMPS    := .build
 APT_PKGS  := mininet clang llvm libbpf-dev bpftool iproute2 iputils-ping ethtool iperf3 build-essential \
-             pkg-config sqlite3 libelf-dev zlib1g-dev python3-venv python3-dev git cmake openssl
+             pkg-config sqlite3 libelf-dev zlib1g-dev python3-venv python3-dev git cmake openssl patch
 FECQ_DIR  := quic-impls/fecq
 TQUIC_DIR := quic-impls/tquic
 TQUIC_VERSION := 1.6.0
 PYTEST_ARGS ?=
 
-.PHONY: demo test bootstrap apt venv native dropper delayline schedlat fecq tquic lint clean-build constraints \
+.PHONY: demo test bootstrap apt venv native dropper delayline schedlat noq-proto fecq tquic lint clean-build constraints \
         test-kernels test-kernels-quick
 
 demo: bootstrap
@@ -80,7 +80,13 @@ delayline:
 schedlat:
 	$(MAKE) -C schedlat
 
-fecq:
+# The pinned noq-proto release from crates.io (through cargo's registry cache) with fecq's scheduler
+# patch, in $(FECQ_DIR)/build/noq-proto, where $(FECQ_DIR)/Cargo.toml's [patch.crates-io] points:
+# every cargo command on the workspace needs it. Idempotent; offline once the crate is cached.
+noq-proto:
+	$(FECQ_DIR)/noq-proto/prepare
+
+fecq: noq-proto
 	cargo build --release --locked --manifest-path $(FECQ_DIR)/Cargo.toml
 
 # Re-pin constraints.txt to what the venv holds now (after changing dependencies in pyproject.toml).
@@ -99,10 +105,10 @@ tquic:
 	fi
 
 # Conventions (ARCHITECTURE.md): ruff for Python; cargo fmt and clippy -D warnings for Rust (C builds with -Werror).
-lint: venv
+lint: venv noq-proto
 	$(VENV)/bin/ruff check fecbench tests
 	cargo fmt --manifest-path $(FECQ_DIR)/Cargo.toml --all --check
 	cargo clippy --release --locked --manifest-path $(FECQ_DIR)/Cargo.toml --all-targets -- -D warnings
 
 clean-build:
-	rm -rf $(STAMPS) dropper/build delayline/build schedlat/build
+	rm -rf $(STAMPS) dropper/build delayline/build schedlat/build $(FECQ_DIR)/build

@@ -143,6 +143,8 @@ def test_notebooks_on_real_smoke_campaign(request, tmp_path):
             assert not figures and "no ok download runs on several paths" in text_output(nb)
         elif notebook.stem == "05-loss-position" and not figures:
             assert "no verdict logs" in text_output(nb)
+        elif notebook.stem == "06-competing-flows":  # no competing flows in the smoke design
+            assert not figures and "no run with competing flows" in text_output(nb)
         else:
             assert figures, f"{notebook.name} wrote no figure"
     assert {"status", "fidelity"} <= set(pngs(tmp_path / "01-campaign-overview"))

@@ -383,7 +383,9 @@ def test_shipped_designs_validate() -> None:
                 "bench-campaign": 32 * 1 * 2 * 2, "compare-backends": 4 * 1 * 2 * 2,
                 "multipath-smoke": 4 * 1 * 3 * 2,
                 "thesis2018-multipath-downloads": 130 * 3 * 6 * 3,
-                "thesis2018-multipath": 130 * 2 * 6, "thesis2018-multipath-hetero": 130 * 2 * 3}
+                "thesis2018-multipath": 130 * 2 * 6, "thesis2018-multipath-hetero": 130 * 2 * 3,
+                "thesis2018-multipath-cut": 12 * 1 * 6, "flows-smoke": 2 * 1 * 1 * 1,
+                "networking2019-fairness": 3 * 10 * 1 * 1}
     for name, count in expected.items():
         prepared = prepare(ROOT / "designs" / f"{name}.toml")
         assert len(prepared.runs) == count, name

@@ -2,16 +2,17 @@
 """A fake implementation for the runner's tests: a server that waits, a client that misbehaves on request.
 
 server --listen ADDR:PORT [--behave ok|die|hog]  prints "listening ADDR:PORT", waits for SIGTERM (hog: with
-                                                 4 busy processes beside it, on the CPUs it may use)
+                                                 4 busy processes at nice -10 on its first CPU)
 client --server ADDR:PORT --size N --out PATH
        --timeout S --level N
        --behave ok|slow|ticks|fill|fail|failreport|hang|giveup|unsupported|garbage|nometrics|badtype
-       (ticks: 300 sleeps of 2 ms, i.e. 300 timer wake-ups, before reporting)
+       (ticks: on its first CPU, 300 sleeps of 2 ms, i.e. 300 timer wake-ups, before reporting)
 check [--timeout S] [--behave …] [--level N]       exit 2 naming a level above 9, else 0
 """
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -25,8 +26,12 @@ def server(args: argparse.Namespace) -> int:
     if args.behave == "die":
         return 3
     if args.behave == "hog":  # in its process group: stopped with the server
+        # Busy processes on the one CPU the `ticks` client runs on, at a higher priority than it (nice -10
+        # as root): every time the client wakes up, they hold that CPU (on any machine, any CPU count).
+        hog = (f"import os\nos.sched_setaffinity(0, {{{min(os.sched_getaffinity(0))}}})\n"
+               "try:\n    os.nice(-10)\nexcept OSError:\n    pass\nwhile True:\n    pass")
         for _ in range(HOGS):
-            subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            subprocess.Popen([sys.executable, "-c", hog])
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     while True:
         time.sleep(1)
@@ -62,6 +67,7 @@ def client(args: argparse.Namespace) -> int:
     if args.behave == "slow":
         time.sleep(0.5)
     if args.behave == "ticks":
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
         for _ in range(300):
             time.sleep(0.002)
     if args.behave == "fill":  # fill the disk holding the metrics file, then carry on

@@ -4,8 +4,11 @@
 //!   with the underlying code called directly, with their ratio;
 //! - FEC layer cost per datagram (encode + decode of one source datagram, repairs included),
 //!   without loss and with one source datagram in 10 lost;
-//! - the adapters' send + receive path per datagram over 127.0.0.1: quinn's (FecSocket) and
-//!   noq's (MpSocket, multipath framing), measured alternately, and their ratio;
+//! - fecq's own FEC layer (`FecLayer` send + receive, IO-free: framing, path and group lookup,
+//!   routing, counters around fec-core), single-path and multipath framing;
+//! - the adapters' send + receive path per datagram over 127.0.0.1: quinn's and noq's (multipath
+//!   framing) over the shared socket, measured alternately, and their ratio, in wall time and in
+//!   the measuring thread's CPU time (not stretched by other processes on a shared machine);
 //! - loopback 1 MB download time with each code vs without, at 0 % and 5 % loss.
 
 use std::time::Instant;
@@ -13,11 +16,16 @@ use std::time::Instant;
 use fec_core::Scheme;
 use serde_json::{json, Value};
 
+use std::sync::Arc;
+
 use crate::app::Workload;
 use crate::config::Common;
+use crate::layer::{Blocks, LayerConfig, Multipath, RepairPath, Signal};
 use crate::loopback::{self, LossSpec};
 use crate::loss::LossModel;
-use crate::socket::Signal;
+use crate::noq_stack::udp::{Handle, NoqUdp};
+use crate::quinn_stack::udp::QuinnUdp;
+use crate::socket::{FecSocket, SocketConfig, SocketGlue};
 
 const SYMBOL: usize = 1200;
 pub const SCHEMES: [&str; 5] = ["none", "xor:5", "xor:5:4", "rs:30,20", "rlc:3,2,20"];
@@ -30,32 +38,46 @@ fn datagrams(n: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Microseconds per QUIC datagram through the real adapter: FecSocket::try_send on one socket and
-/// poll_recv on another over 127.0.0.1 (system calls included). The difference to `none` is what
-/// the FEC layer adds per datagram inside the adapter.
-async fn socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
+/// A socket of either stack's glue on 127.0.0.1 (any port) with `scheme`, no link.
+fn bench_socket<G: SocketGlue>(
+    scheme: Scheme,
+    multipath: bool,
+) -> Result<Arc<FecSocket<G>>, String> {
+    let cfg = SocketConfig {
+        layer: LayerConfig {
+            scheme,
+            signal: Signal::Ce,
+            flush_after: std::time::Duration::from_millis(10),
+            max_payload: SYMBOL,
+            multipath: multipath.then_some(Multipath {
+                blocks: Blocks::PerPath,
+                repair: RepairPath::Same,
+            }),
+            tail: None,
+        },
+        rcvbuf: 8 << 20,
+        sndbuf: 8 << 20,
+        default_local: None,
+    };
+    FecSocket::bind("127.0.0.1:0".parse().unwrap(), cfg, None)
+}
+
+/// Microseconds per QUIC datagram through the real adapter: quinn's `AsyncUdpSocket::try_send`
+/// on one socket and `poll_recv` on another over 127.0.0.1 (system calls included). The
+/// difference to `none` is what the FEC layer adds per datagram inside the adapter.
+async fn socket_path_us(scheme: Scheme, n: usize) -> Result<(f64, f64), String> {
     use quinn::udp::{EcnCodepoint, RecvMeta, Transmit};
     use quinn::AsyncUdpSocket;
     use std::io::IoSliceMut;
 
-    let opts = crate::socket::FecOptions {
-        scheme,
-        signal: crate::socket::Signal::Ce,
-        flush_after: std::time::Duration::from_millis(10),
-        rcvbuf: 8 << 20,
-        sndbuf: 8 << 20,
-        tail: None,
-    };
-    let bind = || std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string());
-    let tx =
-        crate::socket::FecSocket::new(bind()?, opts.clone(), None).map_err(|e| e.to_string())?;
-    let rx = crate::socket::FecSocket::new(bind()?, opts, None).map_err(|e| e.to_string())?;
-    let to = rx.local_addr_checked()?;
+    let tx = bench_socket::<QuinnUdp>(scheme, false)?;
+    let rx = bench_socket::<QuinnUdp>(scheme, false)?;
+    let to = rx.local_addr().map_err(|e| e.to_string())?;
     let mut poller = tx.clone().create_io_poller();
     let input = datagrams(256);
     let mut storage = vec![vec![0u8; 2048]; 32];
     let mut meta = vec![RecvMeta::default(); 32];
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), thread_cpu());
     let mut received = 0usize;
     for batch in 0..n / 128 {
         for i in 0..128 {
@@ -94,39 +116,28 @@ async fn socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
             received += got;
         }
     }
-    Ok(t.elapsed().as_secs_f64() * 1e6 / received.max(1) as f64)
+    let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / received.max(1) as f64;
+    Ok((per(t.elapsed()), per(thread_cpu() - cpu)))
 }
 
-/// The same through the noq adapter (mp::socket::MpSocket, multipath framing, one path): noq's
+/// The same through the noq adapter (multipath framing, one path): noq's
 /// `UdpSender::poll_send` on one socket, `AsyncUdpSocket::poll_recv` on the other.
-async fn noq_socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
+async fn noq_socket_path_us(scheme: Scheme, n: usize) -> Result<(f64, f64), String> {
     use noq::udp::{EcnCodepoint, RecvMeta, Transmit};
+    use noq::AsyncUdpSocket;
     use std::io::IoSliceMut;
 
-    let cfg = crate::layer::LayerConfig {
-        scheme,
-        signal: crate::layer::Signal::Ce,
-        flush_after: std::time::Duration::from_millis(10),
-        max_payload: SYMBOL,
-        multipath: Some(crate::layer::Multipath {
-            blocks: crate::layer::Blocks::PerPath,
-            repair: crate::layer::RepairPath::Same,
-        }),
-        tail: None,
-    };
-    let mk = || -> Result<_, String> {
-        let sock = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-        crate::mp::socket::MpSocket::new(sock, cfg.clone(), 8 << 20, 8 << 20, None, None, false)
-            .map_err(|e| e.to_string())
-    };
-    let (tx, rx) = (mk()?, mk()?);
+    let (tx, rx) = (
+        bench_socket::<NoqUdp>(scheme, true)?,
+        bench_socket::<NoqUdp>(scheme, true)?,
+    );
     let to = rx.local_addr().map_err(|e| e.to_string())?;
-    let mut sender = tx.handle().create_sender();
-    let mut receiver = rx.handle();
+    let mut sender = Handle(tx).create_sender();
+    let mut receiver = Handle(rx);
     let input = datagrams(256);
     let mut storage = vec![vec![0u8; 2048]; 32];
     let mut meta = vec![RecvMeta::default(); 32];
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), thread_cpu());
     let mut received = 0usize;
     for batch in 0..n / 128 {
         for i in 0..128 {
@@ -155,7 +166,8 @@ async fn noq_socket_path_us(scheme: Scheme, n: usize) -> Result<f64, String> {
             received += got;
         }
     }
-    Ok(t.elapsed().as_secs_f64() * 1e6 / received.max(1) as f64)
+    let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / received.max(1) as f64;
+    Ok((per(t.elapsed()), per(thread_cpu() - cpu)))
 }
 
 fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64), String> {
@@ -199,9 +211,68 @@ fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64
     Ok((m.dct_ms.unwrap_or(f64::NAN), m.recovered))
 }
 
+/// Nanoseconds of CPU time per QUIC datagram through fecq's own FEC layer, IO-free:
+/// `FecLayer::send` on one side and `FecLayer::receive` of every wire datagram (repairs included)
+/// on the other, no loss; single-path framing, or multipath framing (per-path blocks, two paths in
+/// turn). Median of 3.
+fn fec_layer_ns(scheme: Scheme, multipath: bool) -> f64 {
+    use crate::layer::{FecLayer, PathKey, ECN_ECT0};
+    use std::hint::black_box;
+
+    let cfg = LayerConfig {
+        scheme,
+        signal: Signal::Ce,
+        flush_after: std::time::Duration::from_millis(10),
+        max_payload: SYMBOL,
+        multipath: multipath.then_some(Multipath {
+            blocks: Blocks::PerPath,
+            repair: RepairPath::Same,
+        }),
+        tail: None,
+    };
+    let server: std::net::SocketAddr = "10.0.9.1:443".parse().unwrap();
+    let locals: Vec<std::net::IpAddr> = if multipath {
+        vec!["10.0.1.1".parse().unwrap(), "10.0.2.1".parse().unwrap()]
+    } else {
+        vec!["10.0.1.1".parse().unwrap()]
+    };
+    let input = datagrams(256);
+    let n = 50_000;
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let (mut tx, mut rx) = (FecLayer::new(cfg.clone()), FecLayer::new(cfg.clone()));
+        let (mut wire, mut got) = (Vec::new(), Vec::new());
+        let now = Instant::now();
+        let cpu = thread_cpu();
+        for i in 0..n {
+            let local = locals[i % locals.len()];
+            let (to, from) = if multipath {
+                (
+                    PathKey::new(Some(local), server),
+                    PathKey::new(Some(server.ip()), std::net::SocketAddr::new(local, 4000)),
+                )
+            } else {
+                (
+                    PathKey::new(None, server),
+                    PathKey::new(None, std::net::SocketAddr::new(local, 4000)),
+                )
+            };
+            wire.clear();
+            tx.send(now, to, &input[i % input.len()], ECN_ECT0, &mut wire);
+            for o in &wire {
+                got.clear();
+                rx.receive(now, from, &o.data, o.ecn, &mut got);
+                black_box(&got);
+            }
+        }
+        runs.push((thread_cpu() - cpu).as_secs_f64() * 1e9 / n as f64);
+    }
+    median(runs)
+}
+
 /// Median of 3 (after a warm-up) of the quinn adapter's and the noq adapter's per-datagram cost,
 /// measured alternately so that both see the same machine load.
-fn socket_path(scheme: Scheme) -> Result<(f64, f64), String> {
+fn socket_path(scheme: Scheme) -> Result<[f64; 4], String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -214,8 +285,22 @@ fn socket_path(scheme: Scheme) -> Result<(f64, f64), String> {
             quinn.push(socket_path_us(scheme, 12_800).await?);
             noq.push(noq_socket_path_us(scheme, 12_800).await?);
         }
-        Ok((median(quinn), median(noq)))
+        let wall = |v: &[(f64, f64)]| median(v.iter().map(|x| x.0).collect());
+        let cpu = |v: &[(f64, f64)]| median(v.iter().map(|x| x.1).collect());
+        Ok([wall(&quinn), wall(&noq), cpu(&quinn), cpu(&noq)])
     })
+}
+
+/// CPU time this thread has used (user + system, system calls included): unlike wall time, not
+/// stretched when other processes take the CPU, so figures stay comparable on a shared machine.
+fn thread_cpu() -> std::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -233,7 +318,8 @@ pub fn run() -> Result<Value, String> {
     let clean = fec_core::bench::run(&schemes, 20_000, 0, 3);
     let mut codes = Vec::new();
     for ((scheme, f), c) in schemes.iter().zip(&lossy).zip(&clean) {
-        let (quinn_us, noq_us) = socket_path(*scheme)?;
+        let [quinn_us, noq_us, quinn_cpu_us, noq_cpu_us] = socket_path(*scheme)?;
+        let (layer_ns, layer_mp_ns) = (fec_layer_ns(*scheme, false), fec_layer_ns(*scheme, true));
         codes.push(json!({
             "scheme": f.scheme,
             "encode_mb_s": f.encode_mb_s,
@@ -251,6 +337,11 @@ pub fn run() -> Result<Value, String> {
             "socket_path_us_per_datagram": quinn_us,
             "noq_socket_path_us_per_datagram": noq_us,
             "noq_over_quinn_adapter": noq_us / quinn_us,
+            "socket_path_cpu_us_per_datagram": quinn_cpu_us,
+            "noq_socket_path_cpu_us_per_datagram": noq_cpu_us,
+            "noq_over_quinn_adapter_cpu": noq_cpu_us / quinn_cpu_us,
+            "fecq_layer_ns_per_datagram": layer_ns,
+            "fecq_layer_multipath_ns_per_datagram": layer_mp_ns,
         }));
     }
     let mut downloads = Vec::new();
@@ -324,7 +415,7 @@ fn print_table(v: &Value) {
     }
     println!(
         "\nadapter send + receive over 127.0.0.1, us per datagram (system calls included): \
-         quinn (FecSocket), noq (MpSocket, multipath framing), ratio (goal <= 1.2)"
+         quinn, noq (multipath framing), ratio (goal <= 1.2)"
     );
     let num = |x: &Value| x.as_f64().map_or("-".into(), |x| format!("{x:.2}"));
     for c in v["codes"].as_array().into_iter().flatten() {
@@ -334,6 +425,28 @@ fn print_table(v: &Value) {
             num(&c["socket_path_us_per_datagram"]),
             num(&c["noq_socket_path_us_per_datagram"]),
             num(&c["noq_over_quinn_adapter"]),
+        );
+    }
+    println!("the same in CPU time of the measuring thread (us; ratio)");
+    for c in v["codes"].as_array().into_iter().flatten() {
+        println!(
+            "{:<12} {:>8} {:>8} {:>6}",
+            c["scheme"].as_str().unwrap_or(""),
+            num(&c["socket_path_cpu_us_per_datagram"]),
+            num(&c["noq_socket_path_cpu_us_per_datagram"]),
+            num(&c["noq_over_quinn_adapter_cpu"]),
+        );
+    }
+    println!(
+        "\nfecq's FEC layer (FecLayer send + receive, IO-free, no loss), ns of CPU per datagram: \
+         single-path framing, multipath framing"
+    );
+    for c in v["codes"].as_array().into_iter().flatten() {
+        println!(
+            "{:<12} {:>8} {:>8}",
+            c["scheme"].as_str().unwrap_or(""),
+            f(&c["fecq_layer_ns_per_datagram"]),
+            f(&c["fecq_layer_multipath_ns_per_datagram"]),
         );
     }
     println!("\nloopback 1 MB download (median of 3, ms)");

@@ -5,6 +5,7 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -13,8 +14,13 @@ use crate::config::Common;
 use crate::loopback::{self, LossSpec};
 use crate::loss::LossModel;
 use crate::messages::{self, Mode};
-use crate::metrics::Metrics;
-use crate::mp::{self, MpArgs};
+use crate::metrics::{ms, Metrics};
+use crate::multipath::MpArgs;
+use crate::noq_stack::Noq;
+use crate::quic::QuicEndpoint;
+use crate::quinn_stack::Quinn;
+use crate::run::{self, ClientSetup};
+use crate::stack::Stack;
 use crate::transfer::ReqResp;
 
 pub const EXIT_OK: i32 = 0;
@@ -215,7 +221,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// Run to completion, then drop whatever tasks are left (connection drivers, flush timers)
 /// without waiting for them: exit promptly after SIGTERM or the end of a run.
-fn run<T>(fut: impl std::future::Future<Output = T>) -> T {
+fn block_on<T>(fut: impl std::future::Future<Output = T>) -> T {
     let rt = runtime();
     let out = rt.block_on(fut);
     rt.shutdown_background();
@@ -234,7 +240,7 @@ fn finish(
 ) -> i32 {
     m.ok = res.is_ok();
     m.error = res.as_ref().err().cloned();
-    m.elapsed_ms = Some(app::ms(started.elapsed()));
+    m.elapsed_ms = Some(ms(started.elapsed()));
     m.timed_out = matches!(&res, Err(e) if e.starts_with(app::TIMEOUT_PREFIX));
     if let Err(e) = m.write(out) {
         eprintln!("fecq: {e}");
@@ -371,7 +377,7 @@ pub fn main() -> i32 {
             {
                 return usage(&e);
             }
-            run(server(listen, common, mp))
+            block_on(server(listen, common, mp))
         }
         Command::Client {
             server,
@@ -389,18 +395,19 @@ pub fn main() -> i32 {
                 }
             };
             let started = std::time::Instant::now();
-            if mp.multipath {
-                let (m, res) = run(mp::client_main(&common, &mp, server, workload, None, false));
-                return finish(m, res, &out, started);
-            }
-            let bind = bind.unwrap_or_else(|| {
-                if server.is_ipv6() {
-                    "[::]:0".parse().unwrap()
-                } else {
-                    "0.0.0.0:0".parse().unwrap()
-                }
-            });
-            let (m, res) = run(app::client_main(&common, server, bind, workload, None));
+            let (m, res) = if mp.multipath {
+                let setup = ClientSetup::multipath(&mp, server);
+                block_on(run::client_main(
+                    &Noq { args: mp },
+                    &common,
+                    &setup,
+                    workload,
+                    None,
+                ))
+            } else {
+                let setup = ClientSetup::single(server, bind);
+                block_on(run::client_main(&Quinn, &common, &setup, workload, None))
+            };
             finish(m, res, &out, started)
         }
         Command::Loopback {
@@ -448,10 +455,10 @@ pub fn main() -> i32 {
                         "loopback: --local-addresses must be 127.x.y.z addresses, got {bad}"
                     ));
                 }
-                let (m, res) = run(loopback::run_multipath(&common, &mp, workload, spec));
+                let (m, res) = block_on(loopback::run_multipath(&common, &mp, workload, spec));
                 return finish(m, res, &out, started);
             }
-            let (m, res) = run(loopback::run(&common, workload, spec));
+            let (m, res) = block_on(loopback::run(&common, workload, spec));
             finish(m, res, &out, started)
         }
         Command::CheckArgs { role, args } => check_args(&role, &args),
@@ -480,40 +487,36 @@ fn family_mismatch(mp: &MpArgs, server: SocketAddr) -> Option<String> {
     }
 }
 
-async fn server(listen: SocketAddr, common: Common, mp_args: MpArgs) -> i32 {
-    if mp_args.multipath {
-        let (endpoint, socket) = match mp::server_endpoint(&common, &mp_args, listen, None, false) {
-            Ok(x) => x,
-            Err(e) => {
-                eprintln!("fecq: {e}");
-                return EXIT_FAILURE;
-            }
-        };
-        let port = socket.local_addr().map_or(listen.port(), |a| a.port());
-        println!(
-            "listening {} (multipath, all addresses)",
-            SocketAddr::new(listen.ip(), port)
-        );
-        let _ = std::io::stdout().flush();
-        let serving = tokio::spawn(mp::serve(endpoint.clone(), socket, mp_args.keepalive()));
-        let code = wait_for_signal().await;
-        endpoint.close(0u32.into(), b"server shutting down");
-        serving.abort();
-        return code;
+async fn server(listen: SocketAddr, common: Common, mp: MpArgs) -> i32 {
+    if mp.multipath {
+        serve(Noq { args: mp }, listen, common).await
+    } else {
+        serve(Quinn, listen, common).await
     }
-    let (endpoint, socket) = match common.server_endpoint(listen, None) {
+}
+
+/// Serve until SIGTERM or SIGINT; "listening ADDR:PORT" (flushed) once bound.
+async fn serve<S: Stack>(stack: S, listen: SocketAddr, common: Common) -> i32 {
+    let (endpoint, socket) = match run::server_endpoint(&stack, &common, listen, None) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("fecq: {e}");
             return EXIT_FAILURE;
         }
     };
-    let bound = socket.local_addr_checked().unwrap_or(listen);
-    println!("listening {bound}");
+    if stack.multipath().is_some() {
+        let port = socket.local_addr().map_or(listen.port(), |a| a.port());
+        println!(
+            "listening {} (multipath, all addresses)",
+            SocketAddr::new(listen.ip(), port)
+        );
+    } else {
+        println!("listening {}", socket.local_addr().unwrap_or(listen));
+    }
     let _ = std::io::stdout().flush();
-    let serving = tokio::spawn(app::serve(endpoint.clone(), socket));
+    let serving = tokio::spawn(run::serve(Arc::new(stack), endpoint.clone(), socket));
     let code = wait_for_signal().await;
-    endpoint.close(0u32.into(), b"server shutting down");
+    endpoint.close(0, b"server shutting down");
     serving.abort();
     code
 }

@@ -1,20 +1,13 @@
-//! Options shared by every role, and the quinn endpoints built from them.
+//! Options shared by every role and both stacks (`Common`), and what follows from them.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 use fec_core::Scheme;
-use quinn::{
-    ClientConfig, Endpoint, EndpointConfig, IdleTimeout, ServerConfig, TransportConfig, VarInt,
-};
 
 use crate::cc::{self, CcAlgo, RepairCc, ScaledFactory};
-use crate::loss::LossProcess;
-use crate::socket::{FecOptions, FecSocket, Signal, QUIC_MTU};
+use crate::layer::Signal;
 use crate::tail::TailArgs;
-use crate::tls;
 
 /// What `--ack-eliciting-threshold` and `--max-ack-delay` ask of the peer.
 #[derive(Clone, Copy, Debug)]
@@ -23,21 +16,6 @@ pub struct AckRequest {
     pub max_delay: Option<Duration>,
     pub reordering: u32,
 }
-
-/// The stack's `AckFrequencyConfig` (quinn's or noq's: the same API) for an [`AckRequest`].
-macro_rules! ack_frequency_config {
-    ($ty:ty, $request:expr) => {
-        $request.map(|r: $crate::config::AckRequest| {
-            let mut config = <$ty>::default();
-            config
-                .ack_eliciting_threshold(r.threshold.into())
-                .max_ack_delay(r.max_delay)
-                .reordering_threshold(r.reordering.into());
-            config
-        })
-    };
-}
-pub(crate) use ack_frequency_config;
 
 #[derive(Args, Clone, Debug)]
 pub struct Common {
@@ -178,87 +156,31 @@ impl Common {
         Duration::from_secs_f64(self.timeout)
     }
 
-    fn fec_options(&self) -> FecOptions {
-        FecOptions {
-            scheme: self.fec,
-            signal: self.signal,
-            flush_after: Duration::from_millis(self.flush_ms.max(1)),
-            rcvbuf: self.rcvbuf,
-            sndbuf: self.sndbuf,
-            tail: self.tail.cap(),
-        }
-    }
-
-    pub fn transport(&self) -> TransportConfig {
-        let mut t = TransportConfig::default();
-        t.packet_threshold(self.reorder_packets);
-        t.time_threshold(self.reorder_time);
-        t.ack_frequency_config(ack_frequency_config!(
-            quinn::AckFrequencyConfig,
-            self.ack_request()
-        ));
-        t.congestion_controller_factory(Arc::new(ScaledFactory {
+    /// The congestion controller every stack builds (crate::cc, the stack's glue).
+    pub fn controller(&self) -> ScaledFactory {
+        ScaledFactory {
             algo: self.cc,
             scale: self.window_scale(),
             limits: self.window_limits(),
-        }));
-        // Path MTU discovery off: every QUIC datagram is at most QUIC_MTU, the FEC header on top.
-        t.mtu_discovery_config(None);
-        t.initial_mtu(QUIC_MTU);
-        t.max_idle_timeout(Some(IdleTimeout::from(VarInt::from_u32(
-            (self.idle_timeout * 1e3).round() as u32,
-        ))));
-        t.keep_alive_interval(
-            (self.keepalive > 0.0).then(|| Duration::from_secs_f64(self.keepalive)),
-        );
-        t.stream_receive_window(VarInt::from_u32(16 << 20));
-        t.receive_window(VarInt::from_u32(32 << 20));
-        t.send_window(32 << 20);
-        t.datagram_receive_buffer_size(Some(8 << 20));
-        t.datagram_send_buffer_size(8 << 20);
-        t
+        }
     }
 
-    fn bind(&self, addr: SocketAddr, loss: Option<LossProcess>) -> Result<Arc<FecSocket>, String> {
-        let sock =
-            std::net::UdpSocket::bind(addr).map_err(|e| format!("cannot bind {addr}: {e}"))?;
-        FecSocket::new(sock, self.fec_options(), loss).map_err(|e| format!("socket setup: {e}"))
+    /// The least idle time after which a partial FEC block is flushed (crate::layer::flush).
+    pub fn flush_after(&self) -> Duration {
+        Duration::from_millis(self.flush_ms.max(1))
     }
 
-    pub fn server_endpoint(
-        &self,
-        addr: SocketAddr,
-        loss: Option<LossProcess>,
-    ) -> Result<(Endpoint, Arc<FecSocket>), String> {
-        let socket = self.bind(addr, loss)?;
-        let mut server = ServerConfig::with_crypto(Arc::new(tls::server_crypto()?));
-        server.transport_config(Arc::new(self.transport()));
-        let endpoint = Endpoint::new_with_abstract_socket(
-            EndpointConfig::default(),
-            Some(server),
-            socket.clone(),
-            Arc::new(quinn::TokioRuntime),
-        )
-        .map_err(|e| format!("endpoint: {e}"))?;
-        Ok((endpoint, socket))
+    /// QUIC's idle timeout, in milliseconds.
+    pub fn idle_timeout_ms(&self) -> u32 {
+        (self.idle_timeout * 1e3).round() as u32
     }
 
-    pub fn client_endpoint(
-        &self,
-        addr: SocketAddr,
-        loss: Option<LossProcess>,
-    ) -> Result<(Endpoint, Arc<FecSocket>), String> {
-        let socket = self.bind(addr, loss)?;
-        let mut endpoint = Endpoint::new_with_abstract_socket(
-            EndpointConfig::default(),
-            None,
-            socket.clone(),
-            Arc::new(quinn::TokioRuntime),
-        )
-        .map_err(|e| format!("endpoint: {e}"))?;
-        let mut client = ClientConfig::new(Arc::new(tls::client_crypto()?));
-        client.transport_config(Arc::new(self.transport()));
-        endpoint.set_default_client_config(client);
-        Ok((endpoint, socket))
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.idle_timeout)
+    }
+
+    /// The single-path keep-alive: a PING after this long without sending (None: off).
+    pub fn keepalive_interval(&self) -> Option<Duration> {
+        (self.keepalive > 0.0).then(|| Duration::from_secs_f64(self.keepalive))
     }
 }

@@ -1,8 +1,8 @@
-//! What every socket adapter does around the IO-free FEC layer, written once: the send backlog
-//! (datagrams waiting for socket space), the queue of decoded datagrams waiting for the QUIC
-//! stack, and the loopback link between the layer and the socket. An adapter (quinn: socket.rs;
-//! noq: mp/socket.rs) holds a `Core` under its lock and supplies a [`Wire`]: how to put one
-//! datagram on its UDP socket. Still no async runtime here.
+//! What every socket does around the IO-free FEC layer, written once and still IO-free: the send
+//! backlog (datagrams waiting for socket space), the queue of decoded datagrams waiting for the
+//! QUIC stack, and the loopback link between the layer and the socket. The shared socket
+//! (crate::socket) holds a `Core` under its lock and supplies a [`Wire`]: how to put one datagram
+//! on its UDP socket. No async runtime here.
 
 use std::collections::VecDeque;
 use std::io;
@@ -16,14 +16,6 @@ use crate::link::{Admit, Link};
 const MAX_BACKLOG: usize = 1024;
 /// Received-and-decoded datagrams waiting for the stack; beyond this the oldest is dropped.
 const MAX_READY: usize = 4096;
-
-/// Bytes of the receive buffer for one (possibly GRO-coalesced) receive of up to `gro_segments`
-/// datagrams: a batch longer than the buffer would be truncated by the kernel, and the datagrams
-/// cut off lost (a 64 KiB buffer lost ~5 % of a 1 MB download's datagrams on veth, where batches
-/// reach 64 segments of 1208 bytes).
-pub fn recv_buffer_len(gro_segments: usize) -> usize {
-    gro_segments.max(1) * usize::from(u16::MAX)
-}
 
 /// One UDP socket, as the core sees it.
 pub trait Wire {

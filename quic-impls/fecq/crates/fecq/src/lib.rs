@@ -1,6 +1,22 @@
-//! fecq: FEC-enabled QUIC endpoints. One IO-free FEC layer (layer.rs, with the adapter core in
-//! driver.rs and the loopback link in link.rs) under two QUIC stacks: quinn (socket.rs, single
-//! path) and noq (mp/, multipath).
+//! fecq: FEC-enabled QUIC endpoints. One IO-free FEC layer under two QUIC stacks, each plugged in
+//! the same way (stack.rs: the seam) by an adapter holding only what is specific to its crate:
+//! quinn (quinn_stack, single path) and noq (noq_stack, multipath). Module map, bottom up (a
+//! module uses only those above it in this list; `tests/modules.rs` checks there is no circle):
+//!
+//! - IO-free: `loss` (seeded loss processes), `layer` (the FEC layer: config, datagrams,
+//!   counters, per-connection groups, repair routing, flush and tail decisions, the engine),
+//!   `link` (`fecq loopback`'s simulated link), `driver` (the adapter core: backlog, decoded
+//!   queue, link);
+//! - options: `tail`, `cc` (congestion control options and the scaled window), `config`
+//!   (`Common`), `metrics` (the metrics JSON, every key), `multipath` (`MpArgs`), `tls`,
+//!   `transport` (the QUIC transport settings, once for both stacks);
+//! - the seam: `quic` (the QUIC calls the shared code makes), `socket` (one UDP socket through
+//!   the layer, for either stack), `stack` (what a stack supplies);
+//! - the application: `pattern`, `messages`, `transfer`, `app` (the protocol, both sides);
+//! - the adapters: `quinn_stack`, `noq_stack` (socket glue, controller glue, transport,
+//!   endpoint setup);
+//! - the roles and commands: `run` (server and client, once for both stacks), `loopback`,
+//!   `bench`, `cli`.
 
 pub mod app;
 pub mod bench;
@@ -8,16 +24,21 @@ pub mod cc;
 pub mod cli;
 pub mod config;
 pub mod driver;
-pub mod flush;
 pub mod layer;
 pub mod link;
 pub mod loopback;
 pub mod loss;
 pub mod messages;
 pub mod metrics;
-pub mod mp;
+pub mod multipath;
+pub mod noq_stack;
+pub mod pattern;
 pub mod quic;
+pub mod quinn_stack;
+pub mod run;
 pub mod socket;
+pub mod stack;
 pub mod tail;
 pub mod tls;
 pub mod transfer;
+pub mod transport;

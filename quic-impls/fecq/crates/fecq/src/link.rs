@@ -90,6 +90,11 @@ impl Link {
         }
     }
 
+    /// Every path follows its own copy of `process` (e.g. a known loss pattern, single path).
+    pub fn each_path(process: LossProcess) -> Self {
+        Link::new(Box::new(move |_| process.clone()))
+    }
+
     pub fn admit(&mut self, o: Outgoing, now: Instant) -> Admit {
         let n = self.paths.len() as u64;
         let factory = &self.factory;

@@ -1,8 +1,10 @@
 //! `fecq loopback`: server and client in one process over 127.0.0.1, with seeded loss applied
 //! by each FEC socket to the datagrams it sends (server and client draw from different seeds),
-//! and optionally a send-rate limit per direction (a simulated bottleneck, see crate::socket).
+//! and optionally a send-rate limit per direction (a simulated bottleneck, crate::link), under
+//! either stack.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use serde_json::json;
 
@@ -11,7 +13,12 @@ use crate::config::Common;
 use crate::link::Link;
 use crate::loss::{LossModel, LossProcess};
 use crate::metrics::Metrics;
-use crate::mp::{self, MpArgs};
+use crate::multipath::MpArgs;
+use crate::noq_stack::Noq;
+use crate::quic::QuicEndpoint;
+use crate::quinn_stack::Quinn;
+use crate::run::{self, ClientSetup};
+use crate::stack::Stack;
 
 #[derive(Clone, Copy, Debug)]
 pub struct LossSpec {
@@ -72,15 +79,8 @@ pub async fn run_multipath(
     workload: Workload,
     loss: LossSpec,
 ) -> (Metrics, Result<(), String>) {
-    let shaped = loss.rate_mbit.is_some();
-    let (mut m, res) = run_multipath_links(
-        common,
-        mp_args,
-        workload,
-        (loss.link(1), loss.link(2)),
-        shaped,
-    )
-    .await;
+    let (mut m, res) =
+        run_multipath_links(common, mp_args, workload, (loss.link(1), loss.link(2))).await;
     m.loopback = Some(loss.describe());
     (m, res)
 }
@@ -90,12 +90,45 @@ pub async fn run_multipath_links(
     common: &Common,
     mp_args: &MpArgs,
     workload: Workload,
+    links: (Option<Link>, Option<Link>),
+) -> (Metrics, Result<(), String>) {
+    let stack = Noq {
+        args: mp_args.clone(),
+    };
+    run_links(stack, common, workload, links, |server| {
+        ClientSetup::multipath(mp_args, server)
+    })
+    .await
+}
+
+/// Single path (quinn), each direction with its own seeded loss stream.
+pub async fn run(
+    common: &Common,
+    workload: Workload,
+    loss: LossSpec,
+) -> (Metrics, Result<(), String>) {
+    let (mut m, res) = run_links(
+        Quinn,
+        common,
+        workload,
+        (loss.link(1), loss.link(2)),
+        |server| ClientSetup::single(server, Some(SocketAddr::new(server.ip(), 0))),
+    )
+    .await;
+    m.loopback = Some(loss.describe());
+    (m, res)
+}
+
+/// A server on 127.0.0.1 (any port) and a client against it, in this process.
+pub async fn run_links<S: Stack>(
+    stack: S,
+    common: &Common,
+    workload: Workload,
     (server_link, client_link): (Option<Link>, Option<Link>),
-    shaped: bool,
+    setup: impl FnOnce(SocketAddr) -> ClientSetup,
 ) -> (Metrics, Result<(), String>) {
     let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let (endpoint, socket) = match mp::server_endpoint(common, mp_args, listen, server_link, shaped)
-    {
+    let (endpoint, socket) = match run::server_endpoint(&stack, common, listen, server_link) {
         Ok(x) => x,
         Err(e) => return (app::metrics_header(common, &workload), Err(e)),
     };
@@ -108,38 +141,13 @@ pub async fn run_multipath_links(
             )
         }
     };
-    let serving = tokio::spawn(mp::serve(
-        endpoint.clone(),
-        socket.clone(),
-        mp_args.keepalive(),
-    ));
-    let server = SocketAddr::new(listen.ip(), port);
-    let res = mp::client_main(common, mp_args, server, workload, client_link, shaped).await;
-    endpoint.close(0u32.into(), b"bye");
+    let stack = Arc::new(stack);
+    let serving = tokio::spawn(run::serve(stack.clone(), endpoint.clone(), socket));
+    let setup = setup(SocketAddr::new(listen.ip(), port));
+    let res = run::client_main(stack.as_ref(), common, &setup, workload, client_link).await;
+    endpoint.close(0, b"bye");
     serving.abort();
     res
-}
-
-pub async fn run(
-    common: &Common,
-    workload: Workload,
-    loss: LossSpec,
-) -> (Metrics, Result<(), String>) {
-    let localhost: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let (endpoint, socket) = match common.server_endpoint(localhost, loss.process(1)) {
-        Ok(x) => x,
-        Err(e) => return (app::metrics_header(common, &workload), Err(e)),
-    };
-    let server = match socket.local_addr_checked() {
-        Ok(a) => a,
-        Err(e) => return (app::metrics_header(common, &workload), Err(e)),
-    };
-    let serving = tokio::spawn(app::serve(endpoint.clone(), socket.clone()));
-    let (mut m, res) = app::client_main(common, server, localhost, workload, loss.process(2)).await;
-    endpoint.close(0u32.into(), b"bye");
-    serving.abort();
-    m.loopback = Some(loss.describe());
-    (m, res)
 }
 
 impl LossSpec {

@@ -16,13 +16,12 @@
 //! its duration grows with the number of successive messages that could not be delivered).
 //! Packets are accounted for as well: on time, after their message's deadline, or missing; the
 //! missing ones of late, corrupted and lost messages are split by where they went with the
-//! sender's counters (see [`MessageReport::add_sender`]).
+//! sender's counters (see `MessageReport::add_sender`, crate::metrics).
 
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
+use crate::metrics::MessageReport;
 use crate::quic::{QuicConn, QuicRecv, QuicSend};
 
 /// Bytes of one message packet (header included), small enough for one DATAGRAM frame at the
@@ -234,75 +233,6 @@ impl Tracker {
         if self.got[msg].count_ones() == self.parts {
             self.complete[msg] = Some(now);
         }
-    }
-}
-
-/// Message keys of the metrics file (top level).
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct MessageReport {
-    pub mode: String,
-    pub rate: u32,
-    pub packets: u32,
-    pub duration: f64,
-    pub buffer: u32,
-    /// Messages the sender sent (= rate × duration); the sum of the four that follow.
-    pub messages_sent: u64,
-    pub messages_on_time: u64,
-    pub messages_late: u64,
-    /// Some but not all of the message's packets arrived.
-    pub messages_corrupted: u64,
-    /// None of the message's packets arrived.
-    pub messages_lost: u64,
-    /// Older names: `messages_expected` = sent, `messages_ok` = on time, `messages_corrupt` =
-    /// corrupted + lost (incomplete).
-    pub messages_expected: u64,
-    pub messages_ok: u64,
-    pub messages_corrupt: u64,
-    /// The thesis's measure (§5.1.6): one message interval for every message not complete at its
-    /// deadline (late, corrupted or lost); deadlines never move (a real-time reader keeps its
-    /// de-synchronisation), so in stream mode the messages held behind a retransmission are late too.
-    pub rebuffering_ms: f64,
-    /// A player that waits instead (stream mode): the time it stood still for late messages, its
-    /// later deadlines moved by as much, so the added latency absorbs later retransmissions.
-    /// Datagram mode never waits: equal to `rebuffering_ms` there.
-    pub stall_ms: f64,
-    /// Runs of successive messages not played on time.
-    pub rebuffering_events: u64,
-    pub bad_packets: u64,
-    /// Message packets: sent, arrived by their message's deadline, arrived after it, missing.
-    pub msg_packets_sent: u64,
-    pub msg_packets_on_time: u64,
-    pub msg_packets_late: u64,
-    pub msg_packets_missing: u64,
-    /// The packets of late, corrupted and lost messages: those that arrived after the deadline,
-    /// and those missing, split by where they went (`add_sender`): never put in a QUIC packet by
-    /// the sender (dropped from QUIC's datagram queue, or still queued when the receiver
-    /// stopped), dropped by the sender's FEC adapter before the wire (at most), and the rest,
-    /// lost on the way (the link: the dropper's verdicts say how many) and not recovered.
-    pub bad_msg_packets_late: u64,
-    pub bad_msg_packets_missing: u64,
-    pub missing_not_sent: Option<u64>,
-    pub missing_sender_dropped: Option<u64>,
-    pub missing_in_network: Option<u64>,
-    /// The sender's `done` line: datagrams it sent, and DATAGRAM frames QUIC had sent by then.
-    pub sender_datagrams: Option<u64>,
-    pub sender_frames_at_done: Option<u64>,
-}
-
-impl MessageReport {
-    /// Split the missing packets by where they went, from the sender's counters at the end of the
-    /// run: DATAGRAM frames QUIC sent, and datagrams its FEC adapter dropped before the wire.
-    /// Datagram mode only (a reliable stream loses nothing it does not retransmit).
-    pub fn add_sender(&mut self, frames_sent: u64, send_dropped: u64) {
-        let Some(app) = self.sender_datagrams else {
-            return;
-        };
-        let missing = self.msg_packets_missing;
-        let not_sent = app.saturating_sub(frames_sent).min(missing);
-        let dropped = send_dropped.min(missing - not_sent);
-        self.missing_not_sent = Some(not_sent);
-        self.missing_sender_dropped = Some(dropped);
-        self.missing_in_network = Some(missing - not_sent - dropped);
     }
 }
 

@@ -1,12 +1,15 @@
-//! What one endpoint knows about a connection, and the metrics JSON the client writes.
+//! The metrics JSON the client writes, every key of it (README.md, "Metrics JSON"): what one
+//! endpoint knows about a connection (`SideStats`, per path `PathSide`), the multipath settings
+//! and per-path report, the workloads' own reports (messages, request/response), and the file.
+//! Filled by the stacks' glue (`side_stats`), the workloads and the roles (crate::run).
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::socket::{FecSocket, PeerCounters};
-
-/// One endpoint's view of a connection: quinn's counters plus its FEC layer's.
+/// One endpoint's view of a connection: the QUIC stack's counters plus its FEC layer's.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct SideStats {
     /// Datagrams put on the wire by the FEC layer (QUIC source datagrams + repair datagrams).
@@ -103,40 +106,6 @@ pub struct MultipathInfo {
     pub blocks_with_losses: u64,
 }
 
-impl SideStats {
-    pub fn collect(s: quinn::ConnectionStats, fec: PeerCounters) -> Self {
-        SideStats {
-            packets_sent: fec.wire_datagrams_sent,
-            bytes_sent: fec.wire_bytes_sent,
-            repair_sent: fec.repair_sent,
-            quic_packets_sent: s.udp_tx.datagrams,
-            quic_bytes_sent: s.udp_tx.bytes,
-            lost: s.path.lost_packets,
-            lost_bytes: s.path.lost_bytes,
-            congestion_events: s.path.congestion_events,
-            cwnd: s.path.cwnd,
-            rtt_ms: s.path.rtt.as_secs_f64() * 1e3,
-            wire_datagrams_received: fec.wire_datagrams_received,
-            recovered: fec.recovered,
-            fec_ignored: fec.ignored,
-            wire_dropped: fec.wire_dropped,
-            datagram_frames_sent: s.frame_tx.datagram,
-            send_dropped: fec.send_dropped,
-            paths: Vec::new(),
-            tail_repairs: fec.tail_repairs,
-            tails: fec.tails,
-        }
-    }
-
-    pub fn of_peer(conn: &quinn::Connection, socket: &FecSocket) -> Self {
-        // QUIC's counters first: every datagram it had counted by then has reached the FEC layer
-        // (the connection driver hands each over under the lock `stats` takes; only one refused by
-        // a full socket waits in quinn), so the layer's wire count, read second, is not behind QUIC's.
-        let quic = conn.stats();
-        Self::collect(quic, socket.peer_counters(conn.remote_address()))
-    }
-}
-
 /// The metrics file. Top-level transport keys describe the data-sending side (the server);
 /// `recovered` counts the data datagrams the receiving side (the client) rebuilt.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -181,10 +150,10 @@ pub struct Metrics {
     pub rtt_ms: f64,
     /// Messages workload only: its keys sit at the top level.
     #[serde(flatten)]
-    pub messages: Option<crate::messages::MessageReport>,
+    pub messages: Option<MessageReport>,
     /// Request/response workload only (transfer.rs): its keys sit at the top level.
     #[serde(flatten)]
-    pub exchanges: Option<crate::transfer::ExchangeReport>,
+    pub exchanges: Option<ExchangeReport>,
     pub sender: Option<SideStats>,
     pub client: Option<SideStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -231,5 +200,194 @@ impl Metrics {
         std::fs::write(&tmp, text + "\n")
             .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
         std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+}
+
+/// A duration in the metrics' unit, milliseconds.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The client's per-path report: its view of path i and the server's view of the same path
+/// (the server's path whose local address is path i's server address and whose remote IP is
+/// path i's client address).
+pub fn path_reports(
+    paths: &[(Option<IpAddr>, SocketAddr)],
+    client: &SideStats,
+    server: Option<&SideStats>,
+) -> Vec<PathReport> {
+    paths
+        .iter()
+        .enumerate()
+        .map(|(i, (local, remote))| {
+            let local_s = local.map_or_else(|| "*".to_string(), |ip| ip.to_string());
+            let mine = client
+                .paths
+                .iter()
+                .find(|p| p.local == local_s && p.remote == remote.to_string())
+                .cloned();
+            let theirs = server.and_then(|s| {
+                s.paths
+                    .iter()
+                    .find(|p| {
+                        p.local == remote.ip().to_string()
+                            && p.remote
+                                .parse::<SocketAddr>()
+                                .is_ok_and(|a| local.is_none_or(|ip| a.ip() == ip))
+                    })
+                    .cloned()
+            });
+            PathReport {
+                path: i + 1,
+                client_address: local_s,
+                server_address: remote.to_string(),
+                client: mine,
+                server: theirs,
+            }
+        })
+        .collect()
+}
+
+/// Message keys of the metrics file (top level).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MessageReport {
+    pub mode: String,
+    pub rate: u32,
+    pub packets: u32,
+    pub duration: f64,
+    pub buffer: u32,
+    /// Messages the sender sent (= rate × duration); the sum of the four that follow.
+    pub messages_sent: u64,
+    pub messages_on_time: u64,
+    pub messages_late: u64,
+    /// Some but not all of the message's packets arrived.
+    pub messages_corrupted: u64,
+    /// None of the message's packets arrived.
+    pub messages_lost: u64,
+    /// Older names: `messages_expected` = sent, `messages_ok` = on time, `messages_corrupt` =
+    /// corrupted + lost (incomplete).
+    pub messages_expected: u64,
+    pub messages_ok: u64,
+    pub messages_corrupt: u64,
+    /// The thesis's measure (§5.1.6): one message interval for every message not complete at its
+    /// deadline (late, corrupted or lost); deadlines never move (a real-time reader keeps its
+    /// de-synchronisation), so in stream mode the messages held behind a retransmission are late too.
+    pub rebuffering_ms: f64,
+    /// A player that waits instead (stream mode): the time it stood still for late messages, its
+    /// later deadlines moved by as much, so the added latency absorbs later retransmissions.
+    /// Datagram mode never waits: equal to `rebuffering_ms` there.
+    pub stall_ms: f64,
+    /// Runs of successive messages not played on time.
+    pub rebuffering_events: u64,
+    pub bad_packets: u64,
+    /// Message packets: sent, arrived by their message's deadline, arrived after it, missing.
+    pub msg_packets_sent: u64,
+    pub msg_packets_on_time: u64,
+    pub msg_packets_late: u64,
+    pub msg_packets_missing: u64,
+    /// The packets of late, corrupted and lost messages: those that arrived after the deadline,
+    /// and those missing, split by where they went (`add_sender`): never put in a QUIC packet by
+    /// the sender (dropped from QUIC's datagram queue, or still queued when the receiver
+    /// stopped), dropped by the sender's FEC adapter before the wire (at most), and the rest,
+    /// lost on the way (the link: the dropper's verdicts say how many) and not recovered.
+    pub bad_msg_packets_late: u64,
+    pub bad_msg_packets_missing: u64,
+    pub missing_not_sent: Option<u64>,
+    pub missing_sender_dropped: Option<u64>,
+    pub missing_in_network: Option<u64>,
+    /// The sender's `done` line: datagrams it sent, and DATAGRAM frames QUIC had sent by then.
+    pub sender_datagrams: Option<u64>,
+    pub sender_frames_at_done: Option<u64>,
+}
+
+impl MessageReport {
+    /// Split the missing packets by where they went, from the sender's counters at the end of the
+    /// run: DATAGRAM frames QUIC sent, and datagrams its FEC adapter dropped before the wire.
+    /// Datagram mode only (a reliable stream loses nothing it does not retransmit).
+    pub fn add_sender(&mut self, frames_sent: u64, send_dropped: u64) {
+        let Some(app) = self.sender_datagrams else {
+            return;
+        };
+        let missing = self.msg_packets_missing;
+        let not_sent = app.saturating_sub(frames_sent).min(missing);
+        let dropped = send_dropped.min(missing - not_sent);
+        self.missing_not_sent = Some(not_sent);
+        self.missing_sender_dropped = Some(dropped);
+        self.missing_in_network = Some(missing - not_sent - dropped);
+    }
+}
+
+/// What a request/response run reports (flattened into the metrics JSON).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct ExchangeReport {
+    /// Exchanges asked for, request and response sizes in bytes.
+    pub exchanges: u32,
+    pub request: u64,
+    pub response: u64,
+    /// Exchanges completed (request verified by the server, response verified by the client).
+    pub exchanges_done: u32,
+    /// Each completed exchange's time, in order: stream opened -> response's FIN read.
+    pub exchange_ms: Vec<f64>,
+    /// Median (mean of the middle two for an even count) and 95th percentile (nearest rank:
+    /// the ceil(0.95 n)-th smallest) of `exchange_ms`; null before the first exchange completes.
+    pub exchange_median_ms: Option<f64>,
+    pub exchange_p95_ms: Option<f64>,
+}
+
+impl ExchangeReport {
+    /// Before the first exchange: what was asked.
+    pub fn new(exchanges: u32, request: u64, response: u64) -> Self {
+        ExchangeReport {
+            exchanges,
+            request,
+            response,
+            ..Default::default()
+        }
+    }
+
+    /// One more exchange completed, in `t_ms`.
+    pub fn record(&mut self, t_ms: f64) {
+        self.exchange_ms.push(t_ms);
+        self.exchanges_done = self.exchange_ms.len() as u32;
+        self.exchange_median_ms = median(&self.exchange_ms);
+        self.exchange_p95_ms = nearest_rank(&self.exchange_ms, 0.95);
+    }
+}
+
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// The ceil(q n)-th smallest value (q in (0, 1]).
+pub fn nearest_rank(values: &[f64], q: f64) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return None;
+    }
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    Some(v[rank - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_and_nearest_rank_p95() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        let v: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(nearest_rank(&v, 0.95), Some(19.0));
+        assert_eq!(nearest_rank(&v[..10], 0.95), Some(10.0));
+        assert_eq!(nearest_rank(&[7.0], 0.95), Some(7.0));
     }
 }

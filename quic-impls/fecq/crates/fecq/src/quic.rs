@@ -1,12 +1,23 @@
-//! What fecq's application protocol (app.rs, messages.rs) needs from a QUIC stack, so that it is
-//! written once for both stacks: quinn (single path) and noq (its multipath fork, whose
-//! connection and stream API is quinn's). The impls are textually identical for both crates,
-//! hence one macro instantiated per crate.
+//! The QUIC calls fecq's shared code makes (the application protocol: app.rs, messages.rs,
+//! transfer.rs; the roles: run.rs), so that it is written once for both stacks: quinn (single
+//! path) and noq (its multipath fork, whose endpoint, connection and stream API is quinn's). The
+//! impls are textually the same for both crates, hence one macro, [`impl_quic!`], that each
+//! stack's adapter instantiates with the two calls that differ.
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 
 use bytes::Bytes;
+
+/// Why a connection ended, as far as the shared code tells causes apart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Closed {
+    /// The idle timeout: nothing was received for that long (silent, the peer may still be up).
+    TimedOut,
+    /// Anything else, as the stack words it.
+    Other(String),
+}
 
 pub trait QuicConn: Clone + Send + Sync + 'static {
     type Send: QuicSend;
@@ -20,7 +31,15 @@ pub trait QuicConn: Clone + Send + Sync + 'static {
     /// DATAGRAM frames the stack has put in packets so far (the rest of what the application
     /// sent is still queued, or was dropped from the queue).
     fn datagram_frames_sent(&self) -> u64;
+    /// UDP datagrams the stack has handed to its socket so far.
+    fn datagrams_sent(&self) -> u64;
+    /// The peer's address (under noq: the lowest-numbered open path's).
     fn remote_address(&self) -> SocketAddr;
+    /// Why the connection ended; None while it is open.
+    fn closed(&self) -> Option<Closed>;
+    fn is_closed(&self) -> bool;
+    /// Close it with an application error code and reason (sent to the peer).
+    fn close(&self, code: u32, reason: &[u8]);
 }
 
 pub trait QuicSend: Send + 'static {
@@ -42,9 +61,29 @@ pub trait QuicRecv: Send + 'static {
     fn read_exact(&mut self, buf: &mut [u8]) -> impl Future<Output = Result<bool, String>> + Send;
 }
 
+/// A connection's handshake under way (a server's incoming connection).
+pub type Handshake<C> = Pin<Box<dyn Future<Output = Result<C, String>> + Send>>;
+
+pub trait QuicEndpoint: Clone + Send + Sync + 'static {
+    type Conn: QuicConn;
+    /// Connect to `server` (any server name: fecq's client accepts any certificate, tls.rs).
+    fn connect(
+        &self,
+        server: SocketAddr,
+    ) -> impl Future<Output = Result<Self::Conn, String>> + Send;
+    /// The next incoming connection's handshake; None once the endpoint is closed.
+    fn accept(&self) -> impl Future<Output = Option<Handshake<Self::Conn>>> + Send;
+    fn close(&self, code: u32, reason: &[u8]);
+    /// Until every connection is closed and drained.
+    fn wait_idle(&self) -> impl Future<Output = ()> + Send;
+}
+
+/// The impls of the traits above for a stack crate `$q` (quinn or noq). The two calls whose
+/// signatures differ between the crates come from the adapter: `$remote(&$q::Connection) ->
+/// SocketAddr` and `async $read_chunk(&mut $q::RecvStream, usize) -> Result<Option<Bytes>, String>`.
 macro_rules! impl_quic {
-    ($q:ident) => {
-        impl QuicConn for $q::Connection {
+    ($q:ident, remote_address: $remote:path, read_chunk: $read_chunk:path) => {
+        impl $crate::quic::QuicConn for $q::Connection {
             type Send = $q::SendStream;
             type Recv = $q::RecvStream;
             async fn open_bi(&self) -> Result<(Self::Send, Self::Recv), String> {
@@ -55,10 +94,10 @@ macro_rules! impl_quic {
             async fn accept_bi(&self) -> Option<(Self::Send, Self::Recv)> {
                 $q::Connection::accept_bi(self).await.ok()
             }
-            fn send_datagram(&self, data: Bytes) -> Result<(), String> {
+            fn send_datagram(&self, data: bytes::Bytes) -> Result<(), String> {
                 $q::Connection::send_datagram(self, data).map_err(|e| format!("send_datagram: {e}"))
             }
-            async fn read_datagram(&self) -> Result<Bytes, String> {
+            async fn read_datagram(&self) -> Result<bytes::Bytes, String> {
                 $q::Connection::read_datagram(self)
                     .await
                     .map_err(|e| format!("datagram read: {e}"))
@@ -69,12 +108,27 @@ macro_rules! impl_quic {
             fn datagram_frames_sent(&self) -> u64 {
                 self.stats().frame_tx.datagram
             }
-            fn remote_address(&self) -> SocketAddr {
-                remote_address!($q, self)
+            fn datagrams_sent(&self) -> u64 {
+                self.stats().udp_tx.datagrams
+            }
+            fn remote_address(&self) -> std::net::SocketAddr {
+                $remote(self)
+            }
+            fn closed(&self) -> Option<$crate::quic::Closed> {
+                $q::Connection::close_reason(self).map(|reason| match reason {
+                    $q::ConnectionError::TimedOut => $crate::quic::Closed::TimedOut,
+                    other => $crate::quic::Closed::Other(other.to_string()),
+                })
+            }
+            fn is_closed(&self) -> bool {
+                $q::Connection::close_reason(self).is_some()
+            }
+            fn close(&self, code: u32, reason: &[u8]) {
+                $q::Connection::close(self, code.into(), reason)
             }
         }
 
-        impl QuicSend for $q::SendStream {
+        impl $crate::quic::QuicSend for $q::SendStream {
             async fn write_all(&mut self, data: &[u8]) -> Result<(), String> {
                 $q::SendStream::write_all(self, data)
                     .await
@@ -88,14 +142,14 @@ macro_rules! impl_quic {
             }
         }
 
-        impl QuicRecv for $q::RecvStream {
+        impl $crate::quic::QuicRecv for $q::RecvStream {
             async fn read_to_end(&mut self, limit: usize) -> Result<Vec<u8>, String> {
                 $q::RecvStream::read_to_end(self, limit)
                     .await
                     .map_err(|e| format!("read: {e}"))
             }
-            async fn read_chunk(&mut self, max: usize) -> Result<Option<Bytes>, String> {
-                read_chunk_ordered!($q, self, max)
+            async fn read_chunk(&mut self, max: usize) -> Result<Option<bytes::Bytes>, String> {
+                $read_chunk(self, max).await
             }
             async fn read_exact(&mut self, buf: &mut [u8]) -> Result<bool, String> {
                 match $q::RecvStream::read_exact(self, buf).await {
@@ -105,34 +159,28 @@ macro_rules! impl_quic {
                 }
             }
         }
+
+        impl $crate::quic::QuicEndpoint for $q::Endpoint {
+            type Conn = $q::Connection;
+            async fn connect(&self, server: std::net::SocketAddr) -> Result<Self::Conn, String> {
+                $q::Endpoint::connect(self, server, "localhost")
+                    .map_err(|e| format!("connect: {e}"))?
+                    .await
+                    .map_err(|e| format!("handshake: {e}"))
+            }
+            async fn accept(&self) -> Option<$crate::quic::Handshake<Self::Conn>> {
+                let incoming = $q::Endpoint::accept(self).await?;
+                Some(Box::pin(async move {
+                    incoming.await.map_err(|e| e.to_string())
+                }))
+            }
+            fn close(&self, code: u32, reason: &[u8]) {
+                $q::Endpoint::close(self, code.into(), reason)
+            }
+            async fn wait_idle(&self) {
+                $q::Endpoint::wait_idle(self).await
+            }
+        }
     };
 }
-
-/// quinn's `read_chunk` takes an `ordered` flag and returns a chunk with its offset; noq's
-/// ordered stream returns the bytes.
-macro_rules! read_chunk_ordered {
-    (quinn, $s:expr, $max:expr) => {
-        quinn::RecvStream::read_chunk($s, $max, true)
-            .await
-            .map(|c| c.map(|c| c.bytes))
-            .map_err(|e| e.to_string())
-    };
-    (noq, $s:expr, $max:expr) => {
-        noq::RecvStream::read_chunk($s, $max)
-            .await
-            .map_err(|e| e.to_string())
-    };
-}
-
-/// quinn has one path; under noq, the remote address of the lowest-numbered open path.
-macro_rules! remote_address {
-    (quinn, $c:expr) => {
-        quinn::Connection::remote_address($c)
-    };
-    (noq, $c:expr) => {
-        crate::mp::remote_address($c)
-    };
-}
-
-impl_quic!(quinn);
-impl_quic!(noq);
+pub(crate) use impl_quic;

@@ -1,73 +1,149 @@
-//! The quinn adapter: a quinn `AsyncUdpSocket` over a real UDP socket that runs every QUIC
-//! datagram through the IO-free FEC layer (crate::layer, via the adapter core crate::driver):
-//! quinn's sends become source + repair datagrams, received datagrams come back decoded, and
-//! recovered ones are given to quinn ECN-CE marked (`Signal::Ce`, so the sender's controller
-//! backs off once, without a retransmission) or as they were sent (`Signal::Hide`).
-//! Single path: one FEC flow per peer address, fec-core's wire format unchanged.
-//! `fecq loopback` puts its simulated link (crate::link) between the layer and the socket.
+//! One UDP socket through the FEC layer, written once for both QUIC stacks. The stack's socket glue
+//! (quinn_stack::udp, noq_stack::udp: its `AsyncUdpSocket`) hands every transmit to
+//! [`FecSocket::send`] and polls [`FecSocket::poll_recv`]; the [`SocketGlue`] trait is what the
+//! socket needs of the stack in turn (its UDP crate's calls and what its connections tell the flush
+//! policy). Here: the adapter core (crate::driver: the layer, send backlog, decoded queue, loopback
+//! link) under one lock, the flush task (partial blocks of senders gone quiet, with the RTTs and,
+//! in tail mode, the window room of the connections over the socket) and the loopback link's
+//! release task. Quinn's sends become source + repair datagrams, received datagrams come back
+//! decoded, and recovered ones are given to the stack ECN-CE marked (`Signal::Ce`) or as sent
+//! (`Signal::Hide`).
+//!
+//! Paths are keyed by (local IP, remote address) with multipath framing: the stack sets each
+//! transmit's source address, the socket reports each datagram's destination address, and a
+//! recovered datagram is handed over with the addresses of the path it was *sent* on (the layer
+//! knows it), so its CE mark reaches that path's congestion controller. Single path, by the remote
+//! address alone. GSO batches that still come (the stacks are told one segment per transmit) are
+//! split by segment size, received GRO batches by stride.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, IoSliceMut};
-use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
-use std::pin::Pin;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use fec_core::Scheme;
-use quinn::udp::{EcnCodepoint, RecvMeta, Transmit, UdpSocketState};
-use quinn::{AsyncUdpSocket, UdpPoller};
 use tokio::io::Interest;
 
 use crate::driver::{Core, Wire};
-use crate::layer::{LayerConfig, Outgoing, PathKey, TailBudget};
+use crate::layer::{Counters, Incoming, LayerConfig, Outgoing, PathKey, TailBudget};
 use crate::link::Link;
-use crate::loss::LossProcess;
+use crate::quic::QuicConn;
 
-pub use crate::layer::Signal;
-/// Counters of one peer (kept under its historical name).
-pub type PeerCounters = crate::layer::Counters;
-
-/// The largest QUIC datagram quinn may hand us (its MTU, with path MTU discovery off); the FEC
-/// The largest QUIC datagram quinn may hand us (its MTU, with path MTU discovery off); the FEC
-/// header comes on top, so a 1200-byte QUIC packet travels in at most 1200 + overhead bytes.
-pub const QUIC_MTU: u16 = 1200;
-
-#[derive(Clone, Debug)]
-pub struct FecOptions {
-    pub scheme: Scheme,
-    pub signal: Signal,
-    /// Least idle time after which a partial block is flushed (repairs sent for what it holds);
-    /// the actual threshold follows the peer's send pace (crate::flush).
-    pub flush_after: Duration,
-    pub rcvbuf: usize,
-    pub sndbuf: usize,
-    /// Tail mode's cap of repairs per tail (None: block mode); crate::tail.
-    pub tail: Option<usize>,
+/// What the shared socket needs from a QUIC stack. quinn-udp and noq-udp have the same API in
+/// separate types, so each call is one line of the stack's glue.
+pub trait SocketGlue: Send + Sync + Sized + 'static {
+    /// The UDP crate's `UdpSocketState`.
+    type State: Send + Sync;
+    /// The UDP crate's `RecvMeta`.
+    type Meta;
+    /// The stack's connection.
+    type Conn: QuicConn;
+    fn state(sock: &std::net::UdpSocket) -> io::Result<Self::State>;
+    /// Datagrams one receive may coalesce (GRO).
+    fn gro_segments(state: &Self::State) -> usize;
+    /// Send one datagram on `io` now: `WouldBlock` when the socket has no room.
+    fn send(state: &Self::State, io: &tokio::net::UdpSocket, o: &Outgoing) -> io::Result<()>;
+    /// Receive one datagram, or one GRO batch of them, into `buf`.
+    fn recv(
+        state: &Self::State,
+        io: &tokio::net::UdpSocket,
+        buf: &mut [u8],
+    ) -> io::Result<Received>;
+    /// The metadata the stack gets with a decoded datagram.
+    fn meta(d: &Incoming) -> Self::Meta;
+    /// `conn`'s paths now, for the flush policy (RTT caps; tail mode: window room when `tail`).
+    fn paths(conn: &Self::Conn, tail: bool, out: &mut Vec<PathNow>);
 }
 
-impl FecOptions {
-    pub fn layer_config(&self, multipath: Option<crate::layer::Multipath>) -> LayerConfig {
-        LayerConfig {
-            scheme: self.scheme,
-            signal: self.signal,
-            flush_after: self.flush_after,
-            max_payload: usize::from(QUIC_MTU),
-            multipath,
-            tail: self.tail,
-        }
+/// What one receive got.
+#[derive(Clone, Copy, Debug)]
+pub struct Received {
+    pub from: SocketAddr,
+    /// The datagram's destination address, when the socket reports it.
+    pub local: Option<IpAddr>,
+    pub len: usize,
+    /// Bytes of each datagram of a GRO batch (0: one datagram).
+    pub stride: usize,
+    pub ecn: u8,
+}
+
+/// One QUIC path of a connection as the stack sees it now (its local IP may be unset).
+#[derive(Clone, Copy, Debug)]
+pub struct PathNow {
+    pub key: PathKey,
+    pub rtt: Duration,
+    /// Tail mode: the congestion window's room (None: not known).
+    pub budget: Option<TailBudget>,
+}
+
+/// How a socket is set up: the layer's configuration, the socket buffers, and the source address
+/// of datagrams a multipath stack sends without one.
+#[derive(Clone, Debug)]
+pub struct SocketConfig {
+    pub layer: LayerConfig,
+    pub rcvbuf: usize,
+    pub sndbuf: usize,
+    /// The client's path 1 address: noq leaves the source of path 1's first datagrams unset until
+    /// it learns it, and the topology's policy routing must send them by path 1 (which the layer
+    /// then keys them as).
+    pub default_local: Option<IpAddr>,
+}
+
+/// Bytes of the receive buffer for one (possibly GRO-coalesced) receive of up to `gro_segments`
+/// datagrams: a batch longer than the buffer would be truncated by the kernel, and the datagrams
+/// cut off lost (a 64 KiB buffer lost ~5 % of a 1 MB download's datagrams on veth, where batches
+/// reach 64 segments of 1208 bytes).
+pub fn recv_buffer_len(gro_segments: usize) -> usize {
+    gro_segments.max(1) * usize::from(u16::MAX)
+}
+
+pub struct FecSocket<G: SocketGlue> {
+    io: tokio::net::UdpSocket,
+    state: G::State,
+    scheme: Scheme,
+    flush_after: Duration,
+    tail: bool,
+    /// Multipath framing: paths keyed by local address too (module doc).
+    multipath: bool,
+    default_local: Option<IpAddr>,
+    core: Mutex<Core>,
+    /// Scratch space for one (possibly GRO-coalesced) receive; only poll_recv takes it, after
+    /// `core`.
+    recv_buf: Mutex<Vec<u8>>,
+    /// Wakes the link task when its queue was empty (loopback `--rate-mbit` only).
+    link_wake: tokio::sync::Notify,
+    /// Connections over this socket: their paths' RTTs cap the flush thresholds. Never locked
+    /// together with a connection's own lock held elsewhere (see flush_idle).
+    connections: Mutex<Vec<G::Conn>>,
+}
+
+impl<G: SocketGlue> fmt::Debug for FecSocket<G> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FecSocket")
+            .field("scheme", &self.scheme.to_string())
+            .field("multipath", &self.multipath)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The socket as the adapter core sees it.
+struct UdpWire<'a, G: SocketGlue> {
+    io: &'a tokio::net::UdpSocket,
+    state: &'a G::State,
+}
+
+impl<G: SocketGlue> Wire for UdpWire<'_, G> {
+    fn send(&self, o: &Outgoing) -> io::Result<()> {
+        self.io
+            .try_io(Interest::WRITABLE, || G::send(self.state, self.io, o))
     }
 }
 
 /// Ask for `bytes` of socket buffer; as root, SO_*BUFFORCE goes past net.core.[rw]mem_max.
-pub fn set_buffer(
-    sock: &std::net::UdpSocket,
-    force: libc::c_int,
-    plain: libc::c_int,
-    bytes: usize,
-) {
+fn set_buffer(sock: &std::net::UdpSocket, force: libc::c_int, plain: libc::c_int, bytes: usize) {
+    use std::os::fd::AsRawFd;
     let value = bytes.min(i32::MAX as usize) as libc::c_int;
     for opt in [force, plain] {
         // SAFETY: setsockopt on a valid, open descriptor with a correctly sized int option.
@@ -86,158 +162,143 @@ pub fn set_buffer(
     }
 }
 
-/// The loopback link of a socket whose sends all follow one loss process (single path).
-pub fn single_path_link(loss: Option<LossProcess>) -> Option<Link> {
-    loss.map(|lp| Link::new(Box::new(move |_| lp.clone())))
-}
-
-pub struct FecSocket {
-    io: tokio::net::UdpSocket,
-    state: UdpSocketState,
-    opts: FecOptions,
-    core: Mutex<Core>,
-    /// Scratch space for one (possibly GRO-coalesced) receive; only poll_recv takes it, after
-    /// `core`.
-    recv_buf: Mutex<Vec<u8>>,
-    /// Wakes the link task when its queue was empty (loopback `--rate-mbit` only).
-    link_wake: tokio::sync::Notify,
-    /// Connections over this socket, by peer address: their RTT caps the flush threshold.
-    /// Never locked together with a connection's own lock held elsewhere (see flush_idle).
-    connections: Mutex<HashMap<SocketAddr, quinn::Connection>>,
-}
-
-impl fmt::Debug for FecSocket {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FecSocket")
-            .field("scheme", &self.opts.scheme.to_string())
-            .field("signal", &self.opts.signal)
-            .finish_non_exhaustive()
+impl<G: SocketGlue> FecSocket<G> {
+    /// Bind `addr` and wrap it (errors as messages). Must be called inside a tokio runtime.
+    pub fn bind(
+        addr: SocketAddr,
+        cfg: SocketConfig,
+        link: Option<Link>,
+    ) -> Result<Arc<Self>, String> {
+        let sock =
+            std::net::UdpSocket::bind(addr).map_err(|e| format!("cannot bind {addr}: {e}"))?;
+        Self::new(sock, cfg, link).map_err(|e| format!("socket setup: {e}"))
     }
-}
 
-/// The socket as the adapter core sees it.
-struct QuinnWire<'a> {
-    io: &'a tokio::net::UdpSocket,
-    state: &'a UdpSocketState,
-}
-
-impl Wire for QuinnWire<'_> {
-    fn send(&self, o: &Outgoing) -> io::Result<()> {
-        let transmit = Transmit {
-            destination: o.path.remote,
-            ecn: EcnCodepoint::from_bits(o.ecn),
-            contents: &o.data,
-            segment_size: None,
-            src_ip: o.path.local,
-        };
-        self.io.try_io(Interest::WRITABLE, || {
-            self.state.send(self.io.into(), &transmit)
-        })
-    }
-}
-
-impl FecSocket {
-    /// Wrap a bound UDP socket. Must be called inside a tokio runtime (it spawns the flush task).
+    /// Wrap a bound UDP socket; `link`: `fecq loopback`'s simulated link (crate::link) between
+    /// the layer and the socket. Must be called inside a tokio runtime (it spawns the flush task,
+    /// and the link's release task).
     pub fn new(
         sock: std::net::UdpSocket,
-        opts: FecOptions,
-        loss: Option<LossProcess>,
+        cfg: SocketConfig,
+        link: Option<Link>,
     ) -> io::Result<Arc<Self>> {
-        set_buffer(&sock, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, opts.rcvbuf);
-        set_buffer(&sock, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, opts.sndbuf);
-        let state = UdpSocketState::new((&sock).into())?;
-        let gro = state.gro_segments();
+        set_buffer(&sock, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, cfg.rcvbuf);
+        set_buffer(&sock, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, cfg.sndbuf);
+        let state = G::state(&sock)?;
+        let gro = G::gro_segments(&state);
         sock.set_nonblocking(true)?;
         let io = tokio::net::UdpSocket::from_std(sock)?;
-        let shaped = loss.as_ref().is_some_and(|l| l.rate_bps.is_some());
-        let core = Core::new(opts.layer_config(None), single_path_link(loss));
+        let linked = link.is_some();
         let socket = Arc::new(FecSocket {
             io,
             state,
-            opts,
-            core: Mutex::new(core),
-            recv_buf: Mutex::new(vec![0u8; crate::driver::recv_buffer_len(gro)]),
+            scheme: cfg.layer.scheme,
+            flush_after: cfg.layer.flush_after,
+            tail: cfg.layer.tail.is_some(),
+            multipath: cfg.layer.multipath.is_some(),
+            default_local: cfg.default_local,
+            core: Mutex::new(Core::new(cfg.layer, link)),
+            recv_buf: Mutex::new(vec![0u8; recv_buffer_len(gro)]),
             link_wake: tokio::sync::Notify::new(),
-            connections: Mutex::new(HashMap::new()),
+            connections: Mutex::new(Vec::new()),
         });
-        if socket.opts.scheme != Scheme::None {
+        if socket.scheme != Scheme::None {
             tokio::spawn(flush_task(Arc::downgrade(&socket)));
         }
-        if shaped {
+        if linked {
             tokio::spawn(link_task(Arc::downgrade(&socket)));
         }
         Ok(socket)
     }
 
-    fn wire(&self) -> QuinnWire<'_> {
-        QuinnWire {
+    fn wire(&self) -> UdpWire<'_, G> {
+        UdpWire {
             io: &self.io,
             state: &self.state,
         }
     }
 
-    pub fn options(&self) -> &FecOptions {
-        &self.opts
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.io.local_addr()
     }
 
-    /// Counters for one peer (zero if it was never seen or was evicted).
-    pub fn peer_counters(&self, peer: SocketAddr) -> PeerCounters {
-        self.core.lock().unwrap().layer().counters(peer)
+    /// Until the socket is writable (a send got `WouldBlock`).
+    pub async fn writable(&self) -> io::Result<()> {
+        self.io.writable().await
     }
 
-    /// When the last datagram from `peer` arrived (None if none did, or it was evicted).
-    pub fn last_received(&self, peer: SocketAddr) -> Option<Instant> {
-        self.core.lock().unwrap().layer().last_received(peer)
+    /// The layer's key of a path the stack names by (`local`, `remote`), `local` possibly unset.
+    pub fn key(&self, local: Option<IpAddr>, remote: SocketAddr) -> PathKey {
+        if self.multipath {
+            PathKey::new(local.or(self.default_local), remote)
+        } else {
+            PathKey::new(None, remote)
+        }
+    }
+
+    /// Counters of every path of `remote`'s connection, in the order the layer first saw them.
+    pub fn paths(&self, remote: SocketAddr) -> Vec<(PathKey, Counters)> {
+        self.core.lock().unwrap().layer().paths(remote)
+    }
+
+    /// Sum over the paths of `remote`'s connection (zero if never seen or evicted).
+    pub fn counters(&self, remote: SocketAddr) -> Counters {
+        self.core.lock().unwrap().layer().counters(remote)
     }
 
     /// Sum over all peers, for an endpoint with one connection (the client, loopback).
-    pub fn total_counters(&self) -> PeerCounters {
+    pub fn total_counters(&self) -> Counters {
         self.core.lock().unwrap().layer().total()
     }
 
-    /// Let the flush policy of this connection's peer use its RTT (crate::flush).
-    pub fn track_connection(&self, conn: &quinn::Connection) {
-        let mut conns = self.connections.lock().unwrap();
-        conns.retain(|_, c| c.close_reason().is_none());
-        conns.insert(conn.remote_address(), conn.clone());
+    pub fn blocks_with_losses(&self, remote: SocketAddr) -> u64 {
+        self.core.lock().unwrap().layer().blocks_with_losses(remote)
     }
 
-    /// Flush the partial blocks of peers that went quiet (crate::flush), and the backlog.
-    fn flush_idle(&self) {
-        // RTTs first, without our lock: quinn calls try_send (which takes it) with the
-        // connection's lock held, so taking them in the other order could deadlock.
-        let tail = self.opts.tail.is_some();
-        let rtts: Vec<(SocketAddr, Duration, Option<TailBudget>)> = {
-            let mut conns = self.connections.lock().unwrap();
-            conns.retain(|_, c| c.close_reason().is_none());
-            conns
-                .iter()
-                .map(|(a, c)| {
-                    (
-                        *a,
-                        c.rtt(),
-                        tail.then(|| crate::tail::quinn_budget(c)).flatten(),
-                    )
-                })
-                .collect()
-        };
+    /// When the last datagram from `remote`'s connection arrived (None if none did, or it was
+    /// evicted).
+    pub fn last_received(&self, remote: SocketAddr) -> Option<Instant> {
+        self.core.lock().unwrap().layer().last_received(remote)
+    }
+
+    /// Let the flush policy of this connection's paths use their RTTs (and, in tail mode, the
+    /// window's room).
+    pub fn track_connection(&self, conn: &G::Conn) {
+        let mut conns = self.connections.lock().unwrap();
+        conns.retain(|c| !c.is_closed());
+        conns.push(conn.clone());
+    }
+
+    /// Send the repairs of every partial block of `remote`'s connection now, without waiting for
+    /// the sender to go quiet (the `stats` request does this so the counters include the
+    /// transfer's tail repairs).
+    pub fn flush_peer(&self, remote: SocketAddr) {
         let mut core = self.core.lock().unwrap();
-        for (addr, rtt, budget) in rtts {
-            let path = PathKey::new(None, addr);
-            core.layer_mut().set_rtt(path, Some(rtt));
-            if tail {
-                core.layer_mut().set_tail_budget(path, budget);
-            }
-        }
-        core.flush_idle(&self.wire(), Instant::now());
+        core.flush_now(&self.wire(), Instant::now(), remote);
         self.wake_link(&mut core);
     }
 
-    /// Send the repairs of `peer`'s partial block now, without waiting for the sender to go
-    /// quiet (the `stats` request does this so the counters include the transfer's tail repairs).
-    pub fn flush_peer(&self, peer: SocketAddr) {
+    /// Flush the partial blocks of peers that went quiet (crate::layer::flush), and the backlog.
+    fn flush_idle(&self) {
+        // The paths' RTTs first, without our lock: the stack sends (taking it) with the
+        // connection's lock held, so taking them in the other order could deadlock.
+        let mut paths = Vec::new();
+        {
+            let mut conns = self.connections.lock().unwrap();
+            conns.retain(|c| !c.is_closed());
+            for c in conns.iter() {
+                G::paths(c, self.tail, &mut paths);
+            }
+        }
         let mut core = self.core.lock().unwrap();
-        core.flush_now(&self.wire(), Instant::now(), peer);
+        for p in paths {
+            let key = self.key(p.key.local, p.key.remote);
+            core.layer_mut().set_rtt(key, Some(p.rtt));
+            if self.tail {
+                core.layer_mut().set_tail_budget(key, p.budget);
+            }
+        }
+        core.flush_idle(&self.wire(), Instant::now());
         self.wake_link(&mut core);
     }
 
@@ -247,30 +308,90 @@ impl FecSocket {
         }
     }
 
-    /// The bound address, as a message on failure.
-    pub fn local_addr_checked(&self) -> Result<SocketAddr, String> {
-        self.io
-            .local_addr()
-            .map_err(|e| format!("local address: {e}"))
+    /// The stack's transmit: `contents` from `src_ip` (None: the kernel's choice) to
+    /// `destination`, one datagram or a GSO batch of `segment_size` bytes each, ECN bits `ecn`.
+    /// `WouldBlock` while older datagrams wait for socket space: the stack retries when the
+    /// socket is writable.
+    pub fn send(
+        &self,
+        src_ip: Option<IpAddr>,
+        destination: SocketAddr,
+        contents: &[u8],
+        segment_size: Option<usize>,
+        ecn: u8,
+    ) -> io::Result<()> {
+        let path = self.key(src_ip, destination);
+        let mut core = self.core.lock().unwrap();
+        let res = core.send(
+            &self.wire(),
+            Instant::now(),
+            path,
+            contents,
+            segment_size,
+            ecn,
+        );
+        self.wake_link(&mut core);
+        res
+    }
+
+    /// The stack's receive: decoded datagrams (received and recovered) into `bufs`, one each,
+    /// with their metadata.
+    pub fn poll_recv(
+        &self,
+        cx: &mut Context,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [G::Meta],
+    ) -> Poll<io::Result<usize>> {
+        let mut core = self.core.lock().unwrap();
+        let mut recv_buf = self.recv_buf.lock().unwrap();
+        loop {
+            // Hand over everything decoded so far (received and recovered) before reading more:
+            // a repair datagram consumed below must not end the poll while a recovery is ready.
+            let mut n = 0;
+            while n < bufs.len().min(meta.len()) {
+                let Some(item) = core.pop_ready() else {
+                    break;
+                };
+                if item.payload.len() > bufs[n].len() {
+                    continue; // cannot be a datagram the stack sent at our MTU: ignore it
+                }
+                bufs[n][..item.payload.len()].copy_from_slice(&item.payload);
+                meta[n] = G::meta(&item);
+                n += 1;
+            }
+            if n > 0 {
+                return Poll::Ready(Ok(n));
+            }
+            match self.io.poll_recv_ready(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+            let res = self.io.try_io(Interest::READABLE, || {
+                G::recv(&self.state, &self.io, &mut recv_buf)
+            });
+            match res {
+                Ok(r) => {
+                    let stride = if r.stride == 0 { r.len } else { r.stride };
+                    let path = self.key(r.local, r.from);
+                    let now = Instant::now();
+                    let mut offset = 0;
+                    while offset < r.len {
+                        let len = stride.min(r.len - offset);
+                        core.receive(now, path, &recv_buf[offset..offset + len], r.ecn);
+                        offset += len;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
     }
 }
 
-/// Metadata of one datagram handed to quinn. Starts from default (RecvMeta is non-exhaustive in
-/// some quinn-udp versions) and sets `stride = len`: one datagram per buffer.
-#[allow(clippy::field_reassign_with_default)]
-fn recv_meta(from: SocketAddr, len: usize, ecn: Option<EcnCodepoint>) -> RecvMeta {
-    let mut m = RecvMeta::default();
-    m.addr = from;
-    m.len = len;
-    m.stride = len;
-    m.ecn = ecn;
-    m.dst_ip = None;
-    m
-}
-
-async fn flush_task(socket: Weak<FecSocket>) {
+async fn flush_task<G: SocketGlue>(socket: Weak<FecSocket<G>>) {
     let period = match socket.upgrade() {
-        Some(s) => (s.opts.flush_after / 2).max(Duration::from_millis(1)),
+        Some(s) => (s.flush_after / 2).max(Duration::from_millis(1)),
         None => return,
     };
     let mut tick = tokio::time::interval(period);
@@ -284,8 +405,8 @@ async fn flush_task(socket: Weak<FecSocket>) {
     }
 }
 
-/// Release the link's datagrams when their time comes (loopback `--rate-mbit` only).
-async fn link_task(socket: Weak<FecSocket>) {
+/// Release the link's datagrams when their time comes (loopback only).
+async fn link_task<G: SocketGlue>(socket: Weak<FecSocket<G>>) {
     loop {
         let Some(s) = socket.upgrade() else { return };
         let next_due = s
@@ -301,130 +422,5 @@ async fn link_task(socket: Weak<FecSocket>) {
             _ = tokio::time::sleep_until(deadline.into()) => {}
             _ = s.link_wake.notified() => {}
         }
-    }
-}
-
-impl AsyncUdpSocket for FecSocket {
-    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
-        Box::pin(Poller {
-            socket: self,
-            fut: None,
-        })
-    }
-
-    fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
-        let mut core = self.core.lock().unwrap();
-        let res = core.send(
-            &self.wire(),
-            Instant::now(),
-            PathKey::new(None, transmit.destination),
-            transmit.contents,
-            transmit.segment_size,
-            transmit.ecn.map_or(0, |e| e as u8),
-        );
-        self.wake_link(&mut core);
-        res
-    }
-
-    fn poll_recv(
-        &self,
-        cx: &mut Context,
-        bufs: &mut [IoSliceMut<'_>],
-        meta: &mut [RecvMeta],
-    ) -> Poll<io::Result<usize>> {
-        let mut core = self.core.lock().unwrap();
-        let mut recv_buf = self.recv_buf.lock().unwrap();
-        loop {
-            // Hand over everything decoded so far (received and recovered) before reading more:
-            // a repair datagram consumed below must not end the poll while a recovery is ready.
-            let mut n = 0;
-            while n < bufs.len().min(meta.len()) {
-                let Some(item) = core.pop_ready() else {
-                    break;
-                };
-                if item.payload.len() > bufs[n].len() {
-                    continue; // cannot be a datagram quinn sent at our MTU: ignore it
-                }
-                bufs[n][..item.payload.len()].copy_from_slice(&item.payload);
-                meta[n] = recv_meta(
-                    item.path.remote,
-                    item.payload.len(),
-                    EcnCodepoint::from_bits(item.ecn),
-                );
-                n += 1;
-            }
-            if n > 0 {
-                return Poll::Ready(Ok(n));
-            }
-            match self.io.poll_recv_ready(cx) {
-                Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            }
-            let mut rmeta = [RecvMeta::default()];
-            let res = {
-                let mut slices = [IoSliceMut::new(&mut recv_buf)];
-                self.io.try_io(Interest::READABLE, || {
-                    self.state.recv((&self.io).into(), &mut slices, &mut rmeta)
-                })
-            };
-            match res {
-                Ok(_) => {
-                    let m = rmeta[0];
-                    let stride = if m.stride == 0 { m.len } else { m.stride };
-                    let ecn = m.ecn.map_or(0, |e| e as u8);
-                    let now = Instant::now();
-                    let mut offset = 0;
-                    while offset < m.len {
-                        let len = stride.min(m.len - offset);
-                        core.receive(
-                            now,
-                            PathKey::new(None, m.addr),
-                            &recv_buf[offset..offset + len],
-                            ecn,
-                        );
-                        offset += len;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Poll::Ready(Err(e)),
-            }
-        }
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.io.local_addr()
-    }
-
-    fn may_fragment(&self) -> bool {
-        // Keeps quinn's path MTU discovery off: datagrams stay at QUIC_MTU plus the FEC header.
-        true
-    }
-}
-
-type WritableFuture = Pin<Box<dyn std::future::Future<Output = io::Result<()>> + Send + Sync>>;
-
-struct Poller {
-    socket: Arc<FecSocket>,
-    fut: Option<WritableFuture>,
-}
-
-impl fmt::Debug for Poller {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Poller").finish_non_exhaustive()
-    }
-}
-
-impl UdpPoller for Poller {
-    fn poll_writable(mut self: Pin<&mut Self>, cx: &mut Context) -> Poll<io::Result<()>> {
-        if self.fut.is_none() {
-            let socket = self.socket.clone();
-            self.fut = Some(Box::pin(async move { socket.io.writable().await }));
-        }
-        let res = self.fut.as_mut().unwrap().as_mut().poll(cx);
-        if res.is_ready() {
-            self.fut = None;
-        }
-        res
     }
 }

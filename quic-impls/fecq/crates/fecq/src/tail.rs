@@ -1,23 +1,22 @@
-//! Tail FEC: the options that choose it and the stack-side facts it needs.
+//! Tail FEC: the options that choose it. The layer decides each tail (crate::layer, `tail`) from
+//! what quinn's controller tells (quinn_stack::cc::tail_budget).
 //!
 //! `--fec-mode block` (default) sends repairs as the scheme says, per source block or every K
 //! datagrams. `--fec-mode tail` sends none while the sender sends; when it goes quiet (the flush
-//! rule of crate::flush: the end of a transfer, of a burst of messages, of a request or a
+//! rule of crate::layer::flush: the end of a transfer, of a burst of messages, of a request or a
 //! response), it sends up to `--tail-max` repairs over its last W datagrams (the sliding-window
 //! code `rlc:N,K,W`; N and K are unused), as many as quinn's congestion window has room for.
 //! The lost last packets of a transfer are then rebuilt about one RTT after they were sent,
 //! before quinn's probe timeout would have retransmitted them.
 //!
 //! Window accounting: the repairs of a tail go into room the window had left (window − bytes in
-//! flight, see cc.rs), so quinn's window is not scaled by 1 / (1 + r) in tail mode (that scaling
+//! flight, see crate::cc), so quinn's window is not scaled by 1 / (1 + r) in tail mode (that scaling
 //! pays for repairs sent *while* quinn sends). Quinn does not see the tail's repairs: if the
 //! application writes again before they are acknowledged, up to `--tail-max` datagrams more than
 //! the window may be in flight for one RTT.
 
 use clap::{Args, ValueEnum};
 use fec_core::Scheme;
-
-use crate::layer::TailBudget;
 
 /// Default cap of repairs per tail: three rebuild up to three lost datagrams of the last W.
 pub const DEFAULT_TAIL_MAX: usize = 3;
@@ -94,20 +93,6 @@ impl TailArgs {
     pub fn scales_window(&self) -> bool {
         self.fec_mode == FecMode::Block
     }
-}
-
-/// What a quinn connection tells tail mode now: its window room, bytes in flight, app-limited flag
-/// and the data frames it has sent (None if its controller is not fecq's wrapper, e.g. no window
-/// at all: the tail is then bounded by its cap only).
-pub fn quinn_budget(conn: &quinn::Connection) -> Option<TailBudget> {
-    let frames = conn.stats().frame_tx;
-    let (room_bytes, in_flight_bytes, app_limited) = crate::cc::window_state(conn)?;
-    Some(TailBudget {
-        room_bytes,
-        in_flight_bytes,
-        app_limited,
-        data_frames: frames.stream + frames.datagram + frames.crypto,
-    })
 }
 
 #[cfg(test)]

@@ -1,10 +1,10 @@
 //! TLS for fecq: a self-signed certificate generated at start; the client accepts any server
 //! certificate (it cannot know one generated at the server's start) but still checks the
-//! handshake signatures. Ring is the only crypto provider.
+//! handshake signatures. Ring is the only crypto provider. Stack-independent: each stack's glue
+//! wraps these rustls configurations in its own QUIC crypto types.
 
 use std::sync::Arc;
 
-use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
@@ -33,10 +33,6 @@ pub fn server_rustls() -> Result<rustls::ServerConfig, String> {
     Ok(cfg)
 }
 
-pub fn server_crypto() -> Result<QuicServerConfig, String> {
-    QuicServerConfig::try_from(server_rustls()?).map_err(|e| e.to_string())
-}
-
 /// The client's rustls configuration (any QUIC stack wraps it).
 pub fn client_rustls() -> Result<rustls::ClientConfig, String> {
     let provider = provider();
@@ -48,10 +44,6 @@ pub fn client_rustls() -> Result<rustls::ClientConfig, String> {
         .with_no_client_auth();
     cfg.alpn_protocols = vec![ALPN.to_vec()];
     Ok(cfg)
-}
-
-pub fn client_crypto() -> Result<QuicClientConfig, String> {
-    QuicClientConfig::try_from(client_rustls()?).map_err(|e| e.to_string())
 }
 
 #[derive(Debug)]

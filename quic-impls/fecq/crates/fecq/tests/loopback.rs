@@ -2,13 +2,33 @@
 //! client (a position-dependent pattern), for each code and both signal modes.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use fecq::app::{self, Workload};
 use fecq::config::Common;
+use fecq::link::Link;
 use fecq::loopback::{self, LossSpec};
 use fecq::loss::{LossModel, LossProcess};
 use fecq::messages::{Mode, Params};
 use fecq::metrics::Metrics;
+use fecq::quinn_stack::Quinn;
+use fecq::run::{self, ClientSetup};
+
+/// A quinn server on 127.0.0.1 whose sends follow `server_loss`, and a client running
+/// `workload` against it, in this process.
+fn single_path(
+    c: &Common,
+    workload: Workload,
+    server_loss: Option<LossProcess>,
+) -> (Metrics, Result<(), String>) {
+    rt().block_on(loopback::run_links(
+        Quinn,
+        c,
+        workload,
+        (server_loss.map(Link::each_path), None),
+        |server| ClientSetup::single(server, Some("127.0.0.1:0".parse().unwrap())),
+    ))
+}
 
 mod support;
 use support::{common, rt};
@@ -64,20 +84,13 @@ fn every_code_and_signal_survives_uniform_and_bursty_loss() {
 
 /// Server drops exactly the given datagram indices; returns the client's metrics.
 fn download_with_drops(c: &Common, drops: Vec<u64>) -> Metrics {
-    rt().block_on(async {
-        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        let (endpoint, socket) = c
-            .server_endpoint(any, Some(LossProcess::at_indices(drops)))
-            .unwrap();
-        let server = socket.local_addr_checked().unwrap();
-        let serving = tokio::spawn(app::serve(endpoint.clone(), socket));
-        let (m, res) =
-            app::client_main(c, server, any, Workload::Download { size: 1_000_000 }, None).await;
-        endpoint.close(0u32.into(), b"");
-        serving.abort();
-        res.unwrap();
-        m
-    })
+    let (m, res) = single_path(
+        c,
+        Workload::Download { size: 1_000_000 },
+        Some(LossProcess::at_indices(drops)),
+    );
+    res.unwrap();
+    m
 }
 
 #[test]
@@ -158,9 +171,13 @@ fn malformed_datagrams_are_ignored() {
         let c = common(&["--fec", code]);
         rt().block_on(async {
             let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-            let (endpoint, socket) = c.server_endpoint(any, None).unwrap();
-            let server = socket.local_addr_checked().unwrap();
-            let serving = tokio::spawn(app::serve(endpoint.clone(), socket.clone()));
+            let (endpoint, socket) = run::server_endpoint(&Quinn, &c, any, None).unwrap();
+            let server = socket.local_addr().unwrap();
+            let serving = tokio::spawn(run::serve(
+                Arc::new(Quinn),
+                endpoint.clone(),
+                socket.clone(),
+            ));
             // Garbage from one socket: random bytes, every first byte, truncated headers.
             let junk = std::net::UdpSocket::bind(any).unwrap();
             let mut rng = fecq::loss::SplitMix64::new(9);
@@ -180,11 +197,12 @@ fn malformed_datagrams_are_ignored() {
                 }
             }
             // The endpoint still serves a verified download.
-            let (m, res) =
-                app::client_main(&c, server, any, Workload::Download { size: 200_000 }, None).await;
+            let setup = ClientSetup::single(server, Some(any));
+            let workload = Workload::Download { size: 200_000 };
+            let (m, res) = run::client_main(&Quinn, &c, &setup, workload, None).await;
             res.unwrap_or_else(|e| panic!("{code}: {e}"));
             assert_eq!(m.bytes_app, 200_000);
-            let junk_stats = socket.peer_counters(junk.local_addr().unwrap());
+            let junk_stats = socket.counters(junk.local_addr().unwrap());
             assert!(junk_stats.wire_datagrams_received > 0 && sent > 0);
             assert!(junk_stats.ignored > 0, "{code}: nothing ignored");
             endpoint.close(0u32.into(), b"");
@@ -235,17 +253,8 @@ fn idle_timeout_is_reported_with_what_arrived_before() {
         duration: 2.0,
         buffer: 4,
     };
-    let (m, res) = rt().block_on(async {
-        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        let outage = LossProcess::at_indices((100..1_000_000).collect());
-        let (endpoint, socket) = c.server_endpoint(any, Some(outage)).unwrap();
-        let server = socket.local_addr_checked().unwrap();
-        let serving = tokio::spawn(app::serve(endpoint.clone(), socket));
-        let out = app::client_main(&c, server, any, Workload::Messages(p), None).await;
-        endpoint.close(0u32.into(), b"");
-        serving.abort();
-        out
-    });
+    let outage = LossProcess::at_indices((100..1_000_000).collect());
+    let (m, res) = single_path(&c, Workload::Messages(p), Some(outage));
     let err = res.expect_err("the connection cannot survive the outage");
     assert!(
         err.starts_with("stream read: connection lost: connection timed out: no packet received")
@@ -276,8 +285,8 @@ fn client_close_reaches_the_server() {
     let c = common(&["--fec", "none"]);
     rt().block_on(async {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        let (endpoint, socket) = c.server_endpoint(any, None).unwrap();
-        let server = socket.local_addr_checked().unwrap();
+        let (endpoint, socket) = run::server_endpoint(&Quinn, &c, any, None).unwrap();
+        let server = socket.local_addr().unwrap();
         let accepting = {
             let endpoint = endpoint.clone();
             tokio::spawn(async move {
@@ -285,13 +294,14 @@ fn client_close_reaches_the_server() {
                 socket.track_connection(&conn);
                 tokio::spawn(app::serve_connection(
                     conn.clone(),
-                    app::stats_fn(&conn, socket),
+                    run::stats_fn::<Quinn>(&conn, socket),
                 ));
                 conn
             })
         };
-        let (m, res) =
-            app::client_main(&c, server, any, Workload::Download { size: 1000 }, None).await;
+        let setup = ClientSetup::single(server, Some(any));
+        let workload = Workload::Download { size: 1000 };
+        let (m, res) = run::client_main(&Quinn, &c, &setup, workload, None).await;
         res.unwrap();
         assert_eq!(m.bytes_app, 1000);
         assert!(m.sender.is_some() && m.client.is_some());

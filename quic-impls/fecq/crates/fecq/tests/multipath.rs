@@ -8,7 +8,7 @@ use fecq::loopback::{self, LossSpec};
 use fecq::loss::LossModel;
 use fecq::messages::{Mode, Params};
 use fecq::metrics::Metrics;
-use fecq::mp::MpArgs;
+use fecq::multipath::MpArgs;
 
 mod support;
 use support::rt;
@@ -217,7 +217,6 @@ fn repairs_on_the_other_path_recover_an_outage_of_a_path() {
             &mp,
             Workload::Download { size: 2_000_000 },
             (Some(server_link), None),
-            false,
         ));
         res.unwrap_or_else(|e| panic!("{repair}: {e}"));
         assert_eq!(m.bytes_app, 2_000_000);
@@ -258,7 +257,6 @@ fn recovered_losses_signal_the_path_that_lost_them() {
         &mp,
         Workload::Download { size: 2_000_000 },
         (Some(server_link), None),
-        false,
     ));
     res.unwrap();
     check_paths(&m);
@@ -308,7 +306,6 @@ fn backup_scheduler_uses_path_2_only_once_path_1_is_gone() {
         &mp,
         Workload::Download { size: 1_000_000 },
         (Some(dark()), Some(dark())),
-        false,
     ));
     res.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(m.bytes_app, 1_000_000);

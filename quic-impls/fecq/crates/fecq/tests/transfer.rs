@@ -4,11 +4,15 @@
 //! a corrupt, short or long upload.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
-use fecq::app::{self, pattern_byte, Workload};
+use fecq::app::Workload;
 use fecq::loopback::{self, LossSpec};
 use fecq::loss::LossModel;
 use fecq::metrics::Metrics;
+use fecq::pattern::pattern_byte;
+use fecq::quinn_stack::Quinn;
+use fecq::run::{self, ClientSetup};
 use fecq::transfer::ReqResp;
 
 mod support;
@@ -156,10 +160,11 @@ fn upload_reply(line: &str, body: Vec<u8>) -> Result<String, String> {
     let (c, _) = opts(&["--fec", "none"]);
     rt().block_on(async {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        let (endpoint, socket) = c.server_endpoint(any, None).unwrap();
-        let server = socket.local_addr_checked().unwrap();
-        let serving = tokio::spawn(app::serve(endpoint.clone(), socket));
-        let (client, _sock) = c.client_endpoint(any, None).unwrap();
+        let (endpoint, socket) = run::server_endpoint(&Quinn, &c, any, None).unwrap();
+        let server = socket.local_addr().unwrap();
+        let serving = tokio::spawn(run::serve(Arc::new(Quinn), endpoint.clone(), socket));
+        let setup = ClientSetup::single(server, Some(any));
+        let (client, _sock) = run::client_endpoint(&Quinn, &c, &setup, None).unwrap();
         let conn = client.connect(server, "localhost").unwrap().await.unwrap();
         let (mut send, mut recv) = conn.open_bi().await.unwrap();
         send.write_all(line.as_bytes()).await.unwrap();

@@ -4,7 +4,7 @@
 
 use clap::Parser;
 use fecq::config::Common;
-use fecq::mp::MpArgs;
+use fecq::multipath::MpArgs;
 
 #[derive(Parser)]
 struct Opts {

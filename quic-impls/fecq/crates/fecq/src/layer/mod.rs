@@ -1,0 +1,363 @@
+//! The FEC layer, IO-free: QUIC datagrams and clock readings in, wire datagrams out (and the
+//! reverse). No sockets, no async runtime, no QUIC stack types: the shared socket (crate::socket,
+//! under either QUIC stack) owns the IO and calls [`FecLayer::send`], [`FecLayer::receive`] and
+//! [`FecLayer::poll_flush`] through the adapter core (crate::driver), as quinn calls quinn-proto.
+//!
+//! By concept: `config` (what configures it), `datagram` (paths and the datagrams crossing the
+//! boundary), `counters`, `group` (the per-connection state and its table), `route` (which path
+//! each encoder output goes out on), `flush` (when a partial block is flushed), `tail` (tail
+//! mode's decision); this file is the engine that ties them.
+//!
+//! **Paths and groups.** Every datagram belongs to a *path*, keyed by (local IP, remote address)
+//! ([`PathKey`]): that is all a socket knows (multipath QUIC puts no path id on the wire that a
+//! layer below QUIC could read without its keys). Paths are gathered in *groups*, one per peer
+//! connection (`group`).
+//!
+//! **Single-path wire format** (no [`Multipath`] options): exactly fec-core's framing.
+//!
+//! **Multipath wire format** (a scheme other than `none`): `[flow u8]` then a fec-core datagram
+//! whose protected payload is `[origin u8][QUIC datagram]`. `flow` names the sender's encoder
+//! (its path index with per-path blocks, 0 with connection-wide blocks), so a repair sent on
+//! another path still reaches the right decoder; `origin` is the sender's index of the path the
+//! QUIC datagram was sent on. It is inside the protected symbol, so a *recovered* datagram comes
+//! back with it: the receiver maps the sender's origin index to its own path (learnt from
+//! received source datagrams) and hands the datagram to QUIC as if it had arrived there, so the
+//! recovered-loss signal (ECN-CE) reaches the congestion controller of the path that lost it.
+//! With `none` nothing is added: plain QUIC on the wire.
+
+mod config;
+mod counters;
+mod datagram;
+pub mod flush;
+mod group;
+mod route;
+mod tail;
+#[cfg(test)]
+mod tests;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use fec_core::{Decoder, DecoderStats, Delivered, Scheme};
+
+pub use config::{Blocks, LayerConfig, Multipath, RepairPath, Signal, TailBudget};
+pub use counters::Counters;
+pub use datagram::{Incoming, Outgoing, PathKey, ECN_CE, ECN_ECT0};
+pub use group::MAX_PATHS;
+
+use group::Groups;
+use route::route;
+use tail::{tail_decision, Tail};
+
+pub struct FecLayer {
+    cfg: LayerConfig,
+    groups: Groups,
+    scratch: Vec<Vec<u8>>,
+    delivered: Vec<Delivered>,
+    framed: Vec<u8>,
+}
+
+/// Datagrams the decoder had no use for: malformed, duplicated, or covering forgotten symbols.
+fn ignored(s: &DecoderStats) -> u64 {
+    s.malformed + s.duplicates + s.stale
+}
+
+impl FecLayer {
+    pub fn new(cfg: LayerConfig) -> Self {
+        FecLayer {
+            groups: Groups::new(cfg.multipath.is_some()),
+            cfg,
+            scratch: Vec::new(),
+            delivered: Vec::new(),
+            framed: Vec::new(),
+        }
+    }
+
+    pub fn config(&self) -> &LayerConfig {
+        &self.cfg
+    }
+
+    /// Multipath framing in use (a scheme other than `none`, multipath options given).
+    fn enveloped(&self) -> bool {
+        self.cfg.multipath.is_some() && self.cfg.scheme != Scheme::None
+    }
+
+    /// Protect one QUIC datagram sent on `path` with ECN bits `ecn`; pushes the source datagram
+    /// and any repairs now due. Returns false (nothing pushed) if the path cannot be tracked.
+    pub fn send(
+        &mut self,
+        now: Instant,
+        path: PathKey,
+        payload: &[u8],
+        ecn: u8,
+        out: &mut Vec<Outgoing>,
+    ) -> bool {
+        let enveloped = self.enveloped();
+        let cfg = &self.cfg;
+        let Some((group, i)) = self.groups.locate(path, now) else {
+            return false;
+        };
+        let f = match cfg.multipath {
+            Some(Multipath {
+                blocks: Blocks::PerPath,
+                ..
+            }) => i,
+            _ => 0,
+        };
+        let flow = group.flow(f, cfg, i);
+        flow.flush.on_send(now);
+        flow.last_path = i;
+        flow.since_tail += 1;
+        self.scratch.clear();
+        let body = if enveloped {
+            self.framed.clear();
+            self.framed.push(i as u8);
+            self.framed.extend_from_slice(payload);
+            &self.framed[..]
+        } else {
+            payload
+        };
+        if cfg.tail.is_some() {
+            flow.enc.protect_quiet(body, ecn, &mut self.scratch);
+        } else {
+            flow.enc.protect(body, ecn, &mut self.scratch);
+        }
+        let flow_id = enveloped.then_some(f as u8);
+        route(
+            group,
+            cfg.multipath,
+            f,
+            flow_id,
+            ecn,
+            &mut self.scratch,
+            out,
+        );
+        true
+    }
+
+    /// Feed one wire datagram received on `path` with ECN bits `ecn`; pushes every QUIC datagram
+    /// it delivers (itself, and any it allowed to recover).
+    pub fn receive(
+        &mut self,
+        now: Instant,
+        path: PathKey,
+        data: &[u8],
+        ecn: u8,
+        out: &mut Vec<Incoming>,
+    ) {
+        let enveloped = self.enveloped();
+        let scheme = self.cfg.scheme;
+        let signal = self.cfg.signal;
+        let max_flows = if self.cfg.multipath.is_some() {
+            MAX_PATHS
+        } else {
+            1
+        };
+        let Some((group, i)) = self.groups.locate(path, now) else {
+            return;
+        };
+        let p = &mut group.paths[i];
+        p.last_received = Some(now);
+        p.counters.wire_datagrams_received += 1;
+        p.counters.wire_bytes_received += data.len() as u64;
+        let (flow, body) = match (enveloped, data.split_first()) {
+            (false, _) => (0u8, data),
+            (true, Some((&f, rest))) if usize::from(f) < max_flows => (f, rest),
+            (true, _) => {
+                p.counters.ignored += 1;
+                return;
+            }
+        };
+        let dec = group
+            .decoders
+            .entry(flow)
+            .or_insert_with(|| Decoder::new(scheme));
+        let delivered = &mut self.delivered;
+        delivered.clear();
+        let before = ignored(&dec.stats());
+        dec.receive(body, delivered);
+        group.paths[i].counters.ignored += ignored(&dec.stats()) - before;
+        for d in delivered.drain(..) {
+            let (target, payload) = if enveloped {
+                let Some((&origin, rest)) = d.payload.split_first() else {
+                    group.paths[i].counters.ignored += 1;
+                    continue;
+                };
+                let target = if d.recovered {
+                    group.origins.get(&origin).copied().unwrap_or(i)
+                } else {
+                    group.origins.insert(origin, i);
+                    i
+                };
+                (target, rest.to_vec())
+            } else {
+                (i, d.payload)
+            };
+            let tp = &mut group.paths[target];
+            tp.counters.delivered += 1;
+            let out_ecn = if d.recovered {
+                tp.counters.recovered += 1;
+                match signal {
+                    Signal::Ce => ECN_CE,
+                    Signal::Hide => d.ecn,
+                }
+            } else if scheme == Scheme::None {
+                ecn
+            } else if ecn == ECN_CE {
+                // A received datagram keeps the mark the network gave it.
+                ECN_CE
+            } else {
+                d.ecn
+            };
+            out.push(Incoming {
+                path: tp.key,
+                payload,
+                ecn: out_ecn,
+                recovered: d.recovered,
+            });
+        }
+    }
+
+    /// The path's current RTT estimate: caps the flush threshold of the flows it carries.
+    pub fn set_rtt(&mut self, path: PathKey, rtt: Option<Duration>) {
+        if let Some(p) = self.groups.path_mut(path) {
+            p.rtt = rtt;
+        }
+    }
+
+    /// Tail mode: the path's congestion window room, as the stack sees it now.
+    pub fn set_tail_budget(&mut self, path: PathKey, budget: Option<TailBudget>) {
+        if let Some(p) = self.groups.path_mut(path) {
+            p.budget = budget;
+        }
+    }
+
+    /// Flush the partial blocks of flows whose sender went quiet (self::flush).
+    pub fn poll_flush(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
+        for key in self.groups.keys() {
+            self.flush_group(key, Some(now), out);
+        }
+    }
+
+    /// Send the repairs of every partial block of `remote`'s connection now (the `stats` request
+    /// does this so the counters include the transfer's tail repairs). Tail mode sends nothing
+    /// here: its repairs go out only when the sender goes quiet, within the window.
+    pub fn flush_now(&mut self, remote: SocketAddr, out: &mut Vec<Outgoing>) {
+        let key = self.groups.key_of(remote);
+        self.flush_group(key, None, out);
+    }
+
+    /// Flush the flows of one group: those idle at `now`, or all of them (None).
+    fn flush_group(&mut self, key: SocketAddr, now: Option<Instant>, out: &mut Vec<Outgoing>) {
+        if self.cfg.tail.is_some() && now.is_none() {
+            return;
+        }
+        let enveloped = self.enveloped();
+        let multipath = self.cfg.multipath;
+        let tail = self.cfg.tail;
+        let repair_size = (self.cfg.max_payload + self.cfg.scheme.header_overhead()) as u64;
+        let scratch = &mut self.scratch;
+        let Some(group) = self.groups.by_key_mut(key) else {
+            return;
+        };
+        for f in 0..group.flows.len() {
+            let rtt = group.paths[group.flows[f].last_path].rtt;
+            let flow = &mut group.flows[f];
+            flow.flush.set_rtt(rtt);
+            if now.is_some_and(|now| !flow.flush.should_flush(now)) {
+                continue;
+            }
+            let count = match tail {
+                None => None,
+                Some(cap) => {
+                    let budget = group.paths[flow.last_path].budget;
+                    match tail_decision(cap, flow, budget, repair_size) {
+                        // Keep the tail pending: retried at the next check.
+                        Tail::Wait => continue,
+                        Tail::Send(n) => Some(n),
+                    }
+                }
+            };
+            if !flow.flush.take_pending() {
+                continue;
+            }
+            scratch.clear();
+            // Repairs only: a placeholder in front so `route` sees them as repairs.
+            scratch.push(Vec::new());
+            match count {
+                None => flow.enc.flush(scratch),
+                Some(n) => {
+                    flow.since_tail = 0;
+                    if n > 0 {
+                        flow.enc.tail_repairs(n, scratch);
+                        let c = &mut group.paths[flow.last_path].counters;
+                        c.tail_repairs += n as u64;
+                        c.tails += 1;
+                    }
+                }
+            }
+            let flow_id = enveloped.then_some(f as u8);
+            route(group, multipath, f, flow_id, ECN_ECT0, scratch, out);
+        }
+    }
+
+    /// Count a datagram the loopback link dropped on `path`.
+    pub fn record_drop(&mut self, path: PathKey) {
+        if let Some(p) = self.groups.path_mut(path) {
+            p.counters.wire_dropped += 1;
+        }
+    }
+
+    /// Count a datagram the adapter dropped before the wire on `path` (backlog full, send error).
+    pub fn record_send_drop(&mut self, path: PathKey) {
+        if let Some(p) = self.groups.path_mut(path) {
+            p.counters.send_dropped += 1;
+        }
+    }
+
+    /// Counters of every path of `remote`'s connection, in the order they were first seen.
+    pub fn paths(&self, remote: SocketAddr) -> Vec<(PathKey, Counters)> {
+        self.groups
+            .get(remote)
+            .map(|g| g.paths.iter().map(|p| (p.key, p.counters)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Sum over the paths of `remote`'s connection (zero if never seen or evicted).
+    pub fn counters(&self, remote: SocketAddr) -> Counters {
+        let mut t = Counters::default();
+        for (_, c) in self.paths(remote) {
+            t.add(&c);
+        }
+        t
+    }
+
+    /// Sum over every connection (an endpoint with one connection: the client, loopback).
+    pub fn total(&self) -> Counters {
+        let mut t = Counters::default();
+        for g in self.groups.values() {
+            for p in &g.paths {
+                t.add(&p.counters);
+            }
+        }
+        t
+    }
+
+    /// Blocks of `remote`'s data that missed a source datagram, over its decoders (Reed-Solomon
+    /// only: fec-core `DecoderStats::blocks_with_losses`).
+    pub fn blocks_with_losses(&self, remote: SocketAddr) -> u64 {
+        self.groups.get(remote).map_or(0, |g| {
+            g.decoders
+                .values()
+                .map(|d| d.stats().blocks_with_losses)
+                .sum()
+        })
+    }
+
+    /// When the last datagram from `remote`'s connection arrived, on any path.
+    pub fn last_received(&self, remote: SocketAddr) -> Option<Instant> {
+        self.groups
+            .get(remote)
+            .and_then(|g| g.paths.iter().filter_map(|p| p.last_received).max())
+    }
+}

@@ -1,0 +1,130 @@
+//! The quinn adapter (quinn 0.11, single path): what is specific to quinn, and nothing else —
+//! socket glue (`udp`), congestion controller glue (`cc`), transport configuration and endpoint
+//! setup (here). Single path: one FEC flow per peer address, fec-core's wire format unchanged.
+
+pub mod cc;
+pub mod udp;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn::{ClientConfig, Endpoint, EndpointConfig, ServerConfig};
+
+use crate::config::Common;
+use crate::layer::Multipath;
+use crate::metrics::{MultipathInfo, SideStats};
+use crate::stack::{SocketOf, Stack};
+use crate::tls;
+use crate::transport::transport_config;
+
+/// quinn as fecq's QUIC stack.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Quinn;
+
+crate::quic::impl_quic!(
+    quinn,
+    remote_address: quinn::Connection::remote_address,
+    read_chunk: read_chunk
+);
+
+/// quinn's `read_chunk` takes an `ordered` flag and returns the bytes with their offset.
+async fn read_chunk(s: &mut quinn::RecvStream, max: usize) -> Result<Option<bytes::Bytes>, String> {
+    s.read_chunk(max, true)
+        .await
+        .map(|c| c.map(|c| c.bytes))
+        .map_err(|e| e.to_string())
+}
+
+impl Stack for Quinn {
+    type Conn = quinn::Connection;
+    type Endpoint = Endpoint;
+    type Glue = udp::QuinnUdp;
+
+    fn multipath(&self) -> Option<Multipath> {
+        None
+    }
+
+    fn multipath_info(&self, _paths: usize) -> Option<MultipathInfo> {
+        None
+    }
+
+    fn endpoint(
+        &self,
+        common: &Common,
+        socket: &Arc<SocketOf<Quinn>>,
+        server: bool,
+    ) -> Result<Endpoint, String> {
+        let transport = Arc::new(transport_config!(
+            quinn,
+            common,
+            keep_alive: common.keepalive_interval()
+        ));
+        let server_config = if server {
+            let crypto =
+                QuicServerConfig::try_from(tls::server_rustls()?).map_err(|e| e.to_string())?;
+            let mut config = ServerConfig::with_crypto(Arc::new(crypto));
+            config.transport_config(transport.clone());
+            Some(config)
+        } else {
+            None
+        };
+        let mut endpoint = Endpoint::new_with_abstract_socket(
+            EndpointConfig::default(),
+            server_config,
+            socket.clone(),
+            Arc::new(quinn::TokioRuntime),
+        )
+        .map_err(|e| format!("endpoint: {e}"))?;
+        if !server {
+            let crypto =
+                QuicClientConfig::try_from(tls::client_rustls()?).map_err(|e| e.to_string())?;
+            let mut client = ClientConfig::new(Arc::new(crypto));
+            client.transport_config(transport);
+            endpoint.set_default_client_config(client);
+        }
+        Ok(endpoint)
+    }
+
+    async fn client_connected(
+        &self,
+        _conn: &quinn::Connection,
+        _more_paths: &[(Option<IpAddr>, SocketAddr)],
+    ) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn server_connected(&self, _conn: &quinn::Connection) {}
+
+    fn open_paths(_conn: &quinn::Connection) -> usize {
+        1
+    }
+
+    fn side_stats(conn: &quinn::Connection, socket: &SocketOf<Quinn>) -> SideStats {
+        // QUIC's counters first (Stack::side_stats): the connection driver hands each datagram
+        // over under the lock `stats` takes; only one refused by a full socket waits in quinn.
+        let s = conn.stats();
+        let fec = socket.counters(conn.remote_address());
+        SideStats {
+            packets_sent: fec.wire_datagrams_sent,
+            bytes_sent: fec.wire_bytes_sent,
+            repair_sent: fec.repair_sent,
+            quic_packets_sent: s.udp_tx.datagrams,
+            quic_bytes_sent: s.udp_tx.bytes,
+            lost: s.path.lost_packets,
+            lost_bytes: s.path.lost_bytes,
+            congestion_events: s.path.congestion_events,
+            cwnd: s.path.cwnd,
+            rtt_ms: s.path.rtt.as_secs_f64() * 1e3,
+            wire_datagrams_received: fec.wire_datagrams_received,
+            recovered: fec.recovered,
+            fec_ignored: fec.ignored,
+            wire_dropped: fec.wire_dropped,
+            datagram_frames_sent: s.frame_tx.datagram,
+            send_dropped: fec.send_dropped,
+            paths: Vec::new(),
+            tail_repairs: fec.tail_repairs,
+            tails: fec.tails,
+        }
+    }
+}

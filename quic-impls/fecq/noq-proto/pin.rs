@@ -1,0 +1,1 @@
+//! Empty: this package only pins the noq-proto release fecq patches (Cargo.toml beside it).

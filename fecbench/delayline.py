@@ -7,7 +7,9 @@ The topology code starts one DelayLine per emulated link, inside the link's hidd
         print(dl.stats()["ab"]["tx"])
 
 The process's PID and control socket are recorded with `fecbench.cleanup`, so `fecbench clean` stops
-a delayline left behind by a killed fecbench process.
+a delayline left behind by a killed fecbench process. `DelayControl` is the one client of the control
+socket's protocol: `DelayLine` uses it, and so do link changes made from another process
+(fecbench.topologies.link_control).
 """
 
 from __future__ import annotations
@@ -90,6 +92,70 @@ def _process_gone(pid: int) -> bool:
     return False
 
 
+class DelayControl:
+    """The client of a delay element's control socket (delayline/README.md): one command line in, one
+    reply line back. `DelayLine` uses it for the process it started; link changes from another process
+    (fecbench.topologies.link_control) open one on the socket's path."""
+
+    def __init__(self, path: str | Path, name: str | None = None) -> None:
+        self.path = Path(path)
+        self.name = name or self.path.name
+
+    def command(self, line: str) -> str:
+        """Send one command; its reply (stripped). RuntimeError when the socket cannot be used."""
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(CONTROL_TIMEOUT_S)
+                sock.connect(str(self.path))
+                sock.sendall(line.encode() + b"\n")
+                reply = b""
+                while not reply.endswith(b"\n"):
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        break
+                    reply += chunk
+        except OSError as exc:
+            raise RuntimeError(f"delayline {self.name}: control socket {self.path}: {exc}") from exc
+        return reply.decode(errors="replace").strip()
+
+    def set_delay(self, ab_ms: float | None = None, ba_ms: float | None = None) -> None:
+        """Change the delay of either direction; applies to frames arriving from now on (FIFO order kept)."""
+        parts = []
+        if ab_ms is not None:
+            parts.append(f"delay_ab_us={_delay_us('delay a→b', ab_ms)}")
+        if ba_ms is not None:
+            parts.append(f"delay_ba_us={_delay_us('delay b→a', ba_ms)}")
+        if not parts:
+            return
+        reply = self.command("set " + " ".join(parts))
+        if reply != "ok":
+            raise RuntimeError(f"delayline {self.name}: set refused: {reply}")
+
+    def clear_lateness(self) -> None:
+        """Start a new lateness window: the histograms and maxima ``stats`` reports count from here."""
+        reply = self.command("clear")
+        if reply != "ok":
+            raise RuntimeError(f"delayline {self.name}: clear failed: {reply}")
+
+    def flush(self) -> int:
+        """Discard the frames both directions hold now (counted per direction as ``flushed``, never
+        sent); how many. For the moment between runs: what is still queued belongs to a run that ended."""
+        reply = self.command("flush")
+        if not reply.startswith("ok"):
+            raise RuntimeError(f"delayline {self.name}: flush failed: {reply}")
+        return int(reply.split()[1]) if len(reply.split()) > 1 else 0
+
+    def stats(self) -> dict[str, Any]:
+        """Counters per direction ("ab", "ba": rx, tx, drop_queue, drop_egress, errors, queue, max_queue,
+        limit, gso, rx_errors, flushed; rx == tx + drop_queue + drop_egress + errors + queue + flushed) and the current
+        delays (delay_ab_us, delay_ba_us). See delayline/README.md."""
+        reply = self.command("stats")
+        try:
+            return json.loads(reply)
+        except json.JSONDecodeError as exc:
+            raise RuntimeError(f"delayline {self.name}: bad stats reply {reply!r}") from exc
+
+
 class DelayLine:
     """A running delayline process bridging two interfaces with a constant delay per direction."""
 
@@ -100,6 +166,7 @@ class DelayLine:
         self._proc = proc
         self.pid = pid
         self.control_path = control
+        self.control = DelayControl(control, name)
         self.name = name
         self.delay_ab_ms = delay_ab_ms
         self.delay_ba_ms = delay_ba_ms
@@ -205,61 +272,27 @@ class DelayLine:
         return struct.unpack("3i", cred)[0]
 
     def _command(self, line: str) -> str:
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(CONTROL_TIMEOUT_S)
-                sock.connect(str(self.control_path))
-                sock.sendall(line.encode() + b"\n")
-                reply = b""
-                while not reply.endswith(b"\n"):
-                    chunk = sock.recv(4096)
-                    if not chunk:
-                        break
-                    reply += chunk
-        except OSError as exc:
-            raise RuntimeError(f"delayline {self.name}: control socket {self.control_path}: {exc}") from exc
-        return reply.decode(errors="replace").strip()
+        return self.control.command(line)
 
     def set_delay(self, ab_ms: float | None = None, ba_ms: float | None = None) -> None:
         """Change the delay of either direction; applies to frames arriving from now on (FIFO order kept)."""
-        parts = []
-        if ab_ms is not None:
-            parts.append(f"delay_ab_us={_delay_us('delay a→b', ab_ms)}")
-        if ba_ms is not None:
-            parts.append(f"delay_ba_us={_delay_us('delay b→a', ba_ms)}")
-        if not parts:
-            return
-        reply = self._command("set " + " ".join(parts))
-        if reply != "ok":
-            raise RuntimeError(f"delayline {self.name}: set refused: {reply}")
+        self.control.set_delay(ab_ms, ba_ms)
         if ab_ms is not None:
             self.delay_ab_ms = ab_ms
         if ba_ms is not None:
             self.delay_ba_ms = ba_ms
 
     def clear_lateness(self) -> None:
-        """Start a new lateness window: the histograms and maxima ``stats`` reports count from here."""
-        reply = self._command("clear")
-        if reply != "ok":
-            raise RuntimeError(f"delayline {self.name}: clear failed: {reply}")
+        """Start a new lateness window (DelayControl.clear_lateness)."""
+        self.control.clear_lateness()
 
     def flush(self) -> int:
-        """Discard the frames both directions hold now (counted per direction as ``flushed``, never
-        sent); how many. For the moment between runs: what is still queued belongs to a run that ended."""
-        reply = self._command("flush")
-        if not reply.startswith("ok"):
-            raise RuntimeError(f"delayline {self.name}: flush failed: {reply}")
-        return int(reply.split()[1]) if len(reply.split()) > 1 else 0
+        """Discard the frames both directions hold now; how many (DelayControl.flush)."""
+        return self.control.flush()
 
     def stats(self) -> dict[str, Any]:
-        """Counters per direction ("ab", "ba": rx, tx, drop_queue, drop_egress, errors, queue, max_queue,
-        limit, gso, rx_errors, flushed; rx == tx + drop_queue + drop_egress + errors + queue + flushed) and the current
-        delays (delay_ab_us, delay_ba_us). See delayline/README.md."""
-        reply = self._command("stats")
-        try:
-            return json.loads(reply)
-        except json.JSONDecodeError as exc:
-            raise RuntimeError(f"delayline {self.name}: bad stats reply {reply!r}") from exc
+        """Counters per direction and the current delays (DelayControl.stats)."""
+        return self.control.stats()
 
     def stop(self) -> None:
         """SIGTERM, wait for the exit (SIGKILL after a timeout), forget the PID and control socket."""

@@ -85,22 +85,22 @@ def test_unknown_command_is_a_usage_error() -> None:
     assert "Traceback" not in proc.stderr
 
 
-def _nobody_can_run() -> bool:
-    return os.geteuid() == 0 and shutil.which("setpriv") is not None
+# Run as nobody when the tests run as root (setpriv drops the privileges), else as ourselves.
+NON_ROOT = "65534" if os.geteuid() == 0 else None
+needs_setpriv = pytest.mark.skipif(NON_ROOT is not None and shutil.which("setpriv") is None,
+                                   reason="as root, needs setpriv to drop privileges")
 
 
-@pytest.mark.require_root
-@pytest.mark.skipif(not _nobody_can_run(), reason="needs setpriv to drop privileges")
+@needs_setpriv
 def test_non_root_gets_a_clear_error_not_a_traceback() -> None:
-    proc = run_cli("clean", user="65534")
+    proc = run_cli("clean", user=NON_ROOT)
     assert proc.returncode == 2, proc.stderr
     assert "needs root" in proc.stderr and "Traceback" not in proc.stderr
 
 
-@pytest.mark.require_root
-@pytest.mark.skipif(not _nobody_can_run(), reason="needs setpriv to drop privileges")
+@needs_setpriv
 def test_doctor_as_non_root_reports_root_missing() -> None:
-    proc = run_cli("doctor", "--json", user="65534")
+    proc = run_cli("doctor", "--json", user=NON_ROOT)
     assert proc.returncode == 1
     checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
     assert checks["root"]["status"] == "missing" and checks["root"]["fix"]

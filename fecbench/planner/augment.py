@@ -35,7 +35,7 @@ def augment_plan(space: Space, existing: str | Path, add: int, seed: int) -> Pla
         raise UserError(f"--augment: {path} holds no points")
 
     n_candidates = space.candidates or default_candidates(len(old_unit) + add)
-    raw = qmc.Sobol(space.dimension, scramble=True, rng=seed).random_base2(int(np.ceil(np.log2(n_candidates))))
+    raw = qmc.Sobol(space.dimension, scramble=True, rng=seed).random_base2((n_candidates - 1).bit_length())
     unit = space.snap(raw[:n_candidates])
     unit = unit[space.feasible_unit(unit)]
     if len(unit) == 0:
@@ -52,7 +52,7 @@ def augment_plan(space: Space, existing: str | Path, add: int, seed: int) -> Pla
         chosen.append(i)
         centres = [embedded[i]] + ([embedded[i][perm]] if perm is not None else [])
         for centre in centres:
-            nearest = np.minimum(nearest, np.sqrt(((embedded - centre) ** 2).sum(axis=1)))
+            nearest = np.minimum(nearest, np.sqrt(np.square(embedded - centre).sum(axis=1)))
     new_unit = unit[chosen]
     if space.mirror:
         pairs = np.empty((2 * len(new_unit), new_unit.shape[1]))

@@ -15,13 +15,16 @@ from typing import Any
 import numpy as np
 
 from fecbench.errors import SpecError
+from fecbench.planner import portable
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: portable.power}
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
             ast.Gt: operator.gt, ast.GtE: operator.ge}
-_FUNCTIONS = {"abs": np.abs, "min": np.minimum, "max": np.maximum, "log": np.log, "log10": np.log10,
-              "sqrt": np.sqrt, "exp": np.exp}
+# log, log10, exp and ** are fecbench's own (portable.py): numpy's and the C library's differ between
+# CPUs in the last bit, which could make a point on a constraint's boundary feasible on one machine only.
+_FUNCTIONS = {"abs": np.abs, "min": np.minimum, "max": np.maximum, "log": portable.log, "log10": portable.log10,
+              "sqrt": np.sqrt, "exp": portable.exp}
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import pandas as pd
 from scipy.stats import qmc
 
 from fecbench.errors import SpecError, UserError
+from fecbench.planner import portable
 from fecbench.planner.metrics import quality
 from fecbench.planner.space import CLASSICAL, Space
 from fecbench.planner.wsp import wsp_design
@@ -97,14 +98,14 @@ def _unsatisfiable(space: Space, found: int, wanted: int, tried: int) -> SpecErr
 
 def _wsp(space: Space, seed: int, info: dict[str, Any]) -> np.ndarray:
     n_candidates = space.candidates or default_candidates(space.points)
-    m = int(np.ceil(np.log2(n_candidates)))
+    m = (n_candidates - 1).bit_length()   # 2^m >= n_candidates
     raw = qmc.Sobol(space.dimension, scramble=True, rng=seed).random_base2(m)[:n_candidates]
     unit = space.snap(raw)
     feasible = space.feasible_unit(unit)
     unit = unit[feasible]
     if len(unit) == 0:
         raise _unsatisfiable(space, 0, space.points, n_candidates)
-    start_order = np.argsort(((unit - 0.5) ** 2).sum(axis=1), kind="stable")
+    start_order = np.argsort(np.square(unit - 0.5).sum(axis=1), kind="stable")
     mirror = space.embed_mirror_permutation() if space.mirror else None
     try:
         result = wsp_design(space.embed(unit), space.points, start_order, mirror)
@@ -120,8 +121,8 @@ def _sampled(space: Space, seed: int) -> np.ndarray:
     dims, wanted = space.dimension, _base_count(space)
     if space.method == "sobol":
         engine = qmc.Sobol(dims, scramble=True, rng=seed)
-        size = 2 ** int(np.ceil(np.log2(wanted)))
-        unit = engine.random_base2(int(np.log2(size)))
+        size = 1 << (wanted - 1).bit_length()
+        unit = engine.random_base2(size.bit_length() - 1)
     else:
         size = wanted
         unit = _draw(space.method, dims, size, seed, optimise=True)
@@ -133,7 +134,7 @@ def _sampled(space: Space, seed: int) -> np.ndarray:
         if len(unit) >= MAX_DRAW:
             raise _unsatisfiable(space, len(feasible), wanted, len(unit))
         if space.method == "sobol":  # continue the same sequence (doubling keeps powers of two)
-            unit = np.vstack([unit, engine.random_base2(int(np.log2(len(unit))))])
+            unit = np.vstack([unit, engine.random_base2(len(unit).bit_length() - 1)])
         else:
             size = len(unit) * 4
             unit = _draw(space.method, dims, size, seed, optimise=False)
@@ -170,7 +171,7 @@ def _factorial(space: Space, info: dict[str, Any]) -> tuple[np.ndarray, dict[str
                                     f"{len(unit)} feasible points")
     if wanted == len(unit):
         return unit, values
-    start_order = np.argsort(((unit - 0.5) ** 2).sum(axis=1), kind="stable")
+    start_order = np.argsort(np.square(unit - 0.5).sum(axis=1), kind="stable")
     result = wsp_design(space.embed(unit), wanted, start_order)  # a space-filling subset of the grid
     info.update(d_min=round(result.d_min, 9), wsp_passes=result.passes)
     rows = np.sort(result.indices)
@@ -181,7 +182,9 @@ def listed_points(space: Space) -> tuple[np.ndarray, dict[str, Any]]:
     """Points from a CSV file, validated against the factor declarations and constraints."""
     path = space.list_file
     try:
-        table = pd.read_csv(path, keep_default_na=False)
+        # Text first, numbers by Python's float(): correctly rounded, so the same file gives the same
+        # values everywhere (pandas' own parser may be a unit in the last place off).
+        table = pd.read_csv(path, keep_default_na=False, dtype=str)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise space.error("file", f"cannot read {path} as CSV: {exc}") from None
     if "point" in table.columns:
@@ -209,7 +212,7 @@ def listed_points(space: Space) -> tuple[np.ndarray, dict[str, Any]]:
                 raise space.error(key, f"{path}: {f.name} = {bad[0]!r} is not a level", list(f.levels))
             values[f.name] = np.array([by_text[str(v)] for v in column], dtype=object)
             continue
-        numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=float)
+        numbers = np.array([_float(v) for v in column], dtype=float)
         row = next((i for i, v in enumerate(numbers) if not (f.low <= v <= f.high)), None)
         if row is not None:
             raise space.error(key, f"{path} row {row}: {f.name} = {column.iloc[row]!r} is outside "
@@ -233,6 +236,13 @@ def listed_points(space: Space) -> tuple[np.ndarray, dict[str, Any]]:
     if space.points is not None and space.points != len(unit):
         raise space.error("points", f"points = {space.points} but {path} gives {len(unit)} points")
     return unit, values
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return float("nan")  # reported as outside [low, high]
 
 
 def _classical(space: Space, info: dict[str, Any]) -> np.ndarray:
@@ -312,6 +322,8 @@ def build_plan(space: Space, seed: int, unit: np.ndarray, values: dict[str, Any]
         **info,
         "metrics": quality(space, unit),
         "space_hash": space.hash(),
+        "resolution": {"unit_lattice_step": f"2^-{portable.LATTICE_BITS}",
+                       "significant_digits": portable.SIGNIFICANT_DIGITS},
         "points_sha256": hashlib.sha256(plan.csv_text().encode()).hexdigest(),
         "versions": _versions(),
     }

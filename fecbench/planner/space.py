@@ -7,13 +7,16 @@ Three representations of a point are used throughout the planner:
 - embedded: the metric space in which distances are measured. Numeric factors keep their unit
   coordinate; a choice factor becomes a one-hot block scaled by 1/sqrt(2), so two different levels
   are always at distance 1 (the width of a numeric range) and no order is imposed on the levels.
+
+The same design on every machine (fecbench.planner.portable): unit coordinates lie on a lattice of
+step 2^-20 (so distances are exact), natural values are computed with exact operations and
+fecbench's own exp/log, and every computed value is rounded to 9 significant digits.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from fecbench.errors import SpecError
+from fecbench.planner import portable
 from fecbench.planner.constraints import Constraint, compile_constraint
 from fecbench.specs import Section
 
@@ -28,6 +32,12 @@ METHODS = ("wsp", "lhs", "sobol", "random", "factorial", "list", "fracfact", "cc
 KINDS = ("float", "int", "choice", "fixed")
 SCALES = ("linear", "log")
 CLASSICAL = ("fracfact", "ccd", "bbd")  # need the optional `pydoe` package (extra `doe`)
+CHOICE_COORDINATE = portable.lattice_half_sqrt2()  # ~1/√2 on the lattice: two levels ~1 apart
+
+
+def log_map(low: float, high: float, u: Any) -> np.ndarray:
+    """low * (high / low) ** u, with exact operations and fecbench's own exp and log (portable.py)."""
+    return low * np.asarray(portable.exp(np.asarray(u, dtype=float) * portable.log(high / low)))
 
 
 @dataclass(frozen=True)
@@ -67,13 +77,13 @@ class Factor:
             return np.asarray(self.levels, dtype=dtype)[index]
         if self.kind == "int":
             if self.scale == "log":
-                raw = np.rint(self.low * (self.high / self.low) ** u)
+                raw = np.rint(log_map(self.low, self.high, u))
             else:
                 raw = self.low + np.floor(u * (self.high - self.low + 1))
             return np.clip(raw, self.low, self.high).astype(np.int64)
         if self.scale == "log":
-            return self.low * (self.high / self.low) ** u
-        return self.low + u * (self.high - self.low)
+            return np.clip(portable.round_significant(log_map(self.low, self.high, u)), self.low, self.high)
+        return np.clip(portable.round_significant(self.low + u * (self.high - self.low)), self.low, self.high)
 
     def unit_of(self, values: Any) -> np.ndarray:
         """Unit coordinates of natural values (choice level i of k -> (i + 0.5) / k)."""
@@ -84,8 +94,23 @@ class Factor:
         if self.high == self.low:
             return np.full(v.shape, 0.5)
         if self.scale == "log":
-            return np.log(v / self.low) / math.log(self.high / self.low)
+            return np.asarray(portable.log(v / self.low)) / portable.log(self.high / self.low)
         return (v - self.low) / (self.high - self.low)
+
+    def lattice_unit_of(self, values: Any) -> np.ndarray:
+        """Unit coordinates of values on the lattice, from which `natural` gives the values back
+        (an int factor with a wide range may need its coordinate moved by a lattice step or two)."""
+        u = portable.lattice(self.unit_of(values))
+        if self.kind != "int" or self.levels is not None:
+            return u
+        v = np.asarray(values)
+        for _ in range(4):
+            back = self.natural(u)
+            low, high = back < v, back > v
+            if not (low.any() or high.any()):
+                break
+            u = np.clip(u + portable.LATTICE_STEP * (low.astype(float) - high.astype(float)), 0.0, 1.0)
+        return u
 
     def embed_width(self) -> int:
         return len(self.levels) if self.kind == "choice" else 1
@@ -146,18 +171,18 @@ class Space:
         return values
 
     def unit(self, values: dict[str, Any]) -> np.ndarray:
-        """Unit coordinates of natural values; the inverse of `natural` on quantised points."""
-        columns = [f.unit_of(values[f.name]) for f in self.varying]
+        """Unit coordinates (on the lattice) of natural values; the inverse of `natural` on quantised points."""
+        columns = [f.lattice_unit_of(values[f.name]) for f in self.varying]
         if not columns:
             return np.zeros((len(next(iter(values.values()), [])), 0))
         return np.column_stack(columns)
 
     def snap(self, unit: np.ndarray) -> np.ndarray:
-        """Quantise unit coordinates to the values int and choice factors can take."""
-        out = unit.copy()
+        """Round unit coordinates to the lattice, and to the values int and choice factors can take."""
+        out = portable.lattice(unit)
         for j, f in enumerate(self.varying):
             if f.kind in ("int", "choice"):
-                out[:, j] = f.unit_of(f.natural(unit[:, j]))
+                out[:, j] = f.lattice_unit_of(f.natural(out[:, j]))
         return out
 
     def embed(self, unit: np.ndarray) -> np.ndarray:
@@ -168,7 +193,7 @@ class Space:
                 k = len(f.levels)
                 index = np.minimum((unit[:, j] * k).astype(np.int64), k - 1)
                 block = np.zeros((len(unit), k))
-                block[np.arange(len(unit)), index] = 1.0 / math.sqrt(2.0)
+                block[np.arange(len(unit)), index] = CHOICE_COORDINATE
                 blocks.append(block)
             else:
                 blocks.append(unit[:, j:j + 1])
@@ -299,8 +324,9 @@ def _parse_factor(name: str, raw: Any, s: Section) -> list[dict[str, Any]]:
         if levels < 2:
             raise f.error("levels", f"needs at least 2 levels, got {levels}")
         u = np.linspace(0.0, 1.0, levels)
-        grid = low * (high / low) ** u if scale == "log" else low + u * (high - low)
-        levels = [int(round(v)) for v in grid] if kind == "int" else [float(v) for v in grid]
+        grid = log_map(low, high, u) if scale == "log" else low + u * (high - low)
+        levels = [int(v) for v in np.rint(grid)] if kind == "int" else \
+            [float(v) for v in np.clip(portable.round_significant(grid), low, high)]
         if len(set(levels)) != len(levels):
             raise f.error("levels", f"{len(levels)} levels do not fit between {low} and {high}")
     spec.update(low=low, high=high, scale=scale,

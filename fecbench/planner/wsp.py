@@ -11,8 +11,10 @@ design with the largest minimum distance wins.
 Each pass computes one distance vector per kept point over the live candidates: the same vector
 gives both the points to remove and the nearest survivor. Memory is linear in the number of
 candidates (no N x N matrix); removed candidates are compacted away once they are half the array.
-Distances are accumulated column by column with plain numpy arithmetic (no BLAS), so the result
-does not depend on the BLAS build or CPU.
+Distances are accumulated column by column with plain numpy arithmetic (no BLAS). Candidates lie on
+the planner's lattice, so every squared distance is exact (fecbench.planner.portable) also where
+scipy's KD-tree sums them, and the d_min search uses fecbench's own log and exp: the same candidates
+give the same design on every CPU.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.spatial import cKDTree
+
+from fecbench.planner import portable
 
 # Interpolation passes that locate the crossing, then the scan around it (relative d_min offsets).
 INTERPOLATIONS = 4
@@ -140,7 +144,7 @@ def wsp_design(embedded: np.ndarray, n: int, start_order: np.ndarray,
     """
     cols = np.ascontiguousarray(embedded.T)
     perm = np.asarray(mirror) if mirror is not None else None
-    self_gap = np.sqrt(((embedded - embedded[:, perm]) ** 2).sum(axis=1)) if perm is not None else None
+    self_gap = np.sqrt(np.square(embedded - embedded[:, perm]).sum(axis=1)) if perm is not None else None
     per_point = 2 if perm is not None else 1
     slack = max(2, int(np.ceil(n * TRIM_SLACK)))
     passes = 0
@@ -162,7 +166,7 @@ def wsp_design(embedded: np.ndarray, n: int, start_order: np.ndarray,
 
     # 1. Bracket the crossing with geometric steps: lo keeps ≥ n points, hi keeps < n.
     diameter = float(np.sqrt(cols.shape[0]))
-    d = diameter * 0.9 * n ** (-1.0 / max(cols.shape[0], 1))
+    d = diameter * 0.9 * portable.exp(portable.log(n) * (-1.0 / max(cols.shape[0], 1)))
     lo: tuple[float, list[int]] | None = None
     hi: tuple[float, list[int]] | None = None
     while lo is None or hi is None:
@@ -186,8 +190,8 @@ def wsp_design(embedded: np.ndarray, n: int, start_order: np.ndarray,
         (d_lo, k_lo), (d_hi, k_hi) = lo, hi
         if d_lo <= 0 or not k_hi or count(k_lo) == n:
             break
-        t = np.log(count(k_lo) / n) / np.log(count(k_lo) / count(k_hi))
-        d = float(np.exp(np.log(d_lo) + np.clip(t, 0.1, 0.9) * np.log(d_hi / d_lo)))
+        t = portable.log(count(k_lo) / n) / portable.log(count(k_lo) / count(k_hi))
+        d = portable.exp(portable.log(d_lo) + min(max(t, 0.1), 0.9) * portable.log(d_hi / d_lo))
         kept = run(d)
         if count(kept) >= n:
             lo = (d, kept)

@@ -24,7 +24,8 @@ from fecbench.errors import UserError, require_root
 from fecbench.topologies import endpoints, traffic
 from fecbench.topologies.backend import select_backend
 from fecbench.topologies.layout import Layout, make_layout, shaping_commands
-from fecbench.topologies.spec import Shaping, Topology
+from fecbench.topologies.link_control import DropperRef, LinkChange, LinkControl, LinkEnd, LinkKey, run_in_nodes
+from fecbench.topologies.spec import Topology
 
 _build_counter = itertools.count()
 
@@ -37,22 +38,6 @@ def build_tag(n: int) -> str:
         return chr(ord("a") + n)
     n -= 26
     return chr(ord("a") + n // 26) + chr(ord("a") + n % 26)
-
-
-def run_in_nodes(jobs: list[tuple[int, list[str], str | None]]) -> None:
-    """Run commands inside nodes (by PID) concurrently; raise with the first failure's stderr."""
-    procs = []
-    for pid, argv, stdin in jobs:
-        p = subprocess.Popen(["mnexec", "-da", str(pid), *argv], stdin=subprocess.PIPE if stdin else None,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        procs.append((p, argv, stdin))
-    errors = []
-    for p, argv, stdin in procs:
-        out, err = p.communicate(stdin)
-        if p.returncode != 0:
-            errors.append(f"{' '.join(argv)}: {(err or out).strip()}" + (f"\n{stdin}" if stdin else ""))
-    if errors:
-        raise RuntimeError("network configuration failed: " + "; ".join(errors))
 
 
 class Network:
@@ -148,7 +133,7 @@ class Network:
             self.links.append(Link(self.nodes[e1.node], self.nodes[e2.node], intfName1=e1.name,
                                    intfName2=e2.name, addr1=e1.mac, addr2=e2.mac))
         self._configure_nodes()
-        self._apply_shaping(self.shaping, first=True)
+        self._initial_shaping()
         if self.backend == "delayline":
             self._start_delaylines()
         self._attach_droppers()
@@ -179,15 +164,12 @@ class Network:
             jobs.append((pid, ["sysctl", "-q", "-w", *sysctls], None))
         run_in_nodes(jobs)
 
-    def _apply_shaping(self, shaping: dict[str, dict[str, Shaping]], first: bool = False) -> None:
+    def _initial_shaping(self) -> None:
+        """tc on every delay node, before the delay elements start (later changes: `change_links`)."""
         jobs: list[tuple[int, list[str], str | None]] = []
-        for link_id, pair in shaping.items():
+        for link_id, pair in self.shaping.items():
             dn = self.layout.delay_nodes[link_id]
-            lines = []
-            for direction, s in pair.items():
-                if not first and self.shaping[link_id][direction] == s:
-                    continue
-                lines += [" ".join(c) for c in shaping_commands(dn.egress(direction), s, self.backend)]
+            lines = [" ".join(c) for d, s in pair.items() for c in shaping_commands(dn.egress(d), s, self.backend)]
             if lines:
                 jobs.append((self.nodes[dn.name].pid, ["tc", "-batch", "-"], "\n".join(lines) + "\n"))
         run_in_nodes(jobs)
@@ -253,15 +235,34 @@ class Network:
             self.drain()
         merged = {**self.values, **values}
         shaping = self.topo.resolve(merged)
-        self._apply_shaping(shaping)
-        for link_id, dl in self.delaylines.items():
-            old, new = self.shaping[link_id], shaping[link_id]
-            if (old["forward"].owd, old["reverse"].owd) != (new["forward"].owd, new["reverse"].owd):
-                dl.set_delay(ab_ms=new["forward"].owd, ba_ms=new["reverse"].owd)
+        self.change_links({(link_id, d): LinkChange(shaping=s) for link_id, pair in shaping.items()
+                           for d, s in pair.items() if s != self.shaping[link_id][d]})
         self.values, self.shaping = merged, shaping
         if flush:
             self.flush()
         self.timings["configure_s"] = time.perf_counter() - t0
+
+    def link_end(self, link_id: str, direction: str) -> LinkEnd:
+        """One direction ("forward", "reverse") of a shaped link, as a process needs it to change it."""
+        if link_id not in self.layout.delay_nodes or direction not in ("forward", "reverse"):
+            raise UserError(f"no shaped link {link_id!r}, {direction!r} (shaped: {', '.join(self.layout.delay_nodes)})")
+        dn, line = self.layout.delay_nodes[link_id], self.delaylines.get(link_id)
+        dropper = self.droppers.get((link_id, direction))
+        return LinkEnd(link_id, direction, self.backend, dn.name, self.nodes[dn.name].pid, dn.egress(direction),
+                       self.shaping[link_id][direction], str(line.control_path) if line else None,
+                       DropperRef(str(dropper.pin), dropper.seed, dropper.stream) if dropper else None)
+
+    def change_links(self, changes: dict[LinkKey, LinkChange]) -> dict[LinkKey, dict[str, Any]]:
+        """Change links now (delay, rate, queue; loss probability and outages in place): what was set
+        per (link, direction). `shaping` then holds the new values."""
+        with LinkControl([self.link_end(*key) for key in changes], delays=self.delaylines) as control:
+            applied = control.apply(changes)
+        shaping = dict(self.shaping)  # a new dict: whoever holds the old one keeps what it said
+        for (link_id, direction), change in changes.items():
+            if change.shaping is not None:
+                shaping[link_id] = {**shaping[link_id], direction: change.shaping}
+        self.shaping = shaping
+        return applied
 
     def flush(self) -> int:
         """Discard every frame the delay elements hold (netem: nothing to do); how many. A run's last

@@ -5,7 +5,9 @@
     ...                                          # the client runs
     events = applier.stop()                      # everything back as the run began; the applied events
 
-Changes are applied in place, without rebuilding anything:
+Changes are applied in place, without rebuilding anything, by the network's one interface for
+changing a link (`fecbench.topologies.link_control`: the network gives each link direction a schedule
+changes as a `LinkEnd`, `Network.link_end`):
 - outages and loss steps: the link's droppers, through their memory-mapped configuration
   (`fecbench.dropper.live`: the stream index keeps counting, so the seeded pattern is untouched
   outside outages, and each switch records the index at which it took effect);
@@ -34,21 +36,27 @@ import dataclasses
 import json
 import os
 import select
-import socket
 import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
-from fecbench.topologies.layout import shaping_commands
-from fecbench.topologies.schedule import Action, Schedule
-from fecbench.topologies.spec import Shaping
+from fecbench.topologies.link_control import LinkChange, LinkControl, LinkEnd, LinkKey
+from fecbench.topologies.schedule import SETTINGS, Action, Schedule
+
+SHAPING_PARAMS = set(SETTINGS) - {"loss_p"}   # the settings that change delay or rate
 
 RT_PRIORITY = 5          # below the delayline's 10: the data path first
 SPIN_S = 0.0005          # the last half millisecond before an action is busy-waited
 READY_TIMEOUT_S = 120.0     # an emulated guest (vm/) takes ~30 s to import fecbench
 STOP_TIMEOUT_S = 15.0
+
+
+class LinkNetwork(Protocol):
+    """What the applier needs of a running network (fecbench.topologies.Network)."""
+
+    def link_end(self, link_id: str, direction: str) -> LinkEnd: ...
 
 
 class ScheduleApplier:
@@ -63,7 +71,8 @@ class ScheduleApplier:
         self.t0 = 0.0
 
     @classmethod
-    def for_run(cls, schedule: Schedule | None, net: Any, seed: int, horizon_s: float) -> ScheduleApplier | None:
+    def for_run(cls, schedule: Schedule | None, net: LinkNetwork, seed: int,
+                horizon_s: float) -> ScheduleApplier | None:
         """The campaign's hook: None without a schedule, else an applier whose clock starts now."""
         if schedule is None:
             return None
@@ -71,25 +80,23 @@ class ScheduleApplier:
         applier.start(net)
         return applier
 
-    def plan(self, net: Any) -> dict[str, Any]:
-        """What the child needs, as JSON: actions, and per (link, direction) its dropper and shaping."""
-        links: dict[str, dict[str, Any]] = {}
+    def plan(self, net: LinkNetwork) -> dict[str, Any]:
+        """What the child needs, as JSON: the actions, and the link ends they change (with the dropper
+        only where the schedule changes losses), which to shape and which to change losses on."""
+        shaping: set[LinkKey] = set()
+        loss: set[LinkKey] = set()
         for action in self.actions:
             for direction in action.directions:
-                entry = links.setdefault(f"{action.link}/{direction}", {})
-                if (action.kind.startswith("outage") or "loss_p" in action.params) and "dropper" not in entry:
-                    dropper = net.droppers[(action.link, direction)]
-                    entry["dropper"] = {"pin": str(dropper.pin), "seed": dropper.seed, "stream": dropper.stream}
-                if set(action.params) - {"loss_p", "length_ms"} and "shaping" not in entry:
-                    dn = net.layout.delay_nodes[action.link]
-                    delayline = getattr(net, "delaylines", {}).get(action.link)
-                    entry["shaping"] = {
-                        **dataclasses.asdict(net.shaping[action.link][direction]), "node": dn.name,
-                        "pid": net.nodes[dn.name].pid, "egress": dn.egress(direction),
-                        "delayline": str(delayline.control_path) if delayline is not None else None}
-        return {"backend": net.backend, "links": links, "actions": [dataclasses.asdict(a) for a in self.actions]}
+                if action.kind.startswith("outage") or "loss_p" in action.params:
+                    loss.add((action.link, direction))
+                if set(action.params) & SHAPING_PARAMS:
+                    shaping.add((action.link, direction))
+        ends = [net.link_end(*key) for key in sorted(shaping | loss)]
+        ends = [end if end.key in loss else dataclasses.replace(end, dropper=None) for end in ends]
+        return {"ends": [end.to_json() for end in ends], "shaping": sorted(shaping), "loss": sorted(loss),
+                "actions": [dataclasses.asdict(a) for a in self.actions]}
 
-    def start(self, net: Any, t0: float | None = None) -> None:
+    def start(self, net: LinkNetwork, t0: float | None = None) -> None:
         """Start the child, wait until it has opened everything, then start its clock at t0."""
         if not self.actions:
             self.t0 = time.monotonic() if t0 is None else t0
@@ -155,29 +162,12 @@ class _Runner:
     """Opens what the plan needs, applies the actions at their times, undoes what is left at the end."""
 
     def __init__(self, plan: dict[str, Any]) -> None:
-        from fecbench.dropper.live import LiveConfig
-
-        self.backend: str = plan["backend"]
         self.actions = [Action(**{**a, "directions": tuple(a["directions"])}) for a in plan["actions"]]
-        self.live: dict[str, Any] = {}
-        self.shaping: dict[str, dict[str, Any]] = {}
-        self.current: dict[str, Shaping] = {}
-        self.tc: dict[str, subprocess.Popen] = {}
+        self.control = LinkControl(LinkEnd.from_json(end) for end in plan["ends"])
         self.events: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.t0 = time.monotonic()   # until 'go': times relative to when the plan was read
-        for key, entry in plan["links"].items():
-            if "dropper" in entry:
-                d = entry["dropper"]
-                self.live[key] = LiveConfig(d["pin"], d["seed"], d["stream"])
-            if "shaping" in entry:
-                s = entry["shaping"]
-                self.shaping[key] = s
-                self.current[key] = Shaping(bw=s["bw"], owd=s["owd"], queue=s["queue"])
-                if (self.backend == "netem" or s["bw"] is not None) and s["node"] not in self.tc:
-                    self.tc[s["node"]] = subprocess.Popen(
-                        ["mnexec", "-a", str(s["pid"]), "tc", "-force", "-batch", "-"], stdin=subprocess.PIPE,
-                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.control.open(shaping=[tuple(k) for k in plan["shaping"]], loss=[tuple(k) for k in plan["loss"]])
 
     def run(self, t0: float, stop: threading.Event) -> None:
         self.t0 = t0
@@ -195,102 +185,54 @@ class _Runner:
                 self.errors.append(f"{action.kind} on {action.link} at {action.at_s:g} s: {type(exc).__name__}: {exc}")
 
     def apply(self, action: Action) -> None:
+        """One action, direction by direction (each with its own event and time)."""
         for direction in action.directions:
-            key = f"{action.link}/{direction}"
+            key = (action.link, direction)
             start = time.monotonic()
             if action.kind in ("outage-start", "outage-end"):
-                before, after = self.live[key].outage(action.kind == "outage-start")
-                params = {**action.params, "index_before": before, "index_after": after}
+                change = LinkChange(outage=action.kind == "outage-start")
             else:
-                params = self.set(key, action.params, undo=action.kind == "undo")
+                change = self.change(key, action.params, undo=action.kind == "undo")
+            params = {**action.params, **self.control.apply({key: change})[key]}
             self.event(action, key, action.kind, params, start)
 
-    def set(self, key: str, values: dict[str, float], undo: bool) -> dict[str, Any]:
-        params: dict[str, Any] = dict(values)
+    def change(self, key: LinkKey, values: dict[str, float], undo: bool) -> LinkChange:
+        """A set or undo action's change: the new loss probability; delay and rate from the run's own
+        (owd_delta_ms, bw_scale) or absolute (owd_ms, bw_mbit); an undo goes back to the run's."""
+        change = LinkChange()
         if "loss_p" in values:
-            live = self.live[key]
-            before, after = live.restore() if undo else live.set_uniform_p(values["loss_p"])
-            params.update(index_before=before, index_after=after)
-        if key in self.shaping:
-            s = self.shaping[key]
-            base = Shaping(bw=s["bw"], owd=s["owd"], queue=s["queue"])
-            new = base
-            if not undo:
-                owd = values.get("owd_ms", base.owd + values.get("owd_delta_ms", 0.0))
-                bw = values.get("bw_mbit", base.bw * values.get("bw_scale", 1.0) if base.bw else None)
-                new = dataclasses.replace(base, owd=max(0.0, owd), bw=bw)
-            self.shape(key, new)
-            params.update(owd_applied_ms=new.owd, bw_applied_mbit=new.bw)
-        return params
-
-    def shape(self, key: str, new: Shaping) -> None:
-        """One direction of a link to `new`: the delay element, then tc."""
-        s, old = self.shaping[key], self.current[key]
-        lines: list[list[str]] = []
-        if self.backend == "delayline":
-            if new.owd != old.owd:
-                field = "delay_ab_us" if key.endswith("/forward") else "delay_ba_us"
-                _delayline_command(s["delayline"], f"set {field}={round(new.owd * 1000)}")
-            if new.bw != old.bw and new.bw is not None:
-                lines = shaping_commands(s["egress"], new, "delayline")
-        elif new != old:
-            lines = shaping_commands(s["egress"], new, "netem")
-        if lines:
-            tc = self.tc[s["node"]]
-            tc.stdin.write("".join(" ".join(cmd) + "\n" for cmd in lines))
-            tc.stdin.flush()
-        self.current[key] = new
+            change = LinkChange(loss_p=None if undo else values["loss_p"], restore_loss=undo)
+        if set(values) & SHAPING_PARAMS:
+            base = self.control.ends[key].shaping
+            owd = values.get("owd_ms", base.owd + values.get("owd_delta_ms", 0.0))
+            bw = values.get("bw_mbit", base.bw * values.get("bw_scale", 1.0) if base.bw else None)
+            new = base if undo else dataclasses.replace(base, owd=max(0.0, owd), bw=bw)
+            change = dataclasses.replace(change, shaping=new)
+        return change
 
     def restore(self) -> None:
         """Undo every change still in force; close the droppers' mappings and the resident tc."""
-        for key, live in self.live.items():
-            if live.changed():
-                before, after = live.restore()
-                self.event(None, key, "restore", {"index_before": before, "index_after": after})
-            live.close()
-        for key, s in self.shaping.items():
-            base = Shaping(bw=s["bw"], owd=s["owd"], queue=s["queue"])
-            if self.current[key] != base:
+        for key in self.control.loss_changed():
+            self.event(None, key, "restore", self.control.apply({key: LinkChange(restore_loss=True)})[key])
+        for key, end in self.control.ends.items():
+            if self.control.current[key] != end.shaping:
                 try:
-                    self.shape(key, base)
-                    self.event(None, key, "restore", {"owd_applied_ms": base.owd, "bw_applied_mbit": base.bw})
+                    self.event(None, key, "restore", self.control.apply({key: LinkChange(shaping=end.shaping)})[key])
                 except Exception as exc:  # noqa: BLE001
-                    self.errors.append(f"restore {key}: {type(exc).__name__}: {exc}")
-        for node, proc in self.tc.items():
-            try:
-                _, err = proc.communicate(timeout=10)   # closes tc's stdin: it exits
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                _, err = proc.communicate()
-            if err.strip():
-                self.errors.append(f"tc on {node}: {err.strip()[:500]}")
+                    self.errors.append(f"restore {key[0]}/{key[1]}: {type(exc).__name__}: {exc}")
+        self.control.close()
+        self.errors += self.control.errors
         self.events += [_error_event(len(self.events) + i, e) for i, e in enumerate(self.errors)]
 
-    def event(self, action: Action | None, key: str, kind: str, params: dict[str, Any],
+    def event(self, action: Action | None, key: LinkKey, kind: str, params: dict[str, Any],
               start: float | None = None) -> None:
         done = time.monotonic()
-        link, direction = key.split("/")
+        link, direction = key
         self.events.append({
             "seq": len(self.events), "kind": kind, "link": link, "direction": direction,
             "scheduled_s": None if action is None else action.at_s, "applied_s": done - self.t0,
             "took_ms": None if start is None else (done - start) * 1e3,
             "params": {**params, **({"change": action.change, "occurrence": action.occurrence} if action else {})}})
-
-
-def _delayline_command(control: str, line: str) -> None:
-    """One command on a delayline's control socket (delayline/README.md); 'ok' expected."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(5.0)
-        sock.connect(control)
-        sock.sendall(line.encode() + b"\n")
-        reply = b""
-        while not reply.endswith(b"\n"):
-            chunk = sock.recv(4096)
-            if not chunk:
-                break
-            reply += chunk
-    if reply.strip() != b"ok":
-        raise RuntimeError(f"delayline {control}: {line!r} refused: {reply.decode(errors='replace').strip()}")
 
 
 def main() -> int:

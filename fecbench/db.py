@@ -26,7 +26,8 @@ metrics(run_key PRIMARY KEY REFERENCES runs(key), dct_ms, handshake_ms, bytes_ap
         client_wall_ms (fecbench's own measurement: client process start -> exit),
         json (the client's whole metrics JSON))
 link_stats(run_key, link, direction, seen, matched, dropped, ge_good, ge_bad, bursts,
-           longest_burst, gso_seen, model (JSON: loss model + seed + stream), delay_json,
+           longest_burst, gso_seen, model (JSON: loss model + seed + stream, a schedule's outages),
+           delay_json, outage_dropped (a link schedule's outage drops, counted in dropped too),
            PRIMARY KEY (run_key, link, direction))
 fidelity(run_key, path, rtt_configured_ms, rtt_measured_ms, rate_configured_mbit,
          rate_measured_mbit, ok, checks (measurements taken: a failed one is repeated),
@@ -88,6 +89,8 @@ METRIC_COLUMNS: dict[str, str] = {
 
 LINK_STAT_COLUMNS = ("seen", "matched", "dropped", "ge_good", "ge_bad", "bursts", "longest_burst",
                      "gso_seen")
+# Added by a migration (not in the version-1 table): a link schedule's outage drops (in `dropped` too).
+LINK_STAT_LATER = ("outage_dropped",)
 
 _SCHEMA_V1 = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -164,6 +167,7 @@ def _add_endpoint_timing(conn: sqlite3.Connection) -> None:
     design's settings after defaults with each campaign, and the flows of runs with competing flows."""
     conn.execute("ALTER TABLE runs ADD COLUMN runner TEXT")
     conn.execute("ALTER TABLE campaigns ADD COLUMN settings_json TEXT")
+    conn.execute("ALTER TABLE link_stats ADD COLUMN outage_dropped INTEGER")
     conn.execute("CREATE TABLE IF NOT EXISTS flows (run_key TEXT, flow TEXT, role TEXT, label TEXT, impl TEXT, "
                  f"tool TEXT, workload TEXT, {', '.join(f'{c} REAL' for c in FLOW_REALS)}, status TEXT, error TEXT, "
                  f"{', '.join(f'{c} INTEGER' for c in FLOW_COUNTS)}, dct_ms REAL, endpoint_wakeup_p99_ms REAL, "

@@ -95,12 +95,12 @@ def finish_run(conn: sqlite3.Connection, key: str, *, status: str, error: str | 
             cols = ["run_key", *values, "json"]
             conn.execute(f"INSERT INTO metrics ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
                          (key, *values.values(), json.dumps(metrics, sort_keys=True) if metrics else None))
+        counters = (*dbmod.LINK_STAT_COLUMNS, *dbmod.LINK_STAT_LATER)
         for stat in link_stats or []:
             conn.execute(
-                f"INSERT OR REPLACE INTO link_stats (run_key, link, direction, "
-                f"{', '.join(dbmod.LINK_STAT_COLUMNS)}, "
-                f"model, delay_json) VALUES (?, ?, ?, {', '.join('?' for _ in dbmod.LINK_STAT_COLUMNS)}, ?, ?)",
-                (key, stat["link"], stat["direction"], *(stat.get(c) for c in dbmod.LINK_STAT_COLUMNS),
+                f"INSERT OR REPLACE INTO link_stats (run_key, link, direction, {', '.join(counters)}, "
+                f"model, delay_json) VALUES (?, ?, ?, {', '.join('?' for _ in counters)}, ?, ?)",
+                (key, stat["link"], stat["direction"], *(stat.get(c) for c in counters),
                  dbmod.json_or_none(stat.get("model")), dbmod.json_or_none(stat.get("delay"))))
         for fid in fidelity or []:
             conn.execute("INSERT OR REPLACE INTO fidelity (run_key, path, rtt_configured_ms, "

@@ -108,3 +108,26 @@ def test_no_verdict_logs_is_empty(tmp_path):
 
     path = make_download_db(tmp_path / "d.sqlite", points=2, repetitions=1)
     assert lp.classify_runs(path).empty
+
+
+def test_paired_tail_compares_the_same_seeds() -> None:
+    """The baseline's tail-class runs against the other label's runs on the same seeds, whatever their class."""
+    import math
+
+    import pandas as pd
+
+    from fecbench.analysis.loss_position import paired_tail
+
+    rows = []
+    for rep, (base_class, base_dct, fec_class, fec_dct) in enumerate([
+            ("tail loss", 400.0, "loss", 300.0), ("tail loss", 500.0, "no loss", 250.0),
+            ("tail loss", 300.0, "tail loss", 330.0), ("loss", 200.0, "tail loss", 900.0),
+            ("tail loss", 600.0, "loss", math.nan)]):
+        rows.append({"design_hash": "d", "point": 0, "repetition": rep, "size": 50_000, "label": "quic",
+                     "status": "ok", "dct_ms": base_dct, "class_any": base_class})
+        rows.append({"design_hash": "d", "point": 0, "repetition": rep, "size": 50_000, "label": "tail",
+                     "status": "timeout" if math.isnan(fec_dct) else "ok", "dct_ms": fec_dct, "class_any": fec_class})
+    got = paired_tail(pd.DataFrame(rows), "quic").iloc[0]
+    assert got["pairs"] == 4                                         # rep 3: the baseline lost no tail packet
+    assert got["median_ratio"] == pytest.approx((0.75 + 1.1) / 2)    # 0.5, 0.75, 1.1, inf (the timeout)
+    assert got["faster_share"] == 0.5 and got["median quic"] == 450.0 and math.isinf(got["p95 tail"])

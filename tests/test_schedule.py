@@ -154,3 +154,49 @@ def test_random_phase_shifts_each_run_within_one_period(tmp_path):
     assert "random_phase" not in fixed.canonical() and "random_phase" in shifted.canonical()
     with pytest.raises(SpecError, match="phase"):
         load_schedule(write(tmp_path, '[[change]]\nlink = "bottleneck"\nat_s = 1\noutage_ms = 10\nphase = "random"\n'))
+
+
+def test_outage_drops_are_counted_like_the_models(tmp_path) -> None:
+    """A schedule's outages (index ranges its events recorded) are added to the dropper's `dropped`, in
+    `outage_dropped` too: from the verdict log when kept, else from the ranges and the seeded model."""
+    import io
+
+    import numpy as np
+
+    from fecbench.dropper.live import drops_with_outages, expected_verdicts
+    from fecbench.runners import link_records
+    from fecbench.runners.outcome import Outcome
+    from fecbench.runners.prepare import prepare
+    from fecbench.runners.runner import Runner
+    from fecbench.topologies.schedule_apply import outage_ranges
+    from tests.helpers.campaign import fake_design
+    from tests.helpers.fake_testbed import FakeTestbed
+
+    def event(seq, kind, direction, before, after):
+        return {"seq": seq, "kind": kind, "link": "bottleneck", "direction": direction,
+                "params": {"index_before": before, "index_after": after}}
+    events = [event(0, "outage-start", "forward", 100, 100), event(1, "outage-start", "reverse", 40, 40),
+              event(2, "outage-end", "forward", 130, 130), event(3, "set", "reverse", 50, 50)]
+    ranges = outage_ranges(events, {("bottleneck", "forward"): 500, ("bottleneck", "reverse"): 90})
+    assert ranges == {("bottleneck", "forward"): [(100, 130)], ("bottleneck", "reverse"): [(40, 90)]}
+
+    prepared = prepare(fake_design(tmp_path / "d.toml", {"q": {}}, points=1))
+    run = prepared.runs[0]
+    runner = Runner(prepared, FakeTestbed(prepared.topology, run.values, None), tmp_path)
+    model = runner.loss_model(run.values, "bottleneck")
+    streams = {(link, d): s for link, d, s in runner.streams()}
+    plain = {d: int(expected_verdicts(model, run.loss_seed, streams[("bottleneck", d)], n, []).sum())
+             for d, n in (("forward", 500), ("reverse", 90))}
+    log = np.zeros(90, dtype=[("index", "<u8"), ("verdict", "u1"), ("state", "u1"), ("pad", "<u2"), ("len", "<u4")])
+    log["verdict"][40:] = 1
+    buffer = io.BytesIO()
+    np.save(buffer, log)
+    outcome = Outcome(status="ok", link_events=events, verdict_logs=[("bottleneck", "reverse", buffer.getvalue())],
+                      link_stats=[{"link": "bottleneck", "direction": d, "matched": n, "dropped": plain[d], "model": {}}
+                                  for d, n in (("forward", 500), ("reverse", 90))])
+    link_records.count_outage_drops(runner, run, outcome)
+    forward, reverse = outcome.link_stats
+    want = drops_with_outages(model, run.loss_seed, streams[("bottleneck", "forward")], 500, [(100, 130)])
+    assert forward["dropped"] == want and forward["outage_dropped"] == want - plain["forward"] > 0
+    assert forward["model"]["outages"] == [(100, 130)]
+    assert reverse["dropped"] == 50 and reverse["outage_dropped"] == 50 - plain["reverse"]   # the log's count

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from fecbench.analysis import results
+from fecbench.analysis import results, stats
 from fecbench.analysis.figures.style import (
     censored_ecdf,
     empty,
@@ -193,6 +193,36 @@ def starlink_table(classified: pd.DataFrame, direction: str = "any", metric: str
             rows.append(row)
     columns = [*keys, "class", *[f"{s} {lbl}" for s in ("runs", "median", "p95") for lbl in labels]]
     return pd.DataFrame(rows, columns=columns)
+
+
+def paired_tail(classified: pd.DataFrame, baseline: str, direction: str = "any", metric: str = "dct_ms",
+                level: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """The tail class, paired: every (point, repetition, size) whose ``baseline`` run lost a packet among its
+    last k (class tail loss in ``direction``), against each other label's run on the same loss seed,
+    whatever that run's own class (a label's repairs shift packet indices, so the same seed hits other
+    packets: unpaired classes compare different transfers). Per label: pairs, the median of the per-pair
+    ratios label ÷ baseline with its bootstrap interval (timeouts at +∞), the share of pairs the label was
+    faster, and both sides' median and p95 over the same pairs."""
+    keys = [c for c in ("design_hash", "point", "repetition", "size") if c in classified.columns]
+    values = classified.assign(value=classified[metric].where((classified["status"] == "ok")
+                                                               & classified[metric].notna(), math.inf))
+    values = values[(values["status"] == "ok") | (values["status"] == "timeout")]
+    base = values[(values["label"] == baseline) & (values[f"class_{direction}"] == TAIL)]
+    rows = []
+    for label in sorted(set(values["label"]) - {baseline}):
+        pairs = base[[*keys, "value"]].merge(values[values["label"] == label][[*keys, "value"]], on=keys,
+                                             suffixes=("_base", "_label"))
+        a, b = pairs["value_label"].to_numpy(float), pairs["value_base"].to_numpy(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratios = np.where(np.isinf(a) & np.isinf(b), np.nan, a / b)
+        ratios = ratios[~np.isnan(ratios)]
+        low, high = stats.bootstrap_median(ratios, level=level, seed=stats.group_seed(seed, label))
+        rows.append({"label": label, "baseline": baseline, "pairs": len(pairs),
+                     "median_ratio": float(np.median(ratios)) if len(ratios) else math.nan,
+                     "ci_low": low, "ci_high": high, "faster_share": float((a < b).mean()) if len(a) else math.nan,
+                     f"median {label}": quantile(a, 0.5), f"p95 {label}": quantile(a, 0.95),
+                     f"median {baseline}": quantile(b, 0.5), f"p95 {baseline}": quantile(b, 0.95)})
+    return pd.DataFrame(rows)
 
 
 @styled

@@ -16,8 +16,8 @@ data (`bss`: `struct fd_config cfg` then the shared packet index, dropper/src/fe
 - a **loss step** (uniform model only) writes the new threshold: packet i then gets
   ``hash(seed, stream, i) < t(p_new)``, the same random number against a new threshold.
 
-The loader derives `stats()["dropped"]` from the model in force, so outage drops are not in it: count
-them in the verdict log, or from the recorded index ranges.
+The loader derives `stats()["dropped"]` from the model in force, so outage drops are not in it: the runner
+adds them (`drops_with_outages`, from the index ranges the schedule's events recorded, or the verdict log).
 """
 
 from __future__ import annotations
@@ -107,3 +107,8 @@ def expected_verdicts(model: LossModel, seed: int, stream: int, n: int,
     for start, end in outages:
         verdicts[max(0, start):max(0, min(end, n))] = 1
     return verdicts
+
+
+def drops_with_outages(model: LossModel, seed: int, stream: int, n: int, outages: list[tuple[int, int]]) -> int:
+    """How many of packets 0..n-1 a dropper dropped, its model's and its outages' (`expected_verdicts`)."""
+    return int(expected_verdicts(model, seed, stream, n, outages).sum())

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fecbench import db as dbmod
 from fecbench import endpoint_timing
+from fecbench.runners import link_records
 from fecbench.runners.competing import wait_foreground
 from fecbench.runners.outcome import Outcome
 from fecbench.runners.prepare import Prepared, path_of
@@ -27,8 +27,6 @@ from fecbench.status import Status
 EXIT_TIMEOUT = 124
 
 
-# link_stats column -> the dropper's counter name.
-_DROPPER_NAMES = {"ge_good": "good", "ge_bad": "bad", "gso_seen": "gso"}
 
 #: Where a run's wall time goes, in order (Outcome.phases, runs.phases_json, `fecbench status --timing`):
 #: configure the links for its point (the delay elements flushed first), measure fidelity (when not
@@ -242,6 +240,8 @@ class Runner:
         outcome.link_stats = self.link_stats(run)
         if self.design.verdict_log:
             outcome.verdict_logs = self.verdict_logs()
+        if link_events:
+            link_records.count_outage_drops(self, run, outcome)
         if code is None or code == EXIT_TIMEOUT:
             # Its own time limit or the harness's: `timeout`, with what arrived until then if it says so.
             outcome.status = Status.TIMEOUT
@@ -326,43 +326,10 @@ class Runner:
         return None
 
     def link_stats(self, run: Run) -> list[dict[str, Any]]:
-        """The network's per link and direction statistics, flattened to the link_stats columns."""
-        rows = []
-        streams = {(link, direction): stream for link, direction, stream in self.streams()}
-        for stat in self.testbed.link_stats():
-            key = (stat.get("link"), stat.get("direction"))
-            dropper = stat.get("dropper") or {}
-            row: dict[str, Any] = {"link": stat.get("link"), "direction": stat.get("direction")}
-            for column in dbmod.LINK_STAT_COLUMNS:
-                value = dropper.get(_DROPPER_NAMES.get(column, column), dropper.get(column))
-                row[column] = int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-            if key in streams:
-                # "path": the 1-based client-server path the link is on (per-path traffic analyses).
-                row["model"] = {"model": self.design.loss.model,
-                                "params": self.design.loss.values(run.values, self.link_paths[key[0]]),
-                                "seed": run.loss_seed, "stream": streams[key], "path": self.link_paths[key[0]],
-                                "dropper": dropper}
-            elif dropper:
-                row["model"] = {"model": "none", "dropper": dropper}
-            row["delay"] = {k: v for k, v in stat.items() if k not in ("link", "direction", "dropper")}
-            rows.append(row)
-        return rows
+        return link_records.link_stats(self, run)
 
     def verdict_logs(self) -> list[tuple[str, str, bytes]]:
-        """Each dropper's verdict log of this run (index, verdict, state, len), as .npy bytes."""
-        import io
-
-        import numpy as np
-
-        logs = []
-        for link, direction, _stream in self.streams():
-            log = self.testbed.verdict_log(link, direction)
-            if log is None:
-                continue
-            buffer = io.BytesIO()
-            np.save(buffer, log, allow_pickle=False)
-            logs.append((link, direction, buffer.getvalue()))
-        return logs
+        return link_records.verdict_logs(self)
 
     def stop_all(self) -> None:
         for process in list(self.processes):

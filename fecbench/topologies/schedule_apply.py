@@ -235,6 +235,23 @@ class _Runner:
             "params": {**params, **({"change": action.change, "occurrence": action.occurrence} if action else {})}})
 
 
+def outage_ranges(events: list[dict[str, Any]], matched: dict[LinkKey, int]) -> dict[LinkKey, list[tuple[int, int]]]:
+    """The stream index ranges [start, end) a run's outages covered, per link end, from its events (an outage
+    still on at the run's end, or ended by the restore, runs to the packets the dropper matched)."""
+    ranges: dict[LinkKey, list[tuple[int, int]]] = {}
+    open_at: dict[LinkKey, int] = {}
+    for event in sorted(events, key=lambda e: e["seq"]):
+        key = (event.get("link"), event.get("direction"))
+        params = event.get("params") or {}
+        if event["kind"] == "outage-start" and "index_before" in params:
+            open_at[key] = int(params["index_before"])
+        elif event["kind"] in ("outage-end", "restore") and key in open_at and "index_after" in params:
+            ranges.setdefault(key, []).append((open_at.pop(key), int(params["index_after"])))
+    for key, start in open_at.items():
+        ranges.setdefault(key, []).append((start, matched.get(key, start)))
+    return ranges
+
+
 def main() -> int:
     """The child: plan on stdin, 'ready', 'go T0', run until done or 'stop'/EOF, restore, events out."""
     try:

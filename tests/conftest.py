@@ -1,11 +1,30 @@
-"""Shared pytest configuration: the `require_root` marker skips (with a reason) when not root."""
+"""Shared pytest configuration: the `require_root` marker skips (with a reason) when not root; the
+`serial` marker (timing measurements, machine-loading tests: run alone, after the parallel pass of
+`make test`); the real campaigns several test files share, run once per session (also across
+pytest-xdist workers)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+
+#: Whole test files that measure timing (the delay element's accuracy, fidelity probes, endpoint wake-up
+#: latency, deadlines of real-time messages, timeouts, schedulers that follow measured RTTs) or load the
+#: machine themselves (--jobs auto, Dask clusters): `make test` runs them alone, after the others ran in
+#: parallel, so that no other test's load is in their measurements.
+SERIAL_FILES = {
+    "test_delayline.py", "test_delayline_cpus.py", "test_topology_net.py", "test_campaign_fidelity.py",
+    "test_endpoint_timing.py", "test_jobs.py", "test_schedule_net.py", "test_campaign_timeout.py",
+    "test_keepalive.py", "test_fecq_tail.py", "test_fecq_multipath_schedulers.py", "test_multipath_messages.py",
+    "test_messages_accounting.py", "test_campaign_dask.py", "test_dask_security.py", "test_planner_wsp.py",
+    "test_dropper_kernel.py",
+}
 
 GENEROUS_BOUND_MS = "1000"
 
@@ -25,6 +44,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in SERIAL_FILES:
+            item.add_marker(pytest.mark.serial)
     if os.geteuid() == 0:
         return
     skip = pytest.mark.skip(reason="needs root (network namespaces, BPF, Mininet); run the tests as root")
@@ -33,72 +55,71 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-# --- the smoke campaign, run once per session (runner engineer) ---------------------------------
+def once_per_session(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], Path]) -> Path:
+    """`make(folder)` once per test session: under pytest-xdist, the first worker to ask makes it (the
+    others wait on a lock) and every worker gets its result, instead of one campaign per worker."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:   # one process: a session fixture is once already
+        return make(tmp_path_factory.mktemp(name))
+    shared = base.parent                                # the session's folder, shared by its workers
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / f"{name}.done"
+        if done.exists():
+            return Path(done.read_text())
+        folder = shared / name
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir()
+        result = make(folder)
+        done.write_text(str(result))
+        return result
 
-@pytest.fixture(scope="session")
-def smoke_db(tmp_path_factory: pytest.TempPathFactory):
-    """Run designs/smoke.toml for real (root, Mininet, fecq) into a temp folder; return the database path."""
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def campaign(design_name: str, needs: Path) -> Callable[[Path], Path]:
+    """A maker for `once_per_session`: designs/<design_name>.toml run for real, its database in the folder
+    it gets."""
     import subprocess
     import sys
-    from pathlib import Path
+
+    def make(folder: Path) -> Path:
+        db = folder / f"{design_name}.sqlite"
+        design = ROOT / "designs" / f"{design_name}.toml"   # the shipped file itself: its keys, its hash
+        out = subprocess.run([sys.executable, "-m", "fecbench", "run", str(design), "--db", str(db)],
+                             capture_output=True, text=True, cwd=ROOT, timeout=600, check=False)
+        if out.returncode != 0:
+            pytest.fail(f"{design_name} campaign failed ({out.returncode}):\n{out.stdout[-3000:]}\n"
+                        f"{out.stderr[-3000:]}")
+        return db
 
     if os.geteuid() != 0:
-        pytest.skip("the smoke campaign needs root (network namespaces, BPF, Mininet)")
-    root = Path(__file__).resolve().parent.parent
-    if not (root / "quic-impls" / "fecq" / "target" / "release" / "fecq").exists():
-        pytest.skip("fecq is not built (make bootstrap)")
-    db = tmp_path_factory.mktemp("smoke") / "smoke.sqlite"
-    out = subprocess.run([sys.executable, "-m", "fecbench", "run", str(root / "designs" / "smoke.toml"),
-                          "--db", str(db)], capture_output=True, text=True, cwd=root, timeout=600, check=False)
-    if out.returncode != 0:
-        pytest.fail(f"smoke campaign failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    return db
+        pytest.skip(f"the {design_name} campaign needs root (network namespaces, BPF, Mininet)")
+    if not needs.exists():
+        pytest.skip(f"{needs} is not built (make bootstrap)")
+    return make
 
 
-# --- the multipath smoke campaign (tquic single-path vs multipath), run once per session ---------
+FECQ_BINARY = ROOT / "quic-impls" / "fecq" / "target" / "release" / "fecq"
+
 
 @pytest.fixture(scope="session")
-def multipath_db(tmp_path_factory: pytest.TempPathFactory):
-    """Run designs/multipath-smoke.toml for real (root, Mininet, tquic); return the database path.
-    tquic is built by `make bootstrap` (make native), so a missing build is a failure, not a skip."""
-    import subprocess
-    import sys
-    from pathlib import Path
+def smoke_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """designs/smoke.toml run for real (root, Mininet, fecq): its database."""
+    return once_per_session(tmp_path_factory, "smoke", campaign("smoke", FECQ_BINARY))
 
-    if os.geteuid() != 0:
-        pytest.skip("the multipath campaign needs root (network namespaces, BPF, Mininet)")
-    root = Path(__file__).resolve().parent.parent
-    client = root / "quic-impls" / "tquic" / "build" / "bin" / "tquic_client"
-    assert client.exists(), f"{client} is missing: build it with `make native` (part of make bootstrap)"
-    db = tmp_path_factory.mktemp("multipath") / "multipath-smoke.sqlite"
-    out = subprocess.run([sys.executable, "-m", "fecbench", "run", str(root / "designs" / "multipath-smoke.toml"),
-                          "--db", str(db)], capture_output=True, text=True, cwd=root, timeout=600, check=False)
-    if out.returncode != 0:
-        pytest.fail(f"multipath campaign failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    return db
-
-
-# --- the competing-flows smoke campaign, run once per session -----------------------------------
 
 @pytest.fixture(scope="session")
-def flows_db(tmp_path_factory: pytest.TempPathFactory):
-    """Run designs/flows-smoke.toml for real (root, Mininet, fecq, iperf3); return the database path."""
-    import subprocess
-    import sys
-    from pathlib import Path
+def multipath_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """designs/multipath-smoke.toml run for real (root, Mininet, tquic, fecq): its database. tquic is built
+    by `make bootstrap` (make native), so a missing build is a failure, not a skip."""
+    client = ROOT / "quic-impls" / "tquic" / "build" / "bin" / "tquic_client"
+    assert client.exists() or os.geteuid() != 0, f"{client} is missing: build it with `make native`"
+    return once_per_session(tmp_path_factory, "multipath", campaign("multipath-smoke", client))
 
-    if os.geteuid() != 0:
-        pytest.skip("the competing-flows campaign needs root (network namespaces, BPF, Mininet)")
-    root = Path(__file__).resolve().parent.parent
-    if not (root / "quic-impls" / "fecq" / "target" / "release" / "fecq").exists():
-        pytest.skip("fecq is not built (make bootstrap)")
-    folder = tmp_path_factory.mktemp("flows")
-    design = folder / "flows-smoke.toml"
-    design.write_text((root / "designs" / "flows-smoke.toml").read_text().replace(
-        'topology = "topologies/single.toml"', f'topology = "{root / "topologies" / "single.toml"}"'))
-    db = folder / "flows-smoke.sqlite"
-    out = subprocess.run([sys.executable, "-m", "fecbench", "run", str(design), "--db", str(db)],
-                         capture_output=True, text=True, cwd=root, timeout=600, check=False)
-    if out.returncode != 0:
-        pytest.fail(f"flows campaign failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    return db
+
+@pytest.fixture(scope="session")
+def flows_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """designs/flows-smoke.toml run for real (root, Mininet, fecq, iperf3): its database."""
+    return once_per_session(tmp_path_factory, "flows", campaign("flows-smoke", FECQ_BINARY))

@@ -16,7 +16,10 @@ vary, from the point nearest the centre), then:
 
 The budget goes to the claims in turn, always to the one that has used the least time so far
 (a run two claims share is paid once), so every claim gets its share early and a claim whose next
-unit no longer fits stops there. ``--full`` takes every unit, then every other run of the designs.
+unit no longer fits stops there. A claim's first units come as one block, as many as its statistic
+needs for an interval (``first_block``): a claim the budget cannot give that much gets nothing, and
+its time goes to the others; one whose first block costs more than an equal share of the budget
+waits until the other claims are done. ``--full`` takes every unit, then every other run of the designs.
 """
 
 from __future__ import annotations
@@ -138,6 +141,14 @@ def claim_units(claim: Claim, prepared: Prepared) -> list[UnitKey]:
     return units
 
 
+def first_block(claim: Claim) -> int:
+    """Units a claim needs before its statistic can have an interval: 3 pairs (or runs per side); for a
+    statistic over points, ``min_seeds`` seeds of 3 points (4 for a trend)."""
+    if claim.statistic in POINT_STATISTICS:
+        return int(claim.params.get("min_seeds", 3)) * (4 if claim.statistic == "trend" else 3)
+    return 3
+
+
 def labels_of(claim: Claim, campaign: Campaign) -> list[str]:
     """The labels whose runs a claim reads: its label and baseline; every label for a flows claim (the
     compared flows are inside each run)."""
@@ -165,36 +176,48 @@ def select(claims: list[Claim], campaigns: dict[tuple[str, str], Campaign], capa
     spent = dict.fromkeys(units, 0.0)
     cursor = dict.fromkeys(units, 0)
     taken = dict.fromkeys(units, 0)
-    active = set(units)
+    active = {cid for cid, found in units.items() if found}
+    share = None if capacity is None or not active else capacity / len(active)
+    deferred: list[str] = []
     total = 0.0
     by_id = {c.id: c for c in claims}
-    while active:
+    while active or deferred:
+        if not active:  # every other claim is done: the costly ones may have what is left
+            active, deferred, share = set(deferred), [], None
         cid = min(sorted(active), key=lambda i: spent[i])
         if cursor[cid] >= len(units[cid]):
             active.discard(cid)
             continue
-        point, rep, size = units[cid][cursor[cid]]
-        cursor[cid] += 1
         claim = by_id[cid]
+        # A claim's first units come as one block: fewer than its statistic needs say nothing.
+        block = max(cursor[cid] + 1, first_block(claim))
         new: list[tuple[tuple[str, str], Run]] = []
-        for profile in profiles:
-            campaign = campaigns.get((profile, claim.design))
-            if campaign is None:
-                continue
-            for label in labels_of(claim, campaign):
-                run = campaign.by_unit.get((point, rep, size, label))
+        for point, rep, size in units[cid][cursor[cid]:block]:
+            for profile in profiles:
+                campaign = campaigns.get((profile, claim.design))
+                if campaign is None:
+                    continue
                 key = (profile, claim.design)
-                if run is not None and campaign.todo(run) and run.key not in chosen[key]:
-                    new.append((key, run))
+                for label in labels_of(claim, campaign):
+                    run = campaign.by_unit.get((point, rep, size, label))
+                    if run is not None and campaign.todo(run) and run.key not in chosen[key] \
+                            and (key, run) not in new:
+                        new.append((key, run))
+        taken_now = min(block, len(units[cid])) - cursor[cid]
         cost = sum(campaigns[key].seconds(run) for key, run in new)
+        if share is not None and cursor[cid] == 0 and cost > share:
+            active.discard(cid)  # its first block alone is more than its share: after the others
+            deferred.append(cid)
+            continue
         if capacity is not None and total + cost > capacity:
             active.discard(cid)  # its next unit does not fit: the claim stops here
             continue
+        cursor[cid] += taken_now
         for key, run in new:
             chosen[key][run.key] = run
         total += cost
         spent[cid] += cost
-        taken[cid] += 1
+        taken[cid] += taken_now
     if full:
         for key, campaign in campaigns.items():
             for run in campaign.prepared.runs:

@@ -269,7 +269,10 @@ def test_measured_durations_scale_the_model(smoke_prepared, tmp_path: Path) -> N
     con.close()
     (tmp_path / "foreign.sqlite").write_text("not a database")
     plan.measured_durations(campaign, [db, tmp_path / "foreign.sqlite", tmp_path / "absent.sqlite"])
-    assert campaign.factor == pytest.approx(3.0)
+    assert campaign.factor == pytest.approx(3.0) and campaign.measured == 6
+    unmeasured = plan.Campaign("other", "smoke", db, campaign.prepared, {})
+    plan.share_factors([campaign, unmeasured])
+    assert unmeasured.factor == pytest.approx(3.0)
 
 
 def test_profiles_touch_only_declared_arguments(tmp_path: Path) -> None:

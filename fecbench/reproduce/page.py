@@ -106,6 +106,9 @@ def _samples(ax: Any, claim: Claim, verdicts: list[Verdict]) -> None:
                         label=f"{v.profile}: {key} ({values.size})")
                 drawn = True
         ax.set_ylabel("ECDF")
+        per = " per point" if "point_ratio" in samples else " per pair"
+        ax.set_xlabel(f"{claim.metric}: label and baseline" if "label" in samples
+                      else f"{claim.metric} ratio {claim.label} ÷ {claim.baseline}{per}")
     if claim.printed:
         text = "paper printed:\n" + "\n".join(f"{k} = {val:g}" for k, val in claim.printed.items())
         ax.text(1.02, 1.0, text, transform=ax.transAxes, fontsize=7, va="top")

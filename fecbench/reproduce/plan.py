@@ -3,7 +3,8 @@
 Durations. A run's duration is the model of ``runners.runs.estimate_seconds`` (through
 ``Prepared.estimate``) times a factor measured on runs already done: in the campaign's own database
 and in the design's usual one (``results/<design name>.sqlite``), the median of measured ÷ estimated
-per label and size (3 runs or more), else per design, else 1 (the model was fitted on this machine).
+per label and size (3 runs or more), else per design, else the median factor of the pack's other
+campaigns that have measurements, else 1 (the model was fitted on this machine).
 
 What a claim needs, in order. Each claim lists *units*: one (point, repetition, size) run by the
 claim's label and baseline (every profile, so that profiles are compared on the same seeds). Its
@@ -58,6 +59,7 @@ class Campaign:
     statuses: dict[str, str]
     factors: dict[tuple[str, int | None], float] = field(default_factory=dict)
     factor: float = 1.0
+    measured: int = 0                 # runs the factors come from
 
     def __post_init__(self) -> None:
         self.by_unit = {(r.point, r.repetition, r.size, r.label): r for r in self.prepared.runs}
@@ -88,8 +90,18 @@ def measured_durations(campaign: Campaign, dbs: list[Path]) -> None:
             if estimate > 0:
                 ratios[(label, size)].append(float(seconds) / estimate)
     every = [r for values in ratios.values() for r in values]
+    campaign.measured = len(every)
     campaign.factor = median(every) if len(every) >= MIN_MEASURED else 1.0
     campaign.factors = {k: median(v) for k, v in ratios.items() if len(v) >= MIN_MEASURED}
+
+
+def share_factors(campaigns: list[Campaign]) -> None:
+    """A campaign with no measured runs of its own takes the median factor of those that have some (the
+    same machine, its load and the same implementations): better than the bare model."""
+    measured = [c.factor for c in campaigns if c.measured >= MIN_MEASURED]
+    for campaign in campaigns:
+        if campaign.measured < MIN_MEASURED and measured:
+            campaign.factor = median(measured)
 
 
 def usual_db(prepared: Prepared) -> Path:

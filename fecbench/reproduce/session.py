@@ -62,6 +62,7 @@ def prepare_campaigns(pack: Pack, names: list[str], root: Path, *, checks: bool 
             plan.measured_durations(campaign, [target.db, plan.usual_db(prepared)])
             targets[(name, alias)] = target
             campaigns[(name, alias)] = campaign
+    plan.share_factors(list(campaigns.values()))
     return targets, campaigns
 
 

@@ -310,3 +310,15 @@ def test_engine_runs_only_the_listed_runs_and_stops_in_time(tmp_path: Path, monk
     assert {k for k, s in statuses.items() if s == "ok"} == {r.key for r in chosen}
     late = engine(stop_at=0.0).run(set())     # the stop time has passed: nothing starts, all stay pending
     assert late.out_of_time == len(prepared.runs) - 3 and sum(late.counts.values()) == 0
+
+
+def test_the_deadline_interrupts_like_ctrl_c() -> None:
+    import time
+
+    from fecbench.reproduce.execute import BudgetSpent, deadline_alarm
+
+    with pytest.raises(BudgetSpent), deadline_alarm(time.monotonic() + 0.05):
+        time.sleep(30)
+    assert issubclass(BudgetSpent, KeyboardInterrupt)   # the engine records runs in flight as interrupted
+    with deadline_alarm(None):
+        pass

@@ -322,3 +322,30 @@ def test_the_deadline_interrupts_like_ctrl_c() -> None:
     assert issubclass(BudgetSpent, KeyboardInterrupt)   # the engine records runs in flight as interrupted
     with deadline_alarm(None):
         pass
+
+
+def test_the_page_opens_on_the_verdicts(tmp_path: Path) -> None:
+    import json
+
+    from fecbench.reproduce import page
+
+    pack = load_pack("smoke")
+    claims = {c.id: c for c in pack.claims}
+    verdicts = [
+        ev.Verdict(claims["share-below"], "defaults", "holds",
+                   st.Estimate(0.6, 0.5, 0.7, 12, "pairs", samples={"ratio": np.array([0.5, np.inf, 1.2])})),
+        ev.Verdict(claims["trend-bw"], "defaults", "inconclusive",
+                   st.Estimate(-0.2, -1.0, 0.8, 4, "points", samples={"point_ratio": np.array([1.0, 2.0, 0.5, 1.5]),
+                                                                      "factor": np.array([5.0, 8, 12, 20])})),
+        ev.Verdict(claims["p95-ratio"], "defaults", "inconclusive",
+                   st.Estimate(math.inf, math.nan, math.nan, 2, "runs", "too few",
+                               samples={"label": np.array([np.inf, 3.0]), "baseline": np.array([2.0, 1.0])})),
+        ev.Verdict(claims["absent-design"], "defaults", ev.NOT_RUNNABLE, None, "needs it"),
+    ]
+    html_path = page.write(pack, ["defaults"], verdicts, {}, tmp_path)
+    text = html_path.read_text()
+    assert text.index("Verdicts") < text.index("Claims") and "not runnable here" in text
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["p95-ratio.png", "share-below.png",
+                                                                         "trend-bw.png"]
+    saved = {v["claim"]: v for v in json.loads((tmp_path / "verdicts.json").read_text())}
+    assert saved["p95-ratio"]["value"] == "inf" and saved["absent-design"]["value"] is None

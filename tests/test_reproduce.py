@@ -349,3 +349,14 @@ def test_the_page_opens_on_the_verdicts(tmp_path: Path) -> None:
                                                                          "trend-bw.png"]
     saved = {v["claim"]: v for v in json.loads((tmp_path / "verdicts.json").read_text())}
     assert saved["p95-ratio"]["value"] == "inf" and saved["absent-design"]["value"] is None
+
+
+def test_a_point_statistic_takes_whole_points(smoke_prepared) -> None:
+    pack, campaign = smoke_prepared
+    claim = next(c for c in pack.claims if c.id == "median-point-ratio")
+    units = plan.claim_units(claim, campaign.prepared)
+    depth = plan.depth_units(claim, units)
+    assert depth == (4 * 2 * 3, 3)          # 4 points × 2 sizes, 3 seeds each
+    assert plan.block_end(claim, 0, len(units), depth) == 9
+    assert plan.block_end(claim, 9, len(units), depth) == 12 and plan.block_end(claim, 10, len(units), depth) == 12
+    assert plan.block_end(claim, 24, len(units), depth) == 25

@@ -165,7 +165,9 @@ def _pair_sample(claim: Claim, frame: pd.DataFrame, data: Data) -> tuple[pd.Data
     if "baseline_class" in claim.where:
         classes = data.classified().set_index("key")[f"class_{claim.params['loss_direction']}"]
         pairs = pairs[pairs["baseline_key"].map(classes).isin(claim.where["baseline_class"])]
-    excluded = pairs[pairs["outcome"] == "excluded"]["excluded_why"].value_counts()
+    # Pairs whose runs were not done yet (pending, interrupted, missing) are not results: not counted.
+    why = pairs.loc[pairs["outcome"] == "excluded", "excluded_why"]
+    excluded = why[~why.str.contains("pending|interrupted|missing")].value_counts()
     both = int((pairs["outcome"] == "both timed out").sum())
     used = pairs[pairs["outcome"].isin(["finished", "label timed out", "baseline timed out"])]
     label_to = used["outcome"] == "label timed out"

@@ -161,6 +161,34 @@ def first_block(claim: Claim) -> int:
     return 3
 
 
+def depth_units(claim: Claim, units: list[UnitKey]) -> tuple[int, int]:
+    """For a point statistic: how many of its first units give points their first seeds, and how many
+    seeds each point gets there (``min_seeds``, or all of a design's repetitions if fewer); (0, 1) else."""
+    if claim.statistic not in POINT_STATISTICS or not units:
+        return 0, 1
+    first = (units[0][0], units[0][2])
+    step = sum(1 for point, _, size in units[: int(claim.params.get("min_seeds", 3))] if (point, size) == first)
+    seeds: dict[tuple[int, int | None], int] = {}
+    count = 0
+    for point, _, size in units:
+        seeds[(point, size)] = seeds.get((point, size), 0) + 1
+        if seeds[(point, size)] > step:
+            break
+        count += 1
+    return count, step
+
+
+def block_end(claim: Claim, cursor: int, total: int, depth: tuple[int, int]) -> int:
+    """Where the block of units starting at ``cursor`` ends: the claim's first block; then, while points
+    get their first seeds, a whole point's worth; else one unit."""
+    if cursor == 0:
+        return min(total, max(1, first_block(claim)))
+    count, step = depth
+    if cursor < count:
+        return min(total, count, (cursor // step + 1) * step)
+    return cursor + 1
+
+
 def labels_of(claim: Claim, campaign: Campaign) -> list[str]:
     """The labels whose runs a claim reads: its label and baseline; every label for a flows claim (the
     compared flows are inside each run)."""
@@ -193,6 +221,7 @@ def select(claims: list[Claim], campaigns: dict[tuple[str, str], Campaign], capa
     deferred: list[str] = []
     total = 0.0
     by_id = {c.id: c for c in claims}
+    depths = {cid: depth_units(by_id[cid], found) for cid, found in units.items()}
     while active or deferred:
         if not active:  # every other claim is done: the costly ones may have what is left
             active, deferred, share = set(deferred), [], None
@@ -202,7 +231,7 @@ def select(claims: list[Claim], campaigns: dict[tuple[str, str], Campaign], capa
             continue
         claim = by_id[cid]
         # A claim's first units come as one block: fewer than its statistic needs say nothing.
-        block = max(cursor[cid] + 1, first_block(claim))
+        block = block_end(claim, cursor[cid], len(units[cid]), depths[cid])
         new: list[tuple[tuple[str, str], Run]] = []
         for point, rep, size in units[cid][cursor[cid]:block]:
             for profile in profiles:
@@ -215,7 +244,7 @@ def select(claims: list[Claim], campaigns: dict[tuple[str, str], Campaign], capa
                     if run is not None and campaign.todo(run) and run.key not in chosen[key] \
                             and (key, run) not in new:
                         new.append((key, run))
-        taken_now = min(block, len(units[cid])) - cursor[cid]
+        taken_now = block - cursor[cid]
         cost = sum(campaigns[key].seconds(run) for key, run in new)
         if share is not None and cursor[cid] == 0 and cost > share:
             active.discard(cid)  # its first block alone is more than its share: after the others

@@ -360,3 +360,12 @@ def test_a_point_statistic_takes_whole_points(smoke_prepared) -> None:
     assert plan.block_end(claim, 0, len(units), depth) == 9
     assert plan.block_end(claim, 9, len(units), depth) == 12 and plan.block_end(claim, 10, len(units), depth) == 12
     assert plan.block_end(claim, 24, len(units), depth) == 25
+
+
+def test_one_seed_per_point_still_has_an_interval() -> None:
+    # Ten points with one seed each: resampling seeds within points alone would give a zero-width interval.
+    sample = _pairs([0.5, 0.7, 0.9, 1.1, 1.3, 0.6, 0.8, 1.0, 1.2, 1.4], groups=10)
+    e = st.pair_estimate("median_pair_ratio", sample, {}, seed=4)
+    assert e.low < e.value < e.high
+    share = st.pair_estimate("share_pairs_below", sample, {}, seed=4)
+    assert share.low < share.high

@@ -20,10 +20,10 @@ Statistics (``pack.STATISTICS``):
   ``per_point = "difference"`` takes each point's difference of medians instead (re-buffering is often 0);
 - ``quantile_ratio``: the ``q`` quantile of the label's runs ÷ the baseline's (unpaired).
 
-Intervals: a percentile bootstrap (order statistics, as ``fecbench.analysis.stats``), in two stages:
-the points (groups) with replacement, then the seeds of each chosen point (both sides of a seed
-together), for pair statistics and statistics over points alike; a group statistic resamples each
-side's runs.
+Intervals: a percentile bootstrap (order statistics, as ``fecbench.analysis.stats``). Pairs are
+resampled within their point (the seeds of a point: both sides of a seed together), the points with a
+single seed together as one stratum (one seed cannot vary within its point); statistics over points
+resample the points too, then the seeds of each; a group statistic resamples each side's runs.
 Seeded: the same sample and seed give the same interval.
 """
 
@@ -109,18 +109,16 @@ def pair_estimate(statistic: str, sample: pd.DataFrame, params: dict, *, seed: i
         return Estimate(point, math.nan, math.nan, kept, "pairs", f"{kept} pairs: too few for an interval "
                         f"(≥ {MIN_PAIRS})", samples)
     rng = np.random.default_rng(seed)
-    codes = sample["group"].astype("category").cat.codes.to_numpy()
-    order = np.argsort(codes, kind="stable")
-    sizes = np.bincount(codes)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    boots = np.empty(n_boot)
-    for b in range(n_boot):
-        # Two stages: the points (groups) with replacement, then each chosen point's seeds: a sample of
-        # one seed per point still varies (resampling seeds within points alone would not).
-        chosen = rng.integers(0, len(sizes), len(sizes))
-        span = np.repeat(sizes[chosen], sizes[chosen])
-        picks = order[np.repeat(starts[chosen], sizes[chosen]) + np.floor(rng.random(span.size) * span).astype(int)]
-        boots[b] = float(_pair_value(statistic, value[picks], base[picks], ratio[picks], params))
+    # Strata: each point (group) with two seeds or more; the points with a single seed together (a seed
+    # alone cannot vary within its point: those points are resampled as draws of the design's space).
+    counts = sample["group"].map(sample["group"].value_counts())
+    strata = sample["group"].where(counts > 1, "\0single").astype("category").cat.codes.to_numpy()
+    order = np.argsort(strata, kind="stable")
+    sizes = np.bincount(strata)
+    starts = np.repeat(np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes)
+    span = np.repeat(sizes, sizes)
+    picks = order[starts + np.floor(rng.random((n_boot, len(sample))) * span).astype(int)]
+    boots = _pair_value(statistic, value[picks], base[picks], ratio[picks], params)
     low, high = _interval(np.asarray(boots, dtype=float))
     note = "" if not math.isnan(low) else "the resamples give no interval"
     return Estimate(point, low, high, kept, "pairs", note, samples)

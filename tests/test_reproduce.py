@@ -369,3 +369,11 @@ def test_one_seed_per_point_still_has_an_interval() -> None:
     assert e.low < e.value < e.high
     share = st.pair_estimate("share_pairs_below", sample, {}, seed=4)
     assert share.low < share.high
+
+
+def test_a_unanimous_share_of_few_pairs_is_not_certain() -> None:
+    e = st.pair_estimate("share_pairs_above", _pairs([1.5] * 5, groups=5), {}, seed=5)
+    assert e.value == 1.0 and e.high == 1.0 and e.low < 0.6   # Wilson: about [0.57, 1]
+    assert st.verdict(e.value, e.low, e.high, ">", 0.5, 0) == "holds"
+    few = st.pair_estimate("share_pairs_above", _pairs([1.5] * 3, groups=3), {}, seed=5)
+    assert st.verdict(few.value, few.low, few.high, ">", 0.5, 0) == "inconclusive"

@@ -11,7 +11,8 @@ Statistics (``pack.STATISTICS``):
 
 - ``share_pairs_below`` / ``share_pairs_above``: the share of pairs whose ratio is below / above
   ``ratio_threshold`` (default 1); ``ties = "exclude"`` leaves out pairs with a ratio of exactly 1
-  (data received often ties);
+  (data received often ties); a share's interval is at least its Wilson score interval (5 of 5 pairs
+  would otherwise give a bootstrap interval of [1, 1]);
 - ``median_pair_ratio``: the median per-run ratio; ``ratio_of_medians``: median of the label's values
   ÷ median of the baseline's over the same pairs; ``difference_of_medians``: their difference;
 - per point (a group's ratio of medians over its seeds, groups with fewer than ``min_seeds`` seeds
@@ -120,8 +121,18 @@ def pair_estimate(statistic: str, sample: pd.DataFrame, params: dict, *, seed: i
     picks = order[starts + np.floor(rng.random((n_boot, len(sample))) * span).astype(int)]
     boots = _pair_value(statistic, value[picks], base[picks], ratio[picks], params)
     low, high = _interval(np.asarray(boots, dtype=float))
+    if statistic.startswith("share_pairs") and not math.isnan(low):
+        low, high = _with_wilson(low, high, point, kept)
     note = "" if not math.isnan(low) else "the resamples give no interval"
     return Estimate(point, low, high, kept, "pairs", note, samples)
+
+
+def _with_wilson(low: float, high: float, share: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """A share's bootstrap interval widened to at least its Wilson score interval: with few pairs, or a
+    share of 0 or 1, every resample gives the same share and the bootstrap alone says [1, 1]."""
+    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
+    return min(low, max(0.0, centre - half)), max(high, min(1.0, centre + half))
 
 
 def _group_ratio(value: np.ndarray, base: np.ndarray, per_point: str = "ratio") -> np.ndarray:
@@ -200,6 +211,8 @@ def point_estimate(statistic: str, sample: pd.DataFrame, params: dict, *, seed: 
     values = (_over_points(statistic, boots, boot_factor) if statistic != "trend"
               else np.array([_spearman(boots[b], boot_factor[b])[0] for b in range(n_boot)]))
     low, high = _interval(np.asarray(values, dtype=float))
+    if statistic == "share_points_below" and not math.isnan(low):
+        low, high = _with_wilson(low, high, value, len(kept))
     return Estimate(value, low, high, len(kept), "points", note, samples)
 
 

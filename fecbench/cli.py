@@ -13,6 +13,7 @@ from fecbench.dropper.cli import app as dropper_app
 from fecbench.errors import UserError
 from fecbench.planner.cli import plan as plan_command
 from fecbench.provenance import version_text
+from fecbench.reproduce.cli import reproduce as reproduce_command
 from fecbench.runners.cli import register as register_runner_commands
 from fecbench.topologies.cli import link_app, topo_app
 
@@ -67,6 +68,7 @@ app.command("plan")(plan_command)
 register_runner_commands(app)  # run, status, impls
 app.command("report")(report_command)
 app.command("export")(export_command)
+app.command("reproduce")(reproduce_command)
 app.add_typer(dropper_app, name="dropper")
 app.add_typer(topo_app, name="topo")
 app.add_typer(link_app, name="link")

@@ -107,7 +107,7 @@ def test_modules_stay_small() -> None:
 # --- the layering and module tables of ARCHITECTURE.md -----------------------------------------------------
 
 ARCHITECTURE = REPO_ROOT / "ARCHITECTURE.md"
-DETAILED = ("runners", "analysis")    # packages with a table of their own (module | job | imports within)
+DETAILED = ("runners", "analysis", "reproduce")    # packages with a table of their own (module | job | imports within)
 
 
 def _section(heading: str) -> str:
@@ -171,7 +171,7 @@ def layer_of(module: str, layers: list[tuple[str, list[str]]]) -> int | None:
 def test_every_module_is_in_exactly_the_layer_table() -> None:
     layers = _layers()
     assert [name for name, _ in layers] == ["base", "storage", "data path", "planning", "campaigns", "analysis",
-                                           "entry"]
+                                           "reproduction", "entry"]
     modules = _modules()
     missing = sorted(m for m in modules if layer_of(m, layers) is None)
     assert not missing, f"modules ARCHITECTURE.md's layer table does not name: {missing}"
@@ -199,7 +199,7 @@ def test_no_module_imports_a_higher_layer_or_a_cli() -> None:
 
 
 def test_the_detail_tables_match_the_code() -> None:
-    """Every module of runners/ and analysis/ has its row, and its imports within the package are listed."""
+    """Every module of runners/, analysis/ and reproduce/ has its row, and its imports within the package are listed."""
     graph, modules = _graph(), _modules()
     for package in DETAILED:
         prefix = f"fecbench.{package}"

@@ -122,6 +122,13 @@ class RunQueue:
             current = max(free, key=lambda p: left[p])
         return self.pop_point(current)
 
+    def drain(self) -> list[Run]:
+        """Take every run off the queue (a campaign out of time: they stay pending); those runs."""
+        left = list(self._left.values())
+        self._left.clear()
+        self._by_point.clear()
+        return left
+
     def drop_label(self, label: str) -> list[Run]:
         """Take every run of an implementation label off the queue (the circuit breaker); those runs."""
         dropped = [run for run in self._left.values() if run.label == label]
@@ -201,6 +208,7 @@ class Summary:
     interrupted: bool = False
     aborted: str | None = None
     breakers: list[Breaker] = field(default_factory=list)
+    out_of_time: int = 0              # runs left pending because the campaign reached its stop time
 
 
 def progress_bar(console: Any) -> Any:
@@ -229,7 +237,8 @@ class Engine:
     """Runs a prepared campaign's selected runs on an executor and records every start and outcome."""
 
     def __init__(self, prepared: Prepared, db_path: Path, executor: Executor, console: Any = None,
-                 breaker_runs: int = BREAKER_RUNS, sample: int | None = None) -> None:
+                 breaker_runs: int = BREAKER_RUNS, sample: int | None = None, only: list[Run] | None = None,
+                 stop_at: float | None = None) -> None:
         from rich.console import Console
 
         self.prepared, self.db_path, self.executor = prepared, db_path, executor
@@ -242,11 +251,17 @@ class Engine:
         self.breaker_settled: set[str] = set()                        # labels past their first runs
         self.queue: RunQueue | None = None
         self.sample = sample
+        # `only`: these runs, in this order (those of them still to do), instead of the design's own order;
+        # `stop_at` (time.monotonic()): no run starts after it, the rest stay pending (a time budget).
+        self.only, self.stop_at = only, stop_at
 
     def run(self, retry: set[str]) -> Summary:
         prepared = self.prepared
         todo = sample_runs(select_runs(prepared, read_statuses(self.db_path), retry), self.sample,
                            prepared.design.seed)
+        if self.only is not None:
+            wanted = {run.key for run in todo}
+            todo = [run for run in self.only if run.key in wanted]
         summary = Summary(total=len(prepared.runs), selected=len(todo), counts=Counter())
         if not todo:
             return summary
@@ -277,6 +292,8 @@ class Engine:
                                "on one network")
             task = progress.add_task(name, total=len(todo), counts="")
             while (queue or executor.busy()) and not summary.aborted:
+                if self.stop_at is not None and queue and time.monotonic() >= self.stop_at:
+                    summary.out_of_time = len(queue.drain())
                 for started in executor.dispatch(queue):
                     assert self.recorder is not None
                     self.recorder.started(started.run, started.backend, started.host)
@@ -286,7 +303,7 @@ class Engine:
                 done = executor.collect(POLL_S)
                 self._record_all(done, summary)
                 progress.update(task, completed=summary_done(summary), counts=counts_text(summary.counts),
-                                total=len(todo) - sum(b.skipped for b in summary.breakers))
+                                total=len(todo) - sum(b.skipped for b in summary.breakers) - summary.out_of_time)
                 if executor.host_info_changed():
                     assert self.recorder is not None
                     self.recorder.update_host(executor.host_info())

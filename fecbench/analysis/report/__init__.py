@@ -26,7 +26,9 @@ Figures (from :mod:`fecbench.analysis`, the same code as the notebooks):
 - with a link schedule: a table of the changes applied per link, direction and kind, with the median
   and largest distance between applied and scheduled time (``results.link_events``).
 
-The page opens with the headline table: per label and size, the median over the design points of
+The page opens with plain-language sentences (``report.sentences``): per label and size, "faster than
+BASE at X of Y points (median ratio R, 95 % interval [a, b])", and what was excluded; then the headline
+table: per label and size, the median over the design points of
 the per-point ratio of medians, the share of points where the label did better, and how many points
 and pairs were censored or excluded and why (``fecbench.analysis.ratios``: a run that reached the design's
 ``timeout_s`` is censored there, never dropped; the bootstrap intervals are seeded with
@@ -62,6 +64,7 @@ from fecbench import db as dbmod
 from fecbench.analysis import cross_stack, path_metrics, ratios, results, stats, tables
 from fecbench.analysis.report import accuracy as report_accuracy
 from fecbench.analysis.report import messages as report_messages
+from fecbench.analysis.report import sentences
 from fecbench.analysis.report.flows import flows_section
 from fecbench.errors import UserError
 from fecbench.paths import NOTEBOOKS_DIR, slug
@@ -112,6 +115,7 @@ class Report:
     headline: dict[str, pd.DataFrame] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)
+    sentences: list[str] = field(default_factory=list)   # the page's opening (report.sentences)
 
 
 def default_db(directory: str | Path = "results") -> Path:
@@ -201,8 +205,9 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
         if len(downloads["label"].unique()) > 1 and base in set(downloads["label"]):
             _download_ratios(report, downloads, base, outdir, figure)
         cross_stack.section(report.headline, report.notes, downloads, seed=REPORT_SEED)  # two FEC stacks
-    report_messages.messages_section(report.tables, report.notes, db, frame,
-                                     baseline or choose_baseline(labels, ("udp", "quic")), figure)
+    messages_base = baseline or choose_baseline(labels, ("udp", "quic"))
+    report_messages.messages_section(report.tables, report.notes, db, frame, messages_base, figure)
+    report.sentences += sentences.messages(frame, messages_base)
 
     flows_section(report.tables, report.notes, db, figure)
     _loss_position(report, db, figure)
@@ -224,6 +229,7 @@ def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir:
 
     pairs = ratios.pairs(downloads, baseline=base, metric="dct_ms")
     points = ratios.point_ratios(pairs, seed=REPORT_SEED)
+    report.sentences += sentences.downloads(points, pairs, base, REPORT_SEED)
     name = f"DCT: ratio of medians label / {base} per design point"
     report.headline[name] = headline_table(ratios.summary(points))
     report.notes[name] = HEADLINE_NOTE.format(level=points.attrs["level"], n_boot=points.attrs["n_boot"],
@@ -376,6 +382,9 @@ def _html(db: Path, frame: pd.DataFrame, report: Report, notes: dict[str, str]) 
              f"<p>{len(frame)} runs ({by_status}); labels: {html.escape(', '.join(frame.attrs['labels']))}. "
              f"Generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} from "
              f"<code>{html.escape(str(db))}</code>.</p>"]
+    if report.sentences:
+        parts.append("<h2>In short</h2><ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in report.sentences)
+                     + "</ul>")
     for title, group in (("Headline", report.headline), ("Tables", report.tables)):
         if group:
             parts.append(f"<h2>{title}</h2>")

@@ -34,6 +34,8 @@ def report(
     with console.status("report") as status:
         written = report_mod.build(db, output, baseline=baseline,
                                    progress=lambda name: status.update(f"report: {name}"))
+    for sentence in written.sentences:
+        console.print(sentence, markup=False, highlight=False)
     console.print(f"{len(written.figures)} figures and {len(written.tables)} tables → {written.html}")
 
 

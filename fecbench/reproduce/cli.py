@@ -1,0 +1,136 @@
+"""CLI of ``fecbench reproduce``: list the packs, or run one within a budget and print its verdicts."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fecbench.errors import UserError
+
+console = Console()
+VERDICT_STYLE = {"holds": "green", "fails": "red", "inconclusive": "yellow", "not runnable here": "dim"}
+
+
+def reproduce(
+    pack: str = typer.Argument(None, help="The pack (a folder of reproduce/); none: list the packs."),
+    budget: str = typer.Option(None, "--budget", help="Wall time for the whole command, e.g. 30m, 90s, 2h "
+                               "(runs, verdicts and page); default 30m."),
+    full: bool = typer.Option(False, "--full", help="Every run of every design of the pack (no budget)."),
+    jobs: str = typer.Option("1", "--jobs", help="Networks at once on this machine (1-32), or auto."),
+    profile: list[str] = typer.Option(None, "--profile", help="A stack profile of the pack (repeat to compare "
+                                      "them side by side; default: the pack's default profile)."),
+    results: Path = typer.Option(None, "--results", help="Where the packs' designs, databases and pages go "
+                                 "(default results/reproduce)."),
+    no_run: bool = typer.Option(False, "--no-run", help="Run nothing: the verdicts of what the databases hold."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the runs the budget buys; run nothing."),
+    link_backend: str = typer.Option(None, "--link-backend", help="netem | delayline (default: probe)."),
+) -> None:
+    """Re-run a seed paper's experiments and say, claim by claim, whether they hold."""
+    started = time.monotonic()
+    from fecbench.reproduce import pack as pack_mod
+
+    if pack is None:
+        _list(pack_mod)
+        return
+    from fecbench.reproduce import plan, profiles, session
+
+    loaded = pack_mod.load_pack(pack)
+    names = list(dict.fromkeys(profile)) if profile else [loaded.default_profile]
+    for name in names:
+        loaded.profile(name)
+    if full and budget is not None:
+        raise UserError("--budget and --full: choose one")
+    seconds = None if full else plan.parse_budget(budget or "30m")
+    jobs_count = _jobs(jobs)
+    root = results or profiles.DEFAULT_ROOT
+    if dry_run:
+        _dry_run(loaded, names, seconds, full, root, session)
+        return
+    if not no_run:
+        from fecbench.affinity import confine_harness
+        from fecbench.errors import require_root
+
+        require_root("fecbench reproduce")
+        warning = confine_harness()
+        if warning:
+            console.print(f"[yellow]warning: {warning}[/]")
+    outcome = session.reproduce(loaded, names, budget=seconds, full=full, jobs=jobs_count, root=root,
+                                console=console, run=not no_run, link_backend=link_backend, started=started)
+    _print_verdicts(outcome)
+
+
+def _jobs(text: str) -> int | None:
+    from fecbench.runners.jobs import parse_jobs
+
+    return parse_jobs(text, allow_auto=True)
+
+
+def _list(pack_mod) -> None:
+    table = Table(title="reproduction packs (fecbench reproduce PACK)")
+    for col in ("pack", "title", "designs", "claims", "profiles (default first)"):
+        table.add_column(col)
+    for name in pack_mod.pack_names():
+        pack = pack_mod.load_pack(name)
+        order = [pack.default_profile] + [p for p in pack.profiles if p != pack.default_profile]
+        designs = ", ".join(a if r.present else f"{a} (to come)" for a, r in pack.designs.items())
+        table.add_row(name + (" (CI)" if pack.smoke else ""), pack.title, designs, str(len(pack.claims)),
+                      ", ".join(order))
+    console.print(table)
+
+
+def _dry_run(pack, names: list[str], seconds: float | None, full: bool, root: Path, session) -> None:
+    from fecbench.reproduce import plan
+
+    targets, campaigns = session.prepare_campaigns(pack, names, root, checks=False)
+    capacity = None
+    if seconds is not None:
+        capacity = max(0.0, (seconds - session.reserve_s(pack, names)) * plan.FILL)
+    selection = plan.select(pack.claims, campaigns, capacity, full=full)
+    table = Table(title=f"{pack.name}: runs the {'full pack' if full else f'budget of {seconds / 60:g} min'} buys")
+    for col in ("profile", "design", "runs", "estimated min", "duration factor"):
+        table.add_column(col, justify="right")
+    for key, runs in selection.runs.items():
+        table.add_row(key[0], key[1], str(len(runs)), f"{selection.seconds[key] / 60:.1f}",
+                      f"{campaigns[key].factor:.2f}")
+    console.print(table)
+    claims = Table(title="per claim")
+    for col in ("claim", "units (point, seed, size)", "estimated min"):
+        claims.add_column(col, justify="right")
+    for claim in pack.claims:
+        claims.add_row(claim.id, str(selection.claim_units.get(claim.id, 0)),
+                       f"{selection.claim_seconds.get(claim.id, 0.0) / 60:.1f}")
+    console.print(claims)
+
+
+def _print_verdicts(outcome) -> None:
+    from fecbench.reproduce.evaluate import expectation, paper_text
+
+    by = {(v.claim.id, v.profile): v for v in outcome.verdicts}
+    table = Table(title=f"{outcome.pack.title}: verdicts", show_lines=False)
+    table.add_column("claim")
+    table.add_column("expected")
+    table.add_column("paper")
+    for name in outcome.profiles:
+        table.add_column(name)
+    for claim in outcome.pack.claims:
+        cells = []
+        for name in outcome.profiles:
+            v = by[(claim.id, name)]
+            cells.append(f"[{VERDICT_STYLE[v.verdict]}]{v.verdict}[/] {v.interval_text()}"
+                         + (f"\n[dim]{v.reason}[/]" if v.verdict != "holds" else ""))
+        table.add_row(claim.id, expectation(claim), paper_text(claim), *cells)
+    console.print(table)
+    counts: dict[str, int] = {}
+    for v in outcome.verdicts:
+        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    console.print(", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + f" in {outcome.seconds / 60:.1f} min"
+                  + (f" (budget {outcome.budget / 60:g} min)" if outcome.budget else ""))
+    for r in outcome.ran:
+        if r.out_of_time or r.stopped:
+            console.print(f"{r.target.profile}/{r.target.alias}: {r.out_of_time} run(s) left pending; "
+                          f"resume with {r.target.resume_command()}")
+    console.print(f"page: {outcome.html}")

@@ -1,0 +1,237 @@
+"""Every claim of a pack, per profile: the statistic on the campaign's database and its verdict.
+
+Verdicts: **holds** (the 95 % bootstrap interval lies on the claim's side of its threshold, or within
+threshold ± tolerance for ``approx``), **fails** (entirely on the other side), **inconclusive** (it
+straddles the threshold, or there are too few seeds for an interval, or no runs yet: the reason says
+which), and **not runnable here** (the claim needs something this checkout lacks, e.g. a design
+another issue adds: never a silent pass).
+
+Data. A pair statistic pairs the label's runs with the baseline's on the same point, seed and size
+(``fecbench.analysis.ratios.pairs``: timeouts censored, failed or flagged runs excluded and counted);
+``where`` keeps the points, sizes and loss classes the claim is about (``loss_class``: each run by
+its own verdict log; ``baseline_class``: a pair by its baseline run's, the paired analysis of a loss
+class). A group statistic takes each label's runs (timeouts at +inf). A flows statistic reads the
+per-flow table of competing-flow runs (issue #26).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fecbench.analysis import loss_position, ratios, results
+from fecbench.analysis.stats import group_seed
+from fecbench.reproduce import statistics as st
+from fecbench.reproduce.pack import (
+    FLOW_STATISTICS,
+    GROUP_STATISTICS,
+    PAIR_STATISTICS,
+    Claim,
+    Pack,
+)
+from fecbench.reproduce.plan import matches
+
+NOT_RUNNABLE = "not runnable here"
+VERDICTS = ("holds", "fails", "inconclusive", NOT_RUNNABLE)
+#: The per-flow table of issue #26 and the columns a flows claim reads from it.
+FLOWS_MODULE = "fecbench.analysis.flows"
+FLOW_COLUMNS = ("run_key", "role", "label", "dct_ms")
+
+
+@dataclass
+class Verdict:
+    claim: Claim
+    profile: str
+    verdict: str
+    estimate: st.Estimate | None
+    reason: str = ""
+
+    def interval_text(self) -> str:
+        e = self.estimate
+        if e is None or math.isnan(e.value):
+            return "–"
+        text = _fmt(e.value)
+        return f"{text} [{_fmt(e.low)}, {_fmt(e.high)}]" if e.has_interval else f"{text} [no interval]"
+
+
+def _fmt(value: float) -> str:
+    if math.isnan(value):
+        return "–"
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    return f"{value:.3g}"
+
+
+class Data:
+    """The frames of one campaign database, loaded once for all its claims."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self.frame = results.load(db) if db.is_file() else pd.DataFrame()
+        self._classified: pd.DataFrame | None = None
+
+    def classified(self) -> pd.DataFrame:
+        if self._classified is None:
+            self._classified = loss_position.classify_runs(self.db)
+        return self._classified
+
+
+def evaluate(pack: Pack, dbs: dict[tuple[str, str], Path], profiles: list[str], seed: int = 2019) -> list[Verdict]:
+    """A verdict for every claim and profile; ``dbs`` maps (profile, design alias) to a database."""
+    cache: dict[Path, Data] = {}
+    out = []
+    for profile in profiles:
+        for claim in pack.claims:
+            db = dbs.get((profile, claim.design))
+            if claim.needs:
+                out.append(Verdict(claim, profile, NOT_RUNNABLE, None, f"needs {claim.needs}"))
+                continue
+            if db is None or not db.is_file():
+                out.append(Verdict(claim, profile, "inconclusive", None, "no runs yet (no database)"))
+                continue
+            data = cache.setdefault(db, Data(db))
+            out.append(evaluate_claim(claim, profile, data, group_seed(seed, [pack.name, claim.id, profile])))
+    return out
+
+
+def evaluate_claim(claim: Claim, profile: str, data: Data, seed: int) -> Verdict:
+    if claim.statistic in FLOW_STATISTICS:
+        return _flows(claim, profile, data, seed)
+    frame = data.classified() if _uses_classes(claim) else data.frame
+    frame = _filter_runs(claim, frame)
+    if frame.empty or not {claim.label, claim.baseline} <= set(frame["label"]):
+        return Verdict(claim, profile, "inconclusive", None, "no runs of the claim's labels yet")
+    if claim.statistic in GROUP_STATISTICS:
+        label, base = (_run_values(frame[frame["label"] == name], claim.metric)
+                       for name in (claim.label, claim.baseline))
+        estimate = st.group_estimate(claim.statistic, label, base, claim.params, seed=seed)
+        reason = ""
+    else:
+        sample, reason = _pair_sample(claim, frame, data)
+        if claim.statistic in PAIR_STATISTICS:
+            estimate = st.pair_estimate(claim.statistic, sample, claim.params, seed=seed)
+        else:
+            estimate = st.point_estimate(claim.statistic, sample, claim.params, seed=seed)
+    return _judge(claim, profile, estimate, reason)
+
+
+def _judge(claim: Claim, profile: str, estimate: st.Estimate, reason: str) -> Verdict:
+    verdict = st.verdict(estimate.value, estimate.low, estimate.high, claim.compare, claim.threshold,
+                         claim.tolerance)
+    notes = [f"{estimate.n} {estimate.unit}", estimate.note, reason]
+    if verdict == "inconclusive" and estimate.has_interval:
+        notes.insert(1, "the interval straddles the threshold")
+    return Verdict(claim, profile, verdict, estimate, "; ".join(n for n in notes if n))
+
+
+def _uses_classes(claim: Claim) -> bool:
+    return "loss_class" in claim.where or "baseline_class" in claim.where
+
+
+def _filter_runs(claim: Claim, frame: pd.DataFrame) -> pd.DataFrame:
+    if frame.empty:
+        return frame
+    keep = frame["label"].isin([claim.label, claim.baseline])
+    for key, wanted in claim.where.items():
+        if key == "size":
+            keep &= frame["size"].isin(wanted)
+        elif key == "loss_class":
+            keep &= frame[f"class_{claim.params['loss_direction']}"].isin(wanted)
+        elif key != "baseline_class":
+            column = key if key in frame else f"factor_{key}"
+            keep &= frame[column].map(lambda v, w=wanted: v is not None and not pd.isna(v) and matches(float(v), w))
+    out = frame[keep]
+    out.attrs.update(frame.attrs)
+    return out
+
+
+def _run_values(runs: pd.DataFrame, metric: str) -> np.ndarray:
+    """Finished runs' metric, +inf for timed-out runs of a duration metric; other runs left out."""
+    finished = (runs["status"] == "ok") & runs[metric].notna()
+    censored = (runs["status"] == "timeout") & (metric in ratios.CENSORED_METRICS)
+    return np.concatenate([runs.loc[finished, metric].to_numpy(float), np.full(int(censored.sum()), np.inf)])
+
+
+def _pair_sample(claim: Claim, frame: pd.DataFrame, data: Data) -> tuple[pd.DataFrame, str]:
+    """One row per usable pair: group (point and size), value, base, ratio (+inf/0 where a side timed
+    out), the trend factor; and what was excluded."""
+    by = ["point", "rep", "size"] if frame["size"].notna().any() else ["point", "rep"]
+    pairs = ratios.pairs(frame, baseline=claim.baseline, by=by, metric=claim.metric, labels=[claim.label])
+    if "baseline_class" in claim.where:
+        classes = data.classified().set_index("key")[f"class_{claim.params['loss_direction']}"]
+        pairs = pairs[pairs["baseline_key"].map(classes).isin(claim.where["baseline_class"])]
+    # Pairs whose runs were not done yet (pending, interrupted, missing) are not results: not counted.
+    why = pairs.loc[pairs["outcome"] == "excluded", "excluded_why"]
+    excluded = why[~why.str.contains("pending|interrupted|missing")].value_counts()
+    both = int((pairs["outcome"] == "both timed out").sum())
+    used = pairs[pairs["outcome"].isin(["finished", "label timed out", "baseline timed out"])]
+    label_to = used["outcome"] == "label timed out"
+    base_to = used["outcome"] == "baseline timed out"
+    sample = pd.DataFrame({
+        "group": used["point"].astype(str) + "|" + (used["size"].astype(str) if "size" in used else ""),
+        "value": np.where(label_to, np.inf, used["value"]),
+        "base": np.where(base_to, np.inf, used["baseline_value"]),
+        "ratio": np.where(label_to, np.inf, np.where(base_to, 0.0, used["ratio"]))})
+    factor = claim.params.get("factor")
+    if factor:
+        column = factor if factor in used else f"factor_{factor}"
+        sample["factor"] = used[column].to_numpy(float)
+    parts = [f"{n} excluded ({why})" for why, n in excluded.items()]
+    if both:
+        parts.append(f"{both} with both sides timed out")
+    return sample.reset_index(drop=True), ", ".join(parts)
+
+
+def _flows(claim: Claim, profile: str, data: Data, seed: int) -> Verdict:
+    """Foreground flows' DCT with one background label ÷ with another (issue #26's per-flow table)."""
+    try:
+        module = importlib.import_module(FLOWS_MODULE)
+    except ImportError:
+        module = None
+    if module is None or not hasattr(module, "flows"):
+        return Verdict(claim, profile, NOT_RUNNABLE, None,
+                       f"needs the per-flow table ({FLOWS_MODULE}.flows, issue #26)")
+    table = module.flows(data.db)
+    missing = [c for c in FLOW_COLUMNS if c not in table]
+    if missing:
+        return Verdict(claim, profile, NOT_RUNNABLE, None,
+                       f"needs per-flow columns {', '.join(missing)} in {FLOWS_MODULE}.flows")
+    background = table[table["role"] != claim.params["role"]].groupby("run_key")["label"].first()
+    fore = table[table["role"] == claim.params["role"]].assign(background=lambda f: f["run_key"].map(background))
+    runs = data.frame.set_index("key")["status"] if not data.frame.empty else pd.Series(dtype=object)
+    fore = fore.assign(status=fore["run_key"].map(runs).fillna("ok"))
+    label, base = (_run_values(fore[fore["background"] == name], "dct_ms") for name in (claim.label, claim.baseline))
+    estimate = st.group_estimate("quantile_ratio", label, base, {"q": 0.5}, seed=seed)
+    return _judge(claim, profile, estimate, f"foreground DCT with background {claim.label} ÷ with {claim.baseline}")
+
+
+def table(verdicts: list[Verdict], profiles: list[str]) -> pd.DataFrame:
+    """One row per claim, the paper's value and, per profile, verdict and value [interval]."""
+    rows: dict[str, dict[str, object]] = {}
+    for v in verdicts:
+        row = rows.setdefault(v.claim.id, {"claim": v.claim.id, "statement": v.claim.text,
+                                           "expected": expectation(v.claim), "paper": paper_text(v.claim)})
+        row[f"{v.profile}: verdict"] = v.verdict
+        row[f"{v.profile}: value [95 % CI]"] = v.interval_text()
+        row[f"{v.profile}: note"] = v.reason
+    return pd.DataFrame(list(rows.values()))
+
+
+def expectation(claim: Claim) -> str:
+    if claim.compare == "approx":
+        return f"≈ {claim.threshold:g} ± {claim.tolerance:g}"
+    return f"{claim.compare} {claim.threshold:g}"
+
+
+def paper_text(claim: Claim) -> str:
+    parts = []
+    if claim.paper_value is not None:
+        parts.append(f"{claim.paper_value:.3g}")
+    if claim.paper_text:
+        parts.append(claim.paper_text)
+    return " — ".join(parts) or "–"

@@ -1,0 +1,324 @@
+"""A reproduction pack: the designs a paper's experiments run on, the stack profiles, and the claims.
+
+A pack is a folder ``reproduce/<name>/`` with two files (format: ``reproduce/README.md``):
+
+- ``pack.toml``: ``[pack]`` (name, title, default profile), ``[papers.<id>]`` (the sources claims cite),
+  ``[designs]`` (alias → design file; a design another issue still has to add is declared with
+  ``needs`` and its claims are "not runnable here" until the file exists) and ``[profiles.<name>]``
+  (argument overrides applied to the designs' labels: the paper's stack, today's defaults, …);
+- ``claims.toml``: ``[[claim]]``, every quantitative statement of the paper the harness can test: its
+  source (paper, section, figure, quote), the statistic, the comparison and threshold, the paper's
+  printed numbers.
+
+Everything is checked when the pack loads, against the design files themselves (labels, sizes,
+factors), without building or running anything; a mistake is a SpecError naming the file and key.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fecbench.errors import SpecError, UserError
+from fecbench.paths import REPO_ROOT
+from fecbench.runners.design import parse_size, resolve_path
+from fecbench.specs import Section, load_toml
+
+PACKS_DIR = REPO_ROOT / "reproduce"
+
+#: Statistics over pairs of runs (label and baseline on the same point, seed and size).
+PAIR_STATISTICS = ("share_pairs_below", "share_pairs_above", "median_pair_ratio", "ratio_of_medians",
+                   "difference_of_medians")
+#: Statistics over design points (each point's ratio of medians over its seeds).
+POINT_STATISTICS = ("median_point_ratio", "mean_point_ratio", "share_points_below", "trend")
+#: Statistics over each label's runs, unpaired (a quantile of each side).
+GROUP_STATISTICS = ("quantile_ratio",)
+#: Statistics over the flows of runs with competing flows (issue #26's per-flow table).
+FLOW_STATISTICS = ("flow_ratio_of_medians",)
+STATISTICS = PAIR_STATISTICS + POINT_STATISTICS + GROUP_STATISTICS + FLOW_STATISTICS
+COMPARISONS = ("<", ">", "approx")
+LOSS_CLASSES = ("no loss", "loss", "tail loss")
+DIRECTIONS = ("forward", "reverse", "any")
+METRICS = ("dct_ms", "client_wall_ms", "bytes_app", "rebuffering_ms", "messages_late", "messages_corrupt")
+
+
+@dataclass
+class Source:
+    paper: str
+    section: str
+    figure: str
+    quote: str
+
+
+@dataclass
+class Claim:
+    id: str
+    text: str
+    design: str
+    statistic: str
+    label: str
+    baseline: str
+    metric: str
+    where: dict[str, Any]
+    compare: str
+    threshold: float
+    tolerance: float
+    source: Source
+    params: dict[str, Any] = field(default_factory=dict)
+    paper_value: float | None = None
+    paper_text: str = ""
+    printed: dict[str, float] = field(default_factory=dict)
+    needs: str | None = None          # what a claim needs that this checkout lacks (set at load)
+
+    def sizes(self) -> list[int] | None:
+        return self.where.get("size")
+
+
+@dataclass
+class Profile:
+    name: str
+    description: str
+    sources: list[str]
+    set: dict[str, str]
+    unset: list[str]
+    labels: list[str] | None          # None: every label whose implementation declares the argument
+
+
+@dataclass
+class DesignRef:
+    alias: str
+    path: Path
+    needs: str | None                 # the design is another issue's: what it needs while it is absent
+    labels: list[str] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    factors: list[str] = field(default_factory=list)
+    workload: str = ""
+
+    @property
+    def present(self) -> bool:
+        return self.path.is_file()
+
+
+@dataclass
+class Pack:
+    name: str
+    title: str
+    dir: Path
+    papers: dict[str, str]
+    designs: dict[str, DesignRef]
+    profiles: dict[str, Profile]
+    default_profile: str
+    claims: list[Claim]
+    smoke: bool = False               # a pack for CI (listed apart)
+
+    def profile(self, name: str) -> Profile:
+        if name not in self.profiles:
+            raise UserError(f"--profile {name!r}: pack {self.name} has no such profile "
+                            f"(allowed: {', '.join(self.profiles)})")
+        return self.profiles[name]
+
+
+def pack_names(root: Path = PACKS_DIR) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if (p / "pack.toml").is_file()) if root.is_dir() else []
+
+
+def load_pack(name_or_dir: str | Path, root: Path = PACKS_DIR) -> Pack:
+    """The pack ``reproduce/<name>/`` (or a folder holding pack.toml and claims.toml), fully checked."""
+    folder = Path(name_or_dir)
+    if not (folder / "pack.toml").is_file():
+        folder = root / str(name_or_dir)
+    if not (folder / "pack.toml").is_file():
+        raise UserError(f"no reproduction pack {str(name_or_dir)!r} (packs: {', '.join(pack_names(root)) or 'none'})")
+    top = Section.load(folder / "pack.toml")
+    head = top.section("pack", required=True)
+    name = head.get("name", str, folder.name)
+    title = head.get("title", str)
+    default = head.get("default_profile", str)
+    smoke = head.get("smoke", bool, False)
+    head.done()
+    papers_section = top.section("papers", required=True)
+    papers = {}
+    for paper_id in papers_section.data:
+        paper = papers_section.section(paper_id)
+        papers[paper_id] = paper.get("cite", str)
+        paper.get("file", str, "")
+        paper.done()
+    papers_section.done()
+    designs = _designs(top.section("designs", required=True), folder / "pack.toml")
+    profiles = _profiles(top.section("profiles", required=True), designs)
+    if default not in profiles:
+        raise head.error("default_profile", f"unknown profile {default!r}", list(profiles))
+    top.done()
+    claims = load_claims(folder / "claims.toml", papers, designs)
+    return Pack(name=name, title=title, dir=folder, papers=papers, designs=designs, profiles=profiles,
+                default_profile=default, claims=claims, smoke=smoke)
+
+
+def _designs(section: Section, file: Path) -> dict[str, DesignRef]:
+    out = {}
+    for alias, value in section.data.items():
+        section.get(alias, (str, dict))
+        if isinstance(value, str):
+            ref = DesignRef(alias, resolve_path(value, file), None)
+        else:
+            entry = section.section(alias)
+            ref = DesignRef(alias, resolve_path(entry.get("path", str), file), entry.get("needs", str, None))
+            entry.done()
+        if ref.present:
+            _describe(ref)
+        elif ref.needs is None:
+            raise section.error(alias, f"design file {ref.path} not found (a design still to come needs "
+                                "`needs = \"what it waits for\"`)")
+        out[alias] = ref
+    if not out:
+        raise section.error(None, "a pack needs at least one design")
+    return out
+
+
+def _describe(ref: DesignRef) -> None:
+    """The labels, sizes, factors and workload of a design file, read without building anything."""
+    data = load_toml(ref.path)
+    ref.labels = [str(i.get("label", i.get("name"))) for i in data.get("impl", [])]
+    workload = data.get("workload", {})
+    ref.workload = str(workload.get("kind", "download"))
+    ref.sizes = [parse_size(s, ref.path, "workload.sizes") for s in workload.get("sizes", [])]
+    factors = data.get("space", {}).get("factors", {})
+    ref.factors = []
+    for fname, spec in factors.items():
+        if isinstance(spec, dict) and spec.get("per_path"):
+            ref.factors += [f"{fname}_1", f"{fname}_2"]
+        else:
+            ref.factors.append(fname)
+
+
+def _profiles(section: Section, designs: dict[str, DesignRef]) -> dict[str, Profile]:
+    out = {}
+    for name in section.data:
+        entry = section.section(name)
+        values = entry.get("set", dict, {})
+        bad = [k for k, v in values.items() if not isinstance(v, str)]
+        if bad:
+            raise entry.error("set", f"argument {bad[0]!r}: values are strings, as in a design's args")
+        unset = entry.get("unset", list, [])
+        labels = entry.get("labels", list, None)
+        known = {label for ref in designs.values() for label in ref.labels}
+        if labels is not None and (missing := [lbl for lbl in labels if lbl not in known]):
+            raise entry.error("labels", f"no design of the pack has label {missing[0]!r}", sorted(known))
+        out[name] = Profile(name=name, description=entry.get("description", str),
+                            sources=entry.get("sources", list, []), set=dict(values), unset=list(unset),
+                            labels=labels)
+        entry.done()
+    if not out:
+        raise section.error(None, "a pack needs at least one profile (its default: the paper's stack)")
+    return out
+
+
+def load_claims(path: Path, papers: dict[str, str], designs: dict[str, DesignRef]) -> list[Claim]:
+    top = Section.load(path)
+    claims: list[Claim] = []
+    for entry in top.sections("claim", required=True):
+        claim = _claim(entry, papers, designs)
+        if any(c.id == claim.id for c in claims):
+            raise entry.error("id", f"duplicate claim id {claim.id!r}")
+        claims.append(claim)
+    top.done()
+    return claims
+
+
+def _claim(entry: Section, papers: dict[str, str], designs: dict[str, DesignRef]) -> Claim:
+    claim_id = entry.get("id", str)
+    design = entry.get("design", str, choices=list(designs))
+    ref = designs[design]
+    statistic = entry.get("statistic", str, choices=STATISTICS)
+    label = entry.get("label", str)
+    baseline = entry.get("baseline", str)
+    default_metric = "dct_ms" if ref.workload in ("download", "upload", "reqresp", "") else "bytes_app"
+    metric = entry.get("metric", str, default_metric, choices=METRICS)
+    compare = entry.get("compare", str, choices=COMPARISONS)
+    threshold = float(entry.get("threshold", float))
+    tolerance = float(entry.get("tolerance", float, 0.0, min=0.0))
+    if compare == "approx" and tolerance <= 0:
+        raise entry.error("tolerance", "compare = \"approx\" needs a tolerance > 0 (value ≈ threshold ± tolerance)")
+    src = entry.section("source", required=True)
+    source = Source(paper=src.get("paper", str, choices=list(papers)), section=src.get("section", str),
+                    figure=src.get("figure", str, ""), quote=src.get("quote", str))
+    src.done()
+    params = _params(entry, statistic, ref)
+    # A flow claim's labels are the competing flows' (issue #26), not the design's [[impl]] labels.
+    where = _where(entry, ref, *((label, baseline) if statistic not in FLOW_STATISTICS else (None, None)))
+    paper_value = entry.get("paper", float, None)
+    printed = entry.get("printed", dict, {})
+    if any(not isinstance(v, (int, float)) or isinstance(v, bool) for v in printed.values()):
+        raise entry.error("printed", "the paper's printed numbers are numbers (name = value)")
+    claim = Claim(id=claim_id, text=entry.get("text", str), design=design, statistic=statistic, label=label,
+                  baseline=baseline, metric=metric, where=where, compare=compare, threshold=threshold,
+                  tolerance=tolerance, source=source, params=params,
+                  paper_value=None if paper_value is None else float(paper_value),
+                  paper_text=entry.get("paper_text", str, ""), printed={k: float(v) for k, v in printed.items()})
+    entry.done()
+    if not ref.present:
+        claim.needs = f"{ref.path.relative_to(REPO_ROOT) if ref.path.is_relative_to(REPO_ROOT) else ref.path} " \
+                      f"({ref.needs})"
+    return claim
+
+
+def _params(entry: Section, statistic: str, ref: DesignRef) -> dict[str, Any]:
+    params: dict[str, Any] = {"min_seeds": entry.get("min_seeds", int, 3, min=1, max=1000)}
+    if statistic in POINT_STATISTICS:
+        params["per_point"] = entry.get("per_point", str, "ratio", choices=("ratio", "difference"))
+    if statistic == "trend":
+        params["factor"] = entry.get("factor", str, choices=ref.factors if ref.present else None)
+    if statistic in ("share_pairs_below", "share_pairs_above"):
+        params["ratio_threshold"] = float(entry.get("ratio_threshold", float, 1.0, min=0.0))
+        params["ties"] = entry.get("ties", str, "count", choices=("count", "exclude"))
+    if statistic == "quantile_ratio":
+        params["q"] = float(entry.get("q", float, min=0.0, max=1.0))
+    if statistic == "flow_ratio_of_medians":
+        params["role"] = entry.get("role", str, "foreground")
+    params["loss_direction"] = entry.get("loss_direction", str, "any", choices=DIRECTIONS)
+    return params
+
+
+def _where(entry: Section, ref: DesignRef, label: str | None, baseline: str | None) -> dict[str, Any]:
+    if ref.present:
+        for key, name in (("label", label), ("baseline", baseline)):
+            if name is not None and name not in ref.labels:
+                raise entry.error(key, f"design {ref.path.name} has no label {name!r}", ref.labels)
+    section = entry.section("where")
+    where: dict[str, Any] = {}
+    for key, value in section.data.items():
+        if key == "size":
+            values = value if isinstance(value, list) else [value]
+            sizes = [parse_size(v, section.file, section.key("size")) for v in values]
+            if ref.present and (missing := [s for s in sizes if s not in ref.sizes]):
+                raise section.error("size", f"design {ref.path.name} has no size {missing[0]} B", ref.sizes)
+            where["size"] = sizes
+        elif key in ("loss_class", "baseline_class"):
+            values = value if isinstance(value, list) else [value]
+            if bad := [v for v in values if v not in LOSS_CLASSES]:
+                raise section.error(key, f"unknown loss class {bad[0]!r}", LOSS_CLASSES)
+            where[key] = list(values)
+        else:
+            if ref.present and key not in ref.factors:
+                raise section.error(key, f"design {ref.path.name} has no factor {key!r}", ref.factors + ["size"])
+            where[key] = _factor_filter(section, key, value)
+        section.get(key)
+    section.done()
+    return where
+
+
+def _factor_filter(section: Section, key: str, value: Any) -> Any:
+    """A number (equal), a list of numbers (any of them), or a table {min, max} (inclusive bounds)."""
+    if isinstance(value, dict):
+        bounds = Section(value, section.file, section.key(key))
+        low = bounds.get("min", float, -math.inf)
+        high = bounds.get("max", float, math.inf)
+        bounds.done()
+        return {"min": float(low), "max": float(high)}
+    values = value if isinstance(value, list) else [value]
+    if not values or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
+        raise SpecError(section.file, section.key(key), f"bad filter {value!r}",
+                        "a number, a list of numbers, or {min = …, max = …}")
+    return [float(v) for v in values]

@@ -1,0 +1,223 @@
+"""The pack's page: ``<results>/<pack>/index.html`` opens on the verdict table (a column per profile),
+each claim linking to its section: source and quote, what was measured, and its figure drawn beside
+the paper's values (left: the statistic with its 95 % interval per profile, the claim's threshold or
+band and the paper's value; right: what it was computed from). ``verdicts.json`` and ``verdicts.csv``
+beside it hold the same table for scripts.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from fecbench.paths import slug
+from fecbench.reproduce.evaluate import NOT_RUNNABLE, Verdict, expectation, paper_text, table
+from fecbench.reproduce.pack import Claim, Pack
+
+COLOURS = {"holds": "#1a7f37", "fails": "#cf222e", "inconclusive": "#9a6700", NOT_RUNNABLE: "#57606a"}
+STATISTIC_TEXT = {
+    "share_pairs_below": "share of pairs (same point, seed, size) whose ratio label ÷ baseline is below {t:g}",
+    "share_pairs_above": "share of pairs whose ratio label ÷ baseline is above {t:g}",
+    "median_pair_ratio": "median of the per-run ratios label ÷ baseline",
+    "ratio_of_medians": "median of the label ÷ median of the baseline, over the same pairs",
+    "difference_of_medians": "median of the label − median of the baseline, over the same pairs",
+    "median_point_ratio": "median over design points of each point's ratio of medians",
+    "mean_point_ratio": "mean over design points of each point's ratio of medians",
+    "share_points_below": "share of design points whose ratio of medians is below 1",
+    "trend": "Spearman correlation of each point's ratio of medians with {factor}",
+    "quantile_ratio": "quantile {q:g} of the label ÷ that of the baseline (unpaired)",
+    "flow_ratio_of_medians": "median foreground DCT with background {label} ÷ with background {baseline}",
+}
+
+
+def describe(claim: Claim) -> str:
+    text = STATISTIC_TEXT[claim.statistic].format(t=claim.params.get("ratio_threshold", 1.0),
+                                                  factor=claim.params.get("factor"), q=claim.params.get("q", 0.5),
+                                                  label=claim.label, baseline=claim.baseline)
+    return f"{text} ({claim.metric}; label {claim.label}, baseline {claim.baseline})"
+
+
+def claim_figure(claim: Claim, verdicts: list[Verdict], path: Path) -> Path:
+    fig = Figure(figsize=(10, 3.4))
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.3]})
+    names = [v.profile for v in verdicts]
+    for y, v in enumerate(verdicts):
+        e = v.estimate
+        if e is None or math.isnan(e.value):
+            left.text(0.02, y, f"{v.profile}: no value", transform=left.get_yaxis_transform(), va="center")
+            continue
+        value = _finite(e.value)
+        if e.has_interval:
+            lo, hi = _finite(e.low), _finite(e.high)
+            left.errorbar([value], [y], xerr=[[value - lo], [hi - value]], fmt="o", capsize=4,
+                          color=COLOURS[v.verdict])
+        else:
+            left.plot([value], [y], "o", mfc="white", color=COLOURS[v.verdict])
+    if claim.compare == "approx":
+        left.axvspan(claim.threshold - claim.tolerance, claim.threshold + claim.tolerance, color="#ddf4ff",
+                     label=f"claim: {expectation(claim)}")
+    else:
+        left.axvline(claim.threshold, color="#444", ls="--", label=f"claim: {expectation(claim)}")
+    if claim.paper_value is not None:
+        left.plot([claim.paper_value], [len(verdicts) - 0.5], "*", ms=12, color="#8250df",
+                  label=f"paper: {claim.paper_value:.3g}")
+    left.set_yticks(range(len(names)), names)
+    left.set_ylim(-0.7, len(names) - 0.2)
+    left.set_xlabel("statistic (dots: this harness, bars: 95 % bootstrap interval)")
+    left.legend(fontsize=7, loc="best", frameon=False)
+    _samples(right, claim, verdicts)
+    fig.suptitle(f"{claim.id}: {claim.text}", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    return path
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) else (1e6 if value > 0 else -1e6)
+
+
+def _samples(ax: Any, claim: Claim, verdicts: list[Verdict]) -> None:
+    """What the statistic was computed from, per profile: ECDFs of ratios or values, or the trend."""
+    drawn = False
+    for v in verdicts:
+        samples = v.estimate.samples if v.estimate is not None else {}
+        if "factor" in samples and len(samples["factor"]):
+            ax.plot(samples["factor"], np.clip(samples["point_ratio"], 1e-3, 1e3), "o", ms=3, label=v.profile)
+            ax.set_xlabel(str(claim.params.get("factor")))
+            ax.set_ylabel("point ratio of medians")
+            drawn = True
+            continue
+        for key in ("ratio", "point_ratio", "label", "baseline"):
+            values = np.sort(np.asarray(samples.get(key, []), dtype=float))
+            values = values[~np.isnan(values)]
+            if values.size:
+                shown = np.clip(values, None, np.nanmax(values[np.isfinite(values)]) * 1.5
+                                if np.isfinite(values).any() else 1.0)
+                ax.step(shown, np.arange(1, values.size + 1) / values.size, where="post",
+                        label=f"{v.profile}: {key} ({values.size})")
+                drawn = True
+        ax.set_ylabel("ECDF")
+        per = " per point" if "point_ratio" in samples else " per pair"
+        ax.set_xlabel(f"{claim.metric}: label and baseline" if "label" in samples
+                      else f"{claim.metric} ratio {claim.label} ÷ {claim.baseline}{per}")
+    if claim.printed:
+        text = "paper printed:\n" + "\n".join(f"{k} = {val:g}" for k, val in claim.printed.items())
+        ax.text(1.02, 1.0, text, transform=ax.transAxes, fontsize=7, va="top")
+    if claim.statistic in ("share_pairs_below", "share_pairs_above", "median_pair_ratio") and drawn:
+        ax.axvline(claim.params.get("ratio_threshold", 1.0), color="#444", lw=0.8)
+    if drawn:
+        ax.legend(fontsize=7, frameon=False)
+    else:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+
+
+def write(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, outdir: Path, *,
+          ran: list | None = None, budget: float | None = None, full: bool = False) -> Path:
+    """The page, its figures and verdicts.json / verdicts.csv in ``outdir``; the page's path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    outdir.mkdir(parents=True, exist_ok=True)
+    frame = table(verdicts, names)
+    frame.to_csv(outdir / "verdicts.csv", index=False)
+    (outdir / "verdicts.json").write_text(json.dumps([{
+        "claim": v.claim.id, "profile": v.profile, "verdict": v.verdict, "reason": v.reason,
+        "value": None if v.estimate is None else _json(v.estimate.value),
+        "ci": None if v.estimate is None else [_json(v.estimate.low), _json(v.estimate.high)],
+        "n": None if v.estimate is None else v.estimate.n, "paper": v.claim.paper_value,
+        "expected": expectation(v.claim)} for v in verdicts], indent=1))
+    figures = {}
+    for claim in pack.claims:
+        mine = [v for v in verdicts if v.claim.id == claim.id]
+        if any(v.verdict != NOT_RUNNABLE for v in mine):
+            figures[claim.id] = claim_figure(claim, mine, outdir / "figures" / f"{slug(claim.id)}.png")
+    path = outdir / "index.html"
+    path.write_text(_html(pack, names, verdicts, targets, figures, ran or [], budget, full), encoding="utf-8")
+    return path
+
+
+def _json(value: float) -> float | str | None:
+    if math.isnan(value):
+        return None
+    return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+
+
+def _html(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, figures: dict[str, Path],
+          ran: list, budget: float | None, full: bool) -> str:
+    esc = html.escape
+    by = {(v.claim.id, v.profile): v for v in verdicts}
+    run_text = "--full" if full else (f"--budget {budget / 60:g}m" if budget else "evaluation of the databases only")
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{esc(pack.title)}</title><style>"
+             "body{font-family:sans-serif;max-width:1250px;margin:2em auto;padding:0 1em;color:#222}"
+             "table{border-collapse:collapse;font-size:.85em;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;"
+             "padding:.25em .5em;vertical-align:top}th{background:#f2f2f2}.v{font-weight:bold;color:#fff;"
+             "border-radius:3px;padding:0 .3em}blockquote{color:#555;border-left:3px solid #ccc;margin:.5em 0;"
+             "padding-left:.8em}img{max-width:100%}p.small{font-size:.85em;color:#555}</style></head><body>",
+             f"<h1>{esc(pack.title)}</h1>",
+             f"<p>Pack <code>{esc(pack.name)}</code> ({esc(run_text)}); profiles: {esc(', '.join(names))} "
+             f"(default {esc(pack.default_profile)}). Generated "
+             f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}.</p>",
+             "<h2>Verdicts</h2><table><tr><th>claim</th><th>statement</th><th>expected</th><th>paper</th>"
+             + "".join(f"<th>{esc(n)}</th>" for n in names) + "</tr>"]
+    for claim in pack.claims:
+        cells = []
+        for name in names:
+            v = by.get((claim.id, name))
+            if v is None:
+                cells.append("<td>–</td>")
+                continue
+            cells.append(f"<td><span class='v' style='background:{COLOURS[v.verdict]}'>{esc(v.verdict)}</span> "
+                         f"{esc(v.interval_text())}<br><span class='small'>{esc(v.reason)}</span></td>")
+        parts.append(f"<tr><td><a href='#{esc(slug(claim.id))}'>{esc(claim.id)}</a></td><td>{esc(claim.text)}</td>"
+                     f"<td>{esc(expectation(claim))}</td><td>{esc(paper_text(claim))}</td>{''.join(cells)}</tr>")
+    parts.append("</table><p class='small'>holds / fails: the statistic's 95 % bootstrap interval over seeds lies on "
+                 "the claim's side of its threshold (inside the band for ≈) / entirely on the other side; "
+                 "inconclusive: it straddles the threshold, or too few seeds for an interval.</p>")
+    parts.append("<h2>Profiles</h2><ul>")
+    for name in names:
+        profile = pack.profiles[name]
+        overrides = ", ".join([f"{k} = {v}" for k, v in profile.set.items()] + [f"no {k}" for k in profile.unset])
+        parts.append(f"<li><b>{esc(name)}</b>{' (default)' if name == pack.default_profile else ''}: "
+                     f"{esc(profile.description)} <i>{esc(overrides or 'the designs as they are')}</i>"
+                     + "".join(f"<br><span class='small'>source: {esc(s)}</span>" for s in profile.sources)
+                     + "</li>")
+    parts.append("</ul><h2>Campaigns</h2><table><tr><th>profile</th><th>design</th><th>runs this time</th>"
+                 "<th>minutes (estimated)</th><th>resume or complete with</th></tr>")
+    done = {(r.target.profile, r.target.alias): r for r in ran}
+    for key, target in targets.items():
+        r = done.get(key)
+        what = (", ".join(f"{k} {n}" for k, n in sorted(r.counts.items())) or "none") if r else "none"
+        if r and r.out_of_time:
+            what += f"; {r.out_of_time} left pending (budget)"
+        if r and r.stopped:
+            what += "; stopped at the budget's end"
+        minutes = f"{r.seconds / 60:.1f} ({r.estimated / 60:.1f})" if r else "–"
+        parts.append(f"<tr><td>{esc(key[0])}</td><td>{esc(key[1])}</td><td>{esc(what)}</td><td>{minutes}</td>"
+                     f"<td><code>{esc(target.resume_command())}</code></td></tr>")
+    parts.append("</table><h2>Claims</h2>")
+    for claim in pack.claims:
+        src = claim.source
+        parts.append(f"<h3 id='{esc(slug(claim.id))}'>{esc(claim.id)}: {esc(claim.text)}</h3>"
+                     f"<p>{esc(pack.papers[src.paper])}, {esc(src.section)}"
+                     f"{', ' + esc(src.figure) if src.figure else ''}:</p><blockquote>{esc(src.quote)}</blockquote>"
+                     f"<p>Statistic: {esc(describe(claim))}; expected {esc(expectation(claim))}; "
+                     f"where {esc(json.dumps(claim.where))}; design <code>{esc(claim.design)}</code>.</p>")
+        for name in names:
+            v = by.get((claim.id, name))
+            if v is not None:
+                parts.append(f"<p class='small'>{esc(name)}: <b>{esc(v.verdict)}</b> {esc(v.interval_text())} — "
+                             f"{esc(v.reason)}</p>")
+        if claim.id in figures:
+            data = base64.b64encode(figures[claim.id].read_bytes()).decode("ascii")
+            parts.append(f"<img alt='{esc(claim.id)}' src='data:image/png;base64,{data}'>")
+    parts.append("</body></html>")
+    return "\n".join(parts)

@@ -1,0 +1,379 @@
+"""Reproduction packs without root: the packs' files, statistics and verdicts, the budget plan, profiles,
+evaluation on a recorded database, the engine's explicit run list and stop time (fake testbed), the CLI's
+errors. The smoke pack end to end on real networks is tests/test_reproduce_pack.py."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from fecbench import cleanup
+from fecbench.errors import SpecError, UserError
+from fecbench.reproduce import evaluate as ev
+from fecbench.reproduce import plan, profiles
+from fecbench.reproduce import statistics as st
+from fecbench.reproduce.pack import Claim, Source, load_pack, pack_names
+from fecbench.runners.engine import Engine
+from fecbench.runners.prepare import prepare
+from fecbench.runners.serial import SerialExecutor
+from tests.helpers.analysis_db import make_download_db
+from tests.helpers.campaign import fake_design, fecbench
+from tests.helpers.fake_testbed import FakeTestbed
+
+REAL_PACKS = ["networking2019", "rquic2021", "short-messages", "smoke", "starlink-uploads", "thesis2018"]
+
+
+def test_every_pack_loads_and_cites_its_sources() -> None:
+    assert pack_names() == REAL_PACKS
+    for name in REAL_PACKS:
+        pack = load_pack(name)
+        assert pack.default_profile in pack.profiles
+        for claim in pack.claims:
+            assert claim.source.paper in pack.papers and claim.source.quote and claim.source.section
+        for profile in pack.profiles.values():
+            assert profile.description
+
+
+def test_the_fairness_claims_wait_for_their_design() -> None:
+    pack = load_pack("networking2019")
+    fig9 = [c for c in pack.claims if c.id.startswith("fig9")]
+    assert fig9 and all(c.design == "fairness" for c in fig9)
+    if not pack.designs["fairness"].present:
+        assert all("issue #26" in (c.needs or "") for c in fig9)
+        verdicts = ev.evaluate(pack, {}, ["paper"])
+        assert {v.verdict for v in verdicts if v.claim.id.startswith("fig9")} == {ev.NOT_RUNNABLE}
+
+
+def _pack(tmp_path: Path, claims: str, extra: str = "") -> Path:
+    folder = tmp_path / "mine"
+    folder.mkdir(parents=True)
+    design = Path(__file__).resolve().parent.parent / "designs" / "reproduce-smoke.toml"
+    (folder / "pack.toml").write_text(textwrap.dedent(f"""
+        [pack]
+        title = "t"
+        default_profile = "a"
+        [papers.x]
+        cite = "X"
+        [designs]
+        d = "{design}"
+        [profiles.a]
+        description = "a"
+        {extra}
+        """))
+    (folder / "claims.toml").write_text(textwrap.dedent(claims))
+    return folder
+
+
+CLAIM = """
+    [[claim]]
+    id = "c"
+    text = "t"
+    design = "d"
+    statistic = "ratio_of_medians"
+    label = "quic-fec-rs"
+    baseline = "quic"
+    compare = "<"
+    threshold = 1.0
+    source = {{ paper = "x", section = "s", quote = "q" }}
+    {more}
+    """
+
+
+@pytest.mark.parametrize(("more", "key"), [
+    ("colour = 1", "claim[0].colour"),
+    ("where = { size = '3kB' }", "claim[0].where.size"),
+    ("where = { nope = 1 }", "claim[0].where.nope"),
+    ("where = { loss_class = 'some' }", "claim[0].where.loss_class"),
+    ("q = 2", "claim[0].q"),
+])
+def test_a_bad_claim_names_its_file_and_key(tmp_path: Path, more: str, key: str) -> None:
+    folder = _pack(tmp_path, CLAIM.format(more=more))
+    with pytest.raises(SpecError) as err:
+        load_pack(folder)
+    assert err.value.key == key and str(err.value.file).endswith("claims.toml")
+
+
+def test_a_bad_label_or_profile_is_a_user_error(tmp_path: Path) -> None:
+    folder = _pack(tmp_path, CLAIM.format(more="").replace('"quic-fec-rs"', '"nope"'))
+    with pytest.raises(SpecError, match="no label 'nope'"):
+        load_pack(folder)
+    folder = _pack(tmp_path / "b", CLAIM.format(more=""), extra='set = { repair_cc = 3 }')
+    with pytest.raises(SpecError, match="profiles.a.set"):
+        load_pack(folder)
+
+
+def test_the_cli_exits_2_on_a_bad_pack(tmp_path: Path) -> None:
+    folder = _pack(tmp_path, CLAIM.format(more="").replace('compare = "<"', 'compare = "about"'))
+    done = fecbench("reproduce", str(folder), "--no-run")
+    assert done.returncode == 2 and "claims.toml: claim[0].compare" in done.stderr
+    done = fecbench("reproduce", "no-such-pack")
+    assert done.returncode == 2 and "no reproduction pack 'no-such-pack'" in done.stderr
+    done = fecbench("reproduce", "smoke", "--budget", "soon", "--dry-run")
+    assert done.returncode == 2 and "--budget 'soon'" in done.stderr
+
+
+def test_budget_text() -> None:
+    assert plan.parse_budget("30m") == 1800 and plan.parse_budget("1h30m") == 5400
+    assert plan.parse_budget("90s") == 90 and plan.parse_budget("2") == 120
+    for bad in ("", "m", "0s", "3 days"):
+        with pytest.raises(UserError):
+            plan.parse_budget(bad)
+
+
+# --- statistics and verdicts ------------------------------------------------------------------------------------
+
+def test_verdict_rule() -> None:
+    assert st.verdict(0.5, 0.4, 0.6, "<", 1.0, 0) == "holds"
+    assert st.verdict(1.5, 1.2, 1.8, "<", 1.0, 0) == "fails"
+    assert st.verdict(0.9, 0.7, 1.1, "<", 1.0, 0) == "inconclusive"
+    assert st.verdict(1.5, 1.2, 1.8, ">", 1.0, 0) == "holds"
+    assert st.verdict(0.75, 0.65, 0.85, "approx", 0.75, 0.15) == "holds"
+    assert st.verdict(0.3, 0.2, 0.4, "approx", 0.75, 0.15) == "fails"
+    assert st.verdict(0.6, 0.5, 0.7, "approx", 0.75, 0.15) == "inconclusive"
+    assert st.verdict(0.5, math.nan, math.nan, "<", 1.0, 0) == "inconclusive"
+
+
+def _pairs(ratios: list[float], groups: int = 1) -> pd.DataFrame:
+    base = np.full(len(ratios), 100.0)
+    return pd.DataFrame({"group": [str(i % groups) for i in range(len(ratios))], "value": base * ratios,
+                         "base": base, "ratio": ratios})
+
+
+def test_share_of_pairs_and_its_interval() -> None:
+    sample = _pairs([0.8] * 15 + [1.2] * 5)
+    e = st.pair_estimate("share_pairs_below", sample, {}, seed=1)
+    assert e.value == pytest.approx(0.75) and e.low < 0.75 < e.high and e.n == 20
+    assert st.pair_estimate("share_pairs_below", sample, {}, seed=1).low == e.low  # seeded
+    ties = _pairs([1.0] * 10 + [0.5] * 3 + [2.0] * 1)
+    assert st.pair_estimate("share_pairs_below", ties, {"ties": "exclude"}).value == pytest.approx(0.75)
+    assert st.pair_estimate("share_pairs_below", ties, {}).value == pytest.approx(3 / 14)
+    few = st.pair_estimate("ratio_of_medians", _pairs([0.5, 0.6]), {})
+    assert not few.has_interval and "too few" in few.note
+
+
+def test_timeouts_count_as_infinite() -> None:
+    sample = _pairs([0.9] * 4 + [1.1] * 2)
+    sample.loc[[0, 1, 2], "value"] = np.inf   # the label timed out in half the pairs
+    sample.loc[[0, 1, 2], "ratio"] = np.inf
+    e = st.pair_estimate("median_pair_ratio", sample, {})
+    assert e.value > 1
+
+
+def test_point_statistics_and_trend() -> None:
+    rows = []
+    for point, bw in enumerate([1.0, 2.0, 4.0, 8.0, 16.0]):
+        for seed in range(5):
+            ratio = 2.0 / bw * (1 + 0.01 * seed)
+            rows.append({"group": f"{point}|1", "value": 100 * ratio, "base": 100.0, "ratio": ratio, "factor": bw})
+    rows.append({"group": "9|1", "value": 50.0, "base": 100.0, "ratio": 0.5, "factor": 3.0})  # one seed only
+    sample = pd.DataFrame(rows)
+    e = st.point_estimate("median_point_ratio", sample, {"min_seeds": 3}, seed=2)
+    assert e.n == 5 and "1 point(s) with fewer than 3 seeds" in e.note and e.value == pytest.approx(0.5 * 1.02)
+    t = st.point_estimate("trend", sample, {"min_seeds": 3}, seed=2)
+    assert t.value == pytest.approx(-1.0) and t.high < 0
+    assert st.verdict(t.value, t.low, t.high, "<", 0.0, 0) == "holds"
+    share = st.point_estimate("share_points_below", sample, {}, seed=2)
+    assert share.value == pytest.approx(3 / 5)
+
+
+def test_quantile_ratio_is_unpaired() -> None:
+    label, base = np.arange(1.0, 101.0), np.arange(2.0, 202.0, 2.0)
+    e = st.group_estimate("quantile_ratio", label, base, {"q": 0.95}, seed=3)
+    assert e.value == pytest.approx(0.5) and e.low <= 0.5 <= e.high
+
+
+# --- evaluation on a recorded database ---------------------------------------------------------------------------
+
+def _claim(**kw) -> Claim:
+    base = dict(id="c", text="t", design="d", statistic="share_pairs_below", label="quic-fec-rs",
+                baseline="quic", metric="dct_ms", where={}, compare=">", threshold=0.5, tolerance=0.0,
+                source=Source("x", "s", "", "q"), params={"min_seeds": 3, "loss_direction": "any"})
+    base.update(kw)
+    return Claim(**base)
+
+
+def test_claims_on_a_database(tmp_path: Path) -> None:
+    db = make_download_db(tmp_path / "d.sqlite", points=6, repetitions=4)
+    data = ev.Data(db)
+    # In the synthetic campaign FEC saves the retransmission penalty on small files and pays 1.5x on 1 MB.
+    small = ev.evaluate_claim(_claim(where={"size": [1000]}), "p", data, seed=1)
+    assert small.verdict == "holds" and small.estimate.n == 24
+    large = ev.evaluate_claim(_claim(statistic="median_point_ratio", where={"size": [1_000_000]}, compare=">",
+                                     threshold=1.0), "p", data, seed=1)
+    assert large.verdict == "holds" and large.estimate.n == 6
+    excluded = ev.evaluate_claim(_claim(label="quic-fec-rlc", where={"size": [1000]}), "p", data, seed=1)
+    assert "excluded (label failed)" in excluded.reason
+    nothing = ev.evaluate_claim(_claim(where={"bw": {"min": 100.0, "max": 200.0}}), "p", data, seed=1)
+    assert nothing.verdict == "inconclusive" and "no runs" in nothing.reason
+
+
+# --- plan: units, selection, budget ------------------------------------------------------------------------------
+
+@pytest.fixture()
+def smoke_prepared(tmp_path: Path):
+    pack = load_pack("smoke")
+    target = profiles.write(pack, pack.profile("defaults"), pack.designs["smoke"], tmp_path)
+    return pack, plan.Campaign("defaults", "smoke", target.db, prepare(target.design), {})
+
+
+def test_units_give_points_their_seeds_first(smoke_prepared) -> None:
+    pack, campaign = smoke_prepared
+    by_id = {c.id: c for c in pack.claims}
+    point_units = plan.claim_units(by_id["median-point-ratio"], campaign.prepared)
+    assert [u[1] for u in point_units[:3]] == [0, 1, 2] and len({u[0] for u in point_units[:3]}) == 1
+    pair_units = plan.claim_units(by_id["ratio-of-medians-1kB"], campaign.prepared)
+    assert [u[1] for u in pair_units[:3]] == [0, 0, 0] and {u[2] for u in pair_units} == {1000}
+    assert len(pair_units) == 4 * 3
+
+
+def test_selection_fits_the_capacity_and_shares_it(smoke_prepared) -> None:
+    pack, campaign = smoke_prepared
+    campaigns = {("defaults", "smoke"): campaign}
+    everything = plan.select(pack.claims, campaigns, None, full=True)
+    assert len(everything.runs[("defaults", "smoke")]) == len(campaign.prepared.runs)
+    half = everything.seconds[("defaults", "smoke")] / 2
+    some = plan.select(pack.claims, campaigns, half)
+    assert 0 < some.seconds[("defaults", "smoke")] <= half
+    share = half / len([c for c in pack.claims if c.design == "smoke"])
+    for claim in pack.claims:
+        if claim.design != "smoke":
+            continue
+        block = plan.claim_units(claim, campaign.prepared)[:plan.first_block(claim)]
+        cost = sum(campaign.seconds(campaign.by_unit[(p, r, s, label)]) for p, r, s in block
+                   for label in (claim.label, claim.baseline))
+        taken = some.claim_units[claim.id]
+        # A claim whose first block fits an equal share gets it whole; a statistic over points never
+        # gets less than its first block (3 points × 3 seeds, 4 points for a trend).
+        assert taken >= len(block) if cost <= share else taken in (0,) or taken >= len(block), claim.id
+    campaign.statuses = {r.key: "ok" for r in campaign.prepared.runs}
+    assert plan.select(pack.claims, campaigns, None, full=True).runs[("defaults", "smoke")] == []
+
+
+def test_measured_durations_scale_the_model(smoke_prepared, tmp_path: Path) -> None:
+    from fecbench import db as dbmod
+
+    _, campaign = smoke_prepared
+    db = tmp_path / "m.sqlite"
+    con = dbmod.connect(db)
+    rows = [(r.key, r.point, r.repetition, r.size, r.label, 3 * campaign.prepared.estimate(r), "ok")
+            for r in campaign.prepared.runs[:6]]
+    con.executemany("INSERT INTO runs (key, point, repetition, size, label, duration_s, status) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    con.commit()
+    con.close()
+    (tmp_path / "foreign.sqlite").write_text("not a database")
+    plan.measured_durations(campaign, [db, tmp_path / "foreign.sqlite", tmp_path / "absent.sqlite"])
+    assert campaign.factor == pytest.approx(3.0) and campaign.measured == 6
+    unmeasured = plan.Campaign("other", "smoke", db, campaign.prepared, {})
+    plan.share_factors([campaign, unmeasured])
+    assert unmeasured.factor == pytest.approx(3.0)
+
+
+def test_profiles_touch_only_declared_arguments(tmp_path: Path) -> None:
+    pack = load_pack("networking2019")
+    today = profiles.write(pack, pack.profile("today"), pack.designs["fixed"], tmp_path)
+    free = profiles.write(pack, pack.profile("repair-free"), pack.designs["fixed"], tmp_path)
+    design_today, design_free = prepare(today.design).design, prepare(free.design).design
+    assert all("initial_window" not in e.args and "max_window" not in e.args for e in design_today.impls)
+    assert all(e.args["repair_cc"] == "free" and e.args["initial_window"] == "32" for e in design_free.impls)
+    assert design_free.name == "networking2019-fixed.repair-free"
+    multipath = load_pack("thesis2018")
+    cubic = profiles.write(multipath, multipath.profile("cubic"), multipath.designs["multipath"], tmp_path)
+    assert all("cc" not in e.args for e in prepare(cubic.design).design.impls)
+
+
+# --- the engine: an explicit run list and a stop time (fake testbed) ----------------------------------------------
+
+def test_engine_runs_only_the_listed_runs_and_stops_in_time(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path / "state")
+    design = fake_design(tmp_path / "c.toml", {"a": {}, "b": {}}, points=3, timeout_s=10)
+    prepared = prepare(design)
+    db = tmp_path / "c.sqlite"
+    chosen = list(reversed(prepared.runs))[:3]
+
+    def engine(**kw) -> Engine:
+        executor = SerialExecutor(prepared, db, link_backend=None,
+                                  testbed_factory=lambda t, v, b: FakeTestbed(t, v, b))
+        return Engine(prepared, db, executor, Console(quiet=True), **kw)
+
+    summary = engine(only=chosen).run(set())
+    assert summary.selected == 3 and summary.counts["ok"] == 3
+    from fecbench.runners.recorder import read_statuses
+
+    statuses = read_statuses(db)
+    assert {k for k, s in statuses.items() if s == "ok"} == {r.key for r in chosen}
+    late = engine(stop_at=0.0).run(set())     # the stop time has passed: nothing starts, all stay pending
+    assert late.out_of_time == len(prepared.runs) - 3 and sum(late.counts.values()) == 0
+
+
+def test_the_deadline_interrupts_like_ctrl_c() -> None:
+    import time
+
+    from fecbench.reproduce.execute import BudgetSpent, deadline_alarm
+
+    with pytest.raises(BudgetSpent), deadline_alarm(time.monotonic() + 0.05):
+        time.sleep(30)
+    assert issubclass(BudgetSpent, KeyboardInterrupt)   # the engine records runs in flight as interrupted
+    with deadline_alarm(None):
+        pass
+
+
+def test_the_page_opens_on_the_verdicts(tmp_path: Path) -> None:
+    import json
+
+    from fecbench.reproduce import page
+
+    pack = load_pack("smoke")
+    claims = {c.id: c for c in pack.claims}
+    verdicts = [
+        ev.Verdict(claims["share-below"], "defaults", "holds",
+                   st.Estimate(0.6, 0.5, 0.7, 12, "pairs", samples={"ratio": np.array([0.5, np.inf, 1.2])})),
+        ev.Verdict(claims["trend-bw"], "defaults", "inconclusive",
+                   st.Estimate(-0.2, -1.0, 0.8, 4, "points", samples={"point_ratio": np.array([1.0, 2.0, 0.5, 1.5]),
+                                                                      "factor": np.array([5.0, 8, 12, 20])})),
+        ev.Verdict(claims["p95-ratio"], "defaults", "inconclusive",
+                   st.Estimate(math.inf, math.nan, math.nan, 2, "runs", "too few",
+                               samples={"label": np.array([np.inf, 3.0]), "baseline": np.array([2.0, 1.0])})),
+        ev.Verdict(claims["absent-design"], "defaults", ev.NOT_RUNNABLE, None, "needs it"),
+    ]
+    html_path = page.write(pack, ["defaults"], verdicts, {}, tmp_path)
+    text = html_path.read_text()
+    assert text.index("Verdicts") < text.index("Claims") and "not runnable here" in text
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["p95-ratio.png", "share-below.png",
+                                                                         "trend-bw.png"]
+    saved = {v["claim"]: v for v in json.loads((tmp_path / "verdicts.json").read_text())}
+    assert saved["p95-ratio"]["value"] == "inf" and saved["absent-design"]["value"] is None
+
+
+def test_a_point_statistic_takes_whole_points(smoke_prepared) -> None:
+    pack, campaign = smoke_prepared
+    claim = next(c for c in pack.claims if c.id == "median-point-ratio")
+    units = plan.claim_units(claim, campaign.prepared)
+    depth = plan.depth_units(claim, units)
+    assert depth == (4 * 2 * 3, 3)          # 4 points × 2 sizes, 3 seeds each
+    assert plan.block_end(claim, 0, len(units), depth) == 9
+    assert plan.block_end(claim, 9, len(units), depth) == 12 and plan.block_end(claim, 10, len(units), depth) == 12
+    assert plan.block_end(claim, 24, len(units), depth) == 25
+
+
+def test_one_seed_per_point_still_has_an_interval() -> None:
+    # Ten points with one seed each: resampling seeds within points alone would give a zero-width interval.
+    sample = _pairs([0.5, 0.7, 0.9, 1.1, 1.3, 0.6, 0.8, 1.0, 1.2, 1.4], groups=10)
+    e = st.pair_estimate("median_pair_ratio", sample, {}, seed=4)
+    assert e.low < e.value < e.high
+    share = st.pair_estimate("share_pairs_below", sample, {}, seed=4)
+    assert share.low < share.high
+
+
+def test_a_unanimous_share_of_few_pairs_is_not_certain() -> None:
+    e = st.pair_estimate("share_pairs_above", _pairs([1.5] * 5, groups=5), {}, seed=5)
+    assert e.value == 1.0 and e.high == 1.0 and e.low < 0.6   # Wilson: about [0.57, 1]
+    assert st.verdict(e.value, e.low, e.high, ">", 0.5, 0) == "holds"
+    few = st.pair_estimate("share_pairs_above", _pairs([1.5] * 3, groups=3), {}, seed=5)
+    assert st.verdict(few.value, few.low, few.high, ">", 0.5, 0) == "inconclusive"

@@ -1,8 +1,7 @@
 #!/usr/bin/python3
 """A fake implementation for the runner's tests: a server that waits, a client that misbehaves on request.
 
-server --listen ADDR:PORT [--behave ok|die|hog]  prints "listening ADDR:PORT", waits for SIGTERM (hog: with
-                                                 4 busy processes at nice -10 on its first CPU)
+server --listen ADDR:PORT [--behave ok|die]      prints "listening ADDR:PORT", waits for SIGTERM
 client --server ADDR:PORT --size N --out PATH
        --timeout S --level N
        --behave ok|slow|ticks|fill|fail|failreport|hang|giveup|unsupported|garbage|nometrics|badtype|fresh
@@ -14,24 +13,14 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
-
-HOGS = 4
 
 
 def server(args: argparse.Namespace) -> int:
     print(f"listening {args.listen}", flush=True)
     if args.behave == "die":
         return 3
-    if args.behave == "hog":  # in its process group: stopped with the server
-        # Busy processes on the one CPU the `ticks` client runs on, at a higher priority than it (nice -10
-        # as root): every time the client wakes up, they hold that CPU (on any machine, any CPU count).
-        hog = (f"import os\nos.sched_setaffinity(0, {{{min(os.sched_getaffinity(0))}}})\n"
-               "try:\n    os.nice(-10)\nexcept OSError:\n    pass\nwhile True:\n    pass")
-        for _ in range(HOGS):
-            subprocess.Popen([sys.executable, "-c", hog])
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     while True:
         time.sleep(1)

@@ -17,6 +17,9 @@ TQUIC_VERSION := 1.6.0
 XQUIC_DIR := quic-impls/xquic
 # A local copy of XQUIC's pinned archive (quic-impls/xquic/README.md) for offline builds; relative to the checkout.
 XQUIC_ARCHIVE ?=
+# Where native builds that depend only on pinned inputs (tquic, XQUIC) are kept between checkouts; `off`: none.
+BUILD_CACHE ?= $(HOME)/.cache/fecbench
+export BUILD_CACHE
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 
@@ -106,12 +109,21 @@ constraints: venv
 	  sed 's/$$/ ; python_version == "3.11"/'; } > constraints.txt.new && mv constraints.txt.new constraints.txt
 
 # tquic's example tools (multipath QUIC, quic-impls/tquic/impl.toml): ~2–5 min cold (BoringSSL via cmake);
-# skipped when the pinned version is already installed.
+# skipped when the pinned version is already installed. Built once per machine into $(BUILD_CACHE) (a fresh
+# clone copies them from there); BUILD_CACHE=off builds into the checkout only.
 tquic:
 	@if [ "$$($(TQUIC_DIR)/build/bin/tquic_client --version 2>/dev/null)" = "client $(TQUIC_VERSION)" ]; then \
 	  echo "tquic $(TQUIC_VERSION): already built"; \
-	else \
+	elif [ "$(BUILD_CACHE)" = off ]; then \
 	  cargo install --locked --force tquic_tools --version $(TQUIC_VERSION) --root $(TQUIC_DIR)/build; \
+	else \
+	  cached=$(BUILD_CACHE)/tquic-$(TQUIC_VERSION); \
+	  if [ "$$($$cached/bin/tquic_client --version 2>/dev/null)" != "client $(TQUIC_VERSION)" ]; then \
+	    cargo install --locked --force tquic_tools --version $(TQUIC_VERSION) --root $$cached.part && \
+	    rm -rf $$cached && mv $$cached.part $$cached || exit 1; \
+	  fi; \
+	  mkdir -p $(TQUIC_DIR)/build/bin && cp $$cached/bin/tquic_client $$cached/bin/tquic_server $(TQUIC_DIR)/build/bin/ && \
+	  echo "tquic $(TQUIC_VERSION): from $$cached"; \
 	fi
 
 # XQUIC's test programs with FEC (quic-impls/xquic/impl.toml): the pinned commit + fecbench.patch, BoringSSL

@@ -20,10 +20,8 @@ import pytest
 #: parallel, so that no other test's load is in their measurements.
 SERIAL_FILES = {
     "test_delayline.py", "test_delayline_cpus.py", "test_topology_net.py", "test_campaign_fidelity.py",
-    "test_endpoint_timing.py", "test_jobs.py", "test_schedule_net.py", "test_campaign_timeout.py",
-    "test_keepalive.py", "test_fecq_tail.py", "test_fecq_multipath_schedulers.py", "test_multipath_messages.py",
-    "test_messages_accounting.py", "test_campaign_dask.py", "test_dask_security.py", "test_planner_wsp.py",
-    "test_dropper_kernel.py",
+    "test_endpoint_timing.py", "test_jobs.py", "test_schedule_net.py", "test_keepalive.py",
+    "test_fecq_multipath_schedulers.py", "test_fecq_tail.py",
 }
 
 GENEROUS_BOUND_MS = "1000"

@@ -89,6 +89,20 @@ fi
 rm -rf "$build/bin" "$build/version"
 mkdir -p "$build"
 
+# Programs built from the same inputs by another checkout on this machine (BUILD_CACHE, `make` sets it;
+# `off`: none) are taken from there.
+cache=""
+if [ -n "${BUILD_CACHE:-}" ] && [ "$BUILD_CACHE" != off ]; then
+    cache="$BUILD_CACHE/xquic-$(echo "$inputs" | sha256sum | cut -c1-16)"
+fi
+if [ -n "$cache" ] && [ -x "$cache/bin/test_server" ] && [ -x "$cache/bin/test_client" ] \
+    && [ "$(cat "$cache/version" 2>/dev/null)" = "$inputs" ]; then
+    cp -r "$cache/bin" "$build/bin"
+    echo "$inputs" > "$build/version"
+    say "from $cache"
+    exit 0
+fi
+
 # 1. The pinned source, checked, patched (no fuzz: a patch that no longer fits fails here).
 tarball=$(archive)
 say "source $tarball"
@@ -130,4 +144,8 @@ cmake --build "$build/xquic" --target test_server test_client -j "$jobs" >> "$bu
 mkdir -p "$build/bin"
 cp "$build/xquic/tests/test_server" "$build/xquic/tests/test_client" "$build/bin/"
 echo "$inputs" > "$build/version"
+if [ -n "$cache" ]; then   # whole or not at all: a half-copied cache entry must never look built
+    rm -rf "$cache.part" && mkdir -p "$cache.part" && cp -r "$build/bin" "$build/version" "$cache.part/" \
+        && rm -rf "$cache" && mv "$cache.part" "$cache"
+fi
 say "built $build/bin/test_server and test_client"

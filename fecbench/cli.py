@@ -74,6 +74,14 @@ app.add_typer(topo_app, name="topo")
 app.add_typer(link_app, name="link")
 
 
+def check_environment() -> None:
+    """The accuracy bounds set in the environment, checked before any command uses them deep in a campaign."""
+    from fecbench import endpoint_timing, lateness
+
+    lateness.bound_ms()
+    endpoint_timing.bound_ms()
+
+
 def main() -> None:
     # Typer's standalone mode handles usage errors (exit 2), --help and typer.Exit; user errors raised by
     # commands come out here and become one line on stderr with exit status 2.
@@ -82,6 +90,7 @@ def main() -> None:
 
     marks.mark_owner()
     try:
+        check_environment()
         app()
     except UserError as exc:
         print(f"fecbench: error: {exc}", file=sys.stderr)

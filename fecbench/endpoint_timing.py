@@ -22,7 +22,6 @@ running again (`preempt`). A run's summary:
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,11 +36,7 @@ def bound_ms(design_bound: float | None = None) -> float:
     """The bound a run is judged by: the design's, else the environment's, else the default."""
     if design_bound is not None:
         return float(design_bound)
-    value = os.environ.get(ENV)
-    try:
-        return float(value) if value else ENDPOINT_BOUND_MS
-    except ValueError:
-        return ENDPOINT_BOUND_MS
+    return lateness.env_bound_ms(ENV, ENDPOINT_BOUND_MS)
 
 
 def quantile_ns(buckets: Sequence[int], upper_ns: Sequence[int], max_ns: int, q: float) -> int | None:

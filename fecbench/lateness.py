@@ -15,17 +15,30 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from fecbench.errors import UserError
+
 #: A run is flagged when a direction's p99 lateness exceeds this (ms). FECBENCH_LATENESS_BOUND_MS
 #: replaces it, e.g. on an emulated machine whose clock is only good to milliseconds.
 LATENESS_BOUND_MS = 0.5
 
 
 def bound_ms() -> float:
-    value = os.environ.get("FECBENCH_LATENESS_BOUND_MS")
+    return env_bound_ms("FECBENCH_LATENESS_BOUND_MS", LATENESS_BOUND_MS)
+
+
+def env_bound_ms(name: str, default: float) -> float:
+    """A bound in ms from the environment variable `name`, else `default`; a value that is not a positive
+    number is the user's error (never silently replaced by the default)."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
     try:
-        return float(value) if value else LATENESS_BOUND_MS
+        number = float(value)
     except ValueError:
-        return LATENESS_BOUND_MS
+        number = float("nan")
+    if not (0 < number < float("inf")):
+        raise UserError(f"{name}={value!r}: expected a positive number of milliseconds, e.g. {name}={default:g}")
+    return number
 
 
 def quantile_us(hist: Sequence[int], edges_us: Sequence[float], max_us: float, q: float) -> float | None:

@@ -83,3 +83,18 @@ def test_the_recorded_summary_is_read_back_or_none() -> None:
         "p99_us": 120.0, "ok": True}
     for text in (None, "", "not json", "[1, 2]", '{"ab": {}}', '{"lateness": null}'):
         assert lateness.from_delay_json(text) is None, text
+
+
+@pytest.mark.parametrize("variable", ["FECBENCH_LATENESS_BOUND_MS", "FECBENCH_ENDPOINT_BOUND_MS"])
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "nan", "inf"])
+def test_a_bound_that_is_not_a_positive_number_is_bad_input(variable: str, value: str, tmp_path) -> None:
+    """Never silently replaced by the default: the CLI names the variable and exits 2 before doing anything."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, variable: value}
+    out = subprocess.run([sys.executable, "-m", "fecbench", "status", str(tmp_path / "none.sqlite")],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"{variable}='{value}'" in out.stderr and "positive number" in out.stderr and "Traceback" not in out.stderr

@@ -41,15 +41,15 @@ def reading(wake_ns: list[int], preempt_ns: list[int] | None = None) -> dict:
 
 def test_summary_quantiles_shares_and_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(endpoint_timing.ENV, raising=False)
-    waits = [20_000] * 98 + [3 * MS, 7 * MS]   # 98 idle wake-ups, two long ones
+    waits = [20_000] * 98 + [4 * MS, 7 * MS]   # 98 idle wake-ups, two long ones
     got = endpoint_timing.summary(reading(waits, [MS] * 10), schedlat.upper_edges(), wall_ns=1000 * MS,
                                   cpu_us=250_000, pressure_us=50_000)
     assert got["wakeups"] == 100 and got["preemptions"] == 10
     assert got["wakeup_p50_ms"] == pytest.approx(0.0205, abs=1e-4)   # the bucket's upper edge, 20.48 µs
-    assert 3.0 <= got["wakeup_p99_ms"] <= 3.0 * 1.125 and got["wakeup_max_ms"] == 7.0
-    assert got["runq_share"] == pytest.approx((98 * 0.02 + 10 + 10) / 1000)
+    assert 4.0 <= got["wakeup_p99_ms"] <= 4.0 * 1.125 and got["wakeup_max_ms"] == 7.0
+    assert got["runq_share"] == pytest.approx((98 * 0.02 + 11 + 10) / 1000)
     assert got["cpu_share"] == 0.25 and got["pressure_share"] == 0.05
-    assert got["bound_ms"] == endpoint_timing.ENDPOINT_BOUND_MS == 1.0 and got["ok"] is False
+    assert got["bound_ms"] == endpoint_timing.ENDPOINT_BOUND_MS == 3.0 and got["ok"] is False
     assert sum(count for _, count in got["wake_hist"]) == 100
     # The design's bound wins over the environment's, which wins over the default.
     monkeypatch.setenv(endpoint_timing.ENV, "5")

@@ -45,6 +45,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.name in SERIAL_FILES:
             item.add_marker(pytest.mark.serial)
+    # Files with `slow` tests first (each file's tests kept together and in order, so module fixtures are
+    # made once): pytest-xdist hands tests out in this order, and a two-minute test handed out last would
+    # keep one worker busy alone at the end of the parallel pass.
+    slow_files = {item.path for item in items if "slow" in item.keywords}
+    items.sort(key=lambda item: item.path not in slow_files)
     if os.geteuid() == 0:
         return
     skip = pytest.mark.skip(reason="needs root (network namespaces, BPF, Mininet); run the tests as root")

@@ -7,8 +7,8 @@ import sys
 import typer
 from rich.console import Console
 
-from fecbench.analysis.report.cli import export as export_command
-from fecbench.analysis.report.cli import report as report_command
+from fecbench.analysis.cli import export as export_command
+from fecbench.analysis.cli import report as report_command
 from fecbench.dropper.cli import app as dropper_app
 from fecbench.errors import UserError
 from fecbench.planner.cli import plan as plan_command

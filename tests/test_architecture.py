@@ -220,3 +220,15 @@ def test_the_layer_check_finds_an_upward_import() -> None:
     layers = [("low", ["a"]), ("high", ["b/"]), ("entry", ["cli"])]
     assert layer_of("fecbench.a", layers) == 0 and layer_of("fecbench.b.x", layers) == 1
     assert layer_of("fecbench.b.cli", layers) == 2 and layer_of("fecbench.zzz", layers) is None
+
+
+def test_the_cli_starts_without_the_analysis_stack() -> None:
+    """Every `fecbench` command imports fecbench.cli first: pulling seaborn, scipy or pandas in there costs
+    each command ~1.5 s of CPU before it does anything (the suite starts hundreds)."""
+    import subprocess
+    import sys
+
+    heavy = ("seaborn", "matplotlib", "pandas", "scipy", "dask", "nbclient")
+    code = f"import sys, fecbench.cli; print(','.join(m for m in {heavy!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"fecbench.cli imports {out.stdout.strip()} at start"

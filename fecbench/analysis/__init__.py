@@ -13,6 +13,6 @@ while a campaign is still writing. The modules, from the data up:
   bootstrap intervals) on ``stats`` (censored medians, bootstrap), and ``multipath_study`` (each multipath
   label against its single-path twin);
 - ``figures``: one function per figure, on those frames (matplotlib without pyplot, seaborn);
-- ``report``: the HTML report (``report.messages`` and ``report.accuracy`` are its sections;
-  ``report.cli`` the ``fecbench report`` and ``fecbench export`` commands), ``export``: CSV/Parquet tables.
+- ``report``: the HTML report (``report.messages`` and ``report.accuracy`` are its sections), ``export``:
+  CSV/Parquet tables, ``cli``: the ``fecbench report`` and ``fecbench export`` commands.
 """

@@ -1,4 +1,5 @@
-"""CLI of ``fecbench report`` and ``fecbench export`` (light imports; the work is in fecbench.analysis.report)."""
+"""CLI of ``fecbench report`` and ``fecbench export``: outside the report package, whose import (seaborn,
+scipy) would cost every `fecbench` command ~1.5 s at start; the work is imported when the command runs."""
 
 from __future__ import annotations
 

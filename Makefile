@@ -74,13 +74,15 @@ apt:
 
 # The venv is made from Debian's /usr/bin/python3 with system site-packages so that Debian's
 # Mininet (python3-mininet, which ships mnexec) is importable; everything else comes from PyPI, at the
-# versions constraints.txt pins, installed by uv (itself pinned there): ~5 s instead of pip's ~1 min.
+# versions constraints.txt pins, installed by uv (itself pinned there): ~10 s instead of pip's ~1 min.
+# Bytecode is compiled at install, as pip does: with PYTHONDONTWRITEBYTECODE set (CI runners, some
+# shells) nothing is cached later, and every fecbench process of the suite would compile its imports.
 venv: $(STAMPS)/venv.stamp
 $(STAMPS)/venv.stamp: pyproject.toml constraints.txt
 	@mkdir -p $(STAMPS)
 	test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt uv
-	$(VENV)/bin/uv pip install -q --python $(PY) -c constraints.txt -e '.[analysis,cluster,dev,doe]'
+	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) -c constraints.txt -e '.[analysis,cluster,dev,doe]'
 	$(PY) -c 'import mininet.net, fecbench' 
 	touch $@
 

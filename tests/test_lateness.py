@@ -76,6 +76,15 @@ def test_status_and_loader_flag_runs_above_the_bound(tmp_path, monkeypatch: pyte
     text = subprocess.run([sys.executable, "-m", "fecbench", "status", str(db)], capture_output=True, text=True,
                           check=True, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"}).stdout
     assert "1 run(s) had a delay element's p99 lateness above 0.5 ms" in text
+    # No run above the bound: still the bound the runs were judged by.
+    con = dbmod.connect(db)
+    with dbmod.transaction(con):
+        con.execute("UPDATE link_stats SET delay_json = ? WHERE run_key = ? AND direction = 'forward'",
+                    (json.dumps({"backend": "delayline", "lateness": good}), keys[0]))
+    con.close()
+    out = subprocess.run([sys.executable, "-m", "fecbench", "status", str(db), "--json"], capture_output=True,
+                         text=True, check=True)
+    assert json.loads(out.stdout)["lateness_warnings"] == {"runs": 0, "worst_p99_ms": 0.0, "bound_ms": 0.5}
 
 
 def test_the_recorded_summary_is_read_back_or_none() -> None:

@@ -59,32 +59,35 @@ def test_status_and_loader_flag_runs_above_the_bound(tmp_path, monkeypatch: pyte
     from tests.helpers.analysis_db import make_table_db
 
     db = make_table_db(tmp_path / "late.sqlite", [(0, "quic", 1000, rep, "ok", 10.0) for rep in range(3)])
+
+    def record(lateness_of: dict) -> None:
+        con = dbmod.connect(db)
+        with dbmod.transaction(con):
+            for key, late in lateness_of.items():
+                con.execute("UPDATE link_stats SET delay_json = ? WHERE run_key = ? AND direction = 'forward'",
+                            (json.dumps({"backend": "delayline", "lateness": late}), key))
+        con.close()
+
+    def warnings() -> dict:
+        out = subprocess.run([sys.executable, "-m", "fecbench", "status", str(db), "--json"], capture_output=True,
+                             text=True, check=True)
+        return json.loads(out.stdout)["lateness_warnings"]
+
     con = dbmod.connect(db)
     keys = [k for (k,) in con.execute("SELECT key FROM runs ORDER BY repetition")]
+    con.close()
     bad = lateness.summary({"late_hist": counts(b0=90, b9=10), "late_max_us": 1500.0, "late_sum_us": 15000.0}, EDGES)
     good = lateness.summary({"late_hist": counts(b0=100), "late_max_us": 4.0, "late_sum_us": 300.0}, EDGES)
-    with dbmod.transaction(con):
-        for key, late in zip(keys, (bad, good, None), strict=True):
-            con.execute("UPDATE link_stats SET delay_json = ? WHERE run_key = ? AND direction = 'forward'",
-                        (json.dumps({"backend": "delayline", "lateness": late}), key))
-    con.close()
+    record(dict(zip(keys, (bad, good, None), strict=True)))
     frame = tables.lateness(db)
     assert dict(zip(frame["run_key"], frame["ok"], strict=True)) == {keys[0]: False, keys[1]: True}
-    out = subprocess.run([sys.executable, "-m", "fecbench", "status", str(db), "--json"], capture_output=True,
-                         text=True, check=True)
-    assert json.loads(out.stdout)["lateness_warnings"] == {"runs": 1, "worst_p99_ms": 1.0, "bound_ms": 0.5}
+    assert warnings() == {"runs": 1, "worst_p99_ms": 1.0, "bound_ms": 0.5}
     text = subprocess.run([sys.executable, "-m", "fecbench", "status", str(db)], capture_output=True, text=True,
                           check=True, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"}).stdout
     assert "1 run(s) had a delay element's p99 lateness above 0.5 ms" in text
     # No run above the bound: still the bound the runs were judged by.
-    con = dbmod.connect(db)
-    with dbmod.transaction(con):
-        con.execute("UPDATE link_stats SET delay_json = ? WHERE run_key = ? AND direction = 'forward'",
-                    (json.dumps({"backend": "delayline", "lateness": good}), keys[0]))
-    con.close()
-    out = subprocess.run([sys.executable, "-m", "fecbench", "status", str(db), "--json"], capture_output=True,
-                         text=True, check=True)
-    assert json.loads(out.stdout)["lateness_warnings"] == {"runs": 0, "worst_p99_ms": 0.0, "bound_ms": 0.5}
+    record({keys[0]: good})
+    assert warnings() == {"runs": 0, "worst_p99_ms": 0.0, "bound_ms": 0.5}
 
 
 def test_the_recorded_summary_is_read_back_or_none() -> None:

@@ -87,9 +87,9 @@ def confine_harness() -> str | None:
 
 def describe() -> dict[str, Any]:
     """What a campaign records (host information): the CPUs this process and what it starts use, the
-    CPUs delay elements use, and the kernel's preemption model."""
+    CPUs delay elements use, the kernel's preemption model and whether it groups processes by session."""
     own, every = sorted(os.sched_getaffinity(0)), sorted(all_cpus())
-    return {"harness_cpus": own, "delay_cpus": every, "preemption": preemption_model(),
+    return {"harness_cpus": own, "delay_cpus": every, "preemption": preemption_model(), "autogroup": autogroup(),
             "policy": ("delay elements alone on the last CPU" if own != every and max(every) not in own
                        else "off" if not enabled() else "every process on every CPU")}
 
@@ -97,6 +97,19 @@ def describe() -> dict[str, Any]:
 def delay_cpus() -> set[int]:
     """The CPUs a delay element may run on (every CPU, also when its starter is confined)."""
     return all_cpus()
+
+
+def autogroup(path: Path = Path("/proc/sys/kernel/sched_autogroup_enabled")) -> str:
+    """Whether the kernel schedules processes grouped by session ("on", "off", or "absent": built
+    without it). It decides what other load on the host costs the endpoints: with it on, CPU hogs
+    started from one shell share one CPU share, and left the endpoints of a `--jobs 8` campaign on time;
+    the same hogs each in a session of its own took a share each and made them late (designs/README.md,
+    "What other load on the host does")."""
+    try:
+        value = path.read_text().strip()
+    except OSError:
+        return "absent"
+    return "off" if value == "0" else "on"
 
 
 def preemption_model() -> str:

@@ -228,6 +228,11 @@ def check_preemption() -> Check:
     placement = (f"campaigns keep their own processes off CPU {max(affinity.all_cpus())}, left to the delay "
                  "elements" if affinity.plan() else "one CPU, or FECBENCH_CPU_AFFINITY=off: no CPU left to the "
                  "delay elements")
+    grouping = {"on": "autogroup on (the processes of one session, e.g. hogs started from one shell, share one "
+                      "CPU share)",
+                "off": "autogroup off (every CPU hog on the host takes a CPU share of its own)",
+                "absent": "no autogroup"}[affinity.autogroup()]
+    placement = f"{grouping}; {placement}"
     if model.split()[0] in ("full", "rt", "lazy"):
         return Check("kernel preemption", "ok", f"{model}; {placement}", required=False)
     fix = ("boot with preempt=full (PREEMPT_DYNAMIC kernels) for the delay elements' accuracy under load"

@@ -24,6 +24,15 @@ def test_cpu_lists_and_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     assert affinity.preemption_model()  # a name, or "unknown": never raises
 
 
+def test_autogroup_is_read_from_the_kernel_setting(tmp_path) -> None:
+    setting = tmp_path / "sched_autogroup_enabled"
+    for text, said in (("1\n", "on"), ("0\n", "off")):
+        setting.write_text(text)
+        assert affinity.autogroup(setting) == said
+    assert affinity.autogroup(tmp_path / "absent") == "absent"   # a kernel built without it
+    assert affinity.describe()["autogroup"] in ("on", "off", "absent")
+
+
 def test_confining_keeps_children_off_the_reserved_cpu_and_describe_says_so() -> None:
     """In a child process (the test's own affinity stays): confine, then a process it starts inherits it."""
     cpus = affinity.all_cpus()

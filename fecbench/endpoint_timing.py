@@ -28,7 +28,7 @@ from typing import Any
 from fecbench import lateness
 
 #: The default bound on a run's endpoint p99 wake-up latency (ms); designs/README.md says how it was chosen.
-ENDPOINT_BOUND_MS = 3.0
+ENDPOINT_BOUND_MS = 2.0
 ENV = "FECBENCH_ENDPOINT_BOUND_MS"
 
 

@@ -49,7 +49,7 @@ def test_summary_quantiles_shares_and_bound(monkeypatch: pytest.MonkeyPatch) -> 
     assert 4.0 <= got["wakeup_p99_ms"] <= 4.0 * 1.125 and got["wakeup_max_ms"] == 7.0
     assert got["runq_share"] == pytest.approx((98 * 0.02 + 11 + 10) / 1000)
     assert got["cpu_share"] == 0.25 and got["pressure_share"] == 0.05
-    assert got["bound_ms"] == endpoint_timing.ENDPOINT_BOUND_MS == 3.0 and got["ok"] is False
+    assert got["bound_ms"] == endpoint_timing.ENDPOINT_BOUND_MS == 2.0 and got["ok"] is False
     assert sum(count for _, count in got["wake_hist"]) == 100
     # The design's bound wins over the environment's, which wins over the default.
     monkeypatch.setenv(endpoint_timing.ENV, "5")

@@ -10,7 +10,7 @@ seeded by the design: the same runs every time, as `--sample K` draws them) is e
 
 N keeps the results when, during its pilot,
 - no pilot run broke a bound: the endpoints' p99 wake-up latency (`fecbench.endpoint_timing`: the
-  design's `endpoint_bound_ms`, else FECBENCH_ENDPOINT_BOUND_MS, else 3 ms) and the delay elements' p99
+  design's `endpoint_bound_ms`, else FECBENCH_ENDPOINT_BOUND_MS, else 2 ms) and the delay elements' p99
   lateness (`fecbench.lateness`, 0.5 ms; netem keeps none);
 - every pilot run ended as it did serially (ok, or not), and
 - the outcome matches the serial runs, paired by key (the same run meets the same losses): the median

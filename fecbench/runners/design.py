@@ -13,8 +13,8 @@ fidelity_rate = false                   # also probe each path's rate (~1 s of U
 impl_dirs = []                          # extra folders holding <name>/impl.toml (relative to the design file)
 port = 4433                             # first server port; each run uses port + (its index % 1000)
 verdict_log = false                     # keep the dropper's per-packet verdict log of every run
-endpoint_bound_ms = 3.0                 # optional: a run whose endpoints' p99 wake-up latency exceeds it is
-                                        # flagged `fidelity` (default FECBENCH_ENDPOINT_BOUND_MS, else 3 ms;
+endpoint_bound_ms = 2.0                 # optional: a run whose endpoints' p99 wake-up latency exceeds it is
+                                        # flagged `fidelity` (default FECBENCH_ENDPOINT_BOUND_MS, else 2 ms;
                                         # fecbench/endpoint_timing.py)
 schedule = "topologies/schedules/starlink-handover.toml"  # optional: a link schedule (time-varying links,
                                         # fecbench/topologies/schedule.py); time 0 = each run's client start

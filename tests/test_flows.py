@@ -183,6 +183,13 @@ def test_flows_smoke_runs_every_flow_and_attributes_the_links_drops(flows_db: Pa
         dropped = sum(r["dropped"] for r in rows(db, "SELECT dropped FROM link_stats WHERE run_key = ?", run["key"]))
         assert sum(f["dropped_down"] + f["dropped_up"] for f in mine.values()) == dropped
         assert all(json.loads(f["json"])["endpoints"].get("wakeups", 0) > 0 for f in mine.values())
+        # The fecq bulk flows, stopped with the foreground, still wrote what their stacks did (SIGTERM:
+        # the client fetches its server's counters before it exits).
+        for name in ("quic-bg", "fec-bg"):
+            stopped = json.loads(mine[name]["json"])["metrics"]
+            assert stopped["error"].startswith("stopped by a signal after "), stopped
+            assert stopped["bytes_app"] > 0 and stopped["sender"]["packets_sent"] > 0, stopped
+        assert json.loads(mine["fec-bg"]["json"])["metrics"]["repair_sent"] > 0
     out = fecbench("report", str(db))
     assert out.returncode == 0, out.stderr
     report = db.parent / f"{db.stem}-report"

@@ -28,6 +28,9 @@ from fecbench.runners.testbed import RunProcess, Testbed
 
 IPERF3_READY = r"^Server listening on"
 POLL_S = 0.05
+#: How long a stopped flow's client may take to end (SIGTERM, then SIGKILL): fecq's client still fetches
+#: its server's counters and writes its metrics, within its own 2.5 s (a round trip behind a full queue).
+STOP_GRACE_S = 3.0
 
 
 @dataclass
@@ -138,23 +141,32 @@ class CompetingFlows:
 
     # --- end -----------------------------------------------------------------------------------------
     def finish(self, deadline: float) -> None:
-        """After the foreground client: stop the flows that only compete, wait for the others (until
-        `deadline`), then stop every server."""
+        """After the foreground client: stop the flows that only compete (all at once: each may still
+        fetch its server's counters and write its metrics, within `STOP_GRACE_S`), wait for the others
+        (until `deadline`), then stop every server."""
+        for r in self.running:
+            if r.client is not None and r.client.poll() is None and r.flow.stops_with_foreground:
+                r.client.terminate()
+                r.stopped = True
+        stopped_at = time.monotonic()
+        stop_deadline = stopped_at + STOP_GRACE_S
         for r in self.running:
             if r.client is None:
                 if r.status == "pending":
                     r.status, r.error = "failed", "never started: the foreground ended before its start"
                 continue
+            if r.stopped:
+                r.client.stop(grace_s=max(0.0, stop_deadline - time.monotonic()))
+                r.ended_at = stopped_at   # it competed until then; what follows is its report
+                r.status, r.error = self._judge(r, None)
+                continue
             code = r.client.poll()
-            if code is None and r.flow.stops_with_foreground:
-                r.client.stop(grace_s=1.0)
-                r.stopped = True
-            elif code is None:
+            if code is None:
                 code = r.client.wait(max(0.0, deadline - time.monotonic()))
                 if code is None:
                     r.client.stop(grace_s=1.0)
             r.ended_at = time.monotonic()
-            r.status, r.error = self._judge(r, r.client.poll() if not r.stopped else None)
+            r.status, r.error = self._judge(r, r.client.poll())
         for r in self.running:
             if r.server is not None:
                 server_code = r.server.poll()   # iperf3's (-1) ends by itself, status 0, when its client does

@@ -79,6 +79,11 @@ class Process:
         parts = [f"--- stdout\n{out}" if out else "", f"--- stderr\n{err}" if err else ""]
         return "\n".join(p for p in parts if p)
 
+    def terminate(self) -> None:
+        """Ask the whole process group to end (SIGTERM) without waiting: `stop` then waits for it."""
+        if self.popen.poll() is None:
+            self._signal_group(signal.SIGTERM)
+
     def stop(self, grace_s: float = 2.0) -> None:
         """Terminate the whole process group (SIGTERM, then SIGKILL after `grace_s`) and reap it."""
         if self.popen.poll() is None:

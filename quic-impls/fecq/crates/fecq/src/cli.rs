@@ -21,6 +21,7 @@ use crate::quic::QuicEndpoint;
 use crate::quinn_stack::Quinn;
 use crate::run::{self, ClientSetup};
 use crate::stack::Stack;
+use crate::stop::{Stop, STOPPED_PREFIX};
 use crate::transfer::ReqResp;
 
 pub const EXIT_OK: i32 = 0;
@@ -28,6 +29,8 @@ pub const EXIT_FAILURE: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_TIMEOUT: i32 = 124;
 pub const EXIT_UNSUPPORTED: i32 = 127;
+/// Stopped by SIGTERM or SIGINT, as a shell reports a process ended by SIGTERM (128 + 15).
+pub const EXIT_STOPPED: i32 = 143;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -231,7 +234,8 @@ fn block_on<T>(fut: impl std::future::Future<Output = T>) -> T {
 /// Write the metrics (even for a failed run: `ok` is false and `error` says why; `elapsed_ms`
 /// is the time since `started`). A run that reached `--timeout` (the error begins with
 /// `app::TIMEOUT_PREFIX`) sets `timed_out` and exits with EXIT_TIMEOUT, its `bytes_app` the
-/// bytes received until then.
+/// bytes received until then; a run stopped by SIGTERM or SIGINT (crate::stop) exits with
+/// EXIT_STOPPED, its metrics written as far as they got.
 fn finish(
     mut m: Metrics,
     res: Result<(), String>,
@@ -252,6 +256,8 @@ fn finish(
             eprintln!("fecq: {e}");
             if m.timed_out {
                 EXIT_TIMEOUT
+            } else if e.starts_with(STOPPED_PREFIX) {
+                EXIT_STOPPED
             } else {
                 EXIT_FAILURE
             }
@@ -395,19 +401,20 @@ pub fn main() -> i32 {
                 }
             };
             let started = std::time::Instant::now();
-            let (m, res) = if mp.multipath {
-                let setup = ClientSetup::multipath(&mp, server);
-                block_on(run::client_main(
-                    &Noq { args: mp },
-                    &common,
-                    &setup,
-                    workload,
-                    None,
-                ))
-            } else {
-                let setup = ClientSetup::single(server, bind);
-                block_on(run::client_main(&Quinn, &common, &setup, workload, None))
-            };
+            let (m, res) = block_on(async {
+                let stop = match Stop::on_signals() {
+                    Ok(stop) => stop,
+                    Err(e) => return (app::metrics_header(&common, &workload), Err(e)),
+                };
+                if mp.multipath {
+                    let setup = ClientSetup::multipath(&mp, server);
+                    let stack = Noq { args: mp.clone() };
+                    run::client_main(&stack, &common, &setup, workload, None, &stop).await
+                } else {
+                    let setup = ClientSetup::single(server, bind);
+                    run::client_main(&Quinn, &common, &setup, workload, None, &stop).await
+                }
+            });
             finish(m, res, &out, started)
         }
         Command::Loopback {

@@ -15,8 +15,8 @@
 //! - the application: `pattern`, `messages`, `transfer`, `app` (the protocol, both sides);
 //! - the adapters: `quinn_stack`, `noq_stack` (socket glue, controller glue, transport,
 //!   endpoint setup);
-//! - the roles and commands: `run` (server and client, once for both stacks), `loopback`,
-//!   `bench`, `cli`.
+//! - the roles and commands: `stop` (a client stopped early by a signal), `run` (server and
+//!   client, once for both stacks), `loopback`, `bench`, `cli`.
 
 pub mod app;
 pub mod bench;
@@ -38,6 +38,7 @@ pub mod quinn_stack;
 pub mod run;
 pub mod socket;
 pub mod stack;
+pub mod stop;
 pub mod tail;
 pub mod tls;
 pub mod transfer;

@@ -19,6 +19,7 @@ use crate::quic::QuicEndpoint;
 use crate::quinn_stack::Quinn;
 use crate::run::{self, ClientSetup};
 use crate::stack::Stack;
+use crate::stop::Stop;
 
 #[derive(Clone, Copy, Debug)]
 pub struct LossSpec {
@@ -144,7 +145,15 @@ pub async fn run_links<S: Stack>(
     let stack = Arc::new(stack);
     let serving = tokio::spawn(run::serve(stack.clone(), endpoint.clone(), socket));
     let setup = setup(SocketAddr::new(listen.ip(), port));
-    let res = run::client_main(stack.as_ref(), common, &setup, workload, client_link).await;
+    let res = run::client_main(
+        stack.as_ref(),
+        common,
+        &setup,
+        workload,
+        client_link,
+        &Stop::never(),
+    )
+    .await;
     endpoint.close(0, b"bye");
     serving.abort();
     res

@@ -15,6 +15,7 @@ use crate::multipath::MpArgs;
 use crate::quic::{Closed, QuicConn, QuicEndpoint};
 use crate::socket::{FecSocket, SocketConfig};
 use crate::stack::{SocketOf, Stack};
+use crate::stop::{Stop, STOPPED_PREFIX};
 use crate::transport::QUIC_MTU;
 
 /// Where a client binds and the paths it opens.
@@ -145,28 +146,35 @@ pub fn client_endpoint<S: Stack>(
 }
 
 /// Client role: run a workload against a server, with the overall timeout; the metrics, written
-/// by the caller.
+/// by the caller. A `stop` ends the workload at once and the client `STOP_GRACE` later, with the
+/// server's counters if they arrived by then (crate::stop).
 pub async fn client_main<S: Stack>(
     stack: &S,
     common: &Common,
     setup: &ClientSetup,
     workload: Workload,
     link: Option<Link>,
+    stop: &Stop,
 ) -> (Metrics, Result<(), String>) {
+    let started = Instant::now();
     let mut m = app::metrics_header(common, &workload);
     m.multipath = stack.multipath_info(setup.paths.len());
     let (endpoint, socket) = match client_endpoint(stack, common, setup, link) {
         Ok(x) => x,
         Err(e) => return (m, Err(e)),
     };
-    let res = match tokio::time::timeout(
+    let run = tokio::time::timeout(
         common.timeout(),
-        run_client(stack, &endpoint, &socket, setup, workload, common, &mut m),
-    )
-    .await
-    {
-        Ok(r) => r,
-        Err(_) => Err(format!("{TIMEOUT_PREFIX}{} s", common.timeout)),
+        run_client(
+            stack, &endpoint, &socket, setup, workload, common, &mut m, stop,
+        ),
+    );
+    let res = tokio::select! {
+        r = run => match r {
+            Ok(r) => r,
+            Err(_) => Err(format!("{TIMEOUT_PREFIX}{} s", common.timeout)),
+        },
+        _ = stop.grace_over() => Err(stopped(started)),
     };
     endpoint.close(0, b"bye");
     if res.is_err() {
@@ -176,8 +184,9 @@ pub async fn client_main<S: Stack>(
     (m, res)
 }
 
-/// Connect, open the paths, run the workload, fetch the server's counters, close. On error,
-/// `m.error` says why and whatever was measured so far stays in `m`.
+/// Connect, open the paths, run the workload (until done, or a stop), fetch the server's counters,
+/// close. On error, `m.error` says why and whatever was measured so far stays in `m`.
+#[allow(clippy::too_many_arguments)]
 async fn run_client<S: Stack>(
     stack: &S,
     endpoint: &S::Endpoint,
@@ -186,6 +195,7 @@ async fn run_client<S: Stack>(
     workload: Workload,
     common: &Common,
     m: &mut Metrics,
+    stop: &Stop,
 ) -> Result<(), String> {
     let t0 = Instant::now();
     let server = setup.paths[0].1;
@@ -196,9 +206,16 @@ async fn run_client<S: Stack>(
     if let Some(info) = m.multipath.as_mut() {
         info.paths_established = S::open_paths(&conn);
     }
-    let result = app::run_workload(&conn, workload, m)
-        .await
-        .map_err(|e| explain_lost_connection::<S>(e, &conn, socket, server, common.idle_timeout()));
+    let result = tokio::select! {
+        r = app::run_workload(&conn, workload, m) => r.map_err(|e| {
+            explain_lost_connection::<S>(e, &conn, socket, server, common.idle_timeout())
+        }),
+        _ = stop.requested() => {
+            // Should the grace end before the server answers: the client's own counters now.
+            m.client = Some(S::side_stats(&conn, socket));
+            Err(stopped(t0))
+        }
+    };
     // Counters are fetched even after a failed workload, if the connection still works.
     let sender = app::fetch_server_stats(&conn).await;
     let receiver = S::side_stats(&conn, socket);
@@ -218,6 +235,11 @@ async fn run_client<S: Stack>(
     }
     close_now(&conn, 0, b"done").await;
     result
+}
+
+/// The error of a client stopped by a signal, `since` its start.
+fn stopped(since: Instant) -> String {
+    format!("{STOPPED_PREFIX}{:.1} s", since.elapsed().as_secs_f64())
 }
 
 /// Application close without waiting for the draining period: the server has answered the

@@ -514,3 +514,73 @@ fn upload_and_reqresp_between_processes() {
     server.kill().ok();
     server.wait().ok();
 }
+
+/// A client stopped by SIGTERM mid-download (the harness stops a competing bulk flow that way):
+/// it exits 143 within its grace and still writes its metrics, with the server's counters.
+#[test]
+fn a_client_stopped_by_sigterm_writes_its_metrics_with_the_servers_counters() {
+    let mut server = fecq()
+        .args(["server", "--listen", "127.0.0.1:0", "--fec", "rs:30,20"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line.trim().strip_prefix("listening ").unwrap().to_string();
+    let out = tmp("stopped.json");
+    // 100 GB: far more than loopback carries in the second before the stop.
+    let mut client = fecq()
+        .args(["client", "--server", &addr, "--workload", "download"])
+        .args([
+            "--size",
+            "100000000000",
+            "--fec",
+            "rs:30,20",
+            "--timeout",
+            "60",
+            "--out",
+        ])
+        .arg(&out)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    // SAFETY: kill(2) on the child we spawned.
+    unsafe { libc::kill(client.id() as i32, libc::SIGTERM) };
+    let mut code = None;
+    for _ in 0..50 {
+        if let Some(st) = client.try_wait().unwrap() {
+            code = Some(st.code());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if code.is_none() {
+        client.kill().ok();
+    }
+    // SAFETY: as above, the server.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    server.wait().ok();
+    assert_eq!(
+        code,
+        Some(Some(143)),
+        "the client did not end within 5 s of SIGTERM"
+    );
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    std::fs::remove_file(out).ok();
+    assert_eq!(m["ok"], false);
+    let error = m["error"].as_str().unwrap();
+    assert!(error.starts_with("stopped by a signal after "), "{error}");
+    let got = m["bytes_app"].as_u64().unwrap();
+    assert!(got > 0 && got < 100_000_000_000, "{got}");
+    // The server's counters arrived: what its stack sent, FEC repairs included.
+    assert!(m["sender"]["packets_sent"].as_u64().unwrap() > 0, "{m}");
+    assert!(m["repair_sent"].as_u64().unwrap() > 0, "{m}");
+    assert!(
+        m["client"]["wire_datagrams_received"].as_u64().unwrap() > 0,
+        "{m}"
+    );
+    assert!(m["dct_ms"].is_null());
+}

@@ -13,6 +13,7 @@ use fecq::messages::{Mode, Params};
 use fecq::metrics::Metrics;
 use fecq::quinn_stack::Quinn;
 use fecq::run::{self, ClientSetup};
+use fecq::stop::Stop;
 
 /// A quinn server on 127.0.0.1 whose sends follow `server_loss`, and a client running
 /// `workload` against it, in this process.
@@ -199,7 +200,8 @@ fn malformed_datagrams_are_ignored() {
             // The endpoint still serves a verified download.
             let setup = ClientSetup::single(server, Some(any));
             let workload = Workload::Download { size: 200_000 };
-            let (m, res) = run::client_main(&Quinn, &c, &setup, workload, None).await;
+            let (m, res) =
+                run::client_main(&Quinn, &c, &setup, workload, None, &Stop::never()).await;
             res.unwrap_or_else(|e| panic!("{code}: {e}"));
             assert_eq!(m.bytes_app, 200_000);
             let junk_stats = socket.counters(junk.local_addr().unwrap());
@@ -301,7 +303,7 @@ fn client_close_reaches_the_server() {
         };
         let setup = ClientSetup::single(server, Some(any));
         let workload = Workload::Download { size: 1000 };
-        let (m, res) = run::client_main(&Quinn, &c, &setup, workload, None).await;
+        let (m, res) = run::client_main(&Quinn, &c, &setup, workload, None, &Stop::never()).await;
         res.unwrap();
         assert_eq!(m.bytes_app, 1000);
         assert!(m.sender.is_some() && m.client.is_some());

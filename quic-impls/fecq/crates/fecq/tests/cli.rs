@@ -32,6 +32,21 @@ fn server(fec: &str) -> (std::process::Child, String) {
     (server, addr)
 }
 
+/// SIGTERM to a child we spawned, and how it exited if it did within 5 s (else it is killed).
+fn terminate(child: &mut std::process::Child) -> Option<std::process::ExitStatus> {
+    // SAFETY: kill(2) on the child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    for _ in 0..50 {
+        if let Some(st) = child.try_wait().unwrap() {
+            return Some(st);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().ok();
+    child.wait().ok();
+    None
+}
+
 #[test]
 fn version_prints_name_and_version() {
     let out = fecq().arg("--version").output().unwrap();
@@ -443,17 +458,8 @@ fn server_and_client_processes_then_sigterm_exits_0() {
     assert!(m["repair_sent"].as_u64().unwrap() > 0);
     std::fs::remove_file(out).ok();
     // SIGTERM: clean exit 0.
-    // SAFETY: kill(2) on the child we spawned.
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
-    for _ in 0..50 {
-        if let Some(st) = server.try_wait().unwrap() {
-            assert_eq!(st.code(), Some(0));
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    server.kill().ok();
-    panic!("server did not exit on SIGTERM");
+    let exit = terminate(&mut server).expect("server did not exit on SIGTERM");
+    assert_eq!(exit.code(), Some(0));
 }
 
 /// A server process and client processes: an upload and request/response exchanges, metrics
@@ -536,22 +542,8 @@ fn a_client_stopped_by_sigterm_writes_its_metrics_with_the_servers_counters() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_secs(1));
-    // SAFETY: kill(2) on the child we spawned.
-    unsafe { libc::kill(client.id() as i32, libc::SIGTERM) };
-    let mut code = None;
-    for _ in 0..50 {
-        if let Some(st) = client.try_wait().unwrap() {
-            code = Some(st.code());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    if code.is_none() {
-        client.kill().ok();
-    }
-    // SAFETY: as above, the server.
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
-    server.wait().ok();
+    let code = terminate(&mut client).map(|st| st.code());
+    terminate(&mut server);
     assert_eq!(
         code,
         Some(Some(143)),

@@ -220,7 +220,8 @@ def check_choices() -> list[Check]:
 
 def check_preemption() -> Check:
     """The kernel's preemption model: with none, a woken delay element waits until whatever runs on its CPU
-    leaves the kernel (fecbench.affinity); optional, it only costs emulation accuracy under load."""
+    leaves the kernel (fecbench.affinity); optional, it only costs emulation accuracy under load. The line also
+    says where campaigns put their processes and whether the kernel groups other load by session (autogroup)."""
     from fecbench import affinity
 
     model = affinity.preemption_model()
@@ -232,13 +233,12 @@ def check_preemption() -> Check:
                       "CPU share)",
                 "off": "autogroup off (every CPU hog on the host takes a CPU share of its own)",
                 "absent": "no autogroup"}[affinity.autogroup()]
-    placement = f"{grouping}; {placement}"
     if model.split()[0] in ("full", "rt", "lazy"):
-        return Check("kernel preemption", "ok", f"{model}; {placement}", required=False)
+        return Check("kernel preemption", "ok", f"{model}; {grouping}; {placement}", required=False)
     fix = ("boot with preempt=full (PREEMPT_DYNAMIC kernels) for the delay elements' accuracy under load"
            if "none" in model or "voluntary" in model or "DYNAMIC" in model else "")
     return Check("kernel preemption", "optional", f"{model} ({cpus} CPUs): kernel code on a CPU delays a woken "
-                 f"delay element; {placement}", fix, required=False)
+                 f"delay element; {grouping}; {placement}", fix, required=False)
 
 
 def check_endpoint_timing() -> list[Check]:

@@ -20,6 +20,11 @@ ROOT = REPO_ROOT
 FAKE_DIR = ROOT / "tests" / "fake_impl"
 TOPOLOGY = ROOT / "topologies" / "single.toml"
 FECQ = ROOT / "quic-impls" / "fecq" / "target" / "release" / "fecq"
+#: What a fecq client may still put on a path after it read its counters (metrics `packets_sent`): an
+#: ACK of the server's stats reply, the CONNECTION_CLOSE (repeated while the server's packets still
+#: arrive) and their repairs. Measured over 32 client paths: 0-5, and 14 twice, each time with other tests'
+#: campaigns on the same 2 CPUs.
+CLIENT_PACKETS_AFTER_COUNTERS = 20
 
 
 def fake_design(path: Path, labels: dict[str, dict[str, str]], *, points: int = 2, sizes: str = '["1kB"]',

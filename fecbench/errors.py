@@ -15,6 +15,10 @@ class SpecError(UserError):
 
     def __init__(self, file: str | os.PathLike | None, key: str | None, problem: str,
                  allowed: Any = None, line: int | None = None) -> None:
+        if line is None and key and file and str(file).endswith(".toml"):
+            from fecbench.spec_lines import locate
+
+            line = locate(file, key)   # file:line in the message, as a user's editor wants it
         self.file, self.key, self.problem, self.allowed, self.line = file, key, problem, allowed, line
         place = f"{file}:{line}" if file and line else file
         where = ": ".join(str(part) for part in (place, key) if part)
@@ -24,6 +28,15 @@ class SpecError(UserError):
                 allowed = ", ".join(str(a) for a in sorted(allowed, key=str))
             text += f" (allowed: {allowed})"
         super().__init__(text)
+
+
+def did_you_mean(name: str, candidates: object) -> str:
+    """'; did you mean 'owd'?' for the nearest of `candidates` to a mistyped name ('' when none is near)."""
+    import difflib
+
+    names = [str(c) for c in candidates] if isinstance(candidates, (list, tuple, set, frozenset, dict)) else []
+    close = difflib.get_close_matches(str(name), names, n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 def require_root(what: str) -> None:

@@ -17,14 +17,45 @@ from fecbench.status import STATUSES
 
 
 def insert_pending_runs(conn: sqlite3.Connection, rows: Iterable[dict[str, Any]]) -> int:
-    """Insert runs not yet in the table as 'pending'; existing keys are left alone. Returns the count."""
+    """Insert runs not yet in the table as 'pending'; existing keys are left alone, but get what they lack of
+    `applied_json` and `estimate_s` (runs planned by an older fecbench). Returns the count inserted."""
     count = 0
     for row in rows:
         cols = list(row) + ["status", "attempts"]
         cur = conn.execute(f"INSERT OR IGNORE INTO runs ({', '.join(cols)}) VALUES "
                            f"({', '.join('?' for _ in cols)})", (*row.values(), "pending", 0))
         count += cur.rowcount
+        if not cur.rowcount and "applied_json" in row:
+            conn.execute("UPDATE runs SET applied_json = coalesce(applied_json, ?), "
+                         "estimate_s = coalesce(estimate_s, ?) WHERE key = ?",
+                         (row["applied_json"], row.get("estimate_s"), row["key"]))
     return count
+
+
+def keep_earlier_outcome(conn: sqlite3.Connection, key: str, why_again: str) -> None:
+    """Copy a finished run's outcome (status, error, times, fidelity checks) aside before it runs again."""
+    row = conn.execute("SELECT status, error, finished_at, duration_s, attempts FROM runs WHERE key = ?",
+                       (key,)).fetchone()
+    if row is None:
+        return
+    checks = [dict(zip(("path", "rtt_configured_ms", "rtt_measured_ms", "rate_configured_mbit",
+                        "rate_measured_mbit", "ok"), r, strict=True))
+              for r in conn.execute("SELECT path, rtt_configured_ms, rtt_measured_ms, rate_configured_mbit, "
+                                    "rate_measured_mbit, ok FROM fidelity WHERE run_key = ?", (key,))]
+    endpoint = conn.execute("SELECT wakeup_p99_ms, bound_ms, ok FROM endpoint_timing WHERE run_key = ?",
+                            (key,)).fetchone()
+    extra = {"fidelity": checks, "endpoint": list(endpoint) if endpoint else None}
+    with dbmod.transaction(conn):
+        conn.execute("INSERT OR REPLACE INTO earlier_outcomes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     (key, row[4], row[0], row[1], row[2], row[3], json.dumps(extra), why_again))
+
+
+def insert_session(conn: sqlite3.Connection, **fields: Any) -> None:
+    """One `fecbench run` (or reproduce campaign) as it ended: wall time, networks, runs and their estimates."""
+    cols = list(fields)
+    with dbmod.transaction(conn):
+        conn.execute(f"INSERT INTO sessions ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
+                     tuple(fields.values()))
 
 
 def run_statuses(conn: sqlite3.Connection, keys: Iterable[str] | None = None) -> dict[str, str]:

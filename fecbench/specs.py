@@ -17,7 +17,7 @@ if sys.version_info >= (3, 11):
 else:  # Ubuntu 22.04's Python 3.10
     import tomli as tomllib
 
-from fecbench.errors import SpecError
+from fecbench.errors import SpecError, did_you_mean
 
 #: A design's time limit per run when it sets none (the design parser's default, and what readers of
 #: campaigns recorded before their settings were assume).
@@ -112,7 +112,7 @@ class Section:
             wanted = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
             raise self.error(name, f"must be {wanted}, got {value!r}")
         if choices is not None and value not in choices:
-            raise self.error(name, f"unknown value {value!r}", choices)
+            raise self.error(name, f"unknown value {value!r}{did_you_mean(value, choices)}", choices)
         if min is not None and (value < min or (min_exclusive and value == min)):
             raise self.error(name, f"must be {'>' if min_exclusive else '≥'} {min}, got {value!r}")
         if max is not None and value > max:
@@ -144,4 +144,5 @@ class Section:
         """Reject keys nobody read, naming the allowed ones."""
         unknown = sorted(set(self.data) - self._read)
         if unknown:
-            raise self.error(unknown[0], "unknown key", sorted(self._read))
+            known, name = sorted(self._read), unknown[0]
+            raise self.error(name, f"unknown key {name!r}: nothing reads it{did_you_mean(name, known)}", known)

@@ -52,7 +52,8 @@ def test_section_checks_type_range_choices_and_unknown_keys() -> None:
         design.get("order", str, choices=["random", "sequential"])
     with pytest.raises(SpecError, match=r"design.seed: must be an integer"):
         Section({"seed": "7"}, "d.toml", "design").get("seed", int)
-    with pytest.raises(SpecError, match=r"design.typo: unknown key \(allowed: name, order, repetitions\)"):
+    with pytest.raises(SpecError, match=r"design.typo: unknown key 'typo': nothing reads it "
+                                        r"\(allowed: name, order, repetitions\)"):
         design.done()
 
 

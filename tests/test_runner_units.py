@@ -16,6 +16,7 @@ from fecbench import run_records
 from fecbench.errors import SpecError
 from fecbench.runners.descriptor import load_descriptor, render
 from fecbench.runners.design import parse_design, parse_size
+from fecbench.runners.prepare import prepare
 from fecbench.runners.run_metrics import MetricsError, from_json, from_patterns
 from fecbench.runners.runs import enumerate_runs, loss_seed, run_key
 
@@ -153,8 +154,11 @@ def test_missing_binary(tmp_path: Path) -> None:
                                         .replace('binary = "fake.py"', 'binary = "target/ghost"'))
     path = write_design(tmp_path, impls='[[impl]]\nname = "ghost"\n')
     path.write_text(path.read_text().replace(f'impl_dirs = ["{FAKE_DIR}"]', f'impl_dirs = ["{tmp_path / "impls"}"]'))
+    parse_design(path)   # parsing never needs a build; preparing a campaign that runs does
     with pytest.raises(SpecError, match="binary 'target/ghost' not found"):
-        parse_design(path)
+        prepare(path)
+    prepared = prepare(path, require_built=False)   # a dry run: a warning with a command that runs as printed
+    assert len(prepared.warnings) == 1 and "binary 'target/ghost' not found" in prepared.warnings[0]
 
 
 def test_bad_loss_probability(tmp_path: Path) -> None:
@@ -351,7 +355,7 @@ def test_cli_dry_run_and_errors(tmp_path: Path) -> None:
     path = write_design(tmp_path)
     out = _fecbench("run", str(path), "--dry-run", "--db", str(tmp_path / "x.sqlite"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert "32 run(s) to do" in out.stdout and "estimated duration" in out.stdout
+    assert "32 run(s) to do" in out.stdout and "estimated 0." in out.stdout
     assert not (tmp_path / "x.sqlite").exists()  # a dry run writes nothing
     bad = write_design(tmp_path, impls='[[impl]]\nname = "fake"\nargs = { behave = "boom" }\n', name="bad.toml")
     out = _fecbench("run", str(bad), "--dry-run", cwd=tmp_path)

@@ -112,7 +112,7 @@ def test_design_with_a_bad_schedule_exits_2(tmp_path):
     done = subprocess.run([sys.executable, "-m", "fecbench", "run", str(tmp_path / "d.toml"), "--dry-run"],
                           capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert f"{bad}: change[0].outage_ms" in done.stderr
+    assert f"{bad}:4: change[0].outage_ms" in done.stderr   # file:line, as an editor wants it
 
 
 def test_a_topology_can_carry_the_schedule(tmp_path):

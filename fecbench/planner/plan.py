@@ -59,6 +59,8 @@ def make_plan(space: Space, seed: int, *, method: str | None = None) -> Plan:
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise UserError(f"the design seed must be an integer ≥ 0, got {seed!r}")
     info: dict[str, Any] = {}
+    if space.single:   # every factor fixed (or given one level): a single scenario
+        return build_plan(space, seed, np.zeros((1, space.dimension)), None, info)
     if space.method == "wsp":
         unit = _wsp(space, seed, info)
     elif space.method in ("lhs", "sobol", "random"):

@@ -159,6 +159,11 @@ class Space:
     def dimension(self) -> int:
         return len(self.varying)
 
+    @property
+    def single(self) -> bool:
+        """Every factor takes one value: the design is one scenario (one point), whatever its method."""
+        return self.method != "list" and all(f.n_levels == 1 for f in self.varying)
+
     def error(self, key: str | None, problem: str, allowed: Any = None) -> SpecError:
         return SpecError(self.file, f"space.{key}" if key else "space", problem, allowed)
 
@@ -376,8 +381,11 @@ def parse_space(section: Section, paths: int = 1) -> Space:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise err("factors", f"factor {duplicates[0]!r} is declared twice (per-path expansion adds _1.._{paths})")
-    if not any(f.varying for f in factors) and method not in ("list",):
-        raise err("factors", "every factor is fixed: nothing to plan (declare at least one varying factor)")
+    single = method != "list" and all(not f.varying or (f.levels is not None and len(f.levels) == 1)
+                                      for f in factors)
+    if single and points not in (None, 1):
+        raise err("points", f"every factor is fixed: the design is one point, not {points} (for more runs of "
+                  "it, raise design.repetitions)")
 
     if mirror and not any(f.path is not None for f in factors):
         raise err("mirror", "mirror = true needs per-path factors (per_path = true) and paths ≥ 2")
@@ -387,7 +395,7 @@ def parse_space(section: Section, paths: int = 1) -> Space:
     if mirror and points is not None and method != "list" and points % 2:
         raise err("points", f"with mirror = true the design has pairs of points: points must be even, got {points}")
 
-    if method in ("wsp", "lhs", "sobol", "random") and points is None:
+    if method in ("wsp", "lhs", "sobol", "random") and points is None and not single:
         raise err("points", f"method = {method!r} needs the number of points")
     if candidates is not None and method not in ("wsp",):
         raise err("candidates", "candidates is only used by method = \"wsp\"")
@@ -402,7 +410,7 @@ def parse_space(section: Section, paths: int = 1) -> Space:
         list_file = None
         if file is not None:
             raise err("file", "file is only used by method = \"list\"")
-    if method == "factorial":
+    if method == "factorial" and not single:
         for f in factors:
             if f.varying and f.levels is None:
                 raise SpecError(section.file, f"space.factors.{f.base}.levels",

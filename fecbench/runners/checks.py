@@ -83,7 +83,7 @@ def check_timeouts(prepared: Prepared, *, accept: bool = False, warn: Callable[[
             f"duration of {len(short)} (point, size) pair(s) (handshake and request RTTs, a queue's delay, "
             f"size / bandwidth):\n  {listed}{more}")
     if accept:
-        warn(f"[yellow]warning (--accept-short-timeout): {head}\nthose runs may end timeout[/]")
+        warn(f"{head}\nthose runs may end timeout (--accept-short-timeout)")
         return
     raise UserError(f"{head}\nraise timeout_s, or pass --accept-short-timeout to run it anyway "
                     "(those runs may end timeout)")
@@ -164,6 +164,8 @@ def check_impl_args(prepared: Prepared) -> None:
     for index, entry in enumerate(design.impls):
         if not entry.descriptor.check_argv or not entry.supports(design.workload.kind):
             continue  # an implementation without the workload runs nothing (its runs are `unsupported`)
+        if entry.descriptor.missing_binaries() is not None:
+            continue  # a dry run of a design whose implementation is not built (prepare warned)
         key = (str(entry.descriptor.path), json.dumps(entry.args, sort_keys=True, default=str))
         if key in checked:
             continue
@@ -173,3 +175,22 @@ def check_impl_args(prepared: Prepared) -> None:
             problems.append(_rejected(design, index, entry, said))
     if problems:
         raise UserError("\n".join(problems) + "\nthe design is refused as a whole: nothing was run or written")
+
+
+def validate(design_path: str | Path, *, accept_short_timeout: bool = False, dry_run: bool = False) -> Prepared:
+    """The one validation pass every command runs before anything else: the design as a whole
+    (`prepare`: structure, topology, loss, flows, what reads each factor and in which unit), its time
+    limit against each run's minimum duration, and each argument set by its implementation's own check.
+    Returns the validated campaign; what a user should know but may go ahead with is in its `warnings`
+    (on a dry run, an implementation that is not built is one of them)."""
+    from fecbench.runners.prepare import prepare
+
+    prepared = prepare(design_path, require_built=not dry_run)
+    check_timeouts(prepared, accept=accept_short_timeout, warn=prepared.warnings.append)
+    check_impl_args(prepared)
+    design = prepared.design
+    for entry in design.impls:
+        if not entry.supports(design.workload.kind):
+            prepared.warnings.append(f"{entry.label}: implementation {entry.name!r} does not declare workload "
+                                     f"{design.workload.kind!r}: its runs are recorded unsupported")
+    return prepared

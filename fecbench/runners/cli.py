@@ -11,6 +11,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from fecbench.errors import UserError
 
@@ -50,10 +51,12 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
                                           "drawn at random (seeded by the design); the others stay pending."),
         jobs_pilot: int = typer.Option(16, "--jobs-pilot", min=1, help="--jobs auto: runs of the design in its "
                                        "calibration pilot (each run serially and with N networks)."),
+        no_retry: bool = typer.Option(False, "--no-retry", help="Keep fidelity-flagged runs flagged: without it, "
+                                      "each is run once more at the end of the campaign (both outcomes kept)."),
         ) -> None:
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
-    from fecbench.runners.engine import Engine, parse_retry, sample_runs, select_runs
-    from fecbench.runners.prepare import prepare
+    from fecbench.runners.checks import validate
+    from fecbench.runners.engine import Engine, parse_retry, runs_to_do
     from fecbench.runners.recorder import read_statuses
 
     if link_backend not in (None, "netem", "delayline"):
@@ -79,20 +82,16 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
                           "as root on its workers; the campaign records this[/]")
     elif insecure or dashboard or tls_ca_file or tls_cert or tls_key:
         raise UserError("--insecure, --dashboard and --tls-* go with --dask")
-    prepared = prepare(design)
-    from fecbench.runners.checks import check_impl_args, check_timeouts
+    prepared = validate(design, accept_short_timeout=accept_short_timeout, dry_run=dry_run)
+    db_path = check_db_path(db or prepared.design.default_db())
+    todo = runs_to_do(prepared, db_path, retry_set, sample)   # the one selection: the engine runs these
+    from fecbench.runners.estimate import estimate_campaign
 
-    check_timeouts(prepared, accept=accept_short_timeout, warn=console.print)
-    check_impl_args(prepared)  # each distinct argument set, by the implementation itself
-    for entry in prepared.design.impls:
-        if not entry.supports(prepared.design.workload.kind):
-            console.print(f"[yellow]{entry.label}: implementation {entry.name!r} does not declare workload "
-                          f"{prepared.design.workload.kind!r}: its runs are recorded unsupported[/]")
-    db_path = db or prepared.design.default_db()
-    statuses = read_statuses(db_path)
-    todo = sample_runs(select_runs(prepared, statuses, retry_set), sample, prepared.design.seed)
+    estimate = estimate_campaign(prepared, todo, jobs_count, db_path)
+    for warning in prepared.warnings + estimate.warnings:
+        console.print(Text(f"warning: {warning}", style="yellow"))
     if dry_run:
-        _print_dry_run(prepared, todo, statuses, db_path)
+        _print_dry_run(prepared, todo, read_statuses(db_path), db_path, estimate)
         return
     from fecbench.errors import require_root
 
@@ -123,7 +122,8 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
 
         executor = SerialExecutor(prepared, db_path, link_backend=link_backend, keep_logs=keep_logs)
     try:
-        summary = Engine(prepared, db_path, executor, console, breaker_runs=breaker, sample=sample).run(retry_set)
+        summary = Engine(prepared, db_path, executor, console, breaker_runs=breaker, todo=todo,
+                         retry_fidelity=not no_retry).run(retry_set)
     except KeyboardInterrupt:
         # sys.__stderr__: the progress display may still be redirecting sys.stderr.
         where = "the runs in flight are" if dask or jobs_count > 1 else "the current run is"
@@ -131,7 +131,9 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
               "is torn down; run the same command again to resume", file=sys.__stderr__, flush=True)
         raise typer.Exit(130) from None
     done = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing to do"
-    console.print(f"{db_path}: {summary.selected} of {summary.total} run(s) executed: {done}")
+    console.print(f"{db_path}: {summary.selected} of {summary.total} run(s) executed: {done}"
+                  + (f" ({summary.retried} fidelity-flagged run(s) run again; the first outcome of each is "
+                     "kept in earlier_outcomes)" if summary.retried else ""))
     for tripped in summary.breakers:
         console.print(f"[red]circuit breaker: {tripped.text()}[/]")
     if summary.aborted:
@@ -139,11 +141,32 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         raise typer.Exit(1)
 
 
-def _print_dry_run(prepared: Any, todo: list[Any], statuses: dict[str, str], db_path: Path) -> None:
+def check_db_path(db_path: Path) -> Path:
+    """A results database's place: an existing file, or a new file in a folder that exists or can be made
+    (a folder, a device or a path under /proc is refused, exit 2, before anything runs)."""
+    from fecbench.paths import check_output_file
+
+    return check_output_file(db_path, "--db")
+
+
+def _print_dry_run(prepared: Any, todo: list[Any], statuses: dict[str, str], db_path: Path,
+                   estimate: Any) -> None:
+    from fecbench.runners.applied import describe_impls, describe_point
+
     design = prepared.design
+    console.print(f"[bold]{design.name}[/]: what each run gets (recorded with every run: runs.applied_json)")
+    points = sorted({run.point for run in todo}) or sorted(prepared.points)
+    for point in points[:8]:
+        for line in describe_point(prepared, point):
+            console.print(Text(line))
+    if len(points) > 8:
+        console.print(f"… and {len(points) - 8} more points (fecbench plan {design.path} lists them all)")
+    for line in describe_impls(prepared):
+        console.print(Text(line))
     table = Table(title=f"{design.name}: {len(todo)} of {len(prepared.runs)} run(s) to do → {db_path}")
     for col in ("#", "point", "label", "workload", "size", "rep", "loss seed", "est. s", "status"):
-        table.add_column(col, justify="right" if col in ("#", "point", "size", "rep", "est. s") else "left")
+        table.add_column(col, justify="right" if col in ("#", "point", "size", "rep", "est. s") else "left",
+                         overflow="fold")
     shown = todo[:40]
     for run in shown:
         table.add_row(str(run.index), str(run.point), run.label, run.workload, str(run.size or "-"),
@@ -154,10 +177,8 @@ def _print_dry_run(prepared: Any, todo: list[Any], statuses: dict[str, str], db_
         console.print(f"… and {len(todo) - len(shown)} more")
     per_label = Counter(run.label for run in todo)
     console.print("per label: " + ", ".join(f"{k} {v}" for k, v in per_label.items()))
-    total = sum(prepared.estimate(run) for run in todo)
     console.print(f"points {len(prepared.points)}, repetitions {design.repetitions}, "
-                  f"implementations {len(design.impls)}, sizes {len(design.workload.sizes)}; "
-                  f"estimated duration {total / 60:.1f} min ({total / 3600:.2f} h)")
+                  f"implementations {len(design.impls)}, sizes {len(design.workload.sizes)}; {estimate.text()}")
 
 
 @impls_app.command("list")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import string
 import subprocess
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fecbench.errors import SpecError, UserError
+from fecbench.errors import SpecError, UserError, did_you_mean
 from fecbench.paths import REPO_ROOT
 from fecbench.specs import Section, load_toml
 
@@ -143,26 +144,34 @@ class Descriptor:
             names["client_binary"] = self.client_binary
         return {key: self.resolve(value) for key, value in names.items()}
 
-    def require_binaries(self) -> dict[str, Path]:
-        found = self.binaries()
-        for key, path in found.items():
+    def missing_binaries(self) -> str | None:
+        """What is not built, with a command that builds it as printed (from any folder); None: all built."""
+        for key, path in self.binaries().items():
             if path is None:
-                raise SpecError(self.path, f"impl.{key}",
-                                f"binary {getattr(self, key)!r} not found or not executable"
-                                + (f" (build it: {' '.join(self.build[0])} in {self.dir})" if self.build else ""))
-        return found  # type: ignore[return-value]
+                hint = " && ".join(shlex.join(os.path.normpath(a) if "/" in a else a for a in
+                                              render(argv, {"dir": str(self.dir)}, {})) for argv in self.build)
+                return (f"implementation {self.name!r}: binary {getattr(self, key)!r} not found or not executable"
+                        + (f"; build it with: cd {shlex.quote(str(self.dir))} && {hint}" if hint else ""))
+        return None
+
+    def require_binaries(self) -> dict[str, Path]:
+        missing = self.missing_binaries()
+        if missing is not None:
+            raise SpecError(self.path, "impl.binary", missing)
+        return self.binaries()  # type: ignore[return-value]
 
     def validate_args(self, args: dict[str, Any], file: Path | str, key: str) -> dict[str, Any]:
         """Check a design's implementation arguments against the declared ones; fill defaults."""
         for name, value in args.items():
             spec = self.args.get(name)
             if spec is None:
-                raise SpecError(file, f"{key}.{name}", f"implementation {self.name!r} has no argument {name!r}",
-                                sorted(self.args) or "none")
+                raise SpecError(file, f"{key}.{name}", f"implementation {self.name!r} has no argument {name!r}: "
+                                f"nothing reads it{did_you_mean(name, sorted(self.args))}", sorted(self.args) or "none")
             if not isinstance(value, (str, int, float)) or isinstance(value, bool):
                 raise SpecError(file, f"{key}.{name}", f"must be a string or a number, got {value!r}")
             if spec.choices is not None and value not in spec.choices:
-                raise SpecError(file, f"{key}.{name}", f"unknown value {value!r}", spec.choices)
+                raise SpecError(file, f"{key}.{name}", f"unknown value {value!r}{did_you_mean(value, spec.choices)}",
+                                spec.choices)
             if spec.pattern is not None and not re.fullmatch(spec.pattern, str(value)):
                 raise SpecError(file, f"{key}.{name}",
                                 f"value {value!r} does not match {spec.pattern!r} ({self.path})")

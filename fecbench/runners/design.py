@@ -41,6 +41,8 @@ sizes = ["1kB", "50kB"]                 # download, upload, reqresp: kB = 1000 B
 name = "fecq"                           # a descriptor in quic-impls/<name>/impl.toml
 label = "quic-fec"                      # unique per design; what analyses compare (default: name)
 args = { fec = "rs:30,20" }             # declared by the descriptor's [args]
+baseline = "quic"                       # optional: the label it is compared with (default: the label of the
+                                        # same implementation that differs only in FEC)
 ```
 """
 
@@ -52,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fecbench.errors import SpecError
+from fecbench.errors import SpecError, did_you_mean
 from fecbench.paths import REPO_ROOT
 from fecbench.runners.descriptor import Descriptor, find_descriptor
 from fecbench.runners.flows import Flows, parse_flows
@@ -90,6 +92,19 @@ class LossSpec:
         refs = self.factor_refs(path)
         return {name: float(point[refs[name]]) if name in refs else float(value)
                 for name, value in self.params.items()}
+
+    def model_at(self, point: dict[str, Any], path: int | None = None) -> Any:
+        """The dropper's loss model (fecbench.dropper.LossModel) at a point's values, on a link of `path`."""
+        from fecbench.dropper import LossModel
+
+        params = self.values(point, path)
+        if self.model == "uniform":
+            return LossModel.uniform(params["p"])
+        if self.model == "gilbert-elliott":
+            return LossModel.gilbert_elliott(params["p"], params["r"], params["k"], params["h"])
+        if self.model == "trace":
+            return LossModel.trace(str(self.trace_file))
+        return LossModel.none()
 
 
 WORKLOAD_KINDS = ("download", "upload", "reqresp", "messages")
@@ -136,6 +151,7 @@ class ImplEntry:
     label: str
     args: dict[str, Any]                  # validated, with the descriptor's defaults filled in
     descriptor: Descriptor
+    baseline: str | None = None           # the label it is compared with (None: its own stack without FEC)
 
     def supports(self, workload: str) -> bool:
         """Whether the implementation declares the workload; its runs are `unsupported` otherwise."""
@@ -195,7 +211,8 @@ class Design:
                 "topology": str(self.topology_path), "workload": self.workload.params(),
                 "loss": {"model": self.loss.model, "params": self.loss.params, "directions": self.loss.directions,
                          "links": self.loss.links},
-                "impls": {e.label: {"name": e.name, "args": e.args} for e in self.impls},
+                "impls": {e.label: {"name": e.name, "args": e.args, **({"baseline": e.baseline} if e.baseline
+                                                                         else {})} for e in self.impls},
                 "flows": self.flows.canonical() if self.flows else None}
 
     def default_db(self) -> Path:
@@ -320,11 +337,16 @@ def parse_design(path: str | Path) -> Design:
         if any(e.label == label for e in impls):
             raise entry.error("label", f"duplicate label {label!r}: every [[impl]] needs its own label")
         args = descriptor.validate_args(entry.get("args", dict, {}), path, entry.key("args"))
-        descriptor.require_binaries()
+        baseline = entry.get("baseline", str, None)
         entry.done()
-        impls.append(ImplEntry(name=impl_name, label=label, args=args, descriptor=descriptor))
+        impls.append(ImplEntry(name=impl_name, label=label, args=args, descriptor=descriptor, baseline=baseline))
     if not impls:
         raise top.error("impl", "needs at least one [[impl]]")
+    labels = [e.label for e in impls]
+    for index, e in enumerate(impls):
+        if e.baseline is not None and (e.baseline not in labels or e.baseline == e.label):
+            raise SpecError(path, f"impl[{index}].baseline", f"baseline {e.baseline!r} is not another label of "
+                            f"this design{did_you_mean(e.baseline, labels)}", [x for x in labels if x != e.label])
     flows = parse_flows(top, path, text, impl_dirs, workload.sizes)
     # An implementation without the workload runs as `unsupported` (recorded, like exit status 127);
     # a design none of whose implementations has it is a mistake.

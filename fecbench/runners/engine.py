@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from fecbench.errors import UserError
 from fecbench.runners.outcome import Outcome
 from fecbench.runners.prepare import Prepared
-from fecbench.runners.recorder import Recorder, check_free_space, impls_fingerprint, read_statuses
+from fecbench.runners.recorder import Recorder, check_free_space, impls_fingerprint, now_iso, read_statuses
 from fecbench.runners.runs import Run
 from fecbench.status import RETRYABLE, Status
 
@@ -46,6 +46,17 @@ def select_runs(prepared: Prepared, statuses: dict[str, str], retry: set[str]) -
     """Runs still to do: never finished (pending/interrupted), plus the statuses asked for by --retry."""
     todo_statuses = {Status.PENDING, Status.INTERRUPTED} | set(retry)
     return [run for run in prepared.runs if statuses.get(run.key, Status.PENDING) in todo_statuses]
+
+
+def runs_to_do(prepared: Prepared, db_path: Path, retry: set[str], sample: int | None = None,
+               only: list[Run] | None = None) -> list[Run]:
+    """The one selection of a campaign's runs: those still to do in its database (plus `retry`'s statuses),
+    a `sample` of them, and with `only`, those of these runs in that order."""
+    todo = sample_runs(select_runs(prepared, read_statuses(db_path), retry), sample, prepared.design.seed)
+    if only is not None:
+        wanted = {run.key for run in todo}
+        todo = [run for run in only if run.key in wanted]
+    return todo
 
 
 def sample_runs(todo: list[Run], k: int | None, seed: int) -> list[Run]:
@@ -209,6 +220,7 @@ class Summary:
     aborted: str | None = None
     breakers: list[Breaker] = field(default_factory=list)
     out_of_time: int = 0              # runs left pending because the campaign reached its stop time
+    retried: int = 0                  # fidelity-flagged runs run once more at the end
 
 
 def progress_bar(console: Any) -> Any:
@@ -238,7 +250,7 @@ class Engine:
 
     def __init__(self, prepared: Prepared, db_path: Path, executor: Executor, console: Any = None,
                  breaker_runs: int = BREAKER_RUNS, sample: int | None = None, only: list[Run] | None = None,
-                 stop_at: float | None = None) -> None:
+                 stop_at: float | None = None, todo: list[Run] | None = None, retry_fidelity: bool = True) -> None:
         from rich.console import Console
 
         self.prepared, self.db_path, self.executor = prepared, db_path, executor
@@ -254,14 +266,15 @@ class Engine:
         # `only`: these runs, in this order (those of them still to do), instead of the design's own order;
         # `stop_at` (time.monotonic()): no run starts after it, the rest stay pending (a time budget).
         self.only, self.stop_at = only, stop_at
+        # `todo`: the runs a caller already selected (runs_to_do); otherwise the engine selects them.
+        self.todo, self.retry_fidelity = todo, retry_fidelity
+        self.finished_statuses: dict[str, str] = {}
+        self.runs_done, self.run_seconds, self.estimated_seconds = 0, 0.0, 0.0
 
     def run(self, retry: set[str]) -> Summary:
         prepared = self.prepared
-        todo = sample_runs(select_runs(prepared, read_statuses(self.db_path), retry), self.sample,
-                           prepared.design.seed)
-        if self.only is not None:
-            wanted = {run.key for run in todo}
-            todo = [run for run in self.only if run.key in wanted]
+        todo = self.todo if self.todo is not None else runs_to_do(prepared, self.db_path, retry, self.sample,
+                                                                   self.only)
         summary = Summary(total=len(prepared.runs), selected=len(todo), counts=Counter())
         if not todo:
             return summary
@@ -270,26 +283,57 @@ class Engine:
             executor.start(todo)  # networks and workers first: if they fail, no database is touched
             self.recorder = Recorder.open(self.db_path, prepared, executor.backend(), executor.host_info(),
                                           impls_fingerprint(prepared.design))
+            started, wall = now_iso(), time.monotonic()
             try:
                 self._cycle(todo, summary)
+                self._retry_fidelity(todo, summary)
             except KeyboardInterrupt:
                 self._record_all(executor.cancel("interrupted (Ctrl-C or SIGTERM)"), summary)
                 raise
             finally:
                 if summary.aborted:
                     self._record_all(executor.cancel(f"campaign stopped: {summary.aborted}"), summary)
+                self._record_session(started, time.monotonic() - wall)
                 self.recorder.close()
         return summary
+
+    def _retry_fidelity(self, todo: list[Run], summary: Summary) -> None:
+        """Runs this campaign flagged `fidelity` (the network or the endpoints did not keep to the design)
+        run once more at its end; the first outcome is kept (earlier_outcomes), the second is the run's."""
+        if not self.retry_fidelity or summary.aborted or summary.out_of_time:
+            return
+        again = [run for run in todo if self.finished_statuses.get(run.key) == Status.FIDELITY]
+        if not again:
+            return
+        assert self.recorder is not None
+        for run in again:
+            self.recorder.keep_earlier(run, "fidelity: re-run once at the end of the campaign")
+            summary.counts[Status.FIDELITY] -= 1
+        summary.retried = len(again)
+        self.console.print(f"re-running {len(again)} fidelity-flagged run(s) once (--no-retry: keep them flagged)")
+        self._cycle(again, summary)
+        summary.counts = +summary.counts   # drop the zero counts
+
+    def _record_session(self, started: str, wall_s: float) -> None:
+        """This campaign process's share of the campaign, for later estimates (runners.estimate)."""
+        executor = self.executor
+        assert self.recorder is not None
+        calibrated = getattr(executor, "calibration", None) is not None
+        self.recorder.session(started_at=started, wall_s=wall_s, jobs=getattr(executor, "jobs", 1),
+                              executor="jobs auto" if calibrated else executor.name, runs=self.runs_done,
+                              run_s=self.run_seconds, estimate_s=self.estimated_seconds)
 
     def _cycle(self, todo: list[Run], summary: Summary) -> None:
         executor = self.executor
         queue = self.queue = RunQueue(todo)
-        estimate = sum(self.prepared.estimate(run) for run in todo)
         progress = progress_bar(self.console)
         name = self.prepared.design.name
         with progress:
-            self.console.print(f"{len(todo)} run(s) to do on {executor.name}, estimated {estimate / 60:.1f} min "
-                               "on one network")
+            if not summary.retried:
+                from fecbench.runners.estimate import estimate_campaign
+
+                estimate = estimate_campaign(self.prepared, todo, getattr(executor, "jobs", 1), self.db_path)
+                self.console.print(f"{len(todo)} run(s) to do on {executor.name}, {estimate.text()}")
             task = progress.add_task(name, total=len(todo), counts="")
             while (queue or executor.busy()) and not summary.aborted:
                 if self.stop_at is not None and queue and time.monotonic() >= self.stop_at:
@@ -319,6 +363,11 @@ class Engine:
         duration = finished.duration_s if finished.duration_s is not None else time.monotonic() - started
         self.recorder.finished(finished.run, finished.outcome, duration)
         status = finished.outcome.status
+        self.finished_statuses[finished.run.key] = status
+        if status != Status.INTERRUPTED:
+            self.runs_done += 1
+            self.run_seconds += duration
+            self.estimated_seconds += self.prepared.estimate(finished.run)
         summary.counts[status] += 1
         if status == Status.INTERRUPTED:
             summary.interrupted = True

@@ -213,7 +213,6 @@ def _parse_flow(entry: Section, path: Path, where: str, impl_dirs: list[Path], s
         descriptor = find_descriptor(impl, impl_dirs, file=path, key=entry.key("impl"))
         spec.impl, spec.descriptor = impl, descriptor
         spec.args = descriptor.validate_args(entry.get("args", dict, {}), path, entry.key("args"))
-        descriptor.require_binaries()
         needed = "download" if spec.workload == "bulk" else spec.workload
         if needed not in descriptor.workloads:
             raise entry.error("workload", f"implementation {impl!r} does not declare workload {needed!r}",

@@ -96,6 +96,15 @@ class Recorder:
                link_events=outcome.link_events, phases=outcome.phases, endpoints=outcome.endpoints,
                flows=outcome.flows)
 
+    def keep_earlier(self, run: Run, why_again: str) -> None:
+        """A finished run about to run again: its outcome copied aside (earlier_outcomes)."""
+        _write(run_records.keep_earlier_outcome, self.conn, run.key, why_again)
+
+    def session(self, **fields: Any) -> None:
+        """This campaign process's wall time, networks and runs (runners.estimate learns from them)."""
+        _write(run_records.insert_session, self.conn, campaign_id=self.campaign_id,
+               runner=run_records.runner_name(), **fields)
+
     def breaker(self, label: str, runs: int, status: str, error: str, skipped: int) -> None:
         """The circuit breaker stopped a label (runners/engine.py)."""
         _write(run_records.insert_breaker, self.conn, self.campaign_id, label, now_iso(), runs, status, error, skipped)
@@ -124,7 +133,12 @@ def _open_campaign(conn: sqlite3.Connection, prepared: Prepared, link_backend: s
                                   link_backend=link_backend, git_sha=git_sha(), settings_json=design.settings())
         dbmod.ensure_factor_columns(conn, prepared.factor_types)
         dbmod.insert_points(conn, campaign_id, ({"point": p, **v} for p, v in prepared.points.items()))
-        run_records.insert_pending_runs(conn, (run.row(campaign_id) for run in prepared.runs))
+        from fecbench.runners.applied import Applier
+
+        applier = Applier(prepared)
+        run_records.insert_pending_runs(conn, ({**run.row(campaign_id), "estimate_s": prepared.estimate(run),
+                                                "applied_json": json.dumps(applier.applied(run), default=str)}
+                                               for run in prepared.runs))
     return campaign_id
 
 

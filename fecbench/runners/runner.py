@@ -77,17 +77,7 @@ class Runner:
         return out
 
     def loss_model(self, values: dict[str, Any], link: str) -> Any:
-        from fecbench.dropper import LossModel
-
-        loss = self.design.loss
-        params = loss.values(values, self.link_paths[link])
-        if loss.model == "uniform":
-            return LossModel.uniform(params["p"])
-        if loss.model == "gilbert-elliott":
-            return LossModel.gilbert_elliott(params["p"], params["r"], params["k"], params["h"])
-        if loss.model == "trace":
-            return LossModel.trace(str(loss.trace_file))
-        return LossModel.none()
+        return self.design.loss.model_at(values, self.link_paths[link])
 
     def configure(self, run: Run) -> list[dict[str, Any]]:
         """Shape the links for this run's point, check fidelity, then re-seed every dropper with the run's

@@ -126,27 +126,23 @@ def mean_loss(run: Run, design: Design) -> float:
     loss = design.loss
     if loss.model not in ("uniform", "gilbert-elliott"):
         return 0.0
+    from fecbench.errors import UserError
+
     try:
-        params = loss.values(run.values, 1 if loss.per_path() else None)
-    except (KeyError, TypeError, ValueError):
+        return min(1.0, max(0.0, loss.model_at(run.values, 1 if loss.per_path() else None).loss_rate()))
+    except (KeyError, TypeError, ValueError, UserError):
         return 0.0
-    if loss.model == "uniform":
-        return min(1.0, max(0.0, params.get("p", 0.0)))
-    p, r, k, h = (params.get(name, default) for name, default in (("p", 0.0), ("r", 1.0), ("k", 1.0), ("h", 0.0)))
-    if p + r <= 0:
-        return 1.0 - k
-    return min(1.0, max(0.0, (r * (1 - k) + p * (1 - h)) / (p + r)))
 
 
-def estimate_seconds(run: Run, design: Design, overhead_s: float = OVERHEAD_S) -> float:
+def estimate_seconds(run: Run, design: Design, overhead_s: float = OVERHEAD_S, capped: bool = True) -> float:
     """A run's duration: harness overhead + a lost handshake packet's timeout (times its probability) +
     handshake, request and statistics RTTs + slow start + the transfer at the bottleneck rate, slowed
     beyond SLOW_START_BYTES to the loss-limited rate when that is lower; at most the design's time limit.
     A model: `fecbench bench campaign` measures how far a real design is from it (its pilot)."""
-    owd_ms = _first(run.values, ("owd", "owd_1", "delay"), 20.0)
+    owd_ms = _first(run.values, ("owd", "owd_1"), 20.0)
     bw_mbit = _first(run.values, ("bw", "bw_1"), 10.0)
     rtt_s = 2 * owd_ms / 1000
-    limit = design.timeout_s + grace_s(design.timeout_s)
+    limit = design.timeout_s + grace_s(design.timeout_s) if capped else float("inf")
     if design.workload.kind == "messages":
         return min(limit, overhead_s + 3 * rtt_s + design.workload.duration)
     loss = mean_loss(run, design)

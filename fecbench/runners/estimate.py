@@ -1,0 +1,166 @@
+"""How long a campaign will take here: the duration model (runners.runs.estimate_seconds) corrected by
+what this machine has measured, divided by the networks that run at once.
+
+- Each run's estimate is the model times the median of measured ÷ modelled duration of the ok runs of
+  the same implementation and workload in this machine's results databases (results/*.sqlite and the
+  campaign's own), preferring runs done with the same number of networks at once (a busy machine
+  makes every run longer); 3 runs or more, else all implementations' runs of the workload, else 1.
+- The campaign's wall time is the runs' total divided by how many ran at once: measured as the runs'
+  time ÷ wall time of earlier `fecbench run`s with the same number of networks (the sessions table),
+  else the number of networks itself (said so).
+- A run whose estimate reaches the design's time limit would end `timeout`: said, with the runs; a
+  campaign over 12 h is said too, with the `--sample` and `--jobs` choices that would fit.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import median
+
+from fecbench.paths import RESULTS_DIR
+from fecbench.runners.prepare import Prepared
+from fecbench.runners.runs import Run
+
+MIN_RUNS = 3                 # measured runs needed to trust a factor
+LONG_S = 12 * 3600.0         # a campaign longer than this gets a word and the choices that fit
+JOB_CHOICES = (2, 4, 8, 16)
+
+
+@dataclass
+class History:
+    """What earlier campaigns on this machine measured."""
+    ratios: dict[tuple[str, str, int | None], list[float]] = field(default_factory=lambda: defaultdict(list))
+    parallel: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))   # jobs -> runs at once
+    auto_jobs: dict[str, int] = field(default_factory=dict)   # design name -> the N `--jobs auto` chose last
+
+    def factor(self, impl: str, workload: str, jobs: int) -> tuple[float, int]:
+        """measured ÷ modelled for this implementation and workload (same jobs first); runs it rests on."""
+        for key in ((impl, workload, jobs), (impl, workload, None), ("*", workload, jobs), ("*", workload, None)):
+            values = self.ratios.get(key, [])
+            if len(values) >= MIN_RUNS:
+                return median(values), len(values)
+        return 1.0, 0
+
+    def at_once(self, jobs: int) -> tuple[float, bool]:
+        """How many runs ran at once with `jobs` networks here (measured?), never more than `jobs`."""
+        values = self.parallel.get(jobs, [])
+        if values:
+            return min(float(jobs), median(values)), True
+        return float(jobs), False
+
+
+def _read(db: Path, history: History) -> None:
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.Error:
+        return
+    try:
+        sessions = conn.execute("SELECT runner, jobs, executor, wall_s, run_s, c.name FROM sessions s "
+                                "LEFT JOIN campaigns c ON c.id = s.campaign_id").fetchall()
+        jobs_of = {}
+        for runner, jobs, executor, wall_s, run_s, name in sessions:
+            jobs_of[runner] = jobs
+            if wall_s and run_s and wall_s > 10:
+                history.parallel[int(jobs)].append(run_s / wall_s)
+            if executor == "jobs auto" and name:
+                history.auto_jobs[name] = int(jobs)
+        rows = conn.execute("SELECT impl, workload, duration_s, estimate_s, runner FROM runs WHERE status = 'ok' "
+                            "AND duration_s > 0 AND estimate_s > 0").fetchall()
+    except sqlite3.Error:   # an older schema (no estimates recorded) or not a results database
+        return
+    finally:
+        conn.close()
+    for impl, workload, duration, estimate, runner in rows:
+        jobs = jobs_of.get(runner)
+        keys = {(impl, workload, None), ("*", workload, None)}
+        if jobs is not None:
+            keys |= {(impl, workload, jobs), ("*", workload, jobs)}
+        for key in keys:
+            history.ratios[key].append(duration / estimate)
+
+
+def machine_history(db_path: Path | None = None, results: Path = RESULTS_DIR) -> History:
+    """Every results database of this machine's results folder, and the campaign's own."""
+    history = History()
+    dbs = sorted(results.glob("*.sqlite")) if results.is_dir() else []
+    if db_path is not None and db_path.exists() and db_path.resolve() not in {d.resolve() for d in dbs}:
+        dbs.append(db_path)
+    for db in dbs:
+        _read(db, history)
+    return history
+
+
+@dataclass
+class CampaignEstimate:
+    runs: int
+    jobs: int
+    serial_s: float               # the runs one after the other
+    wall_s: float                 # with `jobs` networks
+    measured_runs: int            # runs of this machine the factors rest on
+    parallel_measured: bool
+    warnings: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        basis = (f"corrected by {self.measured_runs} runs measured on this machine" if self.measured_runs
+                 else "the model alone (no runs measured on this machine yet)")
+        at_once = "" if self.jobs == 1 else (
+            f" with {self.jobs} networks" + ("" if self.parallel_measured else
+                                             f" (assuming {self.jobs} runs at once: not measured here yet)"))
+        return (f"estimated {_duration(self.wall_s)} for {self.runs} run(s){at_once}, {basis}"
+                + (f"; one after the other {_duration(self.serial_s)}" if self.jobs > 1 else ""))
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def run_seconds(prepared: Prepared, run: Run, history: History, jobs: int) -> tuple[float, float, int]:
+    """(estimate, uncapped estimate, runs measured) of one run with `jobs` networks busy."""
+    factor, measured = history.factor(run.impl.name, run.workload, jobs)
+    return prepared.estimate(run) * factor, prepared.estimate(run, capped=False) * factor, measured
+
+
+def estimate_campaign(prepared: Prepared, todo: list[Run], jobs: int | None, db_path: Path | None = None,
+                      history: History | None = None) -> CampaignEstimate:
+    """The campaign's estimate with `jobs` networks (None: `--jobs auto`, the N it chose last, else 1)."""
+    history = history if history is not None else machine_history(db_path)
+    warnings: list[str] = []
+    if jobs is None:
+        chosen = history.auto_jobs.get(prepared.design.name)
+        if chosen is None:
+            warnings.append("--jobs auto: no earlier calibration of this design here; estimated for one network "
+                            "(calibration itself adds ~16 serial pilot runs)")
+        jobs = chosen or 1
+    seconds, limit_hits, measured = 0.0, defaultdict(list), 0
+    limit = prepared.design.timeout_s
+    for run in todo:
+        estimate, uncapped, used = run_seconds(prepared, run, history, jobs)
+        seconds += estimate
+        measured = max(measured, used)
+        if run.impl.supports(run.workload) and uncapped >= limit:
+            limit_hits[(run.label, run.size)].append(uncapped)
+    for (label, size), values in sorted(limit_hits.items(), key=lambda kv: str(kv[0])):
+        what = f"{size} B" if size is not None else "messages"
+        warnings.append(f"{len(values)} run(s) of {label}, {what} are estimated at {min(values):.0f}–"
+                        f"{max(values):.0f} s, at or beyond design.timeout_s = {limit:g} s: they would end "
+                        "timeout (raise timeout_s)")
+    at_once, parallel_measured = history.at_once(jobs)
+    wall = seconds / max(1.0, at_once) if jobs > 1 else seconds
+    result = CampaignEstimate(runs=len(todo), jobs=jobs, serial_s=seconds, wall_s=wall, measured_runs=measured,
+                              parallel_measured=parallel_measured, warnings=warnings)
+    if wall > LONG_S:
+        result.warnings.append(_long_advice(result, history, len(todo)))
+    return result
+
+
+def _long_advice(result: CampaignEstimate, history: History, runs: int) -> str:
+    sample = int(runs * LONG_S / result.wall_s)
+    fits = [n for n in JOB_CHOICES if n > result.jobs and result.serial_s / history.at_once(n)[0] <= LONG_S]
+    jobs = (f", or --jobs {fits[0]} (about {_duration(result.serial_s / history.at_once(fits[0])[0])}"
+            + ("" if history.at_once(fits[0])[1] else "; not measured here: --jobs auto checks what this machine "
+               "keeps accurate") + ")") if fits else ""
+    return (f"this campaign is estimated at {_duration(result.wall_s)}, more than {LONG_S / 3600:.0f} h: "
+            f"--sample {max(1, sample)} runs a pilot that fits{jobs}; a run can be stopped (Ctrl-C) and resumed")

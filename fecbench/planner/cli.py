@@ -45,6 +45,13 @@ def plan(
     from fecbench.specs import Section
 
     root = Section.load(design)
+    # A whole design (a topology and implementations): validated as `run` validates it, and what each run
+    # at each point will get is printed after the points (unless --seed, --paths or --augment change them).
+    campaign = None
+    if "impl" in root and "topology" in root.data.get("design", {}):
+        from fecbench.runners.checks import validate
+
+        campaign = validate(design, dry_run=True)
     header = root.section("design")
     name = header.get("name", str, design.stem)
     seed = header.get("seed", int, 0, min=0) if seed is None else seed
@@ -79,7 +86,26 @@ def plan(
     _print_metrics(console, result.manifest, seconds)
     if comparison is not None:
         _print_comparison(console, comparison)
+    if campaign is not None and augment is None and seed == campaign.design.seed and \
+            paths == campaign.topology.paths:
+        _print_applied(console, campaign)
     console.print(f"wrote {csv_path} and {manifest_path}" + (f" and {figure}" if figure else ""))
+
+
+def _print_applied(console: Any, campaign: Any) -> None:
+    """Per point, what every run will get (links, losses, workload), then each label's argv."""
+    from rich.text import Text
+
+    from fecbench.runners.applied import describe_impls, describe_point
+
+    console.print("[bold]what each run gets[/] (values in the units the network applies; recorded with every run)")
+    for point in sorted(campaign.points):
+        for line in describe_point(campaign, point):
+            console.print(Text(line))
+    for line in describe_impls(campaign):
+        console.print(Text(line))
+    for warning in campaign.warnings:
+        console.print(Text(f"warning: {warning}", style="yellow"))
 
 
 def _paths(design: Path, header: Any) -> int:

@@ -34,6 +34,12 @@ COUNT = Quantity("count", "")
 FLOW_NAMES = Quantity("flow names", "")
 
 
+#: Names people write for the topologies' factors (for "did you mean" when spelling is no guide).
+SYNONYMS = {"delay": "owd", "latency": "owd", "rtt": "owd", "one_way_delay": "owd", "bandwidth": "bw",
+            "rate": "bw", "capacity": "bw", "throughput": "bw", "loss": "p", "loss_rate": "p", "plr": "p",
+            "buffer": "queue", "queue_size": "queue", "qlen": "queue"}
+
+
 @dataclass(frozen=True)
 class Use:
     where: str              # "link bottleneck forward owd", "loss.p", "flows.start_s"
@@ -97,8 +103,8 @@ def check_and_scale(design: Design, topology: Topology, space: Space) -> dict[st
     for f in space.factors:
         readers = found[f.name]
         if not readers:
-            close = difflib.get_close_matches(f.base, valid, n=3, cutoff=0.4) or \
-                difflib.get_close_matches(f.base, valid, n=3, cutoff=0.0)
+            synonym = SYNONYMS.get(f.base.lower().rstrip("_0123456789"))
+            close = [synonym] if synonym in valid else difflib.get_close_matches(f.base, valid, n=2, cutoff=0.5)
             hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
             raise _factor_error(design, f, f"unknown factor {f.base!r}: nothing reads it (not the topology "
                                 f"{topology.file}, the loss section or the flows){hint}", valid or None)

@@ -5,6 +5,7 @@ errors. The smoke pack end to end on real networks is tests/test_reproduce_pack.
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from fecbench import cleanup
 from fecbench.errors import SpecError, UserError
 from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce import plan, profiles
+from fecbench.reproduce import sequential as sq
 from fecbench.reproduce import statistics as st
 from fecbench.reproduce.pack import Claim, Source, load_pack, pack_names
 from fecbench.runners.engine import Engine
@@ -111,7 +113,7 @@ def test_a_bad_label_or_profile_is_a_user_error(tmp_path: Path) -> None:
 def test_the_cli_exits_2_on_a_bad_pack(tmp_path: Path) -> None:
     folder = _pack(tmp_path, CLAIM.format(more="").replace('compare = "<"', 'compare = "about"'))
     done = fecbench("reproduce", str(folder), "--no-run")
-    assert done.returncode == 2 and "claims.toml: claim[0].compare" in done.stderr
+    assert done.returncode == 2 and re.search(r"claims\.toml(:\d+)?: claim\[0\]\.compare", done.stderr)
     done = fecbench("reproduce", "no-such-pack")
     assert done.returncode == 2 and "no reproduction pack 'no-such-pack'" in done.stderr
     done = fecbench("reproduce", "smoke", "--budget", "soon", "--dry-run")
@@ -199,14 +201,17 @@ def _claim(**kw) -> Claim:
 
 
 def test_claims_on_a_database(tmp_path: Path) -> None:
-    db = make_download_db(tmp_path / "d.sqlite", points=6, repetitions=4)
+    # 12 points: the anytime-valid interval of a median over points needs about 10 blocks of seeds on one
+    # side at the 95 % level (6 gave the fixed-sample bootstrap a verdict, never a confidence sequence).
+    db = make_download_db(tmp_path / "d.sqlite", points=12, repetitions=4)
     data = ev.Data(db)
     # In the synthetic campaign FEC saves the retransmission penalty on small files and pays 1.5x on 1 MB.
     small = ev.evaluate_claim(_claim(where={"size": [1000]}), "p", data, seed=1)
-    assert small.verdict == "holds" and small.estimate.n == 24
+    assert small.verdict == "holds" and small.estimate.n == 48 and small.sequence.n == 48
+    assert small.stopped == "decided" and small.sequence.low > 0.5
     large = ev.evaluate_claim(_claim(statistic="median_point_ratio", where={"size": [1_000_000]}, compare=">",
                                      threshold=1.0), "p", data, seed=1)
-    assert large.verdict == "holds" and large.estimate.n == 6
+    assert large.verdict == "holds" and large.estimate.n == 12 and large.sequence.n == 12
     excluded = ev.evaluate_claim(_claim(label="quic-fec-rlc", where={"size": [1000]}), "p", data, seed=1)
     assert "excluded (label failed)" in excluded.reason
     nothing = ev.evaluate_claim(_claim(where={"bw": {"min": 100.0, "max": 200.0}}), "p", data, seed=1)
@@ -333,13 +338,15 @@ def test_the_page_opens_on_the_verdicts(tmp_path: Path) -> None:
     claims = {c.id: c for c in pack.claims}
     verdicts = [
         ev.Verdict(claims["share-below"], "defaults", "holds",
-                   st.Estimate(0.6, 0.5, 0.7, 12, "pairs", samples={"ratio": np.array([0.5, np.inf, 1.2])})),
+                   st.Estimate(0.6, 0.5, 0.7, 12, "pairs", samples={"ratio": np.array([0.5, np.inf, 1.2])}),
+                   sequence=sq.Sequence(0.6, 0.3, 0.9, 12), alpha=0.01, looks=3),
         ev.Verdict(claims["trend-bw"], "defaults", "inconclusive",
                    st.Estimate(-0.2, -1.0, 0.8, 4, "points", samples={"point_ratio": np.array([1.0, 2.0, 0.5, 1.5]),
                                                                       "factor": np.array([5.0, 8, 12, 20])})),
         ev.Verdict(claims["p95-ratio"], "defaults", "inconclusive",
                    st.Estimate(math.inf, math.nan, math.nan, 2, "runs", "too few",
-                               samples={"label": np.array([np.inf, 3.0]), "baseline": np.array([2.0, 1.0])})),
+                               samples={"label": np.array([np.inf, 3.0]), "baseline": np.array([2.0, 1.0])}),
+                   sequence=sq.Sequence(math.inf, 0.0, math.inf, 2)),
         ev.Verdict(claims["absent-design"], "defaults", ev.NOT_RUNNABLE, None, "needs it"),
     ]
     html_path = page.write(pack, ["defaults"], verdicts, {}, tmp_path)
@@ -349,6 +356,12 @@ def test_the_page_opens_on_the_verdicts(tmp_path: Path) -> None:
                                                                          "trend-bw.png"]
     saved = {v["claim"]: v for v in json.loads((tmp_path / "verdicts.json").read_text())}
     assert saved["p95-ratio"]["value"] == "inf" and saved["absent-design"]["value"] is None
+    assert saved["p95-ratio"]["bootstrap_value"] == "inf" and saved["p95-ratio"]["cs"] == [0.0, "inf"]
+    # Per claim: the statistic's anytime-valid interval, its level, the looks taken and why it stopped.
+    assert saved["share-below"]["cs"] == [0.3, 0.9] and saved["share-below"]["looks"] == 3
+    assert saved["share-below"]["stopped"] == "decided" and saved["absent-design"]["stopped"] == "not runnable"
+    assert saved["trend-bw"]["judged_on"].startswith("Kendall") and saved["trend-bw"]["stopped"] == "budget"
+    assert "level 99.00 %, 3 look(s), stopped: decided" in text
 
 
 def test_a_point_statistic_takes_whole_points(smoke_prepared) -> None:

@@ -16,6 +16,7 @@ from tests.helpers.campaign import fecbench, rows
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 PROFILES = ["defaults", "repair-free"]
+STOPPED_WHY = {"decided", "at threshold", "budget", "no units left", "no sequential test"}
 
 
 def test_smoke_pack_gives_every_claim_a_verdict(tmp_path: Path) -> None:
@@ -42,8 +43,16 @@ def test_smoke_pack_gives_every_claim_a_verdict(tmp_path: Path) -> None:
     page = (tmp_path / "smoke" / "index.html").read_text()
     assert page.index("<h2>Verdicts</h2>") < page.index("<h2>Claims</h2>")
     assert "href='#share-below'" in page and "id='share-below'" in page
-    # Evaluating again without running gives the same verdicts: seeded intervals.
+    # Each claim says why it stopped, and how often it was looked at (once per batch and at the end).
+    assert all(v["stopped"] in STOPPED_WHY and v["looks"] >= 2 for v in verdicts if v["verdict"] != NOT_RUNNABLE)
+    # Evaluating again without running gives the same verdicts and intervals (one look more).
     again = fecbench("reproduce", "smoke", "--no-run", "--profile", PROFILES[0], "--profile", PROFILES[1],
                      "--results", str(tmp_path))
     assert again.returncode == 0, again.stderr[-2000:]
-    assert json.loads((tmp_path / "smoke" / "verdicts.json").read_text()) == verdicts
+    later = json.loads((tmp_path / "smoke" / "verdicts.json").read_text())
+    assert [v["looks"] for v in later] == [v["looks"] + 1 for v in verdicts]
+    assert [_same(v) for v in later] == [_same(v) for v in verdicts]
+
+
+def _same(verdict: dict) -> dict:
+    return {k: v for k, v in verdict.items() if k not in ("looks", "stopped")}

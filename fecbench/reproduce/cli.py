@@ -12,7 +12,8 @@ from rich.table import Table
 from fecbench.errors import UserError
 
 console = Console()
-VERDICT_STYLE = {"holds": "green", "fails": "red", "inconclusive": "yellow", "not runnable here": "dim"}
+VERDICT_STYLE = {"holds": "green", "fails": "red", "at the threshold": "blue", "inconclusive": "yellow",
+                 "not runnable here": "dim"}
 
 
 def reproduce(
@@ -120,8 +121,8 @@ def _print_verdicts(outcome) -> None:
         cells = []
         for name in outcome.profiles:
             v = by[(claim.id, name)]
-            cells.append(f"[{VERDICT_STYLE[v.verdict]}]{v.verdict}[/] {v.interval_text()}"
-                         + (f"\n[dim]{v.reason}[/]" if v.verdict != "holds" else ""))
+            cells.append(f"[{VERDICT_STYLE[v.verdict]}]{v.verdict}[/] {v.interval_text()}\n[dim]stopped: {v.stopped}, "
+                         f"{v.looks} look(s)[/]" + (f"\n[dim]{v.reason}[/]" if v.verdict != "holds" else ""))
         table.add_row(claim.id, expectation(claim), paper_text(claim), *cells)
     console.print(table)
     counts: dict[str, int] = {}

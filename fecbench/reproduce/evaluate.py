@@ -1,10 +1,15 @@
 """Every claim of a pack, per profile: the statistic on the campaign's database and its verdict.
 
-Verdicts: **holds** (the 95 % bootstrap interval lies on the claim's side of its threshold, or within
-threshold ± tolerance for ``approx``), **fails** (entirely on the other side), **inconclusive** (it
-straddles the threshold, or there are too few seeds for an interval, or no runs yet: the reason says
-which), and **not runnable here** (the claim needs something this checkout lacks, e.g. a design
-another issue adds: never a silent pass).
+Verdicts come from the statistic's anytime-valid interval (``anytime``, ``sequential``: a confidence
+sequence, valid however often it is looked at) at level 1 − α/K for a pack of K claims (α = 0.05
+family-wise per profile, Bonferroni): **holds** (the interval lies on the claim's side of its
+threshold, or within threshold ± tolerance for ``approx``), **fails** (entirely on the other side),
+**at the threshold** (a ``<`` or ``>`` claim with a tolerance whose interval lies inside threshold ±
+tolerance: no budget would decide it), **inconclusive** (it straddles the threshold, or no runs yet:
+the reason says which), and **not runnable here** (the claim needs something this checkout lacks,
+e.g. a design another issue adds: never a silent pass). Each verdict also says why its claim stopped
+taking runs (``STOPPED``). The fixed-sample bootstrap estimate of ``statistics`` stays beside it (the
+figure's samples; a fixed-sample interval for information).
 
 Data. A pair statistic pairs the label's runs with the baseline's on the same point, seed and size
 (``fecbench.analysis.ratios.pairs``: timeouts censored, failed or flagged runs excluded and counted);
@@ -17,6 +22,7 @@ per-flow table of competing-flow runs (issue #26).
 from __future__ import annotations
 
 import importlib
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,18 +32,26 @@ import pandas as pd
 
 from fecbench.analysis import loss_position, ratios, results
 from fecbench.analysis.stats import group_seed
+from fecbench.reproduce import anytime
+from fecbench.reproduce import sequential as sq
 from fecbench.reproduce import statistics as st
 from fecbench.reproduce.pack import (
     FLOW_STATISTICS,
     GROUP_STATISTICS,
     PAIR_STATISTICS,
+    POINT_STATISTICS,
     Claim,
     Pack,
 )
 from fecbench.reproduce.plan import matches
 
 NOT_RUNNABLE = "not runnable here"
-VERDICTS = ("holds", "fails", "inconclusive", NOT_RUNNABLE)
+AT_THRESHOLD = "at the threshold"
+VERDICTS = ("holds", "fails", AT_THRESHOLD, "inconclusive", NOT_RUNNABLE)
+#: Why a claim stopped taking runs (the verdict table's "stopped" column).
+STOPPED = {"holds": "decided", "fails": "decided", AT_THRESHOLD: "at threshold", "inconclusive": "budget",
+           NOT_RUNNABLE: "not runnable"}
+NO_SEQUENCE_STOP = "no sequential test"
 #: The per-flow table of issue #26 and the columns a flows claim reads from it.
 FLOWS_MODULE = "fecbench.analysis.flows"
 FLOW_COLUMNS = ("run_key", "role", "label", "dct_ms")
@@ -50,13 +64,31 @@ class Verdict:
     verdict: str
     estimate: st.Estimate | None
     reason: str = ""
+    sequence: sq.Sequence | None = None     # the anytime-valid interval the verdict comes from
+    alpha: float = sq.ALPHA                 # its error level (the pack's α split over its claims)
+    stopped: str = ""                       # why the claim stopped taking runs (STOPPED)
+    looks: int = 0                          # evaluations of this claim so far (session's look log)
+
+    def __post_init__(self) -> None:
+        if not self.stopped:
+            self.stopped = STOPPED[self.verdict]
 
     def interval_text(self) -> str:
+        s = self.sequence
+        if s is None or math.isnan(s.value):
+            e = self.estimate
+            return "–" if e is None or math.isnan(e.value) else f"{_fmt(e.value)} [no anytime interval]"
+        return f"{_fmt(s.value)} [{_fmt(s.low)}, {_fmt(s.high)}]"
+
+    def bootstrap_text(self) -> str:
         e = self.estimate
         if e is None or math.isnan(e.value):
             return "–"
-        text = _fmt(e.value)
-        return f"{text} [{_fmt(e.low)}, {_fmt(e.high)}]" if e.has_interval else f"{text} [no interval]"
+        return f"{_fmt(e.value)} [{_fmt(e.low)}, {_fmt(e.high)}]" if e.has_interval else f"{_fmt(e.value)} [–]"
+
+    @property
+    def decided(self) -> bool:
+        return self.verdict in ("holds", "fails", AT_THRESHOLD, NOT_RUNNABLE) or self.stopped == NO_SEQUENCE_STOP
 
 
 def _fmt(value: float) -> str:
@@ -81,9 +113,16 @@ class Data:
         return self._classified
 
 
-def evaluate(pack: Pack, dbs: dict[tuple[str, str], Path], profiles: list[str], seed: int = 2019) -> list[Verdict]:
+def claim_alpha(pack: Pack) -> float:
+    """Each claim's error level: the pack's α split evenly over its claims (family-wise, Bonferroni)."""
+    return sq.ALPHA / max(1, len(pack.claims))
+
+
+def evaluate(pack: Pack, dbs: dict[tuple[str, str], Path], profiles: list[str], seed: int = 2019,
+             bootstrap: bool = True) -> list[Verdict]:
     """A verdict for every claim and profile; ``dbs`` maps (profile, design alias) to a database."""
     cache: dict[Path, Data] = {}
+    alpha = claim_alpha(pack)
     out = []
     for profile in profiles:
         for claim in pack.claims:
@@ -95,38 +134,67 @@ def evaluate(pack: Pack, dbs: dict[tuple[str, str], Path], profiles: list[str], 
                 out.append(Verdict(claim, profile, "inconclusive", None, "no runs yet (no database)"))
                 continue
             data = cache.setdefault(db, Data(db))
-            out.append(evaluate_claim(claim, profile, data, group_seed(seed, [pack.name, claim.id, profile])))
+            out.append(evaluate_claim(claim, profile, data, group_seed(seed, [pack.name, claim.id, profile]),
+                                      alpha=alpha, bootstrap=bootstrap))
     return out
 
 
-def evaluate_claim(claim: Claim, profile: str, data: Data, seed: int) -> Verdict:
+def evaluate_claim(claim: Claim, profile: str, data: Data, seed: int, *, alpha: float = sq.ALPHA,
+                   bootstrap: bool = True) -> Verdict:
+    """One claim's verdict from its anytime-valid interval at level 1 − ``alpha`` (``bootstrap``: with
+    the fixed-sample estimate beside it, for the page)."""
+    n_boot = st.N_BOOT if bootstrap else 0
     if claim.statistic in FLOW_STATISTICS:
-        return _flows(claim, profile, data, seed)
+        return _flows(claim, profile, data, seed, alpha)
     frame = data.classified() if _uses_classes(claim) else data.frame
     frame = _filter_runs(claim, frame)
     if frame.empty or not {claim.label, claim.baseline} <= set(frame["label"]):
-        return Verdict(claim, profile, "inconclusive", None, "no runs of the claim's labels yet")
+        return Verdict(claim, profile, "inconclusive", None, "no runs of the claim's labels yet", alpha=alpha)
     if claim.statistic in GROUP_STATISTICS:
         label, base = (_run_values(frame[frame["label"] == name], claim.metric)
                        for name in (claim.label, claim.baseline))
-        estimate = st.group_estimate(claim.statistic, label, base, claim.params, seed=seed)
+        estimate = _bootstrap(lambda n: st.group_estimate(claim.statistic, label, base, claim.params, seed=seed,
+                                                          n_boot=n), n_boot)
+        sequence: sq.Sequence | None = anytime.group_sequence(label, base, float(claim.params["q"]), alpha)
         reason = ""
     else:
         sample, reason = _pair_sample(claim, frame, data)
         if claim.statistic in PAIR_STATISTICS:
-            estimate = st.pair_estimate(claim.statistic, sample, claim.params, seed=seed)
+            estimate = _bootstrap(lambda n: st.pair_estimate(claim.statistic, sample, claim.params, seed=seed,
+                                                             n_boot=n), n_boot)
+            sequence = anytime.pair_sequence(claim.statistic, sample, claim.params, alpha)
         else:
-            estimate = st.point_estimate(claim.statistic, sample, claim.params, seed=seed)
-    return _judge(claim, profile, estimate, reason)
+            estimate = _bootstrap(lambda n: st.point_estimate(claim.statistic, sample, claim.params, seed=seed,
+                                                              n_boot=n), n_boot)
+            sequence = anytime.point_sequence(claim.statistic, sample, claim.params, alpha)
+    return _judge(claim, profile, estimate, sequence, reason, alpha)
 
 
-def _judge(claim: Claim, profile: str, estimate: st.Estimate, reason: str) -> Verdict:
-    verdict = st.verdict(estimate.value, estimate.low, estimate.high, claim.compare, claim.threshold,
-                         claim.tolerance)
-    notes = [f"{estimate.n} {estimate.unit}", estimate.note, reason]
-    if verdict == "inconclusive" and estimate.has_interval:
-        notes.insert(1, "the interval straddles the threshold")
-    return Verdict(claim, profile, verdict, estimate, "; ".join(n for n in notes if n))
+def _bootstrap(compute, n_boot: int) -> st.Estimate:
+    """The fixed-sample estimate; with ``n_boot`` 0 its value and samples only (replays skip the resamples)."""
+    estimate = compute(max(n_boot, 1))
+    if n_boot == 0:
+        estimate.low = estimate.high = math.nan
+    return estimate
+
+
+def _judge(claim: Claim, profile: str, estimate: st.Estimate, sequence: sq.Sequence | None, reason: str,
+           alpha: float) -> Verdict:
+    if sequence is None:
+        why = anytime.NO_SEQUENCE.get(claim.statistic, "no anytime-valid interval")
+        return Verdict(claim, profile, "inconclusive", estimate,
+                       "; ".join(n for n in (f"{estimate.n} {estimate.unit}", f"no anytime-valid interval: {why}",
+                                             reason) if n),
+                       None, alpha, NO_SEQUENCE_STOP)
+    verdict = sq.decide(sequence.low, sequence.high, claim.compare, claim.threshold, claim.tolerance)
+    unit = "pairs of points" if claim.statistic == "trend" else \
+        "blocks of seeds" if claim.statistic in POINT_STATISTICS else estimate.unit
+    notes = [f"{sequence.n} {unit}", estimate.note, reason]
+    if verdict == "inconclusive":
+        notes.insert(1, "no observations yet" if sequence.n == 0 else "the interval straddles the threshold")
+    if sequence.empty:
+        notes.append("the running intersection is empty (a coverage failure, probability ≤ α)")
+    return Verdict(claim, profile, verdict, estimate, "; ".join(n for n in notes if n), sequence, alpha)
 
 
 def _uses_classes(claim: Claim) -> bool:
@@ -151,10 +219,14 @@ def _filter_runs(claim: Claim, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _run_values(runs: pd.DataFrame, metric: str) -> np.ndarray:
-    """Finished runs' metric, +inf for timed-out runs of a duration metric; other runs left out."""
+    """Finished runs' metric, +inf for timed-out runs of a duration metric, in the order the runs
+    started; other runs left out."""
+    if "started_at" in runs:
+        runs = runs.assign(_at=runs["started_at"].fillna("\uffff").astype(str)).sort_values(["_at", "key"])
     finished = (runs["status"] == "ok") & runs[metric].notna()
     censored = (runs["status"] == "timeout") & (metric in ratios.CENSORED_METRICS)
-    return np.concatenate([runs.loc[finished, metric].to_numpy(float), np.full(int(censored.sum()), np.inf)])
+    values = np.where(censored, np.inf, runs[metric].to_numpy(float) if len(runs) else np.array([]))
+    return values[(finished | censored).to_numpy()].astype(float)
 
 
 def _pair_sample(claim: Claim, frame: pd.DataFrame, data: Data) -> tuple[pd.DataFrame, str]:
@@ -177,6 +249,12 @@ def _pair_sample(claim: Claim, frame: pd.DataFrame, data: Data) -> tuple[pd.Data
         "value": np.where(label_to, np.inf, used["value"]),
         "base": np.where(base_to, np.inf, used["baseline_value"]),
         "ratio": np.where(label_to, np.inf, np.where(base_to, 0.0, used["ratio"]))})
+    if "started_at" in frame:  # when the pair was available: the later start of its two runs (planned order)
+        started = frame.set_index("key")["started_at"]
+        a = used["key"].map(started).fillna("").astype(str).to_numpy()
+        b = used["baseline_key"].map(started).fillna("").astype(str).to_numpy()
+        later = np.where(a >= b, a, b)
+        sample["order"] = np.where(later == "", None, later) if len(later) else []
     factor = claim.params.get("factor")
     if factor:
         column = factor if factor in used else f"factor_{factor}"
@@ -187,7 +265,7 @@ def _pair_sample(claim: Claim, frame: pd.DataFrame, data: Data) -> tuple[pd.Data
     return sample.reset_index(drop=True), ", ".join(parts)
 
 
-def _flows(claim: Claim, profile: str, data: Data, seed: int) -> Verdict:
+def _flows(claim: Claim, profile: str, data: Data, seed: int, alpha: float) -> Verdict:
     """Foreground flows' DCT with one background label ÷ with another (issue #26's per-flow table)."""
     try:
         module = importlib.import_module(FLOWS_MODULE)
@@ -207,7 +285,24 @@ def _flows(claim: Claim, profile: str, data: Data, seed: int) -> Verdict:
     fore = fore.assign(status=fore["run_key"].map(runs).fillna("ok"))
     label, base = (_run_values(fore[fore["background"] == name], "dct_ms") for name in (claim.label, claim.baseline))
     estimate = st.group_estimate("quantile_ratio", label, base, {"q": 0.5}, seed=seed)
-    return _judge(claim, profile, estimate, f"foreground DCT with background {claim.label} ÷ with {claim.baseline}")
+    return _judge(claim, profile, estimate, anytime.group_sequence(label, base, 0.5, alpha),
+                  f"foreground DCT with background {claim.label} ÷ with {claim.baseline}", alpha)
+
+
+def count_looks(log: Path, verdicts: list[Verdict]) -> None:
+    """One more look at each verdict's claim, kept in ``log`` (``looks.json`` beside the page): how often
+    its interval was evaluated. The intervals stay valid however large this grows; the page says it."""
+    try:
+        counts = json.loads(log.read_text()) if log.is_file() else {}
+    except (OSError, ValueError):
+        counts = {}
+    counts = counts if isinstance(counts, dict) else {}
+    for v in verdicts:
+        key = f"{v.profile}/{v.claim.id}"
+        counts[key] = int(counts.get(key, 0)) + 1
+        v.looks = counts[key]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(json.dumps(counts, indent=1, sort_keys=True))
 
 
 def table(verdicts: list[Verdict], profiles: list[str]) -> pd.DataFrame:
@@ -217,8 +312,12 @@ def table(verdicts: list[Verdict], profiles: list[str]) -> pd.DataFrame:
         row = rows.setdefault(v.claim.id, {"claim": v.claim.id, "statement": v.claim.text,
                                            "expected": expectation(v.claim), "paper": paper_text(v.claim)})
         row[f"{v.profile}: verdict"] = v.verdict
-        row[f"{v.profile}: value [95 % CI]"] = v.interval_text()
+        row[f"{v.profile}: value [anytime CS]"] = v.interval_text()
+        row[f"{v.profile}: level"] = f"{1 - v.alpha:.4g}"
+        row[f"{v.profile}: looks"] = v.looks
+        row[f"{v.profile}: stopped"] = v.stopped
         row[f"{v.profile}: note"] = v.reason
+        row[f"{v.profile}: fixed-sample bootstrap [95 %]"] = v.bootstrap_text()
     return pd.DataFrame(list(rows.values()))
 
 

@@ -132,3 +132,23 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, jobs: int | None
         done.append(Ran(target, summary.selected, dict(summary.counts), took, estimated,
                         out_of_time=summary.out_of_time, jobs=n))
     return done
+
+
+def merge(ran: list[Ran]) -> list[Ran]:
+    """One ``Ran`` per campaign over the batches (counts and times added)."""
+    out: dict[tuple[str, str], Ran] = {}
+    for r in ran:
+        key = (r.target.profile, r.target.alias)
+        if key not in out:
+            out[key] = Ran(r.target, r.selected, dict(r.counts), r.seconds, r.estimated, r.out_of_time, r.stopped,
+                           r.jobs)
+            continue
+        m = out[key]
+        m.selected += r.selected
+        for status, n in r.counts.items():
+            m.counts[status] = m.counts.get(status, 0) + n
+        m.seconds += r.seconds
+        m.estimated += r.estimated
+        m.out_of_time = r.out_of_time
+        m.stopped = m.stopped or r.stopped
+    return list(out.values())

@@ -1,8 +1,10 @@
-"""The pack's page: ``<results>/<pack>/index.html`` opens on the verdict table (a column per profile),
-each claim linking to its section: source and quote, what was measured, and its figure drawn beside
-the paper's values (left: the statistic with its 95 % interval per profile, the claim's threshold or
-band and the paper's value; right: what it was computed from). ``verdicts.json`` and ``verdicts.csv``
-beside it hold the same table for scripts.
+"""The pack's page: ``<results>/<pack>/index.html`` opens on the verdict table (a column per profile:
+verdict, the statistic with its anytime-valid interval and level, the looks taken, why the claim
+stopped), each claim linking to its section: source and quote, what was measured (and what the
+anytime-valid interval is about, where that differs), and its figure drawn beside the paper's values
+(left: the statistic with its anytime-valid interval per profile, the fixed-sample bootstrap interval
+thin and grey, the claim's threshold or band and the paper's value; right: what it was computed
+from). ``verdicts.json`` and ``verdicts.csv`` beside it hold the same table for scripts.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from fecbench.paths import slug
-from fecbench.reproduce.evaluate import NOT_RUNNABLE, Verdict, expectation, paper_text, table
+from fecbench.reproduce.anytime import JUDGED_ON
+from fecbench.reproduce.evaluate import AT_THRESHOLD, NOT_RUNNABLE, Verdict, expectation, paper_text, table
 from fecbench.reproduce.pack import Claim, Pack
 
-COLOURS = {"holds": "#1a7f37", "fails": "#cf222e", "inconclusive": "#9a6700", NOT_RUNNABLE: "#57606a"}
+COLOURS = {"holds": "#1a7f37", "fails": "#cf222e", AT_THRESHOLD: "#0969da", "inconclusive": "#9a6700",
+           NOT_RUNNABLE: "#57606a"}
 STATISTIC_TEXT = {
     "share_pairs_below": "share of pairs (same point, seed, size) whose ratio label ÷ baseline is below {t:g}",
     "share_pairs_above": "share of pairs whose ratio label ÷ baseline is above {t:g}",
@@ -50,17 +54,18 @@ def claim_figure(claim: Claim, verdicts: list[Verdict], path: Path) -> Path:
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.3]})
     names = [v.profile for v in verdicts]
     for y, v in enumerate(verdicts):
-        e = v.estimate
-        if e is None or math.isnan(e.value):
-            left.text(0.02, y, f"{v.profile}: no value", transform=left.get_yaxis_transform(), va="center")
+        e, s = v.estimate, v.sequence
+        if e is not None and e.has_interval and not math.isnan(e.value):
+            value = _finite(e.value)
+            left.errorbar([value], [y - 0.15], xerr=[[value - _finite(e.low)], [_finite(e.high) - value]],
+                          fmt=".", ms=2, lw=0.8, capsize=2, color="#999")
+        if s is None or math.isnan(s.value):
+            left.text(0.02, y, f"{v.profile}: no anytime-valid value", transform=left.get_yaxis_transform(),
+                      va="center")
             continue
-        value = _finite(e.value)
-        if e.has_interval:
-            lo, hi = _finite(e.low), _finite(e.high)
-            left.errorbar([value], [y], xerr=[[value - lo], [hi - value]], fmt="o", capsize=4,
-                          color=COLOURS[v.verdict])
-        else:
-            left.plot([value], [y], "o", mfc="white", color=COLOURS[v.verdict])
+        value = _finite(s.value)
+        lo, hi = min(_finite(s.low), value), max(_finite(s.high), value)
+        left.errorbar([value], [y], xerr=[[value - lo], [hi - value]], fmt="o", capsize=4, color=COLOURS[v.verdict])
     if claim.compare == "approx":
         left.axvspan(claim.threshold - claim.tolerance, claim.threshold + claim.tolerance, color="#ddf4ff",
                      label=f"claim: {expectation(claim)}")
@@ -71,7 +76,7 @@ def claim_figure(claim: Claim, verdicts: list[Verdict], path: Path) -> Path:
                   label=f"paper: {claim.paper_value:.3g}")
     left.set_yticks(range(len(names)), names)
     left.set_ylim(-0.7, len(names) - 0.2)
-    left.set_xlabel("statistic (dots: this harness, bars: 95 % bootstrap interval)")
+    left.set_xlabel("statistic (dots: this harness; bars: anytime-valid interval; grey: fixed-sample bootstrap)")
     left.legend(fontsize=7, loc="best", frameon=False)
     _samples(right, claim, verdicts)
     fig.suptitle(f"{claim.id}: {claim.text}", fontsize=9)
@@ -130,11 +135,14 @@ def write(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
     frame = table(verdicts, names)
     frame.to_csv(outdir / "verdicts.csv", index=False)
     (outdir / "verdicts.json").write_text(json.dumps([{
-        "claim": v.claim.id, "profile": v.profile, "verdict": v.verdict, "reason": v.reason,
-        "value": None if v.estimate is None else _json(v.estimate.value),
-        "ci": None if v.estimate is None else [_json(v.estimate.low), _json(v.estimate.high)],
-        "n": None if v.estimate is None else v.estimate.n, "paper": v.claim.paper_value,
-        "expected": expectation(v.claim)} for v in verdicts], indent=1))
+        "claim": v.claim.id, "profile": v.profile, "verdict": v.verdict, "reason": v.reason, "stopped": v.stopped,
+        "looks": v.looks, "level": 1 - v.alpha, "judged_on": JUDGED_ON.get(v.claim.statistic, v.claim.statistic),
+        "value": None if v.sequence is None else _json(v.sequence.value),
+        "cs": None if v.sequence is None else [_json(v.sequence.low), _json(v.sequence.high)],
+        "n": None if v.sequence is None else v.sequence.n,
+        "bootstrap_value": None if v.estimate is None else _json(v.estimate.value),
+        "bootstrap_ci": None if v.estimate is None else [_json(v.estimate.low), _json(v.estimate.high)],
+        "paper": v.claim.paper_value, "expected": expectation(v.claim)} for v in verdicts], indent=1))
     figures = {}
     for claim in pack.claims:
         mine = [v for v in verdicts if v.claim.id == claim.id]
@@ -143,6 +151,10 @@ def write(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
     path = outdir / "index.html"
     path.write_text(_html(pack, names, verdicts, targets, figures, ran or [], budget, full), encoding="utf-8")
     return path
+
+
+def _looked(v: Verdict) -> str:
+    return f"level {100 * (1 - v.alpha):.2f} %, {v.looks} look(s), stopped: {v.stopped}"
 
 
 def _json(value: float) -> float | str | None:
@@ -176,12 +188,17 @@ def _html(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
                 cells.append("<td>–</td>")
                 continue
             cells.append(f"<td><span class='v' style='background:{COLOURS[v.verdict]}'>{esc(v.verdict)}</span> "
-                         f"{esc(v.interval_text())}<br><span class='small'>{esc(v.reason)}</span></td>")
+                         f"{esc(v.interval_text())}<br><span class='small'>{esc(_looked(v))}<br>"
+                         f"{esc(v.reason)}</span></td>")
         parts.append(f"<tr><td><a href='#{esc(slug(claim.id))}'>{esc(claim.id)}</a></td><td>{esc(claim.text)}</td>"
                      f"<td>{esc(expectation(claim))}</td><td>{esc(paper_text(claim))}</td>{''.join(cells)}</tr>")
-    parts.append("</table><p class='small'>holds / fails: the statistic's 95 % bootstrap interval over seeds lies on "
-                 "the claim's side of its threshold (inside the band for ≈) / entirely on the other side; "
-                 "inconclusive: it straddles the threshold, or too few seeds for an interval.</p>")
+    parts.append("</table><p class='small'>Each interval is a confidence sequence (reproduce/README.md, "
+                 "\"Verdicts you can stop on\"): valid however often it is looked at, at the level shown "
+                 "(the pack's 95 % family-wise, split over its claims). holds / fails: it lies on the claim's "
+                 "side of its threshold (inside the band for ≈) / entirely on the other side; at the threshold: "
+                 "inside threshold ± tolerance, which no budget would move; inconclusive: it straddles the "
+                 "threshold. Stopped: why the claim took no more runs (decided, at threshold, budget, not "
+                 "runnable, no sequential test, no units left).</p>")
     parts.append("<h2>Profiles</h2><ul>")
     for name in names:
         profile = pack.profiles[name]
@@ -210,11 +227,14 @@ def _html(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
                      f"<p>{esc(pack.papers[src.paper])}, {esc(src.section)}"
                      f"{', ' + esc(src.figure) if src.figure else ''}:</p><blockquote>{esc(src.quote)}</blockquote>"
                      f"<p>Statistic: {esc(describe(claim))}; expected {esc(expectation(claim))}; "
-                     f"where {esc(json.dumps(claim.where))}; design <code>{esc(claim.design)}</code>.</p>")
+                     f"where {esc(json.dumps(claim.where))}; design <code>{esc(claim.design)}</code>."
+                     + (f" The anytime-valid interval is that of the {esc(JUDGED_ON[claim.statistic])}."
+                        if claim.statistic in JUDGED_ON else "") + "</p>")
         for name in names:
             v = by.get((claim.id, name))
             if v is not None:
-                parts.append(f"<p class='small'>{esc(name)}: <b>{esc(v.verdict)}</b> {esc(v.interval_text())} — "
+                parts.append(f"<p class='small'>{esc(name)}: <b>{esc(v.verdict)}</b> {esc(v.interval_text())} "
+                             f"({esc(_looked(v))}; fixed-sample bootstrap 95 %: {esc(v.bootstrap_text())}) — "
                              f"{esc(v.reason)}</p>")
         if claim.id in figures:
             data = base64.b64encode(figures[claim.id].read_bytes()).decode("ascii")

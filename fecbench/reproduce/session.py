@@ -3,10 +3,14 @@
 1. Each (profile, design) of the pack becomes a design file and database (``profiles.write``), is
    prepared (every mistake reported before anything runs) and its implementations' own argument
    checks are run.
-2. The plan (``plan.select``) chooses the runs the budget buys, from measured durations; the time the
+2. With a budget, batch after batch: the verdicts so far (a look: ``evaluate``, anytime-valid), the
+   next batch for the undecided claims (``allocate.next_batch``: most progress per second, extra seeds
+   beyond the design's), its runs (``execute.run_all``), until every claim has stopped or the time
+   is spent. A batch is a sixth of the machine time left (at least ``BATCH_MIN_S``). The time the
    verdicts and the page need is kept aside (``EVALUATION_S`` plus a little per claim and profile).
-3. The runs (``execute.run_all``), unless ``run = False`` (evaluate what the databases hold).
-4. A verdict per claim and profile (``evaluate``), and the page (``page.write``).
+   ``--full`` runs everything the designs list (``plan.select``); ``run = False`` runs nothing.
+3. A verdict per claim and profile (``evaluate``; each evaluation counted as a look in
+   ``looks.json``), and the page (``page.write``).
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fecbench.reproduce import allocate, execute, page, plan, profiles, seeds
 from fecbench.reproduce import evaluate as ev
-from fecbench.reproduce import execute, page, plan, profiles
 from fecbench.reproduce.pack import Pack
 from fecbench.runners.prepare import prepare
 from fecbench.runners.recorder import read_statuses
@@ -25,6 +29,11 @@ from fecbench.runners.recorder import read_statuses
 #: Seconds kept for the verdicts and the page, plus per claim and profile (a bootstrap and a figure).
 EVALUATION_S = 20.0
 EVALUATION_PER_CLAIM_S = 2.0
+#: The smallest batch of machine time, and the share of what is left a batch takes.
+BATCH_MIN_S = 120.0
+BATCH_SHARE = 6.0
+#: A batch whose runs would not even start in this much time is not begun.
+MIN_LEFT_S = 5.0
 
 
 @dataclass
@@ -39,6 +48,7 @@ class Outcome:
     seconds: float
     budget: float | None
     planned: dict[str, Any] = field(default_factory=dict)
+    idle: dict[str, str] = field(default_factory=dict)     # why claims took no run in the last batch
 
 
 def prepare_campaigns(pack: Pack, names: list[str], root: Path, *, checks: bool = True
@@ -59,6 +69,7 @@ def prepare_campaigns(pack: Pack, names: list[str], root: Path, *, checks: bool 
                 check_impl_args(prepared)
             campaign = plan.Campaign(profile=name, alias=alias, db=target.db, prepared=prepared,
                                      statuses=read_statuses(target.db))
+            seeds.recorded(campaign)  # extra seeds an earlier budget drew: part of the campaign again
             plan.measured_durations(campaign, [target.db, plan.usual_db(prepared)])
             targets[(name, alias)] = target
             campaigns[(name, alias)] = campaign
@@ -80,21 +91,70 @@ def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool,
     selection = None
     ran: list[execute.Ran] = []
     planned: dict[str, Any] = {}
-    if run:
-        deadline = None if budget is None else started + budget - reserve_s(pack, names)
-        capacity = None
-        if deadline is not None:
-            with_runs = len(campaigns)
-            left = deadline - time.monotonic() - with_runs * execute.CAMPAIGN_START_S
-            parallel = 1 if jobs is None or jobs == 1 else jobs * 0.8
-            capacity = max(0.0, left * plan.FILL * parallel)
-        selection = plan.select(pack.claims, campaigns, capacity, full=full)
-        planned = {"capacity_s": capacity, "estimated_s": sum(selection.seconds.values()),
-                   "runs": sum(len(r) for r in selection.runs.values())}
+    looks = root / pack.name / "looks.json"
+    idle: dict[str, str] = {}
+    if run and budget is None:
+        selection = plan.select(pack.claims, campaigns, None, full=full)
+        planned = {"runs": sum(len(r) for r in selection.runs.values()),
+                   "estimated_s": sum(selection.seconds.values())}
         items = [(targets[key], campaigns[key], selection.runs.get(key, [])) for key in campaigns]
-        ran = execute.run_all(items, jobs=jobs, link_backend=link_backend, deadline=deadline, console=console)
+        ran = execute.run_all(items, jobs=jobs, link_backend=link_backend, deadline=None, console=console)
+    elif run:
+        assert budget is not None
+        deadline = started + budget - reserve_s(pack, names)
+        ran, idle, planned, selection, jobs = _batches(pack, names, targets, campaigns, deadline, jobs,
+                                                       link_backend, console, looks)
     dbs = {key: target.db for key, target in targets.items()}
     verdicts = ev.evaluate(pack, dbs, names)
-    html = page.write(pack, names, verdicts, targets, root / pack.name, ran=ran, budget=budget, full=full)
+    _stopped(verdicts, idle, budget_ran=run and budget is not None)
+    ev.count_looks(looks, verdicts)
+    html = page.write(pack, names, verdicts, targets, root / pack.name, ran=execute.merge(ran), budget=budget,
+                      full=full)
     return Outcome(pack=pack, profiles=names, targets=targets, selection=selection, ran=ran, verdicts=verdicts,
-                   html=html, seconds=time.monotonic() - started, budget=budget, planned=planned)
+                   html=html, seconds=time.monotonic() - started, budget=budget, planned=planned, idle=idle)
+
+
+def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadline: float, jobs: int | None,
+             link_backend: str | None, console: Any, looks: Path) -> tuple:
+    """Look, choose the next batch, run it; until every claim stopped or the time is spent."""
+    dbs = {key: target.db for key, target in targets.items()}
+    ran: list[execute.Ran] = []
+    idle: dict[str, str] = {}
+    planned: dict[str, Any] = {"batches": 0, "runs": 0, "estimated_s": 0.0}
+    selection = None
+    while True:
+        verdicts = ev.evaluate(pack, dbs, names, bootstrap=False)
+        ev.count_looks(looks, verdicts)
+        left = deadline - time.monotonic() - len(campaigns) * execute.CAMPAIGN_START_S
+        if left < MIN_LEFT_S:
+            break
+        parallel = 1 if jobs is None or jobs == 1 else jobs * 0.8
+        capacity = min(left * plan.FILL, max(BATCH_MIN_S, left / BATCH_SHARE)) * parallel
+        selection, idle = allocate.next_batch(pack.claims, campaigns, verdicts, capacity)
+        if not any(selection.runs.values()):
+            break
+        planned["batches"] += 1
+        planned["runs"] += sum(len(r) for r in selection.runs.values())
+        planned["estimated_s"] += sum(selection.seconds.values())
+        if jobs is None:
+            first = next(key for key, runs in selection.runs.items() if runs)
+            jobs = execute.calibrate_jobs(campaigns[first], link_backend, console)
+        items = [(targets[key], campaigns[key], selection.runs.get(key, [])) for key in campaigns]
+        done = execute.run_all(items, jobs=jobs, link_backend=link_backend, deadline=deadline, console=console)
+        ran += done
+        for key, campaign in campaigns.items():
+            campaign.statuses = read_statuses(targets[key].db)
+            plan.measured_durations(campaign, [targets[key].db, plan.usual_db(campaign.prepared)])
+        plan.share_factors(list(campaigns.values()))
+        if any(r.stopped for r in done) or not any(r.counts for r in done):
+            break
+    return ran, idle, planned, selection, jobs
+
+
+def _stopped(verdicts: list[ev.Verdict], idle: dict[str, str], *, budget_ran: bool) -> None:
+    """Why each undecided claim stopped: the budget ended first, or it had no units left to run."""
+    for v in verdicts:
+        if v.stopped == "budget" and idle.get(v.claim.id) == "no units left":
+            v.stopped = "no units left"
+        elif v.stopped == "budget" and not budget_ran:
+            v.stopped = "not run (evaluation only)"

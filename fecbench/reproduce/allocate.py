@@ -1,0 +1,167 @@
+"""Adaptive allocation: the next batch of runs goes to the undecided claims, most progress per second first.
+
+A claim decided in every profile (holds, fails, at the threshold; not runnable; no sequential test)
+takes no more runs; its runs still count for claims that share them. For each undecided claim, the
+observations it may still need (``sequential.runs_to_decide``: its interval's half-width against the
+distance to the nearest decision boundary, shrinking as 1/√n) become units (a pair statistic: one
+unit per observation; over points: a block of ``min_seeds`` seeds per observation, two blocks for a
+trend's pair), and each unit costs the measured duration model's seconds (``plan.Campaign.seconds``,
+every profile, both labels). The batch is filled greedily: always the next unit of the claim with the
+most expected progress per second, 1 / (units still needed × seconds per unit); a claim with nothing
+measured yet first gets its first block (``plan.first_block``). Within a claim the units come in the
+plan's order (``plan.claim_units``: points spread over the factors, seeds in turn), then the extra
+seeds of ``seeds`` (the design's seed stream continued, up to ``extra_repetitions``), so no budget is
+left unused while a claim is undecided.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fecbench.reproduce import seeds
+from fecbench.reproduce import sequential as sq
+from fecbench.reproduce.evaluate import Verdict
+from fecbench.reproduce.pack import POINT_STATISTICS, Claim
+from fecbench.reproduce.plan import Campaign, Selection, UnitKey, claim_units, first_block, labels_of
+from fecbench.runners.runs import Run
+
+#: A claim whose value sits on a decision boundary has no finite need: it is treated as needing this many
+#: times its observations (at least ``MIN_UNKNOWN`` units), last in line but never left without runs.
+UNKNOWN_FACTOR = 10.0
+MIN_UNKNOWN = 50.0
+
+
+def extra_repetitions(repetitions: int) -> int:
+    """Extra seeds a design's claims may draw beyond its repetitions."""
+    return max(3 * repetitions, 32)
+
+
+def units_with_extra(claim: Claim, campaign: Campaign) -> list[UnitKey]:
+    """The claim's units in the plan's order, then the extra seeds, one seed of every point in turn."""
+    units = claim_units(claim, campaign.prepared)
+    groups = list(dict.fromkeys((point, size) for point, _, size in units))
+    reps = campaign.prepared.design.repetitions
+    return units + [(point, rep, size) for rep in range(reps, reps + extra_repetitions(reps))
+                    for point, size in groups]
+
+
+def units_per_observation(claim: Claim) -> float:
+    if claim.statistic in POINT_STATISTICS:
+        block = float(claim.params.get("min_seeds", 3))
+        return 2 * block if claim.statistic == "trend" else block
+    return 1.0
+
+
+def need_units(claim: Claim, verdicts: list[Verdict]) -> float:
+    """Units the claim may still need: the most any of its undecided profiles needs."""
+    need = 0.0
+    for v in verdicts:
+        if v.decided:
+            continue
+        s = v.sequence
+        if s is None or s.n == 0:
+            need = max(need, float(first_block(claim)))
+            continue
+        more = sq.runs_to_decide(s.value, s.low, s.high, s.n, claim.compare, claim.threshold, claim.tolerance)
+        if math.isinf(more):
+            more = max(MIN_UNKNOWN, UNKNOWN_FACTOR * s.n)
+        need = max(need, more * units_per_observation(claim))
+    return need
+
+
+@dataclass
+class ClaimState:
+    claim: Claim
+    units: list[UnitKey]
+    profiles: list[str]       # the profiles in which it is still undecided (the others take no runs)
+    need: float
+    cursor: int = 0
+    first_need: float = 0.0
+
+    def took_one(self) -> None:
+        """One unit more: one less needed; once the estimate is met, as many again (the estimate was short)."""
+        self.need -= 1
+        if self.need < 1:
+            self.need = self.first_need = max(1.0, 2 * self.first_need)
+
+
+def next_batch(claims: list[Claim], campaigns: dict[tuple[str, str], Campaign], verdicts: list[Verdict],
+               capacity: float) -> tuple[Selection, dict[str, str]]:
+    """The runs of the next batch (at most ``capacity`` estimated seconds), and why each claim took none
+    ("decided", "at threshold", "not runnable", "no sequential test", "no units left")."""
+    profiles = sorted({profile for profile, _ in campaigns})
+    by_claim: dict[str, list[Verdict]] = {}
+    for v in verdicts:
+        by_claim.setdefault(v.claim.id, []).append(v)
+    idle: dict[str, str] = {}
+    states: dict[str, ClaimState] = {}
+    for claim in claims:
+        mine = by_claim.get(claim.id, [])
+        if mine and all(v.decided for v in mine):
+            idle[claim.id] = mine[0].stopped if len({v.stopped for v in mine}) == 1 else "decided"
+            continue
+        campaign = campaigns.get((profiles[0], claim.design)) if profiles else None
+        if campaign is None:
+            idle[claim.id] = "not runnable"
+            continue
+        undecided = [p for p in profiles if not any(v.profile == p and v.decided for v in mine)]
+        need = need_units(claim, mine)
+        states[claim.id] = ClaimState(claim, units_with_extra(claim, campaign), undecided, need, first_need=need)
+    chosen: dict[tuple[str, str], dict[str, Run]] = {key: {} for key in campaigns}
+    spent = dict.fromkeys(states, 0.0)
+    taken = dict.fromkeys(states, 0)
+    total = 0.0
+    while states:
+        costs = {cid: _next(state, campaigns, chosen) for cid, state in states.items()}
+        for cid in [cid for cid, (runs, _) in costs.items() if runs is None]:
+            idle.setdefault(cid, "no units left")
+            del states[cid]
+        if not states:
+            break
+        cid = max(sorted(states), key=lambda i: _progress(states[i], costs[i][1]))
+        runs, cost = costs[cid]
+        assert runs is not None
+        state = states[cid]
+        if total + cost > capacity:
+            del states[cid]  # its next unit does not fit this batch
+            continue
+        state.cursor += 1
+        state.took_one()
+        for key, run in runs:
+            chosen[key][run.key] = run
+        total += cost
+        spent[cid] += cost
+        taken[cid] += 1
+    for key, found in chosen.items():
+        seeds.adopt(campaigns[key], [run for run in found.values() if run.index < 0])
+    runs_by = {key: list(found.values()) for key, found in chosen.items()}
+    seconds = {key: sum(campaigns[key].seconds(r) for r in found) for key, found in runs_by.items()}
+    return Selection(runs=runs_by, seconds=seconds, claim_seconds=spent, claim_units=taken), idle
+
+
+def _progress(state: ClaimState, cost: float) -> float:
+    """Expected progress toward a verdict per second of the next unit."""
+    return 1.0 / (max(state.need, 1.0) * max(cost, 1e-3))
+
+
+def _next(state: ClaimState, campaigns: dict[tuple[str, str], Campaign],
+          chosen: dict[tuple[str, str], dict[str, Run]]) -> tuple[list | None, float]:
+    """The runs of the claim's next unit still to do (skipping units already done), and their cost; None
+    when the claim has no unit left. A unit whose runs are all done (or chosen) costs nothing."""
+    while state.cursor < len(state.units):
+        point, rep, size = state.units[state.cursor]
+        new: list[tuple[tuple[str, str], Run]] = []
+        for profile in state.profiles:
+            key = (profile, state.claim.design)
+            campaign = campaigns.get(key)
+            if campaign is None:
+                continue
+            for label in labels_of(state.claim, campaign):
+                run = seeds.extension_run(campaign, point, rep, size, label)
+                if run is not None and campaign.todo(run) and run.key not in chosen[key]:
+                    new.append((key, run))
+        if new:
+            return new, sum(campaigns[key].seconds(run) for key, run in new)
+        state.cursor += 1  # done already (an earlier batch, or a claim sharing it)
+    return None, 0.0

@@ -1,0 +1,244 @@
+"""Anytime-valid intervals: confidence sequences for a claim's statistic (pure numpy/scipy; no database).
+
+A confidence sequence (CS) at level 1 − α is a sequence of intervals that contain the true value at
+every sample size *at once* with probability ≥ 1 − α, so it may be looked at after every run, and a
+verdict taken whenever its interval first clears the threshold (optional stopping and continuation
+do not inflate the error). Everything here reduces a claim's statistic to Bernoulli indicators:
+
+- the CS for a Bernoulli mean p is Robbins' (1970) beta-binomial mixture: with k successes in n,
+  ``M_n(p) = B(a + k, b + n − k) / B(a, b) / (p^k (1 − p)^(n − k))`` is a nonnegative martingale under
+  p (a mixture of likelihood ratios), so by Ville's inequality ``{p : M_n(p) < 1/α}`` is a CS
+  (Howard, Ramdas, McAuliffe & Sekhon, Ann. Statist. 2021, §3 and Prop. 5: conjugate mixtures);
+  a = b = 1/2 (Jeffreys). M_n(p) is log-convex in p, so the set is an interval around k/n, solved by
+  bisection on every prefix at once;
+- the q quantile of a distribution: for a fixed q, the indicators ``x_i ≤ Q(q)`` are Bernoulli(q)
+  (continuous values), so the counts k with ``M_n(q) < 1/α`` bound how many observations lie below
+  Q(q), hence Q(q) between two order statistics (Howard & Ramdas, Bernoulli 2022, "Sequential
+  estimation of quantiles", the fixed-quantile CS). Ties (timeouts at +∞, ratios of exactly 1) keep it
+  conservative: the lower bound uses ``≤``, the upper ``<``, and a path that dominates a Bernoulli(q)
+  one crosses the lower boundary less often;
+- two quantiles (ratio or difference of medians, quantile ratio): each at α/2, combined by interval
+  arithmetic (Bonferroni);
+- a trend: disjoint pairs of points in the order they were measured, each concordant or not (the
+  ratio moves with the factor or against it), a Bernoulli with mean (1 + τ)/2, τ Kendall's rank
+  correlation: the CS for τ is that of the mean, doubled and shifted.
+
+Every CS is intersected over all prefixes (the running intersection of a CS is a CS), so an interval
+never widens as data grow and a verdict taken stays taken. Assumptions (reproduce/README.md): the
+observations of a claim are exchangeable draws from the claim's population (its points × seeds),
+in an order that does not depend on their values.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import betaln
+
+#: Family-wise error of a pack's verdicts (per profile), split evenly over its claims.
+ALPHA = 0.05
+#: The mixture's Beta(a, b) prior.
+PRIOR = 0.5
+_BISECT_STEPS = 60
+
+
+@dataclass
+class Sequence:
+    """A confidence sequence's state at the last observation."""
+    value: float          # the statistic on every observation so far
+    low: float            # the running intersection's bounds
+    high: float
+    n: int                # observations (pairs, points, runs, pairs of points)
+    empty: bool = False   # the running intersection became empty (a coverage failure: probability ≤ α)
+
+
+def log_mixture(k: np.ndarray, n: np.ndarray, p: np.ndarray, prior: float = PRIOR) -> np.ndarray:
+    """log M_n(p): the beta-binomial mixture martingale after k successes in n (vectorised)."""
+    k, n, p = np.broadcast_arrays(np.asarray(k, float), np.asarray(n, float), np.asarray(p, float))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_lik = np.where(k > 0, k * np.log(p), 0.0) + np.where(n - k > 0, (n - k) * np.log1p(-p), 0.0)
+    return betaln(prior + k, prior + n - k) - betaln(prior, prior) - log_lik
+
+
+def share_bounds(k: np.ndarray, n: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """The CS for a Bernoulli mean after k successes in n, per element: [low, high] ⊂ [0, 1]."""
+    k, n = np.broadcast_arrays(np.asarray(k, float), np.asarray(n, float))
+    centre = np.where(n > 0, k / np.maximum(n, 1), 0.5)
+    level = math.log(1 / alpha)
+
+    def side(outer: float) -> np.ndarray:
+        inside, out = centre.copy(), np.full_like(centre, outer)
+        reached = log_mixture(k, n, np.clip(out, 1e-300, 1 - 1e-16)) < level
+        for _ in range(_BISECT_STEPS):
+            mid = (inside + out) / 2
+            ok = log_mixture(k, n, mid) < level
+            inside, out = np.where(ok, mid, inside), np.where(ok, out, mid)
+        return np.where(reached | (n == 0), outer, inside)
+
+    return side(0.0), side(1.0)
+
+
+def running(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The running intersection of a CS given per prefix."""
+    return np.maximum.accumulate(low), np.minimum.accumulate(high)
+
+
+def share(hits: np.ndarray, alpha: float) -> Sequence:
+    """A share (mean of 0/1 observations, in order)."""
+    hits = np.asarray(hits, float)
+    n = hits.size
+    if n == 0:
+        return Sequence(math.nan, math.nan, math.nan, 0)
+    ks, ns = np.cumsum(hits), np.arange(1, n + 1)
+    low, high = running(*share_bounds(ks, ns, alpha))
+    return _state(float(ks[-1] / n), low[-1], high[-1], n)
+
+
+@functools.lru_cache(maxsize=65536)
+def count_region(n: int, q: float, alpha: float) -> tuple[int, int]:
+    """The counts k in 0..n with M_n(q) < 1/α: [k_low, k_high] (an interval: log M is convex in k)."""
+    k = np.arange(n + 1)
+    inside = np.flatnonzero(log_mixture(k, np.full(n + 1, n), np.full(n + 1, q)) < math.log(1 / alpha))
+    if inside.size == 0:  # cannot happen (the mixture at k = nq is ≤ 1), kept total
+        centre = int(round(n * q))
+        return centre, centre
+    return int(inside[0]), int(inside[-1])
+
+
+def quantile_bounds(values: np.ndarray, q: float, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """The fixed-quantile CS per prefix of ``values`` (in order): [x_(k_low), x_(k_high + 1)], ±∞ beyond."""
+    values = np.asarray(values, float)
+    n = values.size
+    lows, highs = np.full(n, -math.inf), np.full(n, math.inf)
+    for t in range(1, n + 1):
+        k_low, k_high = count_region(t, q, alpha)
+        ordered = np.sort(values[:t])
+        if k_low >= 1:
+            lows[t - 1] = ordered[k_low - 1]
+        if k_high + 1 <= t:
+            highs[t - 1] = ordered[k_high]
+    return lows, highs
+
+
+def sample_quantile(values: np.ndarray, q: float) -> float:
+    return float(np.quantile(values, q, method="inverted_cdf")) if len(values) else math.nan
+
+
+def quantile(values: np.ndarray, q: float, alpha: float) -> Sequence:
+    """The q quantile of observations in order (+∞ for censored values keeps its rank)."""
+    values = np.asarray(values, float)
+    if values.size == 0:
+        return Sequence(math.nan, math.nan, math.nan, 0)
+    low, high = running(*quantile_bounds(values, q, alpha))
+    return _state(sample_quantile(values, q), low[-1], high[-1], values.size)
+
+
+def _divide(a: float, b: float) -> float:
+    if b == 0 or (math.isinf(a) and math.isinf(b)) or math.isnan(a) or math.isnan(b):
+        return math.nan if not (b == 0 and a > 0) else math.inf
+    return a / b
+
+
+def two_quantiles(top: np.ndarray, bottom: np.ndarray, q: float, alpha: float, how: str) -> Sequence:
+    """q quantile of ``top`` ÷ (or −) that of ``bottom``: each side's CS at α/2, interval arithmetic.
+    Sides of positive values for a ratio (durations, bytes)."""
+    a, b = quantile(top, q, alpha / 2), quantile(bottom, q, alpha / 2)
+    n = min(a.n, b.n)
+    if n == 0:
+        return Sequence(math.nan, math.nan, math.nan, 0)
+    if how == "ratio":
+        value = _divide(a.value, b.value)
+        low = _divide(max(a.low, 0.0), b.high) if b.high > 0 else math.nan
+        high = _divide(a.high, max(b.low, 0.0)) if not math.isinf(b.high) or b.low > 0 else math.inf
+        low = 0.0 if math.isnan(low) else low
+        high = math.inf if math.isnan(high) else high
+    else:
+        value = a.value - b.value if not (math.isinf(a.value) and math.isinf(b.value)) else math.nan
+        low, high = a.low - b.high, a.high - b.low
+        low = -math.inf if math.isnan(low) else low
+        high = math.inf if math.isnan(high) else high
+    return Sequence(value, low, high, n, a.empty or b.empty)
+
+
+def concordance(ratios: np.ndarray, factor: np.ndarray) -> np.ndarray:
+    """Disjoint pairs of points in order: each new point is paired with the earliest unpaired one whose
+    factor differs (the factor is the design's, not an outcome); 1 if the ratio moves with the factor,
+    0 if against it; pairs tied on the ratio (or with an unknown one) are left out."""
+    waiting: list[int] = []
+    out = []
+    for i in range(len(ratios)):
+        partner = next((j for j in waiting if factor[j] != factor[i]), None)
+        if partner is None:
+            waiting.append(i)
+            continue
+        waiting.remove(partner)
+        with np.errstate(invalid="ignore"):
+            sign = np.sign(float(ratios[i]) - float(ratios[partner])) \
+                * np.sign(float(factor[i]) - float(factor[partner]))
+        if not np.isnan(sign) and sign != 0:
+            out.append(float(sign > 0))
+    return np.array(out)
+
+
+def kendall(ratios: np.ndarray, factor: np.ndarray, alpha: float) -> Sequence:
+    """Kendall's τ of the ratios with the factor, from disjoint pairs of points (see the module)."""
+    s = share(concordance(ratios, factor), alpha)
+    if s.n == 0:
+        return s
+    return Sequence(2 * s.value - 1, 2 * s.low - 1, 2 * s.high - 1, s.n, s.empty)
+
+
+def _state(value: float, low: float, high: float, n: int) -> Sequence:
+    if low > high:  # the running intersection is empty: say so, keep the point as the interval
+        return Sequence(value, float(value), float(value), n, empty=True)
+    return Sequence(value, float(low), float(high), n)
+
+
+def decide(low: float, high: float, compare: str, threshold: float, tolerance: float) -> str:
+    """holds / fails / at the threshold / inconclusive from an anytime-valid interval.
+
+    ``<`` (``>``): holds when the interval lies below (above) the threshold, fails when it lies at or
+    above (below) it, **at the threshold** when it lies inside threshold ± tolerance (tolerance > 0): no
+    budget would then move it out of the band on the claim's side by more than the tolerance.
+    ``approx``: holds inside threshold ± tolerance, fails entirely outside it."""
+    if math.isnan(low) or math.isnan(high):
+        return "inconclusive"
+    band_low, band_high = threshold - tolerance, threshold + tolerance
+    if compare == "approx":
+        if band_low <= low and high <= band_high:
+            return "holds"
+        return "fails" if high < band_low or low > band_high else "inconclusive"
+    if compare == "<":
+        if high < threshold:
+            return "holds"
+        if low >= threshold:
+            return "fails"
+    else:
+        if low > threshold:
+            return "holds"
+        if high <= threshold:
+            return "fails"
+    if tolerance > 0 and band_low <= low and high <= band_high:
+        return "at the threshold"
+    return "inconclusive"
+
+
+def runs_to_decide(value: float, low: float, high: float, n: int, compare: str, threshold: float,
+                   tolerance: float) -> float:
+    """Observations a claim may still need: the interval's half-width shrinks about as 1/√n, and a
+    verdict needs it below the distance from the value to the nearest decision boundary (the
+    threshold, or the band's edges). As many again as it has while a side is still unbounded; inf
+    when nothing is known yet or the value sits on a boundary."""
+    if n == 0 or any(math.isnan(v) for v in (value, low, high)) or math.isinf(value):
+        return math.inf
+    if math.isinf(low) or math.isinf(high):
+        return float(max(n, 3))
+    half = (high - low) / 2
+    distance = abs(value - threshold)
+    gap = max(distance, tolerance - distance, distance - tolerance) if tolerance > 0 else distance
+    if gap <= 0 or half <= 0:
+        return math.inf
+    return max(1.0, n * ((half / gap) ** 2 - 1))

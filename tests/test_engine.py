@@ -119,6 +119,37 @@ def test_fidelity_status_when_the_network_does_not_match(tmp_path: Path) -> None
     assert all("does not match the design" in r["error"] for r in runs)
 
 
+def test_fidelity_flagged_runs_run_once_more_at_the_end_keeping_the_first_outcome(tmp_path: Path) -> None:
+    checks = Counter()
+
+    def bad_first_check(values: dict[str, Any]) -> float | None:   # each point's first check fails
+        key = json.dumps(values, sort_keys=True, default=str)
+        checks[key] += 1
+        return 1000.0 if checks[key] == 1 else None
+
+    camp = Campaign(tmp_path, {"ok": {}, "ok2": {}}, measured_rtt=bad_first_check)
+    summary = camp.run()
+    runs = camp.runs()
+    flagged = [r for r in runs.values() if r["attempts"] == 2]
+    assert summary.retried == len(flagged) >= 1 and summary.counts == Counter({Status.OK: len(runs)})
+    assert all(r["status"] == Status.OK for r in runs.values())
+    earlier = rows(camp.db, "SELECT * FROM earlier_outcomes")
+    assert sorted(e["run_key"] for e in earlier) == sorted(r["key"] for r in flagged)
+    assert all(e["status"] == Status.FIDELITY and "does not match the design" in e["error"] and e["attempt"] == 1
+               and json.loads(e["fidelity_json"])["fidelity"] for e in earlier)
+    session = rows(camp.db, "SELECT * FROM sessions")
+    assert len(session) == 1 and session[0]["runs"] == len(runs) + len(flagged) and session[0]["jobs"] == 1
+
+
+def test_no_retry_keeps_fidelity_flagged_runs_flagged(tmp_path: Path) -> None:
+    camp = Campaign(tmp_path, {"ok": {}}, measured_rtt=lambda values: 1000.0)
+    executor = SerialExecutor(camp.prepared, camp.db, link_backend=None, testbed_factory=camp.factory)
+    summary = Engine(camp.prepared, camp.db, executor, Console(quiet=True), retry_fidelity=False).run(set())
+    assert summary.retried == 0 and all(r["attempts"] == 1 and r["status"] == Status.FIDELITY
+                                        for r in camp.runs().values())
+    assert rows(camp.db, "SELECT * FROM earlier_outcomes") == []
+
+
 def test_circuit_breaker_stops_after_consecutive_harness_errors(tmp_path: Path) -> None:
     def broken(role: str, argv: list[str]) -> None:
         raise OSError("the network is gone")

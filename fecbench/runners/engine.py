@@ -334,7 +334,8 @@ class Engine:
 
                 estimate = estimate_campaign(self.prepared, todo, getattr(executor, "jobs", 1), self.db_path)
                 self.console.print(f"{len(todo)} run(s) to do on {executor.name}, {estimate.text()}")
-            task = progress.add_task(name, total=len(todo), counts="")
+            task = progress.add_task(name if not summary.retried else f"{name} (again)", total=len(todo), counts="")
+            base = summary_done(summary)       # runs an earlier cycle of this campaign finished
             while (queue or executor.busy()) and not summary.aborted:
                 if self.stop_at is not None and queue and time.monotonic() >= self.stop_at:
                     summary.out_of_time = len(queue.drain())
@@ -346,7 +347,7 @@ class Engine:
                     progress.update(task, description=f"{name} [{run.label} p{run.point} r{run.repetition}]")
                 done = executor.collect(POLL_S)
                 self._record_all(done, summary)
-                progress.update(task, completed=summary_done(summary), counts=counts_text(summary.counts),
+                progress.update(task, completed=summary_done(summary) - base, counts=counts_text(summary.counts),
                                 total=len(todo) - sum(b.skipped for b in summary.breakers) - summary.out_of_time)
                 if executor.host_info_changed():
                     assert self.recorder is not None

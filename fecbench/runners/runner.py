@@ -94,7 +94,8 @@ class Runner:
                 cached = self.testbed.fidelity(rate_probe=self.design.fidelity_rate)
                 for i, row in enumerate(cached):
                     row.setdefault("path", i + 1)
-                self.fidelity_cache[run.point] = cached
+                if all(row.get("ok") is not False for row in cached):  # a failed check is measured again
+                    self.fidelity_cache[run.point] = cached
                 clock.lap("fidelity")
             fidelity = cached
         self.set_losses(run.values, run.loss_seed)

@@ -106,11 +106,23 @@ noq-proto:
 fecq: noq-proto
 	cargo build --release --locked --manifest-path $(FECQ_DIR)/Cargo.toml
 
-# Re-pin constraints.txt to what the venv holds now (after changing dependencies in pyproject.toml).
+# Re-pin constraints.txt (after changing dependencies in pyproject.toml): one resolution per supported Python,
+# each marked with its python_version, made by the venv's uv (pinned here too) for a Python that need not be
+# installed, so this works the same on any of them. The pins already there are kept wherever they still fit
+# (uv's output-file preferences; the 3.11 ones seed a Python not yet pinned), so numpy and scipy, on which a
+# design's identity depends (README.md, "The same design on every machine"), stay the same on every Python.
+PIN_PYTHONS := 3.11 3.12 3.13
 constraints: venv
-	{ sed -n '1,/^# Regenerate/p' constraints.txt; \
-	  $(PY) -m pip freeze --exclude-editable --path $(VENV)/lib/python3.11/site-packages | \
-	  sed 's/$$/ ; python_version == "3.11"/'; } > constraints.txt.new && mv constraints.txt.new constraints.txt
+	@set -euo pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	sed -n '1,/^# Regenerate/p' constraints.txt > "$$tmp/out"; echo uv > "$$tmp/tools.in"; \
+	for v in $(PIN_PYTHONS); do \
+	  sed -n "s/ *; python_version == \"$$v\"$$//p" constraints.txt > "$$tmp/$$v.txt"; \
+	  [ -s "$$tmp/$$v.txt" ] || sed -n 's/ *; python_version == "3.11"$$//p' constraints.txt > "$$tmp/$$v.txt"; \
+	  $(VENV)/bin/uv pip compile -q --no-header --no-annotate --all-extras --python-version $$v \
+	    --python-platform x86_64-unknown-linux-gnu pyproject.toml "$$tmp/tools.in" -o "$$tmp/$$v.txt"; \
+	  sed "s/$$/ ; python_version == \"$$v\"/" "$$tmp/$$v.txt" >> "$$tmp/out"; \
+	done; \
+	mv "$$tmp/out" constraints.txt; echo "constraints.txt: pinned for Python $(PIN_PYTHONS)"
 
 # tquic's example tools (multipath QUIC, quic-impls/tquic/impl.toml): ~2–5 min cold (BoringSSL via cmake);
 # skipped when the pinned version is already installed. Built once per machine into $(BUILD_CACHE) (a fresh

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import re
+import sys
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,21 +25,44 @@ from tests.test_planner_space import TABLE_I, space_of
 # 770f88ed…, was this design with one value computed by numpy's AVX-512 `power`). A change here means
 # the same spec and seed no longer give the same design.
 PINNED_SHA256 = "5ac83a308ac3e14d6968203e6df82fb9cf5ed61124b7d372cbe2571ecdca598d"
-PINNED_VERSIONS = {"numpy": "2.4", "scipy": "1.17"}  # constraints.txt installs exactly these on Python 3.11
+# The Pythons constraints.txt pins (make constraints), each with the same numpy and scipy as the hash.
+SUPPORTED_PYTHONS = ("3.11", "3.12", "3.13")
+PINNED_VERSIONS = {"numpy": "2.4", "scipy": "1.17"}
+CONSTRAINTS = Path(__file__).resolve().parent.parent / "constraints.txt"
 
 
-def _minor(module: str) -> str:
-    return ".".join(__import__(module).__version__.split(".")[:2])
+def _pins(python: str) -> dict[str, str]:
+    """constraints.txt's exact versions for one Python: {normalised name: version}."""
+    pins = {}
+    for line in CONSTRAINTS.read_text().splitlines():
+        m = re.fullmatch(r'([A-Za-z0-9._-]+)==(\S+) ; python_version == "(\d+\.\d+)"', line.strip())
+        if m and m.group(3) == python:
+            pins[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(2)
+    return pins
 
 
 def small_table_one():
     return space_of(TABLE_I.replace("points = 130", "points = 40\ncandidates = 8192"))
 
 
-@pytest.mark.skipif(any(_minor(m) != v for m, v in PINNED_VERSIONS.items()),
-                    reason="the hash is pinned for numpy 2.4 and scipy 1.17 (constraints.txt); designs are "
-                    "bit-for-bit reproducible for the same library versions")
+@pytest.mark.parametrize("python", SUPPORTED_PYTHONS)
+def test_every_supported_python_pins_the_hashs_numpy_and_scipy(python):
+    pins = _pins(python)
+    for module, minor in PINNED_VERSIONS.items():
+        assert module in pins, f"constraints.txt pins no {module} for Python {python}: run make constraints"
+        assert ".".join(pins[module].split(".")[:2]) == minor, (python, module, pins[module])
+    assert {m: pins[m] for m in PINNED_VERSIONS} == {m: _pins("3.11")[m] for m in PINNED_VERSIONS}
+
+
+@pytest.mark.skipif(f"{sys.version_info.major}.{sys.version_info.minor}" not in SUPPORTED_PYTHONS,
+                    reason="not a supported Python (constraints.txt pins 3.11, 3.12 and 3.13)")
 def test_wsp_design_is_pinned_bit_for_bit():
+    # On a supported Python this never skips: the venv must hold constraints.txt's numpy and scipy
+    # (make venv installs them), and with them the design is this one, bit for bit.
+    pins = _pins(f"{sys.version_info.major}.{sys.version_info.minor}")
+    installed = {m: importlib.metadata.version(m) for m in PINNED_VERSIONS}
+    assert installed == {m: pins[m] for m in PINNED_VERSIONS}, \
+        f"installed {installed}, constraints.txt pins {pins}: run make venv"
     plan = make_plan(small_table_one(), seed=2019)
     csv = plan.csv_text()
     assert hashlib.sha256(csv.encode()).hexdigest() == plan.manifest["points_sha256"]

@@ -18,6 +18,7 @@ that cannot be used leaves no database behind. Ctrl-C (or SIGTERM) records the r
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import re
 import signal
@@ -242,7 +243,7 @@ def progress_bar(console: Any) -> Any:
 def counts_text(counts: Counter) -> str:
     colours = {"ok": "green", "failed": "red", "timeout": "yellow", "unsupported": "blue",
                "fidelity": "magenta", "interrupted": "red"}
-    return " ".join(f"[{colours.get(k, 'white')}]{k} {v}[/]" for k, v in sorted(counts.items()))
+    return " ".join(f"[{colours.get(k, 'white')}]{k} {v}[/]" for k, v in sorted(counts.items()) if v)
 
 
 class Engine:
@@ -270,6 +271,9 @@ class Engine:
         self.todo, self.retry_fidelity = todo, retry_fidelity
         self.finished_statuses: dict[str, str] = {}
         self.runs_done, self.run_seconds, self.estimated_seconds = 0, 0.0, 0.0
+        self.durations: list[float] = []       # of the runs finished, in the order they finished
+        self.build_s = 0.0                     # building the networks (or setting up the workers)
+        self.estimated_wall_s: float | None = None   # the estimate printed at the start
 
     def run(self, retry: set[str]) -> Summary:
         prepared = self.prepared
@@ -280,10 +284,11 @@ class Engine:
             return summary
         check_free_space(self.db_path.resolve().parent)
         with sigterm_as_interrupt(), self.executor as executor:
+            started, wall = now_iso(), time.monotonic()
             executor.start(todo)  # networks and workers first: if they fail, no database is touched
+            self.build_s = time.monotonic() - wall
             self.recorder = Recorder.open(self.db_path, prepared, executor.backend(), executor.host_info(),
                                           impls_fingerprint(prepared.design))
-            started, wall = now_iso(), time.monotonic()
             try:
                 self._cycle(todo, summary)
                 self._retry_fidelity(todo, summary)
@@ -318,10 +323,15 @@ class Engine:
         """This campaign process's share of the campaign, for later estimates (runners.estimate)."""
         executor = self.executor
         assert self.recorder is not None
+        from fecbench.runners.estimate import schedule_seconds
+
         calibrated = getattr(executor, "calibration", None) is not None
-        self.recorder.session(started_at=started, wall_s=wall_s, jobs=getattr(executor, "jobs", 1),
+        jobs = getattr(executor, "jobs", 1)
+        extra = {"build_s": self.build_s, "scheduled_s": schedule_seconds(self.durations, jobs),
+                 "estimated_wall_s": self.estimated_wall_s}
+        self.recorder.session(started_at=started, wall_s=wall_s, jobs=jobs,
                               executor="jobs auto" if calibrated else executor.name, runs=self.runs_done,
-                              run_s=self.run_seconds, estimate_s=self.estimated_seconds)
+                              run_s=self.run_seconds, estimate_s=self.estimated_seconds, json=json.dumps(extra))
 
     def _cycle(self, todo: list[Run], summary: Summary) -> None:
         executor = self.executor
@@ -333,6 +343,7 @@ class Engine:
                 from fecbench.runners.estimate import estimate_campaign
 
                 estimate = estimate_campaign(self.prepared, todo, getattr(executor, "jobs", 1), self.db_path)
+                self.estimated_wall_s = estimate.wall_s
                 self.console.print(f"{len(todo)} run(s) to do on {executor.name}, {estimate.text()}")
             task = progress.add_task(name if not summary.retried else f"{name} (again)", total=len(todo), counts="")
             base = summary_done(summary)       # runs an earlier cycle of this campaign finished
@@ -368,6 +379,7 @@ class Engine:
         if status != Status.INTERRUPTED:
             self.runs_done += 1
             self.run_seconds += duration
+            self.durations.append(duration)
             self.estimated_seconds += self.prepared.estimate(finished.run)
         summary.counts[status] += 1
         if status == Status.INTERRUPTED:

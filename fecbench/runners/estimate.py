@@ -5,15 +5,17 @@ what this machine has measured, divided by the networks that run at once.
   the same implementation and workload in this machine's results databases (results/*.sqlite and the
   campaign's own), preferring runs done with the same number of networks at once (a busy machine
   makes every run longer); 3 runs or more, else all implementations' runs of the workload, else 1.
-- The campaign's wall time is the runs' total divided by how many ran at once: measured as the runs'
-  time ÷ wall time of earlier `fecbench run`s with the same number of networks (the sessions table),
-  else the number of networks itself (said so).
+- The campaign's wall time: building its networks, then its runs handed out in order to the first free
+  of N networks (list scheduling of the estimates), times how much longer earlier campaigns here took
+  than the same scheduling of their own measured runs (waiting for results, checks between runs: the
+  sessions table, with the same N where there is one), else the scheduling alone (said so).
 - A run whose estimate reaches the design's time limit would end `timeout`: said, with the runs; a
   campaign over 12 h is said too, with the `--sample` and `--jobs` choices that would fit.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -29,11 +31,24 @@ LONG_S = 12 * 3600.0         # a campaign longer than this gets a word and the c
 JOB_CHOICES = (2, 4, 8, 16)
 
 
+#: Building one network (Mininet, delay elements, droppers) when none was measured here.
+BUILD_S = 1.0
+
+
+def schedule_seconds(durations: list[float], jobs: int) -> float:
+    """The wall time of runs handed out in order to the first free of `jobs` networks."""
+    slots = [0.0] * max(1, jobs)
+    for seconds in durations:
+        slots[slots.index(min(slots))] += seconds
+    return max(slots)
+
+
 @dataclass
 class History:
     """What earlier campaigns on this machine measured."""
     ratios: dict[tuple[str, str, int | None], list[float]] = field(default_factory=lambda: defaultdict(list))
-    parallel: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))   # jobs -> runs at once
+    slowdown: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))  # jobs -> wall ÷ schedule
+    build: list[float] = field(default_factory=list)          # seconds per network built
     auto_jobs: dict[str, int] = field(default_factory=dict)   # design name -> the N `--jobs auto` chose last
 
     def factor(self, impl: str, workload: str, jobs: int) -> tuple[float, int]:
@@ -44,12 +59,13 @@ class History:
                 return median(values), len(values)
         return 1.0, 0
 
-    def at_once(self, jobs: int) -> tuple[float, bool]:
-        """How many runs ran at once with `jobs` networks here (measured?), never more than `jobs`."""
-        values = self.parallel.get(jobs, [])
-        if values:
-            return min(float(jobs), median(values)), True
-        return float(jobs), False
+    def slower(self, jobs: int) -> tuple[float, bool]:
+        """Wall time ÷ the scheduled runs of earlier campaigns with `jobs` networks (else any); measured?"""
+        values = self.slowdown.get(jobs) or [v for values in self.slowdown.values() for v in values]
+        return (median(values), jobs in self.slowdown) if values else (1.0, False)
+
+    def build_s(self, jobs: int) -> float:
+        return jobs * (median(self.build) if self.build else BUILD_S)
 
 
 def _read(db: Path, history: History) -> None:
@@ -58,13 +74,17 @@ def _read(db: Path, history: History) -> None:
     except sqlite3.Error:
         return
     try:
-        sessions = conn.execute("SELECT runner, jobs, executor, wall_s, run_s, c.name FROM sessions s "
+        sessions = conn.execute("SELECT runner, jobs, executor, wall_s, s.json, c.name FROM sessions s "
                                 "LEFT JOIN campaigns c ON c.id = s.campaign_id").fetchall()
         jobs_of = {}
-        for runner, jobs, executor, wall_s, run_s, name in sessions:
+        for runner, jobs, executor, wall_s, extra, name in sessions:
             jobs_of[runner] = jobs
-            if wall_s and run_s and wall_s > 10:
-                history.parallel[int(jobs)].append(run_s / wall_s)
+            extra = json.loads(extra or "{}")
+            build, scheduled = extra.get("build_s"), extra.get("scheduled_s")
+            if build is not None and jobs:
+                history.build.append(build / jobs)
+            if wall_s and scheduled and build is not None:
+                history.slowdown[int(jobs)].append((wall_s - build) / scheduled)
             if executor == "jobs auto" and name:
                 history.auto_jobs[name] = int(jobs)
         rows = conn.execute("SELECT impl, workload, duration_s, estimate_s, runner FROM runs WHERE status = 'ok' "
@@ -100,20 +120,21 @@ class CampaignEstimate:
     serial_s: float               # the runs one after the other
     wall_s: float                 # with `jobs` networks
     measured_runs: int            # runs of this machine the factors rest on
-    parallel_measured: bool
+    slowdown_measured: bool       # the wall ÷ schedule factor comes from campaigns with this N
     warnings: list[str] = field(default_factory=list)
 
     def text(self) -> str:
         basis = (f"corrected by {self.measured_runs} runs measured on this machine" if self.measured_runs
                  else "the model alone (no runs measured on this machine yet)")
-        at_once = "" if self.jobs == 1 else (
-            f" with {self.jobs} networks" + ("" if self.parallel_measured else
-                                             f" (assuming {self.jobs} runs at once: not measured here yet)"))
+        at_once = "" if self.jobs == 1 else f" with {self.jobs} networks"
+        basis += "" if self.slowdown_measured else f" (no campaign with {self.jobs} network(s) measured here yet)"
         return (f"estimated {_duration(self.wall_s)} for {self.runs} run(s){at_once}, {basis}"
                 + (f"; one after the other {_duration(self.serial_s)}" if self.jobs > 1 else ""))
 
 
 def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
     return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
@@ -134,11 +155,12 @@ def estimate_campaign(prepared: Prepared, todo: list[Run], jobs: int | None, db_
             warnings.append("--jobs auto: no earlier calibration of this design here; estimated for one network "
                             "(calibration itself adds ~16 serial pilot runs)")
         jobs = chosen or 1
-    seconds, limit_hits, measured = 0.0, defaultdict(list), 0
+    seconds, limit_hits, measured, durations = 0.0, defaultdict(list), 0, []
     limit = prepared.design.timeout_s
     for run in todo:
         estimate, uncapped, used = run_seconds(prepared, run, history, jobs)
         seconds += estimate
+        durations.append(estimate)
         measured = max(measured, used)
         if run.impl.supports(run.workload) and uncapped >= limit:
             limit_hits[(run.label, run.size)].append(uncapped)
@@ -147,20 +169,26 @@ def estimate_campaign(prepared: Prepared, todo: list[Run], jobs: int | None, db_
         warnings.append(f"{len(values)} run(s) of {label}, {what} are estimated at {min(values):.0f}–"
                         f"{max(values):.0f} s, at or beyond design.timeout_s = {limit:g} s: they would end "
                         "timeout (raise timeout_s)")
-    at_once, parallel_measured = history.at_once(jobs)
-    wall = seconds / max(1.0, at_once) if jobs > 1 else seconds
+    wall = wall_seconds(durations, jobs, history)
     result = CampaignEstimate(runs=len(todo), jobs=jobs, serial_s=seconds, wall_s=wall, measured_runs=measured,
-                              parallel_measured=parallel_measured, warnings=warnings)
+                              slowdown_measured=history.slower(jobs)[1], warnings=warnings)
     if wall > LONG_S:
-        result.warnings.append(_long_advice(result, history, len(todo)))
+        result.warnings.append(_long_advice(result, history, durations))
     return result
 
 
-def _long_advice(result: CampaignEstimate, history: History, runs: int) -> str:
-    sample = int(runs * LONG_S / result.wall_s)
-    fits = [n for n in JOB_CHOICES if n > result.jobs and result.serial_s / history.at_once(n)[0] <= LONG_S]
-    jobs = (f", or --jobs {fits[0]} (about {_duration(result.serial_s / history.at_once(fits[0])[0])}"
-            + ("" if history.at_once(fits[0])[1] else "; not measured here: --jobs auto checks what this machine "
+def wall_seconds(durations: list[float], jobs: int, history: History) -> float:
+    """Building `jobs` networks, then the runs scheduled on them, slowed as earlier campaigns here were."""
+    jobs = max(1, min(jobs, len(durations)))
+    return history.build_s(jobs) + schedule_seconds(durations, jobs) * history.slower(jobs)[0]
+
+
+def _long_advice(result: CampaignEstimate, history: History, durations: list[float]) -> str:
+    sample = int(len(durations) * LONG_S / result.wall_s)
+    walls = {n: wall_seconds(durations, n, history) for n in JOB_CHOICES if n > result.jobs}
+    fits = [n for n, wall in walls.items() if wall <= LONG_S]
+    jobs = (f", or --jobs {fits[0]} (about {_duration(walls[fits[0]])}"
+            + ("" if history.slower(fits[0])[1] else "; not measured here: --jobs auto checks what this machine "
                "keeps accurate") + ")") if fits else ""
     return (f"this campaign is estimated at {_duration(result.wall_s)}, more than {LONG_S / 3600:.0f} h: "
             f"--sample {max(1, sample)} runs a pilot that fits{jobs}; a run can be stopped (Ctrl-C) and resumed")

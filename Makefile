@@ -9,8 +9,15 @@ VENV      := .venv
 PY        := $(VENV)/bin/python
 FECBENCH  := $(VENV)/bin/fecbench
 STAMPS    := .build
-APT_PKGS  := mininet clang llvm libbpf-dev bpftool iproute2 iputils-ping ethtool iperf3 build-essential \
-             pkg-config sqlite3 libelf-dev zlib1g-dev python3-venv python3-dev git cmake openssl patch libevent-dev
+# Debian's package names; `a|b`: the first that apt has a candidate for (asked, not assumed: on Ubuntu 24.04
+# bpftool is not its own package but in linux-tools-*, distros/README.md).
+APT_PKGS  := mininet clang llvm libbpf-dev bpftool|linux-tools-generic iproute2 iputils-ping ethtool iperf3 \
+             build-essential pkg-config sqlite3 libelf-dev zlib1g-dev python3-venv python3-dev git cmake openssl patch \
+             libevent-dev
+# The bpftool that runs: Debian's on PATH, else the newest of linux-tools' (Ubuntu's /usr/sbin/bpftool is a
+# wrapper that fails unless the running kernel's linux-tools package is installed). Used by dropper/ and schedlat/.
+BPFTOOL = $(or $(shell bpftool version >/dev/null 2>&1 && echo bpftool),$(lastword $(sort $(wildcard /usr/lib/linux-tools/*/bpftool))),bpftool)
+export BPFTOOL
 FECQ_DIR  := quic-impls/fecq
 TQUIC_DIR := quic-impls/tquic
 TQUIC_VERSION := 1.6.0
@@ -24,7 +31,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 
 .PHONY: demo test bootstrap apt venv native dropper delayline schedlat noq-proto fecq tquic xquic lint clean-build constraints \
-        test-kernels test-kernels-quick
+        test-kernels test-kernels-quick test-debian13 container
 
 demo: bootstrap
 	$(FECBENCH) doctor
@@ -61,16 +68,35 @@ test-kernels-quick: bootstrap
 	$(MAKE) -C vm
 	vm/test-kernels --quick
 
-# Debian packages: install only the missing ones (apt-get update only when something is missing).
+# A fresh Debian 13 root (debootstrap), entered as a container is (own mount namespace, pivot_root, cgroup and
+# BPF file systems), a fresh clone's `make demo` and the core suite inside: distros/README.md. ~20 min cold.
+DEBIAN13_ROOT ?= /var/tmp/fecbench-debian13
+test-debian13:
+	distros/debian13 $(DEBIAN13_ROOT)
+
+# The container image (distros/Containerfile) with podman or docker, then doctor and smoke inside it with the
+# privileges distros/README.md lists. Where no engine runs, make test-debian13 runs the same content.
+container:
+	distros/container
+
+# Debian packages: install only the missing ones (apt-get update only when something is missing). For `a|b`,
+# one installed is enough; otherwise the first one apt has a candidate for is installed, and none is an error.
 apt:
-	@missing=$$(for p in $(APT_PKGS); do \
-	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	@installed() { dpkg-query -W -f='$${Status}\n' $$1 2>/dev/null | grep -q '^install ok installed'; }; \
+	missing=$$(for alts in $(subst |,:,$(APT_PKGS)); do \
+	    for p in $${alts//:/ }; do installed $$p && continue 2; done; echo $$alts; done); \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages: $$missing (run make as root)"; exit 2; fi; \
-	  echo "installing: $$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  apt-get update -qq || exit 1; pkgs=; \
+	  for alts in $$missing; do pick=; \
+	    for p in $${alts//:/ }; do \
+	      if apt-cache policy $$p 2>/dev/null | grep -q 'Candidate: [^(]'; then pick=$$p; break; fi; done; \
+	    [ -n "$$pick" ] || { echo "no apt candidate for $${alts//:/ or } (apt-cache policy): see distros/README.md"; exit 2; }; \
+	    pkgs="$$pkgs $$pick"; done; \
+	  echo "installing:$$pkgs"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs; \
 	fi
-	@command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup (https://rustup.rs), stable >= 1.85"; exit 2; }
+	@command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup (https://rustup.rs), stable >= 1.88"; exit 2; }
 
 # The venv is made from Debian's /usr/bin/python3 with system site-packages so that Debian's
 # Mininet (python3-mininet, which ships mnexec) is importable; everything else comes from PyPI, at the

@@ -13,7 +13,9 @@ from fecbench.dropper.cli import app as dropper_app
 from fecbench.errors import UserError
 from fecbench.planner.cli import plan as plan_command
 from fecbench.provenance import version_text
+from fecbench.reproduce.bench import bench_verdicts as bench_verdicts_command
 from fecbench.reproduce.cli import reproduce as reproduce_command
+from fecbench.runners.cli import bench_app
 from fecbench.runners.cli import register as register_runner_commands
 from fecbench.topologies.cli import link_app, topo_app
 
@@ -66,6 +68,7 @@ def clean(all_owners: bool = typer.Option(False, "--include-live",
 # inside its command functions, so `fecbench --help` stays fast.
 app.command("plan")(plan_command)
 register_runner_commands(app)  # run, status, impls
+bench_app.command("verdicts")(bench_verdicts_command)  # reproduce's benchmark, beside `bench campaign`
 app.command("report")(report_command)
 app.command("export")(export_command)
 app.command("reproduce")(reproduce_command)

@@ -28,7 +28,7 @@ from tests.helpers.analysis_db import make_download_db
 from tests.helpers.campaign import fake_design, fecbench
 from tests.helpers.fake_testbed import FakeTestbed
 
-REAL_PACKS = ["networking2019", "rquic2021", "short-messages", "smoke", "starlink-uploads", "thesis2018"]
+REAL_PACKS = ["aa", "networking2019", "rquic2021", "short-messages", "smoke", "starlink-uploads", "thesis2018"]
 
 
 def test_every_pack_loads_and_cites_its_sources() -> None:

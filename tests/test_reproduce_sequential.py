@@ -72,6 +72,8 @@ def test_kendall_pairs_points_with_different_factors_only() -> None:
 @pytest.mark.parametrize(("low", "high", "compare", "tolerance", "expected"), [
     (0.4, 0.6, "<", 0.0, "holds"), (1.0, 1.2, "<", 0.0, "fails"), (0.9, 1.1, "<", 0.0, "inconclusive"),
     (0.97, 1.02, "<", 0.05, "at the threshold"), (0.9, 1.02, "<", 0.05, "inconclusive"),
+    (0.97, 0.99, "<", 0.05, "at the threshold"), (1.0, 1.0, "<", 0.0, "fails"),
+    (1.0, 1.0, ">", 0.02, "at the threshold"),
     (1.01, 1.2, ">", 0.05, "holds"), (0.96, 1.04, "approx", 0.05, "holds"), (1.2, 1.3, "approx", 0.05, "fails"),
     (math.nan, 1.0, "<", 0.0, "inconclusive")])
 def test_the_verdict_rule(low: float, high: float, compare: str, tolerance: float, expected: str) -> None:

@@ -26,6 +26,9 @@ from fecbench.reproduce.pack import POINT_STATISTICS, Claim
 from fecbench.reproduce.plan import Campaign, Selection, UnitKey, claim_units, first_block, labels_of
 from fecbench.runners.runs import Run
 
+#: The smallest batch of machine time, and the share of what is left a batch takes.
+BATCH_MIN_S = 120.0
+BATCH_SHARE = 6.0
 #: A claim whose value sits on a decision boundary has no finite need: it is treated as needing this many
 #: times its observations (at least ``MIN_UNKNOWN`` units), last in line but never left without runs.
 UNKNOWN_FACTOR = 10.0
@@ -34,7 +37,7 @@ MIN_UNKNOWN = 50.0
 
 def extra_repetitions(repetitions: int) -> int:
     """Extra seeds a design's claims may draw beyond its repetitions."""
-    return max(3 * repetitions, 32)
+    return max(8 * repetitions, 128)
 
 
 def units_with_extra(claim: Claim, campaign: Campaign) -> list[UnitKey]:

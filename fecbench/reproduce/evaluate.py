@@ -107,6 +107,13 @@ class Data:
         self.frame = results.load(db) if db.is_file() else pd.DataFrame()
         self._classified: pd.DataFrame | None = None
 
+    @classmethod
+    def of(cls, frame: pd.DataFrame, db: Path) -> Data:
+        """A campaign's frame given as it is (a replay's runs; loss classes still read from ``db``)."""
+        data = cls.__new__(cls)
+        data.db, data.frame, data._classified = db, frame, None
+        return data
+
     def classified(self) -> pd.DataFrame:
         if self._classified is None:
             self._classified = loss_position.classify_runs(self.db)

@@ -31,6 +31,7 @@ in an order that does not depend on their values.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from dataclasses import dataclass
@@ -113,9 +114,10 @@ def quantile_bounds(values: np.ndarray, q: float, alpha: float) -> tuple[np.ndar
     values = np.asarray(values, float)
     n = values.size
     lows, highs = np.full(n, -math.inf), np.full(n, math.inf)
-    for t in range(1, n + 1):
+    ordered: list[float] = []
+    for t, value in enumerate(values.tolist(), start=1):
+        bisect.insort(ordered, value)   # the order statistics of the first t values
         k_low, k_high = count_region(t, q, alpha)
-        ordered = np.sort(values[:t])
         if k_low >= 1:
             lows[t - 1] = ordered[k_low - 1]
         if k_high + 1 <= t:
@@ -200,17 +202,20 @@ def _state(value: float, low: float, high: float, n: int) -> Sequence:
 def decide(low: float, high: float, compare: str, threshold: float, tolerance: float) -> str:
     """holds / fails / at the threshold / inconclusive from an anytime-valid interval.
 
-    ``<`` (``>``): holds when the interval lies below (above) the threshold, fails when it lies at or
-    above (below) it, **at the threshold** when it lies inside threshold ± tolerance (tolerance > 0): no
-    budget would then move it out of the band on the claim's side by more than the tolerance.
-    ``approx``: holds inside threshold ± tolerance, fails entirely outside it."""
+    ``<`` (``>``): **at the threshold** when the interval lies inside threshold ± tolerance (tolerance > 0:
+    the claim's margin of practical equality; no budget would move it out of the band, whichever side of
+    the threshold it is on), else holds when it lies below (above) the threshold, fails when it lies at
+    or above (below) it. ``approx``: holds inside threshold ± tolerance, fails entirely outside it."""
     if math.isnan(low) or math.isnan(high):
         return "inconclusive"
     band_low, band_high = threshold - tolerance, threshold + tolerance
+    inside = band_low <= low and high <= band_high
     if compare == "approx":
-        if band_low <= low and high <= band_high:
+        if inside:
             return "holds"
         return "fails" if high < band_low or low > band_high else "inconclusive"
+    if tolerance > 0 and inside:
+        return "at the threshold"
     if compare == "<":
         if high < threshold:
             return "holds"
@@ -221,8 +226,6 @@ def decide(low: float, high: float, compare: str, threshold: float, tolerance: f
             return "holds"
         if high <= threshold:
             return "fails"
-    if tolerance > 0 and band_low <= low and high <= band_high:
-        return "at the threshold"
     return "inconclusive"
 
 

@@ -6,7 +6,7 @@
 2. With a budget, batch after batch: the verdicts so far (a look: ``evaluate``, anytime-valid), the
    next batch for the undecided claims (``allocate.next_batch``: most progress per second, extra seeds
    beyond the design's), its runs (``execute.run_all``), until every claim has stopped or the time
-   is spent. A batch is a sixth of the machine time left (at least ``BATCH_MIN_S``). The time the
+   is spent. A batch is a sixth of the machine time left (at least ``allocate.BATCH_MIN_S``). The time the
    verdicts and the page need is kept aside (``EVALUATION_S`` plus a little per claim and profile).
    ``--full`` runs everything the designs list (``plan.select``); ``run = False`` runs nothing.
 3. A verdict per claim and profile (``evaluate``; each evaluation counted as a look in
@@ -29,9 +29,6 @@ from fecbench.runners.recorder import read_statuses
 #: Seconds kept for the verdicts and the page, plus per claim and profile (a bootstrap and a figure).
 EVALUATION_S = 20.0
 EVALUATION_PER_CLAIM_S = 2.0
-#: The smallest batch of machine time, and the share of what is left a batch takes.
-BATCH_MIN_S = 120.0
-BATCH_SHARE = 6.0
 #: A batch whose runs would not even start in this much time is not begun.
 MIN_LEFT_S = 5.0
 
@@ -129,7 +126,7 @@ def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadl
         if left < MIN_LEFT_S:
             break
         parallel = 1 if jobs is None or jobs == 1 else jobs * 0.8
-        capacity = min(left * plan.FILL, max(BATCH_MIN_S, left / BATCH_SHARE)) * parallel
+        capacity = min(left * plan.FILL, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE)) * parallel
         selection, idle = allocate.next_batch(pack.claims, campaigns, verdicts, capacity)
         if not any(selection.runs.values()):
             break

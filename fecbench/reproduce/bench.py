@@ -1,0 +1,180 @@
+"""``fecbench bench verdicts PACK``: the verdict procedure replayed on recorded runs (``replay``).
+
+1. Claims decided against machine time, the old allocator and the new, on the same recorded runs
+   (the pack's databases of a profile, or ``--db alias=PATH``); beyond the recordings both draw from
+   the same recorded repetitions (one fixed draw per replay, averaged over ``--compare-replays``).
+2. ``--aa``: the A/A check. ``--replays`` resampled, label-swapped (so exactly symmetric) worlds run
+   through the new allocator to ``--budget``: the family-wise false-verdict rate (a replay with any
+   false verdict, ``replay.false_verdicts``) with its 95 % Wilson interval, against the pack's stated
+   α; per claim, how often each verdict came out.
+3. ``--effect F``: power. The same worlds with the label's metric multiplied by F: how often each claim
+   is decided by 30 min, 1 h and 2 h of machine time (``--duration-s`` sets every run's duration, e.g.
+   a pack's typical run, instead of the recorded one).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fecbench.errors import UserError
+
+console = Console()
+POWER_TIMES_S = (1800.0, 3600.0, 7200.0)
+
+
+def bench_verdicts(
+    pack: str = typer.Argument(..., help="The pack (a folder of reproduce/)."),
+    db: list[str] = typer.Option(None, "--db", help="alias=PATH: the recorded runs of a design of the pack "
+                                 "(default: the pack's databases under --results)."),
+    profile: str = typer.Option(None, "--profile", help="The profile (default: the pack's default)."),
+    results: Path = typer.Option(None, "--results", help="Where the pack's databases are (default results/reproduce)."),
+    budget: str = typer.Option("2h", "--budget", help="Machine time replayed, e.g. 30m, 2h."),
+    aa: bool = typer.Option(False, "--aa", help="A/A check: swap the two labels' recordings at random."),
+    replays: int = typer.Option(200, "--replays", help="Replays of the A/A check (and of --effect)."),
+    compare_replays: int = typer.Option(5, "--compare-replays", help="Replays averaged for old vs new."),
+    effect: float = typer.Option(None, "--effect", help="Power: multiply the label's metric by this."),
+    duration_s: float = typer.Option(None, "--duration-s", help="Every run takes this long (default: recorded)."),
+    seed: int = typer.Option(35, "--seed", help="Seed of the replays' draws."),
+) -> None:
+    """Claims decided against machine time (old vs new allocator), A/A false verdicts, power."""
+    from fecbench.reproduce import pack as pack_mod
+    from fecbench.reproduce import plan, profiles, session
+
+    loaded = pack_mod.load_pack(pack)
+    name = profile or loaded.default_profile
+    loaded.profile(name)
+    seconds = plan.parse_budget(budget)
+    root = results or profiles.DEFAULT_ROOT
+    targets, campaigns = session.prepare_campaigns(loaded, [name], root, checks=False)
+    dbs = {alias: Path(path) for alias, path in (_alias(text) for text in db or [])}
+    for (_, alias), target in targets.items():
+        dbs.setdefault(alias, target.db)
+    missing = [f"{alias}: {path}" for alias, path in dbs.items() if not path.is_file()]
+    if missing:
+        raise UserError(f"no recorded runs for {', '.join(missing)}: run `fecbench reproduce {pack}` first, or give "
+                        "--db alias=PATH")
+    for key, campaign in campaigns.items():
+        plan.measured_durations(campaign, [dbs[key[1]]])
+    plan.share_factors(list(campaigns.values()))
+    labels = _two_labels(loaded) if aa or effect is not None else None
+    console.print(f"[bold]{loaded.name}[/] ({name}), {len(loaded.claims)} claims, per-claim level "
+                  f"{1 - _alpha(loaded):.4f}, budget {seconds / 60:g} min of machine time; recorded: "
+                  + ", ".join(f"{a} = {p}" for a, p in dbs.items()))
+    _compare(loaded, name, campaigns, dbs, seconds, compare_replays, seed, duration_s)
+    if aa:
+        _aa(loaded, name, campaigns, dbs, seconds, replays, seed, labels, duration_s)
+    if effect is not None:
+        _power(loaded, name, campaigns, dbs, max(seconds, POWER_TIMES_S[-1]), replays, seed, labels, effect,
+               duration_s)
+
+
+def _alias(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise UserError(f"--db {text!r}: expected alias=PATH (an alias of the pack's [designs])")
+    alias, path = text.split("=", 1)
+    return alias, path
+
+
+def _alpha(pack) -> float:
+    from fecbench.reproduce.evaluate import claim_alpha
+
+    return claim_alpha(pack)
+
+
+def _two_labels(pack) -> tuple[str, str]:
+    pairs = {(c.label, c.baseline) for c in pack.claims if not c.needs}
+    if len(pairs) != 1:
+        raise UserError(f"--aa/--effect: pack {pack.name}'s claims compare {len(pairs)} pairs of labels; an A/A "
+                        "pack compares one label with one baseline")
+    return next(iter(pairs))
+
+
+def _worlds(dbs: dict[str, Path], rng: np.random.Generator, duration_s: float | None, **kw):
+    from fecbench.reproduce import replay
+
+    worlds = {alias: replay.load_world(path, rng, **kw) for alias, path in dbs.items()}
+    if duration_s is not None:
+        for world in worlds.values():
+            world.frame["duration_s"] = duration_s
+    return worlds
+
+
+def _compare(pack, profile, campaigns, dbs, seconds, n, seed, duration_s) -> None:
+    from fecbench.reproduce import replay
+
+    times = [seconds * f for f in (0.05, 0.1, 0.25, 0.5, 0.75, 1.0)]
+    curves: dict[str, list[list[int]]] = {"old": [], "new": []}
+    for i in range(n):
+        for allocator in ("old", "new"):
+            worlds = _worlds(dbs, np.random.default_rng([seed, i]), duration_s)
+            looks = replay.simulate(pack, profile, campaigns, worlds, seconds, allocator,
+                                    look_every_s=seconds / 40)
+            curves[allocator].append(replay.decided_at(looks, times))
+    table = Table(title=f"claims decided (holds, fails, at the threshold) against machine time, mean of {n} "
+                        "replay(s) on the same recorded runs")
+    table.add_column("allocator")
+    for t in times:
+        table.add_column(f"{t / 60:.0f} min" if t >= 60 else f"{t:.0f} s", justify="right")
+    for allocator, rows in curves.items():
+        table.add_row(allocator, *[f"{v:.1f}" for v in np.mean(rows, axis=0)])
+    console.print(table)
+
+
+def _aa(pack, profile, campaigns, dbs, seconds, replays, seed, labels, duration_s) -> None:
+    from fecbench.reproduce import replay
+    from fecbench.reproduce.sequential import ALPHA
+
+    wrong_runs = 0
+    per_claim: dict[str, dict[str, int]] = {c.id: {} for c in pack.claims}
+    for i in range(replays):
+        worlds = _worlds(dbs, np.random.default_rng([seed, 1, i]), duration_s, resample=True, swap=labels)
+        final = replay.simulate(pack, profile, campaigns, worlds, seconds, "new")[-1].verdicts
+        wrong_runs += bool(replay.false_verdicts(final))
+        for v in final:
+            per_claim[v.claim.id][v.verdict] = per_claim[v.claim.id].get(v.verdict, 0) + 1
+    low, high = replay.wilson(wrong_runs, replays)
+    console.print(f"A/A: {replays} replays to {seconds / 60:g} min of machine time each: a false verdict in "
+                  f"{wrong_runs} ({wrong_runs / replays:.3f}, 95 % Wilson [{low:.3f}, {high:.3f}]); stated level "
+                  f"{ALPHA:g} family-wise")
+    table = Table(title="A/A verdicts per claim over the replays")
+    table.add_column("claim")
+    table.add_column("expected")
+    names = ["holds", "fails", "at the threshold", "inconclusive"]
+    for col in names:
+        table.add_column(col, justify="right")
+    for claim in pack.claims:
+        from fecbench.reproduce.evaluate import expectation
+
+        table.add_row(claim.id, expectation(claim), *[str(per_claim[claim.id].get(k, 0)) for k in names])
+    console.print(table)
+
+
+def _power(pack, profile, campaigns, dbs, seconds, replays, seed, labels, effect, duration_s) -> None:
+    from fecbench.reproduce import replay
+
+    decided: dict[str, list[list[bool]]] = {c.id: [] for c in pack.claims}
+    for i in range(replays):
+        worlds = _worlds(dbs, np.random.default_rng([seed, 2, i]), duration_s, resample=True, swap=labels,
+                         effect={labels[0]: effect})
+        looks = replay.simulate(pack, profile, campaigns, worlds, seconds, "new")
+        for claim in pack.claims:
+            row = []
+            for t in POWER_TIMES_S:
+                seen = [look for look in looks if look.machine_s <= t]
+                v = next((v for v in seen[-1].verdicts if v.claim.id == claim.id), None) if seen else None
+                row.append(v is not None and v.verdict in replay.DECIDED)
+            decided[claim.id].append(row)
+    table = Table(title=f"power: label × {effect:g}, share of {replays} replays decided by machine time"
+                  + (f" (every run {duration_s:g} s)" if duration_s else " (recorded durations)"))
+    table.add_column("claim")
+    for t in POWER_TIMES_S:
+        table.add_column(f"{t / 60:.0f} min", justify="right")
+    for claim in pack.claims:
+        shares = np.mean(decided[claim.id], axis=0) if decided[claim.id] else [0.0] * len(POWER_TIMES_S)
+        table.add_row(claim.id, *[f"{s:.2f}" for s in shares])
+    console.print(table)

@@ -1,0 +1,200 @@
+"""Replays of a pack's verdict procedure on recorded runs: allocators compared, A/A false verdicts, power.
+
+A *world* answers a run with a recorded one: a run (point, repetition r, size, label) of a campaign
+gets the recorded run of the same point, size and label at a recorded repetition. ``resample = False``
+keeps r's own recording while there is one (the same recorded runs for every allocator) and draws
+beyond; ``resample = True`` draws every (point, r) anew (with replacement among the point's recorded
+repetitions; both labels of a unit from the same repetition: the common random numbers stay). For an
+A/A pack (two labels, identical stacks) ``swap`` exchanges the two labels' recordings of a unit at
+random, which makes the world exactly symmetric: every ratio a ÷ b is 1 in distribution, whatever
+the recordings, so the truth of each claim is known. ``effect`` multiplies one label's metric (a true
+effect of that size, for power). A run takes its recording's ``duration_s`` of machine time; each
+campaign in a batch costs ``execute.CAMPAIGN_START_S`` more.
+
+Allocators: ``new`` is ``fecbench reproduce``'s (look, ``allocate.next_batch``, run the batch, again);
+``old`` is the earlier one (``plan.select`` on the whole budget, claims in turn by least time used,
+the design's repetitions only), looked at on the same schedule. Both are judged by the same
+anytime-valid verdicts (``evaluate``), so the difference is the allocation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fecbench.analysis import results
+from fecbench.reproduce import allocate, execute, plan, seeds
+from fecbench.reproduce import evaluate as ev
+from fecbench.reproduce.pack import Pack
+from fecbench.runners.runs import Run
+
+DECIDED = ("holds", "fails", ev.AT_THRESHOLD)
+
+
+@dataclass
+class World:
+    """Recorded runs of one campaign (see the module)."""
+    frame: pd.DataFrame
+    rng: np.random.Generator
+    resample: bool = False
+    swap: tuple[str, str] | None = None
+    effect: dict[str, float] = field(default_factory=dict)
+    metrics: tuple[str, ...] = ("dct_ms",)
+
+    def __post_init__(self) -> None:
+        kept = self.frame[self.frame["status"].isin(["ok", "timeout", "failed"])]
+        self.rows = {(int(r.point), int(r.repetition), None if pd.isna(r.size) else int(r.size), str(r.label)): i
+                     for i, r in zip(kept.index, kept.itertuples(), strict=True)}
+        reps: dict[int, set[int]] = {}
+        for point, rep, _, _ in self.rows:
+            reps.setdefault(point, set()).add(rep)
+        self.reps = {p: sorted(r) for p, r in reps.items()}
+        self.drawn: dict[tuple[int, int], tuple[int, bool]] = {}
+
+    def _draw(self, point: int, rep: int) -> tuple[int, bool]:
+        if (point, rep) not in self.drawn:
+            own = rep in self.reps.get(point, []) and not self.resample
+            pick = rep if own else int(self.rng.choice(self.reps[point])) if self.reps.get(point) else -1
+            self.drawn[(point, rep)] = (pick, bool(self.swap) and bool(self.rng.random() < 0.5))
+        return self.drawn[(point, rep)]
+
+    def answer(self, run: Run, order: int) -> dict | None:
+        """The recorded row standing for ``run`` (None when nothing was recorded for its point)."""
+        rep, swapped = self._draw(run.point, run.repetition)
+        label = run.label
+        if swapped and self.swap and label in self.swap:
+            label = self.swap[1] if label == self.swap[0] else self.swap[0]
+        index = self.rows.get((run.point, rep, run.size, label))
+        if index is None:
+            return None
+        row = self.frame.loc[index].to_dict()
+        row.update(key=run.key, label=run.label, repetition=run.repetition, started_at=f"{order:012d}")
+        for metric in self.metrics:
+            if metric in row and run.label in self.effect and row[metric] is not None:
+                row[metric] = row[metric] * self.effect[run.label]
+        return row
+
+
+@dataclass
+class Look:
+    machine_s: float
+    verdicts: list[ev.Verdict]
+
+
+def fresh(campaign: plan.Campaign) -> plan.Campaign:
+    """A campaign with nothing done (its own copy of the runs: extra seeds are adopted into it)."""
+    out = plan.Campaign(campaign.profile, campaign.alias, campaign.db,
+                        dataclasses.replace(campaign.prepared, runs=list(campaign.prepared.runs)), {})
+    out.factors, out.factor, out.measured = dict(campaign.factors), campaign.factor, campaign.measured
+    return out
+
+
+def simulate(pack: Pack, profile: str, campaigns: dict[tuple[str, str], plan.Campaign],
+             worlds: dict[str, World], budget_s: float, allocator: str = "new",
+             look_every_s: float | None = None) -> list[Look]:
+    """Machine time and verdicts at each look until the budget is spent (or no claim takes runs)."""
+    campaigns = {key: fresh(c) for key, c in campaigns.items()}
+    frames: dict[str, list[dict]] = {alias: [] for alias in worlds}
+    alpha = ev.claim_alpha(pack)
+    spent, order, looks = 0.0, 0, []
+    queue: list[tuple[tuple[str, str], Run]] = []
+    if allocator == "old":
+        chosen = plan.select(pack.claims, campaigns, budget_s)
+        for key in campaigns:
+            queue += [(key, run) for run in chosen.runs.get(key, [])]
+    while True:
+        verdicts = _judge(pack, profile, campaigns, worlds, frames, alpha)
+        looks.append(Look(spent, verdicts))
+        left = budget_s - spent - len(campaigns) * execute.CAMPAIGN_START_S
+        if left <= 0:
+            break
+        capacity = look_every_s or min(left, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE))
+        if allocator == "new":
+            selection, _ = allocate.next_batch(pack.claims, campaigns, verdicts, capacity)
+            batch = [(key, run) for key, runs in selection.runs.items() for run in runs]
+        else:
+            batch, total = [], 0.0
+            while queue and total + campaigns[queue[0][0]].seconds(queue[0][1]) <= capacity:
+                total += campaigns[queue[0][0]].seconds(queue[0][1])
+                batch.append(queue.pop(0))
+            if not batch and queue:
+                batch.append(queue.pop(0))
+        if not batch:
+            break
+        spent += execute.CAMPAIGN_START_S * len({key for key, _ in batch})
+        for key, run in batch:
+            order += 1
+            row = worlds[key[1]].answer(run, order) if key[1] in worlds else None
+            campaigns[key].statuses[run.key] = "ok" if row is None else str(row["status"])
+            if row is not None:
+                frames[key[1]].append(row)
+                spent += float(row.get("duration_s") or 0.0)
+            if spent >= budget_s:
+                break
+        if spent >= budget_s:
+            looks.append(Look(spent, _judge(pack, profile, campaigns, worlds, frames, alpha)))
+            break
+    return looks
+
+
+def _judge(pack: Pack, profile: str, campaigns: dict, worlds: dict[str, World], frames: dict[str, list[dict]],
+           alpha: float) -> list[ev.Verdict]:
+    out = []
+    data = {}
+    for alias, rows in frames.items():
+        frame = pd.DataFrame(rows) if rows else worlds[alias].frame.iloc[0:0]
+        frame.attrs.update(worlds[alias].frame.attrs)
+        data[alias] = ev.Data.of(frame, Path("/nonexistent"))
+    for claim in pack.claims:
+        if claim.needs or claim.design not in data:
+            out.append(ev.Verdict(claim, profile, ev.NOT_RUNNABLE, None, claim.needs or "no recorded runs"))
+            continue
+        out.append(ev.evaluate_claim(claim, profile, data[claim.design], 0, alpha=alpha, bootstrap=False))
+    return out
+
+
+def load_world(db: Path, rng: np.random.Generator, **kw) -> World:
+    frame = results.load(db)
+    if frame.empty:
+        raise ValueError(f"{db}: no runs recorded")
+    return World(frame, rng, **kw)
+
+
+def decided_at(looks: list[Look], times: list[float]) -> list[int]:
+    """Claims decided (holds, fails, at the threshold) by each machine time."""
+    out = []
+    for t in times:
+        seen = [look for look in looks if look.machine_s <= t]
+        last = seen[-1].verdicts if seen else []
+        out.append(sum(1 for v in last if v.verdict in DECIDED))
+    return out
+
+
+def false_verdicts(verdicts: list[ev.Verdict]) -> list[str]:
+    """Claims of an A/A pack whose verdict contradicts the truth by construction: a claim on the truth's
+    own threshold (``<``, ``>``) holds or fails; an ``approx`` claim around the truth fails."""
+    wrong = []
+    for v in verdicts:
+        on_threshold = v.claim.compare in ("<", ">")
+        if (on_threshold and v.verdict in ("holds", "fails")) or (not on_threshold and v.verdict == "fails"):
+            wrong.append(v.claim.id)
+    return wrong
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """A 95 % interval for a rate of k in n (scipy's Wilson score interval)."""
+    from scipy.stats import binomtest
+
+    if n == 0:
+        return math.nan, math.nan
+    ci = binomtest(k, n).proportion_ci(0.95, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def seeds_used(campaigns: dict[tuple[str, str], plan.Campaign]) -> int:
+    return sum(seeds.extra_count(c) for c in campaigns.values())

@@ -1,0 +1,87 @@
+"""Replays of the verdict procedure (issue 35): a recorded world answers runs, A/A swaps make it symmetric,
+false verdicts are counted against the truth by construction (no root: recorded frames and prepared designs)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fecbench.reproduce import evaluate as ev
+from fecbench.reproduce import plan, profiles, replay
+from fecbench.reproduce import sequential as sq
+from fecbench.reproduce.pack import load_pack
+from fecbench.runners.prepare import prepare
+
+
+def _recorded(points: int = 4, reps: int = 3) -> pd.DataFrame:
+    rows = []
+    for point in range(points):
+        for rep in range(reps):
+            for label, value in (("a", 100.0 + rep), ("b", 200.0 + rep)):
+                rows.append({"key": f"{point}-{rep}-{label}", "point": point, "repetition": rep, "size": 5000,
+                             "label": label, "status": "ok", "dct_ms": value, "duration_s": 0.5})
+    return pd.DataFrame(rows)
+
+
+class _Run:
+    def __init__(self, point: int, repetition: int, label: str) -> None:
+        self.point, self.repetition, self.label, self.size, self.key = point, repetition, label, 5000, f"v{label}"
+
+
+def test_a_world_keeps_its_recordings_and_draws_beyond_them() -> None:
+    world = replay.World(_recorded(), np.random.default_rng(1))
+    own = world.answer(_Run(1, 2, "a"), order=7)
+    assert own is not None and own["dct_ms"] == 102.0 and own["repetition"] == 2 and own["started_at"].endswith("7")
+    beyond_a, beyond_b = world.answer(_Run(1, 9, "a"), 8), world.answer(_Run(1, 9, "b"), 9)
+    assert beyond_a is not None and beyond_b is not None and beyond_a["repetition"] == 9
+    assert beyond_b["dct_ms"] - beyond_a["dct_ms"] == 100.0          # both labels from one recorded repetition
+    assert world.answer(_Run(99, 0, "a"), 10) is None
+
+
+def test_an_aa_world_swaps_both_labels_of_a_unit_together() -> None:
+    world = replay.World(_recorded(), np.random.default_rng(2), resample=True, swap=("a", "b"))
+    swapped = 0
+    for rep in range(200):
+        a, b = world.answer(_Run(0, rep, "a"), 1), world.answer(_Run(0, rep, "b"), 2)
+        assert a is not None and b is not None and abs(a["dct_ms"] - b["dct_ms"]) == 100.0
+        swapped += a["dct_ms"] > b["dct_ms"]
+    assert 70 < swapped < 130                                          # about half: symmetric by construction
+    effect = replay.World(_recorded(), np.random.default_rng(2), effect={"a": 0.5})
+    assert effect.answer(_Run(0, 0, "a"), 1)["dct_ms"] == 50.0
+
+
+def test_false_verdicts_are_judged_against_the_truth_by_construction() -> None:
+    claims = {c.id: c for c in load_pack("aa").claims}
+    def verdict(cid: str, what: str) -> ev.Verdict:
+        return ev.Verdict(claims[cid], "defaults", what, None, "", sq.Sequence(1.0, 0.9, 1.1, 10))
+    fine = [verdict("ratio-below-1", "at the threshold"), verdict("ratio-above-1", "inconclusive"),
+            verdict("ratio-about-1", "holds")]
+    assert replay.false_verdicts(fine) == []
+    wrong = [verdict("ratio-below-1", "holds"), verdict("points-above-1", "fails"), verdict("ratio-about-1", "fails")]
+    assert replay.false_verdicts(wrong) == ["ratio-below-1", "points-above-1", "ratio-about-1"]
+    low, high = replay.wilson(3, 200)
+    assert low < 0.015 < high and math.isnan(replay.wilson(0, 0)[0])
+
+
+def test_the_old_and_the_new_allocator_replay_the_same_recorded_runs(tmp_path: Path) -> None:
+    pack = load_pack("aa")
+    target = profiles.write(pack, pack.profile("defaults"), pack.designs["aa"], tmp_path)
+    campaign = plan.Campaign("defaults", "aa", target.db, prepare(target.design), {})
+    rows = [{"key": r.key, "point": r.point, "repetition": r.repetition, "size": r.size, "label": r.label,
+             "status": "ok", "dct_ms": 100.0 + 10 * r.point + r.repetition, "duration_s": 0.4,
+             "started_at": "", "loss_seed": r.loss_seed, "workload": "download", "design_hash": "h", "bw": 1.0}
+            for r in campaign.prepared.runs]
+    frame = pd.DataFrame(rows)
+    frame["bw"] = frame["point"].map(lambda p: campaign.prepared.points[p]["bw"])
+    frame.attrs.update(factors=["bw"], labels=["a", "b"], sizes=[5000, 50000])
+    for allocator in ("old", "new"):
+        world = replay.World(frame, np.random.default_rng(3))
+        looks = replay.simulate(pack, "defaults", {("defaults", "aa"): campaign}, {"aa": world}, 120.0, allocator)
+        assert looks[0].machine_s == 0 and looks[-1].machine_s <= 120.0 + 0.4
+        # Identical stacks on identical values: the ≈ claim holds, no claim on the threshold holds or fails.
+        final = {v.claim.id: v.verdict for v in looks[-1].verdicts}
+        assert replay.false_verdicts(looks[-1].verdicts) == [] and final["ratio-about-1"] == "holds", allocator
+    assert len(campaign.prepared.runs) == len(rows)                    # replays work on copies of the campaign

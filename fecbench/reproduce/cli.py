@@ -84,14 +84,24 @@ def _list(pack_mod) -> None:
 
 
 def _dry_run(pack, names: list[str], seconds: float | None, full: bool, root: Path, session) -> None:
-    from fecbench.reproduce import plan
+    """--full: every run the designs list; a budget: the first batch the adaptive allocation would start with
+    (the next ones depend on the verdicts its runs give)."""
+    from fecbench.reproduce import allocate, plan
+    from fecbench.reproduce import evaluate as ev
 
     targets, campaigns = session.prepare_campaigns(pack, names, root, checks=False)
-    capacity = None
-    if seconds is not None:
-        capacity = max(0.0, (seconds - session.reserve_s(pack, names)) * plan.FILL)
-    selection = plan.select(pack.claims, campaigns, capacity, full=full)
-    table = Table(title=f"{pack.name}: runs the {'full pack' if full else f'budget of {seconds / 60:g} min'} buys")
+    idle: dict[str, str] = {}
+    if seconds is None:
+        selection = plan.select(pack.claims, campaigns, None, full=full)
+        title = f"{pack.name}: the full pack"
+    else:
+        left = max(0.0, seconds - session.reserve_s(pack, names))
+        verdicts = ev.evaluate(pack, {key: t.db for key, t in targets.items()}, names, bootstrap=False)
+        capacity = min(left * plan.FILL, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE))
+        selection, idle = allocate.next_batch(pack.claims, campaigns, verdicts, capacity)
+        title = (f"{pack.name}: the first batch of a budget of {seconds / 60:g} min ({capacity / 60:.1f} min of runs; "
+                 "the next batches follow the verdicts)")
+    table = Table(title=title)
     for col in ("profile", "design", "runs", "estimated min", "duration factor"):
         table.add_column(col, justify="right")
     for key, runs in selection.runs.items():
@@ -99,11 +109,11 @@ def _dry_run(pack, names: list[str], seconds: float | None, full: bool, root: Pa
                       f"{campaigns[key].factor:.2f}")
     console.print(table)
     claims = Table(title="per claim")
-    for col in ("claim", "units (point, seed, size)", "estimated min"):
+    for col in ("claim", "units (point, seed, size)", "estimated min", "no runs because"):
         claims.add_column(col, justify="right")
     for claim in pack.claims:
         claims.add_row(claim.id, str(selection.claim_units.get(claim.id, 0)),
-                       f"{selection.claim_seconds.get(claim.id, 0.0) / 60:.1f}")
+                       f"{selection.claim_seconds.get(claim.id, 0.0) / 60:.1f}", idle.get(claim.id, ""))
     console.print(claims)
 
 

@@ -180,12 +180,16 @@ def _add_endpoint_timing(conn: sqlite3.Connection) -> None:
 def _add_applied_and_sessions(conn: sqlite3.Connection) -> None:
     """Version 7: what each run gets (links, losses, workload, argv: fecbench.runners.applied) and the
     duration model's estimate, with every run; one row per `fecbench run` (its wall time, networks, the
-    runs it did and their estimates: what later estimates on this machine learn from); and the earlier
-    outcome of a run done again (a fidelity-flagged run re-run at the end of its campaign)."""
+    runs it did and their estimates: what later estimates on this machine learn from); the earlier
+    outcome of a run done again (a fidelity-flagged run re-run at the end of its campaign); and the files
+    each run kept to explain itself (qlog, key log, packet captures: runners.capture), under
+    <db stem>.artifacts/."""
     conn.execute("ALTER TABLE runs ADD COLUMN applied_json TEXT")
     conn.execute("ALTER TABLE runs ADD COLUMN estimate_s REAL")
     conn.execute("CREATE TABLE IF NOT EXISTS sessions (campaign_id INTEGER, runner TEXT, started_at TEXT, "
                  "wall_s REAL, jobs INTEGER, executor TEXT, runs INTEGER, run_s REAL, estimate_s REAL, json TEXT)")
+    conn.execute("CREATE TABLE IF NOT EXISTS artifacts (run_key TEXT, kind TEXT, path TEXT, bytes INTEGER, "
+                 "why TEXT, PRIMARY KEY (run_key, path))")
     conn.execute("CREATE TABLE IF NOT EXISTS earlier_outcomes (run_key TEXT, attempt INTEGER, status TEXT, "
                  "error TEXT, finished_at TEXT, duration_s REAL, fidelity_json TEXT, why_again TEXT, "
                  "PRIMARY KEY (run_key, attempt))")

@@ -94,7 +94,8 @@ def runner_alive(runner: str | None) -> bool | None:
 
 
 def _delete_results(conn: sqlite3.Connection, key: str) -> None:
-    for table in ("metrics", "link_stats", "fidelity", "verdict_logs", "link_events", "endpoint_timing", "flows"):
+    for table in ("metrics", "link_stats", "fidelity", "verdict_logs", "link_events", "endpoint_timing", "flows",
+                  "artifacts"):
         conn.execute(f"DELETE FROM {table} WHERE run_key=?", (key,))
 
 
@@ -106,7 +107,7 @@ def finish_run(conn: sqlite3.Connection, key: str, *, status: str, error: str | 
                verdict_logs: list[tuple[str, str, bytes]] | None = None,
                link_events: list[dict[str, Any]] | None = None,
                phases: dict[str, float] | None = None, endpoints: dict[str, Any] | None = None,
-               flows: list[dict[str, Any]] | None = None) -> None:
+               flows: list[dict[str, Any]] | None = None, artifacts: list[dict[str, Any]] | None = None) -> None:
     """Record a run's outcome and everything measured, in one transaction."""
     if status not in STATUSES:
         raise ValueError(f"unknown run status {status!r}")
@@ -159,6 +160,9 @@ def finish_run(conn: sqlite3.Connection, key: str, *, status: str, error: str | 
                           json.dumps(endpoints, sort_keys=True)))
         for flow in flows or []:
             _insert_flow(conn, key, flow)
+        for artifact in artifacts or []:
+            conn.execute("INSERT OR REPLACE INTO artifacts (run_key, kind, path, bytes, why) VALUES (?, ?, ?, ?, ?)",
+                         (key, artifact["kind"], artifact["path"], artifact["bytes"], artifact.get("why")))
 
 
 def _insert_flow(conn: sqlite3.Connection, key: str, flow: dict[str, Any]) -> None:

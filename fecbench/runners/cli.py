@@ -51,6 +51,10 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
                                           "drawn at random (seeded by the design); the others stay pending."),
         jobs_pilot: int = typer.Option(16, "--jobs-pilot", min=1, help="--jobs auto: runs of the design in its "
                                        "calibration pilot (each run serially and with N networks)."),
+        capture: str | None = typer.Option(None, "--capture", help="What runs keep to explain themselves, "
+                                           "overriding the design's [capture]: all, off, or per kind, e.g. "
+                                           "qlog=all,pcap=sample:3 (rules: all, off, failed, outliers, sample:N, "
+                                           "joined with +)."),
         no_retry: bool = typer.Option(False, "--no-retry", help="Keep fidelity-flagged runs flagged: without it, "
                                       "each is run once more at the end of the campaign (both outcomes kept)."),
         ) -> None:
@@ -83,6 +87,10 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     elif insecure or dashboard or tls_ca_file or tls_cert or tls_key:
         raise UserError("--insecure, --dashboard and --tls-* go with --dask")
     prepared = validate(design, accept_short_timeout=accept_short_timeout, dry_run=dry_run)
+    if capture is not None:
+        from fecbench.runners.capture import parse_option
+
+        prepared.design.capture = parse_option(capture, prepared.design.capture)
     db_path = check_db_path(db or prepared.design.default_db())
     todo = runs_to_do(prepared, db_path, retry_set, sample)   # the one selection: the engine runs these
     from fecbench.runners.estimate import estimate_campaign

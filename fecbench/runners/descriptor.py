@@ -20,6 +20,7 @@ from typing import Any
 
 from fecbench.errors import SpecError, UserError, did_you_mean
 from fecbench.paths import REPO_ROOT
+from fecbench.runners.capture import CaptureArgs, parse_capture_args
 from fecbench.specs import Section, load_toml
 
 WORKLOADS = ("download", "upload", "reqresp", "messages")
@@ -121,6 +122,7 @@ class Descriptor:
     download_file: str = "{download_path}"
     metric_files: list[str] = field(default_factory=list)   # more text for the patterns, after the client's
     check_argv: list[list[str]] = field(default_factory=list)   # [check] argv: validate arguments first
+    capture: CaptureArgs = field(default_factory=CaptureArgs)   # [capture]: how to ask for qlog and keys
 
     @property
     def dir(self) -> Path:
@@ -399,6 +401,7 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
     for i, argv in enumerate(check_argv):
         check_template(argv, path, f"{check.key('argv')}[{i}]", allowed)
     check.done()
+    capture = parse_capture_args(top.section("capture"))
     top.done()
 
     return Descriptor(
@@ -409,7 +412,7 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
         client_argv=client_argv, client_env=client_env, metrics_sources=sources, metric_patterns=patterns,
         metric_scale={k: float(v) for k, v in scale.items()},
         metric_stream=stream, required_metrics=required, download_file=download_file, metric_files=files,
-        check_argv=check_argv)
+        check_argv=check_argv, capture=capture)
 
 
 def search_dirs(extra: list[Path] | None = None) -> list[Path]:

@@ -56,6 +56,7 @@ from typing import Any
 
 from fecbench.errors import SpecError, did_you_mean
 from fecbench.paths import REPO_ROOT
+from fecbench.runners.capture import CapturePolicy, parse_capture
 from fecbench.runners.descriptor import Descriptor, find_descriptor
 from fecbench.runners.flows import Flows, parse_flows
 from fecbench.specs import DEFAULT_TIMEOUT_S, Section, load_toml, parse_size, spec_hash
@@ -181,6 +182,7 @@ class Design:
     schedule: Any = None                  # fecbench.topologies.schedule.Schedule, or None
     endpoint_bound_ms: float | None = None  # None: FECBENCH_ENDPOINT_BOUND_MS, else the default
     flows: Flows = field(default_factory=lambda: Flows([]))  # competing flows (fecbench.runners.flows)
+    capture: CapturePolicy = field(default_factory=CapturePolicy)  # what runs keep to explain themselves
 
     @property
     def hash(self) -> str:
@@ -213,7 +215,7 @@ class Design:
                          "links": self.loss.links},
                 "impls": {e.label: {"name": e.name, "args": e.args, **({"baseline": e.baseline} if e.baseline
                                                                          else {})} for e in self.impls},
-                "flows": self.flows.canonical() if self.flows else None}
+                "flows": self.flows.canonical() if self.flows else None, "capture": self.capture.settings()}
 
     def default_db(self) -> Path:
         return Path("results") / f"{self.name}.sqlite"
@@ -348,6 +350,7 @@ def parse_design(path: str | Path) -> Design:
             raise SpecError(path, f"impl[{index}].baseline", f"baseline {e.baseline!r} is not another label of "
                             f"this design{did_you_mean(e.baseline, labels)}", [x for x in labels if x != e.label])
     flows = parse_flows(top, path, text, impl_dirs, workload.sizes)
+    capture = parse_capture(top.section("capture"))
     # An implementation without the workload runs as `unsupported` (recorded, like exit status 127);
     # a design none of whose implementations has it is a mistake.
     if not any(workload.kind in e.descriptor.workloads for e in impls):
@@ -359,7 +362,8 @@ def parse_design(path: str | Path) -> Design:
                   repetitions=repetitions, seed=seed, timeout_s=timeout_s, order=order, fidelity=fidelity,
                   fidelity_rate=fidelity_rate, port=port, verdict_log=verdict_log, impl_dirs=impl_dirs,
                   space=space, loss=loss, workload=workload, impls=impls, schedule=schedule,
-                  endpoint_bound_ms=None if endpoint_bound is None else float(endpoint_bound), flows=flows)
+                  endpoint_bound_ms=None if endpoint_bound is None else float(endpoint_bound), flows=flows,
+                  capture=capture)
 
 
 def _parse_schedule(value: str | None, path: Path, topology_path: Path, loss_model: str) -> Any:

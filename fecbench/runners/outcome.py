@@ -25,3 +25,5 @@ class Outcome:
     flows: list[dict[str, Any]] = field(default_factory=list)
     # Where the run's wall time went (seconds per phase: runners.runner.PHASES), measured where it ran.
     phases: dict[str, float] = field(default_factory=dict)
+    # What the run kept to explain itself (runners.capture): kind, path under the artifacts folder, bytes.
+    artifacts: list[dict[str, Any]] = field(default_factory=list)

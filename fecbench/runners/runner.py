@@ -56,6 +56,11 @@ class Runner:
         self.prepared, self.testbed = prepared, testbed
         self.design = prepared.design
         self.log_root, self.keep_logs = log_root, keep_logs
+        from fecbench.runners.capture import Keeper
+
+        # The campaign's artifacts beside its run logs: results/<name>.artifacts/ (runners.capture).
+        self.keeper = Keeper.for_campaign(self.design.capture, log_root.with_name(
+            log_root.name.removesuffix(".logs") + ".artifacts"), [r.key for r in prepared.runs], self.design.seed)
         self.fidelity_cache: dict[int, list[dict[str, Any]]] = {}
         self.binaries = {e.label: e.descriptor.require_binaries() for e in self.design.impls}
         self.loss_links = (self.design.loss.links if self.design.loss.links is not None
@@ -168,6 +173,7 @@ class Runner:
 
         values = self.placeholders(run, run_dir)
         arg_lists = descriptor.arg_lists(run.impl.args, values)
+        self.add_capture_args(run, run_dir, values, arg_lists)
         if descriptor.server_files and run.size is not None and run.workload == "download":
             www = run_dir / "www"
             www.mkdir()
@@ -267,6 +273,38 @@ class Runner:
         clock.lap("collect")
         return outcome
 
+    def add_capture_args(self, run: Run, run_dir: Path, values: dict[str, Any],
+                         arg_lists: dict[str, list[str]]) -> None:
+        """The implementation's qlog and key-log arguments when the campaign may keep this run's qlog
+        (runners.capture; its `off` arguments otherwise), with a folder per side in the run folder."""
+        capture = run.impl.descriptor.capture
+        wanted = capture.qlog_capable and self.keeper.wants("qlog", run.key)
+        for side in ("server", "client"):
+            values[f"qlog_dir_{side}"] = str(run_dir / "qlog" / side)
+            values[f"keylog_file_{side}"] = str(run_dir / "keys" / f"{side}.keys")
+            if wanted:
+                (run_dir / "qlog" / side).mkdir(parents=True, exist_ok=True)
+                (run_dir / "keys").mkdir(exist_ok=True)
+        for side, fragment in capture.fragments(wanted, values).items():
+            arg_lists[side].extend(fragment)
+
+    def keep_artifacts(self, run: Run, outcome: Outcome, run_dir: Path) -> None:
+        """What the campaign keeps of the run's qlog, key logs and captures (runners.capture.Keeper)."""
+        files = {"qlog": sorted(p for p in (run_dir / "qlog").rglob("*") if p.is_file()),
+                 "keylog": sorted((run_dir / "keys").glob("*.keys"))
+                 + [run_dir / name for name in run.impl.descriptor.capture.files if (run_dir / name).is_file()],
+                 "pcap": sorted((run_dir / "pcap").glob("*.pcapng*"))}
+        if not any(files.values()):
+            return
+        if not files["qlog"]:
+            files["keylog"] = []        # keys without a qlog belong to a capture only when one is kept
+        metrics = outcome.metrics or {}
+        metric = metrics.get("dct_ms", metrics.get("rebuffering_ms"))
+        outcome.artifacts, note = self.keeper.keep(run.key, run.label, run.size, outcome.status,
+                                                   metric if isinstance(metric, (int, float)) else None, files)
+        if note:
+            outcome.error = f"{outcome.error}; {note}" if outcome.error else None
+
     def record_flows(self, outcome: Outcome, competing: Any, run: Run, values: dict[str, Any],
                      client: RunProcess) -> None:
         """The run's flows table (the foreground's row with its status and DCT); a flow that failed fails
@@ -355,6 +393,7 @@ def run_one(runner: Runner, run: Run) -> tuple[Outcome, bool]:
     except Exception as exc:  # a harness or network fault: record it, go on (bounded by the caller)
         runner.stop_all()
         return Outcome(status=Status.FAILED, error=f"harness: {type(exc).__name__}: {exc}"), True
+    runner.keep_artifacts(run, outcome, run_dir)
     if outcome.status == Status.OK and not runner.keep_logs:
         shutil.rmtree(run_dir, ignore_errors=True)
     return outcome, False

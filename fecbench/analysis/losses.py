@@ -1,0 +1,88 @@
+"""Losses by cause: what dropped each run's packets, per link (so per path) and direction, beside what the
+stack itself declared lost.
+
+- ``link_losses(db)``: per run, link and direction: the loss model's drops (the dropper, without a link
+  schedule's outages), the outages' drops, the bottleneck's queue drops (the shaper's qdiscs and the delay
+  element's queue), and the packets the dropper saw;
+- ``run_losses(db)``: per run: those summed over links, per direction (``forward``: client to server), the
+  packets the data sender declared lost, its spurious losses (declared lost, then acknowledged) where its
+  stack reports them, and what FEC recovered. ``unexplained`` (downloads and uploads): declared losses
+  less the drops in the data's direction and the spurious ones; above 0, losses no drop explains (a
+  question for the run's qlog: ``fecbench explain``); below 0, drops the stack never declared (FEC
+  rebuilt the packet, or it carried nothing to send again).
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import closing
+
+import pandas as pd
+
+from fecbench.analysis.results import DbLike, connect
+
+LINK_COLUMNS = ["run_key", "link", "direction", "dropper", "outage", "queue", "seen"]
+RUN_COLUMNS = ["run_key", "dropper_forward", "dropper_reverse", "outage_forward", "outage_reverse",
+               "queue_forward", "queue_reverse", "declared_lost", "spurious", "recovered", "unexplained"]
+#: A link_stats row's direction -> the delay element's side that carries it (a: the client side).
+_DELAY_SIDE = {"forward": "ab", "reverse": "ba"}
+
+
+def _queue_drops(delay_json: str | None, direction: str) -> int:
+    value = json.loads(delay_json) if delay_json else {}
+    qdiscs = sum(int(q.get("drops") or 0) for q in value.get("qdiscs") or [])
+    element = (value.get("delay") or {}).get(_DELAY_SIDE[direction]) or {}
+    return qdiscs + int(element.get("drop_queue") or 0)
+
+
+def link_losses(db: DbLike) -> pd.DataFrame:
+    """Per run, link and direction: drops by the loss model, by outages, by the queue; packets seen."""
+    with closing(connect(db)) as con:
+        columns = {r[1] for r in con.execute("PRAGMA table_info(link_stats)")}
+        outage = "outage_dropped" if "outage_dropped" in columns else "NULL"
+        rows = con.execute(f"SELECT run_key, link, direction, dropped, {outage}, seen, delay_json FROM link_stats "
+                           "ORDER BY run_key, link, direction").fetchall()
+    records = []
+    for key, link, direction, dropped, outages, seen, delay_json in rows:
+        outages = int(outages or 0)
+        records.append({"run_key": key, "link": link, "direction": direction,
+                        "dropper": None if dropped is None else int(dropped) - outages, "outage": outages,
+                        "queue": _queue_drops(delay_json, direction), "seen": seen})
+    return pd.DataFrame(records, columns=LINK_COLUMNS)
+
+
+def _sender(metrics: dict) -> dict:
+    """The data sender's block of a metrics JSON (fecq: `sender`), else the top level."""
+    return metrics.get("sender") or metrics
+
+
+def run_losses(db: DbLike) -> pd.DataFrame:
+    """Per run: drops by cause and direction, the sender's declared and spurious losses, FEC's recoveries."""
+    links = link_losses(db)
+    with closing(connect(db)) as con:
+        rows = con.execute("SELECT r.key, r.workload, m.json FROM runs r LEFT JOIN metrics m ON m.run_key = r.key "
+                           "WHERE r.status NOT IN ('pending', 'interrupted')").fetchall()
+    sums = links.groupby(["run_key", "direction"])[["dropper", "outage", "queue"]].sum() if len(links) else None
+    records = []
+    for key, workload, text in rows:
+        metrics = json.loads(text) if text else {}
+        sender = _sender(metrics)
+        record = {"run_key": key}
+        for direction in ("forward", "reverse"):
+            for cause in ("dropper", "outage", "queue"):
+                value = None
+                if sums is not None and (key, direction) in sums.index:
+                    value = int(sums.loc[(key, direction), cause])
+                record[f"{cause}_{direction}"] = value
+        record["declared_lost"] = sender.get("lost", metrics.get("lost"))
+        record["spurious"] = sender.get("spurious_lost", metrics.get("spurious_lost"))
+        record["recovered"] = metrics.get("recovered")
+        data_direction = {"download": "reverse", "upload": "forward"}.get(workload or "")
+        drops = [record.get(f"{cause}_{data_direction}") for cause in ("dropper", "outage", "queue")]
+        lost = record["declared_lost"]
+        if data_direction and isinstance(lost, (int, float)) and all(d is not None for d in drops):
+            record["unexplained"] = int(lost) - sum(drops) - int(record["spurious"] or 0)
+        else:
+            record["unexplained"] = None
+        records.append(record)
+    return pd.DataFrame(records, columns=RUN_COLUMNS)

@@ -166,9 +166,9 @@ def estimate_campaign(prepared: Prepared, todo: list[Run], jobs: int | None, db_
             limit_hits[(run.label, run.size)].append(uncapped)
     for (label, size), values in sorted(limit_hits.items(), key=lambda kv: str(kv[0])):
         what = f"{size} B" if size is not None else "messages"
-        warnings.append(f"{len(values)} run(s) of {label}, {what} are estimated at {min(values):.0f}–"
-                        f"{max(values):.0f} s, at or beyond design.timeout_s = {limit:g} s: they would end "
-                        "timeout (raise timeout_s)")
+        spread = f"{min(values):.0f}" + (f"–{max(values):.0f}" if round(max(values)) > round(min(values)) else "")
+        warnings.append(f"{len(values)} run(s) of {label}, {what} are estimated at {spread} s, at or beyond "
+                        f"design.timeout_s = {limit:g} s: they would end timeout (raise timeout_s)")
     wall = wall_seconds(durations, jobs, history)
     result = CampaignEstimate(runs=len(todo), jobs=jobs, serial_s=seconds, wall_s=wall, measured_runs=measured,
                               slowdown_measured=history.slower(jobs)[1], warnings=warnings)

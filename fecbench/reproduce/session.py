@@ -103,7 +103,8 @@ def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool,
                                                        link_backend, console, looks)
     dbs = {key: target.db for key, target in targets.items()}
     verdicts = ev.evaluate(pack, dbs, names)
-    _stopped(verdicts, idle, budget_ran=run and budget is not None)
+    _stopped(verdicts, idle, "budget" if run and budget is not None else "full designs run" if run else
+             "not run (evaluation only)")
     ev.count_looks(looks, verdicts)
     html = page.write(pack, names, verdicts, targets, root / pack.name, ran=execute.merge(ran), budget=budget,
                       full=full)
@@ -148,10 +149,9 @@ def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadl
     return ran, idle, planned, selection, jobs
 
 
-def _stopped(verdicts: list[ev.Verdict], idle: dict[str, str], *, budget_ran: bool) -> None:
-    """Why each undecided claim stopped: the budget ended first, or it had no units left to run."""
+def _stopped(verdicts: list[ev.Verdict], idle: dict[str, str], why: str) -> None:
+    """Why each undecided claim stopped: the budget ended first (``why``: or the designs were run whole, or
+    nothing was run), or it had no units left to run."""
     for v in verdicts:
-        if v.stopped == "budget" and idle.get(v.claim.id) == "no units left":
-            v.stopped = "no units left"
-        elif v.stopped == "budget" and not budget_ran:
-            v.stopped = "not run (evaluation only)"
+        if v.stopped == "budget":
+            v.stopped = "no units left" if idle.get(v.claim.id) == "no units left" else why

@@ -96,7 +96,16 @@ apt:
 	  echo "installing:$$pkgs"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs; \
 	fi
-	@command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup (https://rustup.rs), stable >= 1.88"; exit 2; }
+	@# Rust: rustup's if on PATH; else Debian's cargo-web (rustc-web, in Debian 12's and 13's security updates:
+	@# 1.96 today), when apt offers one at least as new as fecq's rust-version (Debian's cargo, 1.85, is older).
+	@if ! command -v cargo >/dev/null; then \
+	  need=$$(sed -n 's/^rust-version = "\(.*\)"/\1/p' $(FECQ_DIR)/Cargo.toml); \
+	  cand=$$(apt-cache policy cargo-web 2>/dev/null | sed -n 's/ *Candidate: \([0-9][0-9.]*\).*/\1/p'); \
+	  if [ "$$(id -u)" = 0 ] && [ -n "$$cand" ] && [ "$$(printf '%s\n' $$need $$cand | sort -V | head -1)" = "$$need" ]; then \
+	    echo "cargo not found: installing Debian's cargo-web $$cand (fecq needs Rust >= $$need)"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cargo-web || exit 1; \
+	  else echo "cargo not found: install Rust with rustup (https://rustup.rs), stable >= $$need"; exit 2; fi; \
+	fi
 
 # The venv is made from Debian's /usr/bin/python3 with system site-packages so that Debian's
 # Mininet (python3-mininet, which ships mnexec) is importable; everything else comes from PyPI, at the

@@ -168,3 +168,28 @@ def _next(state: ClaimState, campaigns: dict[tuple[str, str], Campaign],
             return new, sum(campaigns[key].seconds(run) for key, run in new)
         state.cursor += 1  # done already (an earlier batch, or a claim sharing it)
     return None, 0.0
+
+
+def projection(claim: Claim, verdicts: list[Verdict], campaigns: dict[tuple[str, str], Campaign]
+               ) -> tuple[float, float] | None:
+    """What an undecided claim would still take: (units, seconds of machine time at the measured durations),
+    from its interval's rate of narrowing; None when it cannot say (no interval yet, or on a boundary)."""
+    mine = [v for v in verdicts if v.claim.id == claim.id and not v.decided]
+    if not mine or any(v.sequence is None or v.sequence.n == 0 for v in mine):
+        return None
+    units = 0.0
+    for v in mine:
+        s = v.sequence
+        assert s is not None
+        more = sq.runs_to_decide(s.value, s.low, s.high, s.n, claim.compare, claim.threshold, claim.tolerance)
+        if math.isinf(more):
+            return None
+        units = max(units, more * units_per_observation(claim))
+    cost = 0.0
+    for v in mine:
+        campaign = campaigns.get((v.profile, claim.design))
+        if campaign is None:
+            return None
+        runs = [r for r in campaign.prepared.runs if r.label in labels_of(claim, campaign)]
+        cost += sum(campaign.seconds(r) for r in runs) / max(1, len(runs)) * len(labels_of(claim, campaign))
+    return units, units * cost

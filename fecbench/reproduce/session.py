@@ -106,6 +106,7 @@ def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool,
     _stopped(verdicts, idle, "budget" if run and budget is not None else "full designs run" if run else
              "not run (evaluation only)")
     ev.count_looks(looks, verdicts)
+    _what_it_would_take(verdicts, campaigns)
     html = page.write(pack, names, verdicts, targets, root / pack.name, ran=execute.merge(ran), budget=budget,
                       full=full)
     return Outcome(pack=pack, profiles=names, targets=targets, selection=selection, ran=ran, verdicts=verdicts,
@@ -155,3 +156,15 @@ def _stopped(verdicts: list[ev.Verdict], idle: dict[str, str], why: str) -> None
     for v in verdicts:
         if v.stopped == "budget":
             v.stopped = "no units left" if idle.get(v.claim.id) == "no units left" else why
+
+
+def _what_it_would_take(verdicts: list[ev.Verdict], campaigns: dict) -> None:
+    """An undecided claim's note says what a verdict would still take, from its interval's narrowing."""
+    for v in verdicts:
+        if v.decided or v.sequence is None:
+            continue
+        need = allocate.projection(v.claim, [v], campaigns)
+        if need is not None:
+            units, seconds = need
+            v.reason = "; ".join(filter(None, [v.reason, f"a verdict would take about {units:.0f} more unit(s) "
+                                               f"(point, seed, size), {seconds / 3600:.1f} h of machine time"]))

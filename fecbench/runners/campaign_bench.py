@@ -92,7 +92,7 @@ def cpu_times() -> list[tuple[int, int]]:
     return out
 
 
-def _run_campaign(design: Path, db: Path, jobs: int, extra: list[str]) -> tuple[float, list[float]]:
+def run_campaign(design: Path, db: Path, jobs: int, extra: list[str]) -> tuple[float, list[float]]:
     """`fecbench run` in a fresh process (as users run it); its wall time and how busy each CPU was meanwhile
     (the whole machine's: on a quiet machine, the campaign's)."""
     before, started = cpu_times(), time.monotonic()
@@ -173,7 +173,7 @@ def accuracy(db: Path) -> dict[str, Any]:
 
 def _one(design: Path, jobs: int, folder: Path) -> dict[str, Any]:
     db = folder / f"jobs{jobs}.sqlite"
-    wall, busy = _run_campaign(design, db, jobs, [])
+    wall, busy = run_campaign(design, db, jobs, [])
     rows = read_runs(db)
     span = max(_iso(r["finished_at"]) for r in rows) - min(_iso(r["started_at"]) for r in rows)
     statuses: dict[str, int] = {}
@@ -221,7 +221,7 @@ def pilot(folder: Path, jobs: int, k: int, design: Path = PROJECTED_DESIGN) -> d
 
     copy = copy_of(design, folder)
     db = folder / f"pilot{jobs}.sqlite"
-    wall, busy = _run_campaign(copy, db, jobs, ["--sample", str(k)])
+    wall, busy = run_campaign(copy, db, jobs, ["--sample", str(k)])
     prepared = prepare(copy)
     metric = calibrate.outcome_metric(prepared)[0]
     model = {run.key: prepared.estimate(run) for run in prepared.runs}

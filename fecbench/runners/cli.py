@@ -292,6 +292,26 @@ def bench_campaign(jobs: str = typer.Option("1,2,4,8,16,32", "--jobs", help="The
     _print_bench(figures)
 
 
+@bench_app.command("capture")
+def bench_capture(sample: int | None = typer.Option(None, "--sample", min=1, help="Only K of the bench design's "
+                                                     "runs (the same K both times)."),
+                  jobs: int = typer.Option(1, "--jobs", min=1, help="Networks at once, both times."),
+                  design: Path = typer.Option(Path("designs/bench-campaign.toml"), "--design",
+                                              help="The design run twice (capture off, then all)."),
+                  json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+                  ) -> None:
+    """Run a design with every capture off and with every capture on (qlog, keys, pcap), paired by run key:
+    the median DCT ratio and the endpoints' timing with each (goal: ratio within 2 %, no run above the bound)."""
+    from fecbench.errors import require_root
+    from fecbench.runners.capture_bench import run_capture_bench, text
+    from fecbench.runners.checks import validate
+
+    validate(design)
+    require_root("fecbench bench capture")
+    figures = run_capture_bench(design.resolve(), sample=sample, jobs=jobs)
+    print(json.dumps(figures, indent=1, default=str) if json_out else text(figures))
+
+
 def _ms3(d: dict[str, Any] | None) -> str:
     d = d or {}
     return f"{d.get('p50')}/{d.get('p99')}/{d.get('max')} ({d.get('runs_above_bound')})"

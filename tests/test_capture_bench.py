@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fecbench.runners.capture_bench import paired_ratios, median_interval
+from fecbench.runners.capture_bench import median_interval, paired_ratios
 
 
 def test_pairs_only_runs_ok_on_both_sides_by_key() -> None:

@@ -226,6 +226,9 @@ class Keeper:
         """Keep the run's capture files (kind -> files) the policy wants; rows for the artifacts table, and
         a note when the size bound stopped some."""
         outlier = self._outlier(label, size, metric)
+        kept = {kind: bool(files.get(kind)) and self.keeps(kind, key, status, outlier) for kind in KINDS}
+        # The key logs decrypt a kept capture or go with a kept qlog; alone they explain nothing.
+        files = {kind: paths for kind, paths in files.items() if kept.get(kind, kept["qlog"] or kept["pcap"])}
         rows: list[dict[str, Any]] = []
         note = None
         folder = self.root / key
@@ -235,9 +238,6 @@ class Keeper:
             with self.lock:
                 self.used -= freed
         for kind, paths in files.items():
-            rule_kind = "qlog" if kind in ("qlog", "keylog") else kind
-            if not paths or not self.keeps(rule_kind, key, status, outlier):
-                continue
             for path in paths:
                 if not path.is_file():
                     continue

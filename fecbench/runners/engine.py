@@ -274,12 +274,14 @@ class Engine:
         self.durations: list[float] = []       # of the runs finished, in the order they finished
         self.build_s = 0.0                     # building the networks (or setting up the workers)
         self.estimated_wall_s: float | None = None   # the estimate printed at the start
+        self.selected = 0                      # runs selected (a fidelity-flagged one may run twice)
 
     def run(self, retry: set[str]) -> Summary:
         prepared = self.prepared
         todo = self.todo if self.todo is not None else runs_to_do(prepared, self.db_path, retry, self.sample,
                                                                    self.only)
         summary = Summary(total=len(prepared.runs), selected=len(todo), counts=Counter())
+        self.selected = len(todo)
         if not todo:
             return summary
         check_free_space(self.db_path.resolve().parent)
@@ -328,7 +330,7 @@ class Engine:
         calibrated = getattr(executor, "calibration", None) is not None
         jobs = getattr(executor, "jobs", 1)
         extra = {"build_s": self.build_s, "scheduled_s": schedule_seconds(self.durations, jobs),
-                 "estimated_wall_s": self.estimated_wall_s}
+                 "estimated_wall_s": self.estimated_wall_s, "selected": self.selected}
         self.recorder.session(started_at=started, wall_s=wall_s, jobs=jobs,
                               executor="jobs auto" if calibrated else executor.name, runs=self.runs_done,
                               run_s=self.run_seconds, estimate_s=self.estimated_seconds, json=json.dumps(extra))

@@ -8,7 +8,8 @@ what this machine has measured, divided by the networks that run at once.
 - The campaign's wall time: building its networks, then its runs handed out in order to the first free
   of N networks (list scheduling of the estimates), times how much longer earlier campaigns here took
   than the same scheduling of their own measured runs (waiting for results, checks between runs: the
-  sessions table, with the same N where there is one), else the scheduling alone (said so).
+  sessions table, with the same N where there is one), else the scheduling alone (said so), times the
+  runs they did per run selected (fidelity-flagged runs are run again at the end).
 - A run whose estimate reaches the design's time limit would end `timeout`: said, with the runs; a
   campaign over 12 h is said too, with the `--sample` and `--jobs` choices that would fit.
 """
@@ -48,6 +49,7 @@ class History:
     """What earlier campaigns on this machine measured."""
     ratios: dict[tuple[str, str, int | None], list[float]] = field(default_factory=lambda: defaultdict(list))
     slowdown: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))  # jobs -> wall ÷ schedule
+    again: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))  # jobs -> runs done ÷ selected
     build: list[float] = field(default_factory=list)          # seconds per network built
     auto_jobs: dict[str, int] = field(default_factory=dict)   # design name -> the N `--jobs auto` chose last
 
@@ -64,6 +66,11 @@ class History:
         values = self.slowdown.get(jobs) or [v for values in self.slowdown.values() for v in values]
         return (median(values), jobs in self.slowdown) if values else (1.0, False)
 
+    def runs_again(self, jobs: int) -> float:
+        """Runs done per run selected with `jobs` networks (fidelity-flagged runs run again at the end)."""
+        values = self.again.get(jobs) or [v for values in self.again.values() for v in values]
+        return median(values) if values else 1.0
+
     def build_s(self, jobs: int) -> float:
         return jobs * (median(self.build) if self.build else BUILD_S)
 
@@ -74,17 +81,19 @@ def _read(db: Path, history: History) -> None:
     except sqlite3.Error:
         return
     try:
-        sessions = conn.execute("SELECT runner, jobs, executor, wall_s, s.json, c.name FROM sessions s "
+        sessions = conn.execute("SELECT runner, jobs, executor, wall_s, s.json, c.name, s.runs FROM sessions s "
                                 "LEFT JOIN campaigns c ON c.id = s.campaign_id").fetchall()
         jobs_of = {}
-        for runner, jobs, executor, wall_s, extra, name in sessions:
+        for runner, jobs, executor, wall_s, extra, name, runs in sessions:
             jobs_of[runner] = jobs
-            extra = json.loads(extra or "{}")
+            extra = {**json.loads(extra or "{}"), "runs": runs}
             build, scheduled = extra.get("build_s"), extra.get("scheduled_s")
             if build is not None and jobs:
                 history.build.append(build / jobs)
             if wall_s and scheduled and build is not None:
                 history.slowdown[int(jobs)].append((wall_s - build) / scheduled)
+            if extra.get("selected"):
+                history.again[int(jobs)].append(extra["runs"] / extra["selected"] if "runs" in extra else 1.0)
             if executor == "jobs auto" and name:
                 history.auto_jobs[name] = int(jobs)
         rows = conn.execute("SELECT impl, workload, duration_s, estimate_s, runner FROM runs WHERE status = 'ok' "
@@ -180,7 +189,8 @@ def estimate_campaign(prepared: Prepared, todo: list[Run], jobs: int | None, db_
 def wall_seconds(durations: list[float], jobs: int, history: History) -> float:
     """Building `jobs` networks, then the runs scheduled on them, slowed as earlier campaigns here were."""
     jobs = max(1, min(jobs, len(durations)))
-    return history.build_s(jobs) + schedule_seconds(durations, jobs) * history.slower(jobs)[0]
+    again = history.runs_again(jobs)
+    return history.build_s(jobs) + schedule_seconds(durations, jobs) * history.slower(jobs)[0] * again
 
 
 def _long_advice(result: CampaignEstimate, history: History, durations: list[float]) -> str:

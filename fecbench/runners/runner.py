@@ -294,10 +294,8 @@ class Runner:
                  "keylog": sorted((run_dir / "keys").glob("*.keys"))
                  + [run_dir / name for name in run.impl.descriptor.capture.files if (run_dir / name).is_file()],
                  "pcap": sorted((run_dir / "pcap").glob("*.pcapng*"))}
-        if not any(files.values()):
+        if not files["qlog"] and not files["pcap"]:
             return
-        if not files["qlog"]:
-            files["keylog"] = []        # keys without a qlog belong to a capture only when one is kept
         metrics = outcome.metrics or {}
         metric = metrics.get("dct_ms", metrics.get("rebuffering_ms"))
         outcome.artifacts, note = self.keeper.keep(run.key, run.label, run.size, outcome.status,

@@ -130,13 +130,15 @@ if [ ! -f "$ssl/libssl.a" ] || [ ! -f "$ssl/libcrypto.a" ] || [ "$(cat "$ssl/sou
     echo "$ssl_src" > "$ssl/source"
 fi
 
-# 3. XQUIC's test programs, statically linked against BoringSSL and libevent.
+# 3. XQUIC's test programs, statically linked against BoringSSL and libevent. XQC_PRINT_SECRET: the
+# programs write the TLS secrets of their connections (ckeys.log, skeys.log in their working folder, the
+# run's), so that a packet capture of the run can be decrypted (fecbench/runners/capture.py).
 libevent=$(cc -print-file-name=libevent.a)
 [ -f "$libevent" ] || die "libevent.a not found: apt-get install libevent-dev"
 rm -rf "$build/xquic"
 cmake -S "$build/src" -B "$build/xquic" -DCMAKE_BUILD_TYPE=Release -DXQC_ENABLE_TESTING=1 \
     -DXQC_ENABLE_FEC=1 -DXQC_ENABLE_XOR=1 -DXQC_ENABLE_RSC=1 -DXQC_ENABLE_PKM=1 \
-    -DXQC_ENABLE_RENO=1 -DXQC_ENABLE_BBR2=1 -DXQC_ENABLE_COPA=1 -DXQC_ENABLE_UNLIMITED=1 \
+    -DXQC_ENABLE_RENO=1 -DXQC_ENABLE_BBR2=1 -DXQC_ENABLE_COPA=1 -DXQC_ENABLE_UNLIMITED=1 -DXQC_PRINT_SECRET=1 \
     -DSSL_TYPE=boringssl -DSSL_PATH="$ssl_src" -DSSL_INC_PATH="$ssl_src/src/include" \
     "-DSSL_LIB_PATH=$ssl/libssl.a;$ssl/libcrypto.a" -DLIBEVENT_LIBRARY="$libevent" > "$build/xquic.log"
 cmake --build "$build/xquic" --target test_server test_client -j "$jobs" >> "$build/xquic.log" \

@@ -190,3 +190,30 @@ def read_breakers(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='breakers'").fetchone():
         return []
     return [dict(r) for r in conn.execute("SELECT * FROM breakers ORDER BY tripped_at")]
+
+
+def sessions_and_durations(path: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """What a results database says about how long things took here (runners.estimate): its sessions
+    (runner, jobs, executor, wall_s, json, campaign name, runs) and its ok runs' (impl, workload, duration_s,
+    estimate_s, runner). Empty for a database of an older schema or none at all; never writes."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.Error:
+        return [], []
+    try:
+        sessions = conn.execute("SELECT runner, jobs, executor, wall_s, s.json, c.name, s.runs FROM sessions s "
+                                "LEFT JOIN campaigns c ON c.id = s.campaign_id").fetchall()
+        runs = conn.execute("SELECT impl, workload, duration_s, estimate_s, runner FROM runs WHERE status = 'ok' "
+                            "AND duration_s > 0 AND estimate_s > 0").fetchall()
+    except sqlite3.Error:
+        return [], []
+    finally:
+        conn.close()
+    return sessions, runs
+
+
+def kept_bytes(path: Any) -> int:
+    """Bytes of artifacts a campaign's runs kept (0 for a database without the table)."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'artifacts'").fetchone()
+        return int(conn.execute("SELECT coalesce(sum(bytes), 0) FROM artifacts").fetchone()[0]) if found else 0

@@ -8,13 +8,13 @@ ratio within 2 % of 1 and no run above the bound because of capturing.
 
 from __future__ import annotations
 
-import sqlite3
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fecbench.run_records import kept_bytes
 from fecbench.runners.campaign_bench import BENCH_DESIGN, copy_of, endpoint_accuracy, read_runs, run_campaign
 
 GOAL = 0.02        # |median ratio - 1| within this
@@ -35,12 +35,6 @@ def median_interval(ratios: np.ndarray, seed: int = 1) -> tuple[float, float, fl
     return float(np.median(ratios)), float(np.quantile(medians, 0.025)), float(np.quantile(medians, 0.975))
 
 
-def _kept_bytes(db: Path) -> int:
-    with sqlite3.connect(db) as conn:
-        found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'artifacts'").fetchone()
-        return int(conn.execute("SELECT coalesce(sum(bytes), 0) FROM artifacts").fetchone()[0]) if found else 0
-
-
 def run_capture_bench(design: Path = BENCH_DESIGN, sample: int | None = None, jobs: int = 1,
                       folder: Path | None = None) -> dict[str, Any]:
     """Both campaigns (off first, then on, each in a fresh process) and the figures."""
@@ -53,7 +47,7 @@ def run_capture_bench(design: Path = BENCH_DESIGN, sample: int | None = None, jo
             extra = ["--capture", mode, "--no-retry"] + (["--sample", str(sample)] if sample else [])
             wall, busy = run_campaign(copy, db, jobs, extra)
             sides[mode] = {"db": db, "wall_s": round(wall, 1), "cpu_busy": busy, "runs": read_runs(db),
-                           "endpoints": endpoint_accuracy(db), "kept_bytes": _kept_bytes(db)}
+                           "endpoints": endpoint_accuracy(db), "kept_bytes": kept_bytes(db)}
         ratios = paired_ratios(sides["off"]["runs"], sides["all"]["runs"])
         median, low, high = median_interval(ratios) if len(ratios) else (float("nan"),) * 3
         off_above = (sides["off"]["endpoints"] or {}).get("runs_above_bound", 0)

@@ -17,13 +17,13 @@ what this machine has measured, divided by the networks that run at once.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
 from fecbench.paths import RESULTS_DIR
+from fecbench.run_records import sessions_and_durations
 from fecbench.runners.prepare import Prepared
 from fecbench.runners.runs import Run
 
@@ -76,32 +76,20 @@ class History:
 
 
 def _read(db: Path, history: History) -> None:
-    try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0)
-    except sqlite3.Error:
-        return
-    try:
-        sessions = conn.execute("SELECT runner, jobs, executor, wall_s, s.json, c.name, s.runs FROM sessions s "
-                                "LEFT JOIN campaigns c ON c.id = s.campaign_id").fetchall()
-        jobs_of = {}
-        for runner, jobs, executor, wall_s, extra, name, runs in sessions:
-            jobs_of[runner] = jobs
-            extra = {**json.loads(extra or "{}"), "runs": runs}
-            build, scheduled = extra.get("build_s"), extra.get("scheduled_s")
-            if build is not None and jobs:
-                history.build.append(build / jobs)
-            if wall_s and scheduled and build is not None:
-                history.slowdown[int(jobs)].append((wall_s - build) / scheduled)
-            if extra.get("selected"):
-                history.again[int(jobs)].append(extra["runs"] / extra["selected"] if "runs" in extra else 1.0)
-            if executor == "jobs auto" and name:
-                history.auto_jobs[name] = int(jobs)
-        rows = conn.execute("SELECT impl, workload, duration_s, estimate_s, runner FROM runs WHERE status = 'ok' "
-                            "AND duration_s > 0 AND estimate_s > 0").fetchall()
-    except sqlite3.Error:   # an older schema (no estimates recorded) or not a results database
-        return
-    finally:
-        conn.close()
+    sessions, rows = sessions_and_durations(db)
+    jobs_of = {}
+    for runner, jobs, executor, wall_s, extra, name, runs in sessions:
+        jobs_of[runner] = jobs
+        extra = json.loads(extra or "{}")
+        build, scheduled = extra.get("build_s"), extra.get("scheduled_s")
+        if build is not None and jobs:
+            history.build.append(build / jobs)
+        if wall_s and scheduled and build is not None:
+            history.slowdown[int(jobs)].append((wall_s - build) / scheduled)
+        if extra.get("selected") and runs:
+            history.again[int(jobs)].append(runs / extra["selected"])
+        if executor == "jobs auto" and name:
+            history.auto_jobs[name] = int(jobs)
     for impl, workload, duration, estimate, runner in rows:
         jobs = jobs_of.get(runner)
         keys = {(impl, workload, None), ("*", workload, None)}

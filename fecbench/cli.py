@@ -7,6 +7,7 @@ import sys
 import typer
 from rich.console import Console
 
+from fecbench.analysis.cli import explain as explain_command
 from fecbench.analysis.cli import export as export_command
 from fecbench.analysis.cli import report as report_command
 from fecbench.dropper.cli import app as dropper_app
@@ -71,6 +72,7 @@ register_runner_commands(app)  # run, status, impls
 bench_app.command("verdicts")(bench_verdicts_command)  # reproduce's benchmark, beside `bench campaign`
 app.command("report")(report_command)
 app.command("export")(export_command)
+app.command("explain")(explain_command)
 app.command("reproduce")(reproduce_command)
 app.add_typer(dropper_app, name="dropper")
 app.add_typer(topo_app, name="topo")

@@ -56,3 +56,22 @@ def export(
     db = db if db is not None else report_mod.default_db()
     target = export_table(db, fmt, output, table)
     console.print(f"wrote {target}")
+
+
+def explain(
+    db: Path = typer.Argument(..., help="Results database."),
+    run_key: str = typer.Argument(..., help="The run's key (a unique prefix will do: fecbench export, column key)."),
+    output: Path = typer.Option(None, "-o", "--output", help="Output directory "
+                                "(default: results/<db stem>-explain/ beside the database)."),
+    pair: bool = typer.Option(False, "--pair", help="Draw the run beside its twin without FEC on the same "
+                              "losses (same implementation, point, repetition, size and loss seed)."),
+) -> None:
+    """One run's timeline from its kept qlog: congestion window, bytes in flight, smoothed RTT and sending
+    rate over time, with dropper drops, declared losses, repairs and recoveries as marks (PNG), and its
+    numbers (text). Needs the run's qlog: `fecbench run DESIGN --capture qlog=all`."""
+    from fecbench.analysis import explain as explain_mod
+
+    written = explain_mod.explain(db, run_key, output, pair=pair)
+    console.print(written.text, markup=False, highlight=False, soft_wrap=True)
+    console.print(f"timeline → {written.figure}\nsummary → {written.summary}", markup=False, highlight=False,
+                  soft_wrap=True)

@@ -28,7 +28,9 @@ how late the endpoints and delay elements ran during each run);
 ``message_accounting``); ``path_share``, ``path_share_vs_capacity`` (``paths``: how each multipath
 label spread its packets over the paths, from ``results.path_traffic``); ``loss_position.class_ecdf`` (DCT per
 loss-position class from the verdict logs: no loss, loss, loss among the last k packets; with
-``loss_position.starlink_table``). ``save`` writes a PNG.
+``loss_position.starlink_table``); ``run_timeline`` (``fecbench explain``: one run's congestion window, bytes in
+flight, sending rate and smoothed RTT over time per path, with its drops, losses, repairs and recoveries as
+marks, beside its twin without FEC with ``--pair``). ``save`` writes a PNG.
 """
 
 from fecbench.analysis.figures.checks import fidelity_scatter, loss_fidelity, run_accuracy, status_bars
@@ -54,12 +56,14 @@ from fecbench.analysis.figures.style import (
     size_palette,
     styled,
 )
+from fecbench.analysis.figures.timeline_plots import run_timeline
 
 __all__ = [
     "FACTOR_TITLES", "LABEL_PALETTE", "METRIC_TITLES", "PAPER_RC", "SIZE_PALETTE", "STATUS_COLORS",
     "factor_title", "fidelity_scatter", "flow_shares", "foreground_dct_box", "format_bytes_axis", "format_size",
     "jain_box", "label_palette", "labels_of",
     "loss_fidelity", "message_fate", "metric_ecdf", "metric_title", "metric_vs_factor", "path_share",
-    "path_share_vs_capacity", "point_ratio_ecdf", "ratio_ecdf", "ratio_vs_factors", "run_accuracy", "save",
+    "path_share_vs_capacity", "point_ratio_ecdf", "ratio_ecdf", "ratio_vs_factors", "run_accuracy", "run_timeline",
+    "save",
     "size_palette", "status_bars", "styled",
 ]

@@ -1,0 +1,82 @@
+"""``fecbench explain DB RUN_KEY [-o DIR] [--pair]``: one run's timeline (PNG) and its numbers (text).
+
+``explain(db, key, output, pair)`` writes ``<run key[:12]>-timeline.png`` (``-pair.png`` with its twin without
+FEC beside it: ``timeline.twin``) and ``<run key[:12]>-summary.txt`` into ``output`` (default
+``<db stem>-explain/`` beside the database) and returns the paths and the text. A run without kept qlog is a
+``timeline.NoQlog`` (exit 2) saying how to keep them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fecbench.analysis import timeline
+from fecbench.analysis.figures import run_timeline, save
+from fecbench.errors import UserError
+
+
+@dataclass
+class Written:
+    figure: Path
+    summary: Path
+    text: str
+
+
+def _number(value: Any, unit: str = "", scale: float = 1.0, digits: int = 4) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "not recorded"
+    return "not recorded" if math.isnan(number) else f"{number * scale:.{digits}g}{unit}"
+
+
+def _by_cause(causes: dict[str, Any]) -> str:
+    """Drops by cause and direction, as far as the database recorded them."""
+    parts = []
+    for cause, name in (("dropper", "loss model"), ("outage", "outages"), ("queue", "queue")):
+        counts = [f"{_number(causes[f'{cause}_{d}'])} {arrow}" for d, arrow in (("reverse", "server → client"),
+                                                                        ("forward", "client → server"))
+                  if _number(causes.get(f"{cause}_{d}")) != "not recorded"]
+        parts.append(f"{name}: {', '.join(counts) if counts else 'not recorded'}")
+    return "; ".join(parts)
+
+
+def describe(item: timeline.Timeline) -> str:
+    """The run's numbers as text, one per line."""
+    s = item.summary
+    causes = s["causes"]
+    lines = [f"run {s['key']}: {s['label']} ({s['impl']}), size {s['size']}, status {s['status']}",
+             f"  DCT: {_number(s['dct_ms'], ' ms')}",
+             f"  drops by cause: {_by_cause(causes)}",
+             f"  dropper drops placed in time on the {item.sender}'s packets: {s['dropper_drops_placed']}",
+             f"  declared lost by the {item.sender}: {s['declared_lost']} in its qlog (metrics: "
+             f"{_number(s['sender_lost_metrics'])}, spurious: {_number(s['spurious'])}, no drop explains: "
+             f"{_number(causes.get('unexplained'))})",
+             f"  repairs sent: {s['repairs_sent']} in qlog (metrics: {_number(s['repairs_metrics'])}); "
+             f"sources recovered: {s['recovered']} (metrics: {_number(s['recovered_metrics'])}); "
+             f"recoveries signalled: {s['signalled']}; blocks abandoned: {s['abandoned']}",
+             f"  packets sent ({item.sender}): {s['packets_sent']}; max cwnd: {_number(s['max_cwnd'], ' kB', 1e-3)}; "
+             f"smoothed RTT min {_number(s['min_srtt_ms'], ' ms')}, median {_number(s['median_srtt_ms'], ' ms')}",
+             f"  from {s['qlog']} ({s['vantage']})"]
+    return "\n".join(lines + [f"  note: {note}" for note in item.notes])
+
+
+def explain(db: Path, key: str, output: Path | None = None, *, pair: bool = False) -> Written:
+    db = Path(db)
+    if not db.is_file():
+        raise UserError(f"{db}: no such results database")
+    run = timeline.find_run(db, key)
+    items = [timeline.build(db, run)]
+    if pair:
+        other = timeline.build(db, timeline.twin(db, run))
+        items = [items[0], other] if items[0].summary["label"] != other.summary["label"] else items
+    output = output if output is not None else db.resolve().parent / f"{db.stem}-explain"
+    stem = str(run["key"])[:12]
+    figure = save(run_timeline(items), output / f"{stem}-{'pair' if pair else 'timeline'}.png")
+    text = "\n\n".join(describe(item) for item in items)
+    summary = output / f"{stem}-summary.txt"
+    summary.write_text(text + "\n")
+    return Written(figure, summary, text)

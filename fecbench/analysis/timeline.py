@@ -1,0 +1,299 @@
+"""One run's timeline (``fecbench explain``): what its data sender's stack did over time, and why.
+
+From the run's kept qlog files (``<db stem>.artifacts/<run key>/``, listed in the ``artifacts`` table or,
+without it, found in that folder; ``fecbench.analysis.qlog`` reads them) and what the database recorded:
+
+- ``find_run(db, key)``: the run (a unique prefix of its key will do);
+- ``qlog_files(db, key)``: its qlog files; ``NoQlog`` (exit 2, saying how to keep them) when there are none;
+- ``build(db, run)``: a ``Timeline``: the data sender's metrics over time per path (congestion window, bytes
+  in flight, smoothed RTT: each qlog update holds until the next), its sending rate per path (bytes of the
+  packets it sent per time bin), the marks (dropper drops, declared losses, repairs sent, sources recovered,
+  recoveries signalled, blocks abandoned), the competing flows' throughput (``flows`` table) and
+  ``summary``: the numbers (DCT, losses by cause as far as recorded, repairs, recoveries, max cwnd, min
+  and median smoothed RTT);
+- ``twin(db, run)``: the run's twin without FEC on the same losses (``cross_stack.twins``: the same
+  implementation's no-FEC label; same design, workload, point, repetition and size: the same loss seed).
+
+The data sender is the server for downloads and messages, the client for uploads. A dropper's verdict log
+(``verdict_log = true``) orders packets, it has no clock: the n-th packet it saw in the data direction is
+placed at the time the sender's qlog says it sent its n-th datagram (packets coalesced into one datagram
+matched by the length the dropper recorded), on the path of the dropper's link. Times are seconds from the
+sender's first qlog event; the competing flows' bins count from the foreground client's start (the two
+clocks differ by the handshake's first flight).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Iterable
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fecbench.analysis import cross_stack, flows, loss_position, losses, qlog, results
+from fecbench.analysis.results import DbLike
+from fecbench.errors import UserError
+
+#: Marks on a timeline, in the order of its legend: qlog kind (or "drop") → name.
+MARKS = {"drop": "dropper drop", "lost": "declared lost", "repair_sent": "repair sent",
+         "recovered": "source recovered", "signalled": "recovery signalled", "abandoned": "block abandoned"}
+#: The side sending a workload's data (the other one only acknowledges).
+SENDER = {"download": "server", "messages": "server", "upload": "client", "reqresp": "server"}
+#: A dropper's verdict-log direction that carries a sender's packets.
+DIRECTION = {"server": "reverse", "client": "forward"}
+#: What a dropper's length counts beyond the UDP payload: IPv4 / IPv6 and UDP headers, with Ethernet's or not.
+_HEADERS = (28, 42, 48, 62)
+_MAX_COALESCED = 8
+
+
+class NoQlog(UserError):
+    """A run without kept qlog files."""
+
+
+@dataclass
+class Timeline:
+    run: dict[str, Any]                                   # the run's row of results.load
+    sender: str                                           # server or client
+    metrics: pd.DataFrame                                 # t_s, path, cwnd, bytes_in_flight, srtt_ms
+    rate: pd.DataFrame                                    # t_s, path, mbit_s (per bin)
+    marks: pd.DataFrame                                   # t_s, path, mark
+    flows: pd.DataFrame                                   # t_s, flow, mbit_s, dropped
+    summary: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def paths(self) -> list[int]:
+        found = set(self.metrics["path"].dropna()) | set(self.rate["path"].dropna()) | set(self.marks["path"].dropna())
+        return sorted(int(p) for p in found) or [0]
+
+
+def _tables(con: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def find_run(db: DbLike, key: str) -> dict[str, Any]:
+    """The run whose key is ``key`` or starts with it (UserError naming the database otherwise)."""
+    runs = results.load(db)
+    found = runs[runs["key"].astype(str).str.startswith(key)] if key else runs.iloc[0:0]
+    if found.empty:
+        raise UserError(f"{db}: no run with key {key!r} (keys: fecbench export {db}, column key)")
+    if len(found) > 1:
+        raise UserError(f"{db}: {len(found)} runs have keys starting with {key!r}; give more of the key")
+    return found.iloc[0].to_dict()
+
+
+def artifacts_dir(db: DbLike) -> Path:
+    path = Path(db)
+    return path.resolve().parent / f"{path.stem}.artifacts"
+
+
+def qlog_files(db: DbLike, key: str) -> list[Path]:
+    """The run's qlog files: the ``artifacts`` table's rows of kind qlog, else the run's artifacts folder."""
+    root = artifacts_dir(db)
+    with closing(results.connect(db)) as con:
+        listed = [r[0] for r in con.execute("SELECT path FROM artifacts WHERE run_key = ? ORDER BY path",
+                                            (key,))] if "artifacts" in _tables(con) else []
+    files = [root / p for p in listed] if listed else sorted(p for p in (root / key).rglob("*") if p.is_file())
+    files = [f for f in files if qlog.is_qlog(f) and f.is_file()]
+    if not files:
+        raise NoQlog(f"run {key[:12]} has no qlog kept in {root / key} (the campaign kept none for it). Keep "
+                     "them: `fecbench run DESIGN --capture qlog=all` (or `[capture] qlog = \"all\"` in the "
+                     "design), then explain a run of that campaign")
+    return files
+
+
+def _sender_trace(traces: list[qlog.Trace], sender: str) -> qlog.Trace | None:
+    """The sender's connection with the most packets sent (another endpoint's or a retried one's aside)."""
+    def sent(t: qlog.Trace) -> int:
+        return int((t.events["kind"] == "sent").sum())
+    mine = [t for t in traces if t.vantage == sender] or [t for t in traces if t.vantage == "unknown"]
+    return max(mine, key=sent) if mine else None
+
+
+def _bin_s(span: float) -> float:
+    """Time bins of a sending rate: ~80 per run, 1 ms to 1 s."""
+    return float(min(1.0, max(0.001, span / 80)))
+
+
+def sending_rate(events: pd.DataFrame, bin_s: float) -> pd.DataFrame:
+    """Per path and time bin: Mbit/s of the packets sent (qlog lengths)."""
+    sent = events[(events["kind"] == "sent") & events["bytes"].notna()]
+    if sent.empty:
+        return pd.DataFrame(columns=["t_s", "path", "mbit_s"])
+    bins = np.floor(sent["t_s"] / bin_s) * bin_s
+    out = sent.assign(t_s=bins).groupby(["path", "t_s"])["bytes"].sum().reset_index()
+    frames = []
+    for path, part in out.groupby("path"):     # empty bins are 0, not skipped
+        grid = np.round(np.arange(0, part["t_s"].max() + bin_s / 2, bin_s), 9)
+        full = part.assign(t_s=np.round(part["t_s"], 9)).set_index("t_s")["bytes"].reindex(grid, fill_value=0)
+        frames.append(pd.DataFrame({"t_s": grid + bin_s / 2, "path": path,
+                                    "mbit_s": full.to_numpy() * 8 / bin_s / 1e6}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def datagram_times(events: pd.DataFrame, lengths: np.ndarray) -> np.ndarray:
+    """The send time of each dropper record (``lengths``: what the dropper recorded, headers below UDP
+    included), walking the sender's packets in order: consecutive packets are one datagram (coalesced) when
+    their lengths add up to the record's."""
+    sent = events[events["kind"] == "sent"]
+    times, sizes = sent["t_s"].to_numpy(), sent["bytes"].to_numpy()
+    out = np.full(len(lengths), np.nan)
+    i = 0
+    for n, length in enumerate(lengths):
+        if i >= len(times):
+            break
+        out[n] = times[i]
+        total, j = sizes[i], i + 1
+        while (j < len(times) and j - i < _MAX_COALESCED and not math.isnan(total)
+               and all(length - h != total for h in _HEADERS) and total + sizes[j] + min(_HEADERS) <= length):
+            total += sizes[j]
+            j += 1
+        i = j if any(length - h == total for h in _HEADERS) else i + 1
+    return out
+
+
+def _link_paths(db: DbLike, key: str) -> dict[str, int]:
+    """Each lossy link of the run → its path (1-based, as link_stats records it; 0 when not recorded)."""
+    stats = results.query(db, "SELECT link, model FROM link_stats WHERE run_key = ?", (key,))
+    out = {}
+    for link, model in zip(stats["link"], stats["model"], strict=True):
+        path = _path_of(model)
+        out[link] = 0 if math.isnan(path) else int(path)
+    return out
+
+
+def _path_of(model: object) -> float:
+    try:
+        value = json.loads(model).get("path") if isinstance(model, str) else None
+    except (ValueError, AttributeError):
+        return math.nan
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def dropper_marks(db: DbLike, key: str, sender: str, events: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The dropper's drops in the sender's direction placed in time (see the module's text)."""
+    logs = loss_position.verdict_logs(db)
+    logs = logs[(logs["run_key"] == key) & (logs["direction"] == DIRECTION[sender])]
+    if logs.empty:
+        return pd.DataFrame(columns=["t_s", "path", "mark"]), ["no verdict log recorded: dropper drops are not "
+                                                              "placed in time (design: verdict_log = true)"]
+    link_path = _link_paths(db, key)
+    qlog_paths = set(events.loc[events["kind"] == "sent", "path"].dropna())
+    rows, notes = [], []
+    for link, records in zip(logs["link"], logs["records"], strict=True):
+        path = link_path.get(link, 0)
+        mine = events[events["path"] == path] if path in qlog_paths else events
+        if len(logs) > 1 and path not in qlog_paths:
+            notes.append(f"link {link}: the qlog names no path {path}; its drops are placed among all packets")
+        when = datagram_times(mine, records["len"].astype(float))
+        dropped = records["verdict"].astype(bool)
+        rows += [{"t_s": t, "path": float(path if path in qlog_paths else 0), "mark": "drop"}
+                 for t in when[dropped] if not math.isnan(t)]
+    return pd.DataFrame(rows, columns=["t_s", "path", "mark"]), notes
+
+
+def _flow_series(db: DbLike, key: str) -> pd.DataFrame:
+    frame = flows.flows(db)
+    frame = frame[frame["run_key"] == key] if len(frame) else frame
+    rows = []
+    for row in frame.itertuples(index=False):
+        column = 2 if getattr(row, "data", "down") == "up" else 1
+        width = float(row.bin_s or 0.1)
+        for cell in row.series:
+            rows.append({"t_s": cell[0] + width / 2, "flow": f"{row.flow}: {row.label} ({row.role})",
+                         "mbit_s": cell[column] * 8 / width / 1e6, "dropped": cell[column + 2]})
+    return pd.DataFrame(rows, columns=["t_s", "flow", "mbit_s", "dropped"])
+
+
+def _losses(db: DbLike, key: str) -> dict[str, Any]:
+    """The run's losses by cause (``losses.run_losses``: drops per cause and direction, declared, spurious)."""
+    frame = losses.run_losses(db)
+    row = frame[frame["run_key"] == key]
+    return {k: v for k, v in row.iloc[0].to_dict().items() if k != "run_key"} if len(row) else {}
+
+
+def build(db: DbLike, run: dict[str, Any]) -> Timeline:
+    """The run's timeline (``NoQlog`` when it kept no qlog)."""
+    key = str(run["key"])
+    traces, notes = qlog.read_all(qlog_files(db, key))
+    sender = SENDER.get(str(run.get("workload")), "server")
+    trace = _sender_trace(traces, sender)
+    if trace is None:
+        seen = ", ".join(sorted({t.vantage for t in traces})) or "none"
+        raise NoQlog(f"run {key[:12]}: no qlog of the data sender ({sender}) among its files (vantage points: "
+                     f"{seen}); the implementation may write qlog for one side only")
+    events = trace.events
+    metrics = events[events["kind"] == "metrics"][["t_s", "path", "cwnd", "bytes_in_flight", "srtt_ms"]]
+    metrics = metrics.groupby("path", group_keys=False)[["t_s", "path", "cwnd", "bytes_in_flight", "srtt_ms"]] \
+        .apply(lambda part: part.ffill()).reset_index(drop=True) if len(metrics) else metrics
+    span = float(events["t_s"].max()) if len(events) else 0.0
+    rate = sending_rate(events, _bin_s(span))
+    drops, drop_notes = dropper_marks(db, key, sender, events)
+    marks = pd.concat([drops, events[events["kind"].isin(list(MARKS))][["t_s", "path", "kind"]]
+                       .rename(columns={"kind": "mark"})], ignore_index=True)
+    timeline = Timeline(run, sender, metrics, rate, marks, _flow_series(db, key),
+                        notes=[*notes, *drop_notes, *(f"{trace.file.name}: {trace.skipped} events did not parse"
+                                                      for trace in traces if trace.skipped)])
+    timeline.summary = summarise(run, events, marks, _losses(db, key), trace)
+    return timeline
+
+
+def _count(marks: pd.DataFrame, mark: str) -> int:
+    return int((marks["mark"] == mark).sum())
+
+
+def summarise(run: dict[str, Any], events: pd.DataFrame, marks: pd.DataFrame, causes: dict[str, Any],
+              trace: qlog.Trace) -> dict[str, Any]:
+    metrics = events[events["kind"] == "metrics"]
+    srtt, cwnd = metrics["srtt_ms"].dropna(), metrics["cwnd"].dropna()
+
+    def number(name: str) -> float:
+        value = run.get(name)
+        return float(value) if isinstance(value, (int, float)) and not pd.isna(value) else math.nan
+    return {"key": run["key"], "label": run.get("label"), "impl": run.get("impl"), "status": run.get("status"),
+            "size": run.get("size"), "dct_ms": number("dct_ms"), "causes": causes,
+            "declared_lost": _count(marks, "lost"),
+            "repairs_sent": _count(marks, "repair_sent"), "repairs_metrics": number("repair_sent"),
+            "recovered": _count(marks, "recovered"), "recovered_metrics": number("recovered"),
+            "sender_lost_metrics": causes.get("declared_lost"), "spurious": causes.get("spurious"),
+            "signalled": _count(marks, "signalled"), "abandoned": _count(marks, "abandoned"),
+            "dropper_drops_placed": _count(marks, "drop"), "packets_sent": int((events["kind"] == "sent").sum()),
+            "max_cwnd": float(cwnd.max()) if len(cwnd) else math.nan,
+            "min_srtt_ms": float(srtt.min()) if len(srtt) else math.nan,
+            "median_srtt_ms": float(srtt.median()) if len(srtt) else math.nan,
+            "qlog": trace.file.name, "vantage": trace.vantage}
+
+
+def twin(db: DbLike, run: dict[str, Any]) -> dict[str, Any]:
+    """The run's twin without FEC on the same losses (a FEC run's no-FEC twin; a no-FEC run's one FEC label)."""
+    runs = results.load(db)
+    twins = cross_stack.twins(runs)
+    label = str(run["label"])
+    other = twins.get(label)
+    if other is None:
+        fec = [fec_label for fec_label, base in twins.items() if base == label]
+        if len(fec) != 1:
+            raise UserError(f"run {str(run['key'])[:12]} ({label}): no twin to pair with: " + (
+                "its label has no no-FEC twin of the same implementation" if not fec else
+                f"several FEC labels have it as their twin ({', '.join(fec)}); explain one of their runs"))
+        other = fec[0]
+    same = runs[(runs["label"] == other) & _same(runs, run, ("design_hash", "workload", "point", "repetition",
+                                                             "size", "impl"))]
+    if same.empty:
+        raise UserError(f"run {str(run['key'])[:12]} ({label}): its twin label {other} has no run on the same "
+                        "point, repetition and size")
+    return same.iloc[0].to_dict()
+
+
+def _same(runs: pd.DataFrame, run: dict[str, Any], columns: Iterable[str]) -> pd.Series:
+    mask = pd.Series(True, index=runs.index)
+    for column in columns:
+        value = run.get(column)
+        mask &= runs[column].isna() if pd.isna(value) else runs[column] == value
+    return mask

@@ -1,0 +1,137 @@
+"""`fecbench explain`: one run's timeline and numbers from its kept qlog (fecbench.analysis.timeline, explain),
+on results databases whose runs kept the recorded tquic qlog (tests/data/qlog) or qlog the test writes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fecbench.analysis import explain, timeline
+from fecbench.errors import UserError
+from tests.helpers.qlog_db import RECORD_DTYPE, fec_qlog, make_db, tquic_files, tquic_verdicts
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _fecbench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fecbench", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def tquic_db(tmp_path_factory):
+    db = tmp_path_factory.mktemp("explain") / "campaign.sqlite"
+    keys = make_db(db, [
+        {"label": "tquic", "impl": "tquic", "args": {"cc": "cubic"}, "qlogs": tquic_files(),
+         "verdicts": tquic_verdicts(), "metrics": {"dct_ms": 19.241, "bytes_app": 120_000}},
+        {"label": "tquic-bbr", "impl": "tquic", "args": {"cc": "bbr"}, "metrics": {"dct_ms": 20.0}}])
+    return db, keys
+
+
+def test_explain_command_on_a_recorded_run(tquic_db, tmp_path):
+    db, keys = tquic_db
+    out = _fecbench("explain", str(db), keys["tquic"][:10], "-o", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    figure = tmp_path / f"{keys['tquic'][:12]}-timeline.png"
+    assert figure.read_bytes()[:8] == PNG_MAGIC
+    summary = (tmp_path / f"{keys['tquic'][:12]}-summary.txt").read_text()
+    drops = int(tquic_verdicts()["verdict"].sum())
+    assert f"loss model: {drops} server → client" in summary
+    assert f"dropper drops placed in time on the server's packets: {drops}" in summary
+    assert f"declared lost by the server: {drops} in its qlog" in summary
+    assert "DCT: 19.24 ms" in summary and summary.strip() in out.stdout
+
+
+def test_a_run_without_qlog_says_how_to_keep_them(tquic_db):
+    db, keys = tquic_db
+    out = _fecbench("explain", str(db), keys["tquic-bbr"])
+    assert out.returncode == 2
+    assert "--capture qlog=all" in out.stderr and "Traceback" not in out.stderr
+    out = _fecbench("explain", str(db), "ffffffff")
+    assert out.returncode == 2 and "no run with key" in out.stderr
+
+
+def test_timeline_of_the_recorded_run(tquic_db):
+    db, keys = tquic_db
+    item = timeline.build(db, timeline.find_run(db, keys["tquic"]))
+    assert item.sender == "server" and item.paths == [0]
+    marks = item.marks
+    drops, lost = marks[marks["mark"] == "drop"]["t_s"], marks[marks["mark"] == "lost"]["t_s"]
+    assert len(drops) == len(lost) == int(tquic_verdicts()["verdict"].sum())
+    assert (np.sort(drops.to_numpy()) < np.sort(lost.to_numpy())).all()
+    # the metrics hold between updates: no gap once the first value is known
+    assert item.metrics["cwnd"].notna().all() and item.metrics["srtt_ms"].iloc[5:].notna().all()
+    sent_bytes = item.summary["packets_sent"]
+    assert sent_bytes > 0 and item.rate["mbit_s"].max() > 0
+    assert item.summary["max_cwnd"] == item.metrics["cwnd"].max()
+
+
+def test_artifacts_found_in_the_folder_without_the_table(tmp_path):
+    db = tmp_path / "bare.sqlite"
+    keys = make_db(db, [{"label": "tquic", "impl": "tquic", "qlogs": tquic_files()}], listed=False)
+    assert [f.name for f in timeline.qlog_files(db, keys["tquic"])] == sorted(f.name for f in tquic_files())
+
+
+def _fec_db(tmp_path, **extra):
+    fec = fec_qlog(tmp_path / "fec.qlog", paths=(1, 2), lost=(5,), repairs=(9, 19), recovered=(11,))
+    none = fec_qlog(tmp_path / "none.qlog", paths=(1, 2), lost=(5, 11))
+    db = tmp_path / "fec.sqlite"
+    keys = make_db(db, [
+        {"label": "fecq-rs", "args": {"fec": "rs:15,10"}, "qlogs": [fec], "metrics": {"dct_ms": 40.0}, **extra},
+        {"label": "fecq", "args": {"fec": "none"}, "qlogs": [none], "metrics": {"dct_ms": 50.0}},
+        {"label": "fecq-rs", "args": {"fec": "rs:15,10"}, "repetition": 1, "metrics": {"dct_ms": 41.0}}])
+    return db, keys
+
+
+def test_multipath_marks_per_path_and_pair(tmp_path):
+    db, keys = _fec_db(tmp_path)
+    run = timeline.find_run(db, keys["fecq-rs"])
+    item = timeline.build(db, run)
+    assert item.paths == [1, 2]
+    counts = item.marks.groupby(["path", "mark"]).size()
+    for path in (1, 2):
+        assert counts[(path, "repair_sent")] == 2 and counts[(path, "recovered")] == 1 and counts[(path, "lost")] == 1
+    assert item.summary["repairs_sent"] == 4 and item.summary["recovered"] == 2
+    twin = timeline.twin(db, run)
+    assert twin["key"] == keys["fecq"]
+    # a no-FEC run's twin is the FEC label's run on the same losses
+    assert timeline.twin(db, twin)["key"] == run["key"]
+    written = explain.explain(db, keys["fecq-rs"], tmp_path / "out", pair=True)
+    assert written.figure.name.endswith("-pair.png") and written.figure.read_bytes()[:8] == PNG_MAGIC
+    assert written.text.count("run ") == 2 and "repairs sent: 4 in qlog" in written.text
+
+
+def test_pair_without_a_twin(tmp_path, tquic_db):
+    db, keys = tquic_db
+    with pytest.raises(UserError, match="no twin"):
+        timeline.twin(db, timeline.find_run(db, keys["tquic"]))
+    out = _fecbench("explain", str(db), keys["tquic"], "--pair", "-o", str(tmp_path))
+    assert out.returncode == 2 and "no twin" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_dropper_drops_on_the_link_of_their_path(tmp_path):
+    """A verdict log of the link of path 2 places its drops among path 2's packets, at the n-th of them."""
+    verdicts = np.zeros(40, dtype=RECORD_DTYPE)
+    verdicts["index"], verdicts["len"] = np.arange(40), 1200 + 28
+    verdicts["verdict"][[3, 30]] = 1
+    db, keys = _fec_db(tmp_path, verdicts=verdicts, link_path=2)
+    item = timeline.build(db, timeline.find_run(db, keys["fecq-rs"]))
+    drops = item.marks[item.marks["mark"] == "drop"]
+    assert drops["path"].tolist() == [2.0, 2.0] and drops["t_s"].tolist() == pytest.approx([0.003, 0.030])
+
+
+def test_flows_panel(tmp_path):
+    flows = [{"flow": 0, "role": "foreground", "label": "fecq-rs", "impl": "fecq", "tool": "fecq",
+              "workload": "download", "series": [[i * 0.01, 1000 * i, 0, i % 2, 0] for i in range(5)], "bin_s": 0.01,
+              "data": "down"},
+             {"flow": 1, "role": "competing", "label": "bulk", "impl": "fecq", "tool": "fecq", "workload": "bulk",
+              "series": [[i * 0.01, 500, 0, 0, 0] for i in range(5)], "bin_s": 0.01, "data": "down"}]
+    db, keys = _fec_db(tmp_path, flows=flows)
+    item = timeline.build(db, timeline.find_run(db, keys["fecq-rs"]))
+    assert item.flows.groupby("flow").size().tolist() == [5, 5]
+    bulk = item.flows[item.flows["flow"].str.startswith("1:")]
+    assert bulk["mbit_s"].tolist() == pytest.approx([500 * 8 / 0.01 / 1e6] * 5)
+    written = explain.explain(db, keys["fecq-rs"], tmp_path / "out")
+    assert written.figure.read_bytes()[:8] == PNG_MAGIC

@@ -168,3 +168,15 @@ def test_the_claim_nearest_its_verdict_goes_first(smoke) -> None:
     selection, _ = allocate.next_batch(claims, campaigns, verdicts, capacity=4.5 * one)
     assert selection.claim_units.get("ratio-of-medians-1kB", 0) >= 1
     assert selection.claim_units.get("share-below", 0) == 0
+
+
+def test_a_claim_with_nothing_measured_gets_its_first_block_before_the_others_continue(smoke) -> None:
+    pack, campaigns = smoke
+    campaigns = {("defaults", "smoke"): campaigns["defaults"]}
+    claims = [c for c in pack.claims if c.id in ("share-below", "median-point-ratio")]
+    verdicts = [_verdict(claims[0], "defaults", "inconclusive", 12, 0.6, 0.45, 0.9),   # near its verdict
+                ev.Verdict(claims[1], "defaults", "inconclusive", None, "no runs yet")]
+    campaign = campaigns[("defaults", "smoke")]
+    one = max(campaign.seconds(r) for r in campaign.prepared.runs)
+    selection, _ = allocate.next_batch(claims, campaigns, verdicts, capacity=9 * 2 * one)
+    assert selection.claim_units.get("median-point-ratio", 0) >= 9   # min_seeds 3 × 3 points, first

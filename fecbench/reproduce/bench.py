@@ -60,6 +60,8 @@ def bench_verdicts(
                         "--db alias=PATH")
     for key, campaign in campaigns.items():
         plan.measured_durations(campaign, [dbs[key[1]]])
+        if duration_s is not None:
+            _every_run_takes(campaign, duration_s)
     plan.share_factors(list(campaigns.values()))
     labels = _two_labels(loaded) if aa or effect is not None else None
     console.print(f"[bold]{loaded.name}[/] ({name}), {len(loaded.claims)} claims, per-claim level "
@@ -71,6 +73,16 @@ def bench_verdicts(
     if effect is not None:
         _power(loaded, name, campaigns, dbs, max(seconds, POWER_TIMES_S[-1]), replays, seed, labels, effect,
                duration_s)
+
+
+def _every_run_takes(campaign, seconds: float) -> None:
+    """The allocators' duration model says what the replay charges: every run ``seconds`` long."""
+    by: dict[tuple, list[float]] = {}
+    for run in campaign.prepared.runs:
+        by.setdefault((run.label, run.size), []).append(campaign.prepared.estimate(run))
+    campaign.factors = {key: seconds / max(1e-9, float(np.mean(v))) for key, v in by.items()}
+    campaign.factor = float(np.median(list(campaign.factors.values())))
+    campaign.measured = len(campaign.prepared.runs)
 
 
 def _alias(text: str) -> tuple[str, str]:

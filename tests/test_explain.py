@@ -53,6 +53,15 @@ def test_a_run_without_qlog_says_how_to_keep_them(tquic_db):
     assert out.returncode == 2 and "no run with key" in out.stderr
 
 
+def test_an_implementation_asked_for_no_qlog(tquic_db, monkeypatch):
+    db, keys = tquic_db
+    assert timeline.writes_qlog("tquic") is True      # quic-impls/tquic/impl.toml: [capture] qlog
+    assert timeline.writes_qlog("no-such-impl") is None
+    monkeypatch.setattr(timeline, "writes_qlog", lambda impl: False)
+    with pytest.raises(timeline.NoQlog, match="xquic is not asked for any"):
+        timeline.qlog_files(db, keys["tquic-bbr"], "xquic")
+
+
 def test_timeline_of_the_recorded_run(tquic_db):
     db, keys = tquic_db
     item = timeline.build(db, timeline.find_run(db, keys["tquic"]))

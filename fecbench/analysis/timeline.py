@@ -93,7 +93,18 @@ def artifacts_dir(db: DbLike) -> Path:
     return path.resolve().parent / f"{path.stem}.artifacts"
 
 
-def qlog_files(db: DbLike, key: str) -> list[Path]:
+def writes_qlog(impl: str) -> bool | None:
+    """Whether an implementation's descriptor says how to ask it for qlog (None: no descriptor found here)."""
+    from fecbench.runners import descriptor
+
+    try:
+        found = descriptor.discover().get(impl)
+        return None if found is None else descriptor.load_descriptor(found).capture.qlog_capable
+    except Exception:       # a descriptor that does not load says nothing about this database's run
+        return None
+
+
+def qlog_files(db: DbLike, key: str, impl: str | None = None) -> list[Path]:
     """The run's qlog files: the ``artifacts`` table's rows of kind qlog, else the run's artifacts folder."""
     root = artifacts_dir(db)
     with closing(results.connect(db)) as con:
@@ -102,6 +113,12 @@ def qlog_files(db: DbLike, key: str) -> list[Path]:
     files = [root / p for p in listed] if listed else sorted(p for p in (root / key).rglob("*") if p.is_file())
     files = [f for f in files if qlog.is_qlog(f) and f.is_file()]
     if not files:
+        if impl is not None and writes_qlog(impl) is False:
+            own = " (XQUIC's own event log, slog/clog, is a text format of its own, not qlog)" \
+                if impl.startswith("xquic") else ""
+            raise NoQlog(f"run {key[:12]} has no qlog: {impl} is not asked for any (its impl.toml has no [capture] "
+                         f"qlog arguments){own}, so `fecbench explain` cannot draw its runs; explain a run of an "
+                         "implementation whose impl.toml has them")
         raise NoQlog(f"run {key[:12]} has no qlog kept in {root / key} (the campaign kept none for it). Keep "
                      "them: `fecbench run DESIGN --capture qlog=all` (or `[capture] qlog = \"all\"` in the "
                      "design), then explain a run of that campaign")
@@ -221,7 +238,7 @@ def _losses(db: DbLike, key: str) -> dict[str, Any]:
 def build(db: DbLike, run: dict[str, Any]) -> Timeline:
     """The run's timeline (``NoQlog`` when it kept no qlog)."""
     key = str(run["key"])
-    traces, notes = qlog.read_all(qlog_files(db, key))
+    traces, notes = qlog.read_all(qlog_files(db, key, str(run.get("impl"))))
     sender = SENDER.get(str(run.get("workload")), "server")
     trace = _sender_trace(traces, sender)
     if trace is None:

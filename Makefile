@@ -31,7 +31,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 
 .PHONY: demo test bootstrap apt venv native dropper delayline schedlat noq-proto fecq tquic xquic lint clean-build constraints \
-        test-kernels test-kernels-quick test-debian13 container
+        test-kernels test-kernels-quick test-debian13 test-debian13-quick container
 
 demo: bootstrap
 	$(FECBENCH) doctor
@@ -69,10 +69,14 @@ test-kernels-quick: bootstrap
 	vm/test-kernels --quick
 
 # A fresh Debian 13 root (debootstrap), entered as a container is (own mount namespace, pivot_root, cgroup and
-# BPF file systems), a fresh clone's `make demo` and the core suite inside: distros/README.md. ~20 min cold.
+# BPF file systems), a fresh clone's `make demo` and the core suite inside: distros/README.md (~15 min cold).
+# -quick, CI's: tquic's tools from this machine's BUILD_CACHE instead of their cold build.
 DEBIAN13_ROOT ?= /var/tmp/fecbench-debian13
 test-debian13:
 	distros/debian13 $(DEBIAN13_ROOT)
+
+test-debian13-quick: tquic
+	distros/debian13 --quick $(DEBIAN13_ROOT)
 
 # The container image (distros/Containerfile) with podman or docker, then doctor and smoke inside it with the
 # privileges distros/README.md lists. Where no engine runs, make test-debian13 runs the same content.

@@ -6,7 +6,7 @@
 2. ``--aa``: the A/A check. ``--replays`` resampled, label-swapped (so exactly symmetric) worlds run
    through the new allocator to ``--budget``: the family-wise false-verdict rate (a replay with any
    false verdict, ``replay.false_verdicts``) with its 95 % Wilson interval, against the pack's stated
-   α; per claim, how often each verdict came out.
+   α (at any look: a look after every ``AA_LOOK_S`` of machine time); per claim, the final verdicts.
 3. ``--effect F``: power. The same worlds with the label's metric multiplied by F: how often each claim
    is decided by 30 min, 1 h and 2 h of machine time (``--duration-s`` sets every run's duration, e.g.
    a pack's typical run, instead of the recorded one).
@@ -25,6 +25,8 @@ from fecbench.errors import UserError
 
 console = Console()
 POWER_TIMES_S = (1800.0, 3600.0, 7200.0)
+#: The A/A replays look after every batch of this much machine time (many looks: optional stopping's worst case).
+AA_LOOK_S = 30.0
 
 
 def bench_verdicts(
@@ -145,12 +147,14 @@ def _aa(pack, profile, campaigns, dbs, seconds, replays, seed, labels, duration_
     per_claim: dict[str, dict[str, int]] = {c.id: {} for c in pack.claims}
     for i in range(replays):
         worlds = _worlds(dbs, np.random.default_rng([seed, 1, i]), duration_s, resample=True, swap=labels)
-        final = replay.simulate(pack, profile, campaigns, worlds, seconds, "new")[-1].verdicts
-        wrong_runs += bool(replay.false_verdicts(final))
+        looks = replay.simulate(pack, profile, campaigns, worlds, seconds, "new", look_every_s=AA_LOOK_S)
+        wrong_runs += any(replay.false_verdicts(look.verdicts) for look in looks)   # at any look
+        final = looks[-1].verdicts
         for v in final:
             per_claim[v.claim.id][v.verdict] = per_claim[v.claim.id].get(v.verdict, 0) + 1
     low, high = replay.wilson(wrong_runs, replays)
-    console.print(f"A/A: {replays} replays to {seconds / 60:g} min of machine time each: a false verdict in "
+    console.print(f"A/A: {replays} replays to {seconds / 60:g} min of machine time each, a look every {AA_LOOK_S:g} s: "
+                  f"a false verdict at some look in "
                   f"{wrong_runs} ({wrong_runs / replays:.3f}, 95 % Wilson [{low:.3f}, {high:.3f}]); stated level "
                   f"{ALPHA:g} family-wise")
     table = Table(title="A/A verdicts per claim over the replays")

@@ -71,12 +71,15 @@ def claim_figure(claim: Claim, verdicts: list[Verdict], path: Path) -> Path:
                      label=f"claim: {expectation(claim)}")
     else:
         left.axvline(claim.threshold, color="#444", ls="--", label=f"claim: {expectation(claim)}")
+        if claim.tolerance > 0:
+            left.axvspan(claim.threshold - claim.tolerance, claim.threshold + claim.tolerance, color="#eeeeee",
+                         label=f"at the threshold: ± {claim.tolerance:g}")
     if claim.paper_value is not None:
         left.plot([claim.paper_value], [len(verdicts) - 0.5], "*", ms=12, color="#8250df",
                   label=f"paper: {claim.paper_value:.3g}")
     left.set_yticks(range(len(names)), names)
     left.set_ylim(-0.7, len(names) - 0.2)
-    left.set_xlabel("statistic (dots: this harness; bars: anytime-valid interval; grey: fixed-sample bootstrap)")
+    left.set_xlabel("statistic, anytime-valid interval (grey: fixed-sample bootstrap)")
     left.legend(fontsize=7, loc="best", frameon=False)
     _samples(right, claim, verdicts)
     fig.suptitle(f"{claim.id}: {claim.text}", fontsize=9)

@@ -24,6 +24,8 @@ MARK_STYLE = {"drop": ("dropper drop", "x", "#c0392b"), "lost": ("declared lost"
               "repair_sent": ("repair sent", "|", "#2471a3"), "recovered": ("source recovered", "o", "#27ae60"),
               "signalled": ("recovery signalled", "^", "#8e44ad"), "abandoned": ("block abandoned", "s", "#7f8c8d")}
 ROWS = ("window", "rate", "rtt", "marks")
+#: The link direction carrying a sender's packets (link_stats: forward = client → server).
+DIRECTION = {"server": "reverse", "client": "forward"}
 _HEIGHTS = {"window": 2.2, "rate": 1.6, "rtt": 1.5, "marks": 1.3, "flows": 1.8}
 
 
@@ -72,6 +74,12 @@ def _marks(ax, timeline: Any, path: int) -> None:
     ax.set_yticks(range(len(names)), [f"{MARK_STYLE[m][0]} ({counts[m]})" for m in names], fontsize=7)
     ax.set_ylim(-0.7, len(names) - 0.3)
     ax.invert_yaxis()
+    causes = timeline.summary.get("causes") or {}
+    queue = causes.get(f"queue_{DIRECTION.get(timeline.sender, 'reverse')}")
+    if queue is not None and queue == queue and queue > 0:    # counted by the bottleneck, without times
+        ax.text(0.99, 0.03, f"+ {int(queue)} queue drops at the bottleneck (counted, not timed)",
+                transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="#c0392b",
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8})
     ax.grid(axis="y", color="0.92")
 
 

@@ -39,7 +39,7 @@ def test_explain_command_on_a_recorded_run(tquic_db, tmp_path):
     summary = (tmp_path / f"{keys['tquic'][:12]}-summary.txt").read_text()
     drops = int(tquic_verdicts()["verdict"].sum())
     assert f"loss model: {drops} server → client" in summary
-    assert f"dropper drops placed in time on the server's packets: {drops}" in summary
+    assert f"dropper drops placed in time on the server's packets: {drops} ({drops} then declared lost" in summary
     assert f"declared lost by the server: {drops} in its qlog" in summary
     assert "DCT: 19.24 ms" in summary and summary.strip() in out.stdout
 
@@ -70,6 +70,8 @@ def test_timeline_of_the_recorded_run(tquic_db):
     drops, lost = marks[marks["mark"] == "drop"]["t_s"], marks[marks["mark"] == "lost"]["t_s"]
     assert len(drops) == len(lost) == int(tquic_verdicts()["verdict"].sum())
     assert (np.sort(drops.to_numpy()) < np.sort(lost.to_numpy())).all()
+    # by packet number: every drop was declared lost, and nothing else was
+    assert item.summary["drops_declared"] == len(drops) and item.summary["declared_without_drop"] == 0
     # the metrics hold between updates: no gap once the first value is known
     assert item.metrics["cwnd"].notna().all() and item.metrics["srtt_ms"].iloc[5:].notna().all()
     sent_bytes = item.summary["packets_sent"]
@@ -124,11 +126,14 @@ def test_dropper_drops_on_the_link_of_their_path(tmp_path):
     """A verdict log of the link of path 2 places its drops among path 2's packets, at the n-th of them."""
     verdicts = np.zeros(40, dtype=RECORD_DTYPE)
     verdicts["index"], verdicts["len"] = np.arange(40), 1200 + 28
-    verdicts["verdict"][[3, 30]] = 1
+    verdicts["verdict"][[5, 30]] = 1
     db, keys = _fec_db(tmp_path, verdicts=verdicts, link_path=2)
     item = timeline.build(db, timeline.find_run(db, keys["fecq-rs"]))
     drops = item.marks[item.marks["mark"] == "drop"]
-    assert drops["path"].tolist() == [2.0, 2.0] and drops["t_s"].tolist() == pytest.approx([0.003, 0.030])
+    assert drops["path"].tolist() == [2.0, 2.0] and drops["t_s"].tolist() == pytest.approx([0.005, 0.030])
+    # packet 5 was declared lost on both paths: path 2's by the drop, path 1's without one; packet 30 never
+    assert {k: item.summary[k] for k in ("drops_declared", "drops_not_declared", "declared_without_drop")} == \
+        {"drops_declared": 1, "drops_not_declared": 1, "declared_without_drop": 1}
 
 
 def test_flows_panel(tmp_path):

@@ -17,7 +17,10 @@ without it, found in that folder; ``fecbench.analysis.qlog`` reads them) and wha
 The data sender is the server for downloads and messages, the client for uploads. A dropper's verdict log
 (``verdict_log = true``) orders packets, it has no clock: the n-th packet it saw in the data direction is
 placed at the time the sender's qlog says it sent its n-th datagram (packets coalesced into one datagram
-matched by the length the dropper recorded), on the path of the dropper's link. Times are seconds from the
+matched by the length the dropper recorded), on the path of the dropper's link; ``reconcile`` then tells, by
+packet number, which drops the sender declared lost, which it never did, and which declared losses no dropper
+drop explains (the queue's, or spurious ones). A multipath run whose qlog names no paths gets its drops
+counted, not placed. Times are seconds from the
 sender's first qlog event; the competing flows' bins count from the foreground client's start (the two
 clocks differ by the handshake's first flight).
 """
@@ -154,25 +157,38 @@ def sending_rate(events: pd.DataFrame, bin_s: float) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def datagram_times(events: pd.DataFrame, lengths: np.ndarray) -> np.ndarray:
-    """The send time of each dropper record (``lengths``: what the dropper recorded, headers below UDP
-    included), walking the sender's packets in order: consecutive packets are one datagram (coalesced) when
-    their lengths add up to the record's."""
-    sent = events[events["kind"] == "sent"]
-    times, sizes = sent["t_s"].to_numpy(), sent["bytes"].to_numpy()
-    out = np.full(len(lengths), np.nan)
-    i = 0
-    for n, length in enumerate(lengths):
-        if i >= len(times):
-            break
-        out[n] = times[i]
+def datagrams(events: pd.DataFrame, lengths: np.ndarray) -> list[tuple[int, int]]:
+    """Per dropper record (``lengths``: what the dropper recorded, headers below UDP included), the sender's
+    packets it carried: positions ``start:end`` among the ``sent`` events, walked in order (consecutive
+    packets are one datagram, coalesced, when their lengths add up to the record's); (-1, -1) past the end."""
+    sizes = events.loc[events["kind"] == "sent", "bytes"].to_numpy()
+    out, i = [], 0
+    for length in lengths:
+        if i >= len(sizes):
+            out.append((-1, -1))
+            continue
         total, j = sizes[i], i + 1
-        while (j < len(times) and j - i < _MAX_COALESCED and not math.isnan(total)
+        while (j < len(sizes) and j - i < _MAX_COALESCED and not math.isnan(total)
                and all(length - h != total for h in _HEADERS) and total + sizes[j] + min(_HEADERS) <= length):
             total += sizes[j]
             j += 1
-        i = j if any(length - h == total for h in _HEADERS) else i + 1
+        end = j if any(length - h == total for h in _HEADERS) else i + 1
+        out.append((i, end))
+        i = end
     return out
+
+
+def datagram_times(events: pd.DataFrame, lengths: np.ndarray) -> np.ndarray:
+    """The send time of each dropper record (``datagrams``), NaN past the sender's last packet."""
+    times = events.loc[events["kind"] == "sent", "t_s"].to_numpy()
+    return np.array([times[start] if start >= 0 else math.nan for start, _ in datagrams(events, lengths)])
+
+
+def _packet_ids(frame: pd.DataFrame) -> list[tuple[float, str, int]]:
+    """(path, packet type, packet number) of each packet of a frame of qlog events that names its number."""
+    named = frame[frame["packet_number"].notna()]
+    return [(float(p), str(t), int(n)) for p, t, n in zip(named["path"], named["packet_type"],
+                                                          named["packet_number"], strict=True)]
 
 
 def _link_paths(db: DbLike, key: str) -> dict[str, int]:
@@ -193,26 +209,45 @@ def _path_of(model: object) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
-def dropper_marks(db: DbLike, key: str, sender: str, events: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """The dropper's drops in the sender's direction placed in time (see the module's text)."""
+def dropper_marks(db: DbLike, key: str, sender: str,
+                  events: pd.DataFrame) -> tuple[pd.DataFrame, list[list[tuple[float, str, int]]], list[str]]:
+    """The dropper's drops in the sender's direction placed in time (see the module's text), the packets
+    each dropped datagram carried (path, type, number), and notes."""
     logs = loss_position.verdict_logs(db)
     logs = logs[(logs["run_key"] == key) & (logs["direction"] == DIRECTION[sender])]
+    empty = pd.DataFrame(columns=["t_s", "path", "mark"])
     if logs.empty:
-        return pd.DataFrame(columns=["t_s", "path", "mark"]), ["no verdict log recorded: dropper drops are not "
-                                                              "placed in time (design: verdict_log = true)"]
+        return empty, [], ["no verdict log recorded: dropper drops are not placed in time (design: verdict_log "
+                           "= true)"]
     link_path = _link_paths(db, key)
     qlog_paths = set(events.loc[events["kind"] == "sent", "path"].dropna())
-    rows, notes = [], []
+    rows, packets, notes = [], [], []
     for link, records in zip(logs["link"], logs["records"], strict=True):
         path = link_path.get(link, 0)
-        mine = events[events["path"] == path] if path in qlog_paths else events
         if len(logs) > 1 and path not in qlog_paths:
-            notes.append(f"link {link}: the qlog names no path {path}; its drops are placed among all packets")
-        when = datagram_times(mine, records["len"].astype(float))
-        dropped = records["verdict"].astype(bool)
-        rows += [{"t_s": t, "path": float(path if path in qlog_paths else 0), "mark": "drop"}
-                 for t in when[dropped] if not math.isnan(t)]
-    return pd.DataFrame(rows, columns=["t_s", "path", "mark"]), notes
+            notes.append(f"link {link} (path {path}): the qlog names no path {path}, so its drops are not placed "
+                         "(the n-th packet of a path is not the n-th packet sent)")
+            continue
+        mine = events[events["path"] == path] if path in qlog_paths else events
+        mine_sent = mine[mine["kind"] == "sent"]
+        spans = datagrams(mine, records["len"].astype(float))
+        for (start, end), dropped in zip(spans, records["verdict"].astype(bool), strict=True):
+            if dropped and start >= 0:
+                rows.append({"t_s": float(mine_sent["t_s"].iloc[start]),
+                             "path": float(path if path in qlog_paths else 0), "mark": "drop"})
+                packets.append(_packet_ids(mine_sent.iloc[start:end]))
+    return pd.DataFrame(rows, columns=["t_s", "path", "mark"]), packets, notes
+
+
+def reconcile(dropped: list[list[tuple[float, str, int]]], events: pd.DataFrame) -> dict[str, int]:
+    """Dropper drops against the sender's declared losses, by packet: drops it declared lost (any packet of
+    the datagram), drops it never declared (FEC rebuilt them, or nothing needed sending again), and
+    declared losses of packets no dropper drop took (the queue's drops, or spurious declarations)."""
+    lost = set(_packet_ids(events[events["kind"] == "lost"]))
+    dropped_ids = {p for datagram in dropped for p in datagram}
+    declared = sum(1 for datagram in dropped if lost.intersection(datagram))
+    return {"drops_declared": declared, "drops_not_declared": len(dropped) - declared,
+            "declared_without_drop": len(lost - dropped_ids)}
 
 
 def _flow_series(db: DbLike, key: str) -> pd.DataFrame:
@@ -251,13 +286,15 @@ def build(db: DbLike, run: dict[str, Any]) -> Timeline:
         .apply(lambda part: part.ffill()).reset_index(drop=True) if len(metrics) else metrics
     span = float(events["t_s"].max()) if len(events) else 0.0
     rate = sending_rate(events, _bin_s(span))
-    drops, drop_notes = dropper_marks(db, key, sender, events)
+    drops, dropped, drop_notes = dropper_marks(db, key, sender, events)
     marks = pd.concat([drops, events[events["kind"].isin(list(MARKS))][["t_s", "path", "kind"]]
                        .rename(columns={"kind": "mark"})], ignore_index=True)
     timeline = Timeline(run, sender, metrics, rate, marks, _flow_series(db, key),
                         notes=[*notes, *drop_notes, *(f"{trace.file.name}: {trace.skipped} events did not parse"
                                                       for trace in traces if trace.skipped)])
     timeline.summary = summarise(run, events, marks, _losses(db, key), trace)
+    if len(drops):
+        timeline.summary.update(reconcile(dropped, events))
     return timeline
 
 

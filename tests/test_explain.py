@@ -86,8 +86,8 @@ def test_artifacts_found_in_the_folder_without_the_table(tmp_path):
 
 
 def _fec_db(tmp_path, **extra):
-    fec = fec_qlog(tmp_path / "fec.qlog", paths=(1, 2), lost=(5,), repairs=(9, 19), recovered=(11,))
-    none = fec_qlog(tmp_path / "none.qlog", paths=(1, 2), lost=(5, 11))
+    fec = fec_qlog(tmp_path / "fec.qlog", paths=(0, 1), lost=(5,), repairs=(9, 19), recovered=(11,))
+    none = fec_qlog(tmp_path / "none.qlog", paths=(0, 1), lost=(5, 11))
     db = tmp_path / "fec.sqlite"
     keys = make_db(db, [
         {"label": "fecq-rs", "args": {"fec": "rs:15,10"}, "qlogs": [fec], "metrics": {"dct_ms": 40.0}, **extra},

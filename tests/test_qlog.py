@@ -72,7 +72,7 @@ def test_a_record_cut_short_is_counted_not_fatal(tmp_path):
 
 
 def test_json_traces_with_paths_and_fecq_events(tmp_path):
-    path = fec_qlog(tmp_path / "fec.qlog", paths=(1, 2), packets=20, lost=(3,), repairs=(4, 9), recovered=(6,))
+    path = fec_qlog(tmp_path / "fec.qlog", paths=(0, 1), packets=20, lost=(3,), repairs=(4, 9), recovered=(6,))
     [trace] = qlog.read(path)
     assert trace.vantage == "server" and trace.connection == "abcd" and trace.paths == [1, 2]
     counts = trace.events.groupby(["path", "kind"]).size()

@@ -17,9 +17,11 @@ latest_rtt: each event carries only what changed), and fecq's FEC events in thei
 
 Times: ``time`` in ms (qlog's default ``time_units``; ``us`` is converted), ``delta`` times summed,
 absolute times (since the epoch) and relative ones (to ``reference_time``) alike turned into ``t_s``:
-seconds since the trace's first event; ``t_abs_s`` (since the epoch) where the trace tells it. A path
-is the event's ``path_id`` (or ``path``), 0 where the stack does not say (single path). Anything a
-stack left out is NaN; an event that does not parse is counted in ``Trace.skipped``, never fatal.
+seconds since the trace's first event; ``t_abs_s`` (since the epoch) where the trace tells it. Paths are
+numbered as fecbench numbers a topology's paths, from 1: the event's multipath path id (``path_id`` or
+``path``, in its data or header; 0 is the first path) + 1, a loss naming none taking its packet's path; 0
+where the stack names no path at all (single path, or a stack that does not say). Anything a stack left
+out is NaN; an event that does not parse is counted in ``Trace.skipped``, never fatal.
 """
 
 from __future__ import annotations
@@ -156,12 +158,33 @@ def _kind(name: str) -> str | None:
 
 
 def _path(data: dict[str, Any], header: dict[str, Any]) -> float:
+    """The multipath path id an event names (its data's or its header's ``path_id``/``path``), NaN if none."""
     for source in (data, header):
         for key in ("path_id", "path"):
             value = _number(source.get(key)) if key in source else math.nan
             if not math.isnan(value):
                 return value
-    return 0.0
+    return math.nan
+
+
+def _number_paths(frame: pd.DataFrame) -> pd.Series:
+    """``path``: 1-based (the multipath path id + 1: id 0 is the first path) where the stack names paths; a
+    loss that does not say takes the path of the packet of that type and number sent last before it and not
+    yet declared lost (a path's packet numbers are its own: the same number may be in flight on two); 0
+    everywhere when the stack names no path (single path, or a stack that does not say)."""
+    ids = frame["path"]
+    if ids.isna().all():
+        return pd.Series(0.0, index=frame.index)
+    ids = ids.copy()
+    sent = frame[(frame["kind"] == "sent") & ids.notna()]
+    in_flight: dict[tuple[str, float], list[float]] = {}
+    for index, kind in frame["kind"].items():
+        key = (str(frame.at[index, "packet_type"]), frame.at[index, "packet_number"])
+        if kind == "sent" and index in sent.index:
+            in_flight.setdefault(key, []).append(ids[index])
+        elif kind == "lost" and math.isnan(ids[index]) and in_flight.get(key):
+            ids[index] = in_flight[key].pop()
+    return ids.fillna(0.0) + 1
 
 
 def _row(kind: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -214,6 +237,7 @@ def _trace(path: Path, trace: dict[str, Any], events: list[Any], index: int) -> 
     frame = frame.drop(columns="t_ms").astype({c: float for c in COLUMNS if c not in ("kind", "packet_type",
                                                                                      "trigger")})
     frame = frame.sort_values("t_s", kind="stable").reset_index(drop=True)
+    frame["path"] = _number_paths(frame)
     return Trace(path, str(vantage.get("type") or vantage.get("name") or "unknown"), connection, frame, skipped,
                  names)
 

@@ -94,10 +94,11 @@ def make_db(path: Path, runs: list[dict[str, Any]], *, listed: bool = True) -> d
 
 def fec_qlog(path: Path, *, paths: tuple[int, ...] = (0,), packets: int = 40, lost: tuple[int, ...] = (),
              repairs: tuple[int, ...] = (), recovered: tuple[int, ...] = (), vantage: str = "server") -> Path:
-    """A JSON qlog of a sender on ``paths``: per path ``packets`` packets of 1200 bytes 1 ms apart (packet n
-    at n ms on every path), a metrics update after each (cwnd growing by 1200 from 12000, bytes in flight,
-    smoothed RTT 20 + n/10 ms), the packet numbers in ``lost`` declared lost, repairs after the packets in
-    ``repairs`` and recoveries after those in ``recovered`` (fecq's namespace), on every path."""
+    """A JSON qlog of a sender on ``paths`` (multipath path ids: 0 is fecbench's path 1): per path ``packets``
+    packets of 1200 bytes 1 ms apart (packet n at n ms on every path), a metrics update after each (cwnd
+    growing by 1200 from 12000, bytes in flight, smoothed RTT 20 + n/10 ms), the packet numbers in ``lost``
+    declared lost, repairs after the packets in ``repairs`` and recoveries after those in ``recovered``
+    (fecq's namespace), on every path."""
     events: list[dict[str, Any]] = []
     for path_id in paths:
         for n in range(packets):
@@ -107,9 +108,9 @@ def fec_qlog(path: Path, *, paths: tuple[int, ...] = (0,), packets: int = 40, lo
             events.append({"time": t + 0.1, "name": "recovery:metrics_updated", "data": {
                 "congestion_window": 12000 + 1200 * n, "bytes_in_flight": 1200 * (n % 10 + 1),
                 "smoothed_rtt": 20 + n / 10, "path_id": path_id}})
-            if n in lost:
+            if n in lost:    # as noq-proto writes them: no path (it is the path of the packet sent last)
                 events.append({"time": t + 0.5, "name": "recovery:packet_lost", "data": {
-                    "header": {"packet_type": "1RTT", "packet_number": n}, "path_id": path_id}})
+                    "header": {"packet_type": "1RTT", "packet_number": n}}})
             if n in repairs:
                 events.append({"time": t + 0.2, "name": "fecq:repair_sent", "data": {
                     "block": n // 10, "symbol": n % 10, "path_id": path_id}})

@@ -62,7 +62,7 @@ def explain(
     db: Path = typer.Argument(..., help="Results database."),
     run_key: str = typer.Argument(..., help="The run's key (a unique prefix will do: fecbench export, column key)."),
     output: Path = typer.Option(None, "-o", "--output", help="Output directory "
-                                "(default: results/<db stem>-explain/ beside the database)."),
+                                "(default: <db stem>-explain/ beside the database)."),
     pair: bool = typer.Option(False, "--pair", help="Draw the run beside its twin without FEC on the same "
                               "losses (same implementation, point, repetition, size and loss seed)."),
 ) -> None:

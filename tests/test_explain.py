@@ -149,3 +149,18 @@ def test_flows_panel(tmp_path):
     assert bulk["mbit_s"].tolist() == pytest.approx([500 * 8 / 0.01 / 1e6] * 5)
     written = explain.explain(db, keys["fecq-rs"], tmp_path / "out")
     assert written.figure.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_representatives_of_each_label(tmp_path):
+    """The median and the worst of each label's runs that kept qlog (the report links their timelines)."""
+    file = tquic_files()[0]
+    runs = [{"label": "a", "repetition": r, "qlogs": [file], "metrics": {"dct_ms": dct}}
+            for r, dct in enumerate([30.0, 10.0, 20.0, 40.0])]
+    runs += [{"label": "a", "repetition": 4, "metrics": {"dct_ms": 99.0}},          # kept no qlog
+             {"label": "b", "repetition": 0, "qlogs": [file], "metrics": {"dct_ms": 5.0}},
+             {"label": "b", "repetition": 1, "qlogs": [file], "status": "timeout"}]
+    db = tmp_path / "reps.sqlite"
+    keys = make_db(db, runs)
+    chosen = {(r["label"], r["which"]): r["key"] for r in explain.representatives(db)}
+    assert chosen == {("a", "median"): keys["a#2"], ("a", "worst"): keys["a#3"],
+                      ("b", "median"): keys["b"], ("b", "worst"): keys["b#1"]}

@@ -83,3 +83,28 @@ def explain(db: Path, key: str, output: Path | None = None, *, pair: bool = Fals
     summary = output / f"{stem}-summary.txt"
     summary.write_text(text + "\n")
     return Written(figure, summary, text)
+
+
+def representatives(db: Path) -> list[dict[str, Any]]:
+    """Per label, among its runs that kept qlog: the median run (by DCT, the lower median) and the worst
+    (a run that did not end ok first, else the longest DCT); one entry each (label, which, key, dct_ms,
+    status), a run both median and worst once, as ``median and worst``. For ``fecbench report``'s links."""
+    from fecbench.analysis import results
+
+    runs = results.load(db)
+    kept = [key for key in runs["key"] if timeline.has_qlog(db, str(key))]
+    out: list[dict[str, Any]] = []
+    for label, group in runs[runs["key"].isin(kept)].groupby("label", sort=True):
+        done = group[(group["status"] == "ok") & group["dct_ms"].notna()].sort_values("dct_ms", kind="stable")
+        failed = group[group["status"] != "ok"]
+        chosen: dict[str, str] = {}
+        if len(done):
+            chosen[str(done.iloc[(len(done) - 1) // 2]["key"])] = "median"
+        worst = failed.iloc[0] if len(failed) else done.iloc[-1] if len(done) else None
+        if worst is not None:
+            key = str(worst["key"])
+            chosen[key] = "median and worst" if key in chosen else "worst"
+        for key, which in chosen.items():
+            row = group[group["key"] == key].iloc[0]
+            out.append({"label": label, "which": which, "key": key, "dct_ms": row["dct_ms"], "status": row["status"]})
+    return out

@@ -128,6 +128,13 @@ def qlog_files(db: DbLike, key: str, impl: str | None = None) -> list[Path]:
     return files
 
 
+def has_qlog(db: DbLike, key: str) -> bool:
+    try:
+        return bool(qlog_files(db, key))
+    except NoQlog:
+        return False
+
+
 def _sender_trace(traces: list[qlog.Trace], sender: str) -> qlog.Trace | None:
     """The sender's connection with the most packets sent (another endpoint's or a retried one's aside)."""
     def sent(t: qlog.Trace) -> int:

@@ -65,6 +65,7 @@ from fecbench.analysis import cross_stack, path_metrics, ratios, results, stats,
 from fecbench.analysis.report import accuracy as report_accuracy
 from fecbench.analysis.report import messages as report_messages
 from fecbench.analysis.report import sentences
+from fecbench.analysis.report import settings as report_settings
 from fecbench.analysis.report.flows import flows_section
 from fecbench.errors import UserError
 from fecbench.paths import NOTEBOOKS_DIR, slug
@@ -210,6 +211,8 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
     report.sentences += sentences.messages(frame, messages_base)
 
     flows_section(report.tables, report.notes, db, figure)
+    report_settings.losses_section(report.tables, report.notes, db, frame)
+    report_settings.settings_section(report.tables, report.notes, db)
     _loss_position(report, db, figure)
     _link_schedule(report, db)
 

@@ -1,0 +1,72 @@
+"""What each run got, as recorded with it (runs.applied_json, written at planning time by
+``fecbench.runners.applied``): per point, every shaped link's rate, one-way delay and queue per direction,
+the loss model on each lossy link with its long-run loss and mean burst, the workload; per label, the
+implementation's arguments and argv. Campaigns recorded before schema version 7 have none (empty frames)."""
+
+from __future__ import annotations
+
+import json
+from contextlib import closing
+
+import pandas as pd
+
+from fecbench.analysis.results import DbLike, connect
+
+LINK_COLUMNS = ["point", "link", "direction", "rate_mbit", "owd_ms", "queue_packets"]
+LOSS_COLUMNS = ["point", "link", "model", "params", "long_run_loss", "mean_burst", "directions"]
+IMPL_COLUMNS = ["label", "impl", "args", "server argv", "client argv"]
+
+
+def _applied(db: DbLike) -> list[tuple[str, dict]]:
+    with closing(connect(db)) as con:
+        columns = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
+        if "applied_json" not in columns:
+            return []
+        rows = con.execute("SELECT label, applied_json FROM runs WHERE applied_json IS NOT NULL "
+                           "ORDER BY point, label, size, repetition").fetchall()
+    return [(label, json.loads(text)) for label, text in rows]
+
+
+def links(db: DbLike) -> pd.DataFrame:
+    """Per point, link and direction: rate (Mbit/s; empty: unlimited), one-way delay (ms), queue (packets)."""
+    seen, records = set(), []
+    for _, applied in _applied(db):
+        if applied["point"] in seen:
+            continue
+        seen.add(applied["point"])
+        for link, pair in applied["links"].items():
+            for direction, s in pair.items():
+                records.append({"point": applied["point"], "link": link, "direction": direction, **s})
+    return pd.DataFrame(records, columns=LINK_COLUMNS)
+
+
+def losses(db: DbLike) -> pd.DataFrame:
+    """Per point and lossy link: the loss model, its parameters, long-run loss and mean burst (packets)."""
+    seen, records = set(), []
+    for _, applied in _applied(db):
+        if applied["point"] in seen:
+            continue
+        seen.add(applied["point"])
+        loss = applied["loss"]
+        for link, model in loss["links"].items():
+            records.append({"point": applied["point"], "link": link, "model": loss["model"],
+                            "params": ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+                                                for k, v in model["params"].items()),
+                            "long_run_loss": model["long_run_loss"], "mean_burst": model["mean_burst"],
+                            "directions": ", ".join(loss["directions"])})
+    return pd.DataFrame(records, columns=LOSS_COLUMNS)
+
+
+def implementations(db: DbLike) -> pd.DataFrame:
+    """Per label: the implementation, its arguments and its first run's argv (the run folder shown as such)."""
+    records = {}
+    for label, applied in _applied(db):
+        if label in records:
+            continue
+        impl = applied["impl"]
+        argv = impl.get("argv") or {}
+        records[label] = {"label": label, "impl": impl["name"],
+                          "args": " ".join(f"{k}={v}" for k, v in sorted(impl["args"].items())),
+                          "server argv": " ".join(argv.get("server", [])),
+                          "client argv": " ".join(argv.get("client", []))}
+    return pd.DataFrame(list(records.values()), columns=IMPL_COLUMNS)

@@ -40,3 +40,16 @@ def test_drops_by_cause_and_what_the_stack_declared(tmp_path: Path) -> None:
     assert (k1["declared_lost"], k1["spurious"], k1["recovered"]) == (12, 1, 2)
     assert k1["unexplained"] == 12 - (5 + 4 + 4) - 1          # a download's data goes the reverse way
     assert runs.loc["k2", "unexplained"] == 3 - (5 + 0 + 5)   # an upload's forward
+
+
+def test_export_writes_losses_and_the_artifacts_with_their_files(tmp_path: Path) -> None:
+    from fecbench.analysis.export import export
+
+    db = _db(tmp_path / "l.sqlite")
+    conn = dbmod.connect(db)
+    conn.execute("INSERT INTO artifacts VALUES ('k1', 'qlog', 'k1/client.sqlog.gz', 123, 'failed')")
+    conn.close()
+    artifacts = (tmp_path / "a.csv").read_text() if export(db, "csv", tmp_path / "a.csv", "artifacts") else ""
+    assert f"k1,qlog,{tmp_path.resolve()}/l.artifacts/k1/client.sqlog.gz,123,failed" in artifacts
+    losses = export(db, "csv", tmp_path / "l.csv", "losses").read_text().splitlines()
+    assert losses[0].startswith("run_key,dropper_forward") and len(losses) == 3

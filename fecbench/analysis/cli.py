@@ -45,8 +45,10 @@ def export(
     fmt: str = typer.Option("csv", "--format", "-f", help="csv or parquet."),
     output: Path = typer.Option(None, "-o", "--output", help="Output file "
                                 "(default: the database path with .csv or .parquet)."),
-    table: str = typer.Option("runs", "--table", "-t", help="runs (one row per run) or paths (one row per "
-                              "run, path and side of multipath runs: what each endpoint counted on each path)."),
+    table: str = typer.Option("runs", "--table", "-t", help="runs (one row per run), paths (one row per "
+                              "run, path and side of multipath runs: what each endpoint counted on each path), losses "
+                              "(per run: drops by cause, declared losses), link-losses (per run, link and direction) "
+                              "or artifacts (the qlog, key logs and captures runs kept, with their files)."),
 ) -> None:
     """Tidy runs table (one row per run: factors, implementation, label, status, metrics) as CSV/Parquet;
     --table paths: the per-path endpoint metrics of multipath runs."""

@@ -1,7 +1,9 @@
 """``fecbench export``: a tidy table of a results database written as CSV or Parquet.
 
-Tables: ``runs`` (``results.load``: one row per run) and ``paths`` (``path_metrics.path_metrics``:
-one row per run, path and side of multipath runs).
+Tables: ``runs`` (``results.load``: one row per run), ``paths`` (``path_metrics.path_metrics``: one row
+per run, path and side of multipath runs), ``losses`` (``losses.run_losses``: one row per run, drops by
+cause and the sender's declared losses), ``link-losses`` (per run, link and direction) and ``artifacts``
+(what each run kept to explain itself: qlog, key logs, packet captures, with their files).
 """
 
 from __future__ import annotations
@@ -9,11 +11,12 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from fecbench.analysis import path_metrics, results
+from fecbench.analysis import losses, path_metrics, results
 from fecbench.errors import UserError
 
 FORMATS = ("csv", "parquet")
-TABLES = {"runs": results.load, "paths": path_metrics.path_metrics}
+TABLES = {"runs": results.load, "paths": path_metrics.path_metrics, "losses": losses.run_losses,
+          "link-losses": losses.link_losses, "artifacts": results.artifacts}
 
 
 def export(db: str | Path, fmt: str, path: str | Path | None = None, table: str = "runs") -> Path:

@@ -23,6 +23,7 @@ import os
 import sqlite3
 from collections.abc import Iterable, Sequence
 from contextlib import closing
+from pathlib import Path
 
 import pandas as pd
 
@@ -246,3 +247,16 @@ def ratio_medians(pairs: pd.DataFrame, by: Sequence[str] = ("label", "size")) ->
                           "median": groups.median(), "q75": groups.quantile(0.75),
                           "below_1": groups.apply(lambda s: float((s < 1).mean()))})
     return table.reset_index()
+
+
+def artifacts(db: DbLike) -> pd.DataFrame:
+    """What each run kept to explain itself (fecbench.runners.capture): run key, kind (qlog, keylog, pcap),
+    the file (absolute: under ``<db stem>.artifacts/``), its bytes and why it was kept; empty before schema 7."""
+    columns = ["run_key", "kind", "file", "bytes", "why"]
+    with closing(connect(db)) as con:
+        if "artifacts" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
+            return pd.DataFrame(columns=columns)
+        rows = con.execute("SELECT run_key, kind, path, bytes, why FROM artifacts ORDER BY run_key, path").fetchall()
+    root = Path(db).resolve().parent / f"{Path(db).stem}.artifacts"
+    return pd.DataFrame([(key, kind, str(root / path), size, why) for key, kind, path, size, why in rows],
+                        columns=columns)

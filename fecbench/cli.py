@@ -25,6 +25,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Help as plain text: Rich markup would swallow square-bracketed words of help texts ("[space]").
+    rich_markup_mode=None,
 )
 console = Console()
 

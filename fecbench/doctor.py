@@ -356,7 +356,7 @@ def main(json_out: bool = False) -> int:
     colours = {"ok": "green", "missing": "red", "optional": "yellow", "skipped": "yellow"}
     table = Table(title="fecbench doctor")
     for column in ("capability", "status", "detail", "fix"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for c in checks:
         status = "absent (optional)" if c.status == "optional" else c.status
         table.add_row(c.name, f"[{colours[c.status]}]{status}[/]", c.detail, c.fix)

@@ -148,9 +148,9 @@ def _print_points(console: Any, frame: Any, limit: int = 30) -> None:
     from rich.table import Table
 
     table = Table(title=f"{len(frame)} design points")
-    table.add_column("point", justify="right")
+    table.add_column("point", justify="right", overflow="fold")
     for column in frame.columns:
-        table.add_column(str(column), justify="right")
+        table.add_column(str(column), justify="right", overflow="fold")
     for index, row in frame.head(limit).iterrows():
         table.add_row(str(index), *(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row))
     console.print(table)
@@ -162,8 +162,8 @@ def _print_metrics(console: Any, manifest: dict[str, Any], seconds: float) -> No
     from rich.table import Table
 
     table = Table(title=f"{manifest['method']} design, seed {manifest['seed']} ({seconds:.2f} s)")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
+    table.add_column("metric", overflow="fold")
+    table.add_column("value", justify="right", overflow="fold")
     for key in ("points", "candidates", "d_min", "wsp_passes", "trimmed"):
         if manifest.get(key) is not None:
             table.add_row(key, str(manifest[key]))
@@ -177,10 +177,10 @@ def _print_comparison(console: Any, comparison: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(title="same size, other methods (maximin ↑, cd2 ↓, fill ↓)")
-    table.add_column("method")
+    table.add_column("method", overflow="fold")
     keys = ("maximin", "cd2", "fill", "min_coverage", "max_gap", "seconds")
     for key in keys:
-        table.add_column(key, justify="right")
+        table.add_column(key, justify="right", overflow="fold")
     for method, row in comparison.items():
         table.add_row(method, *(str(row[k]) for k in keys))
     console.print(table)
@@ -198,7 +198,7 @@ def _bench(console: Any, json_out: bool) -> None:
 
     table = Table(title="WSP on the unit cube (LHS = scipy random-cd)")
     for column in ("case", "points", "maximin", "LHS maximin", "ratio", "seconds", "peak MB", "candidates"):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", overflow="fold")
     for case, row in result.items():
         wsp = row["wsp"]
         table.add_row(case, str(wsp["points"]), str(wsp["maximin"]), str(row.get("lhs", {}).get("maximin", "")),

@@ -197,7 +197,7 @@ def impls_list(design_dir: list[Path] = typer.Option([], "--dir", help="Extra fo
 
     table = Table(title="implementations")
     for col in ("name", "workloads", "codes", "multipath", "args", "binary", "descriptor"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for name, path in sorted(discover(design_dir).items()):
         try:
             d = load_descriptor(path)
@@ -326,7 +326,7 @@ def _print_bench(figures: dict[str, Any]) -> None:
                 "frames p99/p99.9/max µs (> bound)",
                 f"run p99 endpoint wake-up p50/p99/max ms (runs > {figures['endpoint_bound_ms']:g})",
                 "wake-ups p99/p99.9 ms", "statuses", f"{figures['full_design']} h"):
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="right", overflow="fold")
     for r in figures["results"]:
         frames = r["frame_lateness_us"] or {}
         ends = r.get("endpoint_p99_ms") or {}

@@ -128,7 +128,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         per_label[row["label"]][row["status"]] += 1
         if row["status"] not in ("ok", "pending", "running"):
             # Measured values (e.g. a latency of 3.41 ms) would make every error its own kind.
-            kind = re.sub(r"\d+\.\d+", "…", (row["error"] or "").split("\n")[0])[:80]
+            kind = re.sub(r"\d+\.\d+", "…", (row["error"] or "").split("\n")[0])   # whole: never cut
             failures[(row["status"], kind)] += 1
     totals = Counter(row["status"] for row in rows)
     return {"total": len(rows), "statuses": dict(totals),
@@ -191,16 +191,16 @@ def _print_status(path: Path, summary: dict[str, Any]) -> None:
                   + ", ".join(f"{k} {v}" for k, v in sorted(summary["statuses"].items())))
     table = Table(title="per implementation label")
     statuses = ["running", *(s.value for s in Status if s != Status.PENDING), Status.PENDING.value]
-    table.add_column("label")
+    table.add_column("label", overflow="fold")
     for s in statuses:
-        table.add_column(s, justify="right")
+        table.add_column(s, justify="right", overflow="fold")
     for label, counts in summary["per_label"].items():
         table.add_row(label, *(str(counts.get(s, 0)) for s in statuses))
     console.print(table)
     if summary["failures"]:
         console.print("[bold]failures by kind[/]")
         for f in summary["failures"][:20]:
-            console.print(f"  {f['count']:5d}  {f['status']:<11} {f['error']}")
+            console.print(f"  {f['count']:5d}  {f['status']:<11} {f['error']}", markup=False, highlight=False)
     for campaign in summary["campaigns"]:
         if "dask" not in campaign:
             continue
@@ -243,7 +243,7 @@ def _print_status(path: Path, summary: dict[str, Any]) -> None:
         table = Table(title="per-run overhead (ok runs): wall time − client transfer time (dct_ms)")
         for col in ("size", "runs", "wall median s", "overhead median s", "overhead p90 s",
                     "wall − client process s"):
-            table.add_column(col, justify="right")
+            table.add_column(col, justify="right", overflow="fold")
         for t in summary["timing"]:
             table.add_row(str(t["size"] if t["size"] is not None else "messages"), str(t["runs"]),
                           f"{t['wall_median_s']:.3f}", _fmt(t.get("overhead_median_s")),
@@ -252,7 +252,7 @@ def _print_status(path: Path, summary: dict[str, Any]) -> None:
     if summary.get("phases"):
         table = Table(title="where the wall time of ok runs went, per phase (runners.runner.PHASES)")
         for col in ("phase", "runs", "mean s", "median s", "p90 s", "share of wall"):
-            table.add_column(col, justify="right")
+            table.add_column(col, justify="right", overflow="fold")
         for p in summary["phases"]:
             table.add_row(p["phase"], str(p["runs"]), _fmt(p["mean_s"]), _fmt(p["median_s"]), _fmt(p["p90_s"]),
                           "-" if p["share"] is None else f"{100 * p['share']:.1f} %")

@@ -63,9 +63,10 @@ def fake_design(path: Path, labels: dict[str, dict[str, str]], *, points: int = 
     return path
 
 
-def fecbench(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def fecbench(*args: str, cwd: Path | None = None, timeout: float = 300, columns: int = 200
+             ) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "fecbench", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, check=False, timeout=timeout, env={**os.environ, "COLUMNS": "200"})
+                          cwd=cwd or ROOT, check=False, timeout=timeout, env={**os.environ, "COLUMNS": str(columns)})
 
 
 def rows(db: Path, sql: str, *params: Any) -> list[dict[str, Any]]:

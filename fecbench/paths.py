@@ -24,27 +24,40 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "label"
 
 
-def check_output_file(path: Path, option: str) -> Path:
-    """A file fecbench will create or write (a database, a report): refused (UserError, exit 2) when it is a
-    folder or a special file, lies under /proc, /sys or /dev, or its folder cannot be made or written.
-    Creates nothing."""
+def _check_place(path: Path, option: str, want_dir: bool) -> Path:
+    """A file or folder fecbench will create or write: refused (UserError, exit 2) under /proc, /sys or /dev,
+    where something of the other kind (or a special file) is, or where it cannot be made or written."""
+    import os
+
     from fecbench.errors import UserError
 
     path = Path(path)
     resolved = path.resolve()
     if resolved.parts[1:2] and resolved.parts[1] in ("proc", "sys", "dev"):
-        raise UserError(f"{option} {path}: under /{resolved.parts[1]}, a kernel file system: choose a file "
+        raise UserError(f"{option} {path}: under /{resolved.parts[1]}, a kernel file system: choose a place "
                         "under your results folder")
-    if resolved.exists() and not resolved.is_file():
-        kind = "a folder" if resolved.is_dir() else "not a regular file"
-        raise UserError(f"{option} {path}: {kind}; give a file path (e.g. results/NAME.sqlite)")
-    folder = resolved.parent
+    if resolved.exists():
+        if want_dir and not resolved.is_dir():
+            raise UserError(f"{option} {path}: a file, not a folder; give a folder (it is made if missing)")
+        if not want_dir and not resolved.is_file():
+            kind = "a folder" if resolved.is_dir() else "not a regular file"
+            raise UserError(f"{option} {path}: {kind}; give a file path (e.g. results/NAME.sqlite)")
+    folder = resolved if want_dir else resolved.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
-    import os
-
     if not folder.is_dir():
         raise UserError(f"{option} {path}: {folder} is a file, so no folder can be made there")
-    if not os.access(folder, os.W_OK | os.X_OK) or (resolved.exists() and not os.access(resolved, os.W_OK)):
-        raise UserError(f"{option} {path}: {folder if not resolved.exists() else resolved} is not writable")
+    target = resolved if resolved.exists() else folder
+    if not os.access(target, os.W_OK | (os.X_OK if target.is_dir() else 0)):
+        raise UserError(f"{option} {path}: {target} is not writable")
     return path
+
+
+def check_output_file(path: Path, option: str) -> Path:
+    """A file fecbench will create or write (a database, an export): checked before anything is written."""
+    return _check_place(path, option, want_dir=False)
+
+
+def check_output_dir(path: Path, option: str) -> Path:
+    """A folder fecbench will fill (a report, a plan, a reproduction's results): checked before anything."""
+    return _check_place(path, option, want_dir=True)

@@ -41,3 +41,27 @@ def test_dry_run_table_folds_long_values(tmp_path: Path) -> None:
     table = out.stdout[out.stdout.index("run(s) to do"):]
     assert "…" not in table and seeds                         # loss seeds and labels folded, never cut
     assert not (tmp_path / "x.sqlite").exists()
+
+
+def test_every_output_place_is_checked_before_anything_is_written(tmp_path: Path) -> None:
+    """Each command's output option at a file, a folder or under /proc: exit 2 naming the problem."""
+    file = tmp_path / "a-file"
+    file.write_text("x")
+    design = fake_design(tmp_path / "d.toml", {"a": {}}, points=1)
+    from fecbench import db as dbmod
+
+    db = tmp_path / "db" / "s.sqlite"
+    dbmod.connect(db).close()
+    cases = [("run", str(design), "--dry-run", "--db", str(tmp_path)),
+             ("run", str(design), "--dry-run", "--db", f"{file}/x.sqlite"),
+             ("plan", str(design), "--out", str(file)),
+             ("reproduce", "smoke", "--dry-run", "--results", str(file)),
+             ("reproduce", "smoke", "--dry-run", "--results", "/proc/fecbench-test"),
+             ("export", str(db), "-o", "/proc/x.csv"),
+             ("export", str(db), "-o", str(tmp_path)),
+             ("report", str(db), "-o", str(file))]
+    for args in cases:
+        out = fecbench(*args)
+        assert out.returncode == 2, (args, out.stdout, out.stderr)
+        assert "Traceback" not in out.stderr and "fecbench: error:" in out.stderr, (args, out.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "d.toml", "db"]

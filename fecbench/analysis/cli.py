@@ -8,6 +8,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from fecbench.paths import check_output_dir, check_output_file
+
 console = Console()
 
 
@@ -33,7 +35,8 @@ def report(
     if open_notebook:
         raise typer.Exit(report_mod.open_notebook(db, port=port))
     with console.status("report") as status:
-        written = report_mod.build(db, output, baseline=baseline,
+        written = report_mod.build(db, output if output is None else check_output_dir(output, "--output"),
+                                   baseline=baseline,
                                    progress=lambda name: status.update(f"report: {name}"))
     for sentence in written.sentences:
         console.print(sentence, markup=False, highlight=False)
@@ -56,7 +59,7 @@ def export(
     from fecbench.analysis.export import export as export_table
 
     db = db if db is not None else report_mod.default_db()
-    target = export_table(db, fmt, output, table)
+    target = export_table(db, fmt, output if output is None else check_output_file(output, "--output"), table)
     console.print(f"wrote {target}")
 
 
@@ -73,7 +76,8 @@ def explain(
     numbers (text). Needs the run's qlog: `fecbench run DESIGN --capture qlog=all`."""
     from fecbench.analysis import explain as explain_mod
 
-    written = explain_mod.explain(db, run_key, output, pair=pair)
+    written = explain_mod.explain(db, run_key, output if output is None else check_output_dir(output, "--output"),
+                                  pair=pair)
     console.print(written.text, markup=False, highlight=False, soft_wrap=True)
     console.print(f"timeline → {written.figure}\nsummary → {written.summary}", markup=False, highlight=False,
                   soft_wrap=True)

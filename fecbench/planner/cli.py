@@ -66,7 +66,10 @@ def plan(
             result = make_plan(space, seed)
         seconds = time.perf_counter() - start
         comparison = _compare(space, seed, len(result.points)) if compare else None
-    folder = out or Path("results") / (f"{name}-plan-augmented" if augment is not None else f"{name}-plan")
+    from fecbench.paths import check_output_dir
+
+    folder = check_output_dir(out or Path("results") / (f"{name}-plan-augmented" if augment is not None
+                                                        else f"{name}-plan"), "--out")
     csv_path, manifest_path = result.write(folder)
     figure = None
     if plot:

@@ -47,7 +47,9 @@ def reproduce(
         raise UserError("--budget and --full: choose one")
     seconds = None if full else plan.parse_budget(budget or "30m")
     jobs_count = _jobs(jobs)
-    root = results or profiles.DEFAULT_ROOT
+    from fecbench.paths import check_output_dir
+
+    root = check_output_dir(results or profiles.DEFAULT_ROOT, "--results")
     if dry_run:
         _dry_run(loaded, names, seconds, full, root, session)
         return

@@ -217,7 +217,6 @@ def impls_check(names: list[str] = typer.Argument(None, help="Implementations to
                 design_dir: list[Path] = typer.Option([], "--dir", help="Extra folders holding <name>/impl.toml."),
                 ) -> None:
     """Validate descriptors, check binaries exist and answer their version command; exit 1 if one fails."""
-    from fecbench.runners.descriptor import build as build_impl
     from fecbench.runners.descriptor import discover, load_descriptor
 
     known = discover(design_dir)
@@ -229,7 +228,7 @@ def impls_check(names: list[str] = typer.Argument(None, help="Implementations to
         try:
             d = load_descriptor(known[name])
             if build and d.build:
-                build_impl(d)
+                _build(d)
             d.require_binaries()
             version = d.version()
         except UserError as exc:
@@ -239,6 +238,18 @@ def impls_check(names: list[str] = typer.Argument(None, help="Implementations to
         console.print(f"[green]✓ {name}[/]: {version or '(no version output)'}")
     if failed:
         raise typer.Exit(1)
+
+
+def _build(descriptor: Any) -> None:
+    """Run a descriptor's build commands in its folder."""
+    import subprocess
+
+    from fecbench.runners.descriptor import render
+
+    for argv in descriptor.build:
+        argv = render(argv, {"dir": str(descriptor.dir)}, {})
+        if subprocess.run(argv, cwd=descriptor.dir, check=False).returncode != 0:
+            raise UserError(f"{descriptor.path}: build command {' '.join(argv)} failed")
 
 
 @dask_app.command("certs")

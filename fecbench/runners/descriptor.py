@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fecbench.errors import SpecError, UserError, did_you_mean
+from fecbench.errors import SpecError, did_you_mean
 from fecbench.paths import REPO_ROOT
 from fecbench.runners.capture import CaptureArgs, parse_capture_args
 from fecbench.specs import Section, load_toml
@@ -104,6 +104,7 @@ class Descriptor:
     build: list[list[str]]
     workloads: list[str]
     codes: list[str]
+    fec_args: list[str]
     multipath: bool
     args: dict[str, ArgSpec]
     server_argv: list[str]
@@ -294,6 +295,7 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
             raise SpecError(path, caps.key("workloads"), f"unknown workload {w!r}", WORKLOADS)
     codes = caps.get("codes", list, ["none"])
     multipath = caps.get("multipath", bool, False)
+    fec_args = caps.get("fec_args", list, [])  # the arguments that choose and tune FEC (the first: the code)
     caps.done()
 
     args: dict[str, ArgSpec] = {}
@@ -326,6 +328,8 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
         a.done()
         args[arg_name] = spec
     args_section.done()
+    if unknown := [name for name in fec_args if name not in args]:
+        raise SpecError(path, "capabilities.fec_args", f"{unknown[0]!r} is not a declared argument", sorted(args))
 
     server = top.section("server", required=True)
     server_argv = check_template(server.get("argv"), path, server.key("argv"), allowed)
@@ -407,7 +411,8 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
     return Descriptor(
         name=name, path=path, text=text, description=description, binary=binary,
         client_binary=client_binary, version_argv=version_argv, build=build, workloads=workloads,
-        codes=codes, multipath=multipath, args=args, server_argv=server_argv, server_env=server_env,
+        codes=codes, fec_args=fec_args, multipath=multipath, args=args, server_argv=server_argv,
+        server_env=server_env,
         server_setup=server_setup, server_files=server_files, ready_pattern=ready_pattern, ready_delay_s=ready_delay_s,
         client_argv=client_argv, client_env=client_env, metrics_sources=sources, metric_patterns=patterns,
         metric_scale={k: float(v) for k, v in scale.items()},
@@ -440,11 +445,3 @@ def find_descriptor(name: str, extra: list[Path] | None = None, *, file: Path | 
         raise SpecError(file, key, f"unknown implementation {name!r}", sorted(known) or "none found")
     return load_descriptor(known[name])
 
-
-def build(descriptor: Descriptor) -> None:
-    """Run the descriptor's build commands in its folder."""
-    for argv in descriptor.build:
-        argv = render(argv, {"dir": str(descriptor.dir)}, {})
-        result = subprocess.run(argv, cwd=descriptor.dir, check=False)
-        if result.returncode != 0:
-            raise UserError(f"{descriptor.path}: build command {' '.join(argv)} failed ({result.returncode})")

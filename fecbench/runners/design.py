@@ -213,8 +213,8 @@ class Design:
                 "topology": str(self.topology_path), "workload": self.workload.params(),
                 "loss": {"model": self.loss.model, "params": self.loss.params, "directions": self.loss.directions,
                          "links": self.loss.links},
-                "impls": {e.label: {"name": e.name, "args": e.args, **({"baseline": e.baseline} if e.baseline
-                                                                         else {})} for e in self.impls},
+                "impls": {e.label: {"name": e.name, "args": e.args, "fec_args": e.descriptor.fec_args,
+                                    **({"baseline": e.baseline} if e.baseline else {})} for e in self.impls},
                 "flows": self.flows.canonical() if self.flows else None, "capture": self.capture.settings()}
 
     def default_db(self) -> Path:

@@ -146,7 +146,8 @@ def make_table_db(path: Path, rows: list[tuple], *, timeout_s: float | None = 10
     by_id = {pt["point"]: pt for pt in pts}
     for point, label, size, rep, status, dct in rows:
         metrics = None if dct is None else {"dct_ms": float(dct), "packets_sent": 10}
-        _record(conn, cid, by_id[point], label, label, "download", size, rep, status, metrics)
+        fec = "none" if label == "quic" else "rs:30,20"   # the same stack with and without FEC
+        _record(conn, cid, by_id[point], label, fec, "download", size, rep, status, metrics)
     conn.close()
     return path
 

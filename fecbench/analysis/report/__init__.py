@@ -62,6 +62,7 @@ import pandas as pd
 
 from fecbench import db as dbmod
 from fecbench.analysis import cross_stack, path_metrics, ratios, results, stats, tables
+from fecbench.analysis.baselines import comparisons, recorded_impls
 from fecbench.analysis.report import accuracy as report_accuracy
 from fecbench.analysis.report import messages as report_messages
 from fecbench.analysis.report import sentences
@@ -161,7 +162,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
     def figure(name: str, fig, note: str | None = None) -> None:
         step(name)
         report.figures[name] = figures.save(fig, outdir / f"{name}.png")
-        notes[name] = note or FIGURE_NOTES.get(name, "")
+        notes[name] = note or FIGURE_NOTES.get(name.split("-vs-")[0], "")   # -vs-BASE: one per baseline
 
     camps = results.campaigns(db)
     report.tables["campaigns"] = camps[["id", "name", "created_at", "design_hash", "git_sha", "seed",
@@ -202,9 +203,13 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
         report.tables["DCT medians (ms)"] = _pivot_medians(ratios.censored_medians(downloads, "dct_ms"))
         report.notes["DCT medians (ms)"] = ("Median DCT per label and size over the runs that finished or timed "
                                             "out (censored at timeout_s: ≥ when half or more timed out).")
-        base = baseline or single_path or choose_baseline(labels, ("quic",))
-        if len(downloads["label"].unique()) > 1 and base in set(downloads["label"]):
-            _download_ratios(report, downloads, base, outdir, figure)
+        groups, unpaired = comparisons(recorded_impls(db), sorted(set(downloads["label"])),
+                                       single_path or choose_baseline(labels, ("quic",)), baseline)
+        for base, compared in sorted(groups.items()):   # each label within its own implementation
+            tag = "" if len(groups) == 1 else f"-vs-{slug(base)}"
+            _download_ratios(report, downloads[downloads["label"].isin([base, *compared])], base, outdir, figure, tag)
+        report.sentences += [f"{label}: no label of the same implementation without FEC to compare it with (set "
+                             "baseline = \"LABEL\" in its [[impl]] to compare it with another)." for label in unpaired]
         cross_stack.section(report.headline, report.notes, downloads, seed=REPORT_SEED)  # two FEC stacks
     messages_base = baseline or choose_baseline(labels, ("udp", "quic"))
     report_messages.messages_section(report.tables, report.notes, db, frame, messages_base, figure)
@@ -225,7 +230,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
     return report
 
 
-def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir: Path, figure) -> None:
+def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir: Path, figure, tag: str = "") -> None:
     """The headline (ratio of medians per point, timeouts censored), the pair accounting, the ratio
     figures and the CSV files of a campaign's downloads against ``base``."""
     from fecbench.analysis import figures
@@ -253,13 +258,13 @@ def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir:
         "headline; a pair where one side timed out counts as a bound, one where both did as undefined.")
     if len(points) <= 24:  # a few fixed points (DA2GC, MSS): every point with its interval
         report.headline[f"DCT ratio of medians per point (label / {base})"] = point_table(points)
-    for file, table in (("point-ratios.csv", points), ("pairs.csv", pairs)):
+    for file, table in ((f"point-ratios{tag}.csv", points), (f"pairs{tag}.csv", pairs)):
         report.files[file] = outdir / file
         table.to_csv(outdir / file, index=False)
     if not pairs["outcome"].isin(["finished", "label timed out", "baseline timed out"]).any():
         return
-    figure("dct-point-ratio-ecdf", figures.point_ratio_ecdf(points))
-    figure("dct-ratio-ecdf", figures.ratio_ecdf(pairs))
+    figure(f"dct-point-ratio-ecdf{tag}", figures.point_ratio_ecdf(points))
+    figure(f"dct-ratio-ecdf{tag}", figures.ratio_ecdf(pairs))
     for label in sorted(points["label"].unique()):
         figure(f"dct-ratio-vs-factors-{slug(label)}", figures.ratio_vs_factors(points, label=label),
                f"Ratio of median DCTs {label} / {base} per design point against each design factor; bars: "

@@ -1,7 +1,9 @@
 """The report's opening: plain-language sentences generated from the statistics, before any table.
 
 Downloads (and every workload with a DCT), per label and size: "quic-fec-rs was faster than quic at
-12 of 20 design points for 50 kB downloads (median ratio 0.93, 95 % interval [0.88, 0.99])". A point
+12 of 20 design points for 50 kB downloads (median ratio 0.93, 95 % interval [0.88, 0.99])"; when the
+interval holds 1, "no clear difference from quic (…; faster at 3 of 4 design points)", and "slower than"
+when it lies above 1. A point
 is counted faster when its ratio of medians (``ratios.point_ratios``) is below 1; a point whose ratio
 is only a bound (timeouts) counts when the bound decides, and the count becomes a range otherwise.
 The median ratio is the median over the points (as the headline table), its interval a percentile
@@ -63,9 +65,16 @@ def downloads(points: pd.DataFrame, pairs: pd.DataFrame, base: str, seed: int) -
         low, high = _interval(placed, seed)
         interval = f", 95 % interval [{_num(low)}, {_num(high)}]" if not math.isnan(low) else ""
         kind = what.get(str(group["workload"].iloc[0]), "transfers")
-        verb = "faster"
-        out.append(f"{label} was {verb} than {base} at {_count(sure, maybe)} of {len(group)} design points for "
-                   f"{format_size(size)} {kind} (median ratio {_num(median)}{interval}).")
+        at = f"{_count(sure, maybe)} of {len(group)} design points"
+        if not math.isnan(low) and low <= 1 <= high:   # the interval holds 1: say so, whatever the count
+            out.append(f"{label}: no clear difference from {base} for {format_size(size)} {kind} (median ratio "
+                       f"{_num(median)}{interval}; faster at {at}).")
+        elif not math.isnan(low) and low > 1:
+            out.append(f"{label} was slower than {base} for {format_size(size)} {kind} (median ratio "
+                       f"{_num(median)}{interval}; faster at {at}).")
+        else:
+            out.append(f"{label} was faster than {base} at {at} for {format_size(size)} {kind} (median ratio "
+                       f"{_num(median)}{interval}).")
     for label, group in pairs.groupby("label", sort=True):
         excluded = group[group["outcome"] == "excluded"]["excluded_why"].value_counts().sort_index()
         censored = int(group["outcome"].isin(ratios.OUTCOMES[1:4]).sum())

@@ -28,12 +28,27 @@ DIMENSIONS = ("time", "rate", "size", "probability", "count", "packets")
 
 @dataclass(frozen=True)
 class Quantity:
-    """What one place of a design reads: its dimension and the unit a bare number means there."""
+    """What one place of a design reads: its dimension, the unit a bare number means there, and the values
+    it accepts (in that unit)."""
     dimension: str
     unit: str                 # default unit ("" for probabilities and counts: plain numbers)
+    low: float | None = None  # the least value accepted (None: any)
+    above: bool = False       # the least value itself is refused (a rate must be > 0)
+    high: float | None = None
 
     def describe(self) -> str:
         return f"{self.dimension} ({self.unit})" if self.unit else self.dimension
+
+    def accepts(self, value: float) -> bool:
+        if self.low is not None and (value < self.low or (self.above and value == self.low)):
+            return False
+        return self.high is None or value <= self.high
+
+    def range_text(self) -> str:
+        unit = f" {self.unit}" if self.unit else ""
+        if self.high is not None:
+            return f"[{self.low:g}, {self.high:g}]{unit}"
+        return f"{'>' if self.above else '≥'} {self.low:g}{unit}" if self.low is not None else "any value"
 
 
 def units_of(dimension: str) -> list[str]:

@@ -30,6 +30,7 @@ from fecbench.specs import Section
 
 METHODS = ("wsp", "lhs", "sobol", "random", "factorial", "list", "fracfact", "ccd", "bbd")
 KINDS = ("float", "int", "choice", "fixed")
+FACTOR_KEYS = ("type", "low", "high", "levels", "value", "scale", "unit", "per_path")
 SCALES = ("linear", "log")
 CLASSICAL = ("fracfact", "ccd", "bbd")  # need the optional `pydoe` package (extra `doe`)
 CHOICE_COORDINATE = portable.lattice_half_sqrt2()  # ~1/√2 on the lattice: two levels ~1 apart
@@ -277,6 +278,9 @@ def _parse_factor(name: str, raw: Any, s: Section) -> list[dict[str, Any]]:
         value = s.get(name, (int, float, str, bool))  # rejects lists with a message naming the factor
         return [{"base": name, "kind": "fixed", "value": value, "per_path": False}]
     f = s.section(name)
+    for key in FACTOR_KEYS:       # read first: an unknown key is named before a missing one ("hihg")
+        f.get(key, object, None)
+    f.done()
     levels = f.get("levels", (list, int), None)
     default_kind = "fixed" if "value" in raw else "float"
     if isinstance(levels, list) and any(isinstance(v, str) for v in levels):
@@ -356,6 +360,7 @@ def parse_space(section: Section, paths: int = 1) -> Space:
         "center": section.get("center", int, 1, min=0, max=100),
     }
     factors_section = section.section("factors", required=True)
+    section.done()   # an unknown key first: "point = 5" is a typo before it is a missing "points"
     if not factors_section.data:
         raise factors_section.error(None, "declare at least one factor")
 
@@ -430,7 +435,6 @@ def parse_space(section: Section, paths: int = 1) -> Space:
         if not isinstance(text, str):
             raise err(f"constraints[{i}]", f"a constraint must be a string expression, got {text!r}")
         constraints.append(compile_constraint(text, names, section.file, f"{section.key('constraints')}[{i}]"))
-    section.done()
     return Space(method=method, points=points, factors=tuple(factors), paths=paths, candidates=candidates,
                  mirror=mirror, constraints=tuple(constraints), list_file=list_file, options=options,
                  file=str(section.file) if section.file else None)

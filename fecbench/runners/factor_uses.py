@@ -26,11 +26,11 @@ from fecbench.topologies.spec import MS_RE, Topology
 from fecbench.units import Quantity, factor
 
 #: What each place of a design reads (the docs' table of parameters lists the same).
-LINK_QUANTITIES = {"bw": Quantity("rate", "Mbit/s"), "owd": Quantity("time", "ms"),
-                   "queue": Quantity("packets", "packets")}
-PROBABILITY = Quantity("probability", "")
+LINK_QUANTITIES = {"bw": Quantity("rate", "Mbit/s", low=0, above=True), "owd": Quantity("time", "ms", low=0),
+                   "queue": Quantity("packets", "packets", low=1)}
+PROBABILITY = Quantity("probability", "", low=0, high=1)
 START = Quantity("time", "s")
-COUNT = Quantity("count", "")
+COUNT = Quantity("count", "", low=1)
 FLOW_NAMES = Quantity("flow names", "")
 
 
@@ -131,7 +131,22 @@ def check_and_scale(design: Design, topology: Topology, space: Space) -> dict[st
         scale = distinct.pop()
         if scale != 1.0:
             scales[f.name] = scale
+        _check_range(design, f, scale, readers)
     return scales
+
+
+def _check_range(design: Design, f: Factor, scale: float, readers: list[Use]) -> None:
+    """The values a factor can take (bounds, levels, value), in its readers' unit, against what they accept."""
+    values = [v for v in (f.low, f.high, f.value, *(f.levels or ())) if isinstance(v, (int, float))
+              and not isinstance(v, bool)]
+    if not values:
+        return
+    low, high = min(values) * scale, max(values) * scale
+    for use in readers:
+        bad = [v for v in (low, high) if not use.quantity.accepts(v)]
+        if bad:
+            raise _factor_error(design, f, f"read by {use.where} as {use.quantity.describe()}: its values "
+                                f"{low:g}..{high:g} fall outside {use.quantity.range_text()}")
 
 
 def scale_value(value: Any, scale: float) -> Any:

@@ -50,7 +50,8 @@ BASE = textwrap.dedent(f"""\
 
 #: (id, (old, new) replacements of BASE or text appended, what the message must say)
 MISTAKES: list[tuple[str, list[tuple[str, str]], list[str]]] = [
-    ("factor typo delay for owd", [('owd = { low = 2, high = 5, unit = "ms" }', 'delay = { levels = [300.0], unit = "ms" }')],
+    ("factor typo delay for owd",
+     [('owd = { low = 2, high = 5, unit = "ms" }', 'delay = { levels = [300.0], unit = "ms" }')],
      [":14: space.factors.delay", "unknown factor 'delay'", "nothing reads it", "did you mean 'owd'"]),
     ("factor typo bww", [("bw = {", "bww = {")], ["unknown factor 'bww'", "did you mean 'bw'"]),
     ("owd in Mbit/s", [('unit = "ms"', 'unit = "Mbit/s"')], ["space.factors.owd", "unit 'Mbit/s' is a rate",
@@ -64,8 +65,10 @@ MISTAKES: list[tuple[str, list[tuple[str, str]], list[str]]] = [
      ["space.factors.mode"]),
     ("probability above 1", [("p = { low = 0.01, high = 0.05 }", "p = { low = 0.5, high = 1.5 }")],
      ["space.factors.p", "outside [0, 1]"]),
-    ("negative delay", [("owd = { low = 2, high = 5", "owd = { low = -5, high = 5")], ["space.factors.owd", "outside ≥ 0 ms"]),
-    ("zero bandwidth", [("bw = { low = 5, high = 20", "bw = { low = 0, high = 20")], ["space.factors.bw", "outside > 0 Mbit/s"]),
+    ("negative delay", [("owd = { low = 2, high = 5", "owd = { low = -5, high = 5")],
+     ["space.factors.owd", "outside ≥ 0 ms"]),
+    ("zero bandwidth", [("bw = { low = 5, high = 20", "bw = { low = 0, high = 20")],
+     ["space.factors.bw", "outside > 0 Mbit/s"]),
     ("design key typo", [("timeout_s = 30", "timout_s = 30")], [":6: design.timout_s", "unknown key 'timout_s'",
                                                                   "did you mean 'timeout_s'"]),
     ("repetitions 0", [("repetitions = 1", "repetitions = 0")], ["design.repetitions", "≥ 1"]),
@@ -141,7 +144,8 @@ def test_the_catalogue_is_long_enough() -> None:
 def test_what_is_written_is_what_runs(tmp_path: Path) -> None:
     """The positive twins: owd in s runs at ms, p in %, bw in kbit/s; an all-fixed design is one point."""
     design = _design(tmp_path, [("method = \"wsp\"\npoints = 2\n", ""),
-                                ('bw = { low = 5, high = 20, unit = "Mbit/s" }', 'bw = { value = 5000, unit = "kbit/s" }'),
+                                ('bw = { low = 5, high = 20, unit = "Mbit/s" }',
+                                 'bw = { value = 5000, unit = "kbit/s" }'),
                                 ('owd = { low = 2, high = 5, unit = "ms" }', 'owd = { levels = [0.3], unit = "s" }'),
                                 ("p = { low = 0.01, high = 0.05 }", 'p = { value = 2, unit = "%" }'),
                                 ("timeout_s = 30", "timeout_s = 60")])
@@ -158,7 +162,8 @@ def test_an_unbuilt_implementation_is_a_warning_on_a_dry_run(tmp_path: Path) -> 
     impls = tmp_path / "impls" / "ghost"
     impls.mkdir(parents=True)
     descriptor = (FAKE_DIR / "fake" / "impl.toml").read_text().replace('binary = "fake.py"', 'binary = "build/ghost"')
-    (impls / "impl.toml").write_text(descriptor.replace("[impl]", '[impl]\nbuild = [["make", "-C", "{dir}/..", "ghost"]]'))
+    build = '[impl]\nbuild = [["make", "-C", "{dir}/..", "ghost"]]'
+    (impls / "impl.toml").write_text(descriptor.replace("[impl]", build))
     design = _design(tmp_path, [(f'impl_dirs = ["{FAKE_DIR}"]', f'impl_dirs = ["{tmp_path / "impls"}"]'),
                                 ('name = "fake"', 'name = "ghost"')])
     dry = fecbench("run", str(design), "--dry-run", "--db", str(tmp_path / "x.sqlite"))

@@ -51,7 +51,7 @@ class Outcome:
 def prepare_campaigns(pack: Pack, names: list[str], root: Path, *, checks: bool = True
                       ) -> tuple[dict[tuple[str, str], profiles.Target], dict[tuple[str, str], plan.Campaign]]:
     """Every (profile, design) of the pack that exists here, written, prepared and measured."""
-    from fecbench.runners.checks import check_impl_args, check_timeouts
+    from fecbench.runners.checks import validate
 
     targets, campaigns = {}, {}
     for name in names:
@@ -60,10 +60,8 @@ def prepare_campaigns(pack: Pack, names: list[str], root: Path, *, checks: bool 
             if not ref.present:
                 continue
             target = profiles.write(pack, profile, ref, root)
-            prepared = prepare(target.design)
-            if checks:
-                check_timeouts(prepared, accept=False, warn=lambda *_: None)
-                check_impl_args(prepared)
+            # The one validation pass `fecbench run` makes (without its implementations' own checks on --no-run)
+            prepared = validate(target.design) if checks else prepare(target.design)
             campaign = plan.Campaign(profile=name, alias=alias, db=target.db, prepared=prepared,
                                      statuses=read_statuses(target.db))
             seeds.recorded(campaign)  # extra seeds an earlier budget drew: part of the campaign again

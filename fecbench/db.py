@@ -75,7 +75,7 @@ from urllib.parse import quote
 from fecbench.errors import UserError
 from fecbench.specs import DEFAULT_TIMEOUT_S, tomllib
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 # Metrics stored as typed columns (the rest stays in metrics.json).
@@ -181,25 +181,28 @@ def _add_applied_and_sessions(conn: sqlite3.Connection) -> None:
     """Version 7: what each run gets (links, losses, workload, argv: fecbench.runners.applied) and the
     duration model's estimate, with every run; one row per `fecbench run` (its wall time, networks, the
     runs it did and their estimates: what later estimates on this machine learn from); the earlier
-    outcome of a run done again (a fidelity-flagged run re-run at the end of its campaign); and the files
-    each run kept to explain itself (qlog, key log, packet captures: runners.capture), under
-    <db stem>.artifacts/."""
+    outcome of a run done again (a fidelity-flagged run re-run at the end of its campaign)."""
     conn.execute("ALTER TABLE runs ADD COLUMN applied_json TEXT")
     conn.execute("ALTER TABLE runs ADD COLUMN estimate_s REAL")
     conn.execute("CREATE TABLE IF NOT EXISTS sessions (campaign_id INTEGER, runner TEXT, started_at TEXT, "
                  "wall_s REAL, jobs INTEGER, executor TEXT, runs INTEGER, run_s REAL, estimate_s REAL, json TEXT)")
-    conn.execute("CREATE TABLE IF NOT EXISTS artifacts (run_key TEXT, kind TEXT, path TEXT, bytes INTEGER, "
-                 "why TEXT, PRIMARY KEY (run_key, path))")
     conn.execute("CREATE TABLE IF NOT EXISTS earlier_outcomes (run_key TEXT, attempt INTEGER, status TEXT, "
                  "error TEXT, finished_at TEXT, duration_s REAL, fidelity_json TEXT, why_again TEXT, "
                  "PRIMARY KEY (run_key, attempt))")
+
+
+def _add_artifacts(conn: sqlite3.Connection) -> None:
+    """Version 8: the files each run kept to explain itself (qlog, key logs, packet captures:
+    runners.capture), under <db stem>.artifacts/."""
+    conn.execute("CREATE TABLE IF NOT EXISTS artifacts (run_key TEXT, kind TEXT, path TEXT, bytes INTEGER, "
+                 "why TEXT, PRIMARY KEY (run_key, path))")
 
 
 # MIGRATIONS[v] upgrades a database at version v to v + 1 (a new database is made at version 1, then upgraded).
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_link_events, 2: _add_breakers,
                                                                 3: _add_fidelity_checks, 4: _add_run_phases,
                                                                 5: _add_endpoint_timing,
-                                                                6: _add_applied_and_sessions}
+                                                                6: _add_applied_and_sessions, 7: _add_artifacts}
 
 
 class SchemaError(Exception):

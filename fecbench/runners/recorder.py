@@ -147,5 +147,7 @@ def _write(function: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return function(*args, **kwargs)
     except sqlite3.Error as exc:
-        raise UserError(f"cannot write the results database ({exc}); the campaign stopped (free some disk "
-                        "space, then run the same command again to resume)") from None
+        full = any(word in str(exc).lower() for word in ("disk", "full", "i/o"))
+        raise UserError(f"cannot write the results database ({exc}); the campaign stopped ("
+                        + ("free some disk space, then " if full else "") + "run the same command again to resume)"
+                        ) from None

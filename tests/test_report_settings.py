@@ -27,3 +27,18 @@ def test_applied_settings_recorded_at_planning_are_read_back(tmp_path: Path) -> 
     loss = applied.losses(db)
     assert set(loss["model"]) == {"uniform"} and loss["long_run_loss"].between(0.01, 0.05).all()
     assert dbmod.schema_version(dbmod.connect(db)) == dbmod.SCHEMA_VERSION
+
+
+def test_the_report_links_the_timelines_of_runs_that_kept_qlog(tmp_path: Path) -> None:
+    from fecbench.analysis.report import build
+    from tests.helpers.qlog_db import make_db, tquic_files, tquic_verdicts
+
+    db = tmp_path / "campaign.sqlite"
+    keys = make_db(db, [{"label": "tquic", "impl": "tquic", "args": {"cc": "cubic"}, "qlogs": tquic_files(),
+                         "verdicts": tquic_verdicts(), "metrics": {"dct_ms": 19.241, "bytes_app": 120_000}},
+                        {"label": "tquic-bbr", "impl": "tquic", "args": {"cc": "bbr"}, "metrics": {"dct_ms": 20.0}}])
+    written = build(db, tmp_path / "report")
+    table = written.tables["timelines of representative runs"]
+    assert list(table["label"]) == ["tquic"] and table["key"].iloc[0] == keys["tquic"]   # the other kept none
+    link = f'timelines/{keys["tquic"][:12]}-timeline.png'
+    assert (tmp_path / "report" / link).read_bytes()[:4] == b"\x89PNG" and f'href="{link}"' in written.html.read_text()

@@ -218,6 +218,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
     flows_section(report.tables, report.notes, db, figure)
     report_settings.losses_section(report.tables, report.notes, db, frame)
     report_settings.settings_section(report.tables, report.notes, db)
+    report_settings.timelines_section(report.tables, report.notes, db, outdir, step)
     _loss_position(report, db, figure)
     _link_schedule(report, db)
 
@@ -401,7 +402,8 @@ def _html(db: Path, frame: pd.DataFrame, report: Report, notes: dict[str, str]) 
             if name in report.notes:
                 parts.append(f"<p class='note'>{html.escape(report.notes[name])}</p>")
             parts.append(table.to_html(float_format=lambda v: f"{v:.4g}", na_rep="–", border=0,
-                                       index=not isinstance(table.index, pd.RangeIndex)))
+                                       index=not isinstance(table.index, pd.RangeIndex),
+                                       escape=name not in report_settings.LINK_TABLES))
     if report.files:
         links = ", ".join(f"<a href='{html.escape(p.name)}'>{html.escape(p.name)}</a>" for p in report.files.values())
         parts.append(f"<p>Data beside this page: {links}.</p>")

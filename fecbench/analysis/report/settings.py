@@ -3,7 +3,9 @@ recorded with it (``fecbench.analysis.applied``) and losses by cause per label (
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -44,3 +46,35 @@ def losses_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db: P
         "the bottleneck's queue (forward: client → server), the data sender's declared and spurious losses, "
         "FEC's recoveries, and what no drop explains (declared − drops in the data's direction − spurious: "
         "below 0, drops never declared). fecbench explain DB RUN shows one run's losses on its timeline.")
+
+
+#: Timelines the report draws at most (each takes a few seconds).
+TIMELINES = 8
+#: Tables whose cells hold links (written here, escaped where they hold text from elsewhere).
+LINK_TABLES = ("timelines of representative runs",)
+
+
+def timelines_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db: Path, outdir: Path,
+                      step: Any = None) -> None:
+    """Each label's median and worst run that kept its qlog (``explain.representatives``): their timelines
+    (``fecbench explain``) beside the report, listed with links."""
+    from fecbench.analysis import explain
+    from fecbench.errors import UserError
+
+    rows = []
+    for rep in explain.representatives(db)[:TIMELINES]:
+        if step is not None:
+            step(f"timeline {rep['label']} {rep['which']}")
+        try:
+            written = explain.explain(db, rep["key"], outdir / "timelines")
+        except UserError as exc:   # a run whose qlog cannot be drawn: said in the table, not fatal
+            rows.append({**rep, "timeline": html.escape(f"not drawn: {exc}")})
+            continue
+        link = html.escape(str(written.figure.relative_to(outdir)))
+        rows.append({**rep, "timeline": f'<a href="{link}">{html.escape(written.figure.name)}</a>'})
+    if rows:
+        name = "timelines of representative runs"
+        tables[name] = pd.DataFrame(rows)[["label", "which", "status", "dct_ms", "key", "timeline"]]
+        notes[name] = ("Each label's median run (by DCT) and its worst (a run not ok first, else the slowest) among "
+                       "those that kept their qlog: window, bytes in flight, RTT, sending rate, drops, losses, repairs "
+                       "and recoveries over time (fecbench explain DB KEY --pair draws one beside its twin).")

@@ -27,13 +27,18 @@ def _applied(db: DbLike) -> list[tuple[str, dict]]:
     return [(label, json.loads(text)) for label, text in rows]
 
 
+def _per_point(db: DbLike) -> list[dict]:
+    """One run's applied settings per point (what the network applies is the same for all its runs)."""
+    first: dict[int, dict] = {}
+    for _, applied in _applied(db):
+        first.setdefault(applied["point"], applied)
+    return list(first.values())
+
+
 def links(db: DbLike) -> pd.DataFrame:
     """Per point, link and direction: rate (Mbit/s; empty: unlimited), one-way delay (ms), queue (packets)."""
-    seen, records = set(), []
-    for _, applied in _applied(db):
-        if applied["point"] in seen:
-            continue
-        seen.add(applied["point"])
+    records = []
+    for applied in _per_point(db):
         for link, pair in applied["links"].items():
             for direction, s in pair.items():
                 records.append({"point": applied["point"], "link": link, "direction": direction, **s})
@@ -42,11 +47,8 @@ def links(db: DbLike) -> pd.DataFrame:
 
 def losses(db: DbLike) -> pd.DataFrame:
     """Per point and lossy link: the loss model, its parameters, long-run loss and mean burst (packets)."""
-    seen, records = set(), []
-    for _, applied in _applied(db):
-        if applied["point"] in seen:
-            continue
-        seen.add(applied["point"])
+    records = []
+    for applied in _per_point(db):
         loss = applied["loss"]
         for link, model in loss["links"].items():
             records.append({"point": applied["point"], "link": link, "model": loss["model"],

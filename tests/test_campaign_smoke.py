@@ -55,7 +55,8 @@ def test_every_run_records_its_own_emulation_accuracy(smoke_db: Path) -> None:
     direction of the bottleneck are the run's packets the dropper (before it) let through, never the
     fidelity probes before the run (40 per direction) or earlier runs' packets. Not exactly them:
     a frame may cross a boundary inside the delay (the previous run's close still queued when the
-    count is cleared, this run's when it is read, and the two counters are read a moment apart),
+    count is cleared, this run's when it is read: the droppers are read first, so a packet they
+    counted is sent, queued or refused by the delay element when it is read),
     and the element's queue and tbf refusals are counted since the network was built. Measured on a
     fresh clone: 4 of 32 directions 1 frame short, 1 one over, 1 two short with 2 still queued."""
     from fecbench.analysis import tables

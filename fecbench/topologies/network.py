@@ -304,6 +304,11 @@ class Network:
         ``clear_lateness``) and tbf qdisc statistics."""
         out = []
         for link_id, dn in self.layout.delay_nodes.items():
+            # The droppers first: a packet they counted is then, when the delay element is read, sent,
+            # queued or refused there (read the other way round, one passing the dropper in between was
+            # in neither count: a run's frames fell 3 short of its dropper's once, at a run's end).
+            droppers = {direction: self.droppers.get((link_id, direction)) for direction in ("forward", "reverse")}
+            dropped = {direction: d.stats() if d else None for direction, d in droppers.items()}
             # One `tc` for both directions: every qdisc of the delay node, each naming its device.
             proc = subprocess.run(["mnexec", "-da", str(self.nodes[dn.name].pid), "tc", "-s", "-j", "qdisc", "show"],
                                   capture_output=True, text=True, check=False)
@@ -315,11 +320,10 @@ class Network:
                       for direction in ("forward", "reverse")}
             delay = self.delaylines[link_id].stats() if link_id in self.delaylines else None
             for direction in ("forward", "reverse"):
-                dropper = self.droppers.get((link_id, direction))
                 counts = (delay or {}).get("ab" if direction == "forward" else "ba")
                 out.append({
                     "link": link_id, "direction": direction, "backend": self.backend,
-                    "dropper": dropper.stats() if dropper else None,
+                    "dropper": dropped[direction],
                     "delay": delay,
                     "lateness": lateness.summary(counts, (delay or {}).get("late_edges_us")),
                     "qdiscs": [{k: q.get(k) for k in ("kind", "bytes", "packets", "drops", "overlimits",

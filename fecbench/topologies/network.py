@@ -40,6 +40,29 @@ def build_tag(n: int) -> str:
     return chr(ord("a") + n // 26) + chr(ord("a") + n % 26)
 
 
+# Counters that only grow: the delay element's (per side) and the shaper qdisc's; link_stats reports them
+# since the window's start. A counter below its start value was reset (a qdisc replaced): read whole.
+_DELAY_COUNTERS = ("rx", "tx", "drop_egress", "drop_queue", "errors", "rx_errors", "flushed", "gso")
+_QDISC_COUNTERS = ("bytes", "packets", "drops", "overlimits")
+
+
+def _counters_since(now: dict[str, Any], start: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    out = dict(now)
+    for key in keys:
+        if isinstance(now.get(key), int) and isinstance(start.get(key), int) and now[key] >= start[key]:
+            out[key] = now[key] - start[key]
+    return out
+
+
+def _since(delay: dict[str, Any] | None, start: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not delay or not start:
+        return delay
+    # queue_at_start: frames held when the window began, sent or dropped within it (rx + it balances the rest).
+    return {**delay, **{side: {**_counters_since(delay[side], start.get(side) or {}, _DELAY_COUNTERS),
+                               "queue_at_start": (start.get(side) or {}).get("queue", 0)}
+                        for side in ("ab", "ba") if isinstance(delay.get(side), dict)}}
+
+
 class Network:
     """A running topology. Use as a context manager; `stop()` is idempotent."""
 
@@ -58,6 +81,7 @@ class Network:
         self.timings: dict[str, float] = {}
         self._recorded: list[str] = []
         self._old_handlers: dict[int, Any] = {}
+        self._window: dict[tuple[str, str], dict[str, Any]] = {}   # link_stats at the window's start
         self._running = False
         self.dropper_error: str | None = None
         self.endpoints: cgroups.EndpointGroup | None = None  # the client's and server's cgroup (fecbench.cgroups)
@@ -295,13 +319,27 @@ class Network:
         self.droppers[key].set(model=model, seed=seed, stream=stream, flow_bin_ms=flow_bin_ms)
 
     def clear_lateness(self) -> None:
-        """Start a new lateness window on every delay element (what ``link_stats`` then reports)."""
+        """Start a new window (a run's) for what ``link_stats`` reports: the delay elements' lateness, and the
+        counters of the delay elements and shaper qdiscs, which only grow over the network's life (fidelity
+        probes, earlier runs: read whole, a run's queue drops included the rate probe's)."""
         for line in self.delaylines.values():
             line.clear_lateness()
+        self._window = {(row["link"], row["direction"]): row for row in self._link_counters()}
 
     def link_stats(self) -> list[dict[str, Any]]:
-        """Per shaped link and direction: dropper counters, delay element (with its lateness since
-        ``clear_lateness``) and tbf qdisc statistics."""
+        """Per shaped link and direction: dropper counters, delay element and tbf qdisc statistics, the
+        delay element's lateness and both their counters since ``clear_lateness``."""
+        rows = self._link_counters()
+        for row in rows:
+            start = self._window.get((row["link"], row["direction"]))
+            if start:
+                row["delay"] = _since(row["delay"], start["delay"])
+                started = {q.get("kind"): q for q in start["qdiscs"]}
+                row["qdiscs"] = [_counters_since(q, started.get(q.get("kind"), {}), _QDISC_COUNTERS)
+                                 for q in row["qdiscs"]]
+        return rows
+
+    def _link_counters(self) -> list[dict[str, Any]]:
         out = []
         for link_id, dn in self.layout.delay_nodes.items():
             # The droppers first: a packet they counted is then, when the delay element is read, sent,

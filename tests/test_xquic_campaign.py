@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.analysis import tables
+from fecbench.analysis import qlog, tables
 from tests.helpers.campaign import ROOT, TOPOLOGY, fecbench, rows
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
@@ -25,9 +25,9 @@ def _built() -> None:
     assert client.exists(), f"{client} is missing: build it with `make xquic` (make test does)"
 
 
-def _run(design: Path, db: Path) -> list[dict]:
+def _run(design: Path, db: Path, *options: str) -> list[dict]:
     _built()
-    out = fecbench("run", str(design), "--db", str(db))
+    out = fecbench("run", str(design), "--db", str(db), *options)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return rows(db, "SELECT r.*, m.dct_ms, m.bytes_app, m.packets_sent, m.repair_sent, m.recovered, "
                     "m.json AS metrics_json FROM runs r LEFT JOIN metrics m ON m.run_key = r.key "
@@ -52,9 +52,11 @@ def test_smoke_single_path_each_fec_scheme(tmp_path: Path) -> None:
 
 def test_smoke_two_paths(tmp_path: Path) -> None:
     """Multipath runs carry packets on both paths (the droppers' counts and XQUIC's own); the
-    single-path label stays on path 1; with FEC, repairs go out (on the standby path 2)."""
+    single-path label stays on path 1; with FEC, repairs go out (on the standby path 2). Every run keeps
+    its qlog (--capture qlog=all): XQUIC's text events converted to JSON-SEQ that the qlog reader parses
+    whole, with packets sent on both paths and the recovery metrics."""
     db = tmp_path / "xquic-multipath-smoke.sqlite"
-    runs = _run(ROOT / "designs" / "xquic-multipath-smoke.toml", db)
+    runs = _run(ROOT / "designs" / "xquic-multipath-smoke.toml", db, "--capture", "qlog=all")
     assert len(runs) == 6 and {r["status"] for r in runs} == {"ok"}, [(r["label"], r["error"]) for r in runs]
     traffic = tables.path_traffic(db)
     down = traffic.pivot_table(index="key", columns="path", values="packets_down")
@@ -66,6 +68,21 @@ def test_smoke_two_paths(tmp_path: Path) -> None:
         else:
             assert down.loc[run["key"], 2] > 0 and metrics["sender_path2_sent"] > 0, (run["label"], metrics)
     assert all(r["repair_sent"] > 0 for r in runs if r["label"] == "xquic-mp-fec-rs")
+    _check_qlogs(db, runs)
+
+
+def _check_qlogs(db: Path, runs: list[dict]) -> None:
+    artifacts = rows(db, "SELECT run_key, kind, path FROM artifacts WHERE kind = 'qlog'")
+    root = db.with_name(f"{db.stem}.artifacts")
+    for run in runs:
+        files = [root / a["path"] for a in artifacts if a["run_key"] == run["key"]]
+        traces = {t.vantage: t for f in files for t in qlog.read(f)}
+        assert set(traces) == {"client", "server"}, (run["label"], files)
+        sender = traces["server"]          # a download: the server sends the data
+        assert sender.skipped == 0 and {"transport:packet_sent", "recovery:metrics_updated"} <= set(sender.names)
+        sent = sender.events[sender.events["kind"] == "sent"]
+        assert sent["bytes"].sum() > 200_000 and (sender.events["cwnd"] > 0).any()
+        assert set(sent["path"]) == ({1} if run["label"] == "xquic-sp" else {1, 2}), run["label"]
 
 
 def test_upload_and_missing_server(tmp_path: Path) -> None:

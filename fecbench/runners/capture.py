@@ -24,6 +24,7 @@ qlog = { server = ["--qlog-dir", "{qlog_dir}"], client = ["--qlog-dir", "{qlog_d
 keylog = { client = ["--keylog-file", "{keylog_file}"] }
 off = { server = ["--qlog_disable"], client = ["--qlog_disable"] }   # what to pass when qlog is not wanted
 files = ["ckeys.log"]                # other files of the run folder that belong to the capture
+qlog_format = "xquic-text"           # what the qlog folder holds when not qlog (default "qlog"): converted
 ```
 """
 
@@ -49,6 +50,8 @@ MAX_MB = 500.0
 SNAPLEN = 256
 OUTLIER_MIN_RUNS = 5
 SIDES = ("server", "client")
+#: What an implementation's qlog folder may hold: qlog itself, or a text log fecbench converts (xquic_qlog).
+QLOG_FORMATS = ("qlog", "xquic-text")
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,7 @@ class CaptureArgs:
     keylog: dict[str, list[str]] = field(default_factory=dict)
     off: dict[str, list[str]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    qlog_format: str = "qlog"
 
     @property
     def qlog_capable(self) -> bool:
@@ -150,6 +154,15 @@ class CaptureArgs:
             out[f"{side}_args"] = [part.format_map(side_values) for part in parts]
         return out
 
+    def to_qlog(self, qlog_dir: Path) -> None:
+        """Turn what the implementation wrote into each side's qlog folder into qlog (qvis's format)."""
+        if self.qlog_format == "xquic-text":
+            from fecbench.runners.xquic_qlog import convert_folder
+
+            for side in SIDES:
+                if (qlog_dir / side).is_dir():
+                    convert_folder(qlog_dir / side, side)
+
 
 def parse_capture_args(section: Section) -> CaptureArgs:
     """An implementation descriptor's `[capture]` table."""
@@ -164,6 +177,9 @@ def parse_capture_args(section: Section) -> CaptureArgs:
                 getattr(out, key)[side] = argv
         table.done()
     out.files = section.get("files", list, [])
+    out.qlog_format = section.get("qlog_format", str, "qlog")
+    if out.qlog_format not in QLOG_FORMATS:
+        raise section.error("qlog_format", f"must be one of {', '.join(QLOG_FORMATS)}")
     section.done()
     return out
 

@@ -290,6 +290,7 @@ class Runner:
 
     def keep_artifacts(self, run: Run, outcome: Outcome, run_dir: Path) -> None:
         """What the campaign keeps of the run's qlog, key logs and captures (runners.capture.Keeper)."""
+        run.impl.descriptor.capture.to_qlog(run_dir / "qlog")
         files = {"qlog": sorted(p for p in (run_dir / "qlog").rglob("*") if p.is_file()),
                  "keylog": sorted((run_dir / "keys").glob("*.keys"))
                  + [run_dir / name for name in run.impl.descriptor.capture.files if (run_dir / name).is_file()],

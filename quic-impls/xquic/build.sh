@@ -133,12 +133,15 @@ fi
 # 3. XQUIC's test programs, statically linked against BoringSSL and libevent. XQC_PRINT_SECRET: the
 # programs write the TLS secrets of their connections (ckeys.log, skeys.log in their working folder, the
 # run's), so that a packet capture of the run can be decrypted (fecbench/runners/capture.py).
+# XQC_ENABLE_EVENT_LOG: the qlog events, written as text into the log file when the run asks for them
+# (impl.toml [capture]; off with --qlog_disable: one branch per event) and converted to qlog by fecbench.
 libevent=$(cc -print-file-name=libevent.a)
 [ -f "$libevent" ] || die "libevent.a not found: apt-get install libevent-dev"
 rm -rf "$build/xquic"
 cmake -S "$build/src" -B "$build/xquic" -DCMAKE_BUILD_TYPE=Release -DXQC_ENABLE_TESTING=1 \
     -DXQC_ENABLE_FEC=1 -DXQC_ENABLE_XOR=1 -DXQC_ENABLE_RSC=1 -DXQC_ENABLE_PKM=1 \
     -DXQC_ENABLE_RENO=1 -DXQC_ENABLE_BBR2=1 -DXQC_ENABLE_COPA=1 -DXQC_ENABLE_UNLIMITED=1 -DXQC_PRINT_SECRET=1 \
+    -DXQC_ENABLE_EVENT_LOG=1 \
     -DSSL_TYPE=boringssl -DSSL_PATH="$ssl_src" -DSSL_INC_PATH="$ssl_src/src/include" \
     "-DSSL_LIB_PATH=$ssl/libssl.a;$ssl/libcrypto.a" -DLIBEVENT_LIBRARY="$libevent" > "$build/xquic.log"
 cmake --build "$build/xquic" --target test_server test_client -j "$jobs" >> "$build/xquic.log" \

@@ -114,13 +114,12 @@ def qlog_files(db: DbLike, key: str, impl: str | None = None) -> list[Path]:
         listed = [r[0] for r in con.execute("SELECT path FROM artifacts WHERE run_key = ? ORDER BY path",
                                             (key,))] if "artifacts" in _tables(con) else []
     files = [root / p for p in listed] if listed else sorted(p for p in (root / key).rglob("*") if p.is_file())
-    files = [f for f in files if qlog.is_qlog(f) and f.is_file()]
+    # the run's own connection; its competing flows' files are named flow-<id>-… (runners.capture.Keeper)
+    files = [f for f in files if qlog.is_qlog(f) and f.is_file() and not f.name.startswith("flow-")]
     if not files:
         if impl is not None and writes_qlog(impl) is False:
-            own = " (XQUIC's own event log, slog/clog, is a text format of its own, not qlog)" \
-                if impl.startswith("xquic") else ""
             raise NoQlog(f"run {key[:12]} has no qlog: {impl} is not asked for any (its impl.toml has no [capture] "
-                         f"qlog arguments){own}, so `fecbench explain` cannot draw its runs; explain a run of an "
+                         "qlog arguments), so `fecbench explain` cannot draw its runs; explain a run of an "
                          "implementation whose impl.toml has them")
         raise NoQlog(f"run {key[:12]} has no qlog kept in {root / key} (the campaign kept none for it). Keep "
                      "them: `fecbench run DESIGN --capture qlog=all` (or `[capture] qlog = \"all\"` in the "

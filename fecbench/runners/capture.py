@@ -159,9 +159,10 @@ class CaptureArgs:
         if self.qlog_format == "xquic-text":
             from fecbench.runners.xquic_qlog import convert_folder
 
-            for side in SIDES:
-                if (qlog_dir / side).is_dir():
-                    convert_folder(qlog_dir / side, side)
+            # each side's folder: the run's (qlog/<side>) and its competing flows' (qlog/flow-<id>/<side>)
+            for folder in sorted(qlog_dir.rglob("*")):
+                if folder.is_dir() and folder.name in SIDES:
+                    convert_folder(folder, folder.name)
 
 
 def parse_capture_args(section: Section) -> CaptureArgs:
@@ -258,7 +259,10 @@ class Keeper:
                 if not path.is_file():
                     continue
                 folder.mkdir(parents=True, exist_ok=True)
-                target = folder / (path.name if path.suffix == ".gz" else f"{path.name}.gz")
+                # A competing flow's files (run folder's qlog/flow-<id>/…) keep its name in front of theirs.
+                flow = next((f"{p.name}-" for p in path.parents if p.name.startswith("flow-")), "")
+                name = f"{flow}{path.name}"
+                target = folder / (name if path.suffix == ".gz" else f"{name}.gz")
                 if path.suffix == ".gz":
                     shutil.copyfile(path, target)
                 else:

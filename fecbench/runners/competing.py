@@ -267,7 +267,7 @@ class CompetingFlows:
 
         d = spec.descriptor
         assert d is not None
-        return render(d.server_argv, r.values, d.arg_lists(spec.args, r.values)), d.ready_pattern, d.ready_delay_s
+        return render(d.server_argv, r.values, self._arg_lists(r, r.values)), d.ready_pattern, d.ready_delay_s
 
     def _client(self, r: Running) -> list[str]:
         spec = r.flow.spec
@@ -288,7 +288,27 @@ class CompetingFlows:
         workload = "download" if spec.workload == "bulk" else spec.workload
         values = {**r.values, "size": spec.size or "", "workload": workload}
         r.values = values
-        return render(d.client_argv[workload], values, d.arg_lists(spec.args, values))
+        return render(d.client_argv[workload], values, self._arg_lists(r, values))
+
+    def _arg_lists(self, r: Running, values: dict[str, Any]) -> dict[str, list[str]]:
+        """The flow's implementation arguments, with its qlog and key-log arguments when the run's qlog may be
+        kept (the runner says so in `capture_qlog`; runners.capture), else the implementation's `off` ones:
+        beside the run's own, in qlog/flow-<id>/<side>/ and keys/flow-<id>-<side>.keys of the run folder."""
+        d = r.flow.spec.descriptor
+        assert d is not None
+        lists = d.arg_lists(r.flow.spec.args, values)
+        wanted = bool(values.get("capture_qlog")) and d.capture.qlog_capable
+        run_dir, name = r.folder.parent.parent, f"flow-{r.folder.name}"
+        sides: dict[str, Any] = {}
+        for side in ("server", "client"):
+            sides[f"qlog_dir_{side}"] = run_dir / "qlog" / name / side
+            sides[f"keylog_file_{side}"] = run_dir / "keys" / f"{name}-{side}.keys"
+            if wanted:
+                sides[f"qlog_dir_{side}"].mkdir(parents=True, exist_ok=True)
+                sides[f"keylog_file_{side}"].parent.mkdir(exist_ok=True)
+        for key, fragment in d.capture.fragments(wanted, {**values, **{k: str(v) for k, v in sides.items()}}).items():
+            lists[key].extend(fragment)
+        return lists
 
     def _env(self, r: Running, role: str) -> dict[str, str]:
         d = r.flow.spec.descriptor

@@ -279,6 +279,7 @@ class Runner:
         (runners.capture; its `off` arguments otherwise), with a folder per side in the run folder."""
         capture = run.impl.descriptor.capture
         wanted = capture.qlog_capable and self.keeper.wants("qlog", run.key)
+        values["capture_qlog"] = self.keeper.wants("qlog", run.key)   # for the run's competing flows
         for side in ("server", "client"):
             values[f"qlog_dir_{side}"] = str(run_dir / "qlog" / side)
             values[f"keylog_file_{side}"] = str(run_dir / "keys" / f"{side}.keys")

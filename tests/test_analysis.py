@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 
 from fecbench.analysis import figures, ratios, report, results, tables
 from fecbench.analysis.export import export
+from fecbench.analysis.report import notebook
 from fecbench.errors import UserError
 from tests.helpers.analysis_db import (
     CENSORED_TABLE,
@@ -239,7 +240,7 @@ def test_cli_report_and_export(download_db, tmp_path):
 
 
 def test_open_notebook_without_jupyter_says_how_to_install(monkeypatch):
-    monkeypatch.setattr(report.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(notebook.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(UserError, match="pip install jupyterlab"):
         report.jupyter_command()
 

@@ -27,7 +27,7 @@ def test_rules_parse_combine_and_refuse_unknown_words() -> None:
 def test_design_section_defaults_and_unknown_keys() -> None:
     policy = parse_capture(Section({}, "d.toml", "capture"))
     assert policy.settings() == {"qlog": "failed+outliers+sample:4", "pcap": "off", "max_mb": 500.0,
-                                 "snaplen": 256}
+                                 "snaplen": 65535}
     with pytest.raises(SpecError, match="unknown key 'qlgo'.*did you mean 'qlog'"):
         parse_capture(Section({"qlgo": "all"}, "d.toml", "capture"))
 

@@ -7,7 +7,7 @@ A design's `[capture]` (or `fecbench run --capture`) says, per kind, which runs 
 qlog = "failed+outliers+sample:4"    # all | off | failed | outliers | sample:N, combined with '+' (default)
 pcap = "off"                         # the same words (default off)
 max_mb = 500                         # the campaign's artifacts stop growing beyond this (default 500)
-snaplen = 256                        # bytes of each packet a capture keeps (default 256)
+snaplen = 65535                      # bytes of each packet a capture keeps (default 65535: whole packets)
 ```
 
 `failed` keeps the runs that did not end `ok` (fidelity-flagged included); `outliers` the runs whose outcome
@@ -15,6 +15,14 @@ metric lies beyond Q3 + 3 IQR of the label's earlier runs of the same size (5 ru
 `sample:N` N runs of the campaign drawn by the design seed. A kind that may be kept is written by every run
 that could need it and removed after the run when it is not kept. Kept files are compressed into
 `<db stem>.artifacts/<run key>/` and listed in the database's `artifacts` table.
+
+Packet captures (runners.pcap, fecbench.topologies.pcap): pcapng from dumpcap at the client's interfaces (every
+path: `client.pcapng.gz`) and at each bottleneck, both directions (`bottleneck-<link>.pcapng.gz`), from before
+the server starts until the client has stopped, the TLS secrets the endpoints wrote embedded, so
+`tshark -r client.pcapng.gz -Y quic` (add `-d udp.port==PORT,quic` if QUIC is not recognised on the design's
+port) and Wireshark show the QUIC frames. The default snaplen keeps whole packets: decrypting a QUIC packet needs
+all of it (AEAD), so a shorter snaplen leaves the frames unreadable. A run's captures together stay within what
+max_mb has left.
 
 An implementation says how to ask for qlog and its key log in its descriptor (`[capture]` in impl.toml):
 
@@ -47,7 +55,7 @@ KINDS = ("qlog", "pcap")
 WORDS = ("all", "off", "failed", "outliers")
 DEFAULTS = {"qlog": "failed+outliers+sample:4", "pcap": "off"}
 MAX_MB = 500.0
-SNAPLEN = 256
+SNAPLEN = 65535      # whole packets: QUIC's AEAD decrypts a packet only whole (runners.pcap)
 OUTLIER_MIN_RUNS = 5
 SIDES = ("server", "client")
 #: What an implementation's qlog folder may hold: qlog itself, or a text log fecbench converts (xquic_qlog).
@@ -144,11 +152,13 @@ class CaptureArgs:
     def qlog_capable(self) -> bool:
         return bool(self.qlog)
 
-    def fragments(self, qlog: bool, values: dict[str, Any]) -> dict[str, list[str]]:
-        """server_args / client_args fragments for a run that wants qlog (and keys) or not."""
+    def fragments(self, qlog: bool, values: dict[str, Any], keys: bool = False) -> dict[str, list[str]]:
+        """server_args / client_args fragments for a run that wants qlog (and keys) or not; `keys`: the key log
+        also without qlog (a packet capture the run may keep: runners.pcap)."""
         out: dict[str, list[str]] = {"server_args": [], "client_args": []}
         for side in SIDES:
-            parts = (self.qlog.get(side, []) + self.keylog.get(side, [])) if qlog else self.off.get(side, [])
+            parts = self.qlog.get(side, []) if qlog else self.off.get(side, [])
+            parts = parts + (self.keylog.get(side, []) if qlog or keys else [])
             side_values = {**values, "qlog_dir": values.get(f"qlog_dir_{side}", ""),
                            "keylog_file": values.get(f"keylog_file_{side}", "")}
             out[f"{side}_args"] = [part.format_map(side_values) for part in parts]

@@ -298,6 +298,7 @@ class CompetingFlows:
         assert d is not None
         lists = d.arg_lists(r.flow.spec.args, values)
         wanted = bool(values.get("capture_qlog")) and d.capture.qlog_capable
+        keys = wanted or bool(values.get("capture_keys"))   # the run's packet capture decrypts the flow's packets too
         run_dir, name = r.folder.parent.parent, f"flow-{r.folder.name}"
         sides: dict[str, Any] = {}
         for side in ("server", "client"):
@@ -305,8 +306,10 @@ class CompetingFlows:
             sides[f"keylog_file_{side}"] = run_dir / "keys" / f"{name}-{side}.keys"
             if wanted:
                 sides[f"qlog_dir_{side}"].mkdir(parents=True, exist_ok=True)
+            if keys:
                 sides[f"keylog_file_{side}"].parent.mkdir(exist_ok=True)
-        for key, fragment in d.capture.fragments(wanted, {**values, **{k: str(v) for k, v in sides.items()}}).items():
+        for key, fragment in d.capture.fragments(wanted, {**values, **{k: str(v) for k, v in sides.items()}},
+                                                 keys=keys).items():
             lists[key].extend(fragment)
         return lists
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fecbench import endpoint_timing
-from fecbench.runners import link_records
+from fecbench.runners import link_records, pcap
 from fecbench.runners.competing import wait_foreground
 from fecbench.runners.outcome import Outcome
 from fecbench.runners.prepare import Prepared, path_of
@@ -67,6 +67,7 @@ class Runner:
                            else prepared.topology.lossy_links())
         self.processes: list[RunProcess] = []
         self.competing: Any = None
+        self.pcap_notes: list[str] = []   # the run's captures: what did not start or stopped early (runners.pcap)
         self.clock = PhaseClock()
         self.link_paths = {link: path_of(prepared.topology, link) for link in self.loss_links}
         if self.design.verdict_log and self.design.loss.model != "none":
@@ -160,6 +161,7 @@ class Runner:
                            error=f"implementation {run.impl.name!r} does not declare workload {run.workload!r} "
                                  f"(capabilities.workloads in {descriptor.path})")
         clock = self.clock
+        self.pcap_notes = []
         run_dir = self.log_root / run.key[:16]
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
@@ -187,6 +189,8 @@ class Runner:
         clock.lap("setup")
         if failed_setup:
             return Outcome(status=Status.FAILED, error=failed_setup, fidelity=fidelity)
+        # Packet captures (when the campaign may keep them) run from before the server until after the client.
+        self.pcap_notes = pcap.start(self.testbed, self.keeper, run.key, run_dir)
         # The run's own accuracy: the delay elements count lateness, the tracer the endpoints' waits, from here.
         self.testbed.clear_lateness()
         self.testbed.clear_endpoint_timing()
@@ -229,6 +233,7 @@ class Runner:
                     process.stop()
                     with contextlib.suppress(ValueError):
                         self.processes.remove(process)
+            self.pcap_notes += self.testbed.stop_captures()
             clock.lap("stop")
 
         outcome = Outcome(status=Status.OK, client_wall_ms=client.wall_ms, server_log=server.log_tail(),
@@ -276,32 +281,40 @@ class Runner:
     def add_capture_args(self, run: Run, run_dir: Path, values: dict[str, Any],
                          arg_lists: dict[str, list[str]]) -> None:
         """The implementation's qlog and key-log arguments when the campaign may keep this run's qlog
-        (runners.capture; its `off` arguments otherwise), with a folder per side in the run folder."""
+        (runners.capture; its `off` arguments otherwise), its key-log arguments also when it may keep the run's
+        packet capture (runners.pcap: the secrets that decrypt it), with a folder per side in the run folder."""
         capture = run.impl.descriptor.capture
         wanted = capture.qlog_capable and self.keeper.wants("qlog", run.key)
+        keys = wanted or self.keeper.wants("pcap", run.key)
         values["capture_qlog"] = self.keeper.wants("qlog", run.key)   # for the run's competing flows
+        values["capture_keys"] = values["capture_qlog"] or keys
         for side in ("server", "client"):
             values[f"qlog_dir_{side}"] = str(run_dir / "qlog" / side)
             values[f"keylog_file_{side}"] = str(run_dir / "keys" / f"{side}.keys")
             if wanted:
                 (run_dir / "qlog" / side).mkdir(parents=True, exist_ok=True)
+            if keys:
                 (run_dir / "keys").mkdir(exist_ok=True)
-        for side, fragment in capture.fragments(wanted, values).items():
+        for side, fragment in capture.fragments(wanted, values, keys=keys).items():
             arg_lists[side].extend(fragment)
 
     def keep_artifacts(self, run: Run, outcome: Outcome, run_dir: Path) -> None:
-        """What the campaign keeps of the run's qlog, key logs and captures (runners.capture.Keeper)."""
+        """What the campaign keeps of the run's qlog, key logs and captures (runners.capture.Keeper); the
+        captures with the TLS secrets embedded (runners.pcap), the key logs kept beside them only when that failed."""
         run.impl.descriptor.capture.to_qlog(run_dir / "qlog")
+        keylogs = (sorted((run_dir / "keys").glob("*.keys"))
+                   + [run_dir / name for name in run.impl.descriptor.capture.files if (run_dir / name).is_file()])
+        problems = pcap.embed_secrets(run_dir, keylogs)
         files = {"qlog": sorted(p for p in (run_dir / "qlog").rglob("*") if p.is_file()),
-                 "keylog": sorted((run_dir / "keys").glob("*.keys"))
-                 + [run_dir / name for name in run.impl.descriptor.capture.files if (run_dir / name).is_file()],
-                 "pcap": sorted((run_dir / "pcap").glob("*.pcapng*"))}
+                 "pcap": sorted((run_dir / pcap.FOLDER).glob("*.pcapng*"))}
         if not files["qlog"] and not files["pcap"]:
             return
+        files["keylog"] = keylogs if files["qlog"] or problems else []
         metrics = outcome.metrics or {}
         metric = metrics.get("dct_ms", metrics.get("rebuffering_ms"))
         outcome.artifacts, note = self.keeper.keep(run.key, run.label, run.size, outcome.status,
                                                    metric if isinstance(metric, (int, float)) else None, files)
+        pcap.annotate(outcome.artifacts, [*self.pcap_notes, *problems])
         if note:
             outcome.error = f"{outcome.error}; {note}" if outcome.error else None
 
@@ -364,6 +377,7 @@ class Runner:
         for process in list(self.processes):
             process.stop(grace_s=0.5)
         self.processes.clear()
+        self.testbed.stop_captures()
         self.testbed.close_flow_groups()
 
 

@@ -73,6 +73,8 @@ class Testbed(Protocol):
     def start_process(self, role: Role, name: str, argv: list[str], log_dir: Path,
                       env: dict[str, str] | None = None, cwd: Path | None = None, group: Any = None) -> RunProcess: ...
     def apply_schedule(self, schedule: Any, seed: int, horizon_s: float) -> ScheduleRun | None: ...
+    def start_captures(self, folder: Path, snaplen: int, budget_kb: int, comment: str = "") -> list[str]: ...
+    def stop_captures(self) -> list[str]: ...
     def stop(self) -> None: ...
 
 
@@ -91,6 +93,7 @@ class MininetTestbed:
         self.endpoint_error = self.net.endpoint_error
         self.flow_groups: list[tuple[Any, Any]] = []   # (cgroup, tracer slot) of the run's competing flows
         self.window: tuple[int, int | None, int | None] = (time.monotonic_ns(), None, None)
+        self.captures: Any = None     # the run's packet captures (fecbench.topologies.pcap.Captures)
         if self.net.endpoints is not None:
             self._track_endpoints()
 
@@ -230,7 +233,22 @@ class MininetTestbed:
 
         return ScheduleApplier.for_run(schedule, self.net, seed, horizon_s)
 
+    def start_captures(self, folder: Path, snaplen: int, budget_kb: int, comment: str = "") -> list[str]:
+        """Packet captures at the client's interfaces and at each bottleneck, into `folder/<where>.pcapng`
+        (fecbench.topologies.pcap), together within `budget_kb`; what did not start."""
+        from fecbench.topologies.pcap import Captures
+
+        self.stop_captures()
+        self.captures = Captures.start(self.net, folder, snaplen, budget_kb, comment)
+        return self.captures.problems
+
+    def stop_captures(self) -> list[str]:
+        """Stop the run's captures (none running: nothing); notes on those that stopped before."""
+        captures, self.captures = self.captures, None
+        return captures.stop() if captures is not None else []
+
     def stop(self) -> None:
+        self.stop_captures()
         self.close_flow_groups()
         slot, self.endpoint_slot = self.endpoint_slot, None
         if slot is not None:

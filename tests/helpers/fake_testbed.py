@@ -33,6 +33,8 @@ class FakeTestbed:
         self.configured: list[dict[str, Any]] = []
         self.losses: list[tuple[str, str, Any, int, int]] = []
         self.started: list[tuple[str, list[str]]] = []
+        self.captures: list[tuple[str, Any]] = []   # ("start", (folder, snaplen, budget_kb)) / ("stop", None)
+        self.capturing = False
         self.stopped = False
 
     @property
@@ -105,10 +107,24 @@ class FakeTestbed:
         if self.on_start is not None:
             self.on_start(role, argv)
         self.started.append((role, list(argv)))
+        self.captures.append(("process", (role, self.capturing)))
         return procs.start(name, argv, log_dir, host=None, env=env, cwd=cwd)
 
     def apply_schedule(self, schedule: Any, seed: int, horizon_s: float) -> None:
         return None  # link schedules change real links: tested on real topologies (tests/test_schedule_net.py)
 
+    def start_captures(self, folder: Path, snaplen: int, budget_kb: int, comment: str = "") -> list[str]:
+        """No packets here: what was asked is recorded (and whether each process started while capturing)."""
+        self.captures.append(("start", (folder, snaplen, budget_kb)))
+        self.capturing = True
+        return []
+
+    def stop_captures(self) -> list[str]:
+        if self.capturing:
+            self.captures.append(("stop", None))
+        self.capturing = False
+        return []
+
     def stop(self) -> None:
+        self.stop_captures()
         self.stopped = True

@@ -89,6 +89,7 @@ class Captures:
         env = {**os.environ, marks.VARIABLE: marks.mark_owner()}
         for point in points:
             path, err = folder / f"{point.where}.pcapng", folder / f"{point.where}.err"
+            path.unlink(missing_ok=True)   # ready means dumpcap wrote this file's header
             argv = ["mnexec", "-da", str(net.nodes[point.node].pid),
                     *dumpcap_argv(point, path, snaplen, budget_kb // len(points), comment)]
             with open(err, "wb") as stderr:

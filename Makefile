@@ -10,12 +10,12 @@ PY        := $(VENV)/bin/python
 FECBENCH  := $(VENV)/bin/fecbench
 STAMPS    := .build
 # Debian's package names; `a|b`: the first that apt has a candidate for (asked, not assumed: on Ubuntu 24.04
-# bpftool is not its own package but in linux-tools-*, distros/README.md). tshark brings dumpcap and editcap
-# (wireshark-common) for the runs' packet captures (fecbench/runners/pcap.py); its one debconf question (may
-# users other than root capture?) takes its default, no, under DEBIAN_FRONTEND=noninteractive.
+# bpftool is not its own package but in linux-tools-*, distros/README.md). The runs' packet captures
+# (fecbench/runners/pcap.py): tcpdump captures, tshark brings editcap (wireshark-common; its one debconf
+# question, may users other than root capture, takes its default, no, under DEBIAN_FRONTEND=noninteractive).
 APT_PKGS  := mininet clang llvm libbpf-dev bpftool|linux-tools-generic iproute2 iputils-ping ethtool iperf3 \
              build-essential pkg-config sqlite3 libelf-dev zlib1g-dev python3-venv python3-dev git cmake openssl patch \
-             libevent-dev tshark
+             libevent-dev tcpdump tshark
 # The bpftool that runs: Debian's on PATH, else the newest of linux-tools' (Ubuntu's /usr/sbin/bpftool is a
 # wrapper that fails unless the running kernel's linux-tools package is installed). Used by dropper/ and schedlat/.
 BPFTOOL = $(or $(shell bpftool version >/dev/null 2>&1 && echo bpftool),$(lastword $(sort $(wildcard /usr/lib/linux-tools/*/bpftool))),bpftool)

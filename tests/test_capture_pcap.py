@@ -1,4 +1,4 @@
-"""Packet captures of runs (fecbench.runners.pcap, fecbench.topologies.pcap): where dumpcap listens and with
+"""Packet captures of runs (fecbench.runners.pcap, fecbench.topologies.pcap): where tcpdump listens and with
 what arguments, the runner's order (captures before the server, stopped after the client), key logs asked for
 with a capture, the secrets embedded; and a real campaign over Mininet with tquic (single path and two paths)
 whose kept captures tshark decodes into QUIC frames, at the client and at the bottleneck."""
@@ -19,7 +19,7 @@ from fecbench.runners import pcap
 from fecbench.runners.capture import CaptureArgs, CapturePolicy, parse_option
 from fecbench.topologies import load_topology
 from fecbench.topologies.layout import make_layout
-from fecbench.topologies.pcap import capture_points, dumpcap_argv
+from fecbench.topologies.pcap import capture_points, comment, packet_bound, tcpdump_argv
 from tests.helpers.campaign import ROOT, fecbench, rows
 
 TQUIC = ROOT / "quic-impls" / "tquic" / "build" / "bin" / "tquic_client"
@@ -43,15 +43,18 @@ def test_capture_points_client_every_path_and_each_bottleneck() -> None:
         ["client", "bottleneck-bottleneck"]
 
 
-def test_dumpcap_arguments_snaplen_size_bound_and_file() -> None:
+def test_tcpdump_arguments_snaplen_packet_bound_file_and_comment() -> None:
+    argv = tcpdump_argv(Path("/r/pcap/x.pcap"), 65535, 7000)
+    assert argv[0] == "tcpdump" and argv[argv.index("-i") + 1] == "any" and "--immediate-mode" in argv
+    assert argv[argv.index("-s") + 1] == "65535" and argv[argv.index("-c") + 1] == "7000"
+    assert argv[-2:] == ["-w", "/r/pcap/x.pcap"] and tcpdump_argv(Path("x"), 64, 0)[argv.index("-c") + 1] == "1"
+    # the bound: whole frames of these links (MTU 1500, cooked header, record header), or snaplen when shorter
+    assert packet_bound(1536, 65535) == 1000 and packet_bound(80, 64) == 1000 and packet_bound(0, 64) == 1
     topo = load_topology(ROOT / "topologies" / "single.toml")
     point = capture_points(make_layout(topo, "fbX"), topo.client)[1]
-    argv = dumpcap_argv(point, Path("/r/pcap/x.pcapng"), 65535, 12_000, comment="fecbench run k: ")
-    assert argv[0] == "dumpcap" and argv[argv.index("-s") + 1] == "65535"
-    assert [argv[i + 1] for i, a in enumerate(argv) if a == "-i"] == list(point.interfaces)
-    assert argv[argv.index("-a") + 1] == "filesize:12000" and argv[-2:] == ["-w", "/r/pcap/x.pcapng"]
-    assert argv[argv.index("--capture-comment") + 1].startswith("fecbench run k: at the bottleneck")
-    assert dumpcap_argv(point, Path("x"), 64, 0)[argv.index("-a") + 1] == "filesize:1"
+    text = comment(point, {point.interfaces[0]: 2, point.interfaces[1]: 3}, "fecbench run k: ")
+    assert text.startswith("fecbench run k: bottleneck-bottleneck (sll.pkttype 3: arriving, 4: leaving)")
+    assert f"sll.ifindex 2 = {point.interfaces[0]}: bottleneck of link bottleneck, facing the client side" in text
 
 
 def test_budget_is_what_max_mb_has_left() -> None:
@@ -92,9 +95,9 @@ def test_merged_key_log_editcap_arguments_and_notes(tmp_path: Path) -> None:
     assert kept[1]["why"] == "failed" and "why" not in kept[2]
 
 
-def test_campaign_refused_without_dumpcap(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shutil, "which", lambda tool: None if tool == "dumpcap" else f"/usr/bin/{tool}")
-    with pytest.raises(UserError, match="needs dumpcap.*tshark"):
+def test_campaign_refused_without_tcpdump(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda tool: None if tool == "tcpdump" else f"/usr/bin/{tool}")
+    with pytest.raises(UserError, match="needs tcpdump.*tcpdump and tshark"):
         pcap.require_tools(parse_option("pcap=sample:2", CapturePolicy()))
     pcap.require_tools(CapturePolicy())   # pcap off: nothing needed
 
@@ -194,10 +197,11 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     return db, files, ports
 
 
-def _frames(path: Path, port: int, shown: str = "quic") -> list[tuple[int, set[int]]]:
-    """(interface, QUIC frame types) of each packet tshark decodes from the file alone (secrets embedded)."""
+def _frames(path: Path, port: int, shown: str = "quic", by: str = "sll.ifindex") -> list[tuple[int, set[int]]]:
+    """(interface index or `by`, QUIC frame types) of each packet tshark decodes from the file alone (the
+    secrets are embedded)."""
     out = subprocess.run(["tshark", "-r", str(path), "-d", f"udp.port=={port},quic", "-Y", shown, "-T", "fields",
-                          "-e", "frame.interface_id", "-e", "quic.frame_type"],
+                          "-e", by, "-e", "quic.frame_type"],
                          capture_output=True, text=True, timeout=60, check=True).stdout
     found = []
     for line in out.splitlines():
@@ -210,21 +214,28 @@ def _decoded(frames: list[tuple[int, set[int]]], iface: int | None = None) -> se
     return set().union(*(types for i, types in frames if iface is None or i == iface))
 
 
+def _comment(path: Path) -> str:
+    return subprocess.run(["capinfos", "-k", str(path)], capture_output=True, text=True, check=True).stdout
+
+
 @pytest.mark.require_root
 @pytest.mark.slow
 def test_kept_captures_decode_at_the_client_and_the_bottleneck(captured) -> None:
     db, files, ports = captured
     assert set(files) == {"tquic-sp", "tquic-mp"}
-    assert all(set(f) == {"client", "bottleneck-path1", "bottleneck-path2"} for f in files.values())
+    # every capture point the run's packets crossed (a single-path run never uses path 2: no file there)
+    assert set(files["tquic-mp"]) == {"client", "bottleneck-path1", "bottleneck-path2"}
+    assert set(files["tquic-sp"]) == {"client", "bottleneck-path1"}
     # The secrets are embedded: no key log needed (none kept beside the captures).
     assert [r for r in rows(db, "SELECT kind FROM artifacts") if r["kind"] != "pcap"] == []
     sp, port = files["tquic-sp"], ports["tquic-sp"]
     client = _frames(sp["client"], port)
     assert {ACK, CRYPTO} <= _decoded(client) and _decoded(client) & STREAMS, client[:5]
-    bottleneck = _frames(sp["bottleneck-path1"], port)
-    for side in (0, 1):   # each packet on arrival (interface 0: client side) and departure
-        assert {ACK, CRYPTO} <= _decoded(bottleneck, side) and _decoded(bottleneck, side) & STREAMS
-    assert _frames(sp["bottleneck-path2"], port, shown="udp") == []   # single path: path 1 only
+    assert "client: sll.ifindex" in _comment(sp["client"])
+    bottleneck = _frames(sp["bottleneck-path1"], port, by="sll.pkttype")
+    for direction in (3, 4):   # each packet on arrival and on departure
+        assert {ACK, CRYPTO} <= _decoded(bottleneck, direction) and _decoded(bottleneck, direction) & STREAMS
+    assert len({i for i, _ in _frames(sp["bottleneck-path1"], port, shown="udp")}) == 2   # both interfaces
 
 
 @pytest.mark.require_root
@@ -234,9 +245,9 @@ def test_multipath_captures_every_path(captured) -> None:
     decrypts the first path's packets only: draft-ietf-quic-multipath puts the path into the AEAD nonce."""
     _, files, ports = captured
     mp, port = files["tquic-mp"], ports["tquic-mp"]
-    client = _frames(mp["client"], port, shown="udp")
-    assert {i for i, _ in client} == {0, 1}
+    paths = {i for i, _ in _frames(mp["client"], port, shown="udp")}
+    assert len(paths) == 2, paths
     decoded = _frames(mp["client"], port)
-    assert {ACK, CRYPTO} <= _decoded(decoded, 0) and _decoded(decoded, 0) & STREAMS
+    assert {ACK, CRYPTO} <= _decoded(decoded) and _decoded(decoded) & STREAMS
     for where in ("bottleneck-path1", "bottleneck-path2"):
-        assert {i for i, _ in _frames(mp[where], port, shown="udp")} == {0, 1}, where
+        assert {i for i, _ in _frames(mp[where], port, shown="udp", by="sll.pkttype")} == {3, 4}, where

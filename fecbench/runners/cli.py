@@ -94,7 +94,7 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     if not dry_run:
         from fecbench.runners.pcap import require_tools
 
-        require_tools(prepared.design.capture)   # dumpcap and editcap, when runs may keep packet captures
+        require_tools(prepared.design.capture)   # tcpdump and editcap, when runs may keep packet captures
     db_path = check_db_path(db or prepared.design.default_db())
     todo = runs_to_do(prepared, db_path, retry_set, sample)   # the one selection: the engine runs these
     from fecbench.runners.estimate import estimate_campaign

@@ -1,10 +1,11 @@
 """A run's packet captures (the `pcap` kind of runners.capture): started on the testbed before its endpoints
 when the campaign may keep them, stopped after them, and made decryptable.
 
-Where and how the testbed captures: fecbench.topologies.pcap (pcapng from dumpcap at the client's interfaces,
-every path, and at each bottleneck, both directions, in `<run folder>/pcap/<where>.pcapng`). Size: the run's
-captures together stay within what the campaign's `max_mb` has left (each capture an equal share; dumpcap
-stops a capture at its share and the run goes on), and the `Keeper` keeps a run's files only within the bound.
+Where and how the testbed captures: fecbench.topologies.pcap (tcpdump in immediate mode at the client's
+interfaces, every path, and at each bottleneck, both directions; pcapng in `<run folder>/pcap/<where>.pcapng`).
+Size: the run's captures together stay within what the campaign's `max_mb` has left (each capture an equal
+share, as a packet count: tcpdump stops a capture at its share and the run goes on), and the `Keeper` keeps a
+run's files only within the bound.
 Snap length: the policy's `snaplen`, by default 65535 bytes, i.e. whole packets: QUIC protects every packet's
 payload with an AEAD, and decrypting a packet needs all of it, so a capture cut shorter than the packets
 shows their headers only (Wireshark: "Decryption failed").
@@ -32,13 +33,13 @@ SECRETS = "tls-secrets.keylog"
 
 
 def require_tools(policy: Any) -> None:
-    """A campaign whose runs may keep captures needs dumpcap and editcap (Debian package tshark)."""
+    """A campaign whose runs may keep captures needs tcpdump and editcap (Debian packages tcpdump, tshark)."""
     if policy.pcap.off:
         return
-    missing = [tool for tool in ("dumpcap", "editcap") if shutil.which(tool) is None]
+    missing = [tool for tool in ("tcpdump", "editcap") if shutil.which(tool) is None]
     if missing:
         raise UserError(f"capture pcap = {policy.pcap.text()!r} needs {' and '.join(missing)}: install Debian's "
-                        "tshark (make apt), or run with --capture pcap=off")
+                        "tcpdump and tshark (make apt), or run with --capture pcap=off")
 
 
 def budget_kb(max_mb: float, used_bytes: int) -> int:
@@ -93,7 +94,8 @@ def embed_secrets(run_dir: Path, keylogs: list[Path]) -> list[str]:
             out.replace(capture)
         else:
             out.unlink(missing_ok=True)
-            problems.append(f"capture {capture.stem}: editcap --inject-secrets failed ({done.returncode}): "
+            problems.append(f"capture {capture.stem} not decryptable alone: editcap --inject-secrets failed "
+                            f"({done.returncode}): "
                             f"{(done.stderr or done.stdout).strip()[:300]}; the key log is kept beside it")
     keylog.unlink()
     return problems

@@ -306,7 +306,7 @@ class Runner:
                    + [run_dir / name for name in run.impl.descriptor.capture.files if (run_dir / name).is_file()])
         problems = pcap.embed_secrets(run_dir, keylogs)
         files = {"qlog": sorted(p for p in (run_dir / "qlog").rglob("*") if p.is_file()),
-                 "pcap": sorted((run_dir / pcap.FOLDER).glob("*.pcapng*"))}
+                 "pcap": sorted((run_dir / pcap.FOLDER).glob("*.pcap*"))}
         if not files["qlog"] and not files["pcap"]:
             return
         files["keylog"] = keylogs if files["qlog"] or problems else []

@@ -314,6 +314,8 @@ def bench_capture(sample: int | None = typer.Option(None, "--sample", min=1, hel
                   design: Path = typer.Option(Path("designs/bench-campaign.toml"), "--design",
                                               help="The design run twice (capture off, then all)."),
                   json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+                  on: str = typer.Option("all", "--on", help="What the second campaign captures (a --capture "
+                                         "value), e.g. pcap=all,qlog=off for packet captures alone."),
                   ) -> None:
     """Run a design with every capture off and with every capture on (qlog, keys, pcap), paired by run key:
     the median DCT ratio and the endpoints' timing with each (goal: ratio within 2 %, no run above the bound)."""
@@ -323,7 +325,10 @@ def bench_capture(sample: int | None = typer.Option(None, "--sample", min=1, hel
 
     validate(design)
     require_root("fecbench bench capture")
-    figures = run_capture_bench(design.resolve(), sample=sample, jobs=jobs)
+    from fecbench.runners.capture import CapturePolicy, parse_option
+
+    parse_option(on, CapturePolicy())   # a mistake in --on is a user error before anything runs
+    figures = run_capture_bench(design.resolve(), sample=sample, jobs=jobs, on=on)
     print(json.dumps(figures, indent=1, default=str) if json_out else text(figures))
 
 

@@ -12,7 +12,7 @@ from fecbench.planner.space import FACTOR_KEYS
 PARSERS = ["fecbench/runners/design.py", "fecbench/runners/flows.py", "fecbench/planner/space.py",
            "fecbench/runners/capture.py"]
 README = REPO_ROOT / "designs" / "README.md"
-NOT_DESIGN_KEYS = {"files", "design"}   # a descriptor's [capture] files; the [design] table itself
+NOT_DESIGN_KEYS = {"files", "qlog_format", "design"}   # a descriptor's [capture] keys; the [design] table itself
 
 
 def _keys(path: Path) -> set[str]:

@@ -20,6 +20,7 @@ mod window;
 mod xor;
 
 pub use scheme::Scheme;
+pub use window::GIVEN_UP_KEPT;
 
 use linear::{LinearDecoder, Rejected};
 use rlc::RlcEncoder;
@@ -167,6 +168,8 @@ pub struct Delivered {
     pub ecn: u8,
     /// Rebuilt from repairs rather than received.
     pub recovered: bool,
+    /// Its source symbol id (0 for `none`, which numbers nothing).
+    pub symbol: u32,
 }
 
 /// Counters of a [`Decoder`].
@@ -251,6 +254,7 @@ impl Decoder {
                 payload: datagram.to_vec(),
                 ecn: 0,
                 recovered: false,
+                symbol: 0,
             });
             return;
         }
@@ -275,6 +279,12 @@ impl Decoder {
             }
         }
         self.deliver_recovered(out);
+    }
+
+    /// The source symbol ids given up on (fell out of the window while missing) since the last
+    /// call, in order (the first [`GIVEN_UP_KEPT`] of them when not taken for longer; for traces).
+    pub fn take_given_up(&mut self, out: &mut Vec<u32>) {
+        out.append(&mut self.window.given_up);
     }
 
     /// Give up on every source symbol still missing (counted as unrecoverable).
@@ -336,6 +346,7 @@ impl Decoder {
             payload: payload.to_vec(),
             ecn,
             recovered: false,
+            symbol: id,
         });
         if self.window.is_stale(id) || !self.window.plausible_source(id) {
             return; // too old to help any repair, or an id not trusted yet
@@ -457,6 +468,7 @@ impl Decoder {
                 payload: payload.to_vec(),
                 ecn,
                 recovered: true,
+                symbol: id,
             });
             let mut symbol = self.window.symbol_buffer();
             symbol.extend_from_slice(&padded[..frame::SYMBOL_PREFIX + payload.len()]);

@@ -31,9 +31,15 @@ pub(crate) struct Window {
     far_run: u8,
     /// Missing ids given up on (fell out of the window).
     pub unrecoverable: u64,
+    /// The latest of those ids, until the decoder's owner takes them (at most GIVEN_UP_KEPT).
+    pub given_up: Vec<u32>,
     /// Buffers of overwritten symbols, reused for new ones (no allocation per datagram).
     spare: Vec<Vec<u8>>,
 }
+
+/// Most given-up ids remembered until taken (`Decoder::take_given_up`): an owner that never takes
+/// them costs nothing more than this.
+pub const GIVEN_UP_KEPT: usize = 64;
 
 /// Most spare symbol buffers kept.
 const MAX_SPARE: usize = 4;
@@ -50,6 +56,7 @@ impl Window {
             far: None,
             far_run: 0,
             unrecoverable: 0,
+            given_up: Vec::new(),
             spare: Vec::new(),
         }
     }
@@ -186,6 +193,9 @@ impl Window {
             }
             self.missing.pop_first();
             self.unrecoverable += 1;
+            if self.given_up.len() < GIVEN_UP_KEPT {
+                self.given_up.push(id);
+            }
         }
     }
 }

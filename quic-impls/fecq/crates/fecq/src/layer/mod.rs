@@ -28,6 +28,7 @@
 mod config;
 mod counters;
 mod datagram;
+mod events;
 pub mod flush;
 mod group;
 mod route;
@@ -43,6 +44,7 @@ use fec_core::{Decoder, DecoderStats, Delivered, Scheme};
 pub use config::{Blocks, LayerConfig, Multipath, RepairPath, Signal, TailBudget};
 pub use counters::Counters;
 pub use datagram::{Incoming, Outgoing, PathKey, ECN_CE, ECN_ECT0};
+pub use events::{FecEvent, FecEventKind};
 pub use group::MAX_PATHS;
 
 use group::Groups;
@@ -55,6 +57,9 @@ pub struct FecLayer {
     scratch: Vec<Vec<u8>>,
     delivered: Vec<Delivered>,
     framed: Vec<u8>,
+    /// What it did, for a trace; None (the default): nothing is recorded (self::events).
+    events: Option<Vec<FecEvent>>,
+    given_up: Vec<u32>,
 }
 
 /// Datagrams the decoder had no use for: malformed, duplicated, or covering forgotten symbols.
@@ -70,11 +75,58 @@ impl FecLayer {
             scratch: Vec::new(),
             delivered: Vec::new(),
             framed: Vec::new(),
+            events: None,
+            given_up: Vec::new(),
         }
     }
 
     pub fn config(&self) -> &LayerConfig {
         &self.cfg
+    }
+
+    /// Record what the layer does as [`FecEvent`]s (for a trace), taken with
+    /// [`FecLayer::take_events`]. Off by default: then nothing is recorded.
+    pub fn record_events(&mut self) {
+        self.events.get_or_insert_with(Vec::new);
+    }
+
+    /// The events recorded since the last call (none when not recording).
+    pub fn take_events(&mut self, out: &mut Vec<FecEvent>) {
+        if let Some(events) = self.events.as_mut() {
+            out.append(events);
+        }
+    }
+
+    /// The key of the group (connection) that datagrams from or to `remote` belong to.
+    pub fn group_key(&self, remote: SocketAddr) -> SocketAddr {
+        self.groups.key_of(remote)
+    }
+
+    /// Record the repairs among `out[from..]` (sent at `now`), when recording.
+    fn note_repairs(&mut self, now: Instant, out: &[Outgoing], from: usize) {
+        let Some(events) = self.events.as_mut() else {
+            return;
+        };
+        let enveloped = self.cfg.multipath.is_some() && self.cfg.scheme != Scheme::None;
+        for o in out.iter().skip(from).filter(|o| o.repair) {
+            let body = if enveloped { &o.data[1..] } else { &o.data[..] };
+            let Some((block, symbol)) = events::repair_ids(body) else {
+                continue;
+            };
+            let path = self.groups.get(o.path.remote).map_or(0, |g| {
+                g.paths.iter().position(|p| p.key == o.path).unwrap_or(0)
+            });
+            events.push(FecEvent {
+                time: now,
+                group: self.groups.key_of(o.path.remote),
+                path,
+                kind: FecEventKind::RepairSent {
+                    block,
+                    symbol,
+                    bytes: o.data.len(),
+                },
+            });
+        }
     }
 
     /// Multipath framing in use (a scheme other than `none`, multipath options given).
@@ -123,6 +175,7 @@ impl FecLayer {
             flow.enc.protect(body, ecn, &mut self.scratch);
         }
         let flow_id = enveloped.then_some(f as u8);
+        let before = out.len();
         route(
             group,
             cfg.multipath,
@@ -132,6 +185,9 @@ impl FecLayer {
             &mut self.scratch,
             out,
         );
+        if self.events.is_some() && out.len() > before + 1 {
+            self.note_repairs(now, out, before);
+        }
         true
     }
 
@@ -153,6 +209,7 @@ impl FecLayer {
         } else {
             1
         };
+        let group_key = self.groups.key_of(path.remote);
         let Some((group, i)) = self.groups.locate(path, now) else {
             return;
         };
@@ -177,6 +234,26 @@ impl FecLayer {
         let before = ignored(&dec.stats());
         dec.receive(body, delivered);
         group.paths[i].counters.ignored += ignored(&dec.stats()) - before;
+        // For a trace: the repair this datagram is (its block), the symbols given up.
+        let repair_block = match self.events {
+            Some(_) => events::repair_ids(body).map(|(block, _)| block),
+            None => None,
+        };
+        if let Some(events) = self.events.as_mut() {
+            self.given_up.clear();
+            dec.take_given_up(&mut self.given_up);
+            if let Some(&block) = self.given_up.first() {
+                events.push(FecEvent {
+                    time: now,
+                    group: group_key,
+                    path: i,
+                    kind: FecEventKind::BlockAbandoned {
+                        block,
+                        symbols: self.given_up.len() as u32,
+                    },
+                });
+            }
+        }
         for d in delivered.drain(..) {
             let (target, payload) = if enveloped {
                 let Some((&origin, rest)) = d.payload.split_first() else {
@@ -197,6 +274,25 @@ impl FecLayer {
             tp.counters.delivered += 1;
             let out_ecn = if d.recovered {
                 tp.counters.recovered += 1;
+                if let Some(events) = self.events.as_mut() {
+                    for kind in [
+                        FecEventKind::SourceRecovered {
+                            block: repair_block,
+                            symbol: d.symbol,
+                        },
+                        FecEventKind::RecoverySignalled {
+                            symbol: d.symbol,
+                            trigger: signal,
+                        },
+                    ] {
+                        events.push(FecEvent {
+                            time: now,
+                            group: group_key,
+                            path: target,
+                            kind,
+                        });
+                    }
+                }
                 match signal {
                     Signal::Ce => ECN_CE,
                     Signal::Hide => d.ecn,
@@ -234,9 +330,11 @@ impl FecLayer {
 
     /// Flush the partial blocks of flows whose sender went quiet (self::flush).
     pub fn poll_flush(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
+        let before = out.len();
         for key in self.groups.keys() {
             self.flush_group(key, Some(now), out);
         }
+        self.note_repairs(now, out, before);
     }
 
     /// Send the repairs of every partial block of `remote`'s connection now (the `stats` request
@@ -244,7 +342,9 @@ impl FecLayer {
     /// here: its repairs go out only when the sender goes quiet, within the window.
     pub fn flush_now(&mut self, remote: SocketAddr, out: &mut Vec<Outgoing>) {
         let key = self.groups.key_of(remote);
+        let before = out.len();
         self.flush_group(key, None, out);
+        self.note_repairs(Instant::now(), out, before);
     }
 
     /// Flush the flows of one group: those idle at `now`, or all of them (None).

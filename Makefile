@@ -11,7 +11,7 @@ FECBENCH  := $(VENV)/bin/fecbench
 STAMPS    := .build
 # Debian's package names; `a|b`: the first that apt has a candidate for (asked, not assumed: on Ubuntu 24.04
 # bpftool is not its own package but in linux-tools-*, distros/README.md). The runs' packet captures
-# (fecbench/runners/pcap.py): tcpdump captures, tshark brings editcap (wireshark-common; its one debconf
+# (fecbench/runners/run/pcap.py): tcpdump captures, tshark brings editcap (wireshark-common; its one debconf
 # question, may users other than root capture, takes its default, no, under DEBIAN_FRONTEND=noninteractive).
 APT_PKGS  := mininet clang llvm libbpf-dev bpftool|linux-tools-generic iproute2 iputils-ping ethtool iperf3 \
              build-essential pkg-config sqlite3 libelf-dev zlib1g-dev python3-venv python3-dev git cmake openssl patch \

@@ -8,7 +8,7 @@ runs.phases_json, version 5 without endpoint_timing):
 meta(key TEXT PRIMARY KEY, value TEXT)                 -- 'schema_version' = '1'
 campaigns(id, name, design_path, design_text, design_hash, fecbench_version, git_sha, created_at,
           host_json, impls_json, plan_json, seed, repetitions, topology, link_backend,
-          settings_json)  -- the design's settings after defaults (runners.design.Design.settings): readers
+          settings_json)  -- the design's settings after defaults (runners.experiment.design.Design.settings): readers
                              use these, never a second parse of design_text with defaults of their own
 points(campaign_id, point, <one column per factor: REAL for numbers, TEXT for choices>,
        PRIMARY KEY (campaign_id, point))
@@ -17,7 +17,7 @@ runs(key TEXT PRIMARY KEY, campaign_id, point, impl, label, impl_args (JSON), wo
      status  -- pending | ok | failed | timeout | unsupported | fidelity | interrupted
      error, server_log_tail, client_log_tail, started_at, finished_at, duration_s (run wall time),
      attempts, link_backend, host,
-     phases_json  -- where the run's wall time went: seconds per phase (runners.runner.PHASES)
+     phases_json  -- where the run's wall time went: seconds per phase (runners.run.runner.PHASES)
      runner  -- "<hostname> <pid>:<start time>" of the campaign process that started it: a run still
                 'interrupted' without finished_at whose runner lives is running (fecbench status))
 metrics(run_key PRIMARY KEY REFERENCES runs(key), dct_ms, handshake_ms, bytes_app, packets_sent,
@@ -44,18 +44,18 @@ endpoint_timing(run_key PRIMARY KEY, wakeups, wakeup_p50_ms, wakeup_p99_ms, wake
 flows(run_key, flow, role, label, impl, tool, workload, start_s, started_s, ended_s, status, error,
       bytes_down, bytes_up, packets_down, packets_up, dropped_down, dropped_up, dct_ms,
       endpoint_wakeup_p99_ms, endpoint_runq_share, json, PRIMARY KEY (run_key, flow))
-            -- a run with competing flows (runners.competing): one row per flow and one for the foreground;
+            -- a run with competing flows (runners.run.competing): one row per flow and one for the foreground;
             what crossed the lossy links per direction (down: server → client), planned and actual start and
             end (s from the foreground client's start), and in json its metrics, endpoint timing and the
             per-bin series [t_s, bytes_down, bytes_up, dropped_down, dropped_up]
 breakers(campaign_id, label, tripped_at, runs, status, error, skipped,
-         PRIMARY KEY (campaign_id, label, tripped_at))  -- the circuit breaker (runners/engine.py): the
+         PRIMARY KEY (campaign_id, label, tripped_at))  -- the circuit breaker (runners/executors/engine.py): the
             first `runs` runs of a label all ended `status` with the same `error`; its `skipped` other
             runs were not scheduled (they stay pending)
 
 campaigns.host_json is the host fingerprint (kernel, CPU, tools, link backend); a campaign run on
 a Dask cluster adds "dask" (the --dask value), "dask_security" (transport tls|tcp, authenticated,
-credentials or why not; see runners/dask_security.py), "coordinator" (its hostname) and "hosts":
+credentials or why not; see runners/executors/dask_security.py), "coordinator" (its hostname) and "hosts":
 {hostname: fingerprint + "workers": [{pid, prefix, address}]}; runs.host names the host that ran the run.
 
 Timestamps are ISO 8601 UTC strings. A run's key is a sha256 of its content (see
@@ -178,7 +178,7 @@ def _add_endpoint_timing(conn: sqlite3.Connection) -> None:
 
 
 def _add_applied_and_sessions(conn: sqlite3.Connection) -> None:
-    """Version 7: what each run gets (links, losses, workload, argv: fecbench.runners.applied) and the
+    """Version 7: what each run gets (links, losses, workload, argv: fecbench.runners.experiment.applied) and the
     duration model's estimate, with every run; one row per `fecbench run` (its wall time, networks, the
     runs it did and their estimates: what later estimates on this machine learn from); the earlier
     outcome of a run done again (a fidelity-flagged run re-run at the end of its campaign)."""
@@ -193,7 +193,7 @@ def _add_applied_and_sessions(conn: sqlite3.Connection) -> None:
 
 def _add_artifacts(conn: sqlite3.Connection) -> None:
     """Version 8: the files each run kept to explain itself (qlog, key logs, packet captures:
-    runners.capture), under <db stem>.artifacts/."""
+    runners.experiment.capture), under <db stem>.artifacts/."""
     conn.execute("CREATE TABLE IF NOT EXISTS artifacts (run_key TEXT, kind TEXT, path TEXT, bytes INTEGER, "
                  "why TEXT, PRIMARY KEY (run_key, path))")
 

@@ -1,7 +1,7 @@
 """The records of a campaign's runs in its database: pending, started (by which campaign process),
 finished with everything measured (metrics, link statistics, fidelity, verdict logs, link events,
 endpoint timing, competing flows), and the circuit breaker's record. The schema is in fecbench.db;
-the campaign's Recorder (runners.recorder) is the one writer."""
+the campaign's Recorder (runners.run.recorder) is the one writer."""
 
 from __future__ import annotations
 
@@ -193,7 +193,7 @@ def read_breakers(conn: sqlite3.Connection) -> list[dict[str, Any]]:
 
 
 def sessions_and_durations(path: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """What a results database says about how long things took here (runners.estimate): its sessions
+    """What a results database says about how long things took here (runners.experiment.estimate): its sessions
     (runner, jobs, executor, wall_s, json, campaign name, runs) and its ok runs' (impl, workload, duration_s,
     estimate_s, runner). Empty for a database of an older schema or none at all; never writes."""
     try:

@@ -232,3 +232,23 @@ def test_the_cli_starts_without_the_analysis_stack() -> None:
     code = f"import sys, fecbench.cli; print(','.join(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"fecbench.cli imports {out.stdout.strip()} at start"
+
+
+RUNNERS_ORDER = ("experiment", "run", "executors", "commands")   # what an experiment is ← one run ← where ← CLI
+
+
+def test_runners_sub_packages_import_only_those_before_them() -> None:
+    """runners/ by job: a sub-package imports only the ones before it in RUNNERS_ORDER (ARCHITECTURE.md), and
+    every module of runners/ lives in one of them."""
+    modules, graph = _modules(), _graph()
+    prefix = "fecbench.runners."
+    inside = [m for m in modules if m.startswith(prefix)]
+    stray = [m for m in inside if m.removeprefix(prefix).split(".")[0] not in RUNNERS_ORDER]
+    assert not stray, f"runners/ modules outside its sub-packages {RUNNERS_ORDER}: {stray}"
+    bad = []
+    for module in inside:
+        mine = RUNNERS_ORDER.index(module.removeprefix(prefix).split(".")[0])
+        for target in graph[module]:
+            if target.startswith(prefix) and RUNNERS_ORDER.index(target.removeprefix(prefix).split(".")[0]) > mine:
+                bad.append(f"{module} imports {target}")
+    assert not bad, "\n".join(bad)

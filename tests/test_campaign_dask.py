@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from fecbench import cleanup
-from fecbench.runners.dask_worker import differences
-from fecbench.runners.distributed import parse_target
+from fecbench.runners.executors.dask_worker import differences
+from fecbench.runners.executors.distributed import parse_target
 from tests.helpers.campaign import ROOT, fecbench, leftover_processes, rows
 from tests.helpers.campaign import smoke_copy as _smoke_copy
 
@@ -62,7 +62,7 @@ def test_without_the_cluster_extra_a_clear_error() -> None:
     """distributed made unimportable: the error names the extra to install."""
     code = ("import sys; sys.modules['distributed'] = None\n"
             "from fecbench.errors import UserError\n"
-            "from fecbench.runners.distributed import require_distributed\n"
+            "from fecbench.runners.executors.distributed import require_distributed\n"
             "try:\n    require_distributed()\nexcept UserError as exc:\n    print(exc)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'fecbench[cluster]'" in out.stdout

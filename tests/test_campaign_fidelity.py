@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fecbench.errors import SpecError
-from fecbench.runners.design import parse_design
+from fecbench.runners.experiment.design import parse_design
 from fecbench.topologies import fidelity
 from fecbench.topologies.fidelity import RATE_BOUND
 from tests.helpers.campaign import fake_design, fecbench, rows

@@ -24,7 +24,7 @@ def _runs(db: Path) -> list[dict]:
 
 
 def test_all_runs_ok_with_verified_sizes(multipath_db: Path) -> None:
-    from fecbench.runners.prepare import prepare
+    from fecbench.runners.experiment.prepare import prepare
 
     runs = _runs(multipath_db)
     assert len(runs) == len(prepare(DESIGN).runs) == 24

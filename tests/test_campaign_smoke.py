@@ -17,7 +17,7 @@ DOWNLOAD_METRICS = ["dct_ms", "handshake_ms", "bytes_app", "packets_sent", "byte
 
 
 def _expected_runs() -> int:
-    from fecbench.runners.prepare import prepare
+    from fecbench.runners.experiment.prepare import prepare
 
     return len(prepare(ROOT / "designs" / "smoke.toml").runs)
 

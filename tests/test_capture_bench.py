@@ -1,11 +1,11 @@
-"""The capture benchmark's arithmetic (fecbench.runners.capture_bench): runs paired by key, the median
+"""The capture benchmark's arithmetic (fecbench.runners.commands.capture_bench): runs paired by key, the median
 ratio and its seeded bootstrap interval."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from fecbench.runners.capture_bench import median_interval, paired_ratios
+from fecbench.runners.commands.capture_bench import median_interval, paired_ratios
 
 
 def test_pairs_only_runs_ok_on_both_sides_by_key() -> None:
@@ -23,7 +23,7 @@ def test_median_interval_is_seeded_and_covers_the_median() -> None:
 
 
 def test_text_prints_the_ratio_endpoint_timing_and_run_time() -> None:
-    from fecbench.runners.capture_bench import text
+    from fecbench.runners.commands.capture_bench import text
 
     side = {"wall_s": 5.0, "run_s_p50": 0.31, "kept_bytes": 2_000_000,
             "endpoints": {"p50": 0.6, "p99": 0.9, "max": 0.9, "runs_above_bound": 0, "bound_ms": 2.0}}

@@ -1,4 +1,4 @@
-"""Packet captures of runs (fecbench.runners.pcap, fecbench.topologies.pcap): where tcpdump listens and with
+"""Packet captures of runs (fecbench.runners.run.pcap, fecbench.topologies.pcap): where tcpdump listens and with
 what arguments, the runner's order (captures before the server, stopped after the client), key logs asked for
 with a capture, the secrets embedded; and a real campaign over Mininet with tquic (single path and two paths)
 whose kept captures tshark decodes into QUIC frames, at the client and at the bottleneck."""
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from fecbench.errors import UserError
-from fecbench.runners import pcap
-from fecbench.runners.capture import CaptureArgs, CapturePolicy, parse_option
+from fecbench.runners.experiment.capture import CaptureArgs, CapturePolicy, parse_option
+from fecbench.runners.run import pcap
 from fecbench.topologies import load_topology
 from fecbench.topologies.layout import make_layout
 from fecbench.topologies.pcap import capture_points, comment, packet_bound, tcpdump_argv
@@ -104,8 +104,8 @@ def test_campaign_refused_without_tcpdump(monkeypatch: pytest.MonkeyPatch) -> No
 
 @pytest.mark.parametrize("rule", ["all", "off"])
 def test_runner_captures_from_before_the_server_to_after_the_client(tmp_path: Path, rule: str) -> None:
-    from fecbench.runners.prepare import prepare
-    from fecbench.runners.runner import Runner
+    from fecbench.runners.experiment.prepare import prepare
+    from fecbench.runners.run.runner import Runner
     from tests.helpers.campaign import fake_design
     from tests.helpers.fake_testbed import FakeTestbed
 
@@ -176,7 +176,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     db = folder / "pcap-real.sqlite"
     out = fecbench("run", str(design), "--db", str(db), "--capture", "pcap=all,qlog=off", timeout=240)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    from fecbench.runners.prepare import prepare
+    from fecbench.runners.experiment.prepare import prepare
 
     prepared = prepare(design)
     ports = {r.label: prepared.design.port + r.index % 1000 for r in prepared.runs}

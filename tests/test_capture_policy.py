@@ -1,4 +1,4 @@
-"""The capture policy (fecbench.runners.capture), without root: rules, the --capture option, which runs
+"""The capture policy (fecbench.runners.experiment.capture), without root: rules, the --capture option, which runs
 keep what, compression into <db stem>.artifacts/<key>/, and the campaign's size bound."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fecbench.errors import SpecError, UserError
-from fecbench.runners.capture import CapturePolicy, Keeper, Rule, parse_capture, parse_option
+from fecbench.runners.experiment.capture import CapturePolicy, Keeper, Rule, parse_capture, parse_option
 from fecbench.specs import Section
 from fecbench.status import Status
 

@@ -127,7 +127,7 @@ def test_a_child_started_but_not_yet_recorded_is_ended(how: str, tmp_path: Path,
         "import time\n"
         "from pathlib import Path\n"
         "from fecbench import cleanup\n"
-        "from fecbench.runners import procs\n"
+        "from fecbench.runners.run import procs\n"
         f"cleanup.record('path', {leftover!r})\n"
         "def stuck(kind, name, **info):\n"
         "    print(name, flush=True)\n"

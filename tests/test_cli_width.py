@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from fecbench.runners.prepare import prepare
+from fecbench.runners.experiment.prepare import prepare
 from tests.helpers.campaign import fake_design, fecbench
 
 LONG = ("endpoints: p99 wake-up latency 3.41 ms > bound 2 ms (the client and server waited for a CPU); emulation: "

@@ -26,8 +26,8 @@ from tests.helpers.campaign import smoke_copy as _smoke_copy
 
 pytest.importorskip("distributed", reason="the cluster extra is not installed")
 
-from fecbench.runners import dask_certs, dask_security  # noqa: E402
-from fecbench.runners.dask_security import CampaignSecurity, TlsFiles  # noqa: E402
+from fecbench.runners.executors import dask_certs, dask_security  # noqa: E402
+from fecbench.runners.executors.dask_security import CampaignSecurity, TlsFiles  # noqa: E402
 
 SMOKE = str(ROOT / "designs" / "smoke.toml")
 DASK = str(Path(sys.executable).parent / "dask")

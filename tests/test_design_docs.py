@@ -9,8 +9,8 @@ from pathlib import Path
 from fecbench.paths import REPO_ROOT
 from fecbench.planner.space import FACTOR_KEYS
 
-PARSERS = ["fecbench/runners/design.py", "fecbench/runners/flows.py", "fecbench/planner/space.py",
-           "fecbench/runners/capture.py"]
+PARSERS = ["fecbench/runners/experiment/design.py", "fecbench/runners/experiment/flows.py", "fecbench/planner/space.py",
+           "fecbench/runners/experiment/capture.py"]
 README = REPO_ROOT / "designs" / "README.md"
 NOT_DESIGN_KEYS = {"files", "qlog_format", "design"}   # a descriptor's [capture] keys; the [design] table itself
 

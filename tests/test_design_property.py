@@ -17,9 +17,9 @@ import pytest
 
 from fecbench.errors import UserError
 from fecbench.paths import REPO_ROOT
-from fecbench.runners import factor_uses
-from fecbench.runners.applied import Applier
-from fecbench.runners.checks import validate
+from fecbench.runners.experiment import factor_uses
+from fecbench.runners.experiment.applied import Applier
+from fecbench.runners.experiment.checks import validate
 from fecbench.specs import parse_size
 
 SINGLE = REPO_ROOT / "topologies" / "single.toml"

@@ -15,9 +15,9 @@ import pytest
 from rich.console import Console
 
 from fecbench import cleanup
-from fecbench.runners.engine import BREAKER_RUNS, MAX_HARNESS_ERRORS, Engine, RunQueue, parse_retry
-from fecbench.runners.prepare import prepare
-from fecbench.runners.serial import SerialExecutor, log_root_for
+from fecbench.runners.executors.engine import BREAKER_RUNS, MAX_HARNESS_ERRORS, Engine, RunQueue, parse_retry
+from fecbench.runners.executors.serial import SerialExecutor, log_root_for
+from fecbench.runners.experiment.prepare import prepare
 from fecbench.status import Status
 from tests.helpers.campaign import fake_design, fecbench, rows
 from tests.helpers.fake_testbed import FakeTestbed
@@ -292,7 +292,7 @@ def test_implementation_time_limit_is_a_timeout_with_what_arrived(tmp_path: Path
 def test_each_run_records_where_its_time_went(tmp_path: Path) -> None:
     """runs.phases_json: seconds per runner phase, within the run's duration; the fidelity check only for
     the first run of each point (per-point fidelity); `status --timing` sums them up."""
-    from fecbench.runners.runner import PHASES
+    from fecbench.runners.run.runner import PHASES
 
     camp = Campaign(tmp_path, {"ok": {}, "fail": {"behave": "fail"}}, points=3)
     camp.run()

@@ -56,7 +56,7 @@ def test_a_run_without_qlog_says_how_to_keep_them(tquic_db):
 def test_an_implementation_asked_for_no_qlog(tquic_db, monkeypatch):
     db, keys = tquic_db
     assert timeline.writes_qlog("tquic") is True      # quic-impls/tquic/impl.toml: [capture] qlog
-    assert timeline.writes_qlog("xquic") is True      # its text events, converted (runners.xquic_qlog)
+    assert timeline.writes_qlog("xquic") is True      # its text events, converted (runners.run.xquic_qlog)
     assert timeline.writes_qlog("no-such-impl") is None
     monkeypatch.setattr(timeline, "writes_qlog", lambda impl: False)
     with pytest.raises(timeline.NoQlog, match="xquic is not asked for any"):

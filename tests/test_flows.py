@@ -18,7 +18,7 @@ import pytest
 from fecbench import marks
 from fecbench.analysis import flows as flowsmod
 from fecbench.analysis import stats
-from fecbench.runners.prepare import prepare
+from fecbench.runners.experiment.prepare import prepare
 from tests.helpers.campaign import (
     FAKE_DIR,
     ROOT,

@@ -16,9 +16,9 @@ from rich.console import Console
 
 from fecbench import cleanup
 from fecbench.errors import UserError
-from fecbench.runners.engine import Engine
-from fecbench.runners.jobs import JobsExecutor, parse_jobs
-from fecbench.runners.prepare import prepare
+from fecbench.runners.executors.engine import Engine
+from fecbench.runners.executors.jobs import JobsExecutor, parse_jobs
+from fecbench.runners.experiment.prepare import prepare
 from tests.helpers.campaign import fake_design, fecbench, rows, smoke_copy
 from tests.helpers.fake_testbed import FakeTestbed
 
@@ -109,7 +109,7 @@ def _result(key: str, value: float, status: str = "ok", endpoint_ok: bool = True
 
 
 def test_compare_pairs_the_pilot_with_its_serial_runs_by_key() -> None:
-    from fecbench.runners.calibrate import compare
+    from fecbench.runners.executors.calibrate import compare
 
     serial = {f"k{i}": _result(f"k{i}", 100.0 + i) for i in range(16)}
     same = compare(serial, {k: _result(k, r["value"] * (1.01 if i % 2 else 0.99)) for i, (k, r) in
@@ -132,7 +132,7 @@ def test_auto_takes_the_largest_n_whose_pilot_keeps_the_results(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Up to 4 networks the pilot matches its serial runs; 8 slow them by 30 % in both measurements:
     auto takes 4, having measured 8 twice and nothing beyond."""
-    from fecbench.runners import calibrate
+    from fecbench.runners.executors import calibrate
 
     prepared = _prepared(tmp_path)
     seen: list[int] = []
@@ -153,7 +153,7 @@ def test_auto_takes_the_largest_n_whose_pilot_keeps_the_results(tmp_path: Path,
 
 
 def test_a_pilot_run_beyond_a_bound_fails_its_n(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from fecbench.runners import calibrate
+    from fecbench.runners.executors import calibrate
 
     prepared = _prepared(tmp_path)
 
@@ -167,7 +167,7 @@ def test_a_pilot_run_beyond_a_bound_fails_its_n(tmp_path: Path, monkeypatch: pyt
 
 def test_auto_measures_no_more_networks_than_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A 4-run campaign never builds 8 networks, so calibration stops measuring at 4."""
-    from fecbench.runners import calibrate
+    from fecbench.runners.executors import calibrate
 
     prepared = _prepared(tmp_path, points=2)
     assert len(prepared.runs) == 4
@@ -184,7 +184,7 @@ def test_auto_measures_no_more_networks_than_runs(tmp_path: Path, monkeypatch: p
 def test_execute_runs_the_pilot_on_busy_networks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real Runner on in-memory testbeds: every pilot run is executed once, every network is built and
     stopped, fillers keep the others busy and are not reported."""
-    from fecbench.runners import calibrate
+    from fecbench.runners.executors import calibrate
 
     monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path / "state")
     prepared = _prepared(tmp_path, points=4)
@@ -209,7 +209,7 @@ def test_jobs_auto_calibrates_records_and_runs_everything(tmp_path: Path) -> Non
     """--jobs auto on real networks: a pilot of the design's own runs, serially and on N networks; the
     calibration's rows and choice are recorded with the campaign, the choice follows its rule, and every
     run ends ok."""
-    from fecbench.runners.calibrate import CANDIDATES
+    from fecbench.runners.executors.calibrate import CANDIDATES
 
     design = smoke_copy(tmp_path)
     # 6 runs: candidates 1, 2 and 4 (never more networks than runs), a pilot of 4 and 2 fillers. The

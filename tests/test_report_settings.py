@@ -7,8 +7,8 @@ from pathlib import Path
 
 from fecbench import db as dbmod
 from fecbench.analysis import applied
-from fecbench.runners.checks import validate
-from fecbench.runners.recorder import Recorder
+from fecbench.runners.experiment.checks import validate
+from fecbench.runners.run.recorder import Recorder
 from tests.helpers.campaign import fake_design
 
 

@@ -21,9 +21,9 @@ from fecbench.reproduce import plan, profiles
 from fecbench.reproduce import sequential as sq
 from fecbench.reproduce import statistics as st
 from fecbench.reproduce.pack import Claim, Source, load_pack, pack_names
-from fecbench.runners.engine import Engine
-from fecbench.runners.prepare import prepare
-from fecbench.runners.serial import SerialExecutor
+from fecbench.runners.executors.engine import Engine
+from fecbench.runners.executors.serial import SerialExecutor
+from fecbench.runners.experiment.prepare import prepare
 from tests.helpers.analysis_db import make_download_db
 from tests.helpers.campaign import fake_design, fecbench
 from tests.helpers.fake_testbed import FakeTestbed
@@ -309,7 +309,7 @@ def test_engine_runs_only_the_listed_runs_and_stops_in_time(tmp_path: Path, monk
 
     summary = engine(only=chosen).run(set())
     assert summary.selected == 3 and summary.counts["ok"] == 3
-    from fecbench.runners.recorder import read_statuses
+    from fecbench.runners.run.recorder import read_statuses
 
     statuses = read_statuses(db)
     assert {k for k, s in statuses.items() if s == "ok"} == {r.key for r in chosen}

@@ -13,7 +13,7 @@ from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce import plan, profiles, replay
 from fecbench.reproduce import sequential as sq
 from fecbench.reproduce.pack import load_pack
-from fecbench.runners.prepare import prepare
+from fecbench.runners.experiment.prepare import prepare
 
 
 def _recorded(points: int = 4, reps: int = 3) -> pd.DataFrame:

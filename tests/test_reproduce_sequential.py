@@ -16,8 +16,8 @@ from fecbench.reproduce import allocate, anytime, plan, profiles, seeds
 from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce import sequential as sq
 from fecbench.reproduce.pack import load_pack
-from fecbench.runners.prepare import prepare
-from fecbench.runners.runs import loss_seed, run_key
+from fecbench.runners.experiment.prepare import prepare
+from fecbench.runners.experiment.runs import loss_seed, run_key
 from fecbench.status import Status
 
 # --- confidence sequences ---------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fecbench import cleanup
-from fecbench.runners import procs
+from fecbench.runners.run import procs
 
 
 @pytest.fixture(autouse=True)

@@ -15,11 +15,11 @@ import pytest
 from fecbench import db as dbmod
 from fecbench import run_records
 from fecbench.errors import SpecError
-from fecbench.runners.descriptor import load_descriptor, render
-from fecbench.runners.design import parse_design, parse_size
-from fecbench.runners.prepare import prepare
-from fecbench.runners.run_metrics import MetricsError, from_json, from_patterns
-from fecbench.runners.runs import enumerate_runs, loss_seed, run_key
+from fecbench.runners.experiment.descriptor import load_descriptor, render
+from fecbench.runners.experiment.design import parse_design, parse_size
+from fecbench.runners.experiment.prepare import prepare
+from fecbench.runners.experiment.runs import enumerate_runs, loss_seed, run_key
+from fecbench.runners.run.run_metrics import MetricsError, from_json, from_patterns
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_DIR = ROOT / "tests" / "fake_impl"
@@ -222,7 +222,7 @@ def test_sequential_order(tmp_path: Path) -> None:
 
 
 def test_prepare_with_planner_and_topology(tmp_path: Path) -> None:
-    from fecbench.runners.prepare import prepare
+    from fecbench.runners.experiment.prepare import prepare
 
     prepared = prepare(write_design(tmp_path))
     assert len(prepared.points) == 4
@@ -236,7 +236,7 @@ def test_duration_model_follows_size_delay_and_loss_and_stops_at_the_time_limit(
     (Mathis: far slower than the bottleneck); never beyond timeout_s + the kill grace."""
     import dataclasses
 
-    from fecbench.runners.runs import estimate_seconds, grace_s, mean_loss
+    from fecbench.runners.experiment.runs import estimate_seconds, grace_s, mean_loss
 
     design = parse_design(write_design(tmp_path, workload='kind = "download"\nsizes = ["1kB", "1MB"]'))
     run = enumerate_runs(design, {0: {"bw": 10.0, "owd": 100.0, "p": 0.0}}, "h")[0]
@@ -255,7 +255,7 @@ def test_duration_model_follows_size_delay_and_loss_and_stops_at_the_time_limit(
 
 
 def test_mean_loss_of_a_gilbert_elliott_link(tmp_path: Path) -> None:
-    from fecbench.runners.runs import mean_loss
+    from fecbench.runners.experiment.runs import mean_loss
 
     path = write_design(tmp_path)
     path.write_text(path.read_text().replace('model = "uniform"\np = "p"',
@@ -266,7 +266,7 @@ def test_mean_loss_of_a_gilbert_elliott_link(tmp_path: Path) -> None:
 
 
 def test_prepare_rejects_unknown_loss_factor(tmp_path: Path) -> None:
-    from fecbench.runners.prepare import prepare
+    from fecbench.runners.experiment.prepare import prepare
 
     path = write_design(tmp_path)
     path.write_text(path.read_text().replace('p = "p"', 'p = "loss"'))
@@ -374,7 +374,7 @@ def test_cli_dry_run_and_errors(tmp_path: Path) -> None:
 
 def test_shipped_designs_validate() -> None:
     """Every design in designs/ parses and plans (needs the built fecq binary)."""
-    from fecbench.runners.prepare import prepare
+    from fecbench.runners.experiment.prepare import prepare
 
     fecq = ROOT / "quic-impls" / "fecq" / "target" / "release" / "fecq"
     if not fecq.exists() or not (ROOT / "quic-impls" / "fecq" / "impl.toml").exists():
@@ -403,7 +403,7 @@ def test_shipped_designs_validate() -> None:
 
 def test_multipath_loss_per_path(tmp_path: Path) -> None:
     """On the 2-path topology, p = "p_{path}" gives each path's lossy link its own factor."""
-    from fecbench.runners.prepare import prepare
+    from fecbench.runners.experiment.prepare import prepare
 
     path = write_design(tmp_path)
     text = path.read_text().replace(str(TOPOLOGY), str(ROOT / "topologies" / "multipath.toml"))
@@ -424,7 +424,7 @@ def test_multipath_loss_per_path(tmp_path: Path) -> None:
 def test_homogeneous_paths_share_factors_but_not_loss_streams(tmp_path: Path) -> None:
     """On the 2-path topology, factors declared without per_path give both paths the same value:
     the same delay and loss parameters, each path's dropper on its own stream."""
-    from fecbench.runners.prepare import prepare
+    from fecbench.runners.experiment.prepare import prepare
 
     path = write_design(tmp_path)
     path.write_text(path.read_text().replace(str(TOPOLOGY), str(ROOT / "topologies" / "multipath.toml")))

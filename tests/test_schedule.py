@@ -116,7 +116,7 @@ def test_design_with_a_bad_schedule_exits_2(tmp_path):
 
 
 def test_a_topology_can_carry_the_schedule(tmp_path):
-    from fecbench.runners.design import parse_design
+    from fecbench.runners.experiment.design import parse_design
 
     topo = tmp_path / "topo.toml"
     topo.write_text((ROOT / "topologies" / "single.toml").read_text().replace(
@@ -164,10 +164,10 @@ def test_outage_drops_are_counted_like_the_models(tmp_path) -> None:
     import numpy as np
 
     from fecbench.dropper.live import drops_with_outages, expected_verdicts
-    from fecbench.runners import link_records
-    from fecbench.runners.outcome import Outcome
-    from fecbench.runners.prepare import prepare
-    from fecbench.runners.runner import Runner
+    from fecbench.runners.experiment.prepare import prepare
+    from fecbench.runners.run import link_records
+    from fecbench.runners.run.outcome import Outcome
+    from fecbench.runners.run.runner import Runner
     from fecbench.topologies.schedule_apply import outage_ranges
     from tests.helpers.campaign import fake_design
     from tests.helpers.fake_testbed import FakeTestbed

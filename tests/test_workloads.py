@@ -16,14 +16,14 @@ from rich.console import Console
 
 from fecbench import cleanup
 from fecbench.errors import SpecError
-from fecbench.runners.checks import min_duration_s
-from fecbench.runners.descriptor import load_descriptor
-from fecbench.runners.design import parse_design
-from fecbench.runners.engine import Engine, parse_retry
-from fecbench.runners.prepare import prepare
-from fecbench.runners.run_metrics import MetricsError, collect_metrics
-from fecbench.runners.runs import enumerate_runs
-from fecbench.runners.serial import SerialExecutor
+from fecbench.runners.executors.engine import Engine, parse_retry
+from fecbench.runners.executors.serial import SerialExecutor
+from fecbench.runners.experiment.checks import min_duration_s
+from fecbench.runners.experiment.descriptor import load_descriptor
+from fecbench.runners.experiment.design import parse_design
+from fecbench.runners.experiment.prepare import prepare
+from fecbench.runners.experiment.runs import enumerate_runs
+from fecbench.runners.run.run_metrics import MetricsError, collect_metrics
 from tests.helpers.campaign import FAKE_DIR, ROOT, TOPOLOGY, fecbench, rows
 from tests.helpers.fake_testbed import FakeTestbed
 

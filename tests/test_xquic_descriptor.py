@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from fecbench.errors import SpecError
-from fecbench.runners.descriptor import load_descriptor, render
-from fecbench.runners.run_metrics import MetricsError, collect_metrics
+from fecbench.runners.experiment.descriptor import load_descriptor, render
+from fecbench.runners.run.run_metrics import MetricsError, collect_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 XQUIC = load_descriptor(ROOT / "quic-impls" / "xquic" / "impl.toml")

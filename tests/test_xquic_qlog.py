@@ -1,4 +1,4 @@
-"""XQUIC's text qlog turned into JSON-SEQ (fecbench.runners.xquic_qlog): the lines as XQUIC's format strings
+"""XQUIC's text qlog turned into JSON-SEQ (fecbench.runners.run.xquic_qlog): the lines as XQUIC's format strings
 print them (src/common/xqc_log_event_callback.c of the pinned commit), read back by fecbench's qlog reader.
 The real programs' output is checked by tests/test_xquic_campaign.py (--capture qlog=all)."""
 
@@ -9,8 +9,7 @@ import math
 from pathlib import Path
 
 from fecbench.analysis import qlog
-from fecbench.runners.capture import CaptureArgs
-from fecbench.runners.xquic_qlog import convert
+from fecbench.runners.run.xquic_qlog import convert, convert_tree
 
 LOG = """\
 [2026/11/25 01:02:03 000100] [server_listening] |xqc_engine_create|ip_v4:10.0.1.2|port_v4:4433|
@@ -52,10 +51,10 @@ def test_events_converted_and_read_back(tmp_path: Path) -> None:
     assert math.isclose(lost["t_s"] - sent.iloc[0]["t_s"], 0.004)
 
 
-def test_descriptor_format_converts_each_side(tmp_path: Path) -> None:
+def test_every_side_folder_converted(tmp_path: Path) -> None:
     for side in ("server", "client"):
         (tmp_path / side).mkdir()
         (tmp_path / side / f"{side}.xqlog").write_text(LOG)
-    CaptureArgs(qlog_format="xquic-text").to_qlog(tmp_path)
+    convert_tree(tmp_path)
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
         "client", "client/ab12_client.sqlog", "server", "server/ab12_server.sqlog"]

@@ -1,5 +1,5 @@
 """What each run got, as recorded with it (runs.applied_json, written at planning time by
-``fecbench.runners.applied``): per point, every shaped link's rate, one-way delay and queue per direction,
+``fecbench.runners.experiment.applied``): per point, every shaped link's rate, one-way delay and queue per direction,
 the loss model on each lossy link with its long-run loss and mean burst, the workload; per label, the
 implementation's arguments and argv. Campaigns recorded before schema version 7 have none (empty frames)."""
 

@@ -250,7 +250,7 @@ def ratio_medians(pairs: pd.DataFrame, by: Sequence[str] = ("label", "size")) ->
 
 
 def artifacts(db: DbLike) -> pd.DataFrame:
-    """What each run kept to explain itself (fecbench.runners.capture): run key, kind (qlog, keylog, pcap),
+    """What each run kept to explain itself (fecbench.runners.experiment.capture): run key, kind (qlog, keylog, pcap),
     the file (absolute: under ``<db stem>.artifacts/``), its bytes and why it was kept; empty before schema 7."""
     columns = ["run_key", "kind", "file", "bytes", "why"]
     with closing(connect(db)) as con:

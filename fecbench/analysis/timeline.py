@@ -98,7 +98,7 @@ def artifacts_dir(db: DbLike) -> Path:
 
 def writes_qlog(impl: str) -> bool | None:
     """Whether an implementation's descriptor says how to ask it for qlog (None: no descriptor found here)."""
-    from fecbench.runners import descriptor
+    from fecbench.runners.experiment import descriptor
 
     try:
         found = descriptor.discover().get(impl)
@@ -114,7 +114,7 @@ def qlog_files(db: DbLike, key: str, impl: str | None = None) -> list[Path]:
         listed = [r[0] for r in con.execute("SELECT path FROM artifacts WHERE run_key = ? ORDER BY path",
                                             (key,))] if "artifacts" in _tables(con) else []
     files = [root / p for p in listed] if listed else sorted(p for p in (root / key).rglob("*") if p.is_file())
-    # the run's own connection; its competing flows' files are named flow-<id>-… (runners.capture.Keeper)
+    # the run's own connection; its competing flows' files are named flow-<id>-… (runners.experiment.capture.Keeper)
     files = [f for f in files if qlog.is_qlog(f) and f.is_file() and not f.name.startswith("flow-")]
     if not files:
         if impl is not None and writes_qlog(impl) is False:

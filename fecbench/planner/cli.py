@@ -49,7 +49,7 @@ def plan(
     # at each point will get is printed after the points (unless --seed, --paths or --augment change them).
     campaign = None
     if "impl" in root and "topology" in root.data.get("design", {}):
-        from fecbench.runners.checks import validate
+        from fecbench.runners.experiment.checks import validate
 
         campaign = validate(design, dry_run=True)
     header = root.section("design")
@@ -99,7 +99,7 @@ def _print_applied(console: Any, campaign: Any) -> None:
     """Per point, what every run will get (links, losses, workload), then each label's argv."""
     from rich.text import Text
 
-    from fecbench.runners.applied import describe_impls, describe_point
+    from fecbench.runners.experiment.applied import describe_impls, describe_point
 
     console.print("[bold]what each run gets[/] (values in the units the network applies; recorded with every run)")
     for point in sorted(campaign.points):

@@ -25,7 +25,7 @@ from fecbench.reproduce import sequential as sq
 from fecbench.reproduce.evaluate import Verdict
 from fecbench.reproduce.pack import POINT_STATISTICS, Claim
 from fecbench.reproduce.plan import Campaign, Selection, UnitKey, claim_units, first_block, labels_of
-from fecbench.runners.runs import Run
+from fecbench.runners.experiment.runs import Run
 
 #: The smallest batch of machine time, and the share of what is left a batch takes.
 BATCH_MIN_S = 120.0

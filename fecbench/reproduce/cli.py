@@ -67,7 +67,7 @@ def reproduce(
 
 
 def _jobs(text: str) -> int | None:
-    from fecbench.runners.jobs import parse_jobs
+    from fecbench.runners.executors.jobs import parse_jobs
 
     return parse_jobs(text, allow_auto=True)
 

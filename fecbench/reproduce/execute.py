@@ -23,8 +23,8 @@ from typing import Any
 
 from fecbench.reproduce.plan import Campaign
 from fecbench.reproduce.profiles import Target
-from fecbench.runners.engine import Engine
-from fecbench.runners.runs import Run
+from fecbench.runners.executors.engine import Engine
+from fecbench.runners.experiment.runs import Run
 
 MESSAGES_MAX_JOBS = 4
 #: What a campaign costs besides its runs: Python, planning, building the network(s).
@@ -75,17 +75,17 @@ def jobs_for(campaign: Campaign, jobs: int) -> int:
 
 def executor_for(campaign: Campaign, target: Target, jobs: int, link_backend: str | None) -> Any:
     if jobs > 1:
-        from fecbench.runners.jobs import JobsExecutor
+        from fecbench.runners.executors.jobs import JobsExecutor
 
         return JobsExecutor(campaign.prepared, target.db, jobs, link_backend=link_backend)
-    from fecbench.runners.serial import SerialExecutor
+    from fecbench.runners.executors.serial import SerialExecutor
 
     return SerialExecutor(campaign.prepared, target.db, link_backend=link_backend)
 
 
 def calibrate_jobs(campaign: Campaign, link_backend: str | None, console: Any, pilot_runs: int = 8) -> int:
-    """``--jobs auto``: the number of networks ``runners.calibrate`` chooses on this campaign's design."""
-    from fecbench.runners.calibrate import calibrate
+    """``--jobs auto``: the number of networks ``runners.executors.calibrate`` chooses on this campaign's design."""
+    from fecbench.runners.executors.calibrate import calibrate
 
     with console.status(f"--jobs auto: calibrating on {campaign.prepared.design.name}"):
         chosen = int(calibrate(campaign.prepared, link_backend, pilot_runs=pilot_runs)["chosen"])

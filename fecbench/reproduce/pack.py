@@ -23,7 +23,7 @@ from typing import Any
 
 from fecbench.errors import SpecError, UserError
 from fecbench.paths import REPO_ROOT
-from fecbench.runners.design import parse_size, resolve_path
+from fecbench.runners.experiment.design import parse_size, resolve_path
 from fecbench.specs import Section, load_toml
 
 PACKS_DIR = REPO_ROOT / "reproduce"

@@ -1,6 +1,6 @@
 """Which runs a time budget buys, most informative first, and how long they take.
 
-Durations. A run's duration is the model of ``runners.runs.estimate_seconds`` (through
+Durations. A run's duration is the model of ``runners.experiment.runs.estimate_seconds`` (through
 ``Prepared.estimate``) times a factor measured on runs already done: in the campaign's own database
 and in the design's usual one (``results/<design name>.sqlite``), the median of measured ÷ estimated
 per label and size (3 runs or more), else per design, else the median factor of the pack's other
@@ -37,8 +37,8 @@ from fecbench.db import open_readonly
 from fecbench.errors import UserError
 from fecbench.paths import RESULTS_DIR
 from fecbench.reproduce.pack import FLOW_STATISTICS, POINT_STATISTICS, Claim
-from fecbench.runners.prepare import Prepared
-from fecbench.runners.runs import Run
+from fecbench.runners.experiment.prepare import Prepared
+from fecbench.runners.experiment.runs import Run
 from fecbench.status import Status
 
 #: Runs needed to trust a measured duration factor.

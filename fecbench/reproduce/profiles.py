@@ -21,8 +21,8 @@ import tomli_w
 
 from fecbench.paths import REPO_ROOT, RESULTS_DIR
 from fecbench.reproduce.pack import DesignRef, Pack, Profile
-from fecbench.runners.descriptor import find_descriptor
-from fecbench.runners.design import resolve_path
+from fecbench.runners.experiment.descriptor import find_descriptor
+from fecbench.runners.experiment.design import resolve_path
 from fecbench.specs import load_toml
 
 DEFAULT_ROOT = RESULTS_DIR / "reproduce"

@@ -31,7 +31,7 @@ from fecbench.analysis import results
 from fecbench.reproduce import allocate, execute, plan, seeds
 from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce.pack import Pack
-from fecbench.runners.runs import Run
+from fecbench.runners.experiment.runs import Run
 
 DECIDED = ("holds", "fails", ev.AT_THRESHOLD)
 

@@ -1,7 +1,7 @@
 """Extra seeds: repetitions beyond a design's, the design's seed stream continued.
 
 An undecided claim may take more seeds than its design lists. A run of repetition r ≥ R (the design's
-``repetitions``) is made exactly as ``runners.runs.enumerate_runs`` would make it: its loss seed is
+``repetitions``) is made exactly as ``runners.experiment.runs.enumerate_runs`` would make it: its loss seed is
 ``loss_seed(design seed, point, r)`` (the same for every implementation and every profile: common
 random numbers, and a profile keeps the design's seed), its key ``run_key(experiment hash, point
 values, implementation, workload, size, r)`` with the campaign's own experiment hash. The design
@@ -17,7 +17,7 @@ from __future__ import annotations
 from fecbench.db import open_readonly
 from fecbench.errors import UserError
 from fecbench.reproduce.plan import Campaign
-from fecbench.runners.runs import Run, loss_seed, run_key
+from fecbench.runners.experiment.runs import Run, loss_seed, run_key
 
 
 def design_repetitions(campaign: Campaign) -> int:

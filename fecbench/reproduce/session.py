@@ -23,8 +23,8 @@ from typing import Any
 from fecbench.reproduce import allocate, execute, page, plan, profiles, seeds
 from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce.pack import Pack
-from fecbench.runners.prepare import prepare
-from fecbench.runners.recorder import read_statuses
+from fecbench.runners.experiment.prepare import prepare
+from fecbench.runners.run.recorder import read_statuses
 
 #: Seconds kept for the verdicts and the page, plus per claim and profile (a bootstrap and a figure).
 EVALUATION_S = 20.0
@@ -51,7 +51,7 @@ class Outcome:
 def prepare_campaigns(pack: Pack, names: list[str], root: Path, *, checks: bool = True
                       ) -> tuple[dict[tuple[str, str], profiles.Target], dict[tuple[str, str], plan.Campaign]]:
     """Every (profile, design) of the pack that exists here, written, prepared and measured."""
-    from fecbench.runners.checks import validate
+    from fecbench.runners.experiment.checks import validate
 
     targets, campaigns = {}, {}
     for name in names:

@@ -132,7 +132,7 @@ fi
 
 # 3. XQUIC's test programs, statically linked against BoringSSL and libevent. XQC_PRINT_SECRET: the
 # programs write the TLS secrets of their connections (ckeys.log, skeys.log in their working folder, the
-# run's), so that a packet capture of the run can be decrypted (fecbench/runners/capture.py).
+# run's), so that a packet capture of the run can be decrypted (fecbench/runners/experiment/capture.py).
 # XQC_ENABLE_EVENT_LOG: the qlog events, written as text into the log file when the run asks for them
 # (impl.toml [capture]; off with --qlog_disable: one branch per event) and converted to qlog by fecbench.
 libevent=$(cc -print-file-name=libevent.a)

@@ -1,4 +1,4 @@
-"""An in-memory Testbed (fecbench.runners.testbed): no namespaces, no BPF, no root.
+"""An in-memory Testbed (fecbench.runners.run.testbed): no namespaces, no BPF, no root.
 
 It records what the engine asks of the network (points configured, losses set, fidelity read) and runs
 the implementation's processes as plain local processes, so the engine's logic (ordering, resume,
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fecbench import schedlat
-from fecbench.runners import procs
+from fecbench.runners.run import procs
 
 
 class FakeTestbed:

@@ -1,0 +1,1 @@
+"""The commands: fecbench run, impls, dask certs, status, bench campaign, bench capture."""

@@ -1,0 +1,425 @@
+"""CLI: `fecbench run`, `fecbench status`, `fecbench impls list|check`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from fecbench.errors import UserError
+
+console = Console()
+impls_app = typer.Typer(help="Implementations: descriptors, capabilities, whether they are built.",
+                        no_args_is_help=True)
+dask_app = typer.Typer(help="Dask clusters: TLS credentials for campaigns on many hosts.", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks of whole campaigns.", no_args_is_help=True)
+
+
+def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
+        db: Path | None = typer.Option(None, "--db", help="Results database (default results/<design name>.sqlite)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="List the runs and an estimated duration; run nothing."),
+        retry: str | None = typer.Option(None, "--retry", help="Also re-run these statuses, e.g. failed,timeout."),
+        link_backend: str | None = typer.Option(None, "--link-backend", help="netem | delayline (default: probe)."),
+        keep_logs: bool = typer.Option(False, "--keep-logs", help="Keep the log folder of ok runs too."),
+        dask: str | None = typer.Option(None, "--dask", help="Run on a Dask cluster: tls://SCHEDULER:8786, or "
+                                        "local:N (N worker processes here, TLS with per-campaign credentials)."),
+        tls_ca_file: Path | None = typer.Option(None, "--tls-ca-file", help="tls:// cluster: the campaign CA "
+                                                "(default: Dask config distributed.comm.tls.ca-file)."),
+        tls_cert: Path | None = typer.Option(None, "--tls-cert", help="tls:// cluster: this host's certificate "
+                                             "(default: distributed.comm.tls.client.cert)."),
+        tls_key: Path | None = typer.Option(None, "--tls-key", help="tls:// cluster: this host's private key "
+                                            "(default: distributed.comm.tls.client.key)."),
+        insecure: bool = typer.Option(False, "--insecure", help="Allow an unauthenticated tcp:// scheduler on "
+                                      "another host (anyone reaching it runs code as root on the workers)."),
+        dashboard: bool = typer.Option(False, "--dashboard", help="local:N: serve Dask's dashboard on 127.0.0.1."),
+        breaker: int = typer.Option(5, "--breaker", min=0, help="Stop scheduling a label whose first K runs "
+                                    "all failed the same way (0: never)."),
+        accept_short_timeout: bool = typer.Option(False, "--accept-short-timeout", help="Run although timeout_s "
+                                                  "is below the safe multiple of some run's minimum duration."),
+        jobs: str | None = typer.Option(None, "--jobs", help="Run on N networks on this machine at once "
+                                        "(no Dask needed); default 1. auto: the largest N whose pilot of the "
+                                        "design's runs keeps the endpoints and delay elements within their bounds "
+                                        "and matches the same runs done serially."),
+        sample: int | None = typer.Option(None, "--sample", min=1, help="A pilot: only K of the runs to do, "
+                                          "drawn at random (seeded by the design); the others stay pending."),
+        jobs_pilot: int = typer.Option(16, "--jobs-pilot", min=1, help="--jobs auto: runs of the design in its "
+                                       "calibration pilot (each run serially and with N networks)."),
+        capture: str | None = typer.Option(None, "--capture", help="What runs keep to explain themselves, "
+                                           "overriding the design's [capture]: all, off, or per kind, e.g. "
+                                           "qlog=all,pcap=sample:3 (rules: all, off, failed, outliers, sample:N, "
+                                           "joined with +)."),
+        no_retry: bool = typer.Option(False, "--no-retry", help="Keep fidelity-flagged runs flagged: without it, "
+                                      "each is run once more at the end of the campaign (both outcomes kept)."),
+        ) -> None:
+    """Run a campaign: every design point × implementation × size × repetition, resumable."""
+    from fecbench.runners.executors.engine import Engine, parse_retry, runs_to_do
+    from fecbench.runners.experiment.checks import validate
+    from fecbench.runners.run.recorder import read_statuses
+
+    if link_backend not in (None, "netem", "delayline"):
+        raise UserError(f"--link-backend: unknown backend {link_backend!r} (allowed: netem, delayline)")
+    retry_set = parse_retry(retry)
+    jobs_count: int | None = 1
+    if jobs is not None:
+        from fecbench.runners.executors.jobs import parse_jobs
+
+        jobs_count = parse_jobs(jobs, allow_auto=True)
+        if dask is not None:
+            raise UserError("--jobs and --dask: choose one (--dask local:N also runs N networks here)")
+    security = None
+    if dask is not None:
+        from fecbench.runners.executors.dask_security import TlsFiles
+        from fecbench.runners.executors.distributed import campaign_security
+
+        security = campaign_security(dask, insecure, TlsFiles(tls_ca_file, tls_cert, tls_key))
+        if dashboard and not dask.startswith("local:"):
+            raise UserError("--dashboard is for --dask local:N (a cluster's own scheduler serves its dashboard)")
+        if not security.authenticated:
+            console.print(f"[yellow]warning: --dask {dask} is unauthenticated: anyone who can reach it can run code "
+                          "as root on its workers; the campaign records this[/]")
+    elif insecure or dashboard or tls_ca_file or tls_cert or tls_key:
+        raise UserError("--insecure, --dashboard and --tls-* go with --dask")
+    prepared = validate(design, accept_short_timeout=accept_short_timeout, dry_run=dry_run)
+    if capture is not None:
+        from fecbench.runners.experiment.capture import parse_option
+
+        prepared.design.capture = parse_option(capture, prepared.design.capture)
+    if not dry_run:
+        from fecbench.runners.run.pcap import require_tools
+
+        require_tools(prepared.design.capture)   # tcpdump and editcap, when runs may keep packet captures
+    db_path = check_db_path(db or prepared.design.default_db())
+    todo = runs_to_do(prepared, db_path, retry_set, sample)   # the one selection: the engine runs these
+    from fecbench.runners.experiment.estimate import estimate_campaign
+
+    estimate = estimate_campaign(prepared, todo, jobs_count, db_path)
+    for warning in prepared.warnings + estimate.warnings:
+        console.print(Text(f"warning: {warning}", style="yellow"))
+    if dry_run:
+        _print_dry_run(prepared, todo, read_statuses(db_path), db_path, estimate)
+        return
+    from fecbench.errors import require_root
+
+    require_root("fecbench run")
+    from fecbench.affinity import confine_harness
+
+    # This process and what it starts stay off the CPU left to the delay elements (fecbench.affinity).
+    not_confined = confine_harness()
+    if not_confined:
+        console.print(f"[yellow]warning: {not_confined}[/]")
+    executor: Any
+    calibration = None
+    if jobs_count is None:
+        calibration = _calibrate_jobs(prepared, link_backend, jobs_pilot)
+        jobs_count = calibration["chosen"]
+    if dask is not None:
+        from fecbench.runners.executors.distributed import DaskExecutor
+
+        executor = DaskExecutor(prepared, db_path, dask, link_backend=link_backend, keep_logs=keep_logs,
+                                console=console, security=security, dashboard=dashboard)
+    elif jobs_count > 1 or calibration is not None:
+        from fecbench.runners.executors.jobs import JobsExecutor
+
+        executor = JobsExecutor(prepared, db_path, jobs_count, link_backend=link_backend, keep_logs=keep_logs,
+                                calibration=calibration)
+    else:
+        from fecbench.runners.executors.serial import SerialExecutor
+
+        executor = SerialExecutor(prepared, db_path, link_backend=link_backend, keep_logs=keep_logs)
+    try:
+        summary = Engine(prepared, db_path, executor, console, breaker_runs=breaker, todo=todo,
+                         retry_fidelity=not no_retry).run(retry_set)
+    except KeyboardInterrupt:
+        # sys.__stderr__: the progress display may still be redirecting sys.stderr.
+        where = "the runs in flight are" if dask or jobs_count > 1 else "the current run is"
+        print(f"fecbench: interrupted; {where} recorded as interrupted in {db_path}, the network "
+              "is torn down; run the same command again to resume", file=sys.__stderr__, flush=True)
+        raise typer.Exit(130) from None
+    done = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing to do"
+    console.print(f"{db_path}: {summary.selected} of {summary.total} run(s) executed: {done}"
+                  + (f" ({summary.retried} fidelity-flagged run(s) run again; the first outcome of each is "
+                     "kept in earlier_outcomes)" if summary.retried else ""))
+    for tripped in summary.breakers:
+        console.print(f"[red]circuit breaker: {tripped.text()}[/]")
+    if summary.aborted:
+        console.print(f"[red]campaign stopped: {summary.aborted}[/]")
+        raise typer.Exit(1)
+
+
+def check_db_path(db_path: Path) -> Path:
+    """A results database's place: an existing file, or a new file in a folder that exists or can be made
+    (a folder, a device or a path under /proc is refused, exit 2, before anything runs)."""
+    from fecbench.paths import check_output_file
+
+    return check_output_file(db_path, "--db")
+
+
+def _print_dry_run(prepared: Any, todo: list[Any], statuses: dict[str, str], db_path: Path,
+                   estimate: Any) -> None:
+    from fecbench.runners.experiment.applied import describe_impls, describe_point
+
+    design = prepared.design
+    console.print(f"[bold]{design.name}[/]: what each run gets (recorded with every run: runs.applied_json)")
+    points = sorted({run.point for run in todo}) or sorted(prepared.points)
+    for point in points[:8]:
+        for line in describe_point(prepared, point):
+            console.print(Text(line))
+    if len(points) > 8:
+        console.print(f"… and {len(points) - 8} more points (fecbench plan {design.path} lists them all)")
+    for line in describe_impls(prepared):
+        console.print(Text(line))
+    table = Table(title=f"{design.name}: {len(todo)} of {len(prepared.runs)} run(s) to do → {db_path}")
+    for col in ("#", "point", "label", "workload", "size", "rep", "loss seed", "est. s", "status"):
+        table.add_column(col, justify="right" if col in ("#", "point", "size", "rep", "est. s") else "left",
+                         overflow="fold")
+    shown = todo[:40]
+    for run in shown:
+        table.add_row(str(run.index), str(run.point), run.label, run.workload, str(run.size or "-"),
+                      str(run.repetition), str(run.loss_seed), f"{prepared.estimate(run):.1f}",
+                      statuses.get(run.key, "new"))
+    console.print(table)
+    if len(todo) > len(shown):
+        console.print(f"… and {len(todo) - len(shown)} more")
+    per_label = Counter(run.label for run in todo)
+    console.print("per label: " + ", ".join(f"{k} {v}" for k, v in per_label.items()))
+    console.print(f"points {len(prepared.points)}, repetitions {design.repetitions}, "
+                  f"implementations {len(design.impls)}, sizes {len(design.workload.sizes)}; {estimate.text()}")
+
+
+@impls_app.command("list")
+def impls_list(design_dir: list[Path] = typer.Option([], "--dir", help="Extra folders holding <name>/impl.toml."),
+               ) -> None:
+    """Every implementation descriptor found, its capabilities and whether its binary exists."""
+    from fecbench.runners.experiment.descriptor import discover, load_descriptor
+
+    table = Table(title="implementations")
+    for col in ("name", "workloads", "codes", "multipath", "args", "binary", "descriptor"):
+        table.add_column(col, overflow="fold")
+    for name, path in sorted(discover(design_dir).items()):
+        try:
+            d = load_descriptor(path)
+        except UserError as exc:
+            table.add_row(name, "-", "-", "-", "-", f"[red]invalid: {exc}[/]", str(path))
+            continue
+        found = d.binaries()
+        built = all(found.values())
+        table.add_row(name, ",".join(d.workloads), ",".join(d.codes), "yes" if d.multipath else "no",
+                      ",".join(d.args), "[green]built[/]" if built else "[red]missing[/]", str(path))
+    console.print(table)
+
+
+@impls_app.command("check")
+def impls_check(names: list[str] = typer.Argument(None, help="Implementations to check (default: all)."),
+                build: bool = typer.Option(False, "--build", help="Run the descriptors' build commands first."),
+                design_dir: list[Path] = typer.Option([], "--dir", help="Extra folders holding <name>/impl.toml."),
+                ) -> None:
+    """Validate descriptors, check binaries exist and answer their version command; exit 1 if one fails."""
+    from fecbench.runners.experiment.descriptor import discover, load_descriptor
+
+    known = discover(design_dir)
+    selected = names or sorted(known)
+    failed = 0
+    for name in selected:
+        if name not in known:
+            raise UserError(f"unknown implementation {name!r} (known: {', '.join(sorted(known))})")
+        try:
+            d = load_descriptor(known[name])
+            if build and d.build:
+                _build(d)
+            d.require_binaries()
+            version = d.version()
+        except UserError as exc:
+            console.print(f"[red]✗ {name}[/]: {exc}")
+            failed += 1
+            continue
+        console.print(f"[green]✓ {name}[/]: {version or '(no version output)'}")
+    if failed:
+        raise typer.Exit(1)
+
+
+def _build(descriptor: Any) -> None:
+    """Run a descriptor's build commands in its folder."""
+    import subprocess
+
+    from fecbench.runners.experiment.descriptor import render
+
+    for argv in descriptor.build:
+        argv = render(argv, {"dir": str(descriptor.dir)}, {})
+        if subprocess.run(argv, cwd=descriptor.dir, check=False).returncode != 0:
+            raise UserError(f"{descriptor.path}: build command {' '.join(argv)} failed")
+
+
+@dask_app.command("certs")
+def dask_certs(out: Path = typer.Argument(..., help="A new folder for the CA and the host certificates."),
+               scheduler: str = typer.Option(..., "--scheduler", help="The scheduler host's name or address "
+                                             "(the interface the workers reach)."),
+               worker: list[str] = typer.Option(..., "--worker", help="A worker host (repeat for each)."),
+               port: int = typer.Option(8786, "--port", help="The scheduler's port."),
+               days: int = typer.Option(365, "--days", help="Validity of the certificates."),
+               ) -> None:
+    """Make a campaign CA and one certificate per host; print the commands that start a TLS cluster."""
+    from fecbench.runners.executors import dask_certs as certs
+
+    if not 1 <= port <= 65535:
+        raise UserError(f"--port {port}: expected 1 to 65535")
+    files = certs.make(out, scheduler, worker, days)
+    console.print(f"wrote {out}/ca.pem, ca.key and a certificate and key for {', '.join(files)}")
+    print(certs.recipe(out, scheduler, worker, port))
+
+
+@bench_app.command("campaign")
+def bench_campaign(jobs: str = typer.Option("1,2,4,8,16,32", "--jobs", help="The numbers of networks to compare "
+                                            "(include 1: speed-ups and comparisons are relative to it)."),
+                   pilot: int = typer.Option(64, "--pilot", min=0, help="Runs of the projected design run with "
+                                             "each N to project its wall time (0: no projection)."),
+                   project: Path = typer.Option(Path("designs/networking2019-uniform.toml"), "--project",
+                                                help="The design whose wall time is projected."),
+                   pilot_min_jobs: int = typer.Option(1, "--pilot-min-jobs", min=1, help="Run the projected "
+                                                      "design's pilot only with N at least this."),
+                   speedup: bool = typer.Option(True, "--speedup/--no-speedup", help="Also run "
+                                                "designs/bench-campaign.toml with each N (speed-up, accuracy)."),
+                   json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+                   ) -> None:
+    """Run designs/bench-campaign.toml with --jobs N for each N (speed-up, accuracy of the emulation and the
+    endpoints) and a pilot of a full design with each N (its projected wall time where both bounds hold)."""
+    from fecbench.errors import require_root
+    from fecbench.runners.commands.campaign_bench import run_bench
+    from fecbench.runners.executors.jobs import parse_jobs
+    from fecbench.runners.experiment.prepare import prepare
+
+    counts = [parse_jobs(part.strip()) for part in jobs.split(",") if part.strip()]
+    if not counts:
+        raise UserError("--jobs: give one or more numbers of networks, e.g. 1,2,4,8")
+    prepare(project)  # a bad design is a user error before anything runs
+    require_root("fecbench bench campaign")
+    figures = run_bench(counts, pilot_runs=pilot, pilot_min_jobs=pilot_min_jobs, projected=project.resolve(),
+                        speedup=speedup)
+    if json_out:
+        print(json.dumps(figures, indent=1))
+        return
+    _print_bench(figures)
+
+
+@bench_app.command("capture")
+def bench_capture(sample: int | None = typer.Option(None, "--sample", min=1, help="Only K of the bench design's "
+                                                     "runs (the same K both times)."),
+                  jobs: int = typer.Option(1, "--jobs", min=1, help="Networks at once, both times."),
+                  design: Path = typer.Option(Path("designs/bench-campaign.toml"), "--design",
+                                              help="The design run twice (capture off, then all)."),
+                  json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+                  on: str = typer.Option("all", "--on", help="What the second campaign captures (a --capture "
+                                         "value), e.g. pcap=all,qlog=off for packet captures alone."),
+                  ) -> None:
+    """Run a design with every capture off and with every capture on (qlog, keys, pcap), paired by run key:
+    the median DCT ratio and the endpoints' timing with each (goal: ratio within 2 %, no run above the bound)."""
+    from fecbench.errors import require_root
+    from fecbench.runners.commands.capture_bench import run_capture_bench, text
+    from fecbench.runners.experiment.checks import validate
+
+    validate(design)
+    require_root("fecbench bench capture")
+    from fecbench.runners.experiment.capture import CapturePolicy, parse_option
+
+    parse_option(on, CapturePolicy())   # a mistake in --on is a user error before anything runs
+    figures = run_capture_bench(design.resolve(), sample=sample, jobs=jobs, on=on)
+    print(json.dumps(figures, indent=1, default=str) if json_out else text(figures))
+
+
+def _ms3(d: dict[str, Any] | None) -> str:
+    d = d or {}
+    return f"{d.get('p50')}/{d.get('p99')}/{d.get('max')} ({d.get('runs_above_bound')})"
+
+
+def _print_bench(figures: dict[str, Any]) -> None:
+    load = ", ".join(f"{v:g}" for v in figures["load_average"])
+    table = Table(title=f"{figures['design']} on {figures['cores']} cores (load average after: {load})")
+    for col in ("jobs", "runs", "wall s", "speed-up", "span s", "speed-up (span)", "in flight", "CPUs busy",
+                "dct ÷ serial p10/p50/p90",
+                f"run p99 lateness p50/p99/max ms (runs > {figures['lateness_bound_ms']:g})",
+                "frames p99/p99.9/max µs (> bound)",
+                f"run p99 endpoint wake-up p50/p99/max ms (runs > {figures['endpoint_bound_ms']:g})",
+                "wake-ups p99/p99.9 ms", "statuses", f"{figures['full_design']} h"):
+        table.add_column(col, justify="right", overflow="fold")
+    for r in figures["results"]:
+        frames = r["frame_lateness_us"] or {}
+        ends = r.get("endpoint_p99_ms") or {}
+        table.add_row(str(r["jobs"]), str(r["runs"]), f"{r['wall_s']:.1f}", str(r["speedup_wall"]),
+                      f"{r['span_s']:.1f}", str(r["speedup_span"]), str(r["in_flight"]),
+                      " ".join(f"{b:.0%}" for b in r["cpu_busy"]),
+                      "/".join(str(v) for k, v in (r["dct_vs_serial"] or {}).items() if k != "runs") or "-",
+                      _ms3(r["run_p99_lateness_ms"]),
+                      f"{frames.get('p99_us')}/{frames.get('p99.9_us')}/{round(frames.get('max_us') or 0)} "
+                      f"({frames.get('above_bound')} of {frames.get('frames')})",
+                      _ms3(ends), f"{ends.get('every_p99')}/{ends.get('every_p99.9')}",
+                      ", ".join(f"{k} {v}" for k, v in sorted(r["statuses"].items())),
+                      str(r["projected_full_design_h"]))
+    if figures["results"]:
+        console.print(table)
+    for p in figures["pilots"]:
+        late, frames = p["run_p99_lateness_ms"] or {}, p["frame_lateness_us"] or {}
+        versus = p.get("versus_serial") or {}
+        console.print(f"pilot of {figures['full_design']}: {p['runs']} of its {p['runs_in_design']} runs at --jobs "
+                      f"{p['jobs']} ({', '.join(f'{k} {v}' for k, v in sorted(p['statuses'].items()))}) held their "
+                      f"network {p['ratio']:.3f} × the model's estimate (s.e. {p['ratio_se']:.3f}); "
+                      f"{p['steady_use']:.1%} of network time in runs; fidelity check "
+                      f"{p['fidelity_per_check_s']} s → projected "
+                      f"{p['projected_h']} h (95 %: {p['range_h'][0]}–{p['range_h'][1]} h), serial {p['serial_h']} h "
+                      f"(model {p['model_total_h']} h); run p99 lateness p50/p99/max ms {_ms3(late)}, frames "
+                      f"{frames.get('above_bound')} of {frames.get('frames')} above; endpoint p99 wake-up p50/p99/max "
+                      f"ms {_ms3(p.get('endpoint_p99_ms'))}"
+                      + (f"; {p['metric']} ÷ serial median {versus.get('median_ratio')}, Wilcoxon p "
+                         f"{versus.get('wilcoxon_p')}" if versus else "")
+                      + (": keeps the bounds" if p.get("keeps_bounds") else f": does not ({p.get('why')})")
+                      + f"; CPUs busy {' '.join(f'{b:.0%}' for b in p['cpu_busy'])}")
+    best = figures.get("projection")
+    if figures["pilots"]:
+        console.print(f"projection of {figures['full_design']}: " + (
+            f"{best['projected_h']} h (95 %: {best['range_h'][0]}–{best['range_h'][1]} h) with {best['jobs']} "
+            f"network(s), the largest N that keeps both bounds (serial {best['serial_h']} h)" if best else
+            "no N kept both bounds"))
+
+
+def _calibrate_jobs(prepared: Any, link_backend: str | None, pilot_runs: int) -> dict[str, Any]:
+    from fecbench.runners.executors.calibrate import calibrate
+
+    def report(row: dict[str, Any]) -> None:
+        def ms(value: float | None) -> str:
+            return "-" if value is None else f"{value:.3g} ms"
+
+        text = (f"--jobs auto: {row['jobs']} network(s): {row['ok']} of {row['runs']} pilot runs ok, worst p99 "
+                f"endpoints {ms(row['endpoint_p99_ms'])}, delay elements {ms(row['lateness_p99_ms'])}")
+        if row["jobs"] > 1:
+            text += f", median ratio to serial {row.get('median_ratio')}, Wilcoxon p {row.get('wilcoxon_p')}"
+            text += f" (measurement {row['tries']})" if row["tries"] > 1 else ""
+            text += ": keeps the results" if row["keeps_results"] else f": changes them ({row['why']})"
+        elif row["why"]:
+            text += f" (serially: {row['why']})"
+        console.print(text)
+
+    with console.status("--jobs auto: calibrating on a pilot of the design's runs"):
+        calibration = calibrate(prepared, link_backend, pilot_runs=pilot_runs, report=report)
+    c = calibration
+    console.print(f"--jobs auto: {c['chosen']} network(s) (pilot of {len(c['pilot'])} runs, {c['metric']} within "
+                  f"{c['ratio_tolerance']:.0%} of serial; bounds: endpoints p99 ≤ {c['endpoint_bound_ms']:g} ms, "
+                  f"delay elements p99 ≤ {c['bound_ms']:g} ms)")
+    return calibration
+
+
+def register(app: typer.Typer) -> None:
+    """Add `run`, `status`, `impls`, `dask` and `bench` to the root CLI."""
+    from fecbench.runners.commands.status_cli import status
+
+    app.command("run")(run)
+    app.command("status")(status)
+    app.add_typer(impls_app, name="impls")
+    app.add_typer(dask_app, name="dask")
+    app.add_typer(bench_app, name="bench")
+
+

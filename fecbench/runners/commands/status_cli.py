@@ -1,0 +1,263 @@
+"""`fecbench status`: progress per implementation, failures by kind, fidelity warnings, per-run overhead,
+and how a Dask campaign's cluster was protected. Reads the database only (while a campaign runs, too)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import statistics
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fecbench.errors import UserError
+from fecbench.lateness import from_delay_json
+from fecbench.status import Status
+
+console = Console()
+
+
+def status(db: Path | None = typer.Argument(None, help="Results database (default: the newest in results/)."),
+           timing: bool = typer.Option(False, "--timing", help="Per-run overhead: wall time minus transfer time."),
+           json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+           ) -> None:
+    """Progress per implementation, failures by kind, fidelity warnings (readable while a campaign runs)."""
+    from fecbench import db as dbmod
+    from fecbench import run_records
+
+    path = db if db is not None else dbmod.newest()
+    conn = dbmod.open_readonly(path)
+    try:
+        columns = {col[1] for col in conn.execute("PRAGMA table_info(runs)")}
+        optional = "".join(f", r.{c}" for c in ("phases_json", "runner") if c in columns)
+        rows = [dict(r) for r in conn.execute(
+            "SELECT r.key, r.label, r.status, r.error, r.size, r.duration_s, r.finished_at, m.dct_ms, "
+            "m.client_wall_ms" + optional + " FROM runs r LEFT JOIN metrics m ON m.run_key = r.key")]
+        mark_running(rows)
+        fidelity_bad = conn.execute("SELECT COUNT(DISTINCT run_key) FROM fidelity WHERE ok = 0").fetchone()[0]
+        # Checks that passed only when measured again: the host was disturbed at that moment.
+        rechecked = conn.execute("SELECT COUNT(DISTINCT run_key) FROM fidelity WHERE ok = 1 AND checks > 1"
+                                 ).fetchone()[0]
+        late = late_runs(conn)
+        endpoints = endpoint_runs(conn)
+        campaigns = [_campaign_row(dict(r)) for r in conn.execute(
+            "SELECT id, name, created_at, link_backend, host_json FROM campaigns")]
+        breakers = run_records.read_breakers(conn)
+    except sqlite3.Error as exc:
+        raise UserError(f"{path}: cannot read the results database: {exc}") from None
+    finally:
+        conn.close()
+    summary = summarize(rows)
+    summary["fidelity_warnings"] = fidelity_bad
+    summary["fidelity_rechecked"] = rechecked
+    summary["lateness_warnings"] = late
+    summary["endpoint_warnings"] = endpoints
+    summary["campaigns"] = campaigns
+    summary["breakers"] = breakers
+    if timing:
+        summary["timing"] = overhead(rows)
+        summary["phases"] = phase_times(rows)
+    if json_out:
+        print(json.dumps(summary, indent=1, default=str))
+        return
+    _print_status(path, summary)
+
+
+def late_runs(conn: sqlite3.Connection) -> dict[str, Any]:
+    """Runs whose own delay-element lateness broke the bound (``fecbench.lateness``), recorded with
+    their link statistics; the worst p99 among them, the largest p99 of any run (how close the others
+    came), and the bound (the largest any run was judged by, flagged or not, as for the endpoints)."""
+    keys, worst, largest, bounds = set(), 0.0, None, []
+    for key, text in conn.execute("SELECT run_key, delay_json FROM link_stats WHERE delay_json LIKE '%lateness%'"):
+        late = from_delay_json(text) or {}
+        if late.get("bound_ms") is not None:
+            bounds.append(float(late["bound_ms"]))
+        if late.get("p99_us") is not None:
+            largest = max(largest or 0.0, float(late["p99_us"]) / 1000)
+        if late.get("ok") is False:
+            keys.add(key)
+            worst = max(worst, float(late.get("p99_us") or 0) / 1000)
+    return {"runs": len(keys), "worst_p99_ms": worst, "max_p99_ms": largest, "bound_ms": max(bounds, default=None)}
+
+
+def endpoint_runs(conn: sqlite3.Connection) -> dict[str, Any]:
+    """Runs whose endpoints' p99 wake-up latency broke its bound (``fecbench.endpoint_timing``): how many,
+    the worst p99 among them, the largest p99 of any run, the bound (the largest any was judged by), and
+    how many runs were not measured."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='endpoint_timing'").fetchone():
+        return {"runs": 0, "worst_p99_ms": 0.0, "max_p99_ms": None, "bound_ms": None, "not_measured": 0}
+    late = conn.execute("SELECT COUNT(*), MAX(wakeup_p99_ms) FROM endpoint_timing WHERE ok = 0").fetchone()
+    largest, bound = conn.execute("SELECT MAX(wakeup_p99_ms), MAX(bound_ms) FROM endpoint_timing").fetchone()
+    missing = conn.execute("SELECT COUNT(*) FROM endpoint_timing WHERE json LIKE '{\"error\"%'").fetchone()[0]
+    return {"runs": late[0], "worst_p99_ms": late[1] or 0.0, "max_p99_ms": largest, "bound_ms": bound,
+            "not_measured": missing}
+
+
+def mark_running(rows: list[dict[str, Any]]) -> None:
+    """A run started and not finished whose campaign process still runs is in flight: status `running`
+    (the database says `interrupted`, which it stays if that process dies)."""
+    from fecbench.run_records import runner_alive
+
+    for row in rows:
+        if row["status"] == Status.INTERRUPTED and row.get("finished_at") is None and runner_alive(row.get("runner")):
+            row["status"], row["error"] = "running", None
+
+
+def _campaign_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A campaign as status shows it: where it ran (Dask target) and whether that was authenticated."""
+    try:
+        host = json.loads(row.pop("host_json") or "{}")
+    except json.JSONDecodeError:
+        host = {}
+    if "dask" in host:
+        row["dask"] = host["dask"]
+        row["dask_security"] = host.get("dask_security") or {"transport": "tcp", "authenticated": False,
+                                                              "why": "recorded before fecbench checked it"}
+    return row
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    per_label: dict[str, Counter] = defaultdict(Counter)
+    failures: Counter = Counter()
+    for row in rows:
+        per_label[row["label"]][row["status"]] += 1
+        if row["status"] not in ("ok", "pending", "running"):
+            # Measured values (e.g. a latency of 3.41 ms) would make every error its own kind.
+            kind = re.sub(r"\d+\.\d+", "…", (row["error"] or "").split("\n")[0])   # whole: never cut
+            failures[(row["status"], kind)] += 1
+    totals = Counter(row["status"] for row in rows)
+    return {"total": len(rows), "statuses": dict(totals),
+            "per_label": {label: dict(c) for label, c in sorted(per_label.items())},
+            "failures": [{"status": s, "error": e, "count": n} for (s, e), n in failures.most_common()]}
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def overhead(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per size, over ok runs: run wall time minus the client's own transfer time (dct_ms), and minus
+    the client process's wall time (the harness's own cost around the client)."""
+    groups: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        if row["status"] == "ok" and row["duration_s"] is not None:
+            groups[row["size"]].append(row)
+    out = []
+    for size, group in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        vs_dct = [r["duration_s"] - r["dct_ms"] / 1000 for r in group if r["dct_ms"] is not None]
+        vs_client = [r["duration_s"] - r["client_wall_ms"] / 1000 for r in group if r["client_wall_ms"] is not None]
+        entry: dict[str, Any] = {"size": size, "runs": len(group),
+                                 "wall_median_s": statistics.median(r["duration_s"] for r in group)}
+        if vs_dct:
+            entry.update(overhead_median_s=statistics.median(vs_dct), overhead_p90_s=_quantile(vs_dct, 0.9))
+        if vs_client:
+            entry.update(harness_median_s=statistics.median(vs_client))
+        out.append(entry)
+    return out
+
+
+def phase_times(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Over ok runs that recorded them (schema ≥ 5): where the wall time went, per phase of the runner
+    (runners.run.runner.PHASES) and `between` (the run's recorded duration minus its phases: handing it to
+    a network and back); mean, median and p90 seconds, and each phase's share of the summed wall time."""
+    from fecbench.runners.run.runner import PHASES
+
+    timed = []
+    for row in rows:
+        if row["status"] == "ok" and row.get("phases_json") and row["duration_s"] is not None:
+            phases = json.loads(row["phases_json"])
+            phases["between"] = max(0.0, row["duration_s"] - sum(phases.values()))
+            timed.append(phases)
+    total = sum(sum(p.values()) for p in timed)
+    out = []
+    for name in (*PHASES, "between"):
+        values = [p.get(name, 0.0) for p in timed]
+        if not any(values):
+            continue
+        out.append({"phase": name, "runs": len(values), "mean_s": statistics.fmean(values),
+                    "median_s": statistics.median(values), "p90_s": _quantile(values, 0.9),
+                    "share": sum(values) / total if total else None})
+    return out
+
+
+def _print_status(path: Path, summary: dict[str, Any]) -> None:
+    console.print(f"[bold]{path}[/]: {summary['total']} run(s): "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(summary["statuses"].items())))
+    table = Table(title="per implementation label")
+    statuses = ["running", *(s.value for s in Status if s != Status.PENDING), Status.PENDING.value]
+    table.add_column("label", overflow="fold")
+    for s in statuses:
+        table.add_column(s, justify="right", overflow="fold")
+    for label, counts in summary["per_label"].items():
+        table.add_row(label, *(str(counts.get(s, 0)) for s in statuses))
+    console.print(table)
+    if summary["failures"]:
+        console.print("[bold]failures by kind[/]")
+        for f in summary["failures"][:20]:
+            console.print(f"  {f['count']:5d}  {f['status']:<11} {f['error']}", markup=False, highlight=False)
+    for campaign in summary["campaigns"]:
+        if "dask" not in campaign:
+            continue
+        sec = campaign["dask_security"]
+        if sec.get("authenticated"):
+            console.print(f"campaign {campaign['id']} ran on Dask {campaign['dask']} over TLS "
+                          f"({sec.get('credentials', '')})")
+        else:
+            console.print(f"[red]campaign {campaign['id']} ran on Dask {campaign['dask']} UNAUTHENTICATED "
+                          f"(plain TCP: {sec.get('why', '')})[/]")
+    for b in summary["breakers"]:
+        console.print(f"[red]circuit breaker (campaign {b['campaign_id']}, {b['tripped_at']}): {b['label']}: its "
+                      f"first {b['runs']} runs all ended {b['status']} ({b['error']}); {b['skipped']} more were "
+                      "not run (pending: fix the cause, then fecbench run again)[/]")
+    if summary["fidelity_warnings"]:
+        console.print(f"[magenta]fidelity warnings: {summary['fidelity_warnings']} run(s) measured a network "
+                      "that did not match the design[/]")
+    if summary["fidelity_rechecked"]:
+        console.print(f"fidelity: {summary['fidelity_rechecked']} run(s) passed the check only when measured again "
+                      "(a passing disturbance of the host; what the failed measurement read is in fidelity.json)")
+    late = summary["lateness_warnings"]
+    if late["runs"]:
+        console.print(f"[magenta]emulation accuracy: {late['runs']} run(s) had a delay element's p99 lateness "
+                      f"above {late['bound_ms']:g} ms (worst p99 {late['worst_p99_ms']:.3g} ms): the network "
+                      "delayed packets longer than configured during those runs; recorded as fidelity "
+                      "(fecbench run --retry fidelity re-runs them)[/]")
+    ends = summary["endpoint_warnings"]
+    if ends["runs"]:
+        console.print(f"[magenta]endpoint timing: {ends['runs']} run(s) had their endpoints' p99 wake-up latency "
+                      f"above {ends['bound_ms']:g} ms (worst p99 {ends['worst_p99_ms']:.3g} ms): the client and server "
+                      "waited for a CPU; recorded as fidelity (fecbench run --retry fidelity re-runs them)[/]")
+    within = [f"{what} at most {got['max_p99_ms']:.3g} ms in every run (bound {got['bound_ms']:g} ms)"
+              for what, got in (("delay elements' p99 lateness", late), ("endpoints' p99 wake-up latency", ends))
+              if not got["runs"] and got.get("max_p99_ms") is not None and got["bound_ms"] is not None]
+    if within:   # how close the runs came, where none broke a bound
+        console.print("timekeeping: " + "; ".join(within))
+    if ends["not_measured"]:
+        console.print(f"endpoint timing: {ends['not_measured']} run(s) not measured (fecbench doctor says why)")
+    if "timing" in summary:
+        table = Table(title="per-run overhead (ok runs): wall time − client transfer time (dct_ms)")
+        for col in ("size", "runs", "wall median s", "overhead median s", "overhead p90 s",
+                    "wall − client process s"):
+            table.add_column(col, justify="right", overflow="fold")
+        for t in summary["timing"]:
+            table.add_row(str(t["size"] if t["size"] is not None else "messages"), str(t["runs"]),
+                          f"{t['wall_median_s']:.3f}", _fmt(t.get("overhead_median_s")),
+                          _fmt(t.get("overhead_p90_s")), _fmt(t.get("harness_median_s")))
+        console.print(table)
+    if summary.get("phases"):
+        table = Table(title="where the wall time of ok runs went, per phase (runners.run.runner.PHASES)")
+        for col in ("phase", "runs", "mean s", "median s", "p90 s", "share of wall"):
+            table.add_column(col, justify="right", overflow="fold")
+        for p in summary["phases"]:
+            table.add_row(p["phase"], str(p["runs"]), _fmt(p["mean_s"]), _fmt(p["median_s"]), _fmt(p["p90_s"]),
+                          "-" if p["share"] is None else f"{100 * p['share']:.1f} %")
+        console.print(table)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"

@@ -1,0 +1,162 @@
+"""The worker side of Dask campaigns: tasks that a Dask worker runs for a campaign's coordinator.
+
+Each worker process is set up once per campaign: it checks that it runs the same fecbench, design and
+implementation binaries as the coordinator (else results would not be comparable) and holds a
+certificate from the campaign's CA, builds its own network (names carry its own per-process prefix)
+and then executes runs with the same `Runner` and `run_one` as every other executor, returning each
+run's Outcome. The coordinator side is fecbench.runners.executors.distributed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fecbench import __version__
+from fecbench.paths import REPO_ROOT
+from fecbench.provenance import git_sha
+from fecbench.runners.executors import dask_security
+from fecbench.runners.executors.dask_security import CampaignSecurity
+from fecbench.runners.experiment.prepare import Prepared, prepare
+from fecbench.runners.experiment.runs import Run
+from fecbench.runners.run.recorder import impls_fingerprint
+from fecbench.runners.run.runner import Runner, run_one
+from fecbench.runners.run.testbed import MininetTestbed
+
+# --- what must be the same on every host ---------------------------------------------------------
+
+def identity(prepared: Prepared, impls: dict[str, Any]) -> dict[str, Any]:
+    """What makes results comparable: fecbench version and commit, design, topology, implementations."""
+    return {
+        "fecbench": __version__, "git_sha": git_sha(), "design_hash": prepared.design.hash,
+        "experiment_hash": prepared.experiment_hash,
+        "impls": {label: {"version": info.get("version"), "descriptor": info.get("descriptor"),
+                          "binaries": {k: (v or {}).get("sha256") for k, v in info.get("binaries", {}).items()}}
+                  for label, info in impls.items()},
+    }
+
+
+def differences(mine: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    """Human-readable differences between two identities (empty: comparable)."""
+    out = []
+    for key in ("fecbench", "git_sha", "design_hash", "experiment_hash"):
+        if mine.get(key) != theirs.get(key):
+            out.append(f"{key} {theirs.get(key)} (coordinator: {mine.get(key)})")
+    for label, info in mine.get("impls", {}).items():
+        other = theirs.get("impls", {}).get(label)
+        if other is None:
+            out.append(f"implementation {label!r} missing")
+            continue
+        for key in ("version", "descriptor"):
+            if info[key] != other[key]:
+                out.append(f"implementation {label!r}: {key} differs")
+        for name, digest in info["binaries"].items():
+            if other["binaries"].get(name) != digest:
+                out.append(f"implementation {label!r}: binary {name} sha256 {other['binaries'].get(name)} "
+                           f"(coordinator: {digest})")
+    return out
+
+
+class WorkerRefused(Exception):
+    """A worker cannot take part in this campaign (not root, other fecbench, other binaries, …)."""
+
+
+# --- worker side: one campaign network per worker process -----------------------------------------
+
+@dataclass
+class _WorkerCampaign:
+    token: str
+    runner: Runner
+    testbed: MininetTestbed
+    info: dict[str, Any]
+    runs: dict[str, Run]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
+
+
+_CURRENT: dict[str, _WorkerCampaign] = {}   # "campaign" -> this worker's campaign, if any
+
+
+def _find_design(design_path: str, relative: str | None) -> Path:
+    for candidate in (Path(design_path), REPO_ROOT / relative if relative else None):
+        if candidate is not None and candidate.is_file():
+            return candidate
+    where = f" or {REPO_ROOT / relative}" if relative else ""
+    raise WorkerRefused(f"design file {design_path}{where} not found (put it at the same path on every host)")
+
+
+def worker_setup(token: str, design_path: str, relative: str | None, expected: dict[str, Any],
+                 log_root: str, link_backend: str | None, keep_logs: bool, ca_pem: str | None) -> dict[str, Any]:
+    """(A Dask task.) Check this host against the coordinator (software, and a certificate from the
+    campaign's CA when the campaign is authenticated), build this worker's network once."""
+    from fecbench.runners.executors.hostinfo import fingerprint
+
+    current = _CURRENT.get("campaign")
+    if current is not None and current.token == token and not current.closed:
+        return current.info
+    worker_teardown()
+    if sys.platform != "linux":
+        raise WorkerRefused(f"the Dask worker runs on {sys.platform}: workers must be Linux hosts")
+    if os.geteuid() != 0:
+        raise WorkerRefused("the Dask worker does not run as root (start `dask worker` as root)")
+    if ca_pem is not None:
+        credentials = dask_security.worker_credentials()
+        why = dask_security.check_worker_certificate(CampaignSecurity(security=None, ca_pem=ca_pem), credentials)
+        if why or not credentials["encrypted"]:
+            raise WorkerRefused(f"this worker may not take part: {why or 'it accepts unencrypted connections'}")
+    prepared = prepare(_find_design(design_path, relative))
+    impls = impls_fingerprint(prepared.design)
+    problems = differences(expected, identity(prepared, impls))
+    if problems:
+        raise WorkerRefused("results would not be comparable: " + "; ".join(problems))
+    testbed = MininetTestbed(prepared.topology, prepared.runs[0].values, link_backend)
+    try:
+        runner = Runner(prepared, testbed, Path(log_root), keep_logs)
+        info = {"host": testbed.hostname, "pid": os.getpid(), "prefix": testbed.prefix, "backend": testbed.backend,
+                "fingerprint": fingerprint(testbed.backend)}
+    except BaseException:
+        testbed.stop()
+        raise
+    _CURRENT["campaign"] = _WorkerCampaign(token=token, runner=runner, testbed=testbed, info=info,
+                                           runs={run.key: run for run in prepared.runs})
+    return info
+
+
+def worker_run(token: str, key: str) -> dict[str, Any]:
+    """(A Dask task.) Execute one run on this worker's network; its Outcome and where it ran."""
+    current = _CURRENT.get("campaign")
+    if current is None or current.token != token:
+        raise WorkerRefused("this worker is not set up for the campaign")
+    with current.lock:
+        if current.closed:
+            raise WorkerRefused("this worker's network was torn down")
+        started = time.monotonic()
+        outcome, harness_error = run_one(current.runner, current.runs[key])
+        return {"outcome": outcome, "harness_error": harness_error, "duration_s": time.monotonic() - started}
+
+
+def worker_teardown(token: str | None = None, wait_s: float = 60) -> bool:
+    """Stop this worker's run processes and network (of campaign `token`, or any). True if one was torn down."""
+    current = _CURRENT.get("campaign")
+    if current is None or (token is not None and current.token != token):
+        return False
+    current.closed = True
+    # Stop the run in flight (if any) until it returns and releases the lock: it may start its next
+    # process (the client after the server) just after a stop.
+    deadline = time.monotonic() + wait_s
+    locked = False
+    while not locked and time.monotonic() < deadline:
+        current.runner.stop_all()
+        locked = current.lock.acquire(timeout=0.2)
+    try:
+        current.testbed.stop()
+    finally:
+        if locked:
+            current.lock.release()
+        _CURRENT.pop("campaign", None)
+    return True

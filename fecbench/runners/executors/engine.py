@@ -1,0 +1,419 @@
+"""The campaign engine: the one cycle every campaign goes through, whatever executes its runs.
+
+select runs -> an executor starts them where it can -> each start and outcome is recorded (Recorder)
+-> progress -> summary. Executors (serial: this process, one network; Dask: workers on many hosts)
+only decide where a run executes and hand back what happened; they never touch the database, so how
+a run is recorded is written once, here.
+
+A circuit breaker watches each implementation label (one argument set): when its first
+`breaker_runs` runs of this campaign all end `failed` the same way (the error's first line, digits
+aside), its remaining runs are taken off the queue (they stay pending, run again by the next
+`fecbench run`), and the breaker is recorded (the `breakers` table: `fecbench status`, the summary).
+
+The executor is started before the database is opened: a network that cannot be built or a cluster
+that cannot be used leaves no database behind. Ctrl-C (or SIGTERM) records the runs in flight as
+`interrupted` (redone by the next `fecbench run`) and tears the executor down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import re
+import signal
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from fecbench.errors import UserError
+from fecbench.runners.experiment.prepare import Prepared
+from fecbench.runners.experiment.runs import Run
+from fecbench.runners.run.outcome import Outcome
+from fecbench.runners.run.recorder import Recorder, check_free_space, impls_fingerprint, now_iso, read_statuses
+from fecbench.status import RETRYABLE, Status
+
+# Consecutive harness errors (not implementation failures) after which the campaign stops.
+MAX_HARNESS_ERRORS = 5
+POLL_S = 0.5
+# The circuit breaker: a label whose first BREAKER_RUNS runs all fail the same way is stopped (0: never).
+BREAKER_RUNS = 5
+
+
+def select_runs(prepared: Prepared, statuses: dict[str, str], retry: set[str]) -> list[Run]:
+    """Runs still to do: never finished (pending/interrupted), plus the statuses asked for by --retry."""
+    todo_statuses = {Status.PENDING, Status.INTERRUPTED} | set(retry)
+    return [run for run in prepared.runs if statuses.get(run.key, Status.PENDING) in todo_statuses]
+
+
+def runs_to_do(prepared: Prepared, db_path: Path, retry: set[str], sample: int | None = None,
+               only: list[Run] | None = None) -> list[Run]:
+    """The one selection of a campaign's runs: those still to do in its database (plus `retry`'s statuses),
+    a `sample` of them, and with `only`, those of these runs in that order."""
+    todo = sample_runs(select_runs(prepared, read_statuses(db_path), retry), sample, prepared.design.seed)
+    if only is not None:
+        wanted = {run.key for run in todo}
+        todo = [run for run in only if run.key in wanted]
+    return todo
+
+
+def sample_runs(todo: list[Run], k: int | None, seed: int) -> list[Run]:
+    """A pilot: k of the runs to do, drawn at random (seeded by the design seed, so the same design draws
+    the same runs), in campaign order; all of them when k is None or not smaller."""
+    if k is None or k >= len(todo):
+        return todo
+    chosen = {run.key for run in random.Random(f"fecbench-sample:{seed}").sample(todo, k)}
+    return [run for run in todo if run.key in chosen]
+
+
+def parse_retry(text: str | None) -> set[str]:
+    if not text:
+        return set()
+    wanted = {part.strip() for part in text.split(",") if part.strip()}
+    unknown = wanted - set(RETRYABLE)
+    if unknown:
+        raise UserError(f"--retry: unknown status {sorted(unknown)[0]!r} (allowed: {', '.join(RETRYABLE)})")
+    return wanted
+
+
+# --- what executors and the engine exchange ---------------------------------------------------------
+
+@dataclass
+class Started:
+    run: Run
+    host: str           # where it executes (runs.host)
+    backend: str        # the link backend there (runs.link_backend)
+
+
+@dataclass
+class Finished:
+    run: Run
+    outcome: Outcome
+    harness_error: bool = False       # a fault of fecbench or the network, not of the implementation
+    duration_s: float | None = None   # measured where it ran (default: since the engine recorded its start)
+
+
+class RunQueue:
+    """The runs left to start, in the campaign's order, also reachable by design point (an executor may
+    keep a network on one point to reconfigure it, and measure fidelity, rarely)."""
+
+    def __init__(self, runs: list[Run]) -> None:
+        self._left: OrderedDict[str, Run] = OrderedDict((run.key, run) for run in runs)
+        self._by_point: dict[int, deque[Run]] = {}
+        for run in runs:
+            self._by_point.setdefault(run.point, deque()).append(run)
+
+    def __len__(self) -> int:
+        return len(self._left)
+
+    def points(self) -> dict[int, int]:
+        """Points with runs left -> how many."""
+        return {p: len(q) for p, q in self._by_point.items() if q}
+
+    def pop_next(self) -> Run:
+        _, run = self._left.popitem(last=False)
+        self._by_point[run.point].remove(run)
+        return run
+
+    def pop_point(self, point: int) -> Run:
+        run = self._by_point[point].popleft()
+        del self._left[run.key]
+        return run
+
+    def pop_near(self, current: int | None, taken: set[int | None]) -> Run | None:
+        """For a network configured for point `current`: a run of that point if any is left; else of the point
+        no other network works on (`taken`) with the most runs left; else of the biggest point."""
+        left = self.points()
+        if current not in left:
+            free = [p for p in left if p not in taken] or list(left)
+            if not free:
+                return None
+            current = max(free, key=lambda p: left[p])
+        return self.pop_point(current)
+
+    def drain(self) -> list[Run]:
+        """Take every run off the queue (a campaign out of time: they stay pending); those runs."""
+        left = list(self._left.values())
+        self._left.clear()
+        self._by_point.clear()
+        return left
+
+    def drop_label(self, label: str) -> list[Run]:
+        """Take every run of an implementation label off the queue (the circuit breaker); those runs."""
+        dropped = [run for run in self._left.values() if run.label == label]
+        for run in dropped:
+            del self._left[run.key]
+            self._by_point[run.point].remove(run)
+        return dropped
+
+
+class Executor(Protocol):
+    """Where runs execute. Used as a context manager: leaving it tears everything down."""
+
+    name: str
+
+    def start(self, todo: list[Run]) -> None:
+        """Build networks / set up workers. A UserError here stops the campaign before the database exists."""
+
+    def backend(self) -> str: ...
+    def host_info(self) -> dict[str, Any]: ...
+    def host_info_changed(self) -> bool: ...
+    def busy(self) -> bool: ...
+    def dispatch(self, queue: RunQueue) -> list[Started]:
+        """Take the runs it can start now from the queue."""
+
+    def collect(self, timeout: float) -> list[Finished]:
+        """Runs finished (or lost with a worker) within `timeout` seconds."""
+
+    def cancel(self, reason: str) -> list[Finished]:
+        """Stop what is in flight; those runs, as `interrupted` outcomes."""
+
+    def abort_reason(self) -> str | None: ...
+    def __enter__(self) -> Executor: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+
+# --- the cycle --------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (and SIGHUP) end the campaign like Ctrl-C: runs in flight interrupted, network torn down."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@dataclass
+class Breaker:
+    """A label the circuit breaker stopped: its first `runs` runs all ended `status` with `error`."""
+    label: str
+    runs: int
+    status: str
+    error: str
+    skipped: int                      # runs taken off the queue (still pending)
+
+    def text(self) -> str:
+        return (f"{self.label}: its first {self.runs} runs all ended {self.status} ({self.error}); "
+                f"{self.skipped} more not run (pending; fix the cause, then run again)")
+
+
+def failure_signature(outcome: Outcome) -> str:
+    """How a run failed, for the circuit breaker: the error's first line, digits aside."""
+    first = (outcome.error or "").split("\n")[0][:200]
+    return re.sub(r"[0-9]+(\.[0-9]+)?", "#", first)
+
+
+@dataclass
+class Summary:
+    total: int
+    selected: int
+    counts: Counter
+    interrupted: bool = False
+    aborted: str | None = None
+    breakers: list[Breaker] = field(default_factory=list)
+    out_of_time: int = 0              # runs left pending because the campaign reached its stop time
+    retried: int = 0                  # fidelity-flagged runs run once more at the end
+
+
+def progress_bar(console: Any) -> Any:
+    """The campaign's rich progress bar: description, bar, done/total, status counts, elapsed, ETA."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                    TimeRemainingColumn(), console=console, transient=False)
+
+
+def counts_text(counts: Counter) -> str:
+    colours = {"ok": "green", "failed": "red", "timeout": "yellow", "unsupported": "blue",
+               "fidelity": "magenta", "interrupted": "red"}
+    return " ".join(f"[{colours.get(k, 'white')}]{k} {v}[/]" for k, v in sorted(counts.items()) if v)
+
+
+class Engine:
+    """Runs a prepared campaign's selected runs on an executor and records every start and outcome."""
+
+    def __init__(self, prepared: Prepared, db_path: Path, executor: Executor, console: Any = None,
+                 breaker_runs: int = BREAKER_RUNS, sample: int | None = None, only: list[Run] | None = None,
+                 stop_at: float | None = None, todo: list[Run] | None = None, retry_fidelity: bool = True) -> None:
+        from rich.console import Console
+
+        self.prepared, self.db_path, self.executor = prepared, db_path, executor
+        self.console = console or Console()
+        self.recorder: Recorder | None = None
+        self.started_at: dict[str, float] = {}
+        self.harness_errors = 0
+        self.breaker_runs = breaker_runs
+        self.first_failures: dict[str, list[tuple[str, str]]] = {}   # label -> (status, signature) so far
+        self.breaker_settled: set[str] = set()                        # labels past their first runs
+        self.queue: RunQueue | None = None
+        self.sample = sample
+        # `only`: these runs, in this order (those of them still to do), instead of the design's own order;
+        # `stop_at` (time.monotonic()): no run starts after it, the rest stay pending (a time budget).
+        self.only, self.stop_at = only, stop_at
+        # `todo`: the runs a caller already selected (runs_to_do); otherwise the engine selects them.
+        self.todo, self.retry_fidelity = todo, retry_fidelity
+        self.finished_statuses: dict[str, str] = {}
+        self.runs_done, self.run_seconds, self.estimated_seconds = 0, 0.0, 0.0
+        self.durations: list[float] = []       # of the runs finished, in the order they finished
+        self.build_s = 0.0                     # building the networks (or setting up the workers)
+        self.estimated_wall_s: float | None = None   # the estimate printed at the start
+        self.selected = 0                      # runs selected (a fidelity-flagged one may run twice)
+
+    def run(self, retry: set[str]) -> Summary:
+        prepared = self.prepared
+        todo = self.todo if self.todo is not None else runs_to_do(prepared, self.db_path, retry, self.sample,
+                                                                   self.only)
+        summary = Summary(total=len(prepared.runs), selected=len(todo), counts=Counter())
+        self.selected = len(todo)
+        if not todo:
+            return summary
+        check_free_space(self.db_path.resolve().parent)
+        with sigterm_as_interrupt(), self.executor as executor:
+            started, wall = now_iso(), time.monotonic()
+            executor.start(todo)  # networks and workers first: if they fail, no database is touched
+            self.build_s = time.monotonic() - wall
+            self.recorder = Recorder.open(self.db_path, prepared, executor.backend(), executor.host_info(),
+                                          impls_fingerprint(prepared.design))
+            try:
+                self._cycle(todo, summary)
+                self._retry_fidelity(todo, summary)
+            except KeyboardInterrupt:
+                self._record_all(executor.cancel("interrupted (Ctrl-C or SIGTERM)"), summary)
+                raise
+            finally:
+                if summary.aborted:
+                    self._record_all(executor.cancel(f"campaign stopped: {summary.aborted}"), summary)
+                self._record_session(started, time.monotonic() - wall)
+                self.recorder.close()
+        return summary
+
+    def _retry_fidelity(self, todo: list[Run], summary: Summary) -> None:
+        """Runs this campaign flagged `fidelity` (the network or the endpoints did not keep to the design)
+        run once more at its end; the first outcome is kept (earlier_outcomes), the second is the run's."""
+        if not self.retry_fidelity or summary.aborted or summary.out_of_time:
+            return
+        again = [run for run in todo if self.finished_statuses.get(run.key) == Status.FIDELITY]
+        if not again:
+            return
+        assert self.recorder is not None
+        for run in again:
+            self.recorder.keep_earlier(run, "fidelity: re-run once at the end of the campaign")
+            summary.counts[Status.FIDELITY] -= 1
+        summary.retried = len(again)
+        self.console.print(f"re-running {len(again)} fidelity-flagged run(s) once (--no-retry: keep them flagged)")
+        self._cycle(again, summary)
+        summary.counts = +summary.counts   # drop the zero counts
+
+    def _record_session(self, started: str, wall_s: float) -> None:
+        """This campaign process's share of the campaign, for later estimates (runners.experiment.estimate)."""
+        executor = self.executor
+        assert self.recorder is not None
+        from fecbench.runners.experiment.estimate import schedule_seconds
+
+        calibrated = getattr(executor, "calibration", None) is not None
+        jobs = getattr(executor, "jobs", 1)
+        extra = {"build_s": self.build_s, "scheduled_s": schedule_seconds(self.durations, jobs),
+                 "estimated_wall_s": self.estimated_wall_s, "selected": self.selected}
+        self.recorder.session(started_at=started, wall_s=wall_s, jobs=jobs,
+                              executor="jobs auto" if calibrated else executor.name, runs=self.runs_done,
+                              run_s=self.run_seconds, estimate_s=self.estimated_seconds, json=json.dumps(extra))
+
+    def _cycle(self, todo: list[Run], summary: Summary) -> None:
+        executor = self.executor
+        queue = self.queue = RunQueue(todo)
+        progress = progress_bar(self.console)
+        name = self.prepared.design.name
+        with progress:
+            if not summary.retried:
+                from fecbench.runners.experiment.estimate import estimate_campaign
+
+                estimate = estimate_campaign(self.prepared, todo, getattr(executor, "jobs", 1), self.db_path)
+                self.estimated_wall_s = estimate.wall_s
+                self.console.print(f"{len(todo)} run(s) to do on {executor.name}, {estimate.text()}")
+            task = progress.add_task(name if not summary.retried else f"{name} (again)", total=len(todo), counts="")
+            base = summary_done(summary)       # runs an earlier cycle of this campaign finished
+            while (queue or executor.busy()) and not summary.aborted:
+                if self.stop_at is not None and queue and time.monotonic() >= self.stop_at:
+                    summary.out_of_time = len(queue.drain())
+                for started in executor.dispatch(queue):
+                    assert self.recorder is not None
+                    self.recorder.started(started.run, started.backend, started.host)
+                    self.started_at[started.run.key] = time.monotonic()
+                    run = started.run
+                    progress.update(task, description=f"{name} [{run.label} p{run.point} r{run.repetition}]")
+                done = executor.collect(POLL_S)
+                self._record_all(done, summary)
+                progress.update(task, completed=summary_done(summary) - base, counts=counts_text(summary.counts),
+                                total=len(todo) - sum(b.skipped for b in summary.breakers) - summary.out_of_time)
+                if executor.host_info_changed():
+                    assert self.recorder is not None
+                    self.recorder.update_host(executor.host_info())
+                summary.aborted = summary.aborted or executor.abort_reason()
+
+    def _record_all(self, done: list[Finished], summary: Summary) -> None:
+        for finished in done:
+            self._record(finished, summary)
+
+    def _record(self, finished: Finished, summary: Summary) -> None:
+        assert self.recorder is not None
+        started = self.started_at.pop(finished.run.key, time.monotonic())
+        duration = finished.duration_s if finished.duration_s is not None else time.monotonic() - started
+        self.recorder.finished(finished.run, finished.outcome, duration)
+        status = finished.outcome.status
+        self.finished_statuses[finished.run.key] = status
+        if status != Status.INTERRUPTED:
+            self.runs_done += 1
+            self.run_seconds += duration
+            self.durations.append(duration)
+            self.estimated_seconds += self.prepared.estimate(finished.run)
+        summary.counts[status] += 1
+        if status == Status.INTERRUPTED:
+            summary.interrupted = True
+        self.harness_errors = self.harness_errors + 1 if finished.harness_error else 0
+        if self.harness_errors >= MAX_HARNESS_ERRORS and not summary.aborted:
+            summary.aborted = f"{self.harness_errors} harness errors in a row, last: {finished.outcome.error}"
+        if status != Status.INTERRUPTED and not finished.harness_error:
+            self._watch(finished, summary)
+
+    def _watch(self, finished: Finished, summary: Summary) -> None:
+        """The circuit breaker: the first `breaker_runs` runs of a label, all failed the same way, stop it."""
+        label = finished.run.label
+        if self.breaker_runs <= 0 or label in self.breaker_settled:
+            return
+        seen = self.first_failures.setdefault(label, [])
+        seen.append((finished.outcome.status, failure_signature(finished.outcome)))
+        if finished.outcome.status != Status.FAILED or len(set(seen)) > 1:
+            self.breaker_settled.add(label)     # not all the same failure: the label runs to the end
+            return
+        if len(seen) < self.breaker_runs:
+            return
+        self.breaker_settled.add(label)
+        dropped = self.queue.drop_label(label) if self.queue is not None else []
+        error = (finished.outcome.error or "").split("\n")[0][:200]
+        breaker = Breaker(label=label, runs=len(seen), status=finished.outcome.status, error=error,
+                          skipped=len(dropped))
+        summary.breakers.append(breaker)
+        assert self.recorder is not None
+        self.recorder.breaker(breaker.label, breaker.runs, breaker.status, breaker.error, breaker.skipped)
+        self.console.print(f"[red]circuit breaker: {breaker.text()}[/]")
+
+
+def summary_done(summary: Summary) -> int:
+    return sum(summary.counts.values())

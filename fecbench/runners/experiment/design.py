@@ -1,0 +1,394 @@
+"""Design files: parsing and whole-file validation before anything runs.
+
+```toml
+[design]
+name = "smoke"                          # default: the file's stem; the database is results/<name>.sqlite
+topology = "topologies/single.toml"     # relative to the design file, then the current folder, then the checkout
+repetitions = 1
+seed = 1                                # design seed: plan and loss seeds (common random numbers) derive from it
+timeout_s = 60                          # per process (server and client), per run
+order = "random"                        # random (seeded by `seed`) | sequential
+fidelity = "per-point"                  # per-point | per-run | off: RTT check of the network
+fidelity_rate = false                   # also probe each path's rate (~1 s of UDP): must reach 85 %
+impl_dirs = []                          # extra folders holding <name>/impl.toml (relative to the design file)
+port = 4433                             # first server port; each run uses port + (its index % 1000)
+verdict_log = false                     # keep the dropper's per-packet verdict log of every run
+endpoint_bound_ms = 2.0                 # optional: a run whose endpoints' p99 wake-up latency exceeds it is
+                                        # flagged `fidelity` (default FECBENCH_ENDPOINT_BOUND_MS, else 2 ms;
+                                        # fecbench/endpoint_timing.py)
+schedule = "topologies/schedules/starlink-handover.toml"  # optional: a link schedule (time-varying links,
+                                        # fecbench/topologies/schedule.py); time 0 = each run's client start
+
+[space]  …                              # the planner's input (fecbench.planner)
+
+[loss]                                  # on every lossy link of the topology (or `links`), both directions
+model = "gilbert-elliott"               # none | uniform | gilbert-elliott | trace
+p = "p"                                 # a factor name or a number; ge: p, r, k (default 1), h (default 0);
+                                        # "p_{path}": the factor of the lossy link's path (multipath)
+r = "r"
+k = "k"
+h = "h"
+directions = ["forward", "reverse"]
+# trace: file = "traces/x.txt" (packet indices to drop)
+
+[workload]
+kind = "download"                       # download | upload | reqresp | messages
+sizes = ["1kB", "50kB"]                 # download, upload, reqresp: kB = 1000 B, KiB = 1024 B
+# reqresp: exchanges = 10, request = "size", response = "100B" ("size": the run's size)
+# messages: rate = 30, packets = 8, duration = 25, buffer = 4
+
+[[impl]]
+name = "fecq"                           # a descriptor in quic-impls/<name>/impl.toml
+label = "quic-fec"                      # unique per design; what analyses compare (default: name)
+args = { fec = "rs:30,20" }             # declared by the descriptor's [args]
+baseline = "quic"                       # optional: the label it is compared with (default: the label of the
+                                        # same implementation that differs only in FEC)
+```
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fecbench.errors import SpecError, did_you_mean
+from fecbench.paths import REPO_ROOT
+from fecbench.runners.experiment.capture import CapturePolicy, parse_capture
+from fecbench.runners.experiment.descriptor import Descriptor, find_descriptor
+from fecbench.runners.experiment.flows import Flows, parse_flows
+from fecbench.specs import DEFAULT_TIMEOUT_S, Section, load_toml, parse_size, spec_hash
+
+LOSS_MODELS = ("none", "uniform", "gilbert-elliott", "trace")
+LABEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+DIRECTIONS = ("forward", "reverse")
+ORDERS = ("random", "sequential")
+FIDELITY_MODES = ("per-point", "per-run", "off")
+_LOSS_PARAMS = {"none": {}, "uniform": {"p": None}, "gilbert-elliott": {"p": None, "r": None, "k": 1.0, "h": 0.0},
+                "trace": {}}
+
+
+@dataclass
+class LossSpec:
+    model: str
+    params: dict[str, float | str]       # a number, or the name of a factor
+    directions: list[str]
+    links: list[str] | None               # None: the topology's lossy links
+    trace_file: Path | None = None
+
+    def factor_refs(self, path: int | None = None) -> dict[str, str]:
+        """Parameter -> factor name; "{path}" in a name is the lossy link's path (p = "p_{path}")."""
+        refs = {}
+        for name, value in self.params.items():
+            if isinstance(value, str):
+                refs[name] = value.replace("{path}", str(path)) if path is not None else value
+        return refs
+
+    def per_path(self) -> bool:
+        return any(isinstance(v, str) and "{path}" in v for v in self.params.values())
+
+    def values(self, point: dict[str, Any], path: int | None = None) -> dict[str, float]:
+        refs = self.factor_refs(path)
+        return {name: float(point[refs[name]]) if name in refs else float(value)
+                for name, value in self.params.items()}
+
+    def model_at(self, point: dict[str, Any], path: int | None = None) -> Any:
+        """The dropper's loss model (fecbench.dropper.LossModel) at a point's values, on a link of `path`."""
+        from fecbench.dropper import LossModel
+
+        params = self.values(point, path)
+        if self.model == "uniform":
+            return LossModel.uniform(params["p"])
+        if self.model == "gilbert-elliott":
+            return LossModel.gilbert_elliott(params["p"], params["r"], params["k"], params["h"])
+        if self.model == "trace":
+            return LossModel.trace(str(self.trace_file))
+        return LossModel.none()
+
+
+WORKLOAD_KINDS = ("download", "upload", "reqresp", "messages")
+
+
+@dataclass
+class Workload:
+    kind: str
+    sizes: list[int | None]               # [None] for messages
+    rate: int = 30
+    packets: int = 8
+    duration: float = 25.0
+    buffer: int = 4
+    exchanges: int = 10                   # reqresp: sequential exchanges per run
+    request: int | None = None            # reqresp: bytes per request/response; None = the run's size
+    response: int | None = None
+
+    def params(self) -> dict[str, Any]:
+        if self.kind in ("download", "upload"):
+            return {"kind": self.kind}
+        if self.kind == "reqresp":
+            return {"kind": self.kind, "exchanges": self.exchanges,
+                    "request": "size" if self.request is None else self.request,
+                    "response": "size" if self.response is None else self.response}
+        return {"kind": self.kind, "rate": self.rate, "packets": self.packets, "duration": self.duration,
+                "buffer": self.buffer}
+
+    def exchange_sizes(self, size: int | None) -> tuple[int, int]:
+        """reqresp: (request, response) bytes of a run of this size."""
+        return (size or 0) if self.request is None else self.request, \
+            (size or 0) if self.response is None else self.response
+
+    def placeholders(self, size: int | None) -> dict[str, Any]:
+        """A run's {exchanges}, {request}, {response} (bytes) for reqresp; "" for other workloads."""
+        if self.kind != "reqresp":
+            return {"exchanges": "", "request": "", "response": ""}
+        request, response = self.exchange_sizes(size)
+        return {"exchanges": self.exchanges, "request": request, "response": response}
+
+
+@dataclass
+class ImplEntry:
+    name: str
+    label: str
+    args: dict[str, Any]                  # validated, with the descriptor's defaults filled in
+    descriptor: Descriptor
+    baseline: str | None = None           # the label it is compared with (None: its own stack without FEC)
+
+    def supports(self, workload: str) -> bool:
+        """Whether the implementation declares the workload; its runs are `unsupported` otherwise."""
+        return workload in self.descriptor.workloads
+
+
+@dataclass
+class Design:
+    path: Path
+    text: str
+    data: dict[str, Any]
+    name: str
+    topology_path: Path
+    repetitions: int
+    seed: int
+    timeout_s: float
+    order: str
+    fidelity: str
+    fidelity_rate: bool
+    port: int
+    verdict_log: bool
+    impl_dirs: list[Path]
+    space: Section
+    loss: LossSpec
+    workload: Workload
+    impls: list[ImplEntry] = field(default_factory=list)
+    schedule: Any = None                  # fecbench.topologies.schedule.Schedule, or None
+    endpoint_bound_ms: float | None = None  # None: FECBENCH_ENDPOINT_BOUND_MS, else the default
+    flows: Flows = field(default_factory=lambda: Flows([]))  # competing flows (fecbench.runners.experiment.flows)
+    capture: CapturePolicy = field(default_factory=CapturePolicy)  # what runs keep to explain themselves
+
+    @property
+    def hash(self) -> str:
+        """Hash of the design file's text (recorded with the campaign)."""
+        return spec_hash(self.text)
+
+    def experiment_hash(self, topology_text: str) -> str:
+        """Hash of what defines the experiment a run belongs to: everything but the implementation list
+        and run-control settings, plus the topology spec. Adding an implementation or changing the
+        timeout keeps the keys (and the results) of the runs already done."""
+        design = {k: v for k, v in self.data.get("design", {}).items()
+                  if k not in ("timeout_s", "order", "fidelity", "fidelity_rate", "port", "impl_dirs",
+                               "verdict_log", "endpoint_bound_ms")}
+        content = {"design": design, "space": self.data.get("space"), "loss": self.data.get("loss"),
+                   "workload": self.workload.params(), "topology": topology_text}
+        if self.schedule is not None:  # only then: the keys of designs without a schedule stay as they were
+            content["schedule"] = self.schedule.canonical()
+        if self.flows:  # likewise
+            content["flows"] = self.flows.canonical()
+        return spec_hash(json.dumps(content, sort_keys=True, default=str))
+
+    def settings(self) -> dict[str, Any]:
+        """The design's settings after defaults, as the campaign records them (campaigns.settings_json): what
+        analyses need (the time limit, the bounds) without parsing the design again."""
+        return {"timeout_s": self.timeout_s, "repetitions": self.repetitions, "seed": self.seed,
+                "order": self.order, "fidelity": self.fidelity, "fidelity_rate": self.fidelity_rate,
+                "port": self.port, "verdict_log": self.verdict_log, "endpoint_bound_ms": self.endpoint_bound_ms,
+                "topology": str(self.topology_path), "workload": self.workload.params(),
+                "loss": {"model": self.loss.model, "params": self.loss.params, "directions": self.loss.directions,
+                         "links": self.loss.links},
+                "impls": {e.label: {"name": e.name, "args": e.args, "fec_args": e.descriptor.fec_args,
+                                    **({"baseline": e.baseline} if e.baseline else {})} for e in self.impls},
+                "flows": self.flows.canonical() if self.flows else None, "capture": self.capture.settings()}
+
+    def default_db(self) -> Path:
+        return Path("results") / f"{self.name}.sqlite"
+
+
+def resolve_path(value: str, design_path: Path) -> Path:
+    """A path written in a design: relative to the design file, else the current folder, else the checkout."""
+    candidate = Path(value)
+    if candidate.is_absolute():
+        return candidate
+    for base in (design_path.parent, Path.cwd(), REPO_ROOT):
+        if (base / candidate).exists():
+            return (base / candidate).resolve()
+    return (design_path.parent / candidate).resolve()
+
+
+def _parse_loss(section: Section, file: Path) -> LossSpec:
+    model = section.get("model", str, "none", choices=LOSS_MODELS)
+    params: dict[str, float | str] = {}
+    for name, default in _LOSS_PARAMS[model].items():
+        value = section.get(name, (str, float), default)
+        if value is None:
+            raise section.error(name, f"missing required key for model {model!r}")
+        if not isinstance(value, str) and not 0.0 <= float(value) <= 1.0:
+            raise section.error(name, f"probability must be in [0, 1], got {value!r}")
+        params[name] = value
+    directions = section.get("directions", list, list(DIRECTIONS))
+    for d in directions:
+        if d not in DIRECTIONS:
+            raise section.error("directions", f"unknown direction {d!r}", DIRECTIONS)
+    links = section.get("links", list, None)
+    trace_file = None
+    if model == "trace":
+        trace_file = resolve_path(section.get("file", str), file)
+        if not trace_file.is_file():
+            raise section.error("file", f"trace file {trace_file} not found")
+    section.done()
+    return LossSpec(model=model, params=params, directions=directions, links=links, trace_file=trace_file)
+
+
+def _exchange_size(section: Section, file: Path, key: str) -> int | None:
+    """A reqresp request or response size: bytes, or "size" (the run's size: None)."""
+    value = section.get(key, (str, int), "size")
+    return None if value == "size" else parse_size(value, file, section.key(key))
+
+
+def _parse_workload(section: Section, file: Path) -> Workload:
+    kind = section.get("kind", str, choices=WORKLOAD_KINDS)
+    if kind in ("download", "upload", "reqresp"):
+        sizes_raw = section.get("sizes", list)
+        if not sizes_raw:
+            raise section.error("sizes", "needs at least one size")
+        sizes: list[int | None] = [parse_size(v, file, f"{section.key('sizes')}[{i}]")
+                                   for i, v in enumerate(sizes_raw)]
+        if len(set(sizes)) != len(sizes):
+            raise section.error("sizes", "duplicate size")
+        workload = Workload(kind=kind, sizes=sizes)
+        if kind == "reqresp":
+            workload.exchanges = section.get("exchanges", int, 10, min=1, max=100000)
+            workload.request = _exchange_size(section, file, "request")
+            workload.response = _exchange_size(section, file, "response")
+            if workload.request is not None and workload.response is not None:
+                raise section.error("request", "one of request and response must be \"size\" (the sizes vary it)")
+        section.done()
+        return workload
+    workload = Workload(
+        kind=kind, sizes=[None],
+        rate=section.get("rate", int, 30, min=1, max=10000),
+        packets=section.get("packets", int, 8, min=1, max=1000),
+        duration=float(section.get("duration", float, 25.0, min=0.1, max=86400)),
+        buffer=section.get("buffer", int, 4, min=0, max=100000),
+    )
+    section.done()
+    return workload
+
+
+def parse_design(path: str | Path) -> Design:
+    """Parse and validate a design file as a whole (implementations included; planner and topology
+    are checked by `fecbench.runners.experiment.prepare.prepare`)."""
+    path = Path(path)
+    data = load_toml(path)
+    text = path.read_text()
+    top = Section(data, path)
+
+    d = top.section("design", required=True)
+    name = d.get("name", str, path.stem)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise d.error("name", f"bad name {name!r}: letters, digits, '.', '_', '-' only")
+    topology_path = resolve_path(d.get("topology", str), path)
+    if not topology_path.is_file():
+        raise d.error("topology", f"topology spec {topology_path} not found")
+    repetitions = d.get("repetitions", int, 1, min=1, max=10000)
+    seed = d.get("seed", int, min=0, max=2**63 - 1)
+    timeout_s = float(d.get("timeout_s", float, DEFAULT_TIMEOUT_S, min=0.1, max=86400))
+    order = d.get("order", str, "random", choices=ORDERS)
+    fidelity = d.get("fidelity", str, "per-point", choices=FIDELITY_MODES)
+    fidelity_rate = d.get("fidelity_rate", bool, False)
+    if fidelity_rate and fidelity == "off":
+        raise d.error("fidelity_rate", "a rate probe needs the fidelity check: set fidelity to per-point or per-run")
+    port = d.get("port", int, 4433, min=1024, max=64000)
+    verdict_log = d.get("verdict_log", bool, False)
+    impl_dirs = [resolve_path(p, path) for p in d.get("impl_dirs", list, [])]
+    schedule_path = d.get("schedule", str, None)
+    endpoint_bound = d.get("endpoint_bound_ms", float, None, min=0.001, max=60000)
+    d.done()
+
+    space = top.section("space", required=True)
+    loss = _parse_loss(top.section("loss"), path)
+    schedule = _parse_schedule(schedule_path, path, topology_path, loss.model)
+    workload = _parse_workload(top.section("workload", required=True), path)
+
+    impls: list[ImplEntry] = []
+    for entry in top.sections("impl", required=True):
+        impl_name = entry.get("name", str)
+        descriptor = find_descriptor(impl_name, impl_dirs, file=path, key=entry.key("name"))
+        label = entry.get("label", str, impl_name)
+        if not LABEL_RE.fullmatch(label):
+            # Labels name report figures and files, and are typed on command lines (--baseline).
+            raise entry.error("label", f"label {label!r}: use letters, digits, '.', '_', '-' and '+' "
+                              "(it names figures and files)")
+        if any(e.label == label for e in impls):
+            raise entry.error("label", f"duplicate label {label!r}: every [[impl]] needs its own label")
+        args = descriptor.validate_args(entry.get("args", dict, {}), path, entry.key("args"))
+        baseline = entry.get("baseline", str, None)
+        entry.done()
+        impls.append(ImplEntry(name=impl_name, label=label, args=args, descriptor=descriptor, baseline=baseline))
+    if not impls:
+        raise top.error("impl", "needs at least one [[impl]]")
+    labels = [e.label for e in impls]
+    for index, e in enumerate(impls):
+        if e.baseline is not None and (e.baseline not in labels or e.baseline == e.label):
+            raise SpecError(path, f"impl[{index}].baseline", f"baseline {e.baseline!r} is not another label of "
+                            f"this design{did_you_mean(e.baseline, labels)}", [x for x in labels if x != e.label])
+    flows = parse_flows(top, path, text, impl_dirs, workload.sizes)
+    capture = parse_capture(top.section("capture"))
+    # An implementation without the workload runs as `unsupported` (recorded, like exit status 127);
+    # a design none of whose implementations has it is a mistake.
+    if not any(workload.kind in e.descriptor.workloads for e in impls):
+        raise top.error("workload", f"no implementation of this design declares workload {workload.kind!r} "
+                        "(capabilities.workloads of " + ", ".join(str(e.descriptor.path) for e in impls) + ")")
+    top.done()
+
+    return Design(path=path, text=text, data=data, name=name, topology_path=topology_path,
+                  repetitions=repetitions, seed=seed, timeout_s=timeout_s, order=order, fidelity=fidelity,
+                  fidelity_rate=fidelity_rate, port=port, verdict_log=verdict_log, impl_dirs=impl_dirs,
+                  space=space, loss=loss, workload=workload, impls=impls, schedule=schedule,
+                  endpoint_bound_ms=None if endpoint_bound is None else float(endpoint_bound), flows=flows,
+                  capture=capture)
+
+
+def _parse_schedule(value: str | None, path: Path, topology_path: Path, loss_model: str) -> Any:
+    """The link schedule of the design, else of its topology (`[topology] schedule`), checked against
+    the topology and the design's loss model; None without one."""
+    from fecbench.topologies import load_topology
+    from fecbench.topologies.schedule import load_schedule
+
+    base, key = path, "design.schedule"
+    if value is None:  # a quick look first: most topologies have no schedule
+        value = load_toml(topology_path).get("topology", {}).get("schedule")
+        if value is None:
+            return None
+        base, key = topology_path, "topology.schedule"
+    topology = load_topology(topology_path)
+    schedule_path = resolve_path(value, base)
+    if not schedule_path.is_file():
+        raise SpecError(base, key, f"schedule file {schedule_path} not found")
+    schedule = load_schedule(schedule_path)
+    schedule.check_topology(topology, loss_model, design=path)
+    return schedule
+
+
+def find_label(design: Design, label: str) -> ImplEntry:
+    for entry in design.impls:
+        if entry.label == label:
+            return entry
+    raise SpecError(design.path, "impl.label", f"unknown label {label!r}", [e.label for e in design.impls])

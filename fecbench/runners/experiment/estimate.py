@@ -1,0 +1,192 @@
+"""How long a campaign will take here: the duration model (runners.experiment.runs.estimate_seconds) corrected by
+what this machine has measured, divided by the networks that run at once.
+
+- Each run's estimate is the model times the median of measured ÷ modelled duration of the ok runs of
+  the same implementation and workload in this machine's results databases (results/*.sqlite and the
+  campaign's own), preferring runs done with the same number of networks at once (a busy machine
+  makes every run longer); 3 runs or more, else all implementations' runs of the workload, else 1.
+- The campaign's wall time: building its networks, then its runs handed out in order to the first free
+  of N networks (list scheduling of the estimates), times how much longer earlier campaigns here took
+  than the same scheduling of their own measured runs (waiting for results, checks between runs: the
+  sessions table, with the same N where there is one), else the scheduling alone (said so), times the
+  runs they did per run selected (fidelity-flagged runs are run again at the end).
+- A run whose estimate reaches the design's time limit would end `timeout`: said, with the runs; a
+  campaign over 12 h is said too, with the `--sample` and `--jobs` choices that would fit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import median
+
+from fecbench.paths import RESULTS_DIR
+from fecbench.run_records import sessions_and_durations
+from fecbench.runners.experiment.prepare import Prepared
+from fecbench.runners.experiment.runs import Run
+
+MIN_RUNS = 3                 # measured runs needed to trust a factor
+LONG_S = 12 * 3600.0         # a campaign longer than this gets a word and the choices that fit
+JOB_CHOICES = (2, 4, 8, 16)
+
+
+#: Building one network (Mininet, delay elements, droppers) when none was measured here.
+BUILD_S = 1.0
+
+
+def schedule_seconds(durations: list[float], jobs: int) -> float:
+    """The wall time of runs handed out in order to the first free of `jobs` networks."""
+    slots = [0.0] * max(1, jobs)
+    for seconds in durations:
+        slots[slots.index(min(slots))] += seconds
+    return max(slots)
+
+
+@dataclass
+class History:
+    """What earlier campaigns on this machine measured."""
+    ratios: dict[tuple[str, str, int | None], list[float]] = field(default_factory=lambda: defaultdict(list))
+    slowdown: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))  # jobs -> wall ÷ schedule
+    again: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))  # jobs -> runs done ÷ selected
+    build: list[float] = field(default_factory=list)          # seconds per network built
+    auto_jobs: dict[str, int] = field(default_factory=dict)   # design name -> the N `--jobs auto` chose last
+
+    def factor(self, impl: str, workload: str, jobs: int) -> tuple[float, int]:
+        """measured ÷ modelled for this implementation and workload (same jobs first); runs it rests on."""
+        for key in ((impl, workload, jobs), (impl, workload, None), ("*", workload, jobs), ("*", workload, None)):
+            values = self.ratios.get(key, [])
+            if len(values) >= MIN_RUNS:
+                return median(values), len(values)
+        return 1.0, 0
+
+    def slower(self, jobs: int) -> tuple[float, bool]:
+        """Wall time ÷ the scheduled runs of earlier campaigns with `jobs` networks (else any); measured?"""
+        values = self.slowdown.get(jobs) or [v for values in self.slowdown.values() for v in values]
+        return (median(values), jobs in self.slowdown) if values else (1.0, False)
+
+    def runs_again(self, jobs: int) -> float:
+        """Runs done per run selected with `jobs` networks (fidelity-flagged runs run again at the end)."""
+        values = self.again.get(jobs) or [v for values in self.again.values() for v in values]
+        return median(values) if values else 1.0
+
+    def build_s(self, jobs: int) -> float:
+        return jobs * (median(self.build) if self.build else BUILD_S)
+
+
+def _read(db: Path, history: History) -> None:
+    sessions, rows = sessions_and_durations(db)
+    jobs_of = {}
+    for runner, jobs, executor, wall_s, extra, name, runs in sessions:
+        jobs_of[runner] = jobs
+        extra = json.loads(extra or "{}")
+        build, scheduled = extra.get("build_s"), extra.get("scheduled_s")
+        if build is not None and jobs:
+            history.build.append(build / jobs)
+        if wall_s and scheduled and build is not None:
+            history.slowdown[int(jobs)].append((wall_s - build) / scheduled)
+        if extra.get("selected") and runs:
+            history.again[int(jobs)].append(runs / extra["selected"])
+        if executor == "jobs auto" and name:
+            history.auto_jobs[name] = int(jobs)
+    for impl, workload, duration, estimate, runner in rows:
+        jobs = jobs_of.get(runner)
+        keys = {(impl, workload, None), ("*", workload, None)}
+        if jobs is not None:
+            keys |= {(impl, workload, jobs), ("*", workload, jobs)}
+        for key in keys:
+            history.ratios[key].append(duration / estimate)
+
+
+def machine_history(db_path: Path | None = None, results: Path = RESULTS_DIR) -> History:
+    """Every results database of this machine's results folder, and the campaign's own."""
+    history = History()
+    dbs = sorted(results.glob("*.sqlite")) if results.is_dir() else []
+    if db_path is not None and db_path.exists() and db_path.resolve() not in {d.resolve() for d in dbs}:
+        dbs.append(db_path)
+    for db in dbs:
+        _read(db, history)
+    return history
+
+
+@dataclass
+class CampaignEstimate:
+    runs: int
+    jobs: int
+    serial_s: float               # the runs one after the other
+    wall_s: float                 # with `jobs` networks
+    measured_runs: int            # runs of this machine the factors rest on
+    slowdown_measured: bool       # the wall ÷ schedule factor comes from campaigns with this N
+    warnings: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        basis = (f"corrected by {self.measured_runs} runs measured on this machine" if self.measured_runs
+                 else "the model alone (no runs measured on this machine yet)")
+        at_once = "" if self.jobs == 1 else f" with {self.jobs} networks"
+        basis += "" if self.slowdown_measured else f" (no campaign with {self.jobs} network(s) measured here yet)"
+        return (f"estimated {_duration(self.wall_s)} for {self.runs} run(s){at_once}, {basis}"
+                + (f"; one after the other {_duration(self.serial_s)}" if self.jobs > 1 else ""))
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def run_seconds(prepared: Prepared, run: Run, history: History, jobs: int) -> tuple[float, float, int]:
+    """(estimate, uncapped estimate, runs measured) of one run with `jobs` networks busy."""
+    factor, measured = history.factor(run.impl.name, run.workload, jobs)
+    return prepared.estimate(run) * factor, prepared.estimate(run, capped=False) * factor, measured
+
+
+def estimate_campaign(prepared: Prepared, todo: list[Run], jobs: int | None, db_path: Path | None = None,
+                      history: History | None = None) -> CampaignEstimate:
+    """The campaign's estimate with `jobs` networks (None: `--jobs auto`, the N it chose last, else 1)."""
+    history = history if history is not None else machine_history(db_path)
+    warnings: list[str] = []
+    if jobs is None:
+        chosen = history.auto_jobs.get(prepared.design.name)
+        if chosen is None:
+            warnings.append("--jobs auto: no earlier calibration of this design here; estimated for one network "
+                            "(calibration itself adds ~16 serial pilot runs)")
+        jobs = chosen or 1
+    seconds, limit_hits, measured, durations = 0.0, defaultdict(list), 0, []
+    limit = prepared.design.timeout_s
+    for run in todo:
+        estimate, uncapped, used = run_seconds(prepared, run, history, jobs)
+        seconds += estimate
+        durations.append(estimate)
+        measured = max(measured, used)
+        if run.impl.supports(run.workload) and uncapped >= limit:
+            limit_hits[(run.label, run.size)].append(uncapped)
+    for (label, size), values in sorted(limit_hits.items(), key=lambda kv: str(kv[0])):
+        what = f"{size} B" if size is not None else "messages"
+        spread = f"{min(values):.0f}" + (f"–{max(values):.0f}" if round(max(values)) > round(min(values)) else "")
+        warnings.append(f"{len(values)} run(s) of {label}, {what} are estimated at {spread} s, at or beyond "
+                        f"design.timeout_s = {limit:g} s: they would end timeout (raise timeout_s)")
+    wall = wall_seconds(durations, jobs, history)
+    result = CampaignEstimate(runs=len(todo), jobs=jobs, serial_s=seconds, wall_s=wall, measured_runs=measured,
+                              slowdown_measured=history.slower(jobs)[1], warnings=warnings)
+    if wall > LONG_S:
+        result.warnings.append(_long_advice(result, history, durations))
+    return result
+
+
+def wall_seconds(durations: list[float], jobs: int, history: History) -> float:
+    """Building `jobs` networks, then the runs scheduled on them, slowed as earlier campaigns here were."""
+    jobs = max(1, min(jobs, len(durations)))
+    again = history.runs_again(jobs)
+    return history.build_s(jobs) + schedule_seconds(durations, jobs) * history.slower(jobs)[0] * again
+
+
+def _long_advice(result: CampaignEstimate, history: History, durations: list[float]) -> str:
+    sample = int(len(durations) * LONG_S / result.wall_s)
+    walls = {n: wall_seconds(durations, n, history) for n in JOB_CHOICES if n > result.jobs}
+    fits = [n for n, wall in walls.items() if wall <= LONG_S]
+    jobs = (f", or --jobs {fits[0]} (about {_duration(walls[fits[0]])}"
+            + ("" if history.slower(fits[0])[1] else "; not measured here: --jobs auto checks what this machine "
+               "keeps accurate") + ")") if fits else ""
+    return (f"this campaign is estimated at {_duration(result.wall_s)}, more than {LONG_S / 3600:.0f} h: "
+            f"--sample {max(1, sample)} runs a pilot that fits{jobs}; a run can be stopped (Ctrl-C) and resumed")

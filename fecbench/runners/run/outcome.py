@@ -1,0 +1,29 @@
+"""What executing one run gives back, wherever it ran: status, error, metrics, logs and link records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Outcome:
+    status: str                              # a fecbench.status.Status value
+    error: str | None = None
+    metrics: dict[str, Any] | None = None
+    client_wall_ms: float | None = None
+    server_log: str | None = None
+    client_log: str | None = None
+    link_stats: list[dict[str, Any]] = field(default_factory=list)
+    fidelity: list[dict[str, Any]] = field(default_factory=list)
+    verdict_logs: list[tuple[str, str, bytes]] = field(default_factory=list)
+    link_events: list[dict[str, Any]] = field(default_factory=list)   # a link schedule's applied changes
+    # How long the endpoints waited for a CPU during the run (fecbench.endpoint_timing.summary), or
+    # {"error": why} where it could not be measured; None: the run started no process.
+    endpoints: dict[str, Any] | None = None
+    # A run with competing flows: one row per flow and one for the foreground (runners.run.competing.records).
+    flows: list[dict[str, Any]] = field(default_factory=list)
+    # Where the run's wall time went (seconds per phase: runners.run.runner.PHASES), measured where it ran.
+    phases: dict[str, float] = field(default_factory=dict)
+    # What the run kept to explain itself (runners.experiment.capture): kind, path under the artifacts folder, bytes.
+    artifacts: list[dict[str, Any]] = field(default_factory=list)

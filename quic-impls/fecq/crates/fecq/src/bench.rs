@@ -58,6 +58,7 @@ fn bench_socket<G: SocketGlue>(
         rcvbuf: 8 << 20,
         sndbuf: 8 << 20,
         default_local: None,
+        qlog: None,
     };
     FecSocket::bind("127.0.0.1:0".parse().unwrap(), cfg, None)
 }
@@ -189,6 +190,7 @@ fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64
         initial_window: None,
         max_window: None,
         tail: crate::tail::TailArgs::default(),
+        capture: crate::config::Capture::default(),
     };
     let spec = LossSpec {
         p: loss,

@@ -223,10 +223,12 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Run to completion, then drop whatever tasks are left (connection drivers, flush timers)
-/// without waiting for them: exit promptly after SIGTERM or the end of a run.
+/// without waiting for them: exit promptly after SIGTERM or the end of a run. The qlog files
+/// still open are flushed first (crate::qlog; nothing to do without `--qlog-dir`).
 fn block_on<T>(fut: impl std::future::Future<Output = T>) -> T {
     let rt = runtime();
     let out = rt.block_on(fut);
+    crate::qlog::flush_all();
     rt.shutdown_background();
     out
 }

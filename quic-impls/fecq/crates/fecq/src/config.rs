@@ -1,5 +1,6 @@
 //! Options shared by every role and both stacks (`Common`), and what follows from them.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
@@ -8,6 +9,19 @@ use fec_core::Scheme;
 use crate::cc::{self, CcAlgo, RepairCc, ScaledFactory};
 use crate::layer::Signal;
 use crate::tail::TailArgs;
+
+/// What an endpoint writes to explain itself (crate::qlog): nothing unless asked.
+#[derive(Args, Clone, Debug, Default)]
+pub struct Capture {
+    /// Write one qlog file per connection (JSON-SEQ, `<server|client>-<ODCID>.sqlog`) into this
+    /// directory (created if missing): the stack's events and fecq's FEC events (`fecq:*`)
+    #[arg(long, value_name = "DIR")]
+    pub qlog_dir: Option<PathBuf>,
+    /// Append the TLS secrets to this file in the NSS key log format (decrypts a packet capture
+    /// in tshark/Wireshark)
+    #[arg(long, value_name = "FILE")]
+    pub keylog_file: Option<PathBuf>,
+}
 
 /// What `--ack-eliciting-threshold` and `--max-ack-delay` ask of the peer.
 #[derive(Clone, Copy, Debug)]
@@ -82,6 +96,9 @@ pub struct Common {
     /// Tail FEC options (--fec-mode, --tail-max): crate::tail.
     #[command(flatten)]
     pub tail: TailArgs,
+    /// qlog and key log (--qlog-dir, --keylog-file): crate::qlog.
+    #[command(flatten)]
+    pub capture: Capture,
 }
 
 impl Common {
@@ -120,6 +137,22 @@ impl Common {
             }
         }
         self.tail.check(self.fec)?;
+        if self
+            .capture
+            .qlog_dir
+            .as_ref()
+            .is_some_and(|d| d.as_os_str().is_empty())
+        {
+            return Err("--qlog-dir must name a directory".to_string());
+        }
+        if self
+            .capture
+            .keylog_file
+            .as_ref()
+            .is_some_and(|f| f.as_os_str().is_empty())
+        {
+            return Err("--keylog-file must name a file".to_string());
+        }
         Ok(())
     }
 

@@ -8,8 +8,9 @@
 //!   `link` (`fecq loopback`'s simulated link), `driver` (the adapter core: backlog, decoded
 //!   queue, link);
 //! - options: `tail`, `cc` (congestion control options and the scaled window), `config`
-//!   (`Common`), `metrics` (the metrics JSON, every key), `multipath` (`MpArgs`), `tls`,
-//!   `transport` (the QUIC transport settings, once for both stacks);
+//!   (`Common`), `metrics` (the metrics JSON, every key), `multipath` (`MpArgs`), `qlog` (qlog
+//!   files and the TLS key log, for both stacks), `tls`, `transport` (the QUIC transport
+//!   settings, once for both stacks);
 //! - the seam: `quic` (the QUIC calls the shared code makes), `socket` (one UDP socket through
 //!   the layer, for either stack), `stack` (what a stack supplies);
 //! - the application: `pattern`, `messages`, `transfer`, `app` (the protocol, both sides);
@@ -33,6 +34,7 @@ pub mod metrics;
 pub mod multipath;
 pub mod noq_stack;
 pub mod pattern;
+pub mod qlog;
 pub mod quic;
 pub mod quinn_stack;
 pub mod run;

@@ -12,6 +12,7 @@ use crate::layer::LayerConfig;
 use crate::link::Link;
 use crate::metrics::{ms, path_reports, Metrics};
 use crate::multipath::MpArgs;
+use crate::qlog::{self, Logs};
 use crate::quic::{Closed, QuicConn, QuicEndpoint};
 use crate::socket::{FecSocket, SocketConfig};
 use crate::stack::{SocketOf, Stack};
@@ -59,9 +60,11 @@ fn socket_config<S: Stack>(
     stack: &S,
     common: &Common,
     default_local: Option<IpAddr>,
-) -> SocketConfig {
+    server: bool,
+) -> Result<SocketConfig, String> {
     let multipath = stack.multipath();
-    SocketConfig {
+    let qlog = Logs::new(&common.capture, server, multipath.is_some())?;
+    Ok(SocketConfig {
         layer: LayerConfig {
             scheme: common.fec,
             signal: common.signal,
@@ -78,7 +81,8 @@ fn socket_config<S: Stack>(
         rcvbuf: common.rcvbuf,
         sndbuf: common.sndbuf,
         default_local,
-    }
+        qlog,
+    })
 }
 
 // ---------------------------------------------------------------- server
@@ -95,21 +99,24 @@ pub fn server_endpoint<S: Stack>(
         Some(_) => unspecified(listen, listen.port()),
         None => listen,
     };
-    let socket = FecSocket::bind(addr, socket_config(stack, common, None), link)?;
+    let socket = FecSocket::bind(addr, socket_config(stack, common, None, true)?, link)?;
     let endpoint = stack.endpoint(common, &socket, true)?;
     Ok((endpoint, socket))
 }
 
 /// Accept connections until the endpoint is closed.
 pub async fn serve<S: Stack>(stack: Arc<S>, endpoint: S::Endpoint, socket: Arc<SocketOf<S>>) {
-    while let Some(handshake) = endpoint.accept().await {
+    while let Some(handshake) = stack.accept(&endpoint, &socket).await {
         let (stack, socket) = (stack.clone(), socket.clone());
         tokio::spawn(async move {
             if let Ok(conn) = handshake.await {
                 socket.track_connection(&conn);
                 stack.server_connected(&conn);
-                let stats = stats_fn::<S>(&conn, socket);
+                let stats = stats_fn::<S>(&conn, socket.clone());
                 app::serve_connection(conn, stats).await;
+            }
+            if socket.qlog().is_some() {
+                qlog::flush_all();
             }
         });
     }
@@ -138,7 +145,7 @@ pub fn client_endpoint<S: Stack>(
 ) -> Result<(S::Endpoint, Arc<SocketOf<S>>), String> {
     let socket = FecSocket::bind(
         setup.bind,
-        socket_config(stack, common, setup.paths[0].0),
+        socket_config(stack, common, setup.paths[0].0, false)?,
         link,
     )?;
     let endpoint = stack.endpoint(common, &socket, false)?;
@@ -180,6 +187,9 @@ pub async fn client_main<S: Stack>(
     if res.is_err() {
         // The connection may still be open (timeout): give its close a chance to go out.
         let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
+    }
+    if socket.qlog().is_some() {
+        qlog::flush_all();
     }
     (m, res)
 }

@@ -27,8 +27,9 @@ use fec_core::Scheme;
 use tokio::io::Interest;
 
 use crate::driver::{Core, Wire};
-use crate::layer::{Counters, Incoming, LayerConfig, Outgoing, PathKey, TailBudget};
+use crate::layer::{Counters, FecEvent, Incoming, LayerConfig, Outgoing, PathKey, TailBudget};
 use crate::link::Link;
+use crate::qlog::Logs;
 use crate::quic::QuicConn;
 
 /// What the shared socket needs from a QUIC stack. quinn-udp and noq-udp have the same API in
@@ -89,6 +90,8 @@ pub struct SocketConfig {
     /// it learns it, and the topology's policy routing must send them by path 1 (which the layer
     /// then keys them as).
     pub default_local: Option<IpAddr>,
+    /// `--qlog-dir`: the endpoint's qlog files (crate::qlog); the layer then records its events.
+    pub qlog: Option<Arc<Logs>>,
 }
 
 /// Bytes of the receive buffer for one (possibly GRO-coalesced) receive of up to `gro_segments`
@@ -117,6 +120,8 @@ pub struct FecSocket<G: SocketGlue> {
     /// Connections over this socket: their paths' RTTs cap the flush thresholds. Never locked
     /// together with a connection's own lock held elsewhere (see flush_idle).
     connections: Mutex<Vec<G::Conn>>,
+    /// `--qlog-dir` (None: nothing recorded, nothing written).
+    qlog: Option<Arc<Logs>>,
 }
 
 impl<G: SocketGlue> fmt::Debug for FecSocket<G> {
@@ -201,7 +206,11 @@ impl<G: SocketGlue> FecSocket<G> {
             recv_buf: Mutex::new(vec![0u8; recv_buffer_len(gro)]),
             link_wake: tokio::sync::Notify::new(),
             connections: Mutex::new(Vec::new()),
+            qlog: cfg.qlog,
         });
+        if socket.qlog.is_some() {
+            socket.core.lock().unwrap().layer_mut().record_events();
+        }
         if socket.scheme != Scheme::None {
             tokio::spawn(flush_task(Arc::downgrade(&socket)));
         }
@@ -215,6 +224,25 @@ impl<G: SocketGlue> FecSocket<G> {
         UdpWire {
             io: &self.io,
             state: &self.state,
+        }
+    }
+
+    /// The endpoint's qlog files (`--qlog-dir`), for the stack's own events.
+    pub fn qlog(&self) -> Option<&Arc<Logs>> {
+        self.qlog.as_ref()
+    }
+
+    /// Write what the layer recorded since the last call into the connections' qlog files
+    /// (nothing to do without `--qlog-dir`).
+    fn write_events(&self, core: &mut Core) {
+        let Some(logs) = self.qlog.as_ref() else {
+            return;
+        };
+        let mut events: Vec<FecEvent> = Vec::new();
+        core.layer_mut().take_events(&mut events);
+        if !events.is_empty() {
+            let layer = core.layer();
+            logs.write(&events, |remote| layer.group_key(remote));
         }
     }
 
@@ -275,6 +303,7 @@ impl<G: SocketGlue> FecSocket<G> {
     pub fn flush_peer(&self, remote: SocketAddr) {
         let mut core = self.core.lock().unwrap();
         core.flush_now(&self.wire(), Instant::now(), remote);
+        self.write_events(&mut core);
         self.wake_link(&mut core);
     }
 
@@ -299,6 +328,7 @@ impl<G: SocketGlue> FecSocket<G> {
             }
         }
         core.flush_idle(&self.wire(), Instant::now());
+        self.write_events(&mut core);
         self.wake_link(&mut core);
     }
 
@@ -330,6 +360,7 @@ impl<G: SocketGlue> FecSocket<G> {
             segment_size,
             ecn,
         );
+        self.write_events(&mut core);
         self.wake_link(&mut core);
         res
     }
@@ -381,6 +412,7 @@ impl<G: SocketGlue> FecSocket<G> {
                         core.receive(now, path, &recv_buf[offset..offset + len], r.ecn);
                         offset += len;
                     }
+                    self.write_events(&mut core);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Poll::Ready(Err(e)),

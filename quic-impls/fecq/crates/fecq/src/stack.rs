@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::config::Common;
 use crate::layer::Multipath;
 use crate::metrics::{MultipathInfo, SideStats};
-use crate::quic::{QuicConn, QuicEndpoint};
+use crate::quic::{Handshake, QuicConn, QuicEndpoint};
 use crate::socket::{FecSocket, SocketGlue};
 
 /// The shared socket under stack `S`.
@@ -44,6 +44,18 @@ pub trait Stack: Send + Sync + 'static {
         socket: &Arc<SocketOf<Self>>,
         server: bool,
     ) -> Result<Self::Endpoint, String>;
+
+    /// The server's next incoming connection (None once the endpoint is closed). The default is
+    /// the endpoint's own accept; a stack whose qlog is set per endpoint, not per connection
+    /// (quinn), gives each connection its own (`--qlog-dir`, crate::qlog).
+    fn accept(
+        &self,
+        endpoint: &Self::Endpoint,
+        socket: &Arc<SocketOf<Self>>,
+    ) -> impl Future<Output = Option<Handshake<Self::Conn>>> + Send {
+        let _ = socket;
+        endpoint.accept()
+    }
 
     /// The client, once the handshake is done and before its request: open the paths after the
     /// first (`more_paths`: local and server address of each) and keep them alive.

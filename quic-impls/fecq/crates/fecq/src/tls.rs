@@ -10,14 +10,22 @@ use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvi
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
+use crate::config::Capture;
+use crate::qlog::KeyLogFile;
+
 pub const ALPN: &[u8] = b"fecq";
 
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// The TLS secrets go to `--keylog-file` when it is given (crate::qlog).
+fn key_log(capture: &Capture) -> Result<Option<Arc<dyn rustls::KeyLog>>, String> {
+    Ok(KeyLogFile::open(capture)?.map(|k| k as Arc<dyn rustls::KeyLog>))
+}
+
 /// The server's rustls configuration (any QUIC stack wraps it).
-pub fn server_rustls() -> Result<rustls::ServerConfig, String> {
+pub fn server_rustls(capture: &Capture) -> Result<rustls::ServerConfig, String> {
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])
         .map_err(|e| format!("certificate generation failed: {e}"))?;
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
@@ -30,11 +38,14 @@ pub fn server_rustls() -> Result<rustls::ServerConfig, String> {
         .with_single_cert(vec![certified.cert.der().clone()], key)
         .map_err(|e| e.to_string())?;
     cfg.alpn_protocols = vec![ALPN.to_vec()];
+    if let Some(log) = key_log(capture)? {
+        cfg.key_log = log;
+    }
     Ok(cfg)
 }
 
 /// The client's rustls configuration (any QUIC stack wraps it).
-pub fn client_rustls() -> Result<rustls::ClientConfig, String> {
+pub fn client_rustls(capture: &Capture) -> Result<rustls::ClientConfig, String> {
     let provider = provider();
     let mut cfg = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -43,6 +54,9 @@ pub fn client_rustls() -> Result<rustls::ClientConfig, String> {
         .with_custom_certificate_verifier(Arc::new(AnyServerCert(provider)))
         .with_no_client_auth();
     cfg.alpn_protocols = vec![ALPN.to_vec()];
+    if let Some(log) = key_log(capture)? {
+        cfg.key_log = log;
+    }
     Ok(cfg)
 }
 

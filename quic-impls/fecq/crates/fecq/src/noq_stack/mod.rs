@@ -29,6 +29,7 @@ use crate::config::Common;
 use crate::layer::{Multipath, MAX_PATHS};
 use crate::metrics::{ms, MultipathInfo, PathSide, SideStats};
 use crate::multipath::{seconds, MpArgs, Scheduler};
+use crate::qlog::Logs;
 use crate::stack::{SocketOf, Stack};
 use crate::tls;
 use crate::transport::transport_config;
@@ -57,9 +58,27 @@ fn scheduler(s: Scheduler) -> noq_proto::PathScheduler {
     }
 }
 
+/// noq-proto asks for each connection's qlog: a file in `--qlog-dir` (crate::qlog).
+struct QlogFactory(Arc<Logs>);
+
+impl noq_proto::QlogFactory for QlogFactory {
+    fn for_connection(
+        &self,
+        _side: noq_proto::Side,
+        remote: SocketAddr,
+        initial_dst_cid: noq_proto::ConnectionId,
+        _now: std::time::Instant,
+    ) -> Option<noq_proto::QlogConfig> {
+        let log = self.0.open(Some(remote), Some(initial_dst_cid.to_string()));
+        let mut config = noq_proto::QlogConfig::new(log.stack_writer(false));
+        config.start_time(log.start).title(Some("fecq".to_string()));
+        Some(config)
+    }
+}
+
 impl Noq {
-    /// fecq's transport settings, plus noq's own: multipath.
-    fn transport(&self, common: &Common) -> noq::TransportConfig {
+    /// fecq's transport settings, plus noq's own: multipath; qlog into `qlog` if given.
+    fn transport(&self, common: &Common, qlog: Option<&Arc<Logs>>) -> noq::TransportConfig {
         // Multipath keeps its paths alive itself (`--path-keepalive`), not the connection.
         let mut t = transport_config!(noq, common, keep_alive: None);
         // One datagram per transmit: the FEC layer frames datagrams one by one (a batch would be
@@ -72,6 +91,9 @@ impl Noq {
         t.default_path_max_idle_timeout(seconds(self.args.path_idle_timeout));
         t.default_path_keep_alive_interval(seconds(self.args.path_keepalive));
         t.path_scheduler(scheduler(self.args.scheduler));
+        if let Some(logs) = qlog {
+            t.qlog_factory(Arc::new(QlogFactory(logs.clone())));
+        }
         t
     }
 }
@@ -95,10 +117,12 @@ impl Stack for Noq {
         socket: &Arc<SocketOf<Noq>>,
         server: bool,
     ) -> Result<Endpoint, String> {
-        let transport = Arc::new(self.transport(common));
+        let transport = Arc::new(self.transport(common, socket.qlog()));
         let server_config = if server {
-            let crypto = noq::crypto::rustls::QuicServerConfig::try_from(tls::server_rustls()?)
-                .map_err(|e| e.to_string())?;
+            let crypto = noq::crypto::rustls::QuicServerConfig::try_from(tls::server_rustls(
+                &common.capture,
+            )?)
+            .map_err(|e| e.to_string())?;
             let mut config = ServerConfig::with_crypto(Arc::new(crypto));
             config.transport_config(transport.clone());
             Some(config)
@@ -113,8 +137,10 @@ impl Stack for Noq {
         )
         .map_err(|e| format!("endpoint: {e}"))?;
         if !server {
-            let crypto = noq::crypto::rustls::QuicClientConfig::try_from(tls::client_rustls()?)
-                .map_err(|e| e.to_string())?;
+            let crypto = noq::crypto::rustls::QuicClientConfig::try_from(tls::client_rustls(
+                &common.capture,
+            )?)
+            .map_err(|e| e.to_string())?;
             let mut client = ClientConfig::new(Arc::new(crypto));
             client.transport_config(transport);
             endpoint.set_default_client_config(client);

@@ -1,6 +1,9 @@
 //! The quinn adapter (quinn 0.11, single path): what is specific to quinn, and nothing else —
 //! socket glue (`udp`), congestion controller glue (`cc`), transport configuration and endpoint
 //! setup (here). Single path: one FEC flow per peer address, fec-core's wire format unchanged.
+//! qlog (`--qlog-dir`): quinn-proto 0.11 keeps its qlog stream in the `TransportConfig`, so each
+//! connection gets a transport config of its own — the client's at its endpoint, each server
+//! connection's when it is accepted (`Stack::accept`).
 
 pub mod cc;
 pub mod udp;
@@ -14,6 +17,8 @@ use quinn::{ClientConfig, Endpoint, EndpointConfig, ServerConfig};
 use crate::config::Common;
 use crate::layer::Multipath;
 use crate::metrics::{MultipathInfo, SideStats};
+use crate::qlog::ConnLog;
+use crate::quic::{Handshake, QuicEndpoint};
 use crate::stack::{SocketOf, Stack};
 use crate::tls;
 use crate::transport::transport_config;
@@ -36,6 +41,26 @@ async fn read_chunk(s: &mut quinn::RecvStream, max: usize) -> Result<Option<byte
         .map_err(|e| e.to_string())
 }
 
+/// fecq's transport settings, with a qlog stream into `log` if given.
+fn transport(common: &Common, log: Option<&Arc<ConnLog>>) -> quinn::TransportConfig {
+    let mut t = transport_config!(quinn, common, keep_alive: common.keepalive_interval());
+    if let Some(log) = log {
+        let mut config = quinn_proto::QlogConfig::default();
+        config
+            .writer(log.stack_writer(true))
+            .start_time(log.start)
+            .title(Some("fecq".to_string()));
+        t.qlog_stream(config.into_stream());
+    }
+    t
+}
+
+/// What a server with `--qlog-dir` needs to give each connection its own transport config.
+struct QlogServer {
+    crypto: Arc<QuicServerConfig>,
+    common: Common,
+}
+
 impl Stack for Quinn {
     type Conn = quinn::Connection;
     type Endpoint = Endpoint;
@@ -55,15 +80,21 @@ impl Stack for Quinn {
         socket: &Arc<SocketOf<Quinn>>,
         server: bool,
     ) -> Result<Endpoint, String> {
-        let transport = Arc::new(transport_config!(
-            quinn,
-            common,
-            keep_alive: common.keepalive_interval()
-        ));
+        let logs = socket.qlog();
+        let client_log = logs.filter(|_| !server).map(|l| l.open(None, None));
+        let transport = Arc::new(transport(common, client_log.as_ref()));
         let server_config = if server {
-            let crypto =
-                QuicServerConfig::try_from(tls::server_rustls()?).map_err(|e| e.to_string())?;
-            let mut config = ServerConfig::with_crypto(Arc::new(crypto));
+            let crypto = Arc::new(
+                QuicServerConfig::try_from(tls::server_rustls(&common.capture)?)
+                    .map_err(|e| e.to_string())?,
+            );
+            if let Some(logs) = logs {
+                let _ = logs.stack.set(Box::new(QlogServer {
+                    crypto: crypto.clone(),
+                    common: common.clone(),
+                }));
+            }
+            let mut config = ServerConfig::with_crypto(crypto);
             config.transport_config(transport.clone());
             Some(config)
         } else {
@@ -77,13 +108,41 @@ impl Stack for Quinn {
         )
         .map_err(|e| format!("endpoint: {e}"))?;
         if !server {
-            let crypto =
-                QuicClientConfig::try_from(tls::client_rustls()?).map_err(|e| e.to_string())?;
+            let crypto = QuicClientConfig::try_from(tls::client_rustls(&common.capture)?)
+                .map_err(|e| e.to_string())?;
             let mut client = ClientConfig::new(Arc::new(crypto));
             client.transport_config(transport);
             endpoint.set_default_client_config(client);
         }
         Ok(endpoint)
+    }
+
+    async fn accept(
+        &self,
+        endpoint: &Endpoint,
+        socket: &Arc<SocketOf<Quinn>>,
+    ) -> Option<Handshake<quinn::Connection>> {
+        let qlog = socket.qlog().and_then(|logs| {
+            let server = logs.stack.get()?.downcast_ref::<QlogServer>()?;
+            Some((logs, server))
+        });
+        let Some((logs, server)) = qlog else {
+            return QuicEndpoint::accept(endpoint).await;
+        };
+        let incoming = endpoint.accept().await?;
+        let log = logs.open(
+            Some(incoming.remote_address()),
+            Some(incoming.orig_dst_cid().to_string()),
+        );
+        let mut config = ServerConfig::with_crypto(server.crypto.clone());
+        config.transport_config(Arc::new(transport(&server.common, Some(&log))));
+        let connecting = incoming.accept_with(Arc::new(config));
+        Some(Box::pin(async move {
+            connecting
+                .map_err(|e| e.to_string())?
+                .await
+                .map_err(|e| e.to_string())
+        }))
     }
 
     async fn client_connected(

@@ -8,11 +8,14 @@ back in one place.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fecbench.runners.experiment.descriptor import render
 from fecbench.runners.experiment.prepare import Prepared, loss_link_paths
 from fecbench.runners.experiment.runs import Run
+
+if TYPE_CHECKING:
+    from fecbench.topologies.layout import Layout
 
 #: Where a run's own files go, in argv shown before the run exists.
 RUN_DIR = "<run dir>"
@@ -46,7 +49,7 @@ def workload_of(prepared: Prepared, run: Run) -> dict[str, Any]:
     return {**prepared.design.workload.params(), "size": run.size}
 
 
-def argv_of(prepared: Prepared, run: Run, layout: Any = None) -> dict[str, list[str]]:
+def argv_of(prepared: Prepared, run: Run, layout: Layout | None = None) -> dict[str, list[str]]:
     """The server's and the client's argv as the runner renders them (addresses from the topology's
     layout, the run's port; its own folder shown as RUN_DIR)."""
     from fecbench.topologies.layout import make_layout

@@ -85,10 +85,10 @@ class ArgSpec:
     to: str
     choices: list[Any] | None = None
     pattern: str | None = None
-    default: Any = None
+    default: str | int | float | None = None
     paths: bool = False             # the value is a number of paths: at most the topology's
 
-    def fragment(self, value: Any) -> list[str]:
+    def fragment(self, value: object) -> list[str]:
         return self.argv[str(value)] if isinstance(self.argv, dict) else self.argv
 
 

@@ -52,7 +52,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fecbench.errors import SpecError, did_you_mean
 from fecbench.paths import REPO_ROOT
@@ -60,6 +60,9 @@ from fecbench.runners.experiment.capture import CapturePolicy, parse_capture
 from fecbench.runners.experiment.descriptor import Descriptor, find_descriptor
 from fecbench.runners.experiment.flows import Flows, parse_flows
 from fecbench.specs import DEFAULT_TIMEOUT_S, Section, load_toml, parse_size, spec_hash
+
+if TYPE_CHECKING:
+    from fecbench.topologies.schedule import Schedule
 
 LOSS_MODELS = ("none", "uniform", "gilbert-elliott", "trace")
 LABEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
@@ -179,7 +182,7 @@ class Design:
     loss: LossSpec
     workload: Workload
     impls: list[ImplEntry] = field(default_factory=list)
-    schedule: Any = None                  # fecbench.topologies.schedule.Schedule, or None
+    schedule: Schedule | None = None      # a link schedule (fecbench.topologies.schedule)
     endpoint_bound_ms: float | None = None  # None: FECBENCH_ENDPOINT_BOUND_MS, else the default
     flows: Flows = field(default_factory=lambda: Flows([]))  # competing flows (fecbench.runners.experiment.flows)
     capture: CapturePolicy = field(default_factory=CapturePolicy)  # what runs keep to explain themselves
@@ -366,7 +369,7 @@ def parse_design(path: str | Path) -> Design:
                   capture=capture)
 
 
-def _parse_schedule(value: str | None, path: Path, topology_path: Path, loss_model: str) -> Any:
+def _parse_schedule(value: str | None, path: Path, topology_path: Path, loss_model: str) -> Schedule | None:
     """The link schedule of the design, else of its topology (`[topology] schedule`), checked against
     the topology and the design's loss model; None without one."""
     from fecbench.topologies import load_topology

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -90,7 +89,7 @@ def readable_names(design: Design, topology: Topology) -> list[str]:
     return sorted(names)
 
 
-def _factor_error(design: Design, f: Factor, problem: str, allowed: Any = None) -> SpecError:
+def _factor_error(design: Design, f: Factor, problem: str, allowed: object = None) -> SpecError:
     return SpecError(design.path, f"space.factors.{f.base}", problem, allowed)
 
 
@@ -149,7 +148,7 @@ def _check_range(design: Design, f: Factor, scale: float, readers: list[Use]) ->
                                 f"{low:g}..{high:g} fall outside {use.quantity.range_text()}")
 
 
-def scale_value(value: Any, scale: float) -> Any:
+def scale_value(value: float | int | str, scale: float) -> float | int | str:
     """A planned value in the unit its readers expect (9 significant digits, as the planner's values)."""
     if isinstance(value, str) or scale == 1.0:
         return value

@@ -146,7 +146,7 @@ def _value(value: float | int | str, values: dict[str, Any]) -> Any:
     return values[value] if isinstance(value, str) else value
 
 
-def parse_rate(text: Any, file: Path, key: str) -> int:
+def parse_rate(text: object, file: Path, key: str) -> int:
     """'5Mbit/s' -> 5000000 bits per second."""
     match = _RATE.match(text) if isinstance(text, str) else None
     if match is None:

@@ -9,7 +9,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fecbench.errors import SpecError, UserError, did_you_mean
 from fecbench.runners.experiment.design import Design, parse_design
@@ -17,14 +17,18 @@ from fecbench.runners.experiment.runs import Run, enumerate_runs, estimate_secon
 from fecbench.specs import load_toml
 from fecbench.topologies.spec import Topology
 
+if TYPE_CHECKING:   # the planner loads numpy and scipy: only when a plan is made
+    from fecbench.planner.plan import Plan
+    from fecbench.planner.space import Space
+
 
 @dataclass
 class Prepared:
     design: Design
     topology: Topology
     topology_text: str
-    space: Any
-    plan: Any
+    space: Space
+    plan: Plan
     points: dict[int, dict[str, Any]]
     factor_types: dict[str, str]
     experiment_hash: str
@@ -48,13 +52,13 @@ class Prepared:
         return estimate_seconds(probe, self.design, capped=capped)
 
 
-def path_of(topology: Any, link: str) -> int | None:
+def path_of(topology: Topology, link: str) -> int | None:
     """The 1-based path a link belongs to, or None if it is on no path or on several."""
     paths = [i + 1 for i in range(topology.paths) if any(spec.id == link for spec, _ in topology.path_links(i))]
     return paths[0] if len(paths) == 1 else None
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     return value.item() if hasattr(value, "item") else value
 
 

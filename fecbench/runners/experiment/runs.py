@@ -18,7 +18,7 @@ from typing import Any
 from fecbench.runners.experiment.design import Design, ImplEntry
 
 
-def _canonical(value: Any) -> Any:
+def _canonical(value: object) -> object:
     """Plain JSON-able values: numpy scalars become Python ones (json writes floats exactly, by repr)."""
     return value.item() if hasattr(value, "item") else value
 

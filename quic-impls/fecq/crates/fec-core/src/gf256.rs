@@ -63,6 +63,7 @@ pub fn inv(a: u8) -> u8 {
 }
 
 /// `dst[i] ^= c * src[i]` over the common length (dst must be at least as long as src).
+#[inline]
 pub fn mul_add(dst: &mut [u8], src: &[u8], c: u8) {
     let dst = &mut dst[..src.len()];
     match c {
@@ -79,6 +80,7 @@ pub fn mul_add(dst: &mut [u8], src: &[u8], c: u8) {
 }
 
 /// Nibble tables of `c`: `c * x` and `c * (x << 4)` for x < 16 (a product is the XOR of both).
+#[inline]
 fn nibble_tables(c: u8) -> ([u8; 16], [u8; 16]) {
     let row = &MUL[usize::from(c)];
     let mut lo = [0u8; 16];
@@ -95,6 +97,7 @@ mod simd {
     use std::arch::x86_64::*;
     use std::sync::OnceLock;
 
+    #[inline]
     fn has_avx2() -> bool {
         static AVX2: OnceLock<bool> = OnceLock::new();
         *AVX2.get_or_init(|| is_x86_feature_detected!("avx2"))
@@ -102,6 +105,7 @@ mod simd {
 
     /// `dst ^= c * src` on the longest prefix that is a multiple of 32 bytes, with AVX2 byte
     /// shuffles as 16-entry table lookups; returns how many bytes it did (0 without AVX2).
+    #[inline]
     pub fn mul_add(dst: &mut [u8], src: &[u8], c: u8) -> usize {
         if src.len() < 32 || !has_avx2() {
             return 0;

@@ -89,7 +89,6 @@ impl Logs {
                 out: None,
                 header: None,
                 pending: Vec::new(),
-                partial: Vec::new(),
             }),
         });
         let mut conns = self.conns.lock().unwrap();
@@ -151,8 +150,6 @@ struct LogFile {
     header: Option<Value>,
     /// Records waiting for the file to be opened.
     pending: Vec<u8>,
-    /// The stack's bytes since the end of its last record.
-    partial: Vec<u8>,
 }
 
 impl ConnLog {
@@ -163,6 +160,7 @@ impl ConnLog {
         Box::new(StackWriter {
             log: self.clone(),
             rtt_in_seconds,
+            partial: Vec::new(),
         })
     }
 
@@ -326,54 +324,58 @@ fn complete_header(header: Option<Value>, vantage: &str, odcid: Option<&str>) ->
     header
 }
 
-/// What the stack's qlog streamer writes into: its bytes are passed on record by record.
+/// What the stack's qlog streamer writes into (a token at a time: serde_json's writer): its bytes
+/// are gathered here, and passed on record by record.
 struct StackWriter {
     log: Arc<ConnLog>,
     rtt_in_seconds: bool,
+    /// The stack's bytes since the end of its last record.
+    partial: Vec<u8>,
 }
 
 /// The RTT fields of a metrics update.
 const RTT_FIELDS: [&str; 4] = ["min_rtt", "smoothed_rtt", "latest_rtt", "rtt_variance"];
 
-/// A metrics update whose RTTs are in seconds, with them in milliseconds (other records as is).
-fn rtt_to_ms(record: Vec<u8>) -> Vec<u8> {
-    let text = record.strip_prefix(&[RS]).unwrap_or(&record);
+/// A metrics update whose RTTs are in seconds, with them in milliseconds (None: any other record,
+/// kept as is).
+fn rtt_to_ms(record: &[u8]) -> Option<Vec<u8>> {
+    let text = record.strip_prefix(&[RS]).unwrap_or(record);
     let is_metrics = text.windows(15).any(|w| w == b"metrics_updated")
         && text.windows(5).any(|w| w == b"_rtt\"");
     if !is_metrics {
-        return record;
+        return None;
     }
-    let Ok(mut event) = serde_json::from_slice::<Value>(text) else {
-        return record;
-    };
-    if let Some(data) = event.get_mut("data").and_then(Value::as_object_mut) {
-        for field in RTT_FIELDS {
-            if let Some(s) = data.get(field).and_then(Value::as_f64) {
-                data.insert(field.into(), json!((s * 1e6).round() / 1e3));
-            }
+    let mut event = serde_json::from_slice::<Value>(text).ok()?;
+    let data = event.get_mut("data").and_then(Value::as_object_mut)?;
+    for field in RTT_FIELDS {
+        if let Some(s) = data.get(field).and_then(Value::as_f64) {
+            data.insert(field.into(), json!((s * 1e6).round() / 1e3));
         }
     }
     let mut out = vec![RS];
-    match serde_json::to_writer(&mut out, &event) {
-        Ok(()) => {
-            out.push(b'\n');
-            out
-        }
-        Err(_) => record,
-    }
+    serde_json::to_writer(&mut out, &event).ok()?;
+    out.push(b'\n');
+    Some(out)
 }
 
 impl Write for StackWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // A record ends with a newline (JSON strings escape theirs).
+        let Some(end) = buf.iter().rposition(|&b| b == b'\n') else {
+            self.partial.extend_from_slice(buf);
+            return Ok(buf.len());
+        };
+        self.partial.extend_from_slice(&buf[..=end]);
         let mut f = self.log.file.lock().unwrap();
-        f.partial.extend_from_slice(buf);
-        while let Some(end) = f.partial.iter().position(|&b| b == b'\n') {
-            let mut record: Vec<u8> = f.partial.drain(..=end).collect();
-            if self.rtt_in_seconds {
-                record = rtt_to_ms(record);
+        for record in self.partial.split_inclusive(|&b| b == b'\n') {
+            match self.rtt_in_seconds.then(|| rtt_to_ms(record)).flatten() {
+                Some(converted) => f.record(&converted, true),
+                None => f.record(record, true),
             }
-            f.record(&record, true);
         }
+        drop(f);
+        self.partial.clear();
+        self.partial.extend_from_slice(&buf[end + 1..]);
         Ok(buf.len())
     }
 

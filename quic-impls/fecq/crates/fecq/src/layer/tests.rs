@@ -382,3 +382,109 @@ fn names_parse_and_print() {
         .unwrap_err()
         .contains("same, other, all"));
 }
+
+/// The events a trace gets (crate::qlog): none unless asked for; repairs with their block and
+/// symbol; a loss rebuilt (by the repair's arrival) and signalled once; symbols given up.
+#[test]
+fn events_are_recorded_only_when_asked_and_name_blocks_and_symbols() {
+    let path = PathKey::new(None, addr("127.0.0.1:9"));
+    let now = Instant::now();
+    let mut quiet = FecLayer::new(cfg("rs:30,20", None));
+    let mut out = Vec::new();
+    for i in 0..40 {
+        quiet.send(now, path, &payload(i), ECN_ECT0, &mut out);
+    }
+    let mut events = Vec::new();
+    quiet.take_events(&mut events);
+    assert!(events.is_empty() && quiet.events.is_none());
+
+    // rs:4,2 (2 repairs per block of 2), source 1 lost: rebuilt when block 0's repair arrives.
+    let (mut tx, mut rx) = (
+        FecLayer::new(cfg("rs:4,2", None)),
+        FecLayer::new(cfg("rs:4,2", None)),
+    );
+    tx.record_events();
+    rx.record_events();
+    let mut wire = Vec::new();
+    for i in 0..4 {
+        tx.send(now, path, &payload(i), ECN_ECT0, &mut wire);
+    }
+    tx.take_events(&mut events);
+    let repairs: Vec<(u32, u32)> = events
+        .iter()
+        .map(|e| match e.kind {
+            FecEventKind::RepairSent { block, symbol, .. } => (block, symbol),
+            ref other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(repairs, [(0, 0), (0, 1), (2, 0), (2, 1)]);
+    assert!(events.iter().all(|e| e.group == path.remote && e.path == 0));
+    let mut got = Vec::new();
+    let mut sources = 0;
+    for o in &wire {
+        if !o.repair {
+            sources += 1;
+            if sources == 2 {
+                continue; // source symbol 1
+            }
+        }
+        rx.receive(now, path, &o.data, o.ecn, &mut got);
+    }
+    events.clear();
+    rx.take_events(&mut events);
+    let kinds: Vec<&FecEventKind> = events.iter().map(|e| &e.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            &FecEventKind::SourceRecovered {
+                block: Some(0),
+                symbol: 1
+            },
+            &FecEventKind::RecoverySignalled {
+                symbol: 1,
+                trigger: Signal::Ce
+            },
+        ]
+    );
+
+    // Both sources of an XOR block with one repair lost: each given up as the window moves past it.
+    let (mut tx, mut rx) = (
+        FecLayer::new(cfg("xor:2", None)),
+        FecLayer::new(cfg("xor:2", None)),
+    );
+    rx.record_events();
+    let mut wire = Vec::new();
+    for i in 0..200 {
+        tx.send(now, path, &payload(i), ECN_ECT0, &mut wire);
+    }
+    let mut sources = 0;
+    for o in &wire {
+        if !o.repair {
+            sources += 1;
+            if sources <= 2 {
+                continue; // symbols 0 and 1: the repair of block 0 cannot rebuild both
+            }
+        }
+        rx.receive(now, path, &o.data, o.ecn, &mut got);
+    }
+    events.clear();
+    rx.take_events(&mut events);
+    let abandoned: Vec<&FecEventKind> = events
+        .iter()
+        .map(|e| &e.kind)
+        .filter(|k| matches!(k, FecEventKind::BlockAbandoned { .. }))
+        .collect();
+    assert_eq!(
+        abandoned,
+        [
+            &FecEventKind::BlockAbandoned {
+                block: 0,
+                symbols: 1
+            },
+            &FecEventKind::BlockAbandoned {
+                block: 1,
+                symbols: 1
+            }
+        ]
+    );
+}

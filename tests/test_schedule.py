@@ -194,7 +194,7 @@ def test_outage_drops_are_counted_like_the_models(tmp_path) -> None:
     outcome = Outcome(status="ok", link_events=events, verdict_logs=[("bottleneck", "reverse", buffer.getvalue())],
                       link_stats=[{"link": "bottleneck", "direction": d, "matched": n, "dropped": plain[d], "model": {}}
                                   for d, n in (("forward", 500), ("reverse", 90))])
-    link_records.count_outage_drops(runner, run, outcome)
+    link_records.count_outage_drops(runner.losses, run, outcome)
     forward, reverse = outcome.link_stats
     want = drops_with_outages(model, run.loss_seed, streams[("bottleneck", "forward")], 500, [(100, 130)])
     assert forward["dropped"] == want and forward["outage_dropped"] == want - plain["forward"] > 0

@@ -6,7 +6,7 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -14,6 +14,13 @@ from rich.table import Table
 from rich.text import Text
 
 from fecbench.errors import UserError
+
+if TYPE_CHECKING:
+    from fecbench.runners.executors.engine import Executor
+    from fecbench.runners.experiment.descriptor import Descriptor
+    from fecbench.runners.experiment.estimate import CampaignEstimate
+    from fecbench.runners.experiment.prepare import Prepared
+    from fecbench.runners.experiment.runs import Run
 
 console = Console()
 impls_app = typer.Typer(help="Implementations: descriptors, capabilities, whether they are built.",
@@ -114,7 +121,7 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     not_confined = confine_harness()
     if not_confined:
         console.print(f"[yellow]warning: {not_confined}[/]")
-    executor: Any
+    executor: Executor
     calibration = None
     if jobs_count is None:
         calibration = _calibrate_jobs(prepared, link_backend, jobs_pilot)
@@ -161,8 +168,8 @@ def check_db_path(db_path: Path) -> Path:
     return check_output_file(db_path, "--db")
 
 
-def _print_dry_run(prepared: Any, todo: list[Any], statuses: dict[str, str], db_path: Path,
-                   estimate: Any) -> None:
+def _print_dry_run(prepared: Prepared, todo: list[Run], statuses: dict[str, str], db_path: Path,
+                   estimate: CampaignEstimate) -> None:
     from fecbench.runners.experiment.applied import describe_impls, describe_point
 
     design = prepared.design
@@ -244,7 +251,7 @@ def impls_check(names: list[str] = typer.Argument(None, help="Implementations to
         raise typer.Exit(1)
 
 
-def _build(descriptor: Any) -> None:
+def _build(descriptor: Descriptor) -> None:
     """Run a descriptor's build commands in its folder."""
     import subprocess
 

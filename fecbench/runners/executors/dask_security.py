@@ -28,9 +28,13 @@ import ssl
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fecbench.errors import UserError
+
+if TYPE_CHECKING:
+    from cryptography import x509
+    from distributed import Security
 
 PROBE_TIMEOUT_S = 5.0
 GREETING_MAX_BYTES = 1 << 16   # a Dask greeting (its handshake info) is a few hundred bytes
@@ -55,7 +59,7 @@ class TlsFiles:
 class CampaignSecurity:
     """What protects a campaign's cluster: the Dask `Security` to use and how it is recorded."""
 
-    security: Any                  # distributed.Security, or None for plain TCP
+    security: Security | None      # None: plain TCP
     record: dict[str, Any] = field(default_factory=dict)   # goes into campaigns.host_json["dask_security"]
     ca_pem: str | None = None      # the CA every worker certificate must come from (None: plain TCP)
 
@@ -107,7 +111,7 @@ def _read(path: Path, what: str, option: str) -> str:
         raise UserError(f"{option} {path}: cannot read the {what}: {exc.strerror}") from None
 
 
-def _pem_certificate(text: str, where: str) -> Any:
+def _pem_certificate(text: str, where: str) -> x509.Certificate:
     from cryptography import x509
 
     try:
@@ -116,7 +120,7 @@ def _pem_certificate(text: str, where: str) -> Any:
         raise UserError(f"{where}: not a PEM certificate") from None
 
 
-def issued_by(cert: Any, ca: Any) -> bool:
+def issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     """True if `ca` signed `cert` (RSA or EC signatures); works with cryptography ≥ 38."""
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa

@@ -25,7 +25,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fecbench import cleanup
 from fecbench.errors import UserError
@@ -40,6 +40,13 @@ from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.outcome import Outcome
 from fecbench.runners.run.recorder import impls_fingerprint
 from fecbench.status import Status
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from types import ModuleType
+
+    from distributed import Client, Future, Worker, WorkerPlugin
+    from rich.console import Console
 
 INSTALL_HINT = "pip install 'fecbench[cluster]'"
 CONNECT_TIMEOUT_S = 10
@@ -62,7 +69,7 @@ def parse_target(text: str) -> tuple[str, Any]:
                     "scheduler's address tls://HOST:PORT (e.g. tls://10.0.0.1:8786; see `fecbench dask certs`)")
 
 
-def require_distributed() -> Any:
+def require_distributed() -> ModuleType:
     try:
         import distributed
     except ImportError:
@@ -91,7 +98,7 @@ class DaskExecutor:
     """Hands runs to Dask workers (grouped by point, one in flight per worker); returns their outcomes."""
 
     def __init__(self, prepared: Prepared, db_path: Path, target: str, *, link_backend: str | None,
-                 keep_logs: bool = False, console: Any = None, security: CampaignSecurity | None = None,
+                 keep_logs: bool = False, console: Console | None = None, security: CampaignSecurity | None = None,
                  dashboard: bool = False) -> None:
         from rich.console import Console
 
@@ -114,7 +121,7 @@ class DaskExecutor:
         self.no_worker_since: float | None = None
         self.last_refresh = time.monotonic()
         self._stack = contextlib.ExitStack()
-        self.client: Any = None
+        self.client: Client | None = None
 
     def __enter__(self) -> DaskExecutor:
         self.client = self._stack.enter_context(_client(self.kind, self.value, self.security, self.dashboard,
@@ -274,7 +281,7 @@ class DaskExecutor:
             self.last_refresh = time.monotonic()
         return done
 
-    def _collect(self, future: Any) -> list[Finished]:
+    def _collect(self, future: Future) -> list[Finished]:
         if future in self.setting_up:
             address = self.setting_up.pop(future)
             try:
@@ -320,7 +327,7 @@ class DaskExecutor:
         return None
 
 
-def _plugin_class() -> Any:
+def _plugin_class() -> type[WorkerPlugin]:
     from distributed import WorkerPlugin
 
     class TeardownOnClose(WorkerPlugin):
@@ -331,18 +338,19 @@ def _plugin_class() -> Any:
         def __init__(self, ignore_sigint: bool = False) -> None:
             self.ignore_sigint = ignore_sigint
 
-        def setup(self, worker: Any) -> None:
+        def setup(self, worker: Worker) -> None:
             if self.ignore_sigint and threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-        def teardown(self, worker: Any) -> None:
+        def teardown(self, worker: Worker) -> None:
             worker_teardown(wait_s=10)
 
     return TeardownOnClose
 
 
 @contextlib.contextmanager
-def _client(kind: str, value: Any, security: CampaignSecurity, dashboard: bool, console: Any) -> Any:
+def _client(kind: str, value: int | str, security: CampaignSecurity, dashboard: bool,
+            console: Console) -> Iterator[Client]:
     """A Dask client on the given scheduler, or on a LocalCluster of `value` processes that lives as long.
     The local cluster listens on 127.0.0.1 only and speaks mutual TLS with the campaign's own credentials."""
     distributed = require_distributed()

@@ -27,7 +27,7 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fecbench.errors import UserError
 from fecbench.runners.experiment.prepare import Prepared
@@ -35,6 +35,12 @@ from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.outcome import Outcome
 from fecbench.runners.run.recorder import Recorder, check_free_space, impls_fingerprint, now_iso, read_statuses
 from fecbench.status import RETRYABLE, Status
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from rich.console import Console
+    from rich.progress import Progress
 
 # Consecutive harness errors (not implementation failures) after which the campaign stops.
 MAX_HARNESS_ERRORS = 5
@@ -181,7 +187,7 @@ class Executor(Protocol):
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM (and SIGHUP) end the campaign like Ctrl-C: runs in flight interrupted, network torn down."""
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
@@ -224,7 +230,7 @@ class Summary:
     retried: int = 0                  # fidelity-flagged runs run once more at the end
 
 
-def progress_bar(console: Any) -> Any:
+def progress_bar(console: Console) -> Progress:
     """The campaign's rich progress bar: description, bar, done/total, status counts, elapsed, ETA."""
     from rich.progress import (
         BarColumn,
@@ -249,7 +255,7 @@ def counts_text(counts: Counter) -> str:
 class Engine:
     """Runs a prepared campaign's selected runs on an executor and records every start and outcome."""
 
-    def __init__(self, prepared: Prepared, db_path: Path, executor: Executor, console: Any = None,
+    def __init__(self, prepared: Prepared, db_path: Path, executor: Executor, console: Console | None = None,
                  breaker_runs: int = BREAKER_RUNS, sample: int | None = None, only: list[Run] | None = None,
                  stop_at: float | None = None, todo: list[Run] | None = None, retry_fidelity: bool = True) -> None:
         from rich.console import Console

@@ -18,13 +18,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fecbench import endpoint_timing
-from fecbench.runners.experiment.flows import FlowInstance
+from fecbench.runners.experiment.flows import FlowInstance, FlowSpec
 from fecbench.runners.run.procs import wait_ready
 from fecbench.runners.run.run_metrics import MetricsError, collect_metrics, partial_metrics
 from fecbench.runners.run.testbed import RunProcess, Testbed
+
+if TYPE_CHECKING:
+    from fecbench.cgroups import EndpointGroup
 
 IPERF3_READY = r"^Server listening on"
 POLL_S = 0.05
@@ -40,7 +43,7 @@ class Running:
     folder: Path
     port: int
     values: dict[str, Any] = field(default_factory=dict)
-    group: Any = None
+    group: EndpointGroup | None = None
     server: RunProcess | None = None
     client: RunProcess | None = None
     started_at: float | None = None       # monotonic times its client started and ended
@@ -355,7 +358,7 @@ def wait_foreground(client: RunProcess, competing: CompetingFlows | None, limit_
 @dataclass
 class _FlowRun:
     """What collect_metrics reads of a run, for a flow (its workload and size)."""
-    spec: Any
+    spec: FlowSpec
     running: Running
 
     @property

@@ -1,27 +1,51 @@
 """What a run's links recorded: each dropper's and delay element's statistics flattened to the link_stats
-rows, a link schedule's outage drops added to them, and the droppers' verdict logs. `runner` is the
-run's runners.run.runner.Runner (its design, testbed, streams and loss models)."""
+rows, a link schedule's outage drops added to them, and the droppers' verdict logs; `LossLinks`, the
+campaign's lossy links and the dropper stream each direction gets."""
 
 from __future__ import annotations
 
 import io
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fecbench import db as dbmod
 from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.outcome import Outcome
+from fecbench.runners.run.testbed import Testbed
+
+if TYPE_CHECKING:
+    from fecbench.dropper import LossModel
+    from fecbench.runners.experiment.design import LossSpec
+
+@dataclass(frozen=True)
+class LossLinks:
+    """The campaign's lossy links (the design's `links`, else the topology's), the 1-based path each is on,
+    and its loss section."""
+    loss: LossSpec
+    links: list[str]
+    paths: dict[str, int | None]
+
+    def streams(self) -> list[tuple[str, str, int]]:
+        """(link, direction, stream): each direction of each link its own dropper stream, so the patterns of
+        links are independent but all fixed by the run's loss seed."""
+        return [(link, direction, 2 * i + (0 if direction == "forward" else 1))
+                for i, link in enumerate(self.links) for direction in self.loss.directions]
+
+    def model_at(self, values: dict[str, Any], link: str) -> LossModel:
+        return self.loss.model_at(values, self.paths[link])
+
 
 # link_stats column -> the dropper's counter name.
 _DROPPER_NAMES = {"ge_good": "good", "ge_bad": "bad", "gso_seen": "gso"}
 
 
-def link_stats(runner: Any, run: Run) -> list[dict[str, Any]]:
+def link_stats(testbed: Testbed, losses: LossLinks, run: Run) -> list[dict[str, Any]]:
     """The network's per link and direction statistics, flattened to the link_stats columns."""
     rows = []
-    streams = {(link, direction): stream for link, direction, stream in runner.streams()}
-    for stat in runner.testbed.link_stats():
+    streams = {(link, direction): stream for link, direction, stream in losses.streams()}
+    for stat in testbed.link_stats():
         key = (stat.get("link"), stat.get("direction"))
         dropper = stat.get("dropper") or {}
         row: dict[str, Any] = {"link": stat.get("link"), "direction": stat.get("direction")}
@@ -30,9 +54,9 @@ def link_stats(runner: Any, run: Run) -> list[dict[str, Any]]:
             row[column] = int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
         if key in streams:
             # "path": the 1-based client-server path the link is on (per-path traffic analyses).
-            row["model"] = {"model": runner.design.loss.model,
-                            "params": runner.design.loss.values(run.values, runner.link_paths[key[0]]),
-                            "seed": run.loss_seed, "stream": streams[key], "path": runner.link_paths[key[0]],
+            row["model"] = {"model": losses.loss.model,
+                            "params": losses.loss.values(run.values, losses.paths[key[0]]),
+                            "seed": run.loss_seed, "stream": streams[key], "path": losses.paths[key[0]],
                             "dropper": dropper}
         elif dropper:
             row["model"] = {"model": "none", "dropper": dropper}
@@ -41,7 +65,7 @@ def link_stats(runner: Any, run: Run) -> list[dict[str, Any]]:
     return rows
 
 
-def count_outage_drops(runner: Any, run: Run, outcome: Outcome) -> None:
+def count_outage_drops(losses: LossLinks, run: Run, outcome: Outcome) -> None:
     """Packets a link schedule's outages dropped, in each dropper's link_stats row as the model's drops
     are (`dropped` both, `outage_dropped` the outages'): from the verdict log when kept (exact), else
     from the outages' index ranges and the seeded model."""
@@ -51,28 +75,28 @@ def count_outage_drops(runner: Any, run: Run, outcome: Outcome) -> None:
     matched = {(r["link"], r["direction"]): r["matched"] or 0 for r in outcome.link_stats}
     ranges = outage_ranges(outcome.link_events, matched)
     logged = {(link, d): int(np.load(io.BytesIO(data))["verdict"].sum()) for link, d, data in outcome.verdict_logs}
-    streams = {(link, direction): stream for link, direction, stream in runner.streams()}
+    streams = {(link, direction): stream for link, direction, stream in losses.streams()}
     for row in outcome.link_stats:
         key = (row["link"], row["direction"])
         if key not in ranges or key not in streams or row.get("dropped") is None:
             continue
         total = logged.get(key)
         if total is None:
-            model = runner.loss_model(run.values, key[0])
+            model = losses.model_at(run.values, key[0])
             total = drops_with_outages(model, run.loss_seed, streams[key], matched[key], ranges[key])
         row["outage_dropped"], row["dropped"] = total - row["dropped"], total
         row["model"] = {**(row.get("model") or {}), "outages": ranges[key]}
 
 
-def verdict_logs(runner: Any) -> list[tuple[str, str, bytes]]:
+def verdict_logs(testbed: Testbed, losses: LossLinks) -> list[tuple[str, str, bytes]]:
     """Each dropper's verdict log of this run (index, verdict, state, len), as .npy bytes."""
     import io
 
     import numpy as np
 
     logs = []
-    for link, direction, _stream in runner.streams():
-        log = runner.testbed.verdict_log(link, direction)
+    for link, direction, _stream in losses.streams():
+        log = testbed.verdict_log(link, direction)
         if log is None:
             continue
         buffer = io.BytesIO()

@@ -22,9 +22,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fecbench.errors import UserError
+
+if TYPE_CHECKING:
+    from fecbench.runners.experiment.capture import CapturePolicy, Keeper
+    from fecbench.runners.run.testbed import Testbed
 
 FOLDER = "pcap"
 #: Below this much left of the campaign's max_mb, a run starts no capture (nothing it wrote could be kept).
@@ -32,7 +36,7 @@ MIN_BUDGET_KB = 64
 SECRETS = "tls-secrets.keylog"
 
 
-def require_tools(policy: Any) -> None:
+def require_tools(policy: CapturePolicy) -> None:
     """A campaign whose runs may keep captures needs tcpdump and editcap (Debian packages tcpdump, tshark)."""
     if policy.pcap.off:
         return
@@ -47,7 +51,7 @@ def budget_kb(max_mb: float, used_bytes: int) -> int:
     return max(0, int((max_mb * 1e6 - used_bytes) // 1000))
 
 
-def start(testbed: Any, keeper: Any, key: str, run_dir: Path) -> list[str]:
+def start(testbed: Testbed, keeper: Keeper, key: str, run_dir: Path) -> list[str]:
     """Start the run's captures when the campaign may keep them (before its endpoints); notes on what did not."""
     if not keeper.wants("pcap", key):
         return []

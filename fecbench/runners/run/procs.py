@@ -18,9 +18,14 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fecbench import cleanup, marks
+
+if TYPE_CHECKING:
+    from mininet.node import Node
+
+    from fecbench.cgroups import EndpointGroup
 
 TAIL_BYTES = 4000
 
@@ -103,8 +108,8 @@ class Process:
             os.killpg(self.pid, sig)
 
 
-def start(name: str, argv: list[str], log_dir: Path, host: Any = None, env: dict[str, str] | None = None,
-          cwd: Path | None = None, group: Any = None) -> Process:
+def start(name: str, argv: list[str], log_dir: Path, host: Node | None = None, env: dict[str, str] | None = None,
+          cwd: Path | None = None, group: EndpointGroup | None = None) -> Process:
     """Start `argv` in `host` (a Mininet node) or locally, its own process group, output to log files;
     `group`: the endpoint cgroup to start it in instead of the host's own (fecbench.cgroups)."""
     log_dir.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,9 @@ import datetime as dt
 import json
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from fecbench import __version__, run_records
 from fecbench import db as dbmod
@@ -22,6 +23,8 @@ from fecbench.runners.experiment.design import Design
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.outcome import Outcome
+
+T = TypeVar("T")
 
 MIN_FREE_BYTES = 50 * 10**6
 
@@ -100,7 +103,7 @@ class Recorder:
         """A finished run about to run again: its outcome copied aside (earlier_outcomes)."""
         _write(run_records.keep_earlier_outcome, self.conn, run.key, why_again)
 
-    def session(self, **fields: Any) -> None:
+    def session(self, **fields: float | int | str | None) -> None:
         """This campaign process's wall time, networks and runs (runners.experiment.estimate learns from them)."""
         _write(run_records.insert_session, self.conn, campaign_id=self.campaign_id,
                runner=run_records.runner_name(), **fields)
@@ -142,7 +145,7 @@ def _open_campaign(conn: sqlite3.Connection, prepared: Prepared, link_backend: s
     return campaign_id
 
 
-def _write(function: Any, *args: Any, **kwargs: Any) -> Any:
+def _write(function: Callable[..., T], *args: object, **kwargs: object) -> T:
     """A database write; failing to record stops the campaign with a clear error."""
     try:
         return function(*args, **kwargs)

@@ -10,18 +10,22 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fecbench import endpoint_timing
 from fecbench.runners.experiment.prepare import Prepared, path_of
 from fecbench.runners.experiment.runs import Run, grace_s
 from fecbench.runners.run import link_records, pcap, xquic_qlog
-from fecbench.runners.run.competing import wait_foreground
+from fecbench.runners.run.competing import CompetingFlows, wait_foreground
+from fecbench.runners.run.link_records import LossLinks
 from fecbench.runners.run.outcome import Outcome
 from fecbench.runners.run.procs import wait_ready
 from fecbench.runners.run.run_metrics import MetricsError, collect_metrics, expected_bytes, partial_metrics
 from fecbench.runners.run.testbed import RunProcess, Testbed
 from fecbench.status import Status
+
+if TYPE_CHECKING:
+    from fecbench.dropper import LossModel
 
 # The contract's exit status of a client that gave up at its time limit ({timeout_s}), as timeout(1).
 EXIT_TIMEOUT = 124
@@ -63,27 +67,20 @@ class Runner:
             log_root.name.removesuffix(".logs") + ".artifacts"), [r.key for r in prepared.runs], self.design.seed)
         self.fidelity_cache: dict[int, list[dict[str, Any]]] = {}
         self.binaries = {e.label: e.descriptor.require_binaries() for e in self.design.impls}
-        self.loss_links = (self.design.loss.links if self.design.loss.links is not None
-                           else prepared.topology.lossy_links())
+        links = self.design.loss.links if self.design.loss.links is not None else prepared.topology.lossy_links()
+        self.losses = LossLinks(self.design.loss, links, {link: path_of(prepared.topology, link) for link in links})
         self.processes: list[RunProcess] = []
-        self.competing: Any = None
+        self.competing: CompetingFlows | None = None
         self.pcap_notes: list[str] = []   # the run's captures: what did not start or stopped early (runners.run.pcap)
         self.clock = PhaseClock()
-        self.link_paths = {link: path_of(prepared.topology, link) for link in self.loss_links}
         if self.design.verdict_log and self.design.loss.model != "none":
             self.testbed.enable_verdict_logs([(link, direction) for link, direction, _ in self.streams()])
 
-    # Each (link, direction) gets its own dropper stream, so the patterns of links are independent
-    # but all fixed by the run's loss seed.
     def streams(self) -> list[tuple[str, str, int]]:
-        out = []
-        for i, link in enumerate(self.loss_links):
-            for direction in self.design.loss.directions:
-                out.append((link, direction, 2 * i + (0 if direction == "forward" else 1)))
-        return out
+        return self.losses.streams()
 
-    def loss_model(self, values: dict[str, Any], link: str) -> Any:
-        return self.design.loss.model_at(values, self.link_paths[link])
+    def loss_model(self, values: dict[str, Any], link: str) -> LossModel:
+        return self.losses.model_at(values, link)
 
     def configure(self, run: Run) -> list[dict[str, Any]]:
         """Shape the links for this run's point, check fidelity, then re-seed every dropper with the run's
@@ -117,7 +114,7 @@ class Runner:
         from fecbench.dropper import LossModel
 
         streams = {(link, direction): stream for link, direction, stream in self.streams()}
-        every = [(link, direction) for link in self.loss_links for direction in ("forward", "reverse")]
+        every = [(link, direction) for link in self.losses.links for direction in ("forward", "reverse")]
         for link, direction in every if counting else streams:
             lossy = values is not None and (link, direction) in streams and self.design.loss.model != "none"
             model = self.loss_model(values, link) if lossy else LossModel.none()
@@ -243,7 +240,7 @@ class Runner:
         if self.design.verdict_log:
             outcome.verdict_logs = self.verdict_logs()
         if link_events:
-            link_records.count_outage_drops(self, run, outcome)
+            link_records.count_outage_drops(self.losses, run, outcome)
         if code is None or code == EXIT_TIMEOUT:
             # Its own time limit or the harness's: `timeout`, with what arrived until then if it says so.
             outcome.status = Status.TIMEOUT
@@ -371,10 +368,10 @@ class Runner:
         return None
 
     def link_stats(self, run: Run) -> list[dict[str, Any]]:
-        return link_records.link_stats(self, run)
+        return link_records.link_stats(self.testbed, self.losses, run)
 
     def verdict_logs(self) -> list[tuple[str, str, bytes]]:
-        return link_records.verdict_logs(self)
+        return link_records.verdict_logs(self.testbed, self.losses)
 
     def stop_all(self) -> None:
         for process in list(self.processes):
@@ -418,7 +415,7 @@ def run_one(runner: Runner, run: Run) -> tuple[Outcome, bool]:
 
 def _mismatch(row: dict[str, Any]) -> str:
     """What a failed fidelity row measured against what was configured: RTT, and the rate if probed."""
-    def ms(value: Any) -> str:
+    def ms(value: float | None) -> str:
         return "none" if value is None else f"{value:.3f}"
 
     text = (f"path {row['path']}: RTT {ms(row.get('rtt_measured_ms'))} ms measured, "

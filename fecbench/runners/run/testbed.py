@@ -12,10 +12,20 @@ from __future__ import annotations
 import socket
 import time
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from fecbench import endpoint_timing
 from fecbench.runners.run import procs
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from fecbench.cgroups import EndpointGroup
+    from fecbench.dropper import LossModel
+    from fecbench.schedlat import Slot
+    from fecbench.topologies.pcap import Captures
+    from fecbench.topologies.schedule import Schedule
+    from fecbench.topologies.schedule_apply import ScheduleApplier
 
 Role = Literal["server", "client"]
 
@@ -58,21 +68,22 @@ class Testbed(Protocol):
     def server_addresses(self) -> list[str]: ...
     def configure(self, values: dict[str, Any]) -> None: ...
     def fidelity(self, rate_probe: bool) -> list[dict[str, Any]]: ...
-    def set_loss(self, link: str, direction: str, model: Any, seed: int, stream: int,
+    def set_loss(self, link: str, direction: str, model: LossModel, seed: int, stream: int,
                  flow_bin_ms: int | None = None) -> None: ...
     def flow_counters(self) -> list[dict[str, Any]]: ...
     def link_stats(self) -> list[dict[str, Any]]: ...
     def clear_lateness(self) -> None: ...
     def clear_endpoint_timing(self) -> None: ...
     def endpoint_timing(self) -> dict[str, Any]: ...
-    def open_flow_group(self, flow: str) -> Any: ...
-    def flow_timing(self, group: Any) -> dict[str, Any]: ...
+    def open_flow_group(self, flow: str) -> EndpointGroup | None: ...
+    def flow_timing(self, group: EndpointGroup | None) -> dict[str, Any]: ...
     def close_flow_groups(self) -> None: ...
     def enable_verdict_logs(self, streams: list[tuple[str, str]]) -> None: ...
-    def verdict_log(self, link: str, direction: str) -> Any: ...
+    def verdict_log(self, link: str, direction: str) -> np.ndarray | None: ...
     def start_process(self, role: Role, name: str, argv: list[str], log_dir: Path,
-                      env: dict[str, str] | None = None, cwd: Path | None = None, group: Any = None) -> RunProcess: ...
-    def apply_schedule(self, schedule: Any, seed: int, horizon_s: float) -> ScheduleRun | None: ...
+                      env: dict[str, str] | None = None, cwd: Path | None = None,
+                      group: EndpointGroup | None = None) -> RunProcess: ...
+    def apply_schedule(self, schedule: Schedule | None, seed: int, horizon_s: float) -> ScheduleRun | None: ...
     def start_captures(self, folder: Path, snaplen: int, budget_kb: int, comment: str = "") -> list[str]: ...
     def stop_captures(self) -> list[str]: ...
     def stop(self) -> None: ...
@@ -89,11 +100,12 @@ class MininetTestbed:
         self.backend = str(self.net.backend)
         self.prefix = self.net.base
         self.hostname = socket.gethostname()
-        self.endpoint_slot: Any = None
+        self.endpoint_slot: Slot | None = None
         self.endpoint_error = self.net.endpoint_error
-        self.flow_groups: list[tuple[Any, Any]] = []   # (cgroup, tracer slot) of the run's competing flows
+        # (cgroup, tracer slot) of the run's competing flows
+        self.flow_groups: list[tuple[EndpointGroup, Slot | None]] = []
         self.window: tuple[int, int | None, int | None] = (time.monotonic_ns(), None, None)
-        self.captures: Any = None     # the run's packet captures (fecbench.topologies.pcap.Captures)
+        self.captures: Captures | None = None     # the run's packet captures
         if self.net.endpoints is not None:
             self._track_endpoints()
 
@@ -134,7 +146,7 @@ class MininetTestbed:
     def fidelity(self, rate_probe: bool) -> list[dict[str, Any]]:
         return [dict(row) for row in self.net.fidelity(rate_probe=rate_probe)]
 
-    def set_loss(self, link: str, direction: str, model: Any, seed: int, stream: int,
+    def set_loss(self, link: str, direction: str, model: LossModel, seed: int, stream: int,
                  flow_bin_ms: int | None = None) -> None:
         self.net.set_loss(link, direction, model, seed=seed, stream=stream, flow_bin_ms=flow_bin_ms)
 
@@ -182,13 +194,13 @@ class MininetTestbed:
             if old is not None and not getattr(old, "log", False):
                 self.net.attach_dropper(link, direction, log=True)
 
-    def verdict_log(self, link: str, direction: str) -> Any:
+    def verdict_log(self, link: str, direction: str) -> np.ndarray | None:
         dropper = self.net.droppers.get((link, direction))
         if dropper is None or not getattr(dropper, "log", False):
             return None
         return dropper.verdict_log()
 
-    def open_flow_group(self, flow: str) -> Any:
+    def open_flow_group(self, flow: str) -> EndpointGroup | None:
         """A cgroup inside the network's endpoint group for a competing flow's processes, with a tracer slot
         of its own (None where endpoint timing is unavailable: the flow then runs in the network's group)."""
         if self.net.endpoints is None:
@@ -223,11 +235,12 @@ class MininetTestbed:
         self.flow_groups.clear()
 
     def start_process(self, role: Role, name: str, argv: list[str], log_dir: Path,
-                      env: dict[str, str] | None = None, cwd: Path | None = None, group: Any = None) -> procs.Process:
+                      env: dict[str, str] | None = None, cwd: Path | None = None,
+                      group: EndpointGroup | None = None) -> procs.Process:
         host = self.net.server if role == "server" else self.net.client
         return procs.start(name, argv, log_dir, host=host, env=env, cwd=cwd, group=group)
 
-    def apply_schedule(self, schedule: Any, seed: int, horizon_s: float) -> Any:
+    def apply_schedule(self, schedule: Schedule | None, seed: int, horizon_s: float) -> ScheduleApplier | None:
         """Start the design's link schedule (None: the design has none); its clock starts now."""
         from fecbench.topologies.schedule_apply import ScheduleApplier
 

@@ -252,3 +252,14 @@ def test_runners_sub_packages_import_only_those_before_them() -> None:
             if target.startswith(prefix) and RUNNERS_ORDER.index(target.removeprefix(prefix).split(".")[0]) > mine:
                 bad.append(f"{module} imports {target}")
     assert not bad, "\n".join(bad)
+
+
+ANY_ANNOTATION = re.compile(r"(?::\s*Any\b|->\s*Any\b)")
+
+
+def test_runners_name_their_types() -> None:
+    """Project types, not Any, for what runners/ hands around (`dict[str, Any]` for JSON stays): a
+    dependency hidden behind Any is one the layering checks cannot see (issue 36 allows at most 10)."""
+    found = [f"{path.relative_to(REPO_ROOT)}:{n}" for path in sorted((PACKAGE / "runners").rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if ANY_ANNOTATION.search(line)]
+    assert len(found) <= 10, "Any as a parameter, attribute or return type in runners/:\n" + "\n".join(found)

@@ -393,7 +393,7 @@ def _print_bench(figures: dict[str, Any]) -> None:
             "no N kept both bounds"))
 
 
-def _calibrate_jobs(prepared: Any, link_backend: str | None, pilot_runs: int) -> dict[str, Any]:
+def _calibrate_jobs(prepared: Prepared, link_backend: str | None, pilot_runs: int) -> dict[str, Any]:
     from fecbench.runners.executors.calibrate import calibrate
 
     def report(row: dict[str, Any]) -> None:

@@ -43,6 +43,7 @@ from fecbench.runners.executors.engine import sample_runs
 from fecbench.runners.executors.serial import TestbedFactory
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
+from fecbench.runners.run.outcome import Outcome
 from fecbench.runners.run.runner import Runner, run_one
 from fecbench.runners.run.testbed import MininetTestbed, Testbed
 
@@ -70,7 +71,7 @@ def pilot_of(prepared: Prepared, k: int) -> tuple[list[Run], list[Run]]:
     return pilot, fillers
 
 
-def _result(run: Run, outcome: Any, metric: str) -> dict[str, Any]:
+def _result(run: Run, outcome: Outcome, metric: str) -> dict[str, Any]:
     """What the calibration keeps of a pilot run: status, metric, and the worst p99 of its endpoints and
     delay elements with whether each kept its bound."""
     ends = outcome.endpoints or {}

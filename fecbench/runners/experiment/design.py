@@ -62,6 +62,7 @@ from fecbench.runners.experiment.flows import Flows, parse_flows
 from fecbench.specs import DEFAULT_TIMEOUT_S, Section, load_toml, parse_size, spec_hash
 
 if TYPE_CHECKING:
+    from fecbench.dropper import LossModel
     from fecbench.topologies.schedule import Schedule
 
 LOSS_MODELS = ("none", "uniform", "gilbert-elliott", "trace")
@@ -97,7 +98,7 @@ class LossSpec:
         return {name: float(point[refs[name]]) if name in refs else float(value)
                 for name, value in self.params.items()}
 
-    def model_at(self, point: dict[str, Any], path: int | None = None) -> Any:
+    def model_at(self, point: dict[str, Any], path: int | None = None) -> LossModel:
         """The dropper's loss model (fecbench.dropper.LossModel) at a point's values, on a link of `path`."""
         from fecbench.dropper import LossModel
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from fecbench.errors import SpecError
 from fecbench.runners.experiment.descriptor import Descriptor, find_descriptor
@@ -55,6 +55,13 @@ NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 BULK_SIZE = 10**9                       # a bulk flow's download: more than any run carries
 _RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(bit|kbit|Mbit|Gbit)/s\s*$")
 _RATE_UNITS = {"bit": 1, "kbit": 10**3, "Mbit": 10**6, "Gbit": 10**9}
+
+
+class DesignLimits(Protocol):
+    """What the flows' checks read of the design (runners.experiment.design.Design, which imports this module)."""
+    path: Path
+    timeout_s: float
+    port: int
 
 
 @dataclass
@@ -142,7 +149,7 @@ class Flows:
                 "flows": [{k: v for k, v in vars(s).items() if k not in ("descriptor", "key")} for s in self.specs]}
 
 
-def _value(value: float | int | str, values: dict[str, Any]) -> Any:
+def _value(value: float | int | str, values: dict[str, Any]) -> float | int | str:
     return values[value] if isinstance(value, str) else value
 
 
@@ -226,12 +233,12 @@ def _parse_flow(entry: Section, path: Path, where: str, impl_dirs: list[Path], s
     return spec
 
 
-def check_flows(flows: Flows, design: Any, factors: dict[str, Any], paths: int) -> None:
+def check_flows(flows: Flows, design: DesignLimits, factors: dict[str, Any], paths: int) -> None:
     """Checks needing the whole design: starts within the time limit, paths the topology has, the
     selection factor's levels, factor references. `factors`: name -> planner Factor."""
+    file, timeout_s = design.path, design.timeout_s
     if not flows:
         return
-    file = design.path
     for ref in sorted(flows.factor_refs()):
         if ref not in factors:
             raise SpecError(file, "flows", f"unknown factor {ref!r}", sorted(factors))
@@ -248,9 +255,9 @@ def check_flows(flows: Flows, design: Any, factors: dict[str, Any], paths: int) 
                                 f"[[flow]]: {', '.join(unknown)}", sorted(names))
     for spec in flows.specs:
         for low, high in [_range(spec.start_s if spec.start_s is not None else flows.start_s, factors)]:
-            if low <= -design.timeout_s or high >= design.timeout_s:
+            if low <= -timeout_s or high >= timeout_s:
                 raise SpecError(file, f"{spec.key}.start_s", f"a start from {low:g} to {high:g} s is beyond the "
-                                f"time limit timeout_s = {design.timeout_s:g} s (starts must lie within ±timeout_s)",
+                                f"time limit timeout_s = {timeout_s:g} s (starts must lie within ±timeout_s)",
                                 line=spec.line)
         if spec.path > paths:
             raise SpecError(file, f"{spec.key}.path", f"path {spec.path}: the topology has {paths} path(s)",

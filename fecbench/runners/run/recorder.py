@@ -13,7 +13,7 @@ import shutil
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fecbench import __version__, run_records
 from fecbench import db as dbmod
@@ -23,6 +23,9 @@ from fecbench.runners.experiment.design import Design
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.outcome import Outcome
+
+if TYPE_CHECKING:
+    from fecbench.planner.plan import Plan
 
 T = TypeVar("T")
 
@@ -64,7 +67,7 @@ def read_statuses(db_path: Path) -> dict[str, str]:
         conn.close()
 
 
-def _manifest(plan: Any) -> dict[str, Any]:
+def _manifest(plan: Plan) -> dict[str, Any]:
     manifest = getattr(plan, "manifest", {}) or {}
     return json.loads(json.dumps(manifest, default=str))
 

@@ -12,9 +12,14 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fecbench.db import METRIC_COLUMNS
+
+if TYPE_CHECKING:
+    from fecbench.runners.experiment.descriptor import Descriptor
+    from fecbench.runners.experiment.runs import Run
+    from fecbench.runners.run.testbed import RunProcess
 
 
 class MetricsError(Exception):
@@ -79,7 +84,8 @@ def from_patterns(patterns: list[str], text: str, scale: dict[str, float] | None
     return metrics
 
 
-def _from_source(source: str, descriptor: Any, run: Any, values: dict[str, Any], client: Any) -> dict[str, Any]:
+def _from_source(source: str, descriptor: Descriptor, run: Run, values: dict[str, Any],
+                 client: RunProcess) -> dict[str, Any]:
     if source == "json":
         return from_json(Path(values["metrics_path"]))
     if source == "regex":
@@ -111,7 +117,7 @@ def _from_source(source: str, descriptor: Any, run: Any, values: dict[str, Any],
     return metrics
 
 
-def collect_metrics(descriptor: Any, run: Any, values: dict[str, Any], client: Any) -> dict[str, Any]:
+def collect_metrics(descriptor: Descriptor, run: Run, values: dict[str, Any], client: RunProcess) -> dict[str, Any]:
     """The run's metrics, from each of the descriptor's sources in order (a later source's value of a
     metric replaces an earlier one's); raises MetricsError when they are unusable."""
     metrics: dict[str, Any] = {}
@@ -146,7 +152,7 @@ def _exchange_stats(metrics: dict[str, Any], exchanges: int) -> None:
     metrics.setdefault("exchange_p95_ms", ordered[max(1, math.ceil(0.95 * len(ordered))) - 1])
 
 
-def expected_bytes(run: Any, values: dict[str, Any]) -> int | None:
+def expected_bytes(run: Run, values: dict[str, Any]) -> int | None:
     """The application bytes a complete run delivers: the size (download, upload), exchanges ×
     (request + response) (reqresp), None (messages)."""
     if run.workload == "reqresp":
@@ -154,7 +160,7 @@ def expected_bytes(run: Any, values: dict[str, Any]) -> int | None:
     return run.size
 
 
-def partial_metrics(descriptor: Any, values: dict[str, Any]) -> dict[str, Any] | None:
+def partial_metrics(descriptor: Descriptor, values: dict[str, Any]) -> dict[str, Any] | None:
     """What a client that failed still reported in its JSON metrics file (e.g. fecq's `error` and the
     bytes that arrived), kept for the record; None when it wrote nothing usable. Never raises."""
     if "json" not in descriptor.metrics_sources:

@@ -26,6 +26,7 @@ from fecbench.status import Status
 
 if TYPE_CHECKING:
     from fecbench.dropper import LossModel
+    from fecbench.runners.experiment.descriptor import Descriptor
 
 # The contract's exit status of a client that gave up at its time limit ({timeout_s}), as timeout(1).
 EXIT_TIMEOUT = 124
@@ -318,7 +319,7 @@ class Runner:
         if note:
             outcome.error = f"{outcome.error}; {note}" if outcome.error else None
 
-    def record_flows(self, outcome: Outcome, competing: Any, run: Run, values: dict[str, Any],
+    def record_flows(self, outcome: Outcome, competing: CompetingFlows | None, run: Run, values: dict[str, Any],
                      client: RunProcess) -> None:
         """The run's flows table (the foreground's row with its status and DCT); a flow that failed fails
         the run, naming it."""
@@ -347,7 +348,7 @@ class Runner:
             return raw
         return endpoint_timing.summary(**raw, design_bound=self.design.endpoint_bound_ms)
 
-    def setup(self, descriptor: Any, values: dict[str, Any], run_dir: Path) -> str | None:
+    def setup(self, descriptor: Descriptor, values: dict[str, Any], run_dir: Path) -> str | None:
         """Run the descriptor's `[server] setup` commands (e.g. make a certificate) in the run folder,
         on the server host; None when they all succeed, else why the run failed."""
         from fecbench.runners.experiment.descriptor import render

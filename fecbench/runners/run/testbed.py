@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from fecbench.topologies.pcap import Captures
     from fecbench.topologies.schedule import Schedule
     from fecbench.topologies.schedule_apply import ScheduleApplier
+    from fecbench.topologies.spec import Topology
 
 Role = Literal["server", "client"]
 
@@ -92,7 +93,7 @@ class Testbed(Protocol):
 class MininetTestbed:
     """A fecbench.topologies.Network seen through the Testbed interface."""
 
-    def __init__(self, topology: Any, values: dict[str, Any], backend: str | None) -> None:
+    def __init__(self, topology: Topology, values: dict[str, Any], backend: str | None) -> None:
         from fecbench.topologies import Network
 
         self.net = Network(topology, values, backend=backend)
@@ -212,7 +213,7 @@ class MininetTestbed:
         self.flow_groups.append((group, slot))
         return group
 
-    def flow_timing(self, group: Any) -> dict[str, Any]:
+    def flow_timing(self, group: EndpointGroup | None) -> dict[str, Any]:
         """A competing flow's own endpoint timing since its group was opened (as `endpoint_timing`); None:
         the network's own group alone (the foreground's processes)."""
         if group is None:

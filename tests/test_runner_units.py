@@ -393,7 +393,7 @@ def test_shipped_designs_validate() -> None:
                 "networking2019-fairness": 3 * 10 * 1 * 1,
                 "xquic-smoke": 2 * 1 * 4 * 1, "xquic-multipath-smoke": 2 * 1 * 3 * 1,
                 "cross-stack": 3 * 20 * 4 * 3, "cross-stack-multipath": 4 * 10 * 5 * 2,
-                "reproduce-smoke": 4 * 3 * 2 * 2, "geo-rs": 1 * 8 * 5 * 1,
+                "reproduce-smoke": 4 * 3 * 2 * 2, "geo-rs": 1 * 8 * 6 * 1,
                 "explain-fairness": 3 * 1 * 1 * 1, "explain-rquic-wifi": 1 * 4 * 3 * 1}
     for name, count in expected.items():
         prepared = prepare(ROOT / "designs" / f"{name}.toml")

@@ -53,6 +53,12 @@ def test_single_path_trace_has_stack_and_fec_events(tmp_path: Path) -> None:
     assert srtt.iloc[0] == pytest.approx(333.0) and srtt.iloc[-1] < 50
     signalled = client.events[client.events["kind"] == "signalled"]
     assert set(signalled["trigger"]) == {"ce"}
+    # both ends on the wall clock (reference_time), so that several endpoints' traces line up
+    import time
+
+    starts = [t.events["t_abs_s"].min() for t in (server, client)]
+    assert server.events["t_abs_s"].notna().all() and abs(starts[0] - starts[1]) < 1.0
+    assert abs(starts[0] - time.time()) < 120
 
 
 def test_multipath_trace_names_paths(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
@@ -79,12 +79,18 @@ impl Logs {
     /// A new connection's log: `remote` (None: this socket's only connection), its original
     /// destination connection id if known now (else taken from the stack's first event).
     pub fn open(&self, remote: Option<SocketAddr>, odcid: Option<String>) -> Arc<ConnLog> {
+        // The wall clock at `start`: the file's reference_time, so that traces of several endpoints
+        // (a run's two ends, its competing flows) line up on one time axis.
+        let epoch_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64() * 1e3);
         let log = Arc::new(ConnLog {
             start: Instant::now(),
             multipath: self.multipath,
             file: Mutex::new(LogFile {
                 dir: self.dir.clone(),
                 vantage: self.vantage,
+                epoch_ms,
                 odcid,
                 out: None,
                 header: None,
@@ -144,6 +150,8 @@ pub struct ConnLog {
 struct LogFile {
     dir: PathBuf,
     vantage: &'static str,
+    /// Milliseconds since the Unix epoch at the connection log's `start`.
+    epoch_ms: f64,
     odcid: Option<String>,
     out: Option<BufWriter<File>>,
     /// The stack's header record, until the file is opened.
@@ -275,7 +283,12 @@ impl LogFile {
             }
         };
         let mut out = BufWriter::with_capacity(64 << 10, file);
-        let header = complete_header(self.header.take(), self.vantage, self.odcid.as_deref());
+        let header = complete_header(
+            self.header.take(),
+            self.vantage,
+            self.odcid.as_deref(),
+            self.epoch_ms,
+        );
         let mut record = vec![RS];
         let _ = serde_json::to_writer(&mut record, &header);
         record.push(b'\n');
@@ -286,9 +299,15 @@ impl LogFile {
 }
 
 /// The stack's header record with what it left out: the vantage point's type, the group id
-/// (the connection's ODCID), fecq's event namespace; a header of its own when the stack wrote
-/// none.
-fn complete_header(header: Option<Value>, vantage: &str, odcid: Option<&str>) -> Value {
+/// (the connection's ODCID), the reference time (wall clock at the log's start, ms since the
+/// epoch: qlog 0.3's `reference_time`, times relative to it), fecq's event namespace; a header
+/// of its own when the stack wrote none.
+fn complete_header(
+    header: Option<Value>,
+    vantage: &str,
+    odcid: Option<&str>,
+    epoch_ms: f64,
+) -> Value {
     let mut header = header.unwrap_or_else(|| {
         json!({"qlog_version": "0.3", "qlog_format": "JSON-SEQ",
                "trace": {"configuration": {"time_offset": 0.0}}})
@@ -310,15 +329,21 @@ fn complete_header(header: Option<Value>, vantage: &str, odcid: Option<&str>) ->
         }
         point.entry("name").or_insert_with(|| json!("fecq"));
     }
-    if let Some(odcid) = odcid {
-        if let Some(common) = trace
-            .entry("common_fields")
-            .or_insert_with(|| json!({}))
-            .as_object_mut()
-        {
+    if let Some(common) = trace
+        .entry("common_fields")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+    {
+        if let Some(odcid) = odcid {
             common.entry("group_id").or_insert_with(|| json!(odcid));
             common.entry("ODCID").or_insert_with(|| json!(odcid));
         }
+        common
+            .entry("reference_time")
+            .or_insert_with(|| json!(epoch_ms));
+        common
+            .entry("time_format")
+            .or_insert_with(|| json!("relative"));
     }
     trace.entry("title").or_insert_with(|| json!("fecq"));
     header

@@ -263,3 +263,28 @@ def test_runners_name_their_types() -> None:
     found = [f"{path.relative_to(REPO_ROOT)}:{n}" for path in sorted((PACKAGE / "runners").rglob("*.py"))
              for n, line in enumerate(path.read_text().splitlines(), 1) if ANY_ANNOTATION.search(line)]
     assert len(found) <= 10, "Any as a parameter, attribute or return type in runners/:\n" + "\n".join(found)
+
+
+WHERE_TO_ADD = ("a loss model", "a topology", "an implementation", "a workload", "a planner method", "a figure",
+                "a reproduction pack", "a claim statistic", "an executor")
+
+
+def test_where_to_add_names_files_that_exist() -> None:
+    """ARCHITECTURE.md's "Where to add": a bullet for each common change, and every file or folder it names
+    exists (so the guide cannot point a contributor at a file that moved)."""
+    section = _section("## Where to add")
+    bullets = re.findall(r"^- \*\*([^*]+)\*\*", section, flags=re.M)
+    assert [b for b in WHERE_TO_ADD if b not in bullets] == [], bullets
+    named = [t for t in re.findall(r"`([^`\s]+)`", section) if "/" in t]   # paths (bare names are examples)
+    assert len(named) > 10
+    missing = []
+    for token in named:
+        path = token.split("::")[0].rstrip("/")
+        candidates = [REPO_ROOT / path, PACKAGE / path, REPO_ROOT / "fecbench" / path]
+        if "*" in path or "<" in path:
+            pattern = re.sub(r"<[^>]+>", "*", path)
+            if not list(REPO_ROOT.glob(pattern)) and not list(PACKAGE.glob(pattern)):
+                missing.append(token)
+        elif not any(c.exists() for c in candidates):
+            missing.append(token)
+    assert not missing, f"ARCHITECTURE.md's 'Where to add' names what does not exist: {missing}"

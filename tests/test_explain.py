@@ -165,3 +165,19 @@ def test_representatives_of_each_label(tmp_path):
     chosen = {(r["label"], r["which"]): r["key"] for r in explain.representatives(db)}
     assert chosen == {("a", "median"): keys["a#2"], ("a", "worst"): keys["a#3"],
                       ("b", "median"): keys["b"], ("b", "worst"): keys["b#1"]}
+
+
+def test_rebuilt_after_declared_matches_packets_across_the_two_ends():
+    """A packet the receiver's FEC rebuilt (recovered, then the stack's packet_received) that the sender had
+    declared lost before, on the traces' wall clock: counted, with its lead; one declared after is not."""
+    import pandas as pd
+
+    def frame(rows):
+        return pd.DataFrame(rows, columns=["t_abs_s", "kind", "path", "packet_type", "packet_number"])
+    sender = frame([(100.000, "sent", 0.0, "1RTT", 7), (100.010, "lost", 0.0, "1RTT", 7),
+                    (100.030, "lost", 0.0, "1RTT", 9)])
+    receiver = frame([(100.015, "recovered", 0.0, None, float("nan")), (100.015, "received", 0.0, "1RTT", 7),
+                      (100.020, "received", 0.0, "1RTT", 8),
+                      (100.025, "recovered", 0.0, None, float("nan")), (100.025, "received", 0.0, "1RTT", 9)])
+    rebuilt, late, lead = timeline.rebuilt_after_declared(sender, receiver)
+    assert (rebuilt, late) == (2, 1) and lead == pytest.approx(5.0)

@@ -59,8 +59,14 @@ def describe(item: timeline.Timeline) -> str:
              f"{_number(s['sender_lost_metrics'])}, spurious: {_number(s['spurious'])}, no drop explains: "
              f"{_number(causes.get('unexplained'))})",
              f"  repairs sent: {s['repairs_sent']} in qlog (metrics: {_number(s['repairs_metrics'])}); "
-             f"sources recovered: {s['recovered']} (metrics: {_number(s['recovered_metrics'])}); "
-             f"recoveries signalled: {s['signalled']}; blocks abandoned: {s['abandoned']}",
+             + (f"at the receiver: sources rebuilt {s['recovered_receiver']} (metrics, both ends: "
+                f"{_number(s['recovered_metrics'])}), recoveries signalled {s['signalled_receiver']}, blocks "
+                f"abandoned {s['abandoned_receiver']}; rebuilt after the {item.sender} had declared them lost: "
+                f"{s['rebuilt_after_declared']} of {s['rebuilt']} (median {_number(s['rebuilt_lead_ms'], ' ms')} "
+                "earlier: a retransmission and a congestion response for a packet that arrived)"
+                if "recovered_receiver" in s else
+                f"sources recovered: {s['recovered']} (metrics: {_number(s['recovered_metrics'])}); "
+                f"recoveries signalled: {s['signalled']}; blocks abandoned: {s['abandoned']}"),
              f"  packets sent ({item.sender}): {s['packets_sent']}; max cwnd: {_number(s['max_cwnd'], ' kB', 1e-3)}; "
              f"smoothed RTT min {_number(s['min_srtt_ms'], ' ms')}, median {_number(s['median_srtt_ms'], ' ms')}",
              f"  from {s['qlog']} ({s['vantage']})"]

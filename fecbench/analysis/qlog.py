@@ -42,8 +42,8 @@ STANDARD = ("quic", "transport", "recovery", "connectivity", "security", "loss")
 #: fecq's FEC events (namespace ``fecq``) → the kind they become.
 FEC_EVENTS = {"repair_sent": "repair_sent", "source_recovered": "recovered", "block_abandoned": "abandoned",
               "recovery_signalled": "signalled"}
-#: The kinds kept: metrics updates, packets sent and lost, and fecq's events.
-KINDS = ("metrics", "sent", "lost", *FEC_EVENTS.values())
+#: The kinds kept: metrics updates, packets sent, received and lost, and fecq's events.
+KINDS = ("metrics", "sent", "received", "lost", *FEC_EVENTS.values())
 COLUMNS = ["t_s", "t_abs_s", "kind", "path", "packet_number", "packet_type", "bytes", "cwnd", "bytes_in_flight",
            "srtt_ms", "min_rtt_ms", "latest_rtt_ms", "pacing_bps", "block", "symbol", "trigger"]
 _METRICS = {"congestion_window": "cwnd", "bytes_in_flight": "bytes_in_flight", "smoothed_rtt": "srtt_ms",
@@ -154,7 +154,8 @@ def _kind(name: str) -> str | None:
     if space and space not in STANDARD:
         return None
     short = short.removeprefix("recovery_")
-    return {"metrics_updated": "metrics", "packet_sent": "sent", "packet_lost": "lost"}.get(short)
+    return {"metrics_updated": "metrics", "packet_sent": "sent", "packet_received": "received",
+            "packet_lost": "lost"}.get(short)
 
 
 def _path(data: dict[str, Any], header: dict[str, Any]) -> float:

@@ -142,6 +142,38 @@ def _sender_trace(traces: list[qlog.Trace], sender: str) -> qlog.Trace | None:
     return max(mine, key=sent) if mine else None
 
 
+def _receiver_trace(traces: list[qlog.Trace], sender: str) -> qlog.Trace | None:
+    """The other end's connection with the most packets received: where FEC rebuilds what was lost."""
+    other = "client" if sender == "server" else "server"
+    theirs = [t for t in traces if t.vantage == other]
+    return max(theirs, key=lambda t: int((t.events["kind"] == "received").sum())) if theirs else None
+
+
+def rebuilt_after_declared(sender: pd.DataFrame, receiver: pd.DataFrame) -> tuple[int, int, float]:
+    """(packets the receiver's FEC rebuilt, of them those the sender had already declared lost, their median
+    lead in ms): a rebuilt packet is the packet the receiver's stack received right after a ``recovered``
+    event (same path); it matches a declared loss by path, type and number, on the traces' wall clock. A
+    loss the sender declared and FEC then rebuilt was handled twice: a retransmission and a congestion
+    response for a packet the receiver got (and, with recoveries reported as CE, a second signal)."""
+    rebuilt = []
+    pending: dict[float, float] = {}
+    for t_abs, kind, path, ptype, number in zip(receiver["t_abs_s"], receiver["kind"], receiver["path"],
+                                                receiver["packet_type"], receiver["packet_number"], strict=True):
+        if kind == "recovered":
+            pending[path] = t_abs
+        elif kind == "received" and path in pending and not math.isnan(number):
+            rebuilt.append(((path, str(ptype), int(number)), pending.pop(path)))
+    lost = sender[sender["kind"] == "lost"]
+    declared = {}
+    for t_abs, path, ptype, number in zip(lost["t_abs_s"], lost["path"], lost["packet_type"], lost["packet_number"],
+                                          strict=True):
+        if not math.isnan(number):
+            declared.setdefault((path, str(ptype), int(number)), t_abs)
+    leads = [(at - declared[key]) * 1000 for key, at in rebuilt
+             if key in declared and not math.isnan(at) and not math.isnan(declared[key]) and declared[key] <= at]
+    return len(rebuilt), len(leads), float(np.median(leads)) if leads else math.nan
+
+
 def _bin_s(span: float) -> float:
     """Time bins of a sending rate: ~80 per run, 1 ms to 1 s."""
     return float(min(1.0, max(0.001, span / 80)))
@@ -299,6 +331,14 @@ def build(db: DbLike, run: dict[str, Any]) -> Timeline:
                         notes=[*notes, *drop_notes, *(f"{trace.file.name}: {trace.skipped} events did not parse"
                                                       for trace in traces if trace.skipped)])
     timeline.summary = summarise(run, events, marks, _losses(db, key), trace)
+    receiver = _receiver_trace(traces, sender)
+    if receiver is not None:
+        # FEC rebuilds at the receiver: its counts, and the rebuilt packets the sender had declared lost.
+        theirs = receiver.events
+        timeline.summary.update({f"{kind}_receiver": int((theirs["kind"] == kind).sum())
+                                 for kind in ("recovered", "signalled", "abandoned")})
+        rebuilt, late, lead = rebuilt_after_declared(events, theirs)
+        timeline.summary.update({"rebuilt": rebuilt, "rebuilt_after_declared": late, "rebuilt_lead_ms": lead})
     if len(drops):
         timeline.summary.update(reconcile(dropped, events))
     return timeline

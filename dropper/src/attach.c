@@ -21,6 +21,7 @@
 #include <linux/rtnetlink.h>
 
 #include "commands.h"
+#include "die.h"
 #include "loader.h"
 #include "fecdrop.skel.h"
 

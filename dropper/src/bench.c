@@ -11,6 +11,7 @@
 #include <bpf/libbpf.h>
 
 #include "commands.h"
+#include "die.h"
 #include "loader.h"
 #include "verify.h"
 #include "fecdrop.skel.h"

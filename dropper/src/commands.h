@@ -18,9 +18,6 @@ struct options {
 	__u64 table_len;
 };
 
-/* Print "fecdrop: error: ..." on stderr and exit: 2 for a user error, 1 for anything else. */
-void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
-
 /* attach.c: hooks (tcx link or clsact filter) */
 void cmd_attach(struct options *o);
 void cmd_detach(struct options *o);

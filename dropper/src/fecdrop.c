@@ -31,7 +31,8 @@
  *   fecdrop.h      shared with the BPF program: configuration, counters, records, the hash
  *   fecdrop.bpf.c  the tc program (direct action), built into the skeleton build/fecdrop.skel.h
  *   empty.bpf.c    the empty tc program the benchmark compares with
- *   fecdrop.c      this command line: options, dispatch, die()             (commands.h)
+ *   fecdrop.c      this command line: options, dispatch                    (commands.h)
+ *   die.c          die(): print the error, exit 2 (user) or 1                (die.h)
  *   model.c        the loss models computed sequentially: tables, reference (model.h)
  *   loader.c       the skeleton, pinned maps, configure, reset, stats, log   (loader.h)
  *   attach.c       hooks: tcx link or clsact filter, hooks, probe, detach
@@ -49,19 +50,8 @@
 #include <bpf/libbpf.h>
 
 #include "commands.h"
+#include "die.h"
 #include "loader.h"
-
-void die(int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "fecdrop: error: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(code);
-}
 
 static __u64 parse_u64(const char *s, const char *what)
 {

@@ -12,6 +12,7 @@
 #include <bpf/libbpf.h>
 
 #include "commands.h"
+#include "die.h"
 #include "loader.h"
 #include "model.h"
 #include "fecdrop.skel.h"

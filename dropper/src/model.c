@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "die.h"
 #include "model.h"
 
 __u64 *alloc_table(void)

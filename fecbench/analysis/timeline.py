@@ -149,6 +149,20 @@ def _receiver_trace(traces: list[qlog.Trace], sender: str) -> qlog.Trace | None:
     return max(theirs, key=lambda t: int((t.events["kind"] == "received").sum())) if theirs else None
 
 
+#: The marks of what FEC does for the data at the receiver's end.
+RECEIVER_MARKS = ("recovered", "signalled", "abandoned")
+
+
+def _receiver_marks(events: pd.DataFrame, receiver: qlog.Trace | None) -> pd.DataFrame | None:
+    """The receiver's recoveries, signals and abandoned blocks on the sender's time axis (both traces on
+    the wall clock), or None where they cannot be placed."""
+    if receiver is None or events["t_abs_s"].isna().all() or receiver.events["t_abs_s"].isna().all():
+        return None
+    origin = float((events["t_abs_s"] - events["t_s"]).median())   # the sender's t_s = 0 on the wall clock
+    theirs = receiver.events[receiver.events["kind"].isin(RECEIVER_MARKS)]
+    return pd.DataFrame({"t_s": theirs["t_abs_s"] - origin, "path": theirs["path"], "mark": theirs["kind"]})
+
+
 def rebuilt_after_declared(sender: pd.DataFrame, receiver: pd.DataFrame) -> tuple[int, int, float]:
     """(packets the receiver's FEC rebuilt, of them those the sender had already declared lost, their median
     lead in ms): a rebuilt packet is the packet the receiver's stack received right after a ``recovered``
@@ -325,13 +339,16 @@ def build(db: DbLike, run: dict[str, Any]) -> Timeline:
     span = float(events["t_s"].max()) if len(events) else 0.0
     rate = sending_rate(events, _bin_s(span))
     drops, dropped, drop_notes = dropper_marks(db, key, sender, events)
+    receiver = _receiver_trace(traces, sender)
     marks = pd.concat([drops, events[events["kind"].isin(list(MARKS))][["t_s", "path", "kind"]]
                        .rename(columns={"kind": "mark"})], ignore_index=True)
+    at_receiver = _receiver_marks(events, receiver)
+    if at_receiver is not None:   # the data's recoveries happen at the receiver, not in the sender's trace
+        marks = pd.concat([marks[~marks["mark"].isin(RECEIVER_MARKS)], at_receiver], ignore_index=True)
     timeline = Timeline(run, sender, metrics, rate, marks, _flow_series(db, key),
                         notes=[*notes, *drop_notes, *(f"{trace.file.name}: {trace.skipped} events did not parse"
                                                       for trace in traces if trace.skipped)])
     timeline.summary = summarise(run, events, marks, _losses(db, key), trace)
-    receiver = _receiver_trace(traces, sender)
     if receiver is not None:
         # FEC rebuilds at the receiver: its counts, and the rebuilt packets the sender had declared lost.
         theirs = receiver.events

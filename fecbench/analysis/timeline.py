@@ -68,6 +68,7 @@ class Timeline:
     marks: pd.DataFrame                                   # t_s, path, mark
     flows: pd.DataFrame                                   # t_s, flow, mbit_s, dropped
     summary: dict[str, Any] = field(default_factory=dict)
+    flow_windows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["t_s", "flow", "cwnd"]))
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -125,6 +126,30 @@ def qlog_files(db: DbLike, key: str, impl: str | None = None) -> list[Path]:
                      "them: `fecbench run DESIGN --capture qlog=all` (or `[capture] qlog = \"all\"` in the "
                      "design), then explain a run of that campaign")
     return files
+
+
+def flow_windows(db: DbLike, key: str, origin_abs_s: float) -> pd.DataFrame:
+    """The competing flows' senders' congestion windows (their kept qlog, ``flow-<id>-…``) on the run's time
+    axis (``origin_abs_s``: the run's sender's t_s = 0 on the wall clock): t_s, flow, cwnd."""
+    root = artifacts_dir(db)
+    folder = root / key
+    frames = []
+    for file in sorted(folder.glob("flow-*")) if folder.is_dir() and not math.isnan(origin_abs_s) else []:
+        if not qlog.is_qlog(file):
+            continue
+        try:
+            traces = qlog.read(file)
+        except (OSError, ValueError, EOFError):
+            continue
+        for trace in traces:
+            events = trace.events
+            metrics = events[(events["kind"] == "metrics") & events["cwnd"].notna()]
+            if metrics.empty or metrics["t_abs_s"].isna().all() or (events["kind"] == "sent").sum() < 100:
+                continue   # the flow's receiver (it sends only ACKs), or no wall clock to place it on
+            name = file.name.removeprefix("flow-").split(f"-{trace.vantage}-")[0]
+            frames.append(pd.DataFrame({"t_s": metrics["t_abs_s"] - origin_abs_s, "flow": name,
+                                        "cwnd": metrics["cwnd"]}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["t_s", "flow", "cwnd"])
 
 
 def has_qlog(db: DbLike, key: str) -> bool:
@@ -358,6 +383,8 @@ def build(db: DbLike, run: dict[str, Any]) -> Timeline:
         timeline.summary.update({"rebuilt": rebuilt, "rebuilt_after_declared": late, "rebuilt_lead_ms": lead})
     if len(drops):
         timeline.summary.update(reconcile(dropped, events))
+    if len(timeline.flows):
+        timeline.flow_windows = flow_windows(db, key, float((events["t_abs_s"] - events["t_s"]).median()))
     return timeline
 
 

@@ -44,6 +44,12 @@ def _window(ax, timeline: Any, path: int) -> None:
     ax.step(part["t_s"], part["cwnd"] / 1000, where="post", color="#1f77b4", label="congestion window")
     ax.step(part["t_s"], part["bytes_in_flight"] / 1000, where="post", color="#ff7f0e", linewidth=1.0,
             alpha=0.85, label="bytes in flight")
+    flows = getattr(timeline, "flow_windows", None)
+    if flows is not None and len(flows) and path == min(timeline.paths):   # competing flows' senders
+        for name, part in flows.groupby("flow"):
+            ax.step(part["t_s"], part["cwnd"] / 1000, where="post", linewidth=1.0, linestyle="--",
+                    label=f"cwnd of flow {name}")
+        ax.legend(frameon=False, fontsize=7, loc="upper right")
     ax.set_ylabel("cwnd, in flight (kB)")
     ax.set_ylim(bottom=0)
 

@@ -16,6 +16,7 @@
 //! disables pacing for windows above `u32::MAX` bytes. The sender sends at the application's rate.
 
 use std::str::FromStr;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CcAlgo {
@@ -141,6 +142,52 @@ pub struct ScaledFactory {
     /// Fraction of the window left to QUIC packets: 1 / (1 + repair ratio).
     pub scale: f64,
     pub limits: WindowLimits,
+    /// FEC with `--signal ce`: one response per congestion episode ([`CeEpisodes`]).
+    pub ce_episodes: bool,
+}
+
+/// One congestion response per drop burst under `--signal ce`. The receiver's FEC layer hands a
+/// rebuilt packet to QUIC CE-marked; the mark reaches the sender in an ACK's ECN counts about one
+/// RTT (plus the repair's delay) after the drop burst it belongs to, and the stack attributes a CE
+/// count increase to the newest packet that ACK acknowledges: its recovery period for the burst
+/// (started by a loss the burst also caused) has ended, so the same burst cut the window again, one
+/// and two RTTs later (explain-fairness.toml's traces: 9 of the background's 17 cuts). An ECN-CE event
+/// within two smoothed RTTs of the controller's last response is that burst's, and is not passed
+/// on; a loss event always is (the stack's own recovery period still applies to it).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CeEpisodes {
+    enabled: bool,
+    last_response: Option<Instant>,
+    srtt: Option<Duration>,
+    /// ECN-CE events not passed on.
+    pub suppressed: u64,
+}
+
+impl CeEpisodes {
+    pub fn new(enabled: bool) -> Self {
+        CeEpisodes {
+            enabled,
+            ..Default::default()
+        }
+    }
+
+    pub fn on_rtt(&mut self, srtt: Duration) {
+        self.srtt = Some(srtt);
+    }
+
+    /// Whether a congestion event reaches the controller.
+    pub fn admit(&mut self, now: Instant, is_ecn: bool) -> bool {
+        if self.enabled && is_ecn {
+            if let (Some(last), Some(srtt)) = (self.last_response, self.srtt) {
+                if now.saturating_duration_since(last) < 2 * srtt {
+                    self.suppressed += 1;
+                    return false;
+                }
+            }
+        }
+        self.last_response = Some(now);
+        true
+    }
 }
 
 /// The window arithmetic of fecq's controller wrapper, and what tail mode reads of it.
@@ -219,6 +266,7 @@ mod tests {
             algo,
             scale: window_scale(algo, repair, ratio),
             limits,
+            ce_episodes: false,
         })
     }
 
@@ -250,5 +298,25 @@ mod tests {
         assert_eq!(s.window_state(12_000), (5_800, 6_200, false));
         s.on_sent(20_000);
         assert_eq!(s.window_state(12_000).0, 0);
+    }
+
+    #[test]
+    fn ce_marks_of_one_drop_burst_get_one_response() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut e = CeEpisodes::new(true);
+        e.on_rtt(ms(100));
+        assert!(e.admit(t0, false)); // the burst's loss: a response
+        assert!(!e.admit(t0 + ms(150), true)); // its rebuilt packets' CE, one RTT later: the same burst
+        assert!(e.admit(t0 + ms(180), false)); // a loss always reaches the controller
+        assert!(e.admit(t0 + ms(400), true)); // CE two RTTs after the last response: a new episode
+        assert_eq!(e.suppressed, 1);
+        // off (no FEC, or --signal hide): every event passes
+        let mut off = CeEpisodes::new(false);
+        off.on_rtt(ms(100));
+        assert!(off.admit(t0, false) && off.admit(t0 + ms(1), true));
+        // no RTT sample yet: nothing to judge an episode by
+        let mut fresh = CeEpisodes::new(true);
+        assert!(fresh.admit(t0, false) && fresh.admit(t0 + ms(1), true));
     }
 }

@@ -195,6 +195,7 @@ impl Common {
             algo: self.cc,
             scale: self.window_scale(),
             limits: self.window_limits(),
+            ce_episodes: self.fec != Scheme::None && self.signal == Signal::Ce,
         }
     }
 

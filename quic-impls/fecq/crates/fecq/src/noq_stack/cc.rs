@@ -11,7 +11,7 @@ use noq::congestion::{
 };
 use noq_proto::RttEstimator;
 
-use crate::cc::{config_with_initial, CcAlgo, Scaled, ScaledFactory};
+use crate::cc::{config_with_initial, CcAlgo, CeEpisodes, Scaled, ScaledFactory};
 
 impl ControllerFactory for ScaledFactory {
     fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Controller> {
@@ -28,6 +28,7 @@ impl ControllerFactory for ScaledFactory {
         Box::new(ScaledWindow {
             inner,
             scaled: Scaled::new(&self),
+            episodes: CeEpisodes::new(self.ce_episodes),
         })
     }
 }
@@ -36,6 +37,7 @@ impl ControllerFactory for ScaledFactory {
 pub struct ScaledWindow {
     inner: Box<dyn Controller>,
     scaled: Scaled,
+    episodes: CeEpisodes,
 }
 
 impl Controller for ScaledWindow {
@@ -57,6 +59,7 @@ impl Controller for ScaledWindow {
         app_limited: bool,
         rtt: &RttEstimator,
     ) {
+        self.episodes.on_rtt(rtt.get());
         self.inner.on_ack(now, sent, bytes, pn, app_limited, rtt)
     }
     fn on_end_acks(
@@ -78,6 +81,9 @@ impl Controller for ScaledWindow {
         lost_bytes: u64,
         largest_lost_pn: u64,
     ) {
+        if !self.episodes.admit(now, is_ecn) {
+            return;
+        }
         self.inner.on_congestion_event(
             now,
             sent,
@@ -115,6 +121,7 @@ impl Controller for ScaledWindow {
         Box::new(ScaledWindow {
             inner: self.inner.clone_box(),
             scaled: self.scaled,
+            episodes: self.episodes,
         })
     }
     fn initial_window(&self) -> u64 {

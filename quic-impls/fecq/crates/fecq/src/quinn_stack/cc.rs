@@ -11,7 +11,7 @@ use quinn::congestion::{
 };
 use quinn_proto::RttEstimator;
 
-use crate::cc::{config_with_initial, CcAlgo, Scaled, ScaledFactory};
+use crate::cc::{config_with_initial, CcAlgo, CeEpisodes, Scaled, ScaledFactory};
 use crate::layer::TailBudget;
 
 impl ControllerFactory for ScaledFactory {
@@ -28,6 +28,7 @@ impl ControllerFactory for ScaledFactory {
         Box::new(ScaledWindow {
             inner,
             scaled: Scaled::new(&self),
+            episodes: CeEpisodes::new(self.ce_episodes),
         })
     }
 }
@@ -35,6 +36,7 @@ impl ControllerFactory for ScaledFactory {
 pub struct ScaledWindow {
     inner: Box<dyn Controller>,
     scaled: Scaled,
+    episodes: CeEpisodes,
 }
 
 impl Controller for ScaledWindow {
@@ -50,6 +52,7 @@ impl Controller for ScaledWindow {
         app_limited: bool,
         rtt: &RttEstimator,
     ) {
+        self.episodes.on_rtt(rtt.get());
         self.inner.on_ack(now, sent, bytes, app_limited, rtt)
     }
     fn on_end_acks(
@@ -69,8 +72,11 @@ impl Controller for ScaledWindow {
         persistent: bool,
         lost_bytes: u64,
     ) {
-        self.inner
-            .on_congestion_event(now, sent, persistent, lost_bytes)
+        // quinn-proto reports ECN-CE as a congestion event without lost bytes (process_ecn).
+        if self.episodes.admit(now, lost_bytes == 0 && !persistent) {
+            self.inner
+                .on_congestion_event(now, sent, persistent, lost_bytes)
+        }
     }
     fn on_mtu_update(&mut self, new_mtu: u16) {
         self.inner.on_mtu_update(new_mtu)
@@ -87,6 +93,7 @@ impl Controller for ScaledWindow {
         Box::new(ScaledWindow {
             inner: self.inner.clone_box(),
             scaled: self.scaled,
+            episodes: self.episodes,
         })
     }
     fn initial_window(&self) -> u64 {
@@ -136,6 +143,7 @@ mod tests {
                 algo,
                 scale: window_scale(algo, repair, r),
                 limits: WindowLimits::default(),
+                ce_episodes: false,
             });
             let mut c = f.build(now, 1200);
             let w = c.window();
@@ -159,6 +167,7 @@ mod tests {
                 algo: CcAlgo::Cubic,
                 scale,
                 limits: WindowLimits { initial, max },
+                ce_episodes: false,
             })
             .build(now, 1200)
         };

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.analysis import qlog
+from fecbench.analysis.traces import qlog
 from tests.helpers.campaign import ROOT, fecbench, rows
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]

@@ -1,4 +1,4 @@
-"""Two stacks' FEC findings side by side (fecbench.analysis.cross_stack), on synthetic runs: twins, each stack's
+"""Two stacks' FEC findings side by side (fecbench.analysis.studies.cross_stack), on synthetic runs: twins, each stack's
 ratio FEC ÷ no FEC, the verdicts and the ratio of the two ratios."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fecbench.analysis import cross_stack, stats
+from fecbench.analysis import stats
+from fecbench.analysis.studies import cross_stack
 
 SEEDS = 12
 

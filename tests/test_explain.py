@@ -1,4 +1,4 @@
-"""`fecbench explain`: one run's timeline and numbers from its kept qlog (fecbench.analysis.timeline, explain),
+"""`fecbench explain`: one run's timeline and numbers from its kept qlog (fecbench.analysis.traces.timeline, explain),
 on results databases whose runs kept the recorded tquic qlog (tests/data/qlog) or qlog the test writes."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from fecbench.analysis import explain, timeline
+from fecbench.analysis.traces import explain, timeline
 from fecbench.errors import UserError
 from tests.helpers.qlog_db import RECORD_DTYPE, fec_qlog, make_db, tquic_files, tquic_verdicts
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fecbench.analysis import path_metrics, tables
+from fecbench.analysis import tables
+from fecbench.analysis.studies import path_metrics
 from tests.helpers.campaign import FECQ, fecbench, queue_drops, rows, two_path_design
 
 OUTAGE_S = (0.3, 1.3)

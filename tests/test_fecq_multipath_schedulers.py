@@ -2,7 +2,7 @@
 stream (30/s of 8 datagrams, ~2 Mbit/s, below either path's 10 Mbit/s) with RS(30,20) under each
 `--scheduler`, on equal paths (10 ms each way) and on paths of unequal delay (path 1 25 ms, path 2
 5 ms), once with cubic and once with `--cc none` (no window, no pacing). Checks the share of its
-datagrams the server (the sender) put on path 1 (`fecbench.analysis.path_metrics`, `share_sent`) against
+datagrams the server (the sender) put on path 1 (`fecbench.analysis.studies.path_metrics`, `share_sent`) against
 what the README documents. Queues of 3000 packets: nothing overflows (asserted).
 
 With `--cc none` nothing but the scheduler's order decides, and it shows exactly: `lowest-id` and
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.analysis import path_metrics
+from fecbench.analysis.studies import path_metrics
 from tests.helpers.campaign import FECQ, fecbench, queue_drops, rows, two_path_design
 
 SCHEDULERS = ("lowest-id", "min-rtt", "round-robin", "highrb", "backup")

@@ -1,5 +1,5 @@
 """fecq's qlog (`--qlog-dir`, quic-impls/fecq/README.md "qlog and key log") read through
-fecbench.analysis.qlog as `fecbench explain` reads it: one trace per endpoint and connection, the stack's
+fecbench.analysis.traces.qlog as `fecbench explain` reads it: one trace per endpoint and connection, the stack's
 packets and metrics and fecq's FEC events on one clock, per path on multipath. Runs `fecq loopback` (no root)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.analysis import qlog
+from fecbench.analysis.traces import qlog
 
 ROOT = Path(__file__).resolve().parent.parent
 FECQ = ROOT / "quic-impls" / "fecq" / "target" / "release" / "fecq"

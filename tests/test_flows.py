@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 from fecbench import marks
-from fecbench.analysis import flows as flowsmod
 from fecbench.analysis import stats
+from fecbench.analysis.studies import flows as flowsmod
 from fecbench.runners.experiment.prepare import prepare
 from tests.helpers.campaign import (
     FAKE_DIR,
@@ -238,3 +238,21 @@ def test_a_killed_campaign_with_flows_leaves_nothing_after_clean(tmp_path: Path)
 def _nested(paths: set[Path]) -> list[Path]:
     """The cgroups inside the given ones (a flow's cgroup is inside its network's)."""
     return [child for p in paths if p.is_dir() for child in p.iterdir() if child.is_dir()]
+
+
+@pytest.mark.require_root
+@pytest.mark.slow
+def test_explain_draws_the_competing_flows_windows(flows_db: Path, tmp_path: Path) -> None:
+    """The flows' kept qlog (flow-<id>-… in the run's artifacts folder): each fecq flow's sender's congestion
+    window on the run's time axis (iperf3 writes no qlog); the timeline figure is written."""
+    from fecbench.analysis import results
+    from fecbench.analysis.traces import explain, timeline
+
+    run = results.load(flows_db).iloc[0].to_dict()
+    built = timeline.build(flows_db, run)
+    names = set(built.flow_windows["flow"])
+    assert any(n.startswith("quic-bg") for n in names) and any(n.startswith("fec-bg") for n in names), names
+    assert not any(n.startswith("tcp") for n in names)
+    assert built.flow_windows["cwnd"].gt(0).all() and built.flow_windows["t_s"].between(-30, 60).all()
+    written = explain.explain(flows_db, str(run["key"]), tmp_path)
+    assert written.figure.read_bytes()[:4] == b"\x89PNG"

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fecbench.analysis import loss_position as lp
+from fecbench.analysis.studies import loss_position as lp
 from tests.helpers.loss_position_db import EXPECTED, make_loss_position_db, records
 
 
@@ -116,7 +116,7 @@ def test_paired_tail_compares_the_same_seeds() -> None:
 
     import pandas as pd
 
-    from fecbench.analysis.loss_position import paired_tail
+    from fecbench.analysis.studies.loss_position import paired_tail
 
     rows = []
     for rep, (base_class, base_dct, fec_class, fec_dct) in enumerate([

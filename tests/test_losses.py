@@ -1,4 +1,4 @@
-"""Losses by cause (fecbench.analysis.losses) on a database written by the real schema: the loss model's
+"""Losses by cause (fecbench.analysis.traces.losses) on a database written by the real schema: the loss model's
 drops apart from a schedule's outages, queue drops from the shaper and the delay element, the sender's
 declared and spurious losses, and what remains unexplained."""
 
@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from fecbench import db as dbmod
-from fecbench.analysis.losses import link_losses, run_losses
+from fecbench.analysis.traces.losses import link_losses, run_losses
 
 
 def _db(path: Path) -> Path:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fecbench.analysis import message_accounting
+from fecbench.analysis.studies import message_accounting
 from tests.helpers.campaign import FECQ, TOPOLOGY, fecbench, rows
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]

@@ -134,7 +134,7 @@ def test_path_metrics_flattens_each_side_of_each_path(tmp_path: Path) -> None:
     """Hand-made metrics JSON: one row per path and side, shares of each side's sends, nothing for a
     single-path run, a side that never saw a path left out."""
     from fecbench import db as dbmod
-    from fecbench.analysis import path_metrics
+    from fecbench.analysis.studies import path_metrics
     from tests.helpers.analysis_db import make_table_db
 
     db = make_table_db(tmp_path / "paths.sqlite", [(0, "mp", 1000, 0, "ok", 10.0), (0, "sp", 1000, 0, "ok", 12.0)])
@@ -167,8 +167,8 @@ def test_path_metrics_flattens_each_side_of_each_path(tmp_path: Path) -> None:
 def test_path_metrics_on_real_multipath_campaign(multipath_db: Path, tmp_path: Path) -> None:
     """fecq's multipath runs: both paths carry data, and what the client says it sent on each path
     is what the path's dropper counted in that direction (plus the close, sent after the count)."""
-    from fecbench.analysis import path_metrics
     from fecbench.analysis.export import export
+    from fecbench.analysis.studies import path_metrics
 
     frame = path_metrics.path_metrics(multipath_db)
     fecq = frame[frame["label"] == "fecq-mp-rs"]

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fecbench.analysis import multipath_study, path_metrics, report, results, tables
+from fecbench.analysis import report, results, tables
+from fecbench.analysis.studies import multipath_study, path_metrics
 from tests.helpers.campaign import FECQ, ROOT, fecbench, rows
 from tests.test_notebooks import execute, pngs, text_output
 

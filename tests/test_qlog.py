@@ -1,4 +1,4 @@
-"""fecbench.analysis.qlog on recorded qlog (tquic's JSON-SEQ, tests/data/qlog) and on the other serialisations
+"""fecbench.analysis.traces.qlog on recorded qlog (tquic's JSON-SEQ, tests/data/qlog) and on the other serialisations
 and time conventions of the qlog drafts; the timeline's arithmetic on the sender's packets."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fecbench.analysis import qlog, timeline
+from fecbench.analysis.traces import qlog, timeline
 from tests.helpers.qlog_db import fec_qlog, tquic_files, tquic_verdicts
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.analysis import qlog, tables
+from fecbench.analysis import tables
+from fecbench.analysis.traces import qlog
 from tests.helpers.campaign import ROOT, TOPOLOGY, fecbench, rows
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]

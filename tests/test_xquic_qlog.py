@@ -8,7 +8,7 @@ import json
 import math
 from pathlib import Path
 
-from fecbench.analysis import qlog
+from fecbench.analysis.traces import qlog
 from fecbench.runners.run.xquic_qlog import convert, convert_tree
 
 LOG = """\

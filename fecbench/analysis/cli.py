@@ -74,7 +74,7 @@ def explain(
     """One run's timeline from its kept qlog: congestion window, bytes in flight, smoothed RTT and sending
     rate over time, with dropper drops, declared losses, repairs and recoveries as marks (PNG), and its
     numbers (text). Needs the run's qlog: `fecbench run DESIGN --capture qlog=all`."""
-    from fecbench.analysis import explain as explain_mod
+    from fecbench.analysis.traces import explain as explain_mod
 
     written = explain_mod.explain(db, run_key, output if output is None else check_output_dir(output, "--output"),
                                   pair=pair)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from fecbench.analysis import losses, path_metrics, results
+from fecbench.analysis import results
+from fecbench.analysis.studies import path_metrics
+from fecbench.analysis.traces import losses
 from fecbench.errors import UserError
 
 FORMATS = ("csv", "parquet")

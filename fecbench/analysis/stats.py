@@ -25,7 +25,7 @@ the censored runs would have measured.
   ``numpy.random.default_rng``: the same inputs and seed give the same interval. No interval for
   fewer than 3 pairs.
 - ``bootstrap_ratio_of_ratios``: the same for two ratios of medians compared on the same seeds (e.g.
-  two stacks' FEC ÷ no FEC, ``fecbench.analysis.cross_stack``), the four values of a seed resampled together;
+  two stacks' FEC ÷ no FEC, ``fecbench.analysis.studies.cross_stack``), the four values of a seed resampled together;
   finished values only.
 """
 

@@ -5,7 +5,7 @@ every one joins on ``run_key`` = ``results.load(db).key``.
 - ``path_traffic(db)``: packets per run and client-server path counted by the droppers (multipath: how a
   scheduler spread the data); ``single_path_label(traffic)``: the label that stayed on path 1;
   ``path_asymmetry(frame)``: per-path factor ratios (bw_1/bw_2, owd_1/owd_2). What the endpoints counted
-  per path is in ``fecbench.analysis.path_metrics``;
+  per path is in ``fecbench.analysis.studies.path_metrics``;
 - ``fidelity(db)``: the emulation checks before a run; ``lateness(db)``: the delay elements' accuracy
   during it; ``endpoint_timing(db)``: how long its endpoints waited for a CPU;
 - ``link_events(db)``: the changes a link schedule applied.

@@ -21,7 +21,6 @@ per-flow table of competing-flow runs (issue #26).
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 from dataclasses import dataclass
@@ -30,8 +29,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fecbench.analysis import loss_position, ratios, results
+from fecbench.analysis import ratios, results
 from fecbench.analysis.stats import group_seed
+from fecbench.analysis.studies import flows, loss_position
 from fecbench.reproduce import anytime
 from fecbench.reproduce import sequential as sq
 from fecbench.reproduce import statistics as st
@@ -52,8 +52,7 @@ VERDICTS = ("holds", "fails", AT_THRESHOLD, "inconclusive", NOT_RUNNABLE)
 STOPPED = {"holds": "decided", "fails": "decided", AT_THRESHOLD: "at threshold", "inconclusive": "budget",
            NOT_RUNNABLE: "not runnable"}
 NO_SEQUENCE_STOP = "no sequential test"
-#: The per-flow table of issue #26 and the columns a flows claim reads from it.
-FLOWS_MODULE = "fecbench.analysis.flows"
+#: The columns a flows claim reads from the per-flow table (fecbench.analysis.studies.flows).
 FLOW_COLUMNS = ("run_key", "role", "label", "dct_ms")
 
 
@@ -274,18 +273,11 @@ def _pair_sample(claim: Claim, frame: pd.DataFrame, data: Data) -> tuple[pd.Data
 
 def _flows(claim: Claim, profile: str, data: Data, seed: int, alpha: float) -> Verdict:
     """Foreground flows' DCT with one background label ÷ with another (issue #26's per-flow table)."""
-    try:
-        module = importlib.import_module(FLOWS_MODULE)
-    except ImportError:
-        module = None
-    if module is None or not hasattr(module, "flows"):
-        return Verdict(claim, profile, NOT_RUNNABLE, None,
-                       f"needs the per-flow table ({FLOWS_MODULE}.flows, issue #26)")
-    table = module.flows(data.db)
+    table = flows.flows(data.db)
     missing = [c for c in FLOW_COLUMNS if c not in table]
     if missing:
         return Verdict(claim, profile, NOT_RUNNABLE, None,
-                       f"needs per-flow columns {', '.join(missing)} in {FLOWS_MODULE}.flows")
+                       f"needs per-flow columns {', '.join(missing)} in fecbench.analysis.studies.flows.flows")
     background = table[table["role"] != claim.params["role"]].groupby("run_key")["label"].first()
     fore = table[table["role"] == claim.params["role"]].assign(background=lambda f: f["run_key"].map(background))
     runs = data.frame.set_index("key")["status"] if not data.frame.empty else pd.Series(dtype=object)

@@ -1,4 +1,4 @@
-"""Results databases with runs that kept qlog files, for `fecbench explain` (fecbench.analysis.timeline).
+"""Results databases with runs that kept qlog files, for `fecbench explain` (fecbench.analysis.traces.timeline).
 
 Written through fecbench.db and fecbench.run_records (the real schema): one campaign, one design point, runs
 described by the test, their qlog files copied as a campaign keeps them (``<db stem>.artifacts/<run key>/``,

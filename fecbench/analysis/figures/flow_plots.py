@@ -1,4 +1,4 @@
-"""Competing flows (frames of ``fecbench.analysis.flows``): the foreground's DCT per background (the 2019
+"""Competing flows (frames of ``fecbench.analysis.studies.flows``): the foreground's DCT per background (the 2019
 paper's Fig. 9), throughput shares over time, Jain's fairness index."""
 
 from __future__ import annotations

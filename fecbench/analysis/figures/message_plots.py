@@ -1,4 +1,4 @@
-"""Where the messages of real-time runs went (a ``fecbench.analysis.message_accounting.accounting`` frame)."""
+"""Where the messages of real-time runs went (a ``fecbench.analysis.studies.message_accounting.accounting`` frame)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One run's timeline (``fecbench explain``), or a run beside its twin without FEC on the same losses.
 
-Takes ``fecbench.analysis.timeline.Timeline`` objects (their frames: ``metrics``, ``rate``, ``marks``,
+Takes ``fecbench.analysis.traces.timeline.Timeline`` objects (their frames: ``metrics``, ``rate``, ``marks``,
 ``flows``). Per path, four panels sharing the time axis: congestion window and bytes in flight (kB), sending
 rate (Mbit/s), smoothed RTT (ms), and the events as marks on rows of their own (dropper drops, declared
 losses, repairs sent, sources recovered, recovery signals, blocks abandoned); runs with competing flows get a

@@ -20,9 +20,9 @@ Figures (from :mod:`fecbench.analysis`, the same code as the notebooks):
   thesis Figs. 5.24–5.26) and what each path carried and rebuilt.
 - with FEC labels of two implementations, each with its no-FEC twin (``designs/cross-stack.toml``):
   the cross-stack table, each stack's FEC ÷ no FEC per point and size side by side, whether the stacks
-  agree, and the ratio of their ratios (``fecbench.analysis.cross_stack``);
+  agree, and the ratio of their ratios (``fecbench.analysis.studies.cross_stack``);
 - with verdict logs (``verdict_log = true``): ``loss-position.png`` and the Starlink table, median
-  and p95 DCT per loss-position class and label (``fecbench.analysis.loss_position``).
+  and p95 DCT per loss-position class and label (``fecbench.analysis.studies.loss_position``).
 - with a link schedule: a table of the changes applied per link, direction and kind, with the median
   and largest distance between applied and scheduled time (``results.link_events``).
 

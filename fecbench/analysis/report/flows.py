@@ -1,6 +1,6 @@
 """The report's competing-flows section: the foreground's DCT per background (2019 paper, Fig. 9) with
 bootstrap intervals, Jain's fairness index and the foreground's share per background, throughput shares
-over time (``fecbench.analysis.flows``)."""
+over time (``fecbench.analysis.studies.flows``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from fecbench.analysis import figures, flows
+from fecbench.analysis import figures
+from fecbench.analysis.studies import flows
 
 
 def flows_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db: Path,

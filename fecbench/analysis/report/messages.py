@@ -1,6 +1,6 @@
 """The report's real-time messages section (thesis ch. 5): re-buffering and data received per
 label (Figs. 5.7–5.19) and, on a multipath campaign, each multipath label against its single-path
-twin (``fecbench.analysis.multipath_study``; Figs. 5.24–5.26): the ratio of data received, the ratio against
+twin (``fecbench.analysis.studies.multipath_study``; Figs. 5.24–5.26): the ratio of data received, the ratio against
 the loss setting, the medians side by side and what each path carried and rebuilt."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from fecbench.analysis import message_accounting, multipath_study, path_metrics, ratios, results
+from fecbench.analysis import ratios, results
+from fecbench.analysis.studies import message_accounting, multipath_study, path_metrics
 from fecbench.paths import slug
 
 FIGURE_NOTES = {

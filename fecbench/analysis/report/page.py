@@ -13,13 +13,14 @@ from pathlib import Path
 import pandas as pd
 
 from fecbench import db as dbmod
-from fecbench.analysis import cross_stack, path_metrics, ratios, results, stats, tables
+from fecbench.analysis import ratios, results, stats, tables
 from fecbench.analysis.baselines import comparisons, recorded_impls
 from fecbench.analysis.report import accuracy as report_accuracy
 from fecbench.analysis.report import messages as report_messages
 from fecbench.analysis.report import sentences
 from fecbench.analysis.report import settings as report_settings
 from fecbench.analysis.report.flows import flows_section
+from fecbench.analysis.studies import cross_stack, path_metrics
 from fecbench.errors import UserError
 from fecbench.paths import slug
 from fecbench.status import STATUSES
@@ -233,8 +234,8 @@ def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir:
 
 def _loss_position(report: Report, db: Path, figure) -> None:
     """With verdict logs: the Starlink table (median and p95 DCT per loss-position class and label)
-    and a DCT ECDF per class (fecbench.analysis.loss_position)."""
-    from fecbench.analysis import loss_position
+    and a DCT ECDF per class (fecbench.analysis.studies.loss_position)."""
+    from fecbench.analysis.studies import loss_position
 
     classified = loss_position.classify_runs(db)
     if classified.empty or "dct_ms" not in classified or not classified["dct_ms"].notna().any():

@@ -9,7 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from fecbench.analysis import applied, losses
+from fecbench.analysis import applied
+from fecbench.analysis.traces import losses
 
 
 def settings_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db: Path) -> None:
@@ -58,7 +59,7 @@ def timelines_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db
                       step: Any = None) -> None:
     """Each label's median and worst run that kept its qlog (``explain.representatives``): their timelines
     (``fecbench explain``) beside the report, listed with links."""
-    from fecbench.analysis import explain
+    from fecbench.analysis.traces import explain
     from fecbench.errors import UserError
 
     rows = []

@@ -1,7 +1,7 @@
 """One run's timeline (``fecbench explain``): what its data sender's stack did over time, and why.
 
 From the run's kept qlog files (``<db stem>.artifacts/<run key>/``, listed in the ``artifacts`` table or,
-without it, found in that folder; ``fecbench.analysis.qlog`` reads them) and what the database recorded:
+without it, found in that folder; ``fecbench.analysis.traces.qlog`` reads them) and what the database recorded:
 
 - ``find_run(db, key)``: the run (a unique prefix of its key will do);
 - ``qlog_files(db, key)``: its qlog files; ``NoQlog`` (exit 2, saying how to keep them) when there are none;
@@ -39,8 +39,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fecbench.analysis import cross_stack, flows, loss_position, losses, qlog, results
+from fecbench.analysis import results
 from fecbench.analysis.results import DbLike
+from fecbench.analysis.studies import cross_stack, flows, loss_position
+from fecbench.analysis.traces import losses, qlog
 from fecbench.errors import UserError
 
 #: Marks on a timeline, in the order of its legend: qlog kind (or "drop") → name.

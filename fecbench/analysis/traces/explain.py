@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fecbench.analysis import timeline
 from fecbench.analysis.figures import run_timeline, save
+from fecbench.analysis.traces import timeline
 from fecbench.errors import UserError
 
 

@@ -1,5 +1,5 @@
 """The report's sections on what ran and why packets went missing: the settings every run got as
-recorded with it (``fecbench.analysis.applied``) and losses by cause per label (``analysis.losses``)."""
+recorded with it (``fecbench.analysis.applied``) and losses by cause per label (``analysis.traces.losses``)."""
 
 from __future__ import annotations
 

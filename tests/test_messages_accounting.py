@@ -103,17 +103,20 @@ def test_trace_losses_are_the_corrupted_and_lost_messages(tmp_path: Path) -> Non
     assert base["messages_lost"] == base["messages_corrupted"] == base["msg_packets_missing"] == 0
     data = data_indices(log)
     assert len(data) == 90 * 8  # without FEC, one data-sized packet per message packet
-    # Message 30 loses parts 2, 3, 4; message 60 all 8 (and its neighbours a part each side).
+    # Message 30 loses parts 2, 3, 4; message 60 all 8, and its neighbours up to 6 parts each side: the
+    # trace drops by packet index, and in the second run a packet or more of another kind (an ACK, a PING
+    # sent at another moment; more of them on a loaded machine) can come before message 60, so the
+    # margin must hold the shift (2 each side lost message 60's first or last part under load).
     chosen = [int(data[30 * 8 + part]) for part in (2, 3, 4)]
-    chosen += [int(i) for i in data[60 * 8 - 2: 61 * 8 + 2]]
+    chosen += [int(i) for i in data[60 * 8 - 6: 61 * 8 + 6]]
     m, log = run(tmp_path, "trace", chosen, packets=8, args=args)
     closes(m)
 
     # What the verdicts say was lost, message by message (data packets in sending order). The trace
     # drops exactly the packets it lists; which message packets those are in this run can differ by
     # a packet or two from the first run (an acknowledgement sent at another moment): the two
-    # neighbours of message 60 share its margin of 4 drops in a way that varies (seen: 2 + 2 and
-    # 4 + 0), so the expectations below come from this run's verdicts, not from the first run's.
+    # neighbours of message 60 share its margin of 12 drops in a way that varies, so the expectations
+    # below come from this run's verdicts, not from the first run's.
     assert int(log["verdict"].astype(bool).sum()) == len(chosen)
     data = data_indices(log)
     assert len(data) == 90 * 8

@@ -6,11 +6,11 @@ implementation's arguments and argv. Campaigns recorded before schema version 7 
 from __future__ import annotations
 
 import json
-from contextlib import closing
 
 import pandas as pd
 
-from fecbench.analysis.results import DbLike, connect
+from fecbench.analysis import results
+from fecbench.analysis.results import DbLike
 
 LINK_COLUMNS = ["point", "link", "direction", "rate_mbit", "owd_ms", "queue_packets"]
 LOSS_COLUMNS = ["point", "link", "model", "params", "long_run_loss", "mean_burst", "directions"]
@@ -18,12 +18,10 @@ IMPL_COLUMNS = ["label", "impl", "args", "server argv", "client argv"]
 
 
 def _applied(db: DbLike) -> list[tuple[str, dict]]:
-    with closing(connect(db)) as con:
-        columns = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
-        if "applied_json" not in columns:
-            return []
-        rows = con.execute("SELECT label, applied_json FROM runs WHERE applied_json IS NOT NULL "
-                           "ORDER BY point, label, size, repetition").fetchall()
+    if "applied_json" not in results.table_columns(db, "runs"):   # schema version 7 on
+        return []
+    rows = results.rows(db, "runs", ["label", "applied_json"], not_null=["applied_json"],
+                        order_by=["point", "label", "size", "repetition"])
     return [(label, json.loads(text)) for label, text in rows]
 
 

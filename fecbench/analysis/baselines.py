@@ -14,21 +14,21 @@ arguments were: arguments whose name holds "fec".
 from __future__ import annotations
 
 import json
-from contextlib import closing
 from typing import Any
 
 from fecbench import db as dbmod
-from fecbench.analysis.results import DbLike, connect
+from fecbench.analysis import results
+from fecbench.analysis.results import DbLike
 
 
 def recorded_impls(db: DbLike) -> dict[str, dict[str, Any]]:
     """label -> {name, args, fec_args?, baseline?}: each label's implementation and arguments as its runs
     recorded them, with what the campaigns' settings add (the newest campaign wins)."""
-    with closing(connect(db)) as con:
-        columns = {r[1] for r in con.execute("PRAGMA table_info(campaigns)")}
-        settings = "settings_json" if "settings_json" in columns else "NULL"
-        rows = con.execute(f"SELECT {settings}, design_text FROM campaigns ORDER BY id").fetchall()
-        runs = con.execute("SELECT label, impl, impl_args FROM runs GROUP BY label ORDER BY label").fetchall()
+    settings = "settings_json" in results.table_columns(db, "campaigns")
+    rows = [(row[0], row[1]) if settings else (None, row[0]) for row in results.rows(
+        db, "campaigns", ["settings_json", "design_text"] if settings else ["design_text"], order_by=["id"])]
+    runs = list({label: (label, impl, args) for label, impl, args in results.rows(
+        db, "runs", ["label", "impl", "impl_args"], order_by=["label"])}.values())
     impls: dict[str, dict[str, Any]] = {label: {"name": impl, "args": json.loads(args or "{}")}
                                         for label, impl, args in runs}
     for settings_json, design_text in rows:

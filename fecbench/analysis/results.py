@@ -66,6 +66,69 @@ def _columns(con: sqlite3.Connection, table: str) -> list[str]:
     return [row[1] for row in con.execute(f"PRAGMA table_info({table})")]
 
 
+# --- the one reader of a results database's tables (every other analysis module reads through these) ---
+
+def table_names(db: DbLike) -> set[str]:
+    """The tables the database has (older schema versions lack some)."""
+    with closing(connect(db)) as con:
+        return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def table_columns(db: DbLike, name: str) -> list[str]:
+    """A table's columns ([] when it does not exist)."""
+    with closing(connect(db)) as con:
+        return _columns(con, _identifier(con, name))
+
+
+def _identifier(con: sqlite3.Connection, name: str, table: str | None = None) -> str:
+    """``name`` if it is a table (or, with ``table``, a column of it) of this database: identifiers are
+    never taken from elsewhere into SQL text."""
+    known = _columns(con, table) if table else [r[0] for r in con.execute(
+        "SELECT name FROM sqlite_master WHERE type='table'")]
+    if name not in known:
+        raise ValueError(f"no {'column' if table else 'table'} {name!r}" + (f" in {table}" if table else ""))
+    return name
+
+
+def _select(con: sqlite3.Connection, name: str, columns: Sequence[str], where: dict[str, object] | None,
+            not_null: Sequence[str], order_by: Sequence[str]) -> tuple[str, tuple]:
+    """One table's SELECT with every identifier checked against the schema, the values as parameters."""
+    table = _identifier(con, name)
+    picked = ", ".join(_identifier(con, c, table) for c in columns)
+    tests = [f"{_identifier(con, c, table)} = ?" for c in (where or {})]
+    tests += [f"{_identifier(con, c, table)} IS NOT NULL" for c in not_null]
+    sql = f"SELECT {picked} FROM {table}" + (f" WHERE {' AND '.join(tests)}" if tests else "")
+    sql += f" ORDER BY {', '.join(_identifier(con, c, table) for c in order_by)}" if order_by else ""
+    return sql, tuple((where or {}).values())
+
+
+def rows(db: DbLike, name: str, columns: Sequence[str], *, where: dict[str, object] | None = None,
+         not_null: Sequence[str] = (), order_by: Sequence[str] = ()) -> list[tuple]:
+    """The rows of one table (tuples of ``columns``): ``where`` column = value, ``not_null`` columns not
+    NULL, in ``order_by`` order (else the table's)."""
+    with closing(connect(db)) as con:
+        sql, params = _select(con, name, columns, where, not_null, order_by)
+        return con.execute(sql, params).fetchall()
+
+
+def frame(db: DbLike, name: str, columns: Sequence[str] | None = None, *, where: dict[str, object] | None = None,
+          not_null: Sequence[str] = (), order_by: Sequence[str] = ()) -> pd.DataFrame:
+    """``rows`` as a frame, typed as pandas reads SQL (every column when ``columns`` is None)."""
+    with closing(connect(db)) as con:
+        sql, params = _select(con, name, columns if columns is not None else _columns(con, name), where,
+                              not_null, order_by)
+        return pd.read_sql_query(sql, con, params=params)
+
+
+def run_metrics_json(db: DbLike, exclude_status: Sequence[str] = ()) -> list[tuple[str, str, str | None]]:
+    """(run key, workload, its metrics JSON or None) of every run whose status is not in ``exclude_status``."""
+    with closing(connect(db)) as con:
+        marks = ", ".join("?" for _ in exclude_status)
+        return con.execute("SELECT r.key, r.workload, m.json FROM runs r LEFT JOIN metrics m ON m.run_key = r.key"
+                           + (f" WHERE r.status NOT IN ({marks})" if exclude_status else ""),
+                           tuple(exclude_status)).fetchall()
+
+
 def factors(db: DbLike) -> list[str]:
     """Names of the design factors (the columns of ``points`` besides campaign_id and point)."""
     with closing(connect(db)) as con:

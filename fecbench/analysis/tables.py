@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from contextlib import closing
 
 import pandas as pd
 
-from fecbench.analysis.results import DbLike, connect, load, query
+from fecbench.analysis import results
+from fecbench.analysis.results import DbLike, load
 from fecbench.lateness import from_delay_json
 
 
@@ -30,10 +30,9 @@ def endpoint_timing(db: DbLike) -> pd.DataFrame:
     on ``run_key``; empty for campaigns recorded before schema version 6."""
     columns = ["run_key", "wakeups", "wakeup_p50_ms", "wakeup_p99_ms", "wakeup_max_ms", "runq_share", "cpu_share",
                "pressure_share", "preemptions", "bound_ms", "ok", "error"]
-    with closing(connect(db)) as con:
-        if "endpoint_timing" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
-            return pd.DataFrame(columns=columns)
-        rows = con.execute("SELECT run_key, json FROM endpoint_timing ORDER BY run_key").fetchall()
+    if "endpoint_timing" not in results.table_names(db):
+        return pd.DataFrame(columns=columns)
+    rows = results.rows(db, "endpoint_timing", ["run_key", "json"], order_by=["run_key"])
     records = []
     for key, text in rows:
         value = json.loads(text) if text else {}
@@ -81,7 +80,7 @@ def expected_loss_rate(model: dict | str | None) -> float:
 def link_stats(db: DbLike) -> pd.DataFrame:
     """Dropper counters per run, link and direction, with ``loss_rate`` (dropped/matched packets)
     and ``expected_loss`` (the model's long-run loss rate). Joins on ``run_key`` = ``load().key``."""
-    frame = query(db, "SELECT * FROM link_stats ORDER BY run_key, link, direction")
+    frame = results.frame(db, "link_stats", order_by=["run_key", "link", "direction"])
     counted = frame["matched"].where(frame["matched"] > 0, frame["seen"])
     frame["loss_rate"] = (frame["dropped"] / counted.where(counted > 0)).astype(float)
     frame["expected_loss"] = [expected_loss_rate(m) for m in frame["model"]] if len(frame) else []
@@ -166,10 +165,9 @@ def link_events(db: DbLike) -> pd.DataFrame:
     after the client's start, ``error_ms`` = applied - scheduled). Joins on ``run_key`` = ``load().key``;
     empty for a database without schedules (or written before schema version 2)."""
     columns = ["run_key", "seq", "kind", "link", "direction", "scheduled_s", "applied_s", "took_ms", "params"]
-    with closing(connect(db)) as con:
-        if "link_events" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
-            return pd.DataFrame(columns=[*columns, "error_ms"])
-        frame = pd.read_sql_query(f"SELECT {', '.join(columns)} FROM link_events ORDER BY run_key, seq", con)
+    if "link_events" not in results.table_names(db):
+        return pd.DataFrame(columns=[*columns, "error_ms"])
+    frame = results.frame(db, "link_events", columns, order_by=["run_key", "seq"])
     frame["params"] = [json.loads(p) if p else {} for p in frame["params"]]
     frame["error_ms"] = ((frame["applied_s"] - frame["scheduled_s"]) * 1e3).astype(float)
     return frame
@@ -179,7 +177,8 @@ def lateness(db: DbLike) -> pd.DataFrame:
     """Each run's emulation accuracy per link and direction (``fecbench.lateness``): frames the delay
     element sent during the run, p50/p99/max/mean lateness (µs), the bound and ``ok``. Joins on
     ``run_key``; empty for netem runs and campaigns recorded before the delay element counted it."""
-    frame = query(db, "SELECT run_key, link, direction, delay_json FROM link_stats ORDER BY run_key, link, direction")
+    frame = results.frame(db, "link_stats", ["run_key", "link", "direction", "delay_json"],
+                          order_by=["run_key", "link", "direction"])
     rows = []
     for row in frame.itertuples(index=False):
         late = from_delay_json(row.delay_json)
@@ -191,7 +190,7 @@ def lateness(db: DbLike) -> pd.DataFrame:
 
 def fidelity(db: DbLike) -> pd.DataFrame:
     """Emulation checks per run and path: configured vs measured RTT and rate, with their ratios."""
-    frame = query(db, "SELECT * FROM fidelity ORDER BY run_key, path")
+    frame = results.frame(db, "fidelity", order_by=["run_key", "path"])
     frame["ok"] = frame["ok"].astype("boolean")
     frame["rtt_ratio"] = (frame["rtt_measured_ms"] / frame["rtt_configured_ms"].where(
         frame["rtt_configured_ms"] > 0)).astype(float)

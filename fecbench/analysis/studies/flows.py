@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from contextlib import closing
 
 import numpy as np
 import pandas as pd
@@ -31,9 +30,7 @@ SEED = 2609
 
 def flows(db: DbLike) -> pd.DataFrame:
     """The flows table joined with the runs frame (empty when no run had competing flows)."""
-    with closing(results.connect(db)) as con:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        raw = pd.read_sql_query("SELECT * FROM flows", con) if "flows" in tables else pd.DataFrame()
+    raw = results.frame(db, "flows") if "flows" in results.table_names(db) else pd.DataFrame()
     if raw.empty:
         return pd.DataFrame(columns=["run_key", "flow", "role", "label", "background"])
     extra = [json.loads(text) if text else {} for text in raw.pop("json")]

@@ -32,7 +32,6 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Iterable
-from contextlib import closing
 
 import numpy as np
 import pandas as pd
@@ -95,9 +94,8 @@ def worst(classes: Iterable[str]) -> str:
 
 def verdict_logs(db: results.DbLike) -> pd.DataFrame:
     """Every stored verdict log: run_key, link, direction and ``records`` (a structured array)."""
-    with closing(results.connect(db)) as con:
-        rows = con.execute("SELECT run_key, link, direction, data FROM verdict_logs "
-                           "ORDER BY run_key, link, direction").fetchall()
+    rows = results.rows(db, "verdict_logs", ["run_key", "link", "direction", "data"],
+                        order_by=["run_key", "link", "direction"])
     return pd.DataFrame([{"run_key": key, "link": link, "direction": direction,
                           "records": np.load(io.BytesIO(data), allow_pickle=False)}
                          for key, link, direction, data in rows],

@@ -18,7 +18,6 @@ acknowledgements) when the run kept its verdict log (``verdict_log = true``).
 from __future__ import annotations
 
 import io
-from contextlib import closing
 
 import numpy as np
 import pandas as pd
@@ -43,9 +42,7 @@ def _link_drops(db: results.DbLike) -> pd.DataFrame:
     stats = tables.link_stats(db)
     stats = stats[stats["direction"] == DATA_DIRECTION]
     out = stats.groupby("run_key")["dropped"].sum().rename("link_dropped").to_frame()
-    with closing(results.connect(db)) as con:
-        rows = con.execute("SELECT run_key, data FROM verdict_logs WHERE direction = ?",
-                           (DATA_DIRECTION,)).fetchall()
+    rows = results.rows(db, "verdict_logs", ["run_key", "data"], where={"direction": DATA_DIRECTION})
     data: dict[str, int] = {}
     for run_key, blob in rows:
         records = np.load(io.BytesIO(blob), allow_pickle=False)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import closing
 
 import pandas as pd
 
@@ -54,9 +53,7 @@ def path_metrics(db: results.DbLike) -> pd.DataFrame:
     in ``results.load``), the path's addresses, the counters in ``COUNTERS``, and ``share_sent``:
     the path's part of the datagrams that side sent in the run (how the scheduler spread them).
     Empty (with those columns) when no run recorded per-path metrics."""
-    with closing(results.connect(db)) as con:
-        rows = [row for key, text in con.execute("SELECT run_key, json FROM metrics")
-                for row in _rows(key, text)]
+    rows = [row for key, text in results.rows(db, "metrics", ["run_key", "json"]) for row in _rows(key, text)]
     columns = [*PATH_COLUMNS, *COUNTERS, "share_sent"]
     # The run-wide totals of the same names (``results.load``) give way to the per-path counters.
     runs = results.load(db)

@@ -15,11 +15,11 @@ stack itself declared lost.
 from __future__ import annotations
 
 import json
-from contextlib import closing
 
 import pandas as pd
 
-from fecbench.analysis.results import DbLike, connect
+from fecbench.analysis import results
+from fecbench.analysis.results import DbLike
 
 LINK_COLUMNS = ["run_key", "link", "direction", "dropper", "outage", "queue", "seen"]
 RUN_COLUMNS = ["run_key", "dropper_forward", "dropper_reverse", "outage_forward", "outage_reverse",
@@ -37,13 +37,14 @@ def _queue_drops(delay_json: str | None, direction: str) -> int:
 
 def link_losses(db: DbLike) -> pd.DataFrame:
     """Per run, link and direction: drops by the loss model, by outages, by the queue; packets seen."""
-    with closing(connect(db)) as con:
-        columns = {r[1] for r in con.execute("PRAGMA table_info(link_stats)")}
-        outage = "outage_dropped" if "outage_dropped" in columns else "NULL"
-        rows = con.execute(f"SELECT run_key, link, direction, dropped, {outage}, seen, delay_json FROM link_stats "
-                           "ORDER BY run_key, link, direction").fetchall()
+    # outage_dropped: schema version 3 on
+    outage = ["outage_dropped"] if "outage_dropped" in results.table_columns(db, "link_stats") else []
+    rows = results.rows(db, "link_stats", ["run_key", "link", "direction", "dropped", *outage, "seen", "delay_json"],
+                        order_by=["run_key", "link", "direction"])
     records = []
-    for key, link, direction, dropped, outages, seen, delay_json in rows:
+    for row in rows:
+        key, link, direction, dropped, *rest = row
+        outages, seen, delay_json = (rest if outage else [None, *rest])
         outages = int(outages or 0)
         records.append({"run_key": key, "link": link, "direction": direction,
                         "dropper": None if dropped is None else int(dropped) - outages, "outage": outages,
@@ -59,9 +60,7 @@ def _sender(metrics: dict) -> dict:
 def run_losses(db: DbLike) -> pd.DataFrame:
     """Per run: drops by cause and direction, the sender's declared and spurious losses, FEC's recoveries."""
     links = link_losses(db)
-    with closing(connect(db)) as con:
-        rows = con.execute("SELECT r.key, r.workload, m.json FROM runs r LEFT JOIN metrics m ON m.run_key = r.key "
-                           "WHERE r.status NOT IN ('pending', 'interrupted')").fetchall()
+    rows = results.run_metrics_json(db, exclude_status=("pending", "interrupted"))
     sums = links.groupby(["run_key", "direction"])[["dropper", "outage", "queue"]].sum() if len(links) else None
     records = []
     for key, workload, text in rows:

@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 from collections.abc import Iterable
-from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,10 +77,6 @@ class Timeline:
         return sorted(int(p) for p in found) or [0]
 
 
-def _tables(con: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-
-
 def find_run(db: DbLike, key: str) -> dict[str, Any]:
     """The run whose key is ``key`` or starts with it (UserError naming the database otherwise)."""
     runs = results.load(db)
@@ -113,9 +107,8 @@ def writes_qlog(impl: str) -> bool | None:
 def qlog_files(db: DbLike, key: str, impl: str | None = None) -> list[Path]:
     """The run's qlog files: the ``artifacts`` table's rows of kind qlog, else the run's artifacts folder."""
     root = artifacts_dir(db)
-    with closing(results.connect(db)) as con:
-        listed = [r[0] for r in con.execute("SELECT path FROM artifacts WHERE run_key = ? ORDER BY path",
-                                            (key,))] if "artifacts" in _tables(con) else []
+    listed = [r[0] for r in results.rows(db, "artifacts", ["path"], where={"run_key": key}, order_by=["path"])] \
+        if "artifacts" in results.table_names(db) else []
     files = [root / p for p in listed] if listed else sorted(p for p in (root / key).rglob("*") if p.is_file())
     # the run's own connection; its competing flows' files are named flow-<id>-… (runners.experiment.capture.Keeper)
     files = [f for f in files if qlog.is_qlog(f) and f.is_file() and not f.name.startswith("flow-")]
@@ -272,7 +265,7 @@ def _packet_ids(frame: pd.DataFrame) -> list[tuple[float, str, int]]:
 
 def _link_paths(db: DbLike, key: str) -> dict[str, int]:
     """Each lossy link of the run → its path (1-based, as link_stats records it; 0 when not recorded)."""
-    stats = results.query(db, "SELECT link, model FROM link_stats WHERE run_key = ?", (key,))
+    stats = results.frame(db, "link_stats", ["link", "model"], where={"run_key": key})
     out = {}
     for link, model in zip(stats["link"], stats["model"], strict=True):
         path = _path_of(model)

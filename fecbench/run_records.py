@@ -217,3 +217,16 @@ def kept_bytes(path: Any) -> int:
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
         found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'artifacts'").fetchone()
         return int(conn.execute("SELECT coalesce(sum(bytes), 0) FROM artifacts").fetchone()[0]) if found else 0
+
+
+def extra_repetitions(conn: sqlite3.Connection, first: int) -> list[tuple[Any, ...]]:
+    """(point, repetition, size, label, key) of the runs whose repetition is ``first`` or later (the runs a
+    reproduction added beyond its design's repetitions)."""
+    return conn.execute("SELECT point, repetition, size, label, key FROM runs WHERE repetition >= ?",
+                        (first,)).fetchall()
+
+
+def ok_durations(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    """(point, repetition, size, label, duration_s) of the runs that ended ok, with a measured duration."""
+    return conn.execute("SELECT point, repetition, size, label, duration_s FROM runs "
+                        "WHERE status = 'ok' AND duration_s > 0").fetchall()

@@ -7,17 +7,21 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 # Loaded on first use: numpy/scipy/pandas take half a second to import, and `fecbench --help` (which
-# imports this package's CLI) should not pay for them.
-_EXPORTS = {"Plan": "plan", "make_plan": "plan", "Factor": "space", "Space": "space", "parse_space": "space"}
-
-__all__ = sorted(_EXPORTS)
+# imports this package's CLI) should not pay for them. Plain imports inside the function, so every check
+# of the imports sees them.
+__all__ = ["Factor", "Plan", "Space", "make_plan", "parse_space"]
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'fecbench.planner' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"fecbench.planner.{_EXPORTS[name]}"), name)
+    if name in ("Plan", "make_plan"):
+        from fecbench.planner import plan
+
+        return getattr(plan, name)
+    if name in ("Factor", "Space", "parse_space"):
+        from fecbench.planner import space
+
+        return getattr(space, name)
+    raise AttributeError(f"module 'fecbench.planner' has no attribute {name!r}")

@@ -33,6 +33,7 @@ from statistics import median
 
 import numpy as np
 
+from fecbench import run_records
 from fecbench.db import open_readonly
 from fecbench.errors import UserError
 from fecbench.paths import RESULTS_DIR
@@ -80,8 +81,7 @@ def measured_durations(campaign: Campaign, dbs: list[Path]) -> None:
         except UserError:  # absent, or not a results database: no measurements from it
             continue
         try:
-            rows = con.execute("SELECT point, repetition, size, label, duration_s FROM runs "
-                               "WHERE status = 'ok' AND duration_s > 0").fetchall()
+            rows = run_records.ok_durations(con)
         finally:
             con.close()
         for point, rep, size, label, seconds in rows:

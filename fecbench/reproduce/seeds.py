@@ -14,6 +14,7 @@ are not in the design); ``fecbench reproduce`` finds them again (``recorded``) a
 
 from __future__ import annotations
 
+from fecbench import run_records
 from fecbench.db import open_readonly
 from fecbench.errors import UserError
 from fecbench.reproduce.plan import Campaign
@@ -60,8 +61,7 @@ def recorded(campaign: Campaign) -> int:
     except UserError:
         return 0
     try:
-        rows = con.execute("SELECT point, repetition, size, label, key FROM runs WHERE repetition >= ?",
-                           (design_repetitions(campaign),)).fetchall()
+        rows = run_records.extra_repetitions(con, design_repetitions(campaign))
     finally:
         con.close()
     found = []

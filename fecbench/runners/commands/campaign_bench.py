@@ -52,9 +52,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from fecbench import db as dbmod
 from fecbench import endpoint_timing
 from fecbench import lateness as latemod
 from fecbench.paths import DESIGNS_DIR, REPO_ROOT
@@ -109,7 +111,7 @@ def run_campaign(design: Path, db: Path, jobs: int, extra: list[str]) -> tuple[f
 
 def read_runs(db: Path) -> list[dict[str, Any]]:
     """Every executed run: key, point, status, duration, start and end (epoch s), phases, dct_ms, rebuffering_ms."""
-    with sqlite3.connect(db) as conn:
+    with closing(dbmod.open_readonly(db)) as conn:   # read-only: a bench never writes the campaign's records
         conn.row_factory = sqlite3.Row
         rows = [dict(r) for r in conn.execute(
             "SELECT r.key, r.point, r.status, r.duration_s, r.started_at, r.finished_at, r.phases_json, m.dct_ms, "
@@ -136,7 +138,7 @@ def frame_lateness(histograms: list[dict[str, Any]], edges: list[float] | None) 
 def endpoint_accuracy(db: Path) -> dict[str, Any] | None:
     """Each run's endpoint p99 wake-up latency over the runs (p50, p99, max, runs above the bound), every
     wake-up of every run together (p99, p99.9) and the median run-queue share; None if none was measured."""
-    with sqlite3.connect(db) as conn:
+    with closing(dbmod.open_readonly(db)) as conn:   # read-only: a bench never writes the campaign's records
         found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'endpoint_timing'").fetchone()
         rows = [json.loads(r[0]) for r in conn.execute("SELECT json FROM endpoint_timing")] if found else []
     measured = [r for r in rows if r.get("wakeup_p99_ms") is not None]
@@ -151,7 +153,7 @@ def endpoint_accuracy(db: Path) -> dict[str, Any] | None:
 
 
 def accuracy(db: Path) -> dict[str, Any]:
-    with sqlite3.connect(db) as conn:
+    with closing(dbmod.open_readonly(db)) as conn:   # read-only: a bench never writes the campaign's records
         errors = [r[0] - r[1] for r in conn.execute(
             "SELECT rtt_measured_ms, rtt_configured_ms FROM fidelity WHERE rtt_measured_ms IS NOT NULL")]
         stats = [(r[0], r[1], json.loads(r[2])) for r in conn.execute(

@@ -60,7 +60,7 @@ def read_statuses(db_path: Path) -> dict[str, str]:
         return {}
     conn = dbmod.open_readonly(db_path)  # a UserError if it is not a database this fecbench can use
     try:
-        return dict(conn.execute("SELECT key, status FROM runs").fetchall())
+        return run_records.run_statuses(conn)
     except sqlite3.Error as exc:
         raise UserError(f"{db_path}: cannot use this results database: {exc}") from None
     finally:

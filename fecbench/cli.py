@@ -14,8 +14,8 @@ from fecbench.dropper.cli import app as dropper_app
 from fecbench.errors import UserError
 from fecbench.planner.cli import plan as plan_command
 from fecbench.provenance import version_text
-from fecbench.reproduce.bench import bench_verdicts as bench_verdicts_command
 from fecbench.reproduce.cli import reproduce as reproduce_command
+from fecbench.reproduce.validation.bench import bench_verdicts as bench_verdicts_command
 from fecbench.runners.commands.cli import bench_app
 from fecbench.runners.commands.cli import register as register_runner_commands
 from fecbench.topologies.cli import link_app, topo_app

@@ -288,3 +288,31 @@ def test_where_to_add_names_files_that_exist() -> None:
         elif not any(c.exists() for c in candidates):
             missing.append(token)
     assert not missing, f"ARCHITECTURE.md's 'Where to add' names what does not exist: {missing}"
+
+
+SQL_TEXT = re.compile(r"\b(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|PRAGMA|CREATE TABLE)\b")
+#: Where SQL may be written: the storage layer and the results reader every analysis goes through.
+SQL_HOMES = {"fecbench/db.py", "fecbench/run_records.py", "fecbench/analysis/results.py"}
+#: The named exceptions, each justified in ARCHITECTURE.md ("Reading results"); at most 3.
+SQL_EXCEPTIONS = {"fecbench/runners/commands/status_cli.py", "fecbench/runners/commands/campaign_bench.py"}
+
+
+def test_sql_lives_in_the_storage_layer_and_the_results_reader() -> None:
+    found = {str(p.relative_to(REPO_ROOT)) for p in PACKAGE.rglob("*.py") if SQL_TEXT.search(p.read_text())}
+    assert found - SQL_HOMES - SQL_EXCEPTIONS == set(), "SQL outside the storage layer and analysis.results"
+    assert len(SQL_EXCEPTIONS) <= 3 and SQL_EXCEPTIONS <= found, "an exception that no longer needs to be one"
+    text = ARCHITECTURE.read_text()
+    assert all(f"`{Path(e).stem}`" in _section("## Reading results") for e in SQL_EXCEPTIONS) and text
+
+
+def test_no_folder_holds_more_than_15_modules() -> None:
+    crowded = {str(d.relative_to(REPO_ROOT)): n for d in [PACKAGE, *(p for p in PACKAGE.rglob("*") if p.is_dir())]
+               if d.name != "__pycache__" and d != PACKAGE and (n := len(list(d.glob("*.py")))) > 15}
+    assert not crowded, f"folders of fecbench/ with more than 15 modules (split them by job): {crowded}"
+
+
+def test_no_project_module_is_loaded_by_name() -> None:
+    """importlib.import_module of a fecbench module hides a dependency from every check here."""
+    found = [f"{p.relative_to(REPO_ROOT)}" for p in PACKAGE.rglob("*.py")
+             if re.search(r"import_module\((f?[\"']fecbench|[A-Z_]+_MODULE)", p.read_text())]
+    assert not found, found

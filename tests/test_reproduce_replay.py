@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 
 from fecbench.reproduce import evaluate as ev
-from fecbench.reproduce import plan, profiles, replay
+from fecbench.reproduce import plan, profiles
 from fecbench.reproduce import sequential as sq
 from fecbench.reproduce.pack import load_pack
+from fecbench.reproduce.validation import replay
 from fecbench.runners.experiment.prepare import prepare
 
 

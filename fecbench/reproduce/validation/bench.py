@@ -109,7 +109,7 @@ def _two_labels(pack) -> tuple[str, str]:
 
 
 def _worlds(dbs: dict[str, Path], rng: np.random.Generator, duration_s: float | None, **kw):
-    from fecbench.reproduce import replay
+    from fecbench.reproduce.validation import replay
 
     worlds = {alias: replay.load_world(path, rng, **kw) for alias, path in dbs.items()}
     if duration_s is not None:
@@ -119,7 +119,7 @@ def _worlds(dbs: dict[str, Path], rng: np.random.Generator, duration_s: float | 
 
 
 def _compare(pack, profile, campaigns, dbs, seconds, n, seed, duration_s) -> None:
-    from fecbench.reproduce import replay
+    from fecbench.reproduce.validation import replay
 
     times = [seconds * f for f in (0.05, 0.1, 0.25, 0.5, 0.75, 1.0)]
     curves: dict[str, list[list[int]]] = {"old": [], "new": []}
@@ -140,8 +140,8 @@ def _compare(pack, profile, campaigns, dbs, seconds, n, seed, duration_s) -> Non
 
 
 def _aa(pack, profile, campaigns, dbs, seconds, replays, seed, labels, duration_s) -> None:
-    from fecbench.reproduce import replay
     from fecbench.reproduce.sequential import ALPHA
+    from fecbench.reproduce.validation import replay
 
     wrong_runs = 0
     per_claim: dict[str, dict[str, int]] = {c.id: {} for c in pack.claims}
@@ -171,7 +171,7 @@ def _aa(pack, profile, campaigns, dbs, seconds, replays, seed, labels, duration_
 
 
 def _power(pack, profile, campaigns, dbs, seconds, replays, seed, labels, effect, duration_s) -> None:
-    from fecbench.reproduce import replay
+    from fecbench.reproduce.validation import replay
 
     decided: dict[str, list[list[bool]]] = {c.id: [] for c in pack.claims}
     for i in range(replays):

@@ -214,3 +214,21 @@ def test_load_has_the_design_timeout_and_status_counts_per_point(download_db):
     assert len(per_point) == POINTS * len(DOWNLOAD_LABELS)
     assert per_point["total"].sum() == len(frame)
     assert per_point.loc[(0, "quic"), "total"] == REPS * len(SIZES)
+
+
+def test_the_table_reader_checks_every_name_against_the_schema(download_db):
+    """results.rows / frame: identifiers only from the database's own schema, values as parameters; a
+    table an older schema lacks has no columns (the readers test for it before reading)."""
+    assert "runs" in results.table_names(download_db) and "key" in results.table_columns(download_db, "runs")
+    assert results.table_columns(download_db, "no_such_table") == []
+    keys = [k for (k,) in raw(download_db, "SELECT key FROM runs WHERE status = 'ok' ORDER BY key")]
+    assert [k for (k,) in results.rows(download_db, "runs", ["key"], where={"status": "ok"}, order_by=["key"])] == keys
+    frame = results.frame(download_db, "runs", ["key", "status"], where={"status": "ok"}, order_by=["key"])
+    assert list(frame.columns) == ["key", "status"] and list(frame["key"]) == keys
+    assert list(results.frame(download_db, "points").columns) == results.table_columns(download_db, "points")
+    for bad in ({"name": "runs; DROP TABLE runs"}, {"name": "runs", "columns": ["key, status"]},
+                {"name": "runs", "columns": ["key"], "where": {"1=1 OR status": "x"}},
+                {"name": "runs", "columns": ["key"], "order_by": ["key DESC"]}):
+        with pytest.raises(ValueError):
+            results.rows(download_db, **{"columns": ["key"], **bad})
+    assert raw(download_db, "SELECT COUNT(*) FROM runs")[0][0] > 0

@@ -77,7 +77,8 @@ def table_names(db: DbLike) -> set[str]:
 def table_columns(db: DbLike, name: str) -> list[str]:
     """A table's columns ([] when it does not exist)."""
     with closing(connect(db)) as con:
-        return _columns(con, _identifier(con, name))
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        return _columns(con, name) if name in tables else []
 
 
 def _identifier(con: sqlite3.Connection, name: str, table: str | None = None) -> str:

@@ -181,3 +181,7 @@ def test_rebuilt_after_declared_matches_packets_across_the_two_ends():
                       (100.025, "recovered", 0.0, None, float("nan")), (100.025, "received", 0.0, "1RTT", 9)])
     rebuilt, late, lead = timeline.rebuilt_after_declared(sender, receiver)
     assert (rebuilt, late) == (2, 1) and lead == pytest.approx(5.0)
+    # a block decoded at once: two recoveries, then their two packets
+    receiver = frame([(100.015, "recovered", 0.0, None, float("nan")), (100.015, "recovered", 0.0, None, float("nan")),
+                      (100.016, "received", 0.0, "1RTT", 7), (100.016, "received", 0.0, "1RTT", 9)])
+    assert timeline.rebuilt_after_declared(sender, receiver)[:2] == (2, 1)

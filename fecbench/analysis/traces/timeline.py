@@ -190,13 +190,13 @@ def rebuilt_after_declared(sender: pd.DataFrame, receiver: pd.DataFrame) -> tupl
     loss the sender declared and FEC then rebuilt was handled twice: a retransmission and a congestion
     response for a packet the receiver got (and, with recoveries reported as CE, a second signal)."""
     rebuilt = []
-    pending: dict[float, float] = {}
+    pending: dict[float, list[float]] = {}   # per path, the recoveries whose packet has not been received yet
     for t_abs, kind, path, ptype, number in zip(receiver["t_abs_s"], receiver["kind"], receiver["path"],
                                                 receiver["packet_type"], receiver["packet_number"], strict=True):
-        if kind == "recovered":
-            pending[path] = t_abs
-        elif kind == "received" and path in pending and not math.isnan(number):
-            rebuilt.append(((path, str(ptype), int(number)), pending.pop(path)))
+        if kind == "recovered":   # a block decoded at once rebuilds several: their packets follow in order
+            pending.setdefault(path, []).append(t_abs)
+        elif kind == "received" and pending.get(path) and not math.isnan(number):
+            rebuilt.append(((path, str(ptype), int(number)), pending[path].pop(0)))
     lost = sender[sender["kind"] == "lost"]
     declared = {}
     for t_abs, path, ptype, number in zip(lost["t_abs_s"], lost["path"], lost["packet_type"], lost["packet_number"],

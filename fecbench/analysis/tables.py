@@ -88,7 +88,7 @@ def link_stats(db: DbLike) -> pd.DataFrame:
     return frame
 
 
-def _link_path(model: object) -> float:
+def link_path(model: object) -> float:
     """The 1-based path recorded with a link's dropper statistics (NaN when not recorded)."""
     try:
         path = json.loads(model).get("path") if isinstance(model, str) else None
@@ -105,7 +105,7 @@ def path_traffic(db: DbLike) -> pd.DataFrame:
     (as in ``load``). Empty when the database records no link's path (campaigns before it did).
     """
     stats = link_stats(db)
-    stats["path"] = [_link_path(m) for m in stats["model"]] if len(stats) else []
+    stats["path"] = [link_path(m) for m in stats["model"]] if len(stats) else []
     stats = stats[stats["path"].notna()]
     runs = load(db)
     columns = ["path", "packets_down", "packets_up", "share_down", "share_up"]

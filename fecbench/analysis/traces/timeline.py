@@ -27,7 +27,6 @@ clocks differ by the handshake's first flight).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fecbench.analysis import results
+from fecbench.analysis import results, tables
 from fecbench.analysis.results import DbLike
 from fecbench.analysis.studies import cross_stack, flows, loss_position
 from fecbench.analysis.traces import losses, qlog
@@ -268,17 +267,9 @@ def _link_paths(db: DbLike, key: str) -> dict[str, int]:
     stats = results.frame(db, "link_stats", ["link", "model"], where={"run_key": key})
     out = {}
     for link, model in zip(stats["link"], stats["model"], strict=True):
-        path = _path_of(model)
+        path = tables.link_path(model)
         out[link] = 0 if math.isnan(path) else int(path)
     return out
-
-
-def _path_of(model: object) -> float:
-    try:
-        value = json.loads(model).get("path") if isinstance(model, str) else None
-    except (ValueError, AttributeError):
-        return math.nan
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
 def dropper_marks(db: DbLike, key: str, sender: str,

@@ -283,10 +283,11 @@ class Runner:
         the run's packet capture (runners.run.pcap: the secrets that decrypt it), with a folder per side in the
         run folder."""
         capture = run.impl.descriptor.capture
-        wanted = capture.qlog_capable and self.keeper.wants("qlog", run.key)
+        qlog_kept = self.keeper.wants("qlog", run.key)
+        wanted = capture.qlog_capable and qlog_kept
         keys = wanted or self.keeper.wants("pcap", run.key)
-        values["capture_qlog"] = self.keeper.wants("qlog", run.key)   # for the run's competing flows
-        values["capture_keys"] = values["capture_qlog"] or keys
+        values["capture_qlog"] = qlog_kept   # for the run's competing flows
+        values["capture_keys"] = qlog_kept or keys
         for side in ("server", "client"):
             values[f"qlog_dir_{side}"] = str(run_dir / "qlog" / side)
             values[f"keylog_file_{side}"] = str(run_dir / "keys" / f"{side}.keys")

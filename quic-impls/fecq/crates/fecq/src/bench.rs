@@ -11,12 +11,14 @@
 //!   the measuring thread's CPU time (not stretched by other processes on a shared machine);
 //! - loopback 1 MB download time with each code vs without, at 0 % and 5 % loss.
 
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Instant;
 
 use fec_core::Scheme;
 use serde_json::{json, Value};
-
-use std::sync::Arc;
 
 use crate::app::Workload;
 use crate::config::Common;
@@ -63,45 +65,116 @@ fn bench_socket<G: SocketGlue>(
     FecSocket::bind("127.0.0.1:0".parse().unwrap(), cfg, None)
 }
 
-/// Microseconds per QUIC datagram through the real adapter: quinn's `AsyncUdpSocket::try_send`
-/// on one socket and `poll_recv` on another over 127.0.0.1 (system calls included). The
-/// difference to `none` is what the FEC layer adds per datagram inside the adapter.
-async fn socket_path_us(scheme: Scheme, n: usize) -> Result<(f64, f64), String> {
-    use quinn::udp::{EcnCodepoint, RecvMeta, Transmit};
-    use quinn::AsyncUdpSocket;
-    use std::io::IoSliceMut;
+/// One seam's side of the socket benchmark: how its stack sends through the shared socket. (Both
+/// stacks' `AsyncUdpSocket::poll_recv` only forward to [`FecSocket::poll_recv`], which the
+/// benchmark calls for either.)
+trait BenchSeam: SocketGlue<Meta: Default + Clone> {
+    /// Names the measurement in errors.
+    const LABEL: &'static str;
+    /// quinn: single-path framing; noq: multipath framing (one path).
+    const MULTIPATH: bool;
+    /// The stack's sending end on a socket.
+    type Sender;
+    fn sender(tx: Arc<FecSocket<Self>>) -> Self::Sender;
+    /// Send `contents` to `to` as the stack does, waiting for room in the socket when it is full.
+    async fn stack_send(
+        sender: &mut Self::Sender,
+        to: SocketAddr,
+        contents: &[u8],
+    ) -> Result<(), String>;
+}
 
-    let tx = bench_socket::<QuinnUdp>(scheme, false)?;
-    let rx = bench_socket::<QuinnUdp>(scheme, false)?;
+/// quinn's `AsyncUdpSocket::try_send`, and its `UdpPoller` on WouldBlock.
+impl BenchSeam for QuinnUdp {
+    const LABEL: &'static str = "socket path";
+    const MULTIPATH: bool = false;
+    type Sender = (Arc<FecSocket<QuinnUdp>>, Pin<Box<dyn quinn::UdpPoller>>);
+
+    fn sender(tx: Arc<FecSocket<Self>>) -> Self::Sender {
+        use quinn::AsyncUdpSocket;
+        let poller = tx.clone().create_io_poller();
+        (tx, poller)
+    }
+
+    async fn stack_send(
+        sender: &mut Self::Sender,
+        to: SocketAddr,
+        contents: &[u8],
+    ) -> Result<(), String> {
+        use quinn::udp::{EcnCodepoint, Transmit};
+        use quinn::AsyncUdpSocket;
+        let (tx, poller) = sender;
+        let transmit = Transmit {
+            destination: to,
+            ecn: Some(EcnCodepoint::Ect0),
+            contents,
+            segment_size: None,
+            src_ip: None,
+        };
+        // As quinn does: on WouldBlock, wait until writable and retry.
+        loop {
+            match tx.try_send(&transmit) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::future::poll_fn(|cx| poller.as_mut().poll_writable(cx))
+                        .await
+                        .map_err(|e| format!("writable: {e}"))?;
+                }
+                Err(e) => return Err(format!("send: {e}")),
+            }
+        }
+    }
+}
+
+/// noq's `UdpSender::poll_send` (it waits for room itself); the transmit names its source address,
+/// as noq's multipath transmits do.
+impl BenchSeam for NoqUdp {
+    const LABEL: &'static str = "noq socket path";
+    const MULTIPATH: bool = true;
+    type Sender = Pin<Box<dyn noq::UdpSender>>;
+
+    fn sender(tx: Arc<FecSocket<Self>>) -> Self::Sender {
+        use noq::AsyncUdpSocket;
+        Handle(tx).create_sender()
+    }
+
+    async fn stack_send(
+        sender: &mut Self::Sender,
+        to: SocketAddr,
+        contents: &[u8],
+    ) -> Result<(), String> {
+        use noq::udp::{EcnCodepoint, Transmit};
+        let transmit = Transmit {
+            destination: to,
+            ecn: Some(EcnCodepoint::Ect0),
+            contents,
+            segment_size: None,
+            src_ip: Some(to.ip()),
+        };
+        std::future::poll_fn(|cx| sender.as_mut().poll_send(&transmit, cx))
+            .await
+            .map_err(|e| format!("send: {e}"))
+    }
+}
+
+/// Microseconds per QUIC datagram (wall time, CPU time of this thread) through seam `S`'s real
+/// adapter: the stack's send on one socket and the receive on another over 127.0.0.1 (system
+/// calls included). The difference to `none` is what the FEC layer adds per datagram inside the
+/// adapter.
+async fn socket_path_us<S: BenchSeam>(scheme: Scheme, n: usize) -> Result<(f64, f64), String> {
+    let tx = bench_socket::<S>(scheme, S::MULTIPATH)?;
+    let rx = bench_socket::<S>(scheme, S::MULTIPATH)?;
     let to = rx.local_addr().map_err(|e| e.to_string())?;
-    let mut poller = tx.clone().create_io_poller();
+    let mut sender = S::sender(tx);
     let input = datagrams(256);
     let mut storage = vec![vec![0u8; 2048]; 32];
-    let mut meta = vec![RecvMeta::default(); 32];
+    let mut meta = vec![S::Meta::default(); 32];
     let (t, cpu) = (Instant::now(), thread_cpu());
     let mut received = 0usize;
     for batch in 0..n / 128 {
         for i in 0..128 {
             let d = &input[(batch * 128 + i) % input.len()];
-            let transmit = Transmit {
-                destination: to,
-                ecn: Some(EcnCodepoint::Ect0),
-                contents: d,
-                segment_size: None,
-                src_ip: None,
-            };
-            // As quinn does: on WouldBlock, wait until writable and retry.
-            loop {
-                match tx.try_send(&transmit) {
-                    Ok(()) => break,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::future::poll_fn(|cx| poller.as_mut().poll_writable(cx))
-                            .await
-                            .map_err(|e| format!("writable: {e}"))?;
-                    }
-                    Err(e) => return Err(format!("send: {e}")),
-                }
-            }
+            S::stack_send(&mut sender, to, d).await?;
         }
         // Receive until this batch is in (repairs are consumed inside poll_recv).
         while received < (batch + 1) * 128 {
@@ -112,57 +185,7 @@ async fn socket_path_us(scheme: Scheme, n: usize) -> Result<(f64, f64), String> 
                 std::future::poll_fn(|cx| rx.poll_recv(cx, &mut bufs, &mut meta)),
             )
             .await
-            .map_err(|_| "socket path: datagrams lost on loopback".to_string())?
-            .map_err(|e| format!("recv: {e}"))?;
-            received += got;
-        }
-    }
-    let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / received.max(1) as f64;
-    Ok((per(t.elapsed()), per(thread_cpu() - cpu)))
-}
-
-/// The same through the noq adapter (multipath framing, one path): noq's
-/// `UdpSender::poll_send` on one socket, `AsyncUdpSocket::poll_recv` on the other.
-async fn noq_socket_path_us(scheme: Scheme, n: usize) -> Result<(f64, f64), String> {
-    use noq::udp::{EcnCodepoint, RecvMeta, Transmit};
-    use noq::AsyncUdpSocket;
-    use std::io::IoSliceMut;
-
-    let (tx, rx) = (
-        bench_socket::<NoqUdp>(scheme, true)?,
-        bench_socket::<NoqUdp>(scheme, true)?,
-    );
-    let to = rx.local_addr().map_err(|e| e.to_string())?;
-    let mut sender = Handle(tx).create_sender();
-    let mut receiver = Handle(rx);
-    let input = datagrams(256);
-    let mut storage = vec![vec![0u8; 2048]; 32];
-    let mut meta = vec![RecvMeta::default(); 32];
-    let (t, cpu) = (Instant::now(), thread_cpu());
-    let mut received = 0usize;
-    for batch in 0..n / 128 {
-        for i in 0..128 {
-            let d = &input[(batch * 128 + i) % input.len()];
-            let transmit = Transmit {
-                destination: to,
-                ecn: Some(EcnCodepoint::Ect0),
-                contents: d,
-                segment_size: None,
-                src_ip: Some(to.ip()),
-            };
-            std::future::poll_fn(|cx| sender.as_mut().poll_send(&transmit, cx))
-                .await
-                .map_err(|e| format!("send: {e}"))?;
-        }
-        while received < (batch + 1) * 128 {
-            let mut bufs: Vec<IoSliceMut> =
-                storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
-            let got = tokio::time::timeout(
-                std::time::Duration::from_secs(2),
-                std::future::poll_fn(|cx| receiver.poll_recv(cx, &mut bufs, &mut meta)),
-            )
-            .await
-            .map_err(|_| "noq socket path: datagrams lost on loopback".to_string())?
+            .map_err(|_| format!("{}: datagrams lost on loopback", S::LABEL))?
             .map_err(|e| format!("recv: {e}"))?;
             received += got;
         }
@@ -280,12 +303,12 @@ fn socket_path(scheme: Scheme) -> Result<[f64; 4], String> {
         .build()
         .map_err(|e| e.to_string())?;
     rt.block_on(async {
-        socket_path_us(scheme, 2_560).await?;
-        noq_socket_path_us(scheme, 2_560).await?;
+        socket_path_us::<QuinnUdp>(scheme, 2_560).await?;
+        socket_path_us::<NoqUdp>(scheme, 2_560).await?;
         let (mut quinn, mut noq) = (Vec::new(), Vec::new());
         for _ in 0..3 {
-            quinn.push(socket_path_us(scheme, 12_800).await?);
-            noq.push(noq_socket_path_us(scheme, 12_800).await?);
+            quinn.push(socket_path_us::<QuinnUdp>(scheme, 12_800).await?);
+            noq.push(socket_path_us::<NoqUdp>(scheme, 12_800).await?);
         }
         let wall = |v: &[(f64, f64)]| median(v.iter().map(|x| x.0).collect());
         let cpu = |v: &[(f64, f64)]| median(v.iter().map(|x| x.1).collect());

@@ -17,8 +17,10 @@
 //! split by segment size, received GRO batches by stride.
 
 use std::fmt;
+use std::future::Future;
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -33,7 +35,8 @@ use crate::qlog::Logs;
 use crate::quic::QuicConn;
 
 /// What the shared socket needs from a QUIC stack. quinn-udp and noq-udp have the same API in
-/// separate types, so each call is one line of the stack's glue.
+/// separate types: the calls on them are written once ([`udp_crate_calls`]), and the stack's glue
+/// adds what differs.
 pub trait SocketGlue: Send + Sync + Sized + 'static {
     /// The UDP crate's `UdpSocketState`.
     type State: Send + Sync;
@@ -57,6 +60,73 @@ pub trait SocketGlue: Send + Sync + Sized + 'static {
     /// `conn`'s paths now, for the flush policy (RTT caps; tail mode: window room when `tail`).
     fn paths(conn: &Self::Conn, tail: bool, out: &mut Vec<PathNow>);
 }
+
+/// The [`SocketGlue`] calls that are the same for quinn-udp and noq-udp, written once:
+/// `udp_crate_calls!(quinn::udp, send);` inside the stack's `impl SocketGlue` gives its `State`,
+/// `Meta`, `state`, `send` (through the UDP crate's method `$send`), `recv` and `meta`.
+///
+/// A macro rather than a trait or generic function: noq-udp is a fork of quinn-udp, so the two
+/// crates' `Transmit`, `RecvMeta`, `EcnCodepoint` and `UdpSocketState` are separate types with the
+/// same fields and methods. No trait covers them, and one written here would need each crate to
+/// implement the same field-by-field conversions again, which are all these calls are.
+macro_rules! udp_crate_calls {
+    ($($udp:ident)::+, $send:ident) => {
+        type State = $($udp)::+::UdpSocketState;
+        type Meta = $($udp)::+::RecvMeta;
+
+        fn state(sock: &::std::net::UdpSocket) -> ::std::io::Result<Self::State> {
+            $($udp)::+::UdpSocketState::new(sock.into())
+        }
+
+        fn send(
+            state: &Self::State,
+            io: &::tokio::net::UdpSocket,
+            o: &$crate::layer::Outgoing,
+        ) -> ::std::io::Result<()> {
+            let transmit = $($udp)::+::Transmit {
+                destination: o.path.remote,
+                ecn: $($udp)::+::EcnCodepoint::from_bits(o.ecn),
+                contents: &o.data,
+                segment_size: None,
+                src_ip: o.path.local,
+            };
+            state.$send(io.into(), &transmit)
+        }
+
+        fn recv(
+            state: &Self::State,
+            io: &::tokio::net::UdpSocket,
+            buf: &mut [u8],
+        ) -> ::std::io::Result<$crate::socket::Received> {
+            let mut meta = [$($udp)::+::RecvMeta::default()];
+            state.recv(io.into(), &mut [::std::io::IoSliceMut::new(buf)], &mut meta)?;
+            let m = meta[0];
+            Ok($crate::socket::Received {
+                from: m.addr,
+                local: m.dst_ip,
+                len: m.len,
+                stride: m.stride,
+                ecn: m.ecn.map_or(0, |e| e as u8),
+            })
+        }
+
+        /// A recovered datagram gets the addresses of the path it was sent on, so its CE mark
+        /// reaches that path's congestion controller. Starts from default (`RecvMeta` is
+        /// non-exhaustive in some versions of the crates) and sets `stride = len`: one datagram
+        /// per buffer.
+        #[allow(clippy::field_reassign_with_default)]
+        fn meta(d: &$crate::layer::Incoming) -> Self::Meta {
+            let mut m = $($udp)::+::RecvMeta::default();
+            m.addr = d.path.remote;
+            m.len = d.payload.len();
+            m.stride = d.payload.len();
+            m.ecn = $($udp)::+::EcnCodepoint::from_bits(d.ecn);
+            m.dst_ip = d.path.local;
+            m
+        }
+    };
+}
+pub(crate) use udp_crate_calls;
 
 /// What one receive got.
 #[derive(Clone, Copy, Debug)]
@@ -418,6 +488,45 @@ impl<G: SocketGlue> FecSocket<G> {
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
+    }
+}
+
+type WritableFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send + Sync>>;
+
+/// A stack's wait for room in the socket after a send got `WouldBlock` (quinn's `UdpPoller`,
+/// noq's `UdpSender`): the [`FecSocket::writable`] future, kept across polls until it is ready.
+pub struct WritableWait<G: SocketGlue> {
+    socket: Arc<FecSocket<G>>,
+    fut: Option<WritableFuture>,
+}
+
+impl<G: SocketGlue> WritableWait<G> {
+    pub fn new(socket: Arc<FecSocket<G>>) -> Self {
+        WritableWait { socket, fut: None }
+    }
+
+    pub fn socket(&self) -> &FecSocket<G> {
+        &self.socket
+    }
+
+    /// Ready once the socket is writable; the next call after that starts a new wait.
+    pub fn poll_writable(&mut self, cx: &mut Context) -> Poll<io::Result<()>> {
+        let socket = &self.socket;
+        let fut = self.fut.get_or_insert_with(|| {
+            let socket = socket.clone();
+            Box::pin(async move { socket.writable().await })
+        });
+        let res = fut.as_mut().poll(cx);
+        if res.is_ready() {
+            self.fut = None;
+        }
+        res
+    }
+}
+
+impl<G: SocketGlue> fmt::Debug for WritableWait<G> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WritableWait").finish_non_exhaustive()
     }
 }
 

@@ -3,75 +3,30 @@
 //! noq sets each transmit's source address, and the socket reports each datagram's destination
 //! address (crate::socket keys the paths by both).
 
-use std::fmt;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use noq::udp::{EcnCodepoint, RecvMeta, Transmit, UdpSocketState};
+use noq::udp::{RecvMeta, Transmit, UdpSocketState};
 use noq::{AsyncUdpSocket, UdpSender};
 
 use super::paths::quic_paths;
-use crate::layer::{Incoming, Outgoing};
-use crate::socket::{FecSocket, PathNow, Received, SocketGlue};
+use crate::socket::{udp_crate_calls, FecSocket, PathNow, SocketGlue, WritableWait};
 
 /// noq-udp under the shared socket.
 #[derive(Debug)]
 pub struct NoqUdp;
 
 impl SocketGlue for NoqUdp {
-    type State = UdpSocketState;
-    type Meta = RecvMeta;
+    // noq-udp's `try_send`: every error goes back to noq (its `send`, which drops them, is
+    // deprecated).
+    udp_crate_calls!(noq::udp, try_send);
     type Conn = noq::Connection;
-
-    fn state(sock: &std::net::UdpSocket) -> io::Result<UdpSocketState> {
-        UdpSocketState::new(sock.into())
-    }
 
     fn gro_segments(state: &UdpSocketState) -> usize {
         state.gro_segments().get()
-    }
-
-    fn send(state: &UdpSocketState, io: &tokio::net::UdpSocket, o: &Outgoing) -> io::Result<()> {
-        let transmit = Transmit {
-            destination: o.path.remote,
-            ecn: EcnCodepoint::from_bits(o.ecn),
-            contents: &o.data,
-            segment_size: None,
-            src_ip: o.path.local,
-        };
-        state.try_send(io.into(), &transmit)
-    }
-
-    fn recv(
-        state: &UdpSocketState,
-        io: &tokio::net::UdpSocket,
-        buf: &mut [u8],
-    ) -> io::Result<Received> {
-        let mut meta = [RecvMeta::default()];
-        state.recv(io.into(), &mut [IoSliceMut::new(buf)], &mut meta)?;
-        let m = meta[0];
-        Ok(Received {
-            from: m.addr,
-            local: m.dst_ip,
-            len: m.len,
-            stride: m.stride,
-            ecn: m.ecn.map_or(0, |e| e as u8),
-        })
-    }
-
-    /// A recovered datagram gets the addresses of the path it was sent on, so its CE mark
-    /// reaches that path's congestion controller. One datagram per buffer.
-    fn meta(d: &Incoming) -> RecvMeta {
-        let mut m = RecvMeta::default();
-        m.addr = d.path.remote;
-        m.len = d.payload.len();
-        m.stride = d.payload.len();
-        m.ecn = EcnCodepoint::from_bits(d.ecn);
-        m.dst_ip = d.path.local;
-        m
     }
 
     fn paths(conn: &noq::Connection, _tail: bool, out: &mut Vec<PathNow>) {
@@ -89,10 +44,7 @@ pub struct Handle(pub Arc<FecSocket<NoqUdp>>);
 
 impl AsyncUdpSocket for Handle {
     fn create_sender(&self) -> Pin<Box<dyn UdpSender>> {
-        Box::pin(Sender {
-            socket: self.0.clone(),
-            fut: None,
-        })
+        Box::pin(WritableWait::new(self.0.clone()))
     }
 
     fn poll_recv(
@@ -114,20 +66,8 @@ impl AsyncUdpSocket for Handle {
     }
 }
 
-type WritableFuture = Pin<Box<dyn std::future::Future<Output = io::Result<()>> + Send + Sync>>;
-
-struct Sender {
-    socket: Arc<FecSocket<NoqUdp>>,
-    fut: Option<WritableFuture>,
-}
-
-impl fmt::Debug for Sender {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sender").finish_non_exhaustive()
-    }
-}
-
-impl UdpSender for Sender {
+impl UdpSender for WritableWait<NoqUdp> {
+    /// Sends at once, or waits for room in the socket while the send gets `WouldBlock`.
     fn poll_send(
         self: Pin<&mut Self>,
         transmit: &Transmit<'_>,
@@ -135,7 +75,7 @@ impl UdpSender for Sender {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         loop {
-            let sent = this.socket.send(
+            let sent = this.socket().send(
                 transmit.src_ip,
                 transmit.destination,
                 transmit.contents,
@@ -146,13 +86,7 @@ impl UdpSender for Sender {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 other => return Poll::Ready(other),
             }
-            if this.fut.is_none() {
-                let socket = this.socket.clone();
-                this.fut = Some(Box::pin(async move { socket.writable().await }));
-            }
-            let res = std::task::ready!(this.fut.as_mut().unwrap().as_mut().poll(cx));
-            this.fut = None;
-            res?;
+            std::task::ready!(this.poll_writable(cx))?;
         }
     }
 }

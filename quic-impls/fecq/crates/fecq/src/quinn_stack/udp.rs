@@ -1,76 +1,31 @@
 //! quinn's socket glue: quinn-udp's calls for the shared socket (crate::socket), and quinn's
 //! `AsyncUdpSocket` over it (quinn drives it through `Endpoint::new_with_abstract_socket`).
 
-use std::fmt;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use quinn::udp::{EcnCodepoint, RecvMeta, Transmit, UdpSocketState};
+use quinn::udp::{RecvMeta, Transmit, UdpSocketState};
 use quinn::{AsyncUdpSocket, UdpPoller};
 
 use super::cc;
-use crate::layer::{Incoming, Outgoing, PathKey};
-use crate::socket::{FecSocket, PathNow, Received, SocketGlue};
+use crate::layer::PathKey;
+use crate::socket::{udp_crate_calls, FecSocket, PathNow, SocketGlue, WritableWait};
 
 /// quinn-udp under the shared socket.
 #[derive(Debug)]
 pub struct QuinnUdp;
 
 impl SocketGlue for QuinnUdp {
-    type State = UdpSocketState;
-    type Meta = RecvMeta;
+    // quinn-udp's `send`, as quinn's own tokio socket calls it: errors other than WouldBlock are
+    // logged and dropped (the datagram is then lost, as far as QUIC knows).
+    udp_crate_calls!(quinn::udp, send);
     type Conn = quinn::Connection;
-
-    fn state(sock: &std::net::UdpSocket) -> io::Result<UdpSocketState> {
-        UdpSocketState::new(sock.into())
-    }
 
     fn gro_segments(state: &UdpSocketState) -> usize {
         state.gro_segments()
-    }
-
-    fn send(state: &UdpSocketState, io: &tokio::net::UdpSocket, o: &Outgoing) -> io::Result<()> {
-        let transmit = Transmit {
-            destination: o.path.remote,
-            ecn: EcnCodepoint::from_bits(o.ecn),
-            contents: &o.data,
-            segment_size: None,
-            src_ip: o.path.local,
-        };
-        state.send(io.into(), &transmit)
-    }
-
-    fn recv(
-        state: &UdpSocketState,
-        io: &tokio::net::UdpSocket,
-        buf: &mut [u8],
-    ) -> io::Result<Received> {
-        let mut meta = [RecvMeta::default()];
-        state.recv(io.into(), &mut [IoSliceMut::new(buf)], &mut meta)?;
-        let m = meta[0];
-        Ok(Received {
-            from: m.addr,
-            local: m.dst_ip,
-            len: m.len,
-            stride: m.stride,
-            ecn: m.ecn.map_or(0, |e| e as u8),
-        })
-    }
-
-    /// Starts from default (RecvMeta is non-exhaustive in some quinn-udp versions) and sets
-    /// `stride = len`: one datagram per buffer.
-    #[allow(clippy::field_reassign_with_default)]
-    fn meta(d: &Incoming) -> RecvMeta {
-        let mut m = RecvMeta::default();
-        m.addr = d.path.remote;
-        m.len = d.payload.len();
-        m.stride = d.payload.len();
-        m.ecn = EcnCodepoint::from_bits(d.ecn);
-        m.dst_ip = d.path.local;
-        m
     }
 
     fn paths(conn: &quinn::Connection, tail: bool, out: &mut Vec<PathNow>) {
@@ -84,10 +39,7 @@ impl SocketGlue for QuinnUdp {
 
 impl AsyncUdpSocket for FecSocket<QuinnUdp> {
     fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
-        Box::pin(Poller {
-            socket: self,
-            fut: None,
-        })
+        Box::pin(WritableWait::new(self))
     }
 
     fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
@@ -119,29 +71,8 @@ impl AsyncUdpSocket for FecSocket<QuinnUdp> {
     }
 }
 
-type WritableFuture = Pin<Box<dyn std::future::Future<Output = io::Result<()>> + Send + Sync>>;
-
-struct Poller {
-    socket: Arc<FecSocket<QuinnUdp>>,
-    fut: Option<WritableFuture>,
-}
-
-impl fmt::Debug for Poller {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Poller").finish_non_exhaustive()
-    }
-}
-
-impl UdpPoller for Poller {
-    fn poll_writable(mut self: Pin<&mut Self>, cx: &mut Context) -> Poll<io::Result<()>> {
-        if self.fut.is_none() {
-            let socket = self.socket.clone();
-            self.fut = Some(Box::pin(async move { socket.writable().await }));
-        }
-        let res = self.fut.as_mut().unwrap().as_mut().poll(cx);
-        if res.is_ready() {
-            self.fut = None;
-        }
-        res
+impl UdpPoller for WritableWait<QuinnUdp> {
+    fn poll_writable(self: Pin<&mut Self>, cx: &mut Context) -> Poll<io::Result<()>> {
+        WritableWait::poll_writable(self.get_mut(), cx)
     }
 }

@@ -360,3 +360,36 @@ def test_no_project_module_is_loaded_by_name() -> None:
     assert _loads_by_name("from importlib import import_module\nimport_module(f'fecbench.{x}')\n") == [2]
     assert _loads_by_name("def f(name):\n    return __import__(name)\n") == [2]
     assert _loads_by_name("for m in ('numpy', 'scipy'):\n    __import__(m)\nimportlib.util.find_spec('x')\n") == []
+
+
+# --- a claim statistic is one object (issue 36) ------------------------------------------------------------------
+
+STATISTICS_PACKAGE = PACKAGE / "reproduce" / "statistics"
+#: A statistic's name tested outside its object: compared, looked up in a table of one's own, or matched.
+NAME_TESTS = re.compile(r"statistic\s*(?:==|!=|\bnot\s+in\b|\bin\b)|statistic\.startswith|"
+                        r"\[\s*[\w.]*\bstatistic\s*\]|(?<!statistics)\.get\(\s*[\w.]*\bstatistic\b")
+
+
+def _name_tests(source: str, names: set[str]) -> list[str]:
+    """Where a source tests a claim statistic's name: NAME_TESTS, or a registered name as a string literal."""
+    found = [f"{n}: {line.strip()}" for n, line in enumerate(source.splitlines(), 1) if NAME_TESTS.search(line)]
+    found += [f"{node.lineno}: {node.value!r}" for node in ast.walk(ast.parse(source))
+              if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names]
+    return found
+
+
+def test_no_module_outside_the_statistics_tests_a_statistic_name() -> None:
+    """What a statistic is lives in its object (fecbench/reproduce/statistics/); every other module asks it
+    (`claim.stat.…`), so adding a statistic touches its own module and the registry's line only."""
+    from fecbench.reproduce.statistics import REGISTRY
+
+    names = set(REGISTRY)
+    found = [f"{p.relative_to(REPO_ROOT)}:{hit}" for p in sorted(PACKAGE.rglob("*.py"))
+             if not p.is_relative_to(STATISTICS_PACKAGE) for hit in _name_tests(p.read_text(), names)]
+    assert not found, "statistic names tested outside fecbench/reproduce/statistics/:\n" + "\n".join(found)
+    assert _name_tests('if claim.statistic == "x":\n    pass\n', set()) and _name_tests("u = 2 if s in P else 1\n"
+                                                                                        "k = T.get(c.statistic)\n",
+                                                                                        set()) == \
+        ["2: k = T.get(c.statistic)"]
+    assert _name_tests("w = {'trend': 1}\n", {"trend"}) == ["1: 'trend'"]
+    assert _name_tests("stat = statistics.get(self.statistic)\n", set()) == []

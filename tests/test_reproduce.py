@@ -149,13 +149,13 @@ def _pairs(ratios: list[float], groups: int = 1) -> pd.DataFrame:
 
 def test_share_of_pairs_and_its_interval() -> None:
     sample = _pairs([0.8] * 15 + [1.2] * 5)
-    e = st.pair_estimate("share_pairs_below", sample, {}, seed=1)
+    e = st.get("share_pairs_below").estimate(sample, {}, seed=1)
     assert e.value == pytest.approx(0.75) and e.low < 0.75 < e.high and e.n == 20
-    assert st.pair_estimate("share_pairs_below", sample, {}, seed=1).low == e.low  # seeded
+    assert st.get("share_pairs_below").estimate(sample, {}, seed=1).low == e.low  # seeded
     ties = _pairs([1.0] * 10 + [0.5] * 3 + [2.0] * 1)
-    assert st.pair_estimate("share_pairs_below", ties, {"ties": "exclude"}).value == pytest.approx(0.75)
-    assert st.pair_estimate("share_pairs_below", ties, {}).value == pytest.approx(3 / 14)
-    few = st.pair_estimate("ratio_of_medians", _pairs([0.5, 0.6]), {})
+    assert st.get("share_pairs_below").estimate(ties, {"ties": "exclude"}).value == pytest.approx(0.75)
+    assert st.get("share_pairs_below").estimate(ties, {}).value == pytest.approx(3 / 14)
+    few = st.get("ratio_of_medians").estimate(_pairs([0.5, 0.6]), {})
     assert not few.has_interval and "too few" in few.note
 
 
@@ -163,7 +163,7 @@ def test_timeouts_count_as_infinite() -> None:
     sample = _pairs([0.9] * 4 + [1.1] * 2)
     sample.loc[[0, 1, 2], "value"] = np.inf   # the label timed out in half the pairs
     sample.loc[[0, 1, 2], "ratio"] = np.inf
-    e = st.pair_estimate("median_pair_ratio", sample, {})
+    e = st.get("median_pair_ratio").estimate(sample, {})
     assert e.value > 1
 
 
@@ -175,19 +175,62 @@ def test_point_statistics_and_trend() -> None:
             rows.append({"group": f"{point}|1", "value": 100 * ratio, "base": 100.0, "ratio": ratio, "factor": bw})
     rows.append({"group": "9|1", "value": 50.0, "base": 100.0, "ratio": 0.5, "factor": 3.0})  # one seed only
     sample = pd.DataFrame(rows)
-    e = st.point_estimate("median_point_ratio", sample, {"min_seeds": 3}, seed=2)
+    e = st.get("median_point_ratio").estimate(sample, {"min_seeds": 3}, seed=2)
     assert e.n == 5 and "1 point(s) with fewer than 3 seeds" in e.note and e.value == pytest.approx(0.5 * 1.02)
-    t = st.point_estimate("trend", sample, {"min_seeds": 3}, seed=2)
+    t = st.get("trend").estimate(sample, {"min_seeds": 3}, seed=2)
     assert t.value == pytest.approx(-1.0) and t.high < 0
     assert st.verdict(t.value, t.low, t.high, "<", 0.0, 0) == "holds"
-    share = st.point_estimate("share_points_below", sample, {}, seed=2)
+    share = st.get("share_points_below").estimate(sample, {}, seed=2)
     assert share.value == pytest.approx(3 / 5)
 
 
 def test_quantile_ratio_is_unpaired() -> None:
     label, base = np.arange(1.0, 101.0), np.arange(2.0, 202.0, 2.0)
-    e = st.group_estimate("quantile_ratio", label, base, {"q": 0.95}, seed=3)
+    e = st.get("quantile_ratio").estimate(st.Runs(label, base), {"q": 0.95}, seed=3)
     assert e.value == pytest.approx(0.5) and e.low <= 0.5 <= e.high
+
+
+def _sample_for(stat: st.ClaimStatistic) -> pd.DataFrame | st.Runs:
+    """A small sample of what the statistic reads: 6 points × 4 seeds of pairs (with a factor), or runs."""
+    if stat.reads in (st.RUNS, st.FLOWS):
+        return st.Runs(np.arange(1.0, 21.0), np.arange(2.0, 42.0, 2.0))
+    rows = [{"group": f"{p}|", "value": 100.0 * (0.6 + 0.1 * p + 0.01 * s), "base": 100.0, "factor": float(p),
+             "order": f"2026-01-01T00:{s:02d}:{p:02d}"} for p in range(6) for s in range(4)]
+    return pd.DataFrame(rows).assign(ratio=lambda f: f["value"] / f["base"])
+
+
+def _defaults(stat: st.ClaimStatistic) -> dict:
+    params = {"min_seeds": 3, "loss_direction": "any", **{p.name: p.default for p in stat.params}}
+    return {**params, **{p.name: {float: 0.5, str: "f"}[p.kind] for p in stat.params if p.required}}
+
+
+def test_every_claim_statistic_is_complete() -> None:
+    """Issue 36: each registered statistic is one object that answers everything the harness asks: what it
+    reads and needs from the plan, its keys, its estimate with an interval, its anytime-valid form (or why
+    none), its words; the pack format's choices are the registry's names."""
+    from fecbench.reproduce import pack as pk
+
+    assert pk.STATISTICS == tuple(st.REGISTRY) and len(st.REGISTRY) >= 11
+    for name, stat in st.REGISTRY.items():
+        assert isinstance(stat, st.ClaimStatistic) and stat.name == name and st.get(name) is stat
+        assert stat.reads in (st.PAIRS, st.RUNS, st.FLOWS), name
+        assert stat.unit in ("pairs", "points", "runs") and stat.sequence_unit and stat.text, name
+        assert all(isinstance(p, st.Param) for p in stat.params), name
+        params = _defaults(stat)
+        assert stat.min_for_interval >= 3 and stat.first_block(params) >= stat.min_for_interval, name
+        assert stat.units_per_observation(params) >= 1 and stat.seeds_per_point(params) >= 1, name
+        assert stat.seeds_per_point(params) == (3 if stat.needs_points else 1), name
+        words = stat.describe(params, "fec", "quic")
+        assert words and "{" not in words, name
+        sample = _sample_for(stat)
+        estimate = stat.estimate(sample, params, seed=1, n_boot=50)
+        assert isinstance(estimate, st.Estimate) and estimate.unit == stat.unit and estimate.samples, name
+        assert not math.isnan(estimate.value) and estimate.has_interval, (name, estimate)
+        sequence = stat.sequence(sample, params, 0.05)
+        if sequence is None:
+            assert stat.no_sequence, f"{name}: no confidence sequence and no reason why"
+        else:
+            assert isinstance(sequence, sq.Sequence) and sequence.n > 0 and not stat.no_sequence, name
 
 
 # --- evaluation on a recorded database ---------------------------------------------------------------------------
@@ -378,15 +421,15 @@ def test_a_point_statistic_takes_whole_points(smoke_prepared) -> None:
 def test_one_seed_per_point_still_has_an_interval() -> None:
     # Ten points with one seed each: resampling seeds within points alone would give a zero-width interval.
     sample = _pairs([0.5, 0.7, 0.9, 1.1, 1.3, 0.6, 0.8, 1.0, 1.2, 1.4], groups=10)
-    e = st.pair_estimate("median_pair_ratio", sample, {}, seed=4)
+    e = st.get("median_pair_ratio").estimate(sample, {}, seed=4)
     assert e.low < e.value < e.high
-    share = st.pair_estimate("share_pairs_below", sample, {}, seed=4)
+    share = st.get("share_pairs_below").estimate(sample, {}, seed=4)
     assert share.low < share.high
 
 
 def test_a_unanimous_share_of_few_pairs_is_not_certain() -> None:
-    e = st.pair_estimate("share_pairs_above", _pairs([1.5] * 5, groups=5), {}, seed=5)
+    e = st.get("share_pairs_above").estimate(_pairs([1.5] * 5, groups=5), {}, seed=5)
     assert e.value == 1.0 and e.high == 1.0 and e.low < 0.6   # Wilson: about [0.57, 1]
     assert st.verdict(e.value, e.low, e.high, ">", 0.5, 0) == "holds"
-    few = st.pair_estimate("share_pairs_above", _pairs([1.5] * 3, groups=3), {}, seed=5)
+    few = st.get("share_pairs_above").estimate(_pairs([1.5] * 3, groups=3), {}, seed=5)
     assert st.verdict(few.value, few.low, few.high, ">", 0.5, 0) == "inconclusive"

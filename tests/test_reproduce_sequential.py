@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fecbench.reproduce import allocate, anytime, plan, profiles, seeds
+from fecbench.reproduce import allocate, plan, profiles, seeds
 from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce import sequential as sq
 from fecbench.reproduce.pack import load_pack
+from fecbench.reproduce.statistics import points
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.runners.experiment.runs import loss_seed, run_key
 from fecbench.status import Status
@@ -89,7 +90,7 @@ def test_a_claim_near_its_verdict_needs_fewer_runs() -> None:
 def test_points_give_a_block_per_min_seeds_seeds_in_order() -> None:
     rows = [{"group": f"{p}|1", "value": 100.0 * (0.5 if p % 2 else 2.0), "base": 100.0, "ratio": 0.5,
              "factor": float(p), "order": f"2026-01-01T00:{rep:02d}:{p:02d}"} for p in range(4) for rep in range(7)]
-    blocks = anytime.point_blocks(pd.DataFrame(rows), 3)
+    blocks = points.point_blocks(pd.DataFrame(rows), 3)
     assert len(blocks) == 8 and list(blocks["value"][:4]) == [2.0, 0.5, 2.0, 0.5]   # 7 seeds: 2 blocks each
 
 

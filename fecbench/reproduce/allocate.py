@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from fecbench.reproduce import seeds
 from fecbench.reproduce import sequential as sq
 from fecbench.reproduce.evaluate import Verdict
-from fecbench.reproduce.pack import POINT_STATISTICS, Claim
+from fecbench.reproduce.pack import Claim
 from fecbench.reproduce.plan import Campaign, Selection, UnitKey, claim_units, first_block, labels_of
 from fecbench.runners.experiment.runs import Run
 
@@ -51,10 +51,7 @@ def units_with_extra(claim: Claim, campaign: Campaign) -> list[UnitKey]:
 
 
 def units_per_observation(claim: Claim) -> float:
-    if claim.statistic in POINT_STATISTICS:
-        block = float(claim.params.get("min_seeds", 3))
-        return 2 * block if claim.statistic == "trend" else block
-    return 1.0
+    return claim.stat.units_per_observation(claim.params)
 
 
 def need_units(claim: Claim, verdicts: list[Verdict]) -> float:

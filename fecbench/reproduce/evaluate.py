@@ -1,7 +1,7 @@
 """Every claim of a pack, per profile: the statistic on the campaign's database and its verdict.
 
-Verdicts come from the statistic's anytime-valid interval (``anytime``, ``sequential``: a confidence
-sequence, valid however often it is looked at) at level 1 − α/K for a pack of K claims (α = 0.05
+Verdicts come from the statistic's anytime-valid interval (``Claim.stat.sequence``, ``sequential``: a
+confidence sequence, valid however often it is looked at) at level 1 − α/K for a pack of K claims (α = 0.05
 family-wise per profile, Bonferroni): **holds** (the interval lies on the claim's side of its
 threshold, or within threshold ± tolerance for ``approx``), **fails** (entirely on the other side),
 **at the threshold** (a ``<`` or ``>`` claim with a tolerance whose interval lies inside threshold ±
@@ -11,11 +11,12 @@ e.g. a design another issue adds: never a silent pass). Each verdict also says w
 taking runs (``STOPPED``). The fixed-sample bootstrap estimate of ``statistics`` stays beside it (the
 figure's samples; a fixed-sample interval for information).
 
-Data. A pair statistic pairs the label's runs with the baseline's on the same point, seed and size
-(``fecbench.analysis.ratios.pairs``: timeouts censored, failed or flagged runs excluded and counted);
+Data, by what the claim's statistic reads (``stat.reads``). Pairs: the label's runs paired with the
+baseline's on the same point, seed and size (``fecbench.analysis.ratios.pairs``: timeouts censored,
+failed or flagged runs excluded and counted);
 ``where`` keeps the points, sizes and loss classes the claim is about (``loss_class``: each run by
 its own verdict log; ``baseline_class``: a pair by its baseline run's, the paired analysis of a loss
-class). A group statistic takes each label's runs (timeouts at +inf). A flows statistic reads the
+class). Runs: each label's runs (timeouts at +inf). Flows: the foreground flows of the
 per-flow table of competing-flow runs (issue #26).
 """
 
@@ -32,17 +33,9 @@ import pandas as pd
 from fecbench.analysis import ratios, results
 from fecbench.analysis.stats import group_seed
 from fecbench.analysis.studies import flows, loss_position
-from fecbench.reproduce import anytime
 from fecbench.reproduce import sequential as sq
 from fecbench.reproduce import statistics as st
-from fecbench.reproduce.pack import (
-    FLOW_STATISTICS,
-    GROUP_STATISTICS,
-    PAIR_STATISTICS,
-    POINT_STATISTICS,
-    Claim,
-    Pack,
-)
+from fecbench.reproduce.pack import Claim, Pack
 from fecbench.reproduce.plan import matches
 
 NOT_RUNNABLE = "not runnable here"
@@ -150,29 +143,21 @@ def evaluate_claim(claim: Claim, profile: str, data: Data, seed: int, *, alpha: 
     """One claim's verdict from its anytime-valid interval at level 1 − ``alpha`` (``bootstrap``: with
     the fixed-sample estimate beside it, for the page)."""
     n_boot = st.N_BOOT if bootstrap else 0
-    if claim.statistic in FLOW_STATISTICS:
+    stat = claim.stat
+    if stat.reads == st.FLOWS:
         return _flows(claim, profile, data, seed, alpha)
     frame = data.classified() if _uses_classes(claim) else data.frame
     frame = _filter_runs(claim, frame)
     if frame.empty or not {claim.label, claim.baseline} <= set(frame["label"]):
         return Verdict(claim, profile, "inconclusive", None, "no runs of the claim's labels yet", alpha=alpha)
-    if claim.statistic in GROUP_STATISTICS:
-        label, base = (_run_values(frame[frame["label"] == name], claim.metric)
-                       for name in (claim.label, claim.baseline))
-        estimate = _bootstrap(lambda n: st.group_estimate(claim.statistic, label, base, claim.params, seed=seed,
-                                                          n_boot=n), n_boot)
-        sequence: sq.Sequence | None = anytime.group_sequence(label, base, float(claim.params["q"]), alpha)
+    if stat.reads == st.RUNS:
+        sample: pd.DataFrame | st.Runs = st.Runs(*(_run_values(frame[frame["label"] == name], claim.metric)
+                                                   for name in (claim.label, claim.baseline)))
         reason = ""
     else:
         sample, reason = _pair_sample(claim, frame, data)
-        if claim.statistic in PAIR_STATISTICS:
-            estimate = _bootstrap(lambda n: st.pair_estimate(claim.statistic, sample, claim.params, seed=seed,
-                                                             n_boot=n), n_boot)
-            sequence = anytime.pair_sequence(claim.statistic, sample, claim.params, alpha)
-        else:
-            estimate = _bootstrap(lambda n: st.point_estimate(claim.statistic, sample, claim.params, seed=seed,
-                                                              n_boot=n), n_boot)
-            sequence = anytime.point_sequence(claim.statistic, sample, claim.params, alpha)
+    estimate = _bootstrap(lambda n: stat.estimate(sample, claim.params, seed=seed, n_boot=n), n_boot)
+    sequence = stat.sequence(sample, claim.params, alpha)
     return _judge(claim, profile, estimate, sequence, reason, alpha)
 
 
@@ -187,15 +172,13 @@ def _bootstrap(compute, n_boot: int) -> st.Estimate:
 def _judge(claim: Claim, profile: str, estimate: st.Estimate, sequence: sq.Sequence | None, reason: str,
            alpha: float) -> Verdict:
     if sequence is None:
-        why = anytime.NO_SEQUENCE.get(claim.statistic, "no anytime-valid interval")
+        why = claim.stat.no_sequence or "no anytime-valid interval"
         return Verdict(claim, profile, "inconclusive", estimate,
                        "; ".join(n for n in (f"{estimate.n} {estimate.unit}", f"no anytime-valid interval: {why}",
                                              reason) if n),
                        None, alpha, NO_SEQUENCE_STOP)
     verdict = sq.decide(sequence.low, sequence.high, claim.compare, claim.threshold, claim.tolerance)
-    unit = "pairs of points" if claim.statistic == "trend" else \
-        "blocks of seeds" if claim.statistic in POINT_STATISTICS else estimate.unit
-    notes = [f"{sequence.n} {unit}", estimate.note, reason]
+    notes = [f"{sequence.n} {claim.stat.sequence_unit}", estimate.note, reason]
     if verdict == "inconclusive":
         notes.insert(1, "no observations yet" if sequence.n == 0 else "the interval straddles the threshold")
     if sequence.empty:
@@ -282,9 +265,9 @@ def _flows(claim: Claim, profile: str, data: Data, seed: int, alpha: float) -> V
     fore = table[table["role"] == claim.params["role"]].assign(background=lambda f: f["run_key"].map(background))
     runs = data.frame.set_index("key")["status"] if not data.frame.empty else pd.Series(dtype=object)
     fore = fore.assign(status=fore["run_key"].map(runs).fillna("ok"))
-    label, base = (_run_values(fore[fore["background"] == name], "dct_ms") for name in (claim.label, claim.baseline))
-    estimate = st.group_estimate("quantile_ratio", label, base, {"q": 0.5}, seed=seed)
-    return _judge(claim, profile, estimate, anytime.group_sequence(label, base, 0.5, alpha),
+    runs = st.Runs(*(_run_values(fore[fore["background"] == name], "dct_ms") for name in (claim.label, claim.baseline)))
+    estimate = claim.stat.estimate(runs, claim.params, seed=seed)
+    return _judge(claim, profile, estimate, claim.stat.sequence(runs, claim.params, alpha),
                   f"foreground DCT with background {claim.label} ÷ with {claim.baseline}", alpha)
 
 

@@ -23,21 +23,14 @@ from typing import Any
 
 from fecbench.errors import SpecError, UserError
 from fecbench.paths import REPO_ROOT
+from fecbench.reproduce import statistics
 from fecbench.runners.experiment.design import parse_size, resolve_path
 from fecbench.specs import Section, load_toml
 
 PACKS_DIR = REPO_ROOT / "reproduce"
 
-#: Statistics over pairs of runs (label and baseline on the same point, seed and size).
-PAIR_STATISTICS = ("share_pairs_below", "share_pairs_above", "median_pair_ratio", "ratio_of_medians",
-                   "difference_of_medians")
-#: Statistics over design points (each point's ratio of medians over its seeds).
-POINT_STATISTICS = ("median_point_ratio", "mean_point_ratio", "share_points_below", "trend")
-#: Statistics over each label's runs, unpaired (a quantile of each side).
-GROUP_STATISTICS = ("quantile_ratio",)
-#: Statistics over the flows of runs with competing flows (issue #26's per-flow table).
-FLOW_STATISTICS = ("flow_ratio_of_medians",)
-STATISTICS = PAIR_STATISTICS + POINT_STATISTICS + GROUP_STATISTICS + FLOW_STATISTICS
+#: The claim statistics (``statistics.REGISTRY``): the choices of a claim's ``statistic``.
+STATISTICS = statistics.NAMES
 COMPARISONS = ("<", ">", "approx")
 LOSS_CLASSES = ("no loss", "loss", "tail loss")
 DIRECTIONS = ("forward", "reverse", "any")
@@ -71,6 +64,11 @@ class Claim:
     paper_text: str = ""
     printed: dict[str, float] = field(default_factory=dict)
     needs: str | None = None          # what a claim needs that this checkout lacks (set at load)
+
+    @property
+    def stat(self) -> statistics.ClaimStatistic:
+        """The claim's statistic, the object that answers everything about it."""
+        return statistics.get(self.statistic)
 
     def sizes(self) -> list[int] | None:
         return self.where.get("size")
@@ -245,9 +243,10 @@ def _claim(entry: Section, papers: dict[str, str], designs: dict[str, DesignRef]
     source = Source(paper=src.get("paper", str, choices=list(papers)), section=src.get("section", str),
                     figure=src.get("figure", str, ""), quote=src.get("quote", str))
     src.done()
-    params = _params(entry, statistic, ref)
+    stat = statistics.get(statistic)
+    params = _params(entry, stat, ref)
     # A flow claim's labels are the competing flows' (issue #26), not the design's [[impl]] labels.
-    where = _where(entry, ref, *((label, baseline) if statistic not in FLOW_STATISTICS else (None, None)))
+    where = _where(entry, ref, *((label, baseline) if stat.reads != statistics.FLOWS else (None, None)))
     paper_value = entry.get("paper", float, None)
     printed = entry.get("printed", dict, {})
     if any(not isinstance(v, (int, float)) or isinstance(v, bool) for v in printed.values()):
@@ -264,19 +263,10 @@ def _claim(entry: Section, papers: dict[str, str], designs: dict[str, DesignRef]
     return claim
 
 
-def _params(entry: Section, statistic: str, ref: DesignRef) -> dict[str, Any]:
+def _params(entry: Section, stat: statistics.ClaimStatistic, ref: DesignRef) -> dict[str, Any]:
+    """Every claim's keys (``min_seeds``, ``loss_direction``) and the statistic's own (``stat.params``)."""
     params: dict[str, Any] = {"min_seeds": entry.get("min_seeds", int, 3, min=1, max=1000)}
-    if statistic in POINT_STATISTICS:
-        params["per_point"] = entry.get("per_point", str, "ratio", choices=("ratio", "difference"))
-    if statistic == "trend":
-        params["factor"] = entry.get("factor", str, choices=ref.factors if ref.present else None)
-    if statistic in ("share_pairs_below", "share_pairs_above"):
-        params["ratio_threshold"] = float(entry.get("ratio_threshold", float, 1.0, min=0.0))
-        params["ties"] = entry.get("ties", str, "count", choices=("count", "exclude"))
-    if statistic == "quantile_ratio":
-        params["q"] = float(entry.get("q", float, min=0.0, max=1.0))
-    if statistic == "flow_ratio_of_medians":
-        params["role"] = entry.get("role", str, "foreground")
+    params.update(stat.read_params(entry, ref.factors if ref.present else None))
     params["loss_direction"] = entry.get("loss_direction", str, "any", choices=DIRECTIONS)
     return params
 

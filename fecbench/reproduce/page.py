@@ -21,31 +21,15 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from fecbench.paths import slug
-from fecbench.reproduce.anytime import JUDGED_ON
 from fecbench.reproduce.evaluate import AT_THRESHOLD, NOT_RUNNABLE, Verdict, expectation, paper_text, table
 from fecbench.reproduce.pack import Claim, Pack
 
 COLOURS = {"holds": "#1a7f37", "fails": "#cf222e", AT_THRESHOLD: "#0969da", "inconclusive": "#9a6700",
            NOT_RUNNABLE: "#57606a"}
-STATISTIC_TEXT = {
-    "share_pairs_below": "share of pairs (same point, seed, size) whose ratio label ÷ baseline is below {t:g}",
-    "share_pairs_above": "share of pairs whose ratio label ÷ baseline is above {t:g}",
-    "median_pair_ratio": "median of the per-run ratios label ÷ baseline",
-    "ratio_of_medians": "median of the label ÷ median of the baseline, over the same pairs",
-    "difference_of_medians": "median of the label − median of the baseline, over the same pairs",
-    "median_point_ratio": "median over design points of each point's ratio of medians",
-    "mean_point_ratio": "mean over design points of each point's ratio of medians",
-    "share_points_below": "share of design points whose ratio of medians is below 1",
-    "trend": "Spearman correlation of each point's ratio of medians with {factor}",
-    "quantile_ratio": "quantile {q:g} of the label ÷ that of the baseline (unpaired)",
-    "flow_ratio_of_medians": "median foreground DCT with background {label} ÷ with background {baseline}",
-}
 
 
 def describe(claim: Claim) -> str:
-    text = STATISTIC_TEXT[claim.statistic].format(t=claim.params.get("ratio_threshold", 1.0),
-                                                  factor=claim.params.get("factor"), q=claim.params.get("q", 0.5),
-                                                  label=claim.label, baseline=claim.baseline)
+    text = claim.stat.describe(claim.params, claim.label, claim.baseline)
     return f"{text} ({claim.metric}; label {claim.label}, baseline {claim.baseline})"
 
 
@@ -120,8 +104,9 @@ def _samples(ax: Any, claim: Claim, verdicts: list[Verdict]) -> None:
     if claim.printed:
         text = "paper printed:\n" + "\n".join(f"{k} = {val:g}" for k, val in claim.printed.items())
         ax.text(1.02, 1.0, text, transform=ax.transAxes, fontsize=7, va="top")
-    if claim.statistic in ("share_pairs_below", "share_pairs_above", "median_pair_ratio") and drawn:
-        ax.axvline(claim.params.get("ratio_threshold", 1.0), color="#444", lw=0.8)
+    line = claim.stat.figure_line(claim.params)
+    if line is not None and drawn:
+        ax.axvline(line, color="#444", lw=0.8)
     if drawn:
         ax.legend(fontsize=7, frameon=False)
     else:
@@ -139,7 +124,7 @@ def write(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
     frame.to_csv(outdir / "verdicts.csv", index=False)
     (outdir / "verdicts.json").write_text(json.dumps([{
         "claim": v.claim.id, "profile": v.profile, "verdict": v.verdict, "reason": v.reason, "stopped": v.stopped,
-        "looks": v.looks, "level": 1 - v.alpha, "judged_on": JUDGED_ON.get(v.claim.statistic, v.claim.statistic),
+        "looks": v.looks, "level": 1 - v.alpha, "judged_on": v.claim.stat.judged_on or v.claim.statistic,
         "value": None if v.sequence is None else _json(v.sequence.value),
         "cs": None if v.sequence is None else [_json(v.sequence.low), _json(v.sequence.high)],
         "n": None if v.sequence is None else v.sequence.n,
@@ -231,8 +216,8 @@ def _html(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
                      f"{', ' + esc(src.figure) if src.figure else ''}:</p><blockquote>{esc(src.quote)}</blockquote>"
                      f"<p>Statistic: {esc(describe(claim))}; expected {esc(expectation(claim))}; "
                      f"where {esc(json.dumps(claim.where))}; design <code>{esc(claim.design)}</code>."
-                     + (f" The anytime-valid interval is that of the {esc(JUDGED_ON[claim.statistic])}."
-                        if claim.statistic in JUDGED_ON else "") + "</p>")
+                     + (f" The anytime-valid interval is that of the {esc(claim.stat.judged_on)}."
+                        if claim.stat.judged_on else "") + "</p>")
         for name in names:
             v = by.get((claim.id, name))
             if v is not None:

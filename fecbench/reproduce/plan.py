@@ -37,7 +37,8 @@ from fecbench import run_records
 from fecbench.db import open_readonly
 from fecbench.errors import UserError
 from fecbench.paths import RESULTS_DIR
-from fecbench.reproduce.pack import FLOW_STATISTICS, POINT_STATISTICS, Claim
+from fecbench.reproduce.pack import Claim
+from fecbench.reproduce.statistics import FLOWS
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
 from fecbench.status import Status
@@ -147,27 +148,25 @@ def claim_units(claim: Claim, prepared: Prepared) -> list[UnitKey]:
     sizes = claim.sizes() or list(prepared.design.workload.sizes) or [None]
     groups = [(p, s) for p in spread_order(claim_points(claim, prepared), prepared) for s in sizes]
     reps = prepared.design.repetitions
-    depth = min(reps, claim.params.get("min_seeds", 3)) if claim.statistic in POINT_STATISTICS else 1
+    depth = min(reps, claim.stat.seeds_per_point(claim.params)) if claim.stat.needs_points else 1
     units = [(p, r, s) for p, s in groups for r in range(depth)]
     units += [(p, r, s) for r in range(depth, reps) for p, s in groups]
     return units
 
 
 def first_block(claim: Claim) -> int:
-    """Units a claim needs before its statistic can have an interval: 3 pairs (or runs per side); for a
-    statistic over points, ``min_seeds`` seeds of 3 points (4 for a trend)."""
-    if claim.statistic in POINT_STATISTICS:
-        return int(claim.params.get("min_seeds", 3)) * (4 if claim.statistic == "trend" else 3)
-    return 3
+    """Units a claim needs before its statistic can have an interval (``ClaimStatistic.first_block``: 3
+    pairs or runs per side; for a statistic over points, ``min_seeds`` seeds of 3 points, 4 for a trend)."""
+    return claim.stat.first_block(claim.params)
 
 
 def depth_units(claim: Claim, units: list[UnitKey]) -> tuple[int, int]:
     """For a point statistic: how many of its first units give points their first seeds, and how many
     seeds each point gets there (``min_seeds``, or all of a design's repetitions if fewer); (0, 1) else."""
-    if claim.statistic not in POINT_STATISTICS or not units:
+    if not claim.stat.needs_points or not units:
         return 0, 1
     first = (units[0][0], units[0][2])
-    step = sum(1 for point, _, size in units[: int(claim.params.get("min_seeds", 3))] if (point, size) == first)
+    step = sum(1 for point, _, size in units[: claim.stat.seeds_per_point(claim.params)] if (point, size) == first)
     seeds: dict[tuple[int, int | None], int] = {}
     count = 0
     for point, _, size in units:
@@ -192,7 +191,7 @@ def block_end(claim: Claim, cursor: int, total: int, depth: tuple[int, int]) -> 
 def labels_of(claim: Claim, campaign: Campaign) -> list[str]:
     """The labels whose runs a claim reads: its label and baseline; every label for a flows claim (the
     compared flows are inside each run)."""
-    if claim.statistic in FLOW_STATISTICS:
+    if claim.stat.reads == FLOWS:
         return [entry.label for entry in campaign.prepared.design.impls]
     return [claim.label, claim.baseline]
 

@@ -1,0 +1,149 @@
+"""A claim statistic: one object that says everything the harness asks about it.
+
+``ClaimStatistic`` is the contract; each statistic is a subclass in the module of its family
+(``pairs``, ``points``, ``runs``) and registered in ``statistics.REGISTRY``. What the rest of
+``reproduce/`` asks of it, and nothing else:
+
+- what it reads (``reads``): ``PAIRS`` (a frame of pairs of runs on the same point, seed and size:
+  group, value, base, ratio, and where known order and factor), ``RUNS`` (each side's runs, unpaired:
+  ``Runs``) or ``FLOWS`` (the foreground flows' runs of competing-flow runs, as ``Runs``; every label of
+  the design is run);
+- what it needs from the plan: seeds per point (``seeds_per_point``: ``min_seeds`` for a statistic over
+  points, else 1), observations for an interval (``min_for_interval``), hence the first block of units
+  (``first_block``) and the units an observation of its confidence sequence costs
+  (``units_per_observation``);
+- the keys a claim may set for it (``params``: name, type, default, checks) besides the ones every
+  claim has (``min_seeds``, ``loss_direction``: ``pack``);
+- its fixed-sample estimate with a bootstrap interval (``estimate``) and its anytime-valid form
+  (``sequence``: a confidence sequence of ``sequential``, or None with ``no_sequence`` saying why;
+  ``judged_on`` where that sequence is about something else than the statistic itself);
+- its words: what its estimate and its sequence count (``unit``, ``sequence_unit``), how the page
+  describes it (``text``, ``describe``) and the reference line its figure draws (``figure_line``; the
+  figure draws the estimate's ``samples``).
+
+Samples carry an ``order`` column where known: when each observation became available (the later start
+of a pair's two runs), a value planned before the run, not its outcome; ``ordered`` sorts by it.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from fecbench.reproduce.sequential import Sequence
+from fecbench.reproduce.statistics.bootstrap import MIN_PAIRS, N_BOOT
+from fecbench.specs import Section
+
+#: What a statistic reads (``ClaimStatistic.reads``).
+PAIRS, RUNS, FLOWS = "pairs", "runs", "flows"
+#: ``Param.choices``: the names of the design's factors.
+FACTORS = "the design's factors"
+
+
+@dataclass
+class Estimate:
+    value: float
+    low: float
+    high: float
+    n: int                    # pairs, points or runs used
+    unit: str                 # "pairs", "points" or "runs"
+    note: str = ""            # what was left out, why no interval
+    samples: dict[str, np.ndarray] = field(default_factory=dict)   # what the claim's figure draws
+
+    @property
+    def has_interval(self) -> bool:
+        return not (math.isnan(self.low) or math.isnan(self.high))
+
+
+@dataclass
+class Runs:
+    """Each side's values, unpaired, in the order the runs started (+inf: timed out)."""
+    label: np.ndarray
+    base: np.ndarray
+
+
+@dataclass(frozen=True)
+class Param:
+    """A key of a claim that a statistic reads: its type, default (``required``: none) and checks."""
+    name: str
+    kind: type
+    default: Any = None
+    required: bool = False
+    choices: tuple[str, ...] | str | None = None   # FACTORS: the design's factors
+    min: float | None = None
+    max: float | None = None
+
+    def read(self, entry: Section, factors: list[str] | None) -> Any:
+        """The key's value in a claim (a SpecError naming file and key if it is wrong); ``factors``: the
+        design's factors (None: the design file is absent, any name passes)."""
+        choices = factors if self.choices == FACTORS else self.choices
+        default = {} if self.required else {"default": self.default}
+        value = entry.get(self.name, self.kind, **default, choices=choices, min=self.min, max=self.max)
+        return float(value) if self.kind is float and value is not None else value
+
+
+def ordered(sample: pd.DataFrame) -> pd.DataFrame:
+    """The sample sorted by availability (rows without an order last, in their given order)."""
+    if "order" not in sample or sample.empty:
+        return sample.reset_index(drop=True)
+    rank = sample["order"].fillna("\uffff").astype(str)
+    return sample.assign(_rank=rank, _row=np.arange(len(sample))).sort_values(["_rank", "_row"]) \
+        .drop(columns=["_rank", "_row"]).reset_index(drop=True)
+
+
+class ClaimStatistic(ABC):
+    """One claim statistic (see the module). Subclasses set the class attributes and the two methods."""
+
+    name: ClassVar[str]
+    reads: ClassVar[str] = PAIRS
+    unit: ClassVar[str] = "pairs"              # what the fixed-sample estimate counts
+    sequence_unit: ClassVar[str] = "pairs"     # what its confidence sequence counts
+    text: ClassVar[str]                        # the page's words: str.format with t, factor, q, label, baseline
+    params: ClassVar[tuple[Param, ...]] = ()
+    needs_points: ClassVar[bool] = False       # over design points: min_seeds seeds of a point before others
+    min_for_interval: ClassVar[int] = MIN_PAIRS
+    points_per_observation: ClassVar[int] = 1  # points one observation of the sequence takes (a trend: 2)
+    judged_on: ClassVar[str] = ""              # what the anytime-valid interval is about, if not the statistic
+    no_sequence: ClassVar[str] = ""            # why it has no anytime-valid interval (sequence gives None)
+
+    @abstractmethod
+    def estimate(self, sample: Any, params: dict, *, seed: int = 0, n_boot: int = N_BOOT) -> Estimate:
+        """The statistic on ``sample`` (a frame of pairs, or ``Runs``) with its 95 % bootstrap interval
+        (seeded: the same sample and seed give the same interval) and what its figure draws."""
+
+    @abstractmethod
+    def sequence(self, sample: Any, params: dict, alpha: float) -> Sequence | None:
+        """Its confidence sequence at level 1 − ``alpha`` over the observations in the order they came;
+        None if it has none (``no_sequence`` says why)."""
+
+    def read_params(self, entry: Section, factors: list[str] | None) -> dict[str, Any]:
+        """The statistic's own keys of a claim (``params``), checked."""
+        return {p.name: p.read(entry, factors) for p in self.params}
+
+    def seeds_per_point(self, params: dict) -> int:
+        """Seeds a point gets before the next point gets any: ``min_seeds`` over points, else 1."""
+        return int(params.get("min_seeds", 3)) if self.needs_points else 1
+
+    def first_block(self, params: dict) -> int:
+        """Units (point, seed, size) before it can have an interval: 3 pairs (or runs per side); over
+        points, ``min_seeds`` seeds of 3 points (4 for a trend)."""
+        return self.seeds_per_point(params) * self.min_for_interval
+
+    def units_per_observation(self, params: dict) -> float:
+        """Units one observation of its confidence sequence costs (a pair: 1; a block of ``min_seeds``
+        seeds of a point; two blocks for a trend's pair of points)."""
+        return float(self.seeds_per_point(params) * self.points_per_observation)
+
+    def describe(self, params: dict, label: str, baseline: str) -> str:
+        """What it is, in the page's words."""
+        return self.text.format(t=params.get("ratio_threshold", 1.0), factor=params.get("factor"),
+                                q=params.get("q", 0.5), label=label, baseline=baseline)
+
+    def figure_line(self, params: dict) -> float | None:
+        """Where the claim's sample figure draws a reference line (None: none)."""
+        return None

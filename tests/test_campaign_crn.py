@@ -18,8 +18,7 @@ pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 def test_verdict_logs_agree_across_implementations(tmp_path: Path) -> None:
     if not FECQ.exists():
         pytest.skip("fecq is not built (make bootstrap)")
-    from fecbench.dropper import LossModel
-    from fecbench.dropper.model import reference_verdicts
+    from fecbench.dropper import Uniform, reference_verdicts
 
     design = tmp_path / "crn.toml"
     design.write_text(textwrap.dedent(f"""
@@ -81,7 +80,7 @@ def test_verdict_logs_agree_across_implementations(tmp_path: Path) -> None:
             assert common > 10  # a 50 kB download: ~50 data packets one way, ~20 acks the other
             assert np.array_equal(a["verdict"][:common], b["verdict"][:common])
             # ... and both equal the reference model's sequence for this run's seed and stream.
-            reference = reference_verdicts(LossModel.uniform(p), seed_a, stream, max(len(a), len(b)))
+            reference = reference_verdicts(Uniform(p), seed_a, stream, max(len(a), len(b)))
             assert np.array_equal(a["verdict"].astype(bool), reference[:len(a)])
             assert np.array_equal(b["verdict"].astype(bool), reference[:len(b)])
     # The two repetitions have different loss seeds, hence different patterns.

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from fecbench.dropper import LossModel, reference_verdicts
+from fecbench.dropper import Uniform, reference_verdicts
 from fecbench.dropper import testrun as testrun_mod
 
 FB = [sys.executable, "-m", "fecbench", "dropper"]
@@ -42,7 +42,7 @@ def test_bad_input_exits_2_with_one_line(args):
 
 
 def test_verify_reports_the_first_mismatch(monkeypatch):
-    model = LossModel.uniform(0.3)
+    model = Uniform(0.3)
 
     def flipped(model, seed, stream, packets, threads=1, ge_table_len=None):
         got = reference_verdicts(model, seed, stream, packets).astype(np.uint8)

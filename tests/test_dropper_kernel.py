@@ -8,18 +8,18 @@ import math
 import numpy as np
 import pytest
 
-from fecbench.dropper import LossModel, burst_lengths, reference_verdicts
+from fecbench.dropper import GilbertElliott, NoLoss, Trace, Uniform, burst_lengths, reference_verdicts
 from fecbench.dropper.testrun import bench, kernel_verdicts, verify
 
 pytestmark = pytest.mark.require_root
 
 MODELS = {
-    "uniform": LossModel.uniform(0.1),
-    "uniform-tiny": LossModel.uniform(3e-5),
-    "ge": LossModel.gilbert_elliott(0.05, 0.3, 0.99, 0.2),
-    "ge-simple": LossModel.gilbert_elliott(0.02, 0.25),
-    "trace": LossModel.trace(np.random.default_rng(5).choice(300_000, 4000, replace=False)),
-    "none": LossModel.none(),
+    "uniform": Uniform(0.1),
+    "uniform-tiny": Uniform(3e-5),
+    "ge": GilbertElliott(0.05, 0.3, 0.99, 0.2),
+    "ge-simple": GilbertElliott(0.02, 0.25),
+    "trace": Trace.load(np.random.default_rng(5).choice(300_000, 4000, replace=False)),
+    "none": NoLoss(),
 }
 
 
@@ -55,29 +55,29 @@ def test_kernel_counters_match_the_sequence(name):
 
 
 def test_p0_never_drops_and_p1_always_drops():
-    never, _ = kernel_verdicts(LossModel.uniform(0.0), 1, 0, 100_000, threads=2)
-    always, _ = kernel_verdicts(LossModel.uniform(1.0), 1, 0, 100_000, threads=2)
+    never, _ = kernel_verdicts(Uniform(0.0), 1, 0, 100_000, threads=2)
+    always, _ = kernel_verdicts(Uniform(1.0), 1, 0, 100_000, threads=2)
     assert not never.any() and (always == 1).all()
-    ge_always, _ = kernel_verdicts(LossModel.gilbert_elliott(1.0, 0.0, 0.0, 0.0, allow_absorbing=True), 2, 0,
+    ge_always, _ = kernel_verdicts(GilbertElliott(1.0, 0.0, 0.0, 0.0, allow_absorbing=True), 2, 0,
                                    100_000, ge_table_len=1000)
     assert (ge_always == 1).all()
 
 
 def test_statistics_over_a_million_packets():
     n = 1_000_000
-    uni = LossModel.uniform(0.03)
+    uni = Uniform(0.03)
     d, _ = kernel_verdicts(uni, 2019, 0, n, threads=2)
     assert abs(d.mean() - 0.03) < 4 * uni.loss_rate_sigma(n)
 
     # two-state model: loss rate and mean burst (bursts are geometric with mean 1/r)
-    ge = LossModel.gilbert_elliott(0.02, 0.25)
+    ge = GilbertElliott(0.02, 0.25)
     d, _ = kernel_verdicts(ge, 2019, 1, n, threads=2, ge_table_len=300_000)
     runs = burst_lengths(d.astype(bool))
     assert abs(d.mean() - ge.loss_rate()) < 4 * ge.loss_rate_sigma(n)
     burst_sigma = math.sqrt((1 - ge.r) / ge.r**2 / len(runs))
     assert abs(runs.mean() - ge.mean_burst()) < 4 * burst_sigma
 
-    full = LossModel.gilbert_elliott(0.05, 0.3, 0.99, 0.2)
+    full = GilbertElliott(0.05, 0.3, 0.99, 0.2)
     d, _ = kernel_verdicts(full, 2019, 2, n, threads=2)
     assert abs(d.mean() - full.loss_rate()) < 4 * full.loss_rate_sigma(n)
 

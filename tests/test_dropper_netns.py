@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from fecbench import cleanup
-from fecbench.dropper import Dropper, Filter, LossModel, reference_verdicts
+from fecbench.dropper import Dropper, Filter, GilbertElliott, NoLoss, Trace, Uniform, reference_verdicts
 from fecbench.dropper.dropper import PIN_ROOT, hooks, tcx_available
 from fecbench.errors import UserError
 
@@ -144,7 +144,7 @@ def missing(received: np.ndarray, packets: int) -> np.ndarray:
 
 def test_router_egress_drops_exactly_the_predicted_packets(line, hook):
     n = 100_000
-    model = LossModel.gilbert_elliott(0.02, 0.25, 0.995, 0.1)
+    model = GilbertElliott(0.02, 0.25, 0.995, 0.1)
     udp = Filter(proto="udp", port=PORT)
     with Dropper.attach("eth1", netns=line[1], model=model, seed=7, stream=1, filter=udp, log=True, hook=hook) as d:
         assert d.hook == hook and d.stats()["hook"] == hook
@@ -177,7 +177,7 @@ def test_router_egress_drops_exactly_the_predicted_packets(line, hook):
 def test_per_flow_counters_split_the_link_by_port_and_time(line):
     """With flow counting on (competing flows), every packet and drop is counted once, under its flow (protocol
     and ports) and time bin; without it, nothing is counted per flow."""
-    with Dropper.attach("eth1", netns=line[1], model=LossModel.uniform(0.1), seed=3) as d:
+    with Dropper.attach("eth1", netns=line[1], model=Uniform(0.1), seed=3) as d:
         transfer(line, 300)
         assert d.flows()["flows"] == [] and d.flows()["counting"] is False
         d.set(seed=3, flow_bin_ms=50)
@@ -198,7 +198,7 @@ def test_per_flow_counters_split_the_link_by_port_and_time(line):
 
 def test_filter_non_matching_traffic_passes_and_keeps_the_index(line):
     # everything dropped, but only for another port: our datagrams pass and ARP/ping still work
-    with Dropper.attach("eth1", netns=line[1], model=LossModel.uniform(1.0), filter=Filter("udp", 9999)) as d:
+    with Dropper.attach("eth1", netns=line[1], model=Uniform(1.0), filter=Filter("udp", 9999)) as d:
         assert len(transfer(line, 2000)) == 2000
         st = d.stats()
         assert st["matched"] == 0 and st["dropped"] == 0 and st["seen"] >= 2000
@@ -206,12 +206,12 @@ def test_filter_non_matching_traffic_passes_and_keeps_the_index(line):
 
 def test_ipv6_address_pair_filter_and_gso_count(line):
     pair = Filter(proto="udp", port=PORT, src="fd00:1::1", dst="fd00:2::1")
-    with Dropper.attach("eth1", netns=line[1], model=LossModel.uniform(1.0), filter=pair) as d:
+    with Dropper.attach("eth1", netns=line[1], model=Uniform(1.0), filter=pair) as d:
         assert len(transfer(line, 500, dst="fd00:2::1", wait=5.0)) == 0
         assert len(transfer(line, 500)) == 500  # IPv4: not the filtered pair
         st = d.stats()
         assert st["matched"] == 500 and st["dropped"] == 500 and st["unmatched"] >= 500
-    with Dropper.attach("eth1", netns=line[1], model=LossModel.none(), filter=Filter("udp", PORT)) as d:
+    with Dropper.attach("eth1", netns=line[1], model=NoLoss(), filter=Filter("udp", PORT)) as d:
         assert len(transfer(line, 50, gso=True)) == 400
         st = d.stats()
         assert st["gso"] > 0 and st["matched"] < 400  # one verdict covered several wire packets
@@ -228,10 +228,10 @@ def test_ingress_by_pid_and_two_instances(line, hook):
                 break
             time.sleep(0.01)
         udp = Filter(proto="udp", port=PORT)
-        with Dropper.attach("eth0", netns=pid, direction="ingress", model=LossModel.trace([0, 5]), filter=udp,
+        with Dropper.attach("eth0", netns=pid, direction="ingress", model=Trace.load([0, 5]), filter=udp,
                             hook=hook) as a, \
-                Dropper.attach("eth0", netns=h2, model=LossModel.uniform(0.0), filter=udp, hook=hook) as b, \
-                Dropper.attach("eth0", netns=h1, model=LossModel.trace([7]), filter=udp, hook=hook) as c:
+                Dropper.attach("eth0", netns=h2, model=Uniform(0.0), filter=udp, hook=hook) as b, \
+                Dropper.attach("eth0", netns=h1, model=Trace.load([7]), filter=udp, hook=hook) as c:
             assert list(missing(transfer(line, 10), 10)) == [0, 5, 7]
             assert a.stats()["dropped"] == 2 and b.stats()["matched"] == 0  # h2's egress sees no data
             assert c.stats()["dropped"] == 1 and {a.hook, b.hook, c.hook} == {hook}
@@ -286,7 +286,7 @@ def test_cli_attach_set_stats_detach(line, hook):
                                        text=True, check=True).stdout)
         assert st["matched"] == 1000 and st["dropped"] == 1000 - len(received) and st["hook"] == hook
         assert np.array_equal(missing(received, 1000),
-                              np.flatnonzero(reference_verdicts(LossModel.uniform(0.5), 0, 0, 1000)))
+                              np.flatnonzero(reference_verdicts(Uniform(0.5), 0, 0, 1000)))
         subprocess.run([*fb, "set", "--name", name, "--model", "none", "--seed", "3"], check=True,
                        capture_output=True)
         assert len(transfer(line, 500)) == 500
@@ -305,8 +305,8 @@ def test_clean_detaches_a_killed_process_dropper(line, hook):
     r = line[1]
     child = subprocess.Popen([sys.executable, "-c", (
         "import sys, time\n"
-        "from fecbench.dropper import Dropper, LossModel\n"
-        f"Dropper.attach('eth1', netns={r!r}, model=LossModel.uniform(0.5), hook={hook!r})\n"
+        "from fecbench.dropper import Dropper, GilbertElliott, NoLoss, Trace, Uniform\n"
+        f"Dropper.attach('eth1', netns={r!r}, model=Uniform(0.5), hook={hook!r})\n"
         "print('attached', flush=True)\n"
         "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
     try:
@@ -331,12 +331,12 @@ def test_clean_detaches_a_killed_process_dropper(line, hook):
 
 
 def test_verdict_log_overflow_is_counted(line):
-    with Dropper.attach("eth1", netns=line[1], model=LossModel.uniform(0.2), filter=Filter("udp", PORT),
+    with Dropper.attach("eth1", netns=line[1], model=Uniform(0.2), filter=Filter("udp", PORT),
                         log=True, log_bytes=4096) as d:
         transfer(line, 1000)
         log, st = d.verdict_log(), d.stats()
         assert st["log_lost"] > 0 and len(log) + st["log_lost"] == 1000
-        want = reference_verdicts(LossModel.uniform(0.2), 0, 0, 1000)
+        want = reference_verdicts(Uniform(0.2), 0, 0, 1000)
         assert np.array_equal(log["verdict"].astype(bool), want[log["index"].astype(np.int64)])
 
 
@@ -349,9 +349,9 @@ def test_verdict_log_overflow_is_counted(line):
 REFERENCE = Path(__file__).resolve().parent.parent / "vm" / "reference" / "verdicts-tcx.txt"
 REFERENCE_PACKETS = 3000
 REFERENCE_MODELS = {
-    "uniform": LossModel.uniform(0.1),
-    "ge": LossModel.gilbert_elliott(0.05, 0.3, 0.99, 0.2),
-    "trace": LossModel.trace(np.random.default_rng(17).choice(REFERENCE_PACKETS, 200, replace=False)),
+    "uniform": Uniform(0.1),
+    "ge": GilbertElliott(0.05, 0.3, 0.99, 0.2),
+    "trace": Trace.load(np.random.default_rng(17).choice(REFERENCE_PACKETS, 200, replace=False)),
 }
 
 
@@ -394,7 +394,7 @@ def test_detach_after_the_namespace_is_gone(hook):
     cleanup.record("netns", ns)
     try:
         sh("ip", "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
-        d = Dropper.attach("v0", netns=ns, model=LossModel.uniform(0.5), hook=hook)
+        d = Dropper.attach("v0", netns=ns, model=Uniform(0.5), hook=hook)
     finally:
         subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
         cleanup.forget("netns", ns)
@@ -409,7 +409,7 @@ def test_clean_after_the_namespace_is_gone():
     cleanup.record("netns", ns)
     try:
         sh("ip", "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
-        d = Dropper.attach("v0", netns=ns, model=LossModel.uniform(0.5), hook="clsact")
+        d = Dropper.attach("v0", netns=ns, model=Uniform(0.5), hook="clsact")
         entries = [e for e in json.loads(cleanup.state_file().read_text()) if e["name"] == str(d.pin)]
     finally:
         subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
@@ -437,7 +437,7 @@ def scratch():
 def test_clsact_detach_removes_exactly_what_attach_created(scratch):
     ns = scratch
     # no qdisc before: attach creates clsact, detach removes it again
-    with Dropper.attach("v0", netns=ns, model=LossModel.uniform(0.5), hook="clsact") as d:
+    with Dropper.attach("v0", netns=ns, model=Uniform(0.5), hook="clsact") as d:
         assert "clsact" in tc_show(ns, "v0", "qdisc") and "fecdrop" in tc_show(ns, "v0", "filter", "egress")
     assert "clsact" not in tc_show(ns, "v0", "qdisc")
 
@@ -446,16 +446,16 @@ def test_clsact_detach_removes_exactly_what_attach_created(scratch):
     sh("ip", "netns", "exec", ns, "tc", "filter", "add", "dev", "v1", "egress", "pref", "7", "bpf",
        "bytecode", "1,6 0 0 4294967295,")
     foreign = tc_show(ns, "v1", "filter", "egress")
-    with Dropper.attach("v1", netns=ns, model=LossModel.none(), hook="clsact") as d, \
-            Dropper.attach("v1", netns=ns, direction="ingress", model=LossModel.none(), hook="clsact") as i:
+    with Dropper.attach("v1", netns=ns, model=NoLoss(), hook="clsact") as d, \
+            Dropper.attach("v1", netns=ns, direction="ingress", model=NoLoss(), hook="clsact") as i:
         assert hooks("v1", ns) == {"egress": 1, "ingress": 1}
         assert d.stats()["hook"] == i.stats()["hook"] == "clsact"
     assert tc_show(ns, "v1", "filter", "egress") == foreign and tc_show(ns, "v1", "filter", "ingress") == ""
     assert "clsact" in tc_show(ns, "v1", "qdisc")
 
     # two instances on one device: the qdisc stays while the other one still uses it
-    with Dropper.attach("v0", netns=ns, model=LossModel.none(), hook="clsact") as e:
-        i = Dropper.attach("v0", netns=ns, direction="ingress", model=LossModel.none(), hook="clsact")
+    with Dropper.attach("v0", netns=ns, model=NoLoss(), hook="clsact") as e:
+        i = Dropper.attach("v0", netns=ns, direction="ingress", model=NoLoss(), hook="clsact")
         e.detach()
         assert "clsact" in tc_show(ns, "v0", "qdisc") and hooks("v0", ns) == {"egress": 0, "ingress": 1}
         i.detach()
@@ -486,7 +486,7 @@ def test_two_cpus_through_the_attached_hook(line, hook):
         pytest.skip("needs two CPUs")
     h1, r, h2 = line
     n = 20_000
-    model = LossModel.gilbert_elliott(0.05, 0.3, 0.99, 0.2)
+    model = GilbertElliott(0.05, 0.3, 0.99, 0.2)
     with Dropper.attach("eth1", netns=r, model=model, seed=11, stream=2, filter=Filter("udp", PORT), log=True,
                         hook=hook) as d:
         rx = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c", RECEIVER, str(PORT), "60"],

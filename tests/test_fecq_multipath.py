@@ -136,7 +136,7 @@ def test_path_outage_mid_download_completes_on_the_other_path(tmp_path: Path) ->
     """A 4 MB download over two 10 Mbit/s paths; 0.8 s in, path 2 goes dark (its droppers lose every
     packet, both directions) for good. The per-path idle timeout (1 s, kept alive by 0.2 s PINGs)
     abandons path 2 and the transfer completes on path 1: status ok, every byte verified."""
-    from fecbench.dropper import LossModel
+    from fecbench.dropper import Uniform
     from fecbench.topologies import Network, load_topology
 
     assert FECQ.exists(), "build fecq first (make fecq)"
@@ -155,7 +155,7 @@ def test_path_outage_mid_download_completes_on_the_other_path(tmp_path: Path) ->
             time.sleep(0.8)
             assert client.poll() is None, "the download ended before the outage"
             for direction in ("forward", "reverse"):
-                net.set_loss("path2", direction, LossModel.uniform(1.0), seed=1)
+                net.set_loss("path2", direction, Uniform(1.0), seed=1)
             text, _ = client.communicate(timeout=90)
             stats = {(s["link"], s["direction"]): s for s in net.link_stats()}
         finally:

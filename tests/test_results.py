@@ -157,11 +157,10 @@ def test_read_only_and_safe_while_a_campaign_writes(tmp_path, download_db):
 
 def test_expected_loss_rate_models():
     assert tables.expected_loss_rate({"kind": "uniform", "p": 0.03}) == 0.03
-    p, r = 0.05, 0.2
-    assert tables.expected_loss_rate({"kind": "gilbert-elliott", "p": p, "r": r}) == pytest.approx(p / (p + r))
+    p, r = 0.05, 0.2  # P(Bad) = p / (p + r) = 0.2
+    assert tables.expected_loss_rate({"kind": "gilbert-elliott", "p": p, "r": r}) == pytest.approx(0.2)
     ge = {"model": "gilbert-elliott", "p": p, "r": r, "k": 0.99, "h": 0.1}
-    bad = p / (p + r)
-    expected = (1 - bad) * 0.01 + bad * 0.9
+    expected = 0.8 * 0.01 + 0.2 * 0.9  # P(Good) (1 - k) + P(Bad) (1 - h)
     assert tables.expected_loss_rate(ge) == pytest.approx(expected)
     assert tables.expected_loss_rate({"model": ge, "seed": 3, "stream": 0}) == pytest.approx(expected)
     assert tables.expected_loss_rate('{"kind": "uniform", "p": 0.1}') == 0.1

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fecbench.dropper import LossModel
+from fecbench.dropper import Uniform
 from fecbench.dropper.live import expected_verdicts
 from fecbench.topologies import Network, load_topology
 from fecbench.topologies.schedule import load_schedule
@@ -57,7 +57,7 @@ def probe(net: Network, applier: ScheduleApplier, port: int) -> tuple[dict, list
 
 def run_once(net: Network, schedule, seed: int, port: int) -> tuple[np.ndarray, list[dict], dict]:
     dropper = net.droppers[("bottleneck", "forward")]
-    net.set_loss("bottleneck", "forward", LossModel.uniform(0.05), seed=seed, stream=0)
+    net.set_loss("bottleneck", "forward", Uniform(0.05), seed=seed, stream=0)
     received, events = probe(net, ScheduleApplier(schedule, seed=seed, horizon_s=10), port)
     log = dropper.verdict_log()
     return log["verdict"].astype(np.uint8), events, received
@@ -83,7 +83,7 @@ def test_outage_verdicts_times_and_determinism(tmp_path):
         # The switch took effect between packets 49 (0.990 s) and 50 (1.010 s), back between 59 and 60.
         assert start["params"]["index_before"] == start["params"]["index_after"] == 50
         assert end["params"]["index_before"] == end["params"]["index_after"] == 60
-        expected = expected_verdicts(LossModel.uniform(0.05), 42, 0, COUNT, [(50, 60)])
+        expected = expected_verdicts(Uniform(0.05), 42, 0, COUNT, [(50, 60)])
         assert np.array_equal(verdicts, expected)
         assert verdicts[50:60].all()
         assert set(range(50, 60)).isdisjoint(received["seq"]), "packets in the window were delivered"

@@ -173,12 +173,12 @@ def test_multipath_rtt_per_path_and_source_routing() -> None:
 
 def test_droppers_per_path_reproducible_and_distinct() -> None:
     backend_or_skip(BACKEND)
-    from fecbench.dropper import LossModel
+    from fecbench.dropper import Uniform
 
     topo = load_topology(MULTI)
     with Network(topo, {"owd_1": 2, "owd_2": 2}, backend=BACKEND) as net:
         assert net.dropper_error is None
-        model = LossModel.uniform(0.3)
+        model = Uniform(0.3)
 
         def pattern(path: int, seed: int) -> list[int]:
             net.set_loss(f"path{path}", "forward", model, seed=seed, stream=0)
@@ -344,20 +344,20 @@ def test_cli_topo_check_json() -> None:
 
 def test_attach_dropper_with_verdict_log() -> None:
     backend_or_skip(BACKEND)
-    from fecbench.dropper import LossModel, reference_verdicts
+    from fecbench.dropper import Uniform, reference_verdicts
 
     with Network(load_topology(SINGLE), {"owd": 1}, backend=BACKEND) as net:
         netns, dev = net.loss_point("bottleneck", "forward")
         assert netns == net.nodes["r1"].pid and dev == net.layout.nodes["r1"].ifaces[1].name
         dropper = net.attach_dropper("bottleneck", "forward", log=True)
-        net.set_loss("bottleneck", "forward", LossModel.uniform(0.5), seed=3, stream=1)
+        net.set_loss("bottleneck", "forward", Uniform(0.5), seed=3, stream=1)
         got = net.send_probe(net.client_addresses[0], 50, pps=2000)
         log = dropper.verdict_log()
         assert len(log) == 50
         dropped = {int(i) for i, v in zip(log["index"], log["verdict"], strict=True) if v}
         # The probe is the only traffic: packet i is index i, and exactly the dropped ones are missing.
         assert dropped == set(range(50)) - set(got["seq"])
-        assert dropped == {i for i, v in enumerate(reference_verdicts(LossModel.uniform(0.5), 3, 1, 50)) if v}
+        assert dropped == {i for i, v in enumerate(reference_verdicts(Uniform(0.5), 3, 1, 50)) if v}
 
 
 def test_netem_asked_for_on_a_kernel_without_it_exits_2_and_writes_nothing(tmp_path: Path) -> None:

@@ -3,13 +3,8 @@
  * cls_bpf filter (the same program and return codes serve both hooks).
  *
  * Every IP packet that passes the filter gets the next stream index i (one atomic fetch-add) and the
- * verdict D[i] of the configured model, a pure function of (seed, stream, i):
- *   uniform           drop when hash(i).hi32 < t_drop            (stateless, no lock)
- *   trace             drop when bit i of the decision table is set (no lock)
- *   gilbert-elliott   the loader pre-generates the chain into the decision table (drop bit + state bit)
- *                     and the program replays it by index; beyond the table the chain continues
- *                     under a spin lock from the state the loader saved.
- * Per packet of the chain: the verdict is drawn in the current state, then the transition. */
+ * verdict D[i] of the configured model, a pure function of (seed, stream, i): each model's kernel part
+ * is its file in models/ (registered in models.h), dispatched on cfg.model below. */
 /* UAPI headers, not vmlinux.h: no CO-RE relocations, so loading needs no kernel BTF parse (~10 ms) */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -76,11 +71,6 @@ static __always_inline int table_bit(void *table, __u64 index)
 	__u64 *bits = bpf_map_lookup_elem(table, &word);
 
 	return bits ? (*bits >> (index & 63)) & 1 : 0;
-}
-
-static __always_inline int uniform_drop(__u64 index)
-{
-	return (fecdrop_hash(cfg.key, index) >> 32) < cfg.t_drop;
 }
 
 static __always_inline int addr_equal(const __u8 *a, const __u8 *b, int len)
@@ -154,38 +144,8 @@ static __always_inline struct fd_stats *counters(void)
 	return bpf_map_lookup_elem(&stats, &zero);
 }
 
-/* The Gilbert-Elliott chain past the decision table, one packet at a time under the lock. */
-static __noinline int chain_step(__u64 *index, __u32 *state)
-{
-	__u32 zero = 0;
-	struct fd_chain *c = bpf_map_lookup_elem(&chain, &zero);
-	int drop;
-
-	if (!c)
-		return 0;
-	bpf_spin_lock(&c->lock);
-	__u64 i = c->next++;
-	__u32 s = c->state;
-	__u64 x = fecdrop_hash(cfg.key, i);
-	__u32 u_verdict = x >> 32, u_move = (__u32)x;
-
-	drop = u_verdict >= (s ? cfg.t_h : cfg.t_k);
-	c->bad += s;
-	c->dropped += drop;
-	if (drop) {
-		c->bursts += c->run == 0;
-		c->run++;
-		if (c->run > c->longest)
-			c->longest = c->run;
-	} else {
-		c->run = 0;
-	}
-	c->state = s ? (u_move < cfg.t_r ? 0 : 1) : (u_move < cfg.t_p ? 1 : 0);
-	bpf_spin_unlock(&c->lock);
-	*index = i;
-	*state = s;
-	return drop;
-}
+/* The models' kernel parts: they see the configuration, the tables and the chain above. */
+#include "models.h"
 
 /* Per-flow counters (cfg.flows): the packet's transport protocol and ports and its time bin. Off the
  * hot path of runs without competing flows. */
@@ -270,21 +230,12 @@ int fecdrop(struct __sk_buff *skb)
 
 	index = __sync_fetch_and_add(&next_index, 1);
 	switch (cfg.model) {
-	case FD_MODEL_UNIFORM:
-		drop = uniform_drop(index);
+#define FD_MODEL_CASE(ID, file)                                                                                \
+	case FD_MODEL_##ID:                                                                                    \
+		drop = file##_drop(&index, &state);                                                            \
 		break;
-	case FD_MODEL_GE:
-		if (index >= cfg.table_len) {
-			drop = chain_step(&index, &state);
-			break;
-		}
-		if (cfg.log)
-			state = table_bit(&table_state, index);
-		/* fall through: the table holds the verdicts */
-	case FD_MODEL_TRACE:
-		if (index < cfg.table_len)
-			drop = table_bit(&table_drop, index);
-		break;
+		FD_MODELS(FD_MODEL_CASE)
+#undef FD_MODEL_CASE
 	default:
 		break;
 	}

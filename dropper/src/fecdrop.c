@@ -20,8 +20,8 @@
  *                   the same file from the sequential model, without the kernel (any user)
  *   fecdrop bench   [--repeat N]        ns per packet of the empty program and of each model
  *   fecdrop selftest
- * MODEL: --model none|uniform|ge|trace --seed S --stream S --t-drop T --t-p T --t-r T --t-k T --t-h T
- *        --table-len N (GE: packets to pre-generate) --trace FILE (little-endian u64 indices)
+ * MODEL: --model NAME --seed S --stream S --t PARAM=T ... (the model's thresholds by name, see models/)
+ *        --table-len N (chained models: packets to pre-generate) --trace FILE (little-endian u64 indices)
  *        --flow-bin-ms MS (count packets per flow and MS-long time bin from this set on; default: off)
  * FILTER: --proto N --port N --src ADDR --dst ADDR
  * Thresholds are integers in [0, 2^32] computed by the Python side (probability * 2^32, rounded).
@@ -33,7 +33,8 @@
  *   empty.bpf.c    the empty tc program the benchmark compares with
  *   fecdrop.c      this command line: options, dispatch                    (commands.h)
  *   die.c          die(): print the error, exit 2 (user) or 1                (die.h)
- *   model.c        the loss models computed sequentially: tables, reference (model.h)
+ *   models.h       the loss models, one file each in models/: registered once, dispatched by id
+ *   model.c        the models in user space: lookup, tables, sequential reference (model.h)
  *   loader.c       the skeleton, pinned maps, configure, reset, stats, log   (loader.h)
  *   attach.c       hooks: tcx link or clsact filter, hooks, probe, detach
  *   verify.c       BPF_PROG_TEST_RUN feeders and `testrun`                   (verify.h)
@@ -52,6 +53,7 @@
 #include "commands.h"
 #include "die.h"
 #include "loader.h"
+#include "model.h"
 
 static __u64 parse_u64(const char *s, const char *what)
 {
@@ -74,6 +76,27 @@ static __u64 parse_threshold(const char *s, const char *what)
 	return v;
 }
 
+/* The model's thresholds: its defaults, then each --t NAME=T by the names its file gives them. */
+static void set_thresholds(struct fd_config *c, const char **given, int n)
+{
+	const struct fd_model *m = model_by_id(c->model);
+
+	memcpy(c->t, m->defaults, sizeof(c->t));
+	for (int g = 0; g < n; g++) {
+		const char *eq = strchr(given[g], '=');
+		int i = 0;
+
+		if (!eq)
+			die(2, "--t %s: write NAME=THRESHOLD", given[g]);
+		while (i < FD_MODEL_PARAMS && m->params[i] &&
+		       (strncmp(m->params[i], given[g], eq - given[g]) || m->params[i][eq - given[g]]))
+			i++;
+		if (i == FD_MODEL_PARAMS || !m->params[i])
+			die(2, "model %s has no parameter %.*s", m->name, (int)(eq - given[g]), given[g]);
+		c->t[i] = parse_threshold(eq + 1, m->params[i]);
+	}
+}
+
 static void parse_addr(const char *s, __u8 *out, struct fd_config *c)
 {
 	int family = strchr(s, ':') ? 6 : 4;
@@ -91,20 +114,19 @@ int main(int argc, char **argv)
 	static struct option longopts[] = {
 		{"dev", 1, 0, 'd'},	{"pin", 1, 0, 'P'},	  {"netns", 1, 0, 'n'},	  {"direction", 1, 0, 'D'},
 		{"log-bytes", 1, 0, 'L'}, {"model", 1, 0, 'm'},	  {"seed", 1, 0, 's'},	  {"stream", 1, 0, 'S'},
-		{"t-drop", 1, 0, 1},	{"t-p", 1, 0, 2},	  {"t-r", 1, 0, 3},	  {"t-k", 1, 0, 4},
-		{"t-h", 1, 0, 5},	{"table-len", 1, 0, 6},	  {"trace", 1, 0, 7},	  {"proto", 1, 0, 8},
+		{"t", 1, 0, 1},		{"table-len", 1, 0, 6},	  {"trace", 1, 0, 7},	  {"proto", 1, 0, 8},
 		{"port", 1, 0, 9},	{"src", 1, 0, 10},	  {"dst", 1, 0, 11},	  {"packets", 1, 0, 12},
 		{"threads", 1, 0, 13},	{"out", 1, 0, 14},	  {"repeat", 1, 0, 15},	  {"hook", 1, 0, 16},
 		{"handle", 1, 0, 17},	{"flow-bin-ms", 1, 0, 18}, {0, 0, 0, 0},
 	};
-	struct options o = {.egress = 1, .threads = 1, .table_len = 1 << 20};
-	int opt;
+	struct options o = {.egress = 1, .threads = 1};
+	const char *thresholds[FD_MODEL_PARAMS * 2];
+	int opt, n_thresholds = 0, table_len_given = 0;
 
 	if (argc < 2)
 		die(2, "usage: fecdrop attach|set|reset|stats|flows|log|detach|hooks|probe|testrun|reference|bench|selftest "
 		       "[options]");
 	o.cmd = argv[1];
-	o.cfg.t_k = 1ULL << 32;
 	optind = 2;
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -119,20 +141,19 @@ int main(int argc, char **argv)
 		case 'L': o.log_bytes = parse_u64(optarg, "log size"); break;
 		case 'm':
 			o.have_model = 1;
-			if (!strcmp(optarg, "none")) o.cfg.model = FD_MODEL_NONE;
-			else if (!strcmp(optarg, "uniform")) o.cfg.model = FD_MODEL_UNIFORM;
-			else if (!strcmp(optarg, "ge")) o.cfg.model = FD_MODEL_GE;
-			else if (!strcmp(optarg, "trace")) o.cfg.model = FD_MODEL_TRACE;
-			else die(2, "unknown model %s", optarg);
+			o.cfg.model = model_id(optarg);
 			break;
 		case 's': o.cfg.seed = parse_u64(optarg, "seed"); break;
 		case 'S': o.cfg.stream = parse_u64(optarg, "stream"); break;
-		case 1: o.cfg.t_drop = parse_threshold(optarg, "drop"); break;
-		case 2: o.cfg.t_p = parse_threshold(optarg, "p"); break;
-		case 3: o.cfg.t_r = parse_threshold(optarg, "r"); break;
-		case 4: o.cfg.t_k = parse_threshold(optarg, "k"); break;
-		case 5: o.cfg.t_h = parse_threshold(optarg, "h"); break;
-		case 6: o.table_len = parse_u64(optarg, "table length"); break;
+		case 1:
+			if (n_thresholds == FD_MODEL_PARAMS * 2)
+				die(2, "too many --t options");
+			thresholds[n_thresholds++] = optarg;
+			break;
+		case 6:
+			o.table_len = parse_u64(optarg, "table length");
+			table_len_given = 1;
+			break;
 		case 7: o.trace = optarg; break;
 		case 8:
 			o.cfg.filter_proto = parse_u64(optarg, "protocol");
@@ -174,10 +195,9 @@ int main(int argc, char **argv)
 		default: die(2, "bad option (see the comment at the top of fecdrop.c)");
 		}
 	}
-	if (o.cfg.model == FD_MODEL_TRACE && !o.trace)
-		die(2, "the trace model needs --trace FILE");
-	if (o.cfg.model == FD_MODEL_TRACE && o.table_len == 1 << 20)
-		o.table_len = 0; /* trace length: last index + 1 unless given */
+	set_thresholds(&o.cfg, thresholds, n_thresholds);
+	if (!table_len_given)
+		o.table_len = model_by_id(o.cfg.model)->default_table_len;
 	if (o.cfg.log)
 		o.cfg.log = 1;
 	if (o.log_bytes)

@@ -1,15 +1,14 @@
 /* Shared between the BPF program (fecdrop.bpf.c) and its loader (fecdrop.c).
  *
  * The verdict of the i-th matching packet of a stream is D[i], a pure function of
- * (model, seed, stream, i): see fecdrop_hash() and the Python reference model
- * fecbench/dropper/model.py, which must stay bit-identical to this file. */
+ * (model, seed, stream, i): see fecdrop_hash(), the models in models/ (registered in models.h) and
+ * the Python models in fecbench/dropper/models/, which must stay bit-identical to them. */
 #ifndef FECDROP_H
 #define FECDROP_H
 
-#define FD_MODEL_NONE 0
-#define FD_MODEL_UNIFORM 1
-#define FD_MODEL_GE 2
-#define FD_MODEL_TRACE 3
+/* A model's parameters: up to FD_MODEL_PARAMS 32-bit thresholds, named and ordered by its file in
+ * models/ (registered in models.h). */
+#define FD_MODEL_PARAMS 4
 
 /* Decision table (trace bitmap, or the pre-generated Gilbert-Elliott sequence): 2^24 packets. */
 #define FD_TABLE_BITS 24
@@ -27,11 +26,9 @@ struct fd_config {
 	__u32 log;          /* 1: write (index, verdict, state, length) to the ring buffer */
 	__u64 key;          /* fecdrop_key(seed, stream) */
 	__u64 seed, stream; /* kept for `stats` */
-	__u64 t_drop;       /* uniform: drop when u < t_drop (thresholds in [0, 2^32]) */
-	__u64 t_p, t_r;     /* GE: Good->Bad when u < t_p; Bad->Good when u < t_r */
-	__u64 t_k, t_h;     /* GE: deliver in Good when u < t_k; deliver in Bad when u < t_h */
+	__u64 t[FD_MODEL_PARAMS]; /* the model's thresholds in [0, 2^32] ("event when u < t"), see models/ */
 	__u64 table_len;    /* packets covered by the decision table */
-	__u64 chain_state0; /* GE: chain state and loss-run length at index table_len (for resets) */
+	__u64 chain_state0; /* chained models: chain state and loss-run length at index table_len (for resets) */
 	__u64 chain_run0;
 	/* filter */
 	__u32 filter_flags;
@@ -78,7 +75,7 @@ struct fd_stats {
 	__u64 flow_lost; /* packets not counted per flow: the flow table was full */
 };
 
-/* Gilbert-Elliott chain beyond the decision table, advanced under a lock. */
+/* A chained model's sequence beyond the decision table (Gilbert-Elliott), advanced under a lock. */
 struct fd_chain {
 	struct bpf_spin_lock lock;
 	__u32 state;      /* 0 Good, 1 Bad: state of packet `next` */

@@ -199,8 +199,6 @@ void configure(struct instance *in, const struct fd_config *cfg, const char *tra
 		memcpy(c.filter_dst, old->filter_dst, 16);
 		c.log = old->log;
 	}
-	if (c.model == FD_MODEL_TRACE)
-		memset(in->drop, 0, FD_TABLE_WORDS * sizeof(__u64));
 	prepare_model(&c, trace, table_len, in->drop, in->state);
 	/* Packets passing during the switch are delivered; the new model starts at index 0. (Change
 	 * parameters between runs: a packet racing with the reset may still take an index.) */
@@ -219,6 +217,7 @@ void print_stats(struct instance *in)
 	int ncpu = libbpf_num_possible_cpus();
 	struct fd_stats *per = calloc(ncpu, sizeof(*per)), sum = {};
 	struct fd_config *c = &in->bss->cfg;
+	const struct fd_model *m = model_by_id(c->model);
 	struct fd_chain ch = {};
 	__u32 zero = 0;
 	__u64 index, longest, prefix, dropped, bursts, bad = 0;
@@ -238,13 +237,13 @@ void print_stats(struct instance *in)
 	if (in->attach_fd >= 0 && !bpf_map_lookup_elem(in->attach_fd, &zero, &at) && at.hook <= HOOK_CLSACT)
 		hook = hook_name(at.hook);
 	index = __atomic_load_n(&in->bss->next_index, __ATOMIC_SEQ_CST);
-	/* D[i] is a function of i: the longest loss run and the GE states of the stream so far are those
+	/* D[i] is a function of i: the longest loss run and the chain states of the stream so far are those
 	 * of the sequence over [0, index); past the table, the chain counted them under its lock. */
 	prefix = index;
-	if (c->model == FD_MODEL_GE && prefix > c->table_len)
+	if (m->chained && prefix > c->table_len)
 		prefix = c->table_len;
 	sequence_stats(c, in->drop, prefix, &dropped, &bursts, &longest);
-	if (c->model == FD_MODEL_GE) {
+	if (m->chained) {
 		bad = popcount_prefix(in->state, prefix);
 		if (index > c->table_len) {
 			bad += ch.bad;
@@ -257,12 +256,13 @@ void print_stats(struct instance *in)
 	printf("{\"hook\": \"%s\", \"model\": \"%s\", \"seed\": %llu, \"stream\": %llu, \"index\": %llu"
 	       ", \"seen\": %llu, \"matched\": %llu, \"unmatched\": %llu, \"dropped\": %llu"
 	       ", \"good\": %llu, \"bad\": %llu, \"bursts\": %llu, \"longest_burst\": %llu, \"gso\": %llu"
-	       ", \"non_ip\": %llu, \"log_lost\": %llu, \"flow_lost\": %llu, \"table_len\": %llu, \"t_drop\": %llu"
-	       ", \"t_p\": %llu, \"t_r\": %llu, \"t_k\": %llu, \"t_h\": %llu}\n",
-	       hook, model_name(c->model), c->seed, c->stream, index, index + sum.nonip + sum.unmatched, index,
-	       sum.unmatched, dropped, c->model == FD_MODEL_GE ? index - bad : 0, bad, bursts, longest,
-	       sum.gso, sum.nonip, sum.log_lost, sum.flow_lost, c->table_len, c->t_drop, c->t_p, c->t_r, c->t_k,
-	       c->t_h);
+	       ", \"non_ip\": %llu, \"log_lost\": %llu, \"flow_lost\": %llu, \"table_len\": %llu, \"thresholds\": {",
+	       hook, m->name, c->seed, c->stream, index, index + sum.nonip + sum.unmatched, index, sum.unmatched,
+	       dropped, m->chained ? index - bad : 0, bad, bursts, longest, sum.gso, sum.nonip, sum.log_lost,
+	       sum.flow_lost, c->table_len);
+	for (int i = 0; i < FD_MODEL_PARAMS && m->params[i]; i++)
+		printf("%s\"%s\": %llu", i ? ", " : "", m->params[i], c->t[i]);
+	printf("}}\n");
 }
 
 void print_flows(struct instance *in)

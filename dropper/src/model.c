@@ -20,81 +20,41 @@ __u64 *alloc_table(void)
 	return t;
 }
 
-/* Pre-generate the Gilbert-Elliott chain for indices [0, len): verdict in the current state, then the
- * transition. Returns the state and the loss-run length at index len. */
-static void generate_ge(const struct fd_config *c, __u64 len, __u64 *drop, __u64 *state, __u64 *state_end,
-			__u64 *run_end)
+#define FD_MODEL_ENTRY(ID, file) [FD_MODEL_##ID] = file##_model,
+static const struct fd_model *(*const models[FD_MODEL_COUNT])(void) = {FD_MODELS(FD_MODEL_ENTRY)};
+#undef FD_MODEL_ENTRY
+
+const struct fd_model *model_by_id(__u32 id)
 {
-	__u64 s = 0, run = 0, dword = 0, sword = 0;
-
-	for (__u64 i = 0; i < len; i++) {
-		__u64 x = fecdrop_hash(c->key, i);
-		__u32 uv = x >> 32, um = (__u32)x;
-		int d = uv >= (s ? c->t_h : c->t_k);
-
-		dword |= (__u64)d << (i & 63);
-		sword |= s << (i & 63);
-		run = d ? run + 1 : 0;
-		s = s ? (um < c->t_r ? 0 : 1) : (um < c->t_p ? 1 : 0);
-		if ((i & 63) == 63 || i + 1 == len) {
-			drop[i >> 6] = dword;
-			state[i >> 6] = sword;
-			dword = sword = 0;
-		}
-	}
-	*state_end = s;
-	*run_end = run;
+	if (id >= FD_MODEL_COUNT)
+		die(1, "unknown model id %u (a dropper of another build?)", id);
+	return models[id]();
 }
 
-static void load_trace(const char *path, __u64 *drop, __u64 *len)
+__u32 model_id(const char *option)
 {
-	FILE *f = fopen(path, "rb");
-	__u64 idx, max = 0;
-	int any = 0;
-
-	if (!f)
-		die(2, "cannot read trace file %s: %s", path, strerror(errno));
-	while (fread(&idx, sizeof(idx), 1, f) == 1) {
-		if (idx >= FD_TABLE_PACKETS)
-			die(2, "trace index %llu is beyond the table (%llu packets)", idx, FD_TABLE_PACKETS);
-		drop[idx >> 6] |= 1ULL << (idx & 63);
-		if (idx + 1 > max)
-			max = idx + 1;
-		any = 1;
-	}
-	fclose(f);
-	if (*len == 0)
-		*len = any ? max : 0;
-	if (*len < max)
-		die(2, "trace length %llu is shorter than its last index + 1 (%llu)", *len, max);
+	for (__u32 id = 0; id < FD_MODEL_COUNT; id++)
+		if (!strcmp(models[id]()->option, option))
+			return id;
+	die(2, "unknown model %s", option);
+	return 0;
 }
 
 void prepare_model(struct fd_config *c, const char *trace, __u64 table_len, __u64 *drop, __u64 *state)
 {
+	const struct fd_model *m = model_by_id(c->model);
+
 	c->key = fecdrop_key(c->seed, c->stream);
 	c->table_len = 0;
 	c->chain_state0 = 0;
 	c->chain_run0 = 0;
-	if (c->model == FD_MODEL_GE) {
-		if (table_len > FD_TABLE_PACKETS)
-			table_len = FD_TABLE_PACKETS;
-		generate_ge(c, table_len, drop, state, &c->chain_state0, &c->chain_run0);
-		c->table_len = table_len;
-	} else if (c->model == FD_MODEL_TRACE) {
-		__u64 len = table_len;
-
-		load_trace(trace, drop, &len);
-		c->table_len = len;
-	}
+	if (m->prepare)
+		m->prepare(c, trace, table_len, drop, state);
 }
 
 int model_verdict(const struct fd_config *c, const __u64 *drop, __u64 i)
 {
-	if (c->model == FD_MODEL_UNIFORM)
-		return (fecdrop_hash(c->key, i) >> 32) < c->t_drop;
-	if (c->model == FD_MODEL_NONE)
-		return 0;
-	return i < c->table_len && table_has(drop, i);
+	return model_by_id(c->model)->verdict(c, drop, i);
 }
 
 void sequence_stats(const struct fd_config *c, const __u64 *drop, __u64 n, __u64 *dropped, __u64 *bursts,
@@ -127,16 +87,9 @@ __u64 popcount_prefix(const __u64 *bits, __u64 n)
 	return count;
 }
 
-const char *model_name(__u32 m)
-{
-	static const char *names[] = {"none", "uniform", "gilbert-elliott", "trace"};
-
-	return m < 4 ? names[m] : "?";
-}
-
 /* fecdrop reference MODEL --packets N --out F: the verdicts D[0..N) as the loader computes them, one
- * byte per index like `testrun`, without the kernel. The Gilbert-Elliott chain is generated over all N
- * packets (--table-len only says where the kernel switches to its locked chain, which continues the
+ * byte per index like `testrun`, without the kernel. A chained model (Gilbert-Elliott) is generated over
+ * all N packets (--table-len only says where the kernel switches to its locked chain, which continues the
  * same chain). */
 void cmd_reference(struct options *o)
 {
@@ -154,7 +107,7 @@ void cmd_reference(struct options *o)
 	verdicts = malloc(o->packets);
 	if (!verdicts)
 		die(1, "out of memory");
-	prepare_model(&c, o->trace, c.model == FD_MODEL_GE ? o->packets : o->table_len, drop, state);
+	prepare_model(&c, o->trace, model_by_id(c.model)->chained ? o->packets : o->table_len, drop, state);
 	for (__u64 i = 0; i < o->packets; i++) {
 		verdicts[i] = model_verdict(&c, drop, i);
 		drops += verdicts[i];
@@ -163,7 +116,7 @@ void cmd_reference(struct options *o)
 	if (!out || fwrite(verdicts, 1, o->packets, out) != o->packets || fclose(out))
 		die(2, "cannot write %s", o->out);
 	printf("{\"packets\": %llu, \"model\": \"%s\", \"drops\": %llu, \"table_len\": %llu}\n", o->packets,
-	       model_name(c.model), drops, c.table_len);
+	       model_by_id(c.model)->name, drops, c.table_len);
 	free(verdicts);
 	free(drop);
 	free(state);

@@ -35,27 +35,28 @@ static int selftest_kernel(void)
 	for (__u64 i = 3; i < packets; i += i / 2 + 1) /* a sparse trace: 3, 5, 8, 13, ... */
 		fwrite(&i, sizeof(i), 1, tf);
 	fclose(tf);
-	for (int m = FD_MODEL_UNIFORM; m <= FD_MODEL_TRACE; m++) {
+	for (__u32 id = FD_MODEL_NONE + 1; id < FD_MODEL_COUNT; id++) { /* none drops nothing to compare */
+		const struct fd_model *m = model_by_id(id);
 		struct log_sink sink = {.n = packets, .verdicts = malloc(packets)};
 		struct ring_buffer *rb = ring_buffer__new(in.log_fd, on_record, &sink, NULL);
 		_Atomic __u64 issued = 0;
 		struct feeder f = {.prog_fd = bpf_program__fd(skel->progs.fecdrop), .issued = &issued,
 				   .total = packets};
-		struct fd_config cfg = {.model = m, .log = 1, .seed = 0, .stream = 3, .t_drop = 1ULL << 29,
-					.t_p = 1ULL << 28, .t_r = 1ULL << 30, .t_k = 4000000000ULL, .t_h = 1ULL << 30};
+		struct fd_config cfg = {.model = id, .log = 1, .seed = 0, .stream = 3};
 		__u64 bad = 0, drops = 0;
 		char what[128];
 
+		memcpy(cfg.t, m->example, sizeof(cfg.t));
 		memset(sink.verdicts, 0xff, packets);
-		/* GE: the chain continues under the lock after 5000 */
-		configure(&in, &cfg, trace_path, m == FD_MODEL_GE ? 5000 : 0, 0);
+		/* a chained model continues under the lock after 5000 */
+		configure(&in, &cfg, trace_path, m->chained ? 5000 : 0, 0);
 		feed(&f);
 		ring_buffer__consume(rb);
 		ring_buffer__free(rb);
 		__u64 *drop = alloc_table(), *state = alloc_table();
 		struct fd_config c = cfg;
 
-		prepare_model(&c, trace_path, m == FD_MODEL_GE ? packets : 0, drop, state);
+		prepare_model(&c, trace_path, m->chained ? packets : 0, drop, state);
 		for (__u64 i = 0; i < packets; i++) {
 			int want = model_verdict(&c, drop, i);
 
@@ -63,7 +64,7 @@ static int selftest_kernel(void)
 			drops += want;
 		}
 		snprintf(what, sizeof(what), "kernel verdicts = sequential model, %s, %llu packets, %llu drops",
-			 model_name(m), packets, drops);
+			 m->name, packets, drops);
 		fails += check(!bad && !f.failed && drops > 0 && drops < packets, what);
 		free(drop);
 		free(state);

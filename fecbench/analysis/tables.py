@@ -21,6 +21,7 @@ import pandas as pd
 
 from fecbench.analysis import results
 from fecbench.analysis.results import DbLike, load
+from fecbench.dropper.models import expected_loss
 from fecbench.lateness import from_delay_json
 
 
@@ -41,12 +42,10 @@ def endpoint_timing(db: DbLike) -> pd.DataFrame:
 
 
 def expected_loss_rate(model: dict | str | None) -> float:
-    """Long-run loss rate a dropper model should produce (NaN when it cannot be told).
-
-    Uniform: ``p``. Gilbert-Elliott (p = P(good→bad), r = P(bad→good), k = P(deliver | good),
-    h = P(deliver | bad), as in the seed papers): ``π_G (1-k) + π_B (1-h)`` with ``π_B = p/(p+r)``;
-    without k and h it is the simple two-state model (k = 1, h = 0).
-    """
+    """Long-run loss rate a recorded dropper model should produce (NaN when it cannot be told): the
+    model's own answer (fecbench.dropper.models). Takes the runner's record ``{"model": kind, "params":
+    {...}}``, a model's ``as_dict()`` (``{"model": kind, p: …}``, or ``kind`` for ``model``), or either
+    nested as ``{"model": {...}, "seed": …}``; JSON text too."""
     if isinstance(model, str):
         try:
             model = json.loads(model)
@@ -57,24 +56,10 @@ def expected_loss_rate(model: dict | str | None) -> float:
     inner = model.get("model")
     if isinstance(inner, dict):  # {"model": {...}, "seed": …, "stream": …}
         return expected_loss_rate(inner)
-    if isinstance(model.get("params"), dict):  # the runner's {"model": kind, "params": {p, r, …}, …}
-        model = {**model, **model["params"]}
-    kind = str(model.get("kind") or model.get("model") or model.get("type") or "").lower().replace("_", "-")
-    try:
-        if kind in ("none", "off", "no-loss"):
-            return 0.0
-        if kind in ("uniform", "bernoulli", "random"):
-            return float(model["p"])
-        if kind in ("gilbert-elliott", "ge", "gilbert", "gilbert-elliot", "markov"):
-            p, r = float(model["p"]), float(model["r"])
-            k, h = float(model.get("k", 1.0)), float(model.get("h", 0.0))
-            if p + r == 0:
-                return 1.0 - k
-            bad = p / (p + r)
-            return (1.0 - bad) * (1.0 - k) + bad * (1.0 - h)
-    except (KeyError, TypeError, ValueError):
-        return math.nan
-    return math.nan
+    kind = str(model.get("kind") or inner or "")
+    params = model["params"] if isinstance(model.get("params"), dict) else \
+        {k: v for k, v in model.items() if k not in ("kind", "model")}
+    return expected_loss(kind, {k: v for k, v in params.items() if k not in ("seed", "stream", "path", "dropper")})
 
 
 def link_stats(db: DbLike) -> pd.DataFrame:

@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from fecbench.dropper.models import MODELS
 from fecbench.errors import UserError
 
 app = typer.Typer(help="Seeded eBPF packet dropper: attach, configure, verify and benchmark.",
@@ -17,18 +18,15 @@ app = typer.Typer(help="Seeded eBPF packet dropper: attach, configure, verify an
 console = Console()
 
 
-class ModelKind(str, Enum):
-    none = "none"
-    uniform = "uniform"
-    gilbert_elliott = "gilbert-elliott"
-    trace = "trace"
+ModelKind = Enum("ModelKind", {kind.replace("-", "_"): kind for kind in MODELS}, type=str)  # type: ignore[misc]
 
 
-MODEL = typer.Option(ModelKind.uniform, "--model", help="Loss model.")
+MODEL = typer.Option(ModelKind("uniform"), "--model", help=f"Loss model: {', '.join(MODELS)}.")
 P = typer.Option(None, "--p", help="uniform: loss rate; gilbert-elliott: P(Good -> Bad).")
 R = typer.Option(None, "--r", help="gilbert-elliott: P(Bad -> Good).")
-K = typer.Option(1.0, "--k", help="gilbert-elliott: P(deliver | Good).")
-H = typer.Option(0.0, "--h", help="gilbert-elliott: P(deliver | Bad).")
+K = typer.Option(None, "--k", help="gilbert-elliott: P(deliver | Good) (default 1).")
+H = typer.Option(None, "--h", help="gilbert-elliott: P(deliver | Bad) (default 0).")
+PARAM = typer.Option(None, "--param", help="Any model parameter as NAME=VALUE (repeatable); --p etc. are short forms.")
 FILE = typer.Option(None, "--file", help="trace: file of packet indices to drop (one per line, or .npy).")
 ABSORB = typer.Option(False, "--allow-absorbing", help="Accept r = 0 with p > 0 (Bad is absorbing).")
 SEED = typer.Option(0, "--seed", help="64-bit loss seed.")
@@ -36,23 +34,19 @@ STREAM = typer.Option(0, "--stream", help="Stream number (one per instance and d
 NAME = typer.Option(..., "--name", help="Instance name, as `attach` printed it.")
 
 
-def build_model(model: ModelKind, p: float | None, r: float | None, k: float, h: float,
-                file: Path | None, allow_absorbing: bool):
-    from fecbench.dropper.model import LossModel
+def build_model(model: str, p: float | None, r: float | None, k: float | None, h: float | None,
+                file: Path | None, allow_absorbing: bool, param: list[str] | None = None):
+    """The model the options name, from the parameters given (the model refuses what it does not take)."""
+    from fecbench.dropper.models import model_class
 
-    if model is ModelKind.none:
-        return LossModel.none()
-    if model is ModelKind.uniform:
-        if p is None:
-            raise UserError("--model uniform needs --p")
-        return LossModel.uniform(p)
-    if model is ModelKind.gilbert_elliott:
-        if p is None or r is None:
-            raise UserError("--model gilbert-elliott needs --p and --r (and optionally --k, --h)")
-        return LossModel.gilbert_elliott(p, r, k, h, allow_absorbing=allow_absorbing)
-    if file is None:
-        raise UserError("--model trace needs --file")
-    return LossModel.trace(file)
+    params: dict[str, object] = {name: value for name, value in (("p", p), ("r", r), ("k", k), ("h", h))
+                                 if value is not None}
+    for item in param or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UserError(f"--param {item!r}: write NAME=VALUE (e.g. --param p=0.01)")
+        params[name.strip()] = value.strip()
+    return model_class(getattr(model, "value", model)).from_params(params, file=file, allow_absorbing=allow_absorbing)
 
 
 def _netns(value: str | None) -> str | int | None:
@@ -64,7 +58,8 @@ def attach(dev: str = typer.Option(..., "--dev", help="Interface."),
            netns: str = typer.Option(None, "--netns", help="`ip netns` name, or PID of a process in it."),
            direction: str = typer.Option("egress", "--direction", help="egress or ingress."),
            model: ModelKind = MODEL, p: float = P, r: float = R, k: float = K, h: float = H,
-           file: Path = FILE, allow_absorbing: bool = ABSORB, seed: int = SEED, stream: int = STREAM,
+           param: list[str] = PARAM, file: Path = FILE, allow_absorbing: bool = ABSORB,
+           seed: int = SEED, stream: int = STREAM,
            proto: str = typer.Option(None, "--proto", help="Filter: udp or tcp."),
            port: int = typer.Option(None, "--port", help="Filter: source or destination port."),
            src: str = typer.Option(None, "--src", help="Filter: source address."),
@@ -76,7 +71,7 @@ def attach(dev: str = typer.Option(..., "--dev", help="Interface."),
     """Attach a dropper; it stays attached until `fecbench dropper detach --name NAME`."""
     from fecbench.dropper import Dropper, Filter
 
-    loss = build_model(model, p, r, k, h, file, allow_absorbing)
+    loss = build_model(model, p, r, k, h, file, allow_absorbing, param)
     name = name or f"{dev}-{direction}" + (f"-{netns}" if netns else "")
     d = Dropper.attach(dev, netns=_netns(netns), direction=direction, model=loss, seed=seed, stream=stream,
                        filter=Filter(proto, port, src, dst), name=name, log=log, persistent=True, hook=hook)
@@ -85,11 +80,12 @@ def attach(dev: str = typer.Option(..., "--dev", help="Interface."),
 
 @app.command("set")
 def set_(name: str = NAME, model: ModelKind = MODEL, p: float = P, r: float = R, k: float = K, h: float = H,
-         file: Path = FILE, allow_absorbing: bool = ABSORB, seed: int = SEED, stream: int = STREAM) -> None:
+         param: list[str] = PARAM, file: Path = FILE, allow_absorbing: bool = ABSORB,
+           seed: int = SEED, stream: int = STREAM) -> None:
     """Change an instance's model, seed and stream (resets its stream and counters)."""
     from fecbench.dropper import Dropper
 
-    loss = build_model(model, p, r, k, h, file, allow_absorbing)
+    loss = build_model(model, p, r, k, h, file, allow_absorbing, param)
     Dropper.open(name).set(model=loss, seed=seed, stream=stream)
     console.print(f"{name}: {loss.describe()}, seed {seed}, stream {stream}")
 
@@ -140,7 +136,8 @@ def detach(name: str = NAME) -> None:
 
 @app.command()
 def verify(model: ModelKind = MODEL, p: float = P, r: float = R, k: float = K, h: float = H,
-           file: Path = FILE, allow_absorbing: bool = ABSORB, seed: int = SEED, stream: int = STREAM,
+           param: list[str] = PARAM, file: Path = FILE, allow_absorbing: bool = ABSORB,
+           seed: int = SEED, stream: int = STREAM,
            packets: int = typer.Option(200_000, "--packets"), threads: int = typer.Option(1, "--threads"),
            json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Kernel verdicts (BPF_PROG_TEST_RUN, several threads) == reference model? Exit 0 if so, 1 if not."""
@@ -148,7 +145,7 @@ def verify(model: ModelKind = MODEL, p: float = P, r: float = R, k: float = K, h
 
     if not 1 <= threads <= 64:
         raise UserError("--threads must be in 1..64")
-    loss = build_model(model, p, r, k, h, file, allow_absorbing)
+    loss = build_model(model, p, r, k, h, file, allow_absorbing, param)
     with console.status(f"feeding {packets} packets to the kernel program ({threads} thread(s))"):
         result = run_verify(loss, seed, stream, packets, threads)
     if json_out:
@@ -162,7 +159,7 @@ def verify(model: ModelKind = MODEL, p: float = P, r: float = R, k: float = K, h
 @app.command()
 def bench(json_out: bool = typer.Option(False, "--json", help="Print JSON."),
           repeat: int = typer.Option(1_000_000, "--repeat", help="BPF_PROG_TEST_RUN repetitions.")) -> None:
-    """ns per packet of the empty tc program and of each model (goal: ratios 1.3 / 1.6 / 1.3)."""
+    """ns per packet of the empty tc program and of each model, against each model's goal (its bench_goal)."""
     from fecbench.dropper.testrun import bench as run_bench
 
     with console.status("benchmarking"):
@@ -170,11 +167,11 @@ def bench(json_out: bool = typer.Option(False, "--json", help="Print JSON."),
     if json_out:
         print(json.dumps(result))
         return
-    goals = {"uniform": 1.3, "gilbert_elliott": 1.6, "gilbert_elliott_locked": None, "trace": 1.3}
+    goals = {kind.replace("-", "_"): model.bench_goal for kind, model in MODELS.items()}
     console.print(f"empty tc program: {result['empty_ns']:.1f} ns/packet (repeat {result['repeat']})")
     console.print(f"({result['hook_note']})")
-    for key, goal in goals.items():
-        ratio = result[f"{key}_ratio"]
+    for key in (k.removesuffix("_ratio") for k in result if k.endswith("_ratio")):
+        ratio, goal = result[f"{key}_ratio"], goals.get(key)
         met = "met" if goal is not None and ratio <= goal else "missed"
         verdict = "" if goal is None else f" (goal ≤ {goal:.1f}×: {met})"
         console.print(f"{key:>24}: {result[f'{key}_ns']:.1f} ns/packet, {ratio:.2f}× empty{verdict}")
@@ -187,16 +184,15 @@ def model(loss: float = typer.Option(None, "--loss", help="Mean loss rate (with 
           json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """(mean loss, mean burst) -> (p, r) of the two-state model, or the expected loss rate and burst
     length of a Gilbert-Elliott (or uniform: --p alone) parameter set."""
-    from fecbench.dropper.model import LossModel, ge_from_loss_burst
+    from fecbench.dropper.models import ge_from_loss_burst
 
     if loss is not None or burst is not None:
         if loss is None or burst is None:
             raise UserError("give both --loss and --burst")
         p, r = ge_from_loss_burst(loss, burst)
-        k, h = 1.0, 0.0
     if p is None:
         raise UserError("give --loss and --burst, or --p (and --r, --k, --h for gilbert-elliott)")
-    m = LossModel.uniform(p) if r is None else LossModel.gilbert_elliott(p, r, k, h, allow_absorbing=True)
+    m = build_model("uniform" if r is None else "gilbert-elliott", p, r, k, h, None, allow_absorbing=True)
     out = {**m.as_dict(), "loss_rate": m.loss_rate(), "mean_burst": m.mean_burst()}
     if json_out:
         print(json.dumps({key: (None if isinstance(v, float) and math.isinf(v) else v) for key, v in out.items()}))

@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 
 from fecbench import bpfsys, cleanup
-from fecbench.dropper.model import ONE, LossModel, threshold
+from fecbench.dropper.models import LossModel, NoLoss, model_class
+from fecbench.dropper.models.base import GE_TABLE_LEN, ONE
 from fecbench.errors import UserError, require_root
 from fecbench.paths import REPO_ROOT as REPO
 
 PIN_ROOT = Path("/sys/fs/bpf/fecbench")
-GE_TABLE_LEN = 1 << 21  # Gilbert-Elliott packets pre-generated per set(); later ones use the locked chain
 LOG_BYTES = 1 << 24  # ring buffer of the verdict log: ~700 000 records of 24 bytes
 PROTOCOLS = {"udp": 17, "tcp": 6, None: None}
 RECORD_DTYPE = np.dtype([("index", "<u8"), ("verdict", "u1"), ("state", "u1"), ("pad", "<u2"), ("len", "<u4")])
@@ -173,26 +173,14 @@ def check_seed(name: str, value: int) -> int:
 
 def model_args(model: LossModel, seed: int, stream: int, tmpdir: str,
                ge_table_len: int = GE_TABLE_LEN) -> list[str]:
-    """The loader's command-line form of a model (thresholds computed here, once)."""
-    kind = {"none": "none", "uniform": "uniform", "gilbert-elliott": "ge", "trace": "trace"}[model.kind]
-    args = ["--model", kind, "--seed", str(seed), "--stream", str(stream)]
-    if model.kind == "uniform":
-        args += ["--t-drop", str(threshold(model.p))]
-    elif model.kind == "gilbert-elliott":
-        args += ["--t-p", str(threshold(model.p)), "--t-r", str(threshold(model.r)),
-                 "--t-k", str(threshold(model.k)), "--t-h", str(threshold(model.h)),
-                 "--table-len", str(ge_table_len)]
-    elif model.kind == "trace":
-        path = Path(tmpdir) / "trace.u64"
-        model.trace_indices.astype("<u8").tofile(path)
-        args += ["--trace", str(path), "--table-len", str(model.trace_length)]
-    return args
+    """The loader's command-line form of a model at a seed and stream (the model says its own part)."""
+    return ["--seed", str(seed), "--stream", str(stream), *model.loader_args(tmpdir, ge_table_len)]
 
 
 class Dropper:
     """One dropper instance on one interface hook. Use `Dropper.attach(...)`; a context manager."""
 
-    def __init__(self, pin: Path, dev: str, direction: str, model: LossModel, seed: int, stream: int,
+    def __init__(self, pin: Path, dev: str, direction: str, model: LossModel | None, seed: int, stream: int,
                  filter: Filter | None, log: bool, recorded: bool, hook: str = "?") -> None:
         self.pin, self.dev, self.direction, self.hook = pin, dev, direction, hook
         self.model, self.seed, self.stream, self.filter, self.log = model, seed, stream, filter, log
@@ -217,7 +205,7 @@ class Dropper:
             raise UserError(f"dropper: direction must be egress or ingress, not {direction!r}")
         if not isinstance(dev, str) or not dev or "/" in dev or len(dev) > 15:
             raise UserError(f"dropper: bad interface name {dev!r}")
-        model = model or LossModel.none()
+        model = model or NoLoss()
         seed, stream = check_seed("seed", seed), check_seed("stream", stream)
         if log_bytes < 4096 or log_bytes & (log_bytes - 1):
             raise UserError("dropper: log_bytes must be a power of two >= 4096")
@@ -271,7 +259,7 @@ class Dropper:
         if not _NAME_RE.match(name) or not (pin / "attach").exists():
             raise UserError(f"dropper: no instance named {name!r} under {PIN_ROOT}")
         st = json.loads(run_fecdrop("stats", "--pin", str(pin)))
-        model = LossModel.none() if st["model"] == "none" else LossModel(st["model"])
+        model = model_class(st["model"]).from_readback(st["thresholds"])  # None: set() needs a model
         return cls(pin, "?", "?", model, st["seed"], st["stream"], None, False, recorded=False, hook=st["hook"])
 
     @property
@@ -289,6 +277,9 @@ class Dropper:
         (`flows`); None: no per-flow counting."""
         self._check()
         model = model or self.model
+        if model is None:
+            raise UserError(f"dropper {self.name}: the model in force (a trace) cannot be read back from "
+                            "the kernel; give set() the model")
         seed = self.seed if seed is None else check_seed("seed", seed)
         stream = self.stream if stream is None else check_seed("stream", stream)
         flows = [] if flow_bin_ms is None else ["--flow-bin-ms", str(int(flow_bin_ms))]
@@ -313,11 +304,7 @@ class Dropper:
         st["loss_rate"] = st["dropped"] / st["matched"] if st["matched"] else 0.0
         st["name"], st["dev"], st["direction"] = self.name, self.dev, self.direction
         # the parameters in force, read back from the kernel's thresholds
-        thresholds = {key: st.pop(f"t_{key}") / ONE for key in ("drop", "p", "r", "k", "h")}
-        if st["model"] == "uniform":
-            st["model_p"] = thresholds["drop"]
-        elif st["model"] == "gilbert-elliott":
-            st.update({f"model_{key}": thresholds[key] for key in ("p", "r", "k", "h")})
+        st.update({f"model_{name}": t / ONE for name, t in st.pop("thresholds").items()})
         return st
 
     def flows(self) -> dict[str, Any]:
@@ -368,5 +355,5 @@ class Dropper:
             self.detach()
 
     def __repr__(self) -> str:
-        return (f"Dropper({self.name}, {self.hook}, {self.model.describe()}, seed={self.seed}, "
+        return (f"Dropper({self.name}, {self.hook}, {self.model.describe() if self.model else '?'}, seed={self.seed}, "
                 f"stream={self.stream})")

@@ -13,7 +13,7 @@ data (`bss`: `struct fd_config cfg` then the shared packet index, dropper/src/fe
   The verdict of packet i is therefore ``D[i] or (i in an outage's index range)``, and each switch
   records the stream index at which it took effect, so every verdict log can be re-derived from the
   seed and the recorded ranges (`expected_verdicts`).
-- a **loss step** (uniform model only) writes the new threshold: packet i then gets
+- a **loss step** (a model that `changes_in_place`: uniform) writes the new threshold: packet i then gets
   ``hash(seed, stream, i) < t(p_new)``, the same random number against a new threshold.
 
 The loader derives `stats()["dropped"]` from the model in force, so outage drops are not in it: the runner
@@ -28,15 +28,16 @@ from pathlib import Path
 import numpy as np
 
 from fecbench import bpfsys
-from fecbench.dropper.model import LossModel, reference_verdicts, threshold
+from fecbench.dropper.models import LossModel, reference_verdicts
+from fecbench.dropper.models.base import threshold
 from fecbench.errors import UserError
 
 # struct fd_config (dropper/src/fecdrop.h) and its place in the program's .bss (fecdrop.skel.h).
-OFF_MODEL, OFF_SEED, OFF_STREAM, OFF_T_DROP = 0, 16, 24, 32
-OFF_INDEX = 192              # next_index, aligned to 64 bytes after the 144-byte cfg
+OFF_MODEL, OFF_SEED, OFF_STREAM, OFF_T0 = 0, 16, 24, 32   # OFF_T0: cfg.t[0], uniform's p
+OFF_INDEX = 192              # next_index, aligned to 64 bytes after the 160-byte cfg
 BSS_VALUE_SIZE = 200
-MODEL_UNIFORM = 1
-DROP_ALL = 1 << 32           # uniform: drop when u < t_drop, u < 2^32
+MODEL_UNIFORM = 1            # its place in dropper/src/models.h's FD_MODELS
+DROP_ALL = 1 << 32           # uniform: drop when u < t[0], u < 2^32
 
 
 class LiveConfig:
@@ -54,7 +55,7 @@ class LiveConfig:
         if (self._u64(OFF_SEED), self._u64(OFF_STREAM)) != (seed, stream):
             self.close()
             raise UserError(f"dropper {pin}: configuration does not match (seed, stream) = ({seed}, {stream})")
-        self.saved = (self._u32(OFF_MODEL), self._u64(OFF_T_DROP))
+        self.saved = (self._u32(OFF_MODEL), self._u64(OFF_T0))
 
     def _u32(self, offset: int) -> int:
         return struct.unpack_from("<I", self._map, offset)[0]
@@ -66,21 +67,21 @@ class LiveConfig:
         """The stream index the next matching packet will take."""
         return self._u64(OFF_INDEX)
 
-    def _write(self, model: int, t_drop: int) -> tuple[int, int]:
+    def _write(self, model: int, t_p: int) -> tuple[int, int]:
         """Threshold first, then the model (each one aligned store): a packet sees the old or the new
         configuration, never a uniform model with the old threshold. Returns the index before and after."""
         before = self.index()
-        struct.pack_into("<Q", self._map, OFF_T_DROP, t_drop)
+        struct.pack_into("<Q", self._map, OFF_T0, t_p)
         struct.pack_into("<I", self._map, OFF_MODEL, model)
         return before, self.index()
 
     def outage(self, on: bool) -> tuple[int, int]:
         """Drop every packet from now (on) or go back to the model in force before the outage."""
         if on:
-            self.before_outage = (self._u32(OFF_MODEL), self._u64(OFF_T_DROP))
+            self.before_outage = (self._u32(OFF_MODEL), self._u64(OFF_T0))
             return self._write(MODEL_UNIFORM, DROP_ALL)
-        model, t_drop = getattr(self, "before_outage", self.saved)
-        return self._write(model, t_drop)
+        model, t_p = getattr(self, "before_outage", self.saved)
+        return self._write(model, t_p)
 
     def set_uniform_p(self, p: float) -> tuple[int, int]:
         """New loss probability of a uniform model, from the next packet on (same stream)."""
@@ -89,7 +90,7 @@ class LiveConfig:
         return self._write(MODEL_UNIFORM, threshold(p))
 
     def changed(self) -> bool:
-        return (self._u32(OFF_MODEL), self._u64(OFF_T_DROP)) != self.saved
+        return (self._u32(OFF_MODEL), self._u64(OFF_T0)) != self.saved
 
     def restore(self) -> tuple[int, int]:
         """Back to the configuration found when this object was made; the index before and after."""

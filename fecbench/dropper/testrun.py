@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from fecbench.dropper.dropper import model_args, run_fecdrop
-from fecbench.dropper.model import LossModel, reference_verdicts
+from fecbench.dropper.models import LossModel, reference_verdicts
 from fecbench.errors import UserError, require_root
 
 

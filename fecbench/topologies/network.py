@@ -216,7 +216,7 @@ class Network:
         if not lossy:
             return
         try:
-            from fecbench.dropper import Dropper, LossModel
+            from fecbench.dropper import Dropper, NoLoss
         except ImportError as exc:
             self.dropper_error = f"the dropper is not available: {exc}"
             return
@@ -224,7 +224,7 @@ class Network:
             for direction in ("forward", "reverse"):
                 netns, dev = self.loss_point(link_id, direction)
                 self.droppers[(link_id, direction)] = Dropper.attach(
-                    dev, netns=netns, direction="egress", model=LossModel.none(), seed=0, stream=0,
+                    dev, netns=netns, direction="egress", model=NoLoss(), seed=0, stream=0,
                     name=f"{self.base}-{link_id}-{direction}")
 
     def loss_point(self, link_id: str, direction: str) -> tuple[int, str]:
@@ -236,14 +236,14 @@ class Network:
 
     def attach_dropper(self, link_id: str, direction: str, log: bool = False) -> Any:
         """Replace a direction's dropper by a fresh one (model none), e.g. with a verdict log."""
-        from fecbench.dropper import Dropper, LossModel
+        from fecbench.dropper import Dropper, NoLoss
 
         key = (link_id, direction)
         old = self.droppers.pop(key, None)
         if old is not None:
             old.detach()
         netns, dev = self.loss_point(link_id, direction)
-        self.droppers[key] = Dropper.attach(dev, netns=netns, direction="egress", model=LossModel.none(),
+        self.droppers[key] = Dropper.attach(dev, netns=netns, direction="egress", model=NoLoss(),
                                             seed=0, stream=0, log=log,
                                             name=f"{self.base}-{link_id}-{direction}{'-log' if log else ''}")
         return self.droppers[key]

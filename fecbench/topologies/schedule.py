@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from fecbench.dropper.models import MODELS
 from fecbench.errors import SpecError
 from fecbench.specs import Section, load_toml
 
@@ -147,10 +148,12 @@ class Schedule:
                 if ("bw_mbit" in change.settings or "bw_scale" in change.settings) and spec.bw is None:
                     raise SpecError(self.file, f"{change.key}.bw", f"link {change.link!r} has no rate "
                                     f"limit in the {direction} direction to change")
-            if "loss_p" in change.settings and loss_model not in (None, "uniform"):
+            if "loss_p" in change.settings and loss_model is not None and not MODELS[loss_model].changes_in_place:
                 where = f" (design {design})" if design else ""
+                in_place = [kind for kind, model in MODELS.items() if model.changes_in_place]
                 raise SpecError(self.file, f"{change.key}.loss_p", f"loss changes are applied in place to a "
-                                f"uniform model; the design's loss model is {loss_model!r}{where}", ["uniform"])
+                                f"{' or '.join(in_place)} model; the design's loss model is {loss_model!r}{where}",
+                                in_place)
 
     def canonical(self) -> str:
         """A stable text of what the schedule does (part of a campaign's experiment hash)."""

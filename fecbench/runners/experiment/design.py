@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fecbench.dropper.models import MODELS, model_class
 from fecbench.errors import SpecError, did_you_mean
 from fecbench.paths import REPO_ROOT
 from fecbench.runners.experiment.capture import CapturePolicy, parse_capture
@@ -65,13 +66,10 @@ if TYPE_CHECKING:
     from fecbench.dropper import LossModel
     from fecbench.topologies.schedule import Schedule
 
-LOSS_MODELS = ("none", "uniform", "gilbert-elliott", "trace")
 LABEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 DIRECTIONS = ("forward", "reverse")
 ORDERS = ("random", "sequential")
 FIDELITY_MODES = ("per-point", "per-run", "off")
-_LOSS_PARAMS = {"none": {}, "uniform": {"p": None}, "gilbert-elliott": {"p": None, "r": None, "k": 1.0, "h": 0.0},
-                "trace": {}}
 
 
 @dataclass
@@ -100,16 +98,7 @@ class LossSpec:
 
     def model_at(self, point: dict[str, Any], path: int | None = None) -> LossModel:
         """The dropper's loss model (fecbench.dropper.LossModel) at a point's values, on a link of `path`."""
-        from fecbench.dropper import LossModel
-
-        params = self.values(point, path)
-        if self.model == "uniform":
-            return LossModel.uniform(params["p"])
-        if self.model == "gilbert-elliott":
-            return LossModel.gilbert_elliott(params["p"], params["r"], params["k"], params["h"])
-        if self.model == "trace":
-            return LossModel.trace(str(self.trace_file))
-        return LossModel.none()
+        return model_class(self.model).from_params(self.values(point, path), file=self.trace_file)
 
 
 WORKLOAD_KINDS = ("download", "upload", "reqresp", "messages")
@@ -237,25 +226,26 @@ def resolve_path(value: str, design_path: Path) -> Path:
 
 
 def _parse_loss(section: Section, file: Path) -> LossSpec:
-    model = section.get("model", str, "none", choices=LOSS_MODELS)
+    model = section.get("model", str, "none", choices=list(MODELS))
+    loss_model = MODELS[model]
     params: dict[str, float | str] = {}
-    for name, default in _LOSS_PARAMS[model].items():
-        value = section.get(name, (str, float), default)
+    for parameter in loss_model.parameters:
+        value = section.get(parameter.name, (str, float), parameter.default)
         if value is None:
-            raise section.error(name, f"missing required key for model {model!r}")
+            raise section.error(parameter.name, f"missing required key for model {model!r} ({parameter.meaning})")
         if not isinstance(value, str) and not 0.0 <= float(value) <= 1.0:
-            raise section.error(name, f"probability must be in [0, 1], got {value!r}")
-        params[name] = value
+            raise section.error(parameter.name, f"probability must be in [0, 1], got {value!r}")
+        params[parameter.name] = value
     directions = section.get("directions", list, list(DIRECTIONS))
     for d in directions:
         if d not in DIRECTIONS:
             raise section.error("directions", f"unknown direction {d!r}", DIRECTIONS)
     links = section.get("links", list, None)
     trace_file = None
-    if model == "trace":
-        trace_file = resolve_path(section.get("file", str), file)
+    if loss_model.file_key:
+        trace_file = resolve_path(section.get(loss_model.file_key, str), file)
         if not trace_file.is_file():
-            raise section.error("file", f"trace file {trace_file} not found")
+            raise section.error(loss_model.file_key, f"{model} file {trace_file} not found")
     section.done()
     return LossSpec(model=model, params=params, directions=directions, links=links, trace_file=trace_file)
 

@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from fecbench.dropper.models import MODELS
 from fecbench.runners.experiment.design import Design, ImplEntry
 
 
@@ -124,8 +125,8 @@ LOSS_RATE_CONSTANT = 1.5
 def mean_loss(run: Run, design: Design) -> float:
     """The long-run loss rate of the run's first lossy link (0 without a loss model)."""
     loss = design.loss
-    if loss.model not in ("uniform", "gilbert-elliott"):
-        return 0.0
+    if MODELS[loss.model].file_key:
+        return 0.0  # not read from its file once per run estimated
     from fecbench.errors import UserError
 
     try:

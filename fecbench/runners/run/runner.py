@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fecbench import endpoint_timing
+from fecbench.dropper.models import NoLoss
 from fecbench.runners.experiment.prepare import Prepared, path_of
 from fecbench.runners.experiment.runs import Run, grace_s
 from fecbench.runners.run import link_records, pcap, xquic_qlog
@@ -112,13 +113,11 @@ class Runner:
         counting = bool(self.design.flows) and values is not None
         if self.design.loss.model == "none" and not counting:
             return
-        from fecbench.dropper import LossModel
-
         streams = {(link, direction): stream for link, direction, stream in self.streams()}
         every = [(link, direction) for link in self.losses.links for direction in ("forward", "reverse")]
         for link, direction in every if counting else streams:
             lossy = values is not None and (link, direction) in streams and self.design.loss.model != "none"
-            model = self.loss_model(values, link) if lossy else LossModel.none()
+            model = self.loss_model(values, link) if lossy else NoLoss()
             self.testbed.set_loss(link, direction, model, seed=seed, stream=streams.get((link, direction), 0),
                                   flow_bin_ms=self.design.flows.bin_ms if counting else None)
 

@@ -7,6 +7,7 @@ import sys
 import typer
 from rich.console import Console
 
+from fecbench.analysis.cli import bench_backends as bench_backends_command
 from fecbench.analysis.cli import explain as explain_command
 from fecbench.analysis.cli import export as export_command
 from fecbench.analysis.cli import report as report_command
@@ -72,6 +73,7 @@ def clean(all_owners: bool = typer.Option(False, "--include-live",
 app.command("plan")(plan_command)
 register_runner_commands(app)  # run, status, impls
 bench_app.command("verdicts")(bench_verdicts_command)  # reproduce's benchmark, beside `bench campaign`
+bench_app.command("backends")(bench_backends_command)  # analysis' backend comparison
 app.command("report")(report_command)
 app.command("export")(export_command)
 app.command("explain")(explain_command)

@@ -1,9 +1,10 @@
-"""vm/compare_backends.py without root: how two runs' verdict logs are compared (identical, same losses,
-agreeing by index), the per-point table, the design copy and bad input (exit 2)."""
+"""`fecbench bench backends` without a campaign: how two runs' verdict logs are compared (identical, same
+losses, agreeing by index), the per-point table, the design copy (fecbench.analysis.studies.backends) and bad
+input (exit 2)."""
 
 from __future__ import annotations
 
-import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,13 +12,10 @@ import numpy as np
 import pytest
 import tomllib
 
+from fecbench.analysis.studies import backends as cb
 from fecbench.dropper.dropper import RECORD_DTYPE
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("compare_backends", ROOT / "vm" / "compare_backends.py")
-cb = importlib.util.module_from_spec(_spec)
-sys.modules["compare_backends"] = cb
-_spec.loader.exec_module(cb)
 
 DATA, ACK = 1242, 60
 
@@ -111,7 +109,8 @@ def test_design_copy_turns_verdict_logs_on(tmp_path: Path) -> None:
     (["no-such-design.toml"], "no such design file"),
     (["--repetitions", "0"], "at least 1"),
 ])
-def test_bad_input_exits_2(argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert cb.main([*argv, "--out", str(tmp_path / "out")]) == 2
-    assert message in capsys.readouterr().err
+def test_bad_input_exits_2(argv: list[str], message: str, tmp_path: Path) -> None:
+    run = subprocess.run([sys.executable, "-m", "fecbench", "bench", "backends", *argv, "--out", str(tmp_path / "out")],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 2 and message in run.stderr, run.stderr
     assert not (tmp_path / "out").exists()

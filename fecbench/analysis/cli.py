@@ -1,4 +1,4 @@
-"""CLI of ``fecbench report`` and ``fecbench export``: outside the report package, whose import (seaborn,
+"""CLI of ``fecbench report``, ``export``, ``explain`` and ``bench backends``: outside the report package, whose import (seaborn,
 scipy) would cost every `fecbench` command ~1.5 s at start; the work is imported when the command runs."""
 
 from __future__ import annotations
@@ -81,3 +81,30 @@ def explain(
     console.print(written.text, markup=False, highlight=False, soft_wrap=True)
     console.print(f"timeline → {written.figure}\nsummary → {written.summary}", markup=False, highlight=False,
                   soft_wrap=True)
+
+
+def bench_backends(design: Path = typer.Argument(Path("designs/smoke.toml"), help="The design run on both backends."),
+                   backends: str = typer.Option("netem,delayline", "--backends", help="The two link backends "
+                                                "compared (the same one twice: a control)."),
+                   repetitions: int = typer.Option(2, "--repetitions", help="Repetitions of the design."),
+                   out: Path = typer.Option(Path("results/compare-backends"), "--out",
+                                            help="Where the databases and compare.json go.")) -> None:
+    """Same results, both backends: the design under netem and under the delay element on this kernel, per
+    point the median DCT ratio and how far the dropper verdict logs of paired runs agree (vm/README.md)."""
+    from fecbench.analysis.studies.backends import parse_backends, run_backends_bench
+    from fecbench.errors import UserError, require_root
+
+    names = parse_backends(backends)
+    if not design.is_file():
+        raise UserError(f"{design}: no such design file")
+    if repetitions < 1:
+        raise UserError(f"--repetitions must be at least 1 (got {repetitions})")
+    require_root("fecbench bench backends (the campaigns build Mininet networks)")
+    if "netem" in names:
+        from fecbench.topologies.backend import netem_probe
+
+        ok, reason = netem_probe()
+        if not ok:
+            raise UserError(f"this kernel has no netem ({reason}): load sch_netem, run it in the test-kernels "
+                            "guest (make test-kernels), or compare --backends delayline,delayline")
+    raise typer.Exit(run_backends_bench(design.resolve(), names, repetitions, out))

@@ -187,7 +187,7 @@ def group_backends(g: Group) -> bool:
     CPU time from the endpoints they delay (vm/README.md, "Same design, both backends"). The databases
     live on the guest's tmpfs (SQLite's WAL does not work over 9p) and are copied out afterwards."""
     work = Path("/tmp/compare-backends")
-    status, output = g.run([*ONE_CPU, PY, str(REPO / "vm" / "compare_backends.py"),
+    status, output = g.run([*ONE_CPU, PY, "-m", "fecbench", "bench", "backends",
                             str(REPO / "designs" / "compare-backends.toml"), "--repetitions", "1",
                             "--out", str(work)], env={"FECBENCH_DELAYLINE_CPUS": "1"}, timeout=5400)
     (OUT / "backends").mkdir(exist_ok=True)

@@ -1,32 +1,21 @@
-"""Same results, both backends: run one small design under netem and under the delay element on this
-kernel (as root), then print per design point the median DCT ratio (netem / delayline, over runs
-paired by point, label, size and repetition) and how far the paired runs' dropper verdict logs agree.
-
-    .venv/bin/python vm/compare_backends.py [DESIGN] [--backends A,B] [--repetitions N] [--out DIR]
-
-The design is copied with `verdict_log = true` (and the repetitions asked for). `--backends` takes two
-link backends, the same one twice for a control (two campaigns on one backend: how far a run repeats
-itself at all). Per pair and per dropper, the logs are compared three ways (vm/README.md, "Same design,
-both backends"):
+"""Same results, both backends: a small design run under netem and under the delay element on one kernel
+(`fecbench bench backends`), compared per design point: the median DCT ratio (over runs paired by point,
+label, size and repetition) and how far the paired runs' dropper verdict logs agree. Per pair and per
+dropper, the logs are compared three ways (vm/README.md, "Same design, both backends"):
 
 - agree:        the verdicts are equal at every index both runs saw (the dropper decides by index);
 - same losses:  every packet dropped in either run lies in the prefix where both runs saw packets of
                 the same lengths, so both runs lost the same packets of the same flow;
 - identical:    same number of packets, same lengths, same verdicts.
 
-Exit status 0 when both campaigns ran every run ok and every pair agrees by index; 1 otherwise; 2 on
-bad input (no such design, unknown backend, no netem here, not root). The 5 % DCT goal is reported,
-not enforced: under QEMU's TCG the delay element is late by milliseconds (vm/README.md).
+The 5 % DCT goal is reported, not enforced: under QEMU's TCG the delay element is late by milliseconds.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
-import os
 import re
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -36,7 +25,10 @@ from pathlib import Path
 import numpy as np
 import tomllib
 
-REPO = Path(__file__).resolve().parent.parent
+from fecbench.analysis import results
+from fecbench.errors import UserError
+from fecbench.paths import REPO_ROOT
+
 BACKENDS = ("netem", "delayline")
 DCT_GOAL = 0.05
 
@@ -47,7 +39,8 @@ def design_copy(src: Path, dst: Path, repetitions: int) -> None:
     design = tomllib.loads(text)["design"]
     topology = Path(design["topology"])
     if not topology.is_absolute():
-        topology = next((p for p in (src.parent / topology, REPO / topology) if p.exists()), REPO / topology)
+        topology = next((p for p in (src.parent / topology, REPO_ROOT / topology) if p.exists()),
+                        REPO_ROOT / topology)
     text = re.sub(r'(?m)^topology\s*=.*$', f'topology = "{topology.resolve()}"', text, count=1)
     text = re.sub(r'(?m)^(repetitions|verdict_log)\s*=.*\n', "", text)
     text = re.sub(r'(?m)^\[design\]\s*$', f"[design]\nrepetitions = {repetitions}\nverdict_log = true", text, count=1)
@@ -57,21 +50,23 @@ def design_copy(src: Path, dst: Path, repetitions: int) -> None:
 def load(db: Path) -> dict[tuple, dict]:
     """Runs keyed by (point, label, size, repetition): status, dct_ms, loss seed, verdict logs and the
     delay element's median lateness over the run's directions (µs; None on netem)."""
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    conn.row_factory = sqlite3.Row
+    dct = dict(results.rows(db, "metrics", ["run_key", "dct_ms"]))
+    logs: dict[str, dict] = {}
+    for key, link, direction, data in results.rows(db, "verdict_logs", ["run_key", "link", "direction", "data"]):
+        logs.setdefault(key, {})[(link, direction)] = np.load(io.BytesIO(data), allow_pickle=False)
+    late: dict[str, list[float]] = {}
+    for key, delay_json in results.rows(db, "link_stats", ["run_key", "delay_json"]):
+        lateness = (json.loads(delay_json) or {}).get("lateness") if delay_json else None
+        if lateness and lateness.get("p50_us") is not None:
+            late.setdefault(key, []).append(lateness["p50_us"])
+    columns = ["key", "point", "label", "size", "repetition", "loss_seed", "status"]
     runs = {}
-    for r in conn.execute("SELECT r.key, r.point, r.label, r.size, r.repetition, r.loss_seed, r.status, m.dct_ms "
-                          "FROM runs r LEFT JOIN metrics m ON m.run_key = r.key"):
-        logs = {(v["link"], v["direction"]): np.load(io.BytesIO(v["data"]), allow_pickle=False)
-                for v in conn.execute("SELECT link, direction, data FROM verdict_logs WHERE run_key = ?", (r["key"],))}
-        late = []
-        for (delay_json,) in conn.execute("SELECT delay_json FROM link_stats WHERE run_key = ?", (r["key"],)):
-            lateness = (json.loads(delay_json) or {}).get("lateness") if delay_json else None
-            if lateness and lateness.get("p50_us") is not None:
-                late.append(lateness["p50_us"])
-        runs[(r["point"], r["label"], r["size"], r["repetition"])] = {
-            **dict(r), "logs": logs, "lateness_p50_us": statistics.median(late) if late else None}
-    conn.close()
+    for row in results.rows(db, "runs", columns):
+        run = dict(zip(columns, row, strict=True))
+        key = run["key"]
+        runs[(run["point"], run["label"], run["size"], run["repetition"])] = {
+            **run, "dct_ms": dct.get(key), "logs": logs.get(key, {}),
+            "lateness_p50_us": statistics.median(late[key]) if key in late else None}
     return runs
 
 
@@ -187,62 +182,29 @@ def table(a: dict, b: dict, names: tuple[str, str]) -> tuple[list[str], dict]:
 def parse_backends(text: str) -> tuple[str, str]:
     names = tuple(part.strip() for part in text.split(","))
     if len(names) != 2 or any(n not in BACKENDS for n in names):
-        raise ValueError(f"--backends: two of {', '.join(BACKENDS)} separated by a comma (got {text!r})")
+        raise UserError(f"--backends: two of {', '.join(BACKENDS)} separated by a comma (got {text!r})")
     return names  # type: ignore[return-value]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("design", nargs="?", type=Path, default=REPO / "designs" / "smoke.toml")
-    parser.add_argument("--backends", default="netem,delayline",
-                        help="the two link backends compared (default netem,delayline; the same twice: a control)")
-    parser.add_argument("--repetitions", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "compare-backends")
-    args = parser.parse_args(argv)
-    try:
-        names = parse_backends(args.backends)
-    except ValueError as exc:
-        print(f"compare-backends: {exc}", file=sys.stderr)
-        return 2
-    if not args.design.is_file():
-        print(f"compare-backends: {args.design}: no such design file", file=sys.stderr)
-        return 2
-    if args.repetitions < 1:
-        print(f"compare-backends: --repetitions must be at least 1 (got {args.repetitions})", file=sys.stderr)
-        return 2
-    if os.geteuid() != 0:
-        print("compare-backends: run as root (the campaigns build Mininet networks)", file=sys.stderr)
-        return 2
-    if "netem" in names:
-        from fecbench.topologies.backend import netem_probe
-
-        ok, reason = netem_probe()
-        if not ok:
-            print(f"compare-backends: this kernel has no netem ({reason}): load sch_netem, run it in the "
-                  "test-kernels guest (make test-kernels), or compare --backends delayline,delayline",
-                  file=sys.stderr)
-            return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    design = args.out / "design.toml"
-    design_copy(args.design, design, args.repetitions)
+def run_backends_bench(design: Path, names: tuple[str, str], repetitions: int, out: Path) -> int:
+    """Both campaigns, then the comparison printed (lines prefixed `compare-backends:`) and saved. Exit status:
+    0 when every run was ok on both and every pair agrees by index, else 1."""
+    out.mkdir(parents=True, exist_ok=True)
+    copy = out / "design.toml"
+    design_copy(design, copy, repetitions)
     runs = []
     for side, backend in zip("ab", names, strict=True):
-        db = args.out / f"{side}-{backend}.sqlite"
+        db = out / f"{side}-{backend}.sqlite"
         db.unlink(missing_ok=True)
-        print(f"compare-backends: running {args.design.name} on {backend} -> {db}", flush=True)
-        proc = subprocess.run([sys.executable, "-m", "fecbench", "run", str(design), "--db", str(db),
-                               "--link-backend", backend], cwd=REPO, check=False)
+        print(f"compare-backends: running {design.name} on {backend} -> {db}", flush=True)
+        proc = subprocess.run([sys.executable, "-m", "fecbench", "run", str(copy), "--db", str(db),
+                               "--link-backend", backend], cwd=REPO_ROOT, check=False)
         if proc.returncode != 0 or not db.exists():
             print(f"compare-backends: the {backend} campaign failed (exit {proc.returncode})", file=sys.stderr)
             return 1
         runs.append(load(db))
-
     lines, data = table(runs[0], runs[1], names)
     print()
     print("\n".join(lines))
-    (args.out / "compare.json").write_text(json.dumps(data, indent=1))
+    (out / "compare.json").write_text(json.dumps(data, indent=1))
     return 0 if not data["not_ok"] and data["pairs"] and data["agree"] == data["pairs"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

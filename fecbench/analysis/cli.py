@@ -1,5 +1,6 @@
-"""CLI of ``fecbench report``, ``export``, ``explain`` and ``bench backends``: outside the report package, whose import (seaborn,
-scipy) would cost every `fecbench` command ~1.5 s at start; the work is imported when the command runs."""
+"""CLI of ``fecbench report``, ``export``, ``explain`` and ``bench backends``: outside the report package,
+whose import (seaborn, scipy) would cost every `fecbench` command ~1.5 s at start; the work is imported when
+the command runs."""
 
 from __future__ import annotations
 

@@ -233,6 +233,15 @@ def test_every_claim_statistic_is_complete() -> None:
             assert isinstance(sequence, sq.Sequence) and sequence.n > 0 and not stat.no_sequence, name
 
 
+def test_a_campaign_without_finished_pairs_gives_no_estimate_not_an_error() -> None:
+    """No pair finished (every run failed): the pair columns come empty and of object dtype."""
+    empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in ("group", "value", "base", "ratio")})
+    for name, stat in st.REGISTRY.items():
+        if stat.reads == st.PAIRS:
+            estimate = stat.estimate(empty, _defaults(stat), seed=1, n_boot=50)
+            assert math.isnan(estimate.value) and estimate.n == 0 and estimate.note, (name, estimate)
+
+
 # --- evaluation on a recorded database ---------------------------------------------------------------------------
 
 def _claim(**kw) -> Claim:

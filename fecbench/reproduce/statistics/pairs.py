@@ -66,7 +66,9 @@ class PairStatistic(ClaimStatistic):
 
     def estimate(self, sample: pd.DataFrame, params: dict, *, seed: int = 0, n_boot: int = N_BOOT) -> Estimate:
         if self.both_censored_out:
-            sample = sample[~(np.isinf(sample["value"]) & np.isinf(sample["base"]))]
+            # as floats: a campaign with no finished pair gives empty columns of object dtype
+            censored = np.isinf(sample["value"].to_numpy(float)) & np.isinf(sample["base"].to_numpy(float))
+            sample = sample[~censored]
         kept = self.counted(sample, params)
         samples = {"ratio": sample["ratio"].to_numpy(float)}
         if len(sample) == 0:

@@ -80,6 +80,28 @@ def test_identity_differences() -> None:
     assert differences(mine, {**mine, "impls": {}}) == ["implementation 'quic' missing"]
 
 
+def test_live_workers_are_not_taken_for_dead_when_the_client_refreshes_its_cache() -> None:
+    """The client's periodic refresh of its cached scheduler identity lists no workers; when it lands
+    between the coordinator's fetch and read, the old `scheduler_info()` lookup saw no workers and marked
+    both runs in flight interrupted (a make test failure). Here the refresh always lands there."""
+    from types import SimpleNamespace
+
+    from distributed import Client, LocalCluster
+
+    from fecbench.runners.executors.distributed import DaskExecutor
+
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, Client(cluster) as client:
+        fetch = client._update_scheduler_info
+
+        async def fetch_then_periodic_refresh(n_workers: int = 0) -> None:
+            await fetch(n_workers=n_workers)
+            await fetch()  # what the periodic callback does (n_workers=0)
+
+        client._update_scheduler_info = fetch_then_periodic_refresh
+        assert client.scheduler_info()["workers"] == {}  # the cache, overwritten
+        assert DaskExecutor._addresses(SimpleNamespace(client=client)) == set(cluster.scheduler.workers)
+
+
 # --- real campaigns (root, Mininet, fecq) ------------------------------------------------------------
 
 def _keys_and_seeds(db: Path) -> dict[str, int]:

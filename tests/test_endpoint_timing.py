@@ -214,7 +214,10 @@ def test_a_run_with_cpu_hogs_beside_its_endpoints_is_flagged(tmp_path: Path) -> 
         got[case]["db"] = db
     idle, hogged = got["idle"], got["hogged"]
     assert idle["bound_ms"] == hogged["bound_ms"] == 5
-    assert idle["status"] == "ok" and idle["ok"] == 1 and idle["wakeups"] >= 300, idle
+    # The tracer counts the client's 300 timer sleeps (≥ 90 % of them: a sleep whose 2 ms timer has already
+    # expired when the client reaches schedule(), after a preemption of that long, never blocks, so it has
+    # no wake-up to count; a make test run counted 299).
+    assert idle["status"] == "ok" and idle["ok"] == 1 and idle["wakeups"] >= 270, idle
     assert hogged["status"] == "fidelity" and hogged["ok"] == 0 and hogged["error"].startswith("endpoints:"), hogged
     assert hogged["wakeup_p99_ms"] > idle["wakeup_p99_ms"] and hogged["runq_share"] > idle["runq_share"]
     status = json.loads(fecbench("status", str(hogged["db"]), "--json").stdout)

@@ -139,7 +139,10 @@ class DaskExecutor:
 
     # --- workers ---
     def _addresses(self) -> set[str]:
-        return set(self.client.scheduler_info()["workers"])
+        """The workers the scheduler has now. Asked directly: `Client.scheduler_info()` returns the client's
+        cached identity, which its periodic refresh (every 2 s, without workers) can overwrite between the
+        fetch and the read, and every live worker would seem to have died with its run."""
+        return set(self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"])
 
     def _setup(self, address: str) -> None:
         design = self.prepared.design.path.resolve()

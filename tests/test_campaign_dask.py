@@ -86,11 +86,17 @@ def test_live_workers_are_not_taken_for_dead_when_the_client_refreshes_its_cache
     both runs in flight interrupted (a make test failure). Here the refresh always lands there."""
     from types import SimpleNamespace
 
+    import dask
     from distributed import Client, LocalCluster
 
     from fecbench.runners.executors.distributed import DaskExecutor
 
-    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, Client(cluster) as client:
+    # In process (inproc:// between client, scheduler and worker); the nodes' HTTP servers, which always
+    # listen, on loopback and serving nothing, as the campaigns' own local clusters.
+    quiet = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
+    with dask.config.set(quiet), LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0",
+                                              worker_dashboard_address="127.0.0.1:0") as cluster, \
+            Client(cluster) as client:
         fetch = client._update_scheduler_info
 
         async def fetch_then_periodic_refresh(n_workers: int = 0) -> None:

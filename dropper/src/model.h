@@ -24,6 +24,12 @@ struct fd_model {
 	int (*verdict)(const struct fd_config *c, const __u64 *drop, __u64 i);
 };
 
+/* D[i] of a model whose table holds its verdicts (a trace, a pre-generated chain): bit i, nothing past it. */
+static inline int table_verdict(const struct fd_config *c, const __u64 *drop, __u64 i)
+{
+	return i < c->table_len && ((drop[i >> 6] >> (i & 63)) & 1);
+}
+
 #include "models.h"
 
 /* The model of cfg.model (exit 1 for an unknown id); the id `fecdrop --model NAME` names (exit 2). */

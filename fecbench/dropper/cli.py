@@ -81,7 +81,7 @@ def attach(dev: str = typer.Option(..., "--dev", help="Interface."),
 @app.command("set")
 def set_(name: str = NAME, model: ModelKind = MODEL, p: float = P, r: float = R, k: float = K, h: float = H,
          param: list[str] = PARAM, file: Path = FILE, allow_absorbing: bool = ABSORB,
-           seed: int = SEED, stream: int = STREAM) -> None:
+         seed: int = SEED, stream: int = STREAM) -> None:
     """Change an instance's model, seed and stream (resets its stream and counters)."""
     from fecbench.dropper import Dropper
 

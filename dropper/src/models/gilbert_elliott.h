@@ -88,11 +88,6 @@ static inline void gilbert_elliott_prepare(struct fd_config *c, const char *trac
 	c->chain_run0 = run;
 }
 
-static inline int gilbert_elliott_verdict(const struct fd_config *c, const __u64 *drop, __u64 i)
-{
-	return i < c->table_len && ((drop[i >> 6] >> (i & 63)) & 1);
-}
-
 static inline const struct fd_model *gilbert_elliott_model(void)
 {
 	static const struct fd_model m = {
@@ -101,7 +96,7 @@ static inline const struct fd_model *gilbert_elliott_model(void)
 		.example = {(__u64)(0.05 * 4294967296.0), (__u64)(0.3 * 4294967296.0), (__u64)(0.99 * 4294967296.0),
 			    (__u64)(0.2 * 4294967296.0)},
 		.default_table_len = 1 << 20, .chained = 1,
-		.prepare = gilbert_elliott_prepare, .verdict = gilbert_elliott_verdict,
+		.prepare = gilbert_elliott_prepare, .verdict = table_verdict,
 	};
 
 	return &m;

@@ -44,15 +44,10 @@ static inline void trace_prepare(struct fd_config *c, const char *trace, __u64 t
 	c->table_len = table_len;
 }
 
-static inline int trace_verdict(const struct fd_config *c, const __u64 *drop, __u64 i)
-{
-	return i < c->table_len && ((drop[i >> 6] >> (i & 63)) & 1);
-}
-
 static inline const struct fd_model *trace_model(void)
 {
 	static const struct fd_model m = {
-		.name = "trace", .option = "trace", .prepare = trace_prepare, .verdict = trace_verdict,
+		.name = "trace", .option = "trace", .prepare = trace_prepare, .verdict = table_verdict,
 	};
 
 	return &m;

@@ -114,14 +114,20 @@ class LossModel(ABC):
             value = params.get(p.name, p.default)
             if value is None:
                 raise UserError(f"loss model {cls.kind} needs {p.name} ({p.meaning})")
-            values[p.name] = p.check(value)
+            values[p.name] = value
+        if file is not None and not cls.file_key:
+            raise UserError(f"loss model {cls.kind} reads no file")
         return cls._build(values, file, allow_absorbing)
 
     @classmethod
-    def _build(cls, values: dict[str, float], file: Path | None, allow_absorbing: bool) -> LossModel:
-        if file is not None:
-            raise UserError(f"loss model {cls.kind} reads no file")
+    def _build(cls, values: dict[str, object], file: Path | None, allow_absorbing: bool) -> LossModel:
+        """The model from its parameters' values (checked by the constructor) and its file, if it reads one."""
         return cls(**values)
+
+    def __post_init__(self) -> None:
+        """Each parameter checked and stored as a number (a subclass's dataclass constructor calls this)."""
+        for parameter in self.parameters:
+            object.__setattr__(self, parameter.name, parameter.check(getattr(self, parameter.name)))
 
     @classmethod
     def expected_loss(cls, params: Mapping[str, object]) -> float:

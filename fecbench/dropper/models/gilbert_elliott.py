@@ -33,16 +33,13 @@ class GilbertElliott(LossModel):
                   Parameter("k", "P(deliver | Good)", 1.0), Parameter("h", "P(deliver | Bad)", 0.0))
 
     def __post_init__(self) -> None:
-        for parameter in self.parameters:
-            object.__setattr__(self, parameter.name, parameter.check(getattr(self, parameter.name)))
+        super().__post_init__()
         if self.r == 0.0 and self.p > 0.0 and not self.allow_absorbing:
             raise UserError("loss model: r = 0 with p > 0 makes Bad absorbing (the link dies after the first "
                             "transition); pass allow_absorbing / --allow-absorbing if that is intended")
 
     @classmethod
-    def _build(cls, values: dict[str, float], file: Path | None, allow_absorbing: bool) -> LossModel:
-        if file is not None:
-            raise UserError(f"loss model {cls.kind} reads no file")
+    def _build(cls, values: dict[str, object], file: Path | None, allow_absorbing: bool) -> LossModel:
         return cls(**values, allow_absorbing=allow_absorbing)
 
     # --- theory ---

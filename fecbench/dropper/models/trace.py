@@ -56,7 +56,7 @@ class Trace(LossModel):
         return cls(indices, length)
 
     @classmethod
-    def _build(cls, values: dict[str, float], file: Path | None, allow_absorbing: bool) -> LossModel:
+    def _build(cls, values: dict[str, object], file: Path | None, allow_absorbing: bool) -> LossModel:
         if file is None:
             raise UserError("loss model trace needs a file of packet indices (file = ... / --file)")
         return cls.load(file)

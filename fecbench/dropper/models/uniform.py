@@ -20,9 +20,6 @@ class Uniform(LossModel):
     parameters = (Parameter("p", "loss rate"),)
     changes_in_place = True  # a schedule's loss step writes a new threshold for the same random bits
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "p", self.parameters[0].check(self.p))
-
     def loss_rate(self) -> float:
         return self.p
 

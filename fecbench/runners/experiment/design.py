@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fecbench.dropper.models import MODELS, model_class
-from fecbench.errors import SpecError, did_you_mean
+from fecbench.errors import SpecError, UserError, did_you_mean
 from fecbench.paths import REPO_ROOT
 from fecbench.runners.experiment.capture import CapturePolicy, parse_capture
 from fecbench.runners.experiment.descriptor import Descriptor, find_descriptor
@@ -233,8 +233,11 @@ def _parse_loss(section: Section, file: Path) -> LossSpec:
         value = section.get(parameter.name, (str, float), parameter.default)
         if value is None:
             raise section.error(parameter.name, f"missing required key for model {model!r} ({parameter.meaning})")
-        if not isinstance(value, str) and not 0.0 <= float(value) <= 1.0:
-            raise section.error(parameter.name, f"probability must be in [0, 1], got {value!r}")
+        if not isinstance(value, str):  # a number here, a factor's name otherwise (checked at each point)
+            try:
+                parameter.check(value)
+            except UserError as exc:
+                raise section.error(parameter.name, str(exc)) from None
         params[parameter.name] = value
     directions = section.get("directions", list, list(DIRECTIONS))
     for d in directions:

@@ -168,11 +168,9 @@ fn no_fec_is_plain_multipath_quic() {
     check_paths(&m);
 }
 
-/// Every scheduler delivers the download; round-robin gives each of two equal paths a real
-/// share of the server's datagrams (it alternates whenever both windows have room), where noq's
-/// own lowest-id order fills path 1 first.
+/// Every scheduler delivers a download over two lossy paths.
 #[test]
-fn every_scheduler_delivers_and_round_robin_alternates() {
+fn every_scheduler_delivers() {
     for scheduler in ["lowest-id", "min-rtt", "round-robin", "highrb"] {
         let m = run(
             &["--fec", "rs:30,20", "--scheduler", scheduler],
@@ -182,16 +180,46 @@ fn every_scheduler_delivers_and_round_robin_alternates() {
         assert_eq!(m.bytes_app, 1_000_000, "{scheduler}");
         assert_eq!(m.multipath.as_ref().unwrap().scheduler, scheduler);
         check_paths(&m);
-        if scheduler == "round-robin" {
-            let sent: Vec<u64> = m
-                .paths
-                .iter()
-                .map(|p| p.server.as_ref().unwrap().packets_sent)
-                .collect();
-            let total: u64 = sent.iter().sum();
-            assert!(sent.iter().all(|&s| s * 10 >= total * 3), "{sent:?}");
-        }
     }
+}
+
+/// Round-robin alternates between paths whenever both windows have room, where noq's own
+/// lowest-id order fills path 1 first. Checked on app-limited traffic (50 messages/s), where the
+/// windows always have room, so the split is the scheduler's alone: a download's split follows
+/// the paths' congestion windows under every scheduler (seen here: round-robin 962/353 and
+/// lowest-id 888/413 datagrams on the same seed), so it cannot tell the two apart.
+/// Measured on this test: path 2 carried 125-143 of ~395 server datagrams under round-robin,
+/// 16-35 of ~360 under lowest-id, the same with three CPU hogs running.
+#[test]
+fn round_robin_alternates_where_lowest_id_fills_path_1() {
+    let path_2_share = |scheduler: &str| {
+        let p = Params {
+            mode: Mode::Datagram,
+            rate: 50,
+            packets: 4,
+            duration: 1.0,
+            buffer: 4,
+        };
+        let m = run(
+            &["--fec", "rs:30,20", "--scheduler", scheduler],
+            Workload::Messages(p),
+            loss(0.0, 1),
+        );
+        check_paths(&m);
+        let sent: Vec<u64> = m
+            .paths
+            .iter()
+            .map(|p| p.server.as_ref().unwrap().packets_sent)
+            .collect();
+        (sent[1] as f64 / sent.iter().sum::<u64>() as f64, sent)
+    };
+    let (round_robin, rr_sent) = path_2_share("round-robin");
+    let (lowest_id, li_sent) = path_2_share("lowest-id");
+    assert!(round_robin >= 0.25, "round-robin {rr_sent:?}");
+    assert!(
+        round_robin >= 2.0 * lowest_id,
+        "round-robin {rr_sent:?}, lowest-id {li_sent:?}"
+    );
 }
 
 /// An outage of path 1 in the data direction (the server's datagrams 150..270 on that path all

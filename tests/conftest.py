@@ -44,6 +44,16 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault(variable, GENEROUS_BOUND_MS)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _calibrations_of_the_suite(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`--jobs auto` in the suite keeps its calibrations in the session's folder, not in the machine's store
+    (fecbench.runners.executors.calibrations): a test reuses a calibration only when it made one on purpose."""
+    from fecbench.runners.executors.calibrations import STORE_ENV
+
+    if STORE_ENV not in os.environ:
+        os.environ[STORE_ENV] = str(tmp_path_factory.mktemp("calibrations") / "jobs-calibrations.json")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SERIAL_FILES:

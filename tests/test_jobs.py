@@ -205,11 +205,14 @@ def test_execute_runs_the_pilot_on_busy_networks(tmp_path: Path, monkeypatch: py
 
 @pytest.mark.require_root
 @pytest.mark.slow
-def test_jobs_auto_calibrates_records_and_runs_everything(tmp_path: Path) -> None:
-    """--jobs auto on real networks: a pilot of the design's own runs, serially and on N networks; the
-    calibration's rows and choice are recorded with the campaign, the choice follows its rule, and every
-    run ends ok."""
+def test_jobs_auto_calibrates_records_and_runs_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--jobs auto on real networks: a pilot of the design's own runs, serially (kept as results) and on N
+    networks; the calibration's rows and choice are recorded with the campaign, the choice follows its rule,
+    and every run ends ok. A second campaign of the same class reuses the choice after a short paired pilot."""
     from fecbench.runners.executors.calibrate import CANDIDATES
+    from fecbench.runners.executors.calibrations import STORE_ENV
+
+    monkeypatch.setenv(STORE_ENV, str(tmp_path / "calibrations.json"))
 
     design = smoke_copy(tmp_path)
     # 6 runs: candidates 1, 2 and 4 (never more networks than runs), a pilot of 4 and 2 fillers. The
@@ -231,3 +234,23 @@ def test_jobs_auto_calibrates_records_and_runs_everything(tmp_path: Path) -> Non
     statuses = [r["status"] for r in rows(db, "SELECT status FROM runs")]
     assert statuses == ["ok"] * 6 and max(r["jobs"] for r in measured) <= 4, (statuses, measured)
     assert f"--jobs auto: {host['jobs']} network(s)" in out.stdout
+    # The serial pilot is a session of the campaign (its 4 runs recorded once); the rest ran after it.
+    assert sorted(calibration["recorded"]) == sorted(calibration["pilot"])
+    sessions = rows(db, "SELECT executor, runs FROM sessions")
+    assert sessions == [{"executor": "one network", "runs": 4}, {"executor": "jobs auto", "runs": 2}], sessions
+
+    again = tmp_path / "again.sqlite"
+    out = fecbench("run", str(design), "--db", str(again), "--jobs", "auto", "--jobs-pilot", "4")
+    assert out.returncode == 0, out.stdout + out.stderr
+    second = json.loads(rows(again, "SELECT host_json FROM campaigns")[0]["host_json"])["jobs_calibration"]
+    if calibration["chosen"] == 1:     # reused as is: nothing to confirm
+        assert second["reused"]["design"] == "smoke" and second["reused"]["age_h"] < 1 and second["pilot"] == []
+        assert "nothing to confirm" in out.stdout
+    else:                              # a paired pilot of its own runs at the kept choice
+        assert [r["jobs"] for r in second["confirmation"]] == [1, calibration["chosen"]]
+        if second["confirmation"][-1]["keeps_results"]:
+            assert second["reused"]["design"] == "smoke" and "confirmed by a paired pilot of 6 runs" in out.stdout
+        else:                          # the machine got busier since: calibrated again
+            assert second["reused"] is None and "was not confirmed" in out.stdout
+    assert [r["status"] for r in rows(again, "SELECT status FROM runs")] == ["ok"] * 6
+

@@ -56,3 +56,53 @@ def test_smoke_pack_gives_every_claim_a_verdict(tmp_path: Path) -> None:
 
 def _same(verdict: dict) -> dict:
     return {k: v for k, v in verdict.items() if k not in ("looks", "stopped")}
+
+
+def test_reproduce_on_a_dask_cluster(tmp_path: Path) -> None:
+    """`reproduce --dask local:2`: the pack's runs go to the cluster's workers (the campaign says so) and the
+    claims get their verdicts as on one network."""
+    done = fecbench("reproduce", "smoke", "--budget", "60s", "--dask", "local:2", "--results", str(tmp_path),
+                    timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    db = tmp_path / "smoke" / PROFILES[0] / "reproduce-smoke.sqlite"
+    host = json.loads(rows(db, "SELECT host_json FROM campaigns")[0]["host_json"])
+    assert host["dask"] == "local:2" and len(host["hosts"]) == 1
+    assert {r["executor"] for r in rows(db, "SELECT executor FROM sessions")} == {"Dask local:2"}
+    assert rows(db, "SELECT count(*) AS n FROM runs WHERE status = 'ok'")[0]["n"] > 0
+    verdicts = json.loads((tmp_path / "smoke" / "verdicts.json").read_text())
+    assert all(v["verdict"] in VERDICTS for v in verdicts)
+
+
+def test_reproduce_jobs_auto_reuses_this_machines_calibration(tmp_path: Path) -> None:
+    """A kept calibration of this machine for the pack's workload class (here: 1 network, nothing to confirm)
+    is reused by `reproduce --jobs auto` instead of calibrating, and recorded with the campaign."""
+    import os
+
+    from fecbench.runners.executors import calibrations
+    from fecbench.runners.experiment.prepare import prepare
+
+    store = tmp_path / "calibrations.json"
+    os.environ[calibrations.STORE_ENV] = str(store)
+    try:
+        prepared = prepare(Path(__file__).resolve().parent.parent / "designs" / "reproduce-smoke.toml")
+        calibrations.keep(prepared, None, {"chosen": 1, "rows": []})
+        done = fecbench("reproduce", "smoke", "--budget", "45s", "--jobs", "auto", "--results", str(tmp_path / "r"),
+                        timeout=600)
+    finally:
+        del os.environ[calibrations.STORE_ENV]
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "nothing to confirm" in done.stdout and "calibrating" in done.stdout
+    db = tmp_path / "r" / "smoke" / PROFILES[0] / "reproduce-smoke.sqlite"
+    calibration = json.loads(rows(db, "SELECT host_json FROM campaigns")[0]["host_json"])["jobs_calibration"]
+    assert calibration["chosen"] == 1 and calibration["reused"]["design"] == "reproduce-smoke"
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--jobs", "2", "--dask", "local:2"], "choose one"),
+    (["--tls-cert", "x.pem"], "go with --dask"),
+    (["--recalibrate"], "goes with --jobs auto"),
+    (["--dask", "nohost"], "expected local:N"),
+])
+def test_reproduce_refuses_bad_machine_options(args: list[str], says: str) -> None:
+    done = fecbench("reproduce", "smoke", "--dry-run", *args)
+    assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from fecbench.errors import UserError
+
+if TYPE_CHECKING:
+    from fecbench.reproduce.execute import Machines
+    from fecbench.runners.executors.dask_security import TlsFiles
 
 console = Console()
 VERDICT_STYLE = {"holds": "green", "fails": "red", "at the threshold": "blue", "inconclusive": "yellow",
@@ -21,7 +26,24 @@ def reproduce(
     budget: str = typer.Option(None, "--budget", help="Wall time for the whole command, e.g. 30m, 90s, 2h "
                                "(runs, verdicts and page); default 30m."),
     full: bool = typer.Option(False, "--full", help="Every run of every design of the pack (no budget)."),
-    jobs: str = typer.Option("1", "--jobs", help="Networks at once on this machine (1-32), or auto."),
+    jobs: str = typer.Option(None, "--jobs", help="Networks at once on this machine (1-32; default 1), or auto "
+                             "(as `fecbench run --jobs auto`: the serial pilot's runs are kept; this machine's "
+                             "calibration for the workload class is reused within its age once a short paired "
+                             "pilot confirms it)."),
+    recalibrate: bool = typer.Option(False, "--recalibrate", help="--jobs auto: calibrate in full, even if this "
+                                     "machine kept a recent calibration for this kind of workload."),
+    dask: str = typer.Option(None, "--dask", help="Run on a Dask cluster, as `fecbench run --dask`: "
+                             "tls://SCHEDULER:8786, or local:N (N worker processes here, TLS with per-campaign "
+                             "credentials)."),
+    tls_ca_file: Path = typer.Option(None, "--tls-ca-file", help="tls:// cluster: the campaign CA (default: Dask "
+                                     "config distributed.comm.tls.ca-file)."),
+    tls_cert: Path = typer.Option(None, "--tls-cert", help="tls:// cluster: this host's certificate (default: "
+                                  "distributed.comm.tls.client.cert)."),
+    tls_key: Path = typer.Option(None, "--tls-key", help="tls:// cluster: this host's private key (default: "
+                                 "distributed.comm.tls.client.key)."),
+    insecure: bool = typer.Option(False, "--insecure", help="Allow an unauthenticated tcp:// scheduler on another "
+                                  "host (anyone reaching it runs code as root on the workers)."),
+    dashboard: bool = typer.Option(False, "--dashboard", help="local:N: serve Dask's dashboard on 127.0.0.1."),
     profile: list[str] = typer.Option(None, "--profile", help="A stack profile of the pack (repeat to compare "
                                       "them side by side; default: the pack's default profile)."),
     results: Path = typer.Option(None, "--results", help="Where the packs' designs, databases and pages go "
@@ -46,7 +68,10 @@ def reproduce(
     if full and budget is not None:
         raise UserError("--budget and --full: choose one")
     seconds = None if full else plan.parse_budget(budget or "30m")
-    jobs_count = _jobs(jobs)
+    from fecbench.runners.executors.dask_security import TlsFiles
+
+    machines = _machines(jobs, recalibrate, dask, TlsFiles(tls_ca_file, tls_cert, tls_key), insecure, dashboard,
+                         link_backend)
     from fecbench.paths import check_output_dir
 
     root = check_output_dir(results or profiles.DEFAULT_ROOT, "--results")
@@ -61,15 +86,31 @@ def reproduce(
         warning = confine_harness()
         if warning:
             console.print(f"[yellow]warning: {warning}[/]")
-    outcome = session.reproduce(loaded, names, budget=seconds, full=full, jobs=jobs_count, root=root,
-                                console=console, run=not no_run, link_backend=link_backend, started=started)
+    outcome = session.reproduce(loaded, names, budget=seconds, full=full, machines=machines, root=root,
+                                console=console, run=not no_run, started=started)
     _print_verdicts(outcome)
 
 
-def _jobs(text: str) -> int | None:
+def _machines(jobs: str | None, recalibrate: bool, dask: str | None, tls: TlsFiles, insecure: bool, dashboard: bool,
+              link_backend: str | None) -> Machines:
+    """Where the runs run, from the options (each checked as `fecbench run` checks it)."""
+    from fecbench.reproduce.execute import Machines
     from fecbench.runners.executors.jobs import parse_jobs
 
-    return parse_jobs(text, allow_auto=True)
+    if link_backend not in (None, "netem", "delayline"):
+        raise UserError(f"--link-backend: unknown backend {link_backend!r} (allowed: netem, delayline)")
+    if jobs is not None and dask is not None:
+        raise UserError("--jobs and --dask: choose one (--dask local:N also runs N networks here)")
+    count = parse_jobs(jobs or "1", allow_auto=True)
+    if recalibrate and count is not None:
+        raise UserError("--recalibrate goes with --jobs auto")
+    security = None
+    if dask is not None or insecure or dashboard or tls.given():
+        from fecbench.runners.executors.distributed import dask_options
+
+        security = dask_options(dask, insecure, dashboard, tls, console)
+    return Machines(jobs=count, link_backend=link_backend, dask=dask, security=security, dashboard=dashboard,
+                    recalibrate=recalibrate)
 
 
 def _list(pack_mod) -> None:

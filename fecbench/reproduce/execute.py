@@ -2,8 +2,11 @@
 
 Each campaign runs its chosen runs in the plan's order (``Engine(only=…)``) on one network, or on N
 (``--jobs N``; ``auto``: calibrated once, on the first campaign, as ``fecbench run --jobs auto`` does,
-and at most ``MESSAGES_MAX_JOBS`` networks for real-time messages, whose endpoints suffer first:
-designs/README.md, "What lateness does not see").
+its serial pilot drawn from the runs the budget chose and kept as results; and at most
+``MESSAGES_MAX_JOBS`` networks for real-time messages, whose endpoints suffer first: designs/README.md,
+"What lateness does not see"), or on a Dask cluster (``--dask``, as ``fecbench run --dask``: one
+cluster session per campaign and batch; a tls:// cluster's worker count, learnt from the first
+campaign, sizes the next batches).
 
 Time. The campaigns run one after the other; each may start runs until its share of the time left
 ends (its estimate, a quarter more, and what earlier campaigns saved), and none after the runs'
@@ -19,12 +22,16 @@ import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fecbench.reproduce.plan import Campaign
 from fecbench.reproduce.profiles import Target
-from fecbench.runners.executors.engine import Engine
+from fecbench.runners.executors.engine import Engine, runs_to_do
 from fecbench.runners.experiment.runs import Run
+
+if TYPE_CHECKING:
+    from fecbench.runners.executors.dask_security import CampaignSecurity
+    from fecbench.runners.executors.engine import Executor
 
 MESSAGES_MAX_JOBS = 4
 #: What a campaign costs besides its runs: Python, planning, building the network(s).
@@ -73,38 +80,94 @@ def jobs_for(campaign: Campaign, jobs: int) -> int:
     return min(jobs, MESSAGES_MAX_JOBS) if campaign.prepared.design.workload.kind == "messages" else jobs
 
 
-def executor_for(campaign: Campaign, target: Target, jobs: int, link_backend: str | None) -> Any:
-    if jobs > 1:
-        from fecbench.runners.executors.jobs import JobsExecutor
+@dataclass
+class Machines:
+    """Where a pack's runs run: ``jobs`` networks on this machine (None: ``--jobs auto``, calibrated on the
+    first campaign that runs) or a Dask cluster (``dask``: local:N or tls://HOST:PORT, with the campaign's
+    credentials, as ``fecbench run --dask``)."""
+    jobs: int | None = 1
+    link_backend: str | None = None
+    dask: str | None = None
+    security: CampaignSecurity | None = None
+    dashboard: bool = False
+    recalibrate: bool = False
+    dask_workers: int | None = None   # tls://: the most workers a campaign of this command had ready
+    calibration: dict[str, Any] | None = None   # --jobs auto: recorded with every campaign run on its choice
 
-        return JobsExecutor(campaign.prepared, target.db, jobs, link_backend=link_backend)
-    from fecbench.runners.executors.serial import SerialExecutor
+    def networks(self, campaign: Campaign | None = None) -> int:
+        """Runs at once (planning the budget; what runs at once is the executor's business)."""
+        if self.dask is not None:
+            from fecbench.runners.executors.distributed import parse_target
 
-    return SerialExecutor(campaign.prepared, target.db, link_backend=link_backend)
+            kind, value = parse_target(self.dask)
+            return int(value) if kind == "local" else self.dask_workers or 1
+        jobs = self.jobs or 1
+        return jobs_for(campaign, jobs) if campaign is not None else jobs
+
+    def parallel(self, campaign: Campaign | None = None) -> float:
+        """Runs' worth of machine time per second of wall time: a fifth is lost to sharing the machine."""
+        n = self.networks(campaign)
+        return n * 0.8 if n > 1 else 1.0
+
+    def settle(self, campaign: Campaign, target: Target, runs: list[Run], console: Any) -> None:
+        """``--jobs auto`` is calibrated once, on the first campaign that runs."""
+        if self.dask is None and self.jobs is None:
+            self.calibration = calibrate_jobs(campaign, target, runs, self.link_backend, console,
+                                              recalibrate=self.recalibrate)
+            self.jobs = int(self.calibration["chosen"])
+
+    def executor(self, campaign: Campaign, target: Target, console: Any) -> Executor:
+        prepared, db = campaign.prepared, target.db
+        if self.dask is not None:
+            from fecbench.runners.executors.distributed import DaskExecutor
+
+            return DaskExecutor(prepared, db, self.dask, link_backend=self.link_backend, console=console,
+                                security=self.security, dashboard=self.dashboard)
+        n = self.networks(campaign)
+        if n > 1 or self.calibration is not None:   # --jobs auto's choice is recorded, even of 1 network
+            from fecbench.runners.executors.jobs import JobsExecutor
+
+            return JobsExecutor(prepared, db, n, link_backend=self.link_backend, calibration=self.calibration)
+        from fecbench.runners.executors.serial import SerialExecutor
+
+        return SerialExecutor(prepared, db, link_backend=self.link_backend)
+
+    def ran_on(self, executor: Executor) -> None:
+        """What a Dask campaign found: the most workers it had ready (the next batch plans with them)."""
+        workers = getattr(executor, "most_workers", 0)
+        if workers:
+            self.dask_workers = max(self.dask_workers or 0, workers)
 
 
-def calibrate_jobs(campaign: Campaign, link_backend: str | None, console: Any, pilot_runs: int = 8) -> int:
-    """``--jobs auto``: the number of networks ``runners.executors.calibrate`` chooses on this campaign's design."""
-    from fecbench.runners.executors.calibrate import calibrate
+def calibrate_jobs(campaign: Campaign, target: Target, runs: list[Run], link_backend: str | None, console: Any,
+                   pilot_runs: int = 8, recalibrate: bool = False) -> dict[str, Any]:
+    """``--jobs auto``: the calibration ``runners.executors.calibrations`` makes (or reuses) on this campaign's
+    design, its serial pilot drawn from ``runs`` (those the budget chose) and recorded as results."""
+    from fecbench.runners.executors.calibrate import RecordedSerialPilot
+    from fecbench.runners.executors.calibrations import auto_jobs, choice_text, row_text
 
-    with console.status(f"--jobs auto: calibrating on {campaign.prepared.design.name}"):
-        chosen = int(calibrate(campaign.prepared, link_backend, pilot_runs=pilot_runs)["chosen"])
-    console.print(f"--jobs auto: {chosen} network(s)")
-    return chosen
+    prepared = campaign.prepared
+    todo = runs_to_do(prepared, target.db, set(), only=runs)
+    console.print(f"--jobs auto: calibrating on {prepared.design.name} (its serial pilot's runs are kept)")
+    serial = RecordedSerialPilot(prepared, target.db, link_backend, console)
+    calibration = auto_jobs(prepared, link_backend, runs=todo, pilot_runs=pilot_runs, recalibrate=recalibrate,
+                            serial_pilot=serial, report=lambda row: console.print(row_text(row)))
+    serial.record(calibration)
+    console.print(choice_text(calibration))
+    return calibration
 
 
-def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, jobs: int | None, link_backend: str | None,
-            deadline: float | None, console: Any) -> list[Ran]:
+def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machines: Machines, deadline: float | None,
+            console: Any) -> list[Ran]:
     """Run each campaign's chosen runs in turn (see the module for the time rules)."""
     done: list[Ran] = []
     saved = 0.0
     for index, (target, campaign, runs) in enumerate(items):
         if not runs:
             continue
-        if jobs is None:
-            jobs = calibrate_jobs(campaign, link_backend, console)
-        n = jobs_for(campaign, jobs)
-        estimated = sum(campaign.seconds(r) for r in runs) / (n * (0.8 if n > 1 else 1.0)) + CAMPAIGN_START_S
+        machines.settle(campaign, target, runs, console)
+        n = machines.networks(campaign)
+        estimated = sum(campaign.seconds(r) for r in runs) / machines.parallel(campaign) + CAMPAIGN_START_S
         started = time.monotonic()
         stop_at = None
         if deadline is not None:
@@ -117,11 +180,12 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, jobs: int | None
                 continue
         console.print(f"[bold]{target.profile} / {campaign.prepared.design.name}[/]: {len(runs)} run(s), "
                       f"estimated {estimated / 60:.1f} min → {target.db}")
-        engine = Engine(campaign.prepared, target.db, executor_for(campaign, target, n, link_backend), console,
-                        only=runs, stop_at=stop_at)
+        executor = machines.executor(campaign, target, console)
+        engine = Engine(campaign.prepared, target.db, executor, console, only=runs, stop_at=stop_at)
         try:
             with deadline_alarm(deadline):
                 summary = engine.run(set())
+            machines.ran_on(executor)
         except BudgetSpent:
             done.append(Ran(target, len(runs), {}, time.monotonic() - started, estimated, stopped=True, jobs=n))
             console.print("[yellow]time budget spent: the runs in flight are recorded interrupted (redone next "

@@ -76,11 +76,10 @@ def reserve_s(pack: Pack, names: list[str]) -> float:
     return EVALUATION_S + EVALUATION_PER_CLAIM_S * len(pack.claims) * len(names)
 
 
-def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool, jobs: int | None,
-              root: Path, console: Any, run: bool = True, link_backend: str | None = None,
-              started: float | None = None) -> Outcome:
+def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool, machines: execute.Machines,
+              root: Path, console: Any, run: bool = True, started: float | None = None) -> Outcome:
     """The whole command (see the module). ``budget`` in seconds from ``started`` (time.monotonic()),
-    None with ``full``; ``jobs`` None means auto."""
+    None with ``full``; ``machines``: where the runs run."""
     started = time.monotonic() if started is None else started
     targets, campaigns = prepare_campaigns(pack, names, root, checks=run)
     selection = None
@@ -93,12 +92,11 @@ def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool,
         planned = {"runs": sum(len(r) for r in selection.runs.values()),
                    "estimated_s": sum(selection.seconds.values())}
         items = [(targets[key], campaigns[key], selection.runs.get(key, [])) for key in campaigns]
-        ran = execute.run_all(items, jobs=jobs, link_backend=link_backend, deadline=None, console=console)
+        ran = execute.run_all(items, machines=machines, deadline=None, console=console)
     elif run:
         assert budget is not None
         deadline = started + budget - reserve_s(pack, names)
-        ran, idle, planned, selection, jobs = _batches(pack, names, targets, campaigns, deadline, jobs,
-                                                       link_backend, console, looks)
+        ran, idle, planned, selection = _batches(pack, names, targets, campaigns, deadline, machines, console, looks)
     dbs = {key: target.db for key, target in targets.items()}
     verdicts = ev.evaluate(pack, dbs, names)
     _stopped(verdicts, idle, "budget" if run and budget is not None else "full designs run" if run else
@@ -111,8 +109,8 @@ def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool,
                    html=html, seconds=time.monotonic() - started, budget=budget, planned=planned, idle=idle)
 
 
-def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadline: float, jobs: int | None,
-             link_backend: str | None, console: Any, looks: Path) -> tuple:
+def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadline: float,
+             machines: execute.Machines, console: Any, looks: Path) -> tuple:
     """Look, choose the next batch, run it; until every claim stopped or the time is spent."""
     dbs = {key: target.db for key, target in targets.items()}
     ran: list[execute.Ran] = []
@@ -125,7 +123,7 @@ def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadl
         left = deadline - time.monotonic() - len(campaigns) * execute.CAMPAIGN_START_S
         if left < MIN_LEFT_S:
             break
-        parallel = 1 if jobs is None or jobs == 1 else jobs * 0.8
+        parallel = machines.parallel()
         capacity = min(left * plan.FILL, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE)) * parallel
         selection, idle = allocate.next_batch(pack.claims, campaigns, verdicts, capacity)
         if not any(selection.runs.values()):
@@ -133,11 +131,11 @@ def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadl
         planned["batches"] += 1
         planned["runs"] += sum(len(r) for r in selection.runs.values())
         planned["estimated_s"] += sum(selection.seconds.values())
-        if jobs is None:
+        if machines.dask is None and machines.jobs is None:   # --jobs auto: measured before the batch is sized
             first = next(key for key, runs in selection.runs.items() if runs)
-            jobs = execute.calibrate_jobs(campaigns[first], link_backend, console)
+            machines.settle(campaigns[first], targets[first], selection.runs[first], console)
         items = [(targets[key], campaigns[key], selection.runs.get(key, [])) for key in campaigns]
-        done = execute.run_all(items, jobs=jobs, link_backend=link_backend, deadline=deadline, console=console)
+        done = execute.run_all(items, machines=machines, deadline=deadline, console=console)
         ran += done
         for key, campaign in campaigns.items():
             campaign.statuses = read_statuses(targets[key].db)
@@ -145,7 +143,7 @@ def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadl
         plan.share_factors(list(campaigns.values()))
         if any(r.stopped for r in done) or not any(r.counts for r in done):
             break
-    return ran, idle, planned, selection, jobs
+    return ran, idle, planned, selection
 
 
 def _stopped(verdicts: list[ev.Verdict], idle: dict[str, str], why: str) -> None:

@@ -64,6 +64,8 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
                                            "joined with +)."),
         no_retry: bool = typer.Option(False, "--no-retry", help="Keep fidelity-flagged runs flagged: without it, "
                                       "each is run once more at the end of the campaign (both outcomes kept)."),
+        recalibrate: bool = typer.Option(False, "--recalibrate", help="--jobs auto: calibrate in full, even if "
+                                         "this machine kept a recent calibration for this kind of workload."),
         ) -> None:
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
     from fecbench.runners.executors.engine import Engine, parse_retry, runs_to_do
@@ -81,18 +83,11 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         if dask is not None:
             raise UserError("--jobs and --dask: choose one (--dask local:N also runs N networks here)")
     security = None
-    if dask is not None:
+    if dask is not None or insecure or dashboard or tls_ca_file or tls_cert or tls_key:
         from fecbench.runners.executors.dask_security import TlsFiles
-        from fecbench.runners.executors.distributed import campaign_security
+        from fecbench.runners.executors.distributed import dask_options
 
-        security = campaign_security(dask, insecure, TlsFiles(tls_ca_file, tls_cert, tls_key))
-        if dashboard and not dask.startswith("local:"):
-            raise UserError("--dashboard is for --dask local:N (a cluster's own scheduler serves its dashboard)")
-        if not security.authenticated:
-            console.print(f"[yellow]warning: --dask {dask} is unauthenticated: anyone who can reach it can run code "
-                          "as root on its workers; the campaign records this[/]")
-    elif insecure or dashboard or tls_ca_file or tls_cert or tls_key:
-        raise UserError("--insecure, --dashboard and --tls-* go with --dask")
+        security = dask_options(dask, insecure, dashboard, TlsFiles(tls_ca_file, tls_cert, tls_key), console)
     prepared = validate(design, accept_short_timeout=accept_short_timeout, dry_run=dry_run)
     if capture is not None:
         from fecbench.runners.experiment.capture import parse_option
@@ -123,24 +118,28 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         console.print(f"[yellow]warning: {not_confined}[/]")
     executor: Executor
     calibration = None
-    if jobs_count is None:
-        calibration = _calibrate_jobs(prepared, link_backend, jobs_pilot)
-        jobs_count = calibration["chosen"]
-    if dask is not None:
-        from fecbench.runners.executors.distributed import DaskExecutor
-
-        executor = DaskExecutor(prepared, db_path, dask, link_backend=link_backend, keep_logs=keep_logs,
-                                console=console, security=security, dashboard=dashboard)
-    elif jobs_count > 1 or calibration is not None:
-        from fecbench.runners.executors.jobs import JobsExecutor
-
-        executor = JobsExecutor(prepared, db_path, jobs_count, link_backend=link_backend, keep_logs=keep_logs,
-                                calibration=calibration)
-    else:
-        from fecbench.runners.executors.serial import SerialExecutor
-
-        executor = SerialExecutor(prepared, db_path, link_backend=link_backend, keep_logs=keep_logs)
     try:
+        if jobs_count is None and not todo:
+            jobs_count = 1
+        if jobs_count is None:
+            calibration = _calibrate_jobs(prepared, db_path, link_backend, jobs_pilot, todo, recalibrate)
+            jobs_count = calibration["chosen"]
+            kept = set(calibration["recorded"])     # the serial pilot's runs are results already
+            todo = [run for run in todo if run.key not in kept]
+        if dask is not None:
+            from fecbench.runners.executors.distributed import DaskExecutor
+
+            executor = DaskExecutor(prepared, db_path, dask, link_backend=link_backend, keep_logs=keep_logs,
+                                    console=console, security=security, dashboard=dashboard)
+        elif jobs_count > 1 or calibration is not None:
+            from fecbench.runners.executors.jobs import JobsExecutor
+
+            executor = JobsExecutor(prepared, db_path, jobs_count, link_backend=link_backend, keep_logs=keep_logs,
+                                    calibration=calibration)
+        else:
+            from fecbench.runners.executors.serial import SerialExecutor
+
+            executor = SerialExecutor(prepared, db_path, link_backend=link_backend, keep_logs=keep_logs)
         summary = Engine(prepared, db_path, executor, console, breaker_runs=breaker, todo=todo,
                          retry_fidelity=not no_retry).run(retry_set)
     except KeyboardInterrupt:
@@ -393,29 +392,18 @@ def _print_bench(figures: dict[str, Any]) -> None:
             "no N kept both bounds"))
 
 
-def _calibrate_jobs(prepared: Prepared, link_backend: str | None, pilot_runs: int) -> dict[str, Any]:
-    from fecbench.runners.executors.calibrate import calibrate
+def _calibrate_jobs(prepared: Prepared, db_path: Path, link_backend: str | None, pilot_runs: int, todo: list[Run],
+                    recalibrate: bool) -> dict[str, Any]:
+    """--jobs auto (executors.calibrations): the serial pilots are drawn from the runs to do and recorded."""
+    from fecbench.runners.executors.calibrate import RecordedSerialPilot
+    from fecbench.runners.executors.calibrations import auto_jobs, choice_text, row_text
 
-    def report(row: dict[str, Any]) -> None:
-        def ms(value: float | None) -> str:
-            return "-" if value is None else f"{value:.3g} ms"
-
-        text = (f"--jobs auto: {row['jobs']} network(s): {row['ok']} of {row['runs']} pilot runs ok, worst p99 "
-                f"endpoints {ms(row['endpoint_p99_ms'])}, delay elements {ms(row['lateness_p99_ms'])}")
-        if row["jobs"] > 1:
-            text += f", median ratio to serial {row.get('median_ratio')}, Wilcoxon p {row.get('wilcoxon_p')}"
-            text += f" (measurement {row['tries']})" if row["tries"] > 1 else ""
-            text += ": keeps the results" if row["keeps_results"] else f": changes them ({row['why']})"
-        elif row["why"]:
-            text += f" (serially: {row['why']})"
-        console.print(text)
-
-    with console.status("--jobs auto: calibrating on a pilot of the design's runs"):
-        calibration = calibrate(prepared, link_backend, pilot_runs=pilot_runs, report=report)
-    c = calibration
-    console.print(f"--jobs auto: {c['chosen']} network(s) (pilot of {len(c['pilot'])} runs, {c['metric']} within "
-                  f"{c['ratio_tolerance']:.0%} of serial; bounds: endpoints p99 ≤ {c['endpoint_bound_ms']:g} ms, "
-                  f"delay elements p99 ≤ {c['bound_ms']:g} ms)")
+    console.print("--jobs auto: the serial pilot's runs are kept as results of the campaign")
+    serial = RecordedSerialPilot(prepared, db_path, link_backend, console)
+    calibration = auto_jobs(prepared, link_backend, runs=todo, pilot_runs=pilot_runs, recalibrate=recalibrate,
+                            serial_pilot=serial, report=lambda row: console.print(row_text(row)))
+    serial.record(calibration)
+    console.print(choice_text(calibration))
     return calibration
 
 

@@ -24,6 +24,12 @@ N keeps the results when, during its pilot,
 disturbance of the host fails a measurement, an overload fails every one). Everything measured is
 recorded with the campaign (host information: `jobs_calibration`), and every run of the campaign is
 judged by the same bounds, so a machine that becomes busier later shows up in `fecbench status`.
+
+The serial pilot is drawn from the runs the campaign has still to do and, given the campaign's database
+(`RecordedSerialPilot`), runs as an ordinary session of the campaign: its runs are results, recorded
+like any other, and the campaign skips them afterwards. Only the loaded pilots (the same runs again, on
+N networks) and their fillers are thrown away. A calibration of this machine for the same workload class
+is reused within its age, once a short paired pilot confirms it (`executors.calibrations`).
 """
 
 from __future__ import annotations
@@ -36,16 +42,20 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fecbench import endpoint_timing, lateness
-from fecbench.runners.executors.engine import sample_runs
-from fecbench.runners.executors.serial import TestbedFactory
+from fecbench.runners.executors.engine import Engine, Finished, sample_runs
+from fecbench.runners.executors.serial import SerialExecutor, TestbedFactory
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.outcome import Outcome
+from fecbench.runners.run.recorder import Recorder, impls_fingerprint
 from fecbench.runners.run.runner import Runner, run_one
 from fecbench.runners.run.testbed import MininetTestbed, Testbed
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 CANDIDATES = (1, 2, 4, 8, 16, 32)  # up to jobs.MAX_JOBS
 PILOT_RUNS = 16
@@ -62,9 +72,14 @@ def outcome_metric(prepared: Prepared) -> tuple[str, float]:
     return "dct_ms", 0.0
 
 
-def pilot_of(prepared: Prepared, k: int) -> tuple[list[Run], list[Run]]:
-    """The pilot (as `--sample k` draws it) and the other runs in a seeded order (the fillers)."""
-    pilot = sample_runs(prepared.runs, k, prepared.design.seed)
+#: Runs a pilot serially and returns what the calibration keeps of each (by key); see `RecordedSerialPilot`.
+SerialPilot = Callable[[list[Run]], dict[str, dict[str, Any]]]
+
+
+def pilot_of(prepared: Prepared, k: int, runs: list[Run] | None = None) -> tuple[list[Run], list[Run]]:
+    """The pilot, k of `runs` (default: all the design's) as `--sample k` draws them, and the design's other
+    runs in a seeded order (the fillers)."""
+    pilot = sample_runs(prepared.runs if runs is None else runs, k, prepared.design.seed)
     chosen = {run.key for run in pilot}
     fillers = [run for run in prepared.runs if run.key not in chosen]
     random.Random(f"fecbench-fillers:{prepared.design.seed}").shuffle(fillers)
@@ -130,6 +145,48 @@ def execute(prepared: Prepared, pilot: list[Run], fillers: list[Run], jobs: int,
     return results
 
 
+class RecordedSerialPilot:
+    """The serial reference run as an ordinary session of the campaign on `db_path` (progress, records,
+    fidelity re-runs): its runs are results of the campaign, and the calibration reads their outcomes."""
+
+    def __init__(self, prepared: Prepared, db_path: Path, link_backend: str | None, console: Console | None = None,
+                 factory: TestbedFactory = MininetTestbed) -> None:
+        self.prepared, self.db_path, self.link_backend, self.console = prepared, db_path, link_backend, console
+        self.factory = factory
+        self.host: tuple[str, dict[str, Any]] | None = None   # backend and host information of its last session
+
+    def __call__(self, pilot: list[Run]) -> dict[str, dict[str, Any]]:
+        metric = outcome_metric(self.prepared)[0]
+        results: dict[str, dict[str, Any]] = {}
+
+        def keep(finished: Finished) -> None:   # a fidelity re-run's outcome replaces the first, as recorded
+            results[finished.run.key] = _result(finished.run, finished.outcome, metric)
+
+        executor = SerialExecutor(self.prepared, self.db_path, link_backend=self.link_backend,
+                                  testbed_factory=self.factory)
+        engine = Engine(self.prepared, self.db_path, executor, self.console, todo=pilot, on_finished=keep)
+        engine.run(set())
+        if engine.recorder is not None:
+            self.host = (executor.backend(), executor.host_info())
+        return results
+
+    def record(self, calibration: dict[str, Any]) -> None:
+        """The calibration in the campaign's host information (which the campaign's next session, with its
+        networks, records again): kept even when the pilots were the last runs to do."""
+        if self.host is None:
+            return
+        backend, host = self.host
+        recorder = Recorder.open(self.db_path, self.prepared, backend, {**host, "jobs_calibration": calibration},
+                                 impls_fingerprint(self.prepared.design))
+        recorder.close()
+
+
+def unrecorded_serial_pilot(prepared: Prepared, link_backend: str | None,
+                            factory: TestbedFactory = MininetTestbed) -> SerialPilot:
+    """The serial reference on a network of its own, recorded nowhere (benchmarks, tests)."""
+    return lambda pilot: execute(prepared, pilot, [], 1, link_backend, factory)
+
+
 def compare(serial: dict[str, dict[str, Any]], loaded: dict[str, dict[str, Any]], epsilon: float) -> dict[str, Any]:
     """The loaded pilot against the serial one, paired by key: runs whose status differs, and over the runs ok
     on both sides the median ratio of (value + ε) and the Wilcoxon signed-rank p-value."""
@@ -179,14 +236,16 @@ def summarise(jobs: int, results: dict[str, dict[str, Any]], serial: dict[str, d
 
 def calibrate(prepared: Prepared, link_backend: str | None, *, candidates: tuple[int, ...] = CANDIDATES,
               factory: TestbedFactory = MininetTestbed, pilot_runs: int = PILOT_RUNS,
-              report: Callable[[dict[str, Any]], None] = lambda row: None) -> dict[str, Any]:
-    """Measure the serial pilot, then each N in turn (stopping after the first that changes the results),
-    and choose the largest N before it. Candidates beyond the design's number of runs are left out: a
-    campaign never builds more networks than it has runs."""
-    metric, epsilon = outcome_metric(prepared)
-    pilot, fillers = pilot_of(prepared, pilot_runs)
+              report: Callable[[dict[str, Any]], None] = lambda row: None, runs: list[Run] | None = None,
+              serial_pilot: SerialPilot | None = None) -> dict[str, Any]:
+    """Measure the serial pilot (drawn from `runs`, default the design's; run by `serial_pilot`, default
+    unrecorded), then each N in turn (stopping after the first that changes the results), and choose the
+    largest N before it. Candidates beyond the design's number of runs are left out: a campaign never builds
+    more networks than it has runs."""
+    epsilon = outcome_metric(prepared)[1]
+    pilot, fillers = pilot_of(prepared, pilot_runs, runs)
     usable = [jobs for jobs in candidates if jobs <= len(prepared.runs)] or [1]
-    serial = execute(prepared, pilot, [], 1, link_backend, factory)
+    serial = (serial_pilot or unrecorded_serial_pilot(prepared, link_backend, factory))(pilot)
     rows = [{**summarise(1, serial, None, epsilon), "tries": 1}]
     report(rows[-1])
     chosen = 1
@@ -202,6 +261,12 @@ def calibrate(prepared: Prepared, link_backend: str | None, *, candidates: tuple
         if not row["keeps_results"]:
             break
         chosen = jobs
-    return {"chosen": chosen, "metric": metric, "epsilon": epsilon, "pilot": [run.key for run in pilot],
+    return {**rule(prepared), "chosen": chosen, "pilot": [run.key for run in pilot], "rows": rows}
+
+
+def rule(prepared: Prepared) -> dict[str, Any]:
+    """What a pilot is judged by, as recorded with the campaign."""
+    metric, epsilon = outcome_metric(prepared)
+    return {"metric": metric, "epsilon": epsilon,
             "endpoint_bound_ms": endpoint_timing.bound_ms(prepared.design.endpoint_bound_ms),
-            "bound_ms": lateness.bound_ms(), "ratio_tolerance": RATIO_TOLERANCE, "alpha": ALPHA, "rows": rows}
+            "bound_ms": lateness.bound_ms(), "ratio_tolerance": RATIO_TOLERANCE, "alpha": ALPHA}

@@ -118,6 +118,7 @@ class DaskExecutor:
         self.hosts: dict[str, dict[str, Any]] = {}    # hostname -> fingerprint + its workers
         self.dead_local_pids: set[int] = set()
         self.hosts_changed = False
+        self.most_workers = 0                         # workers ready at once, at most (planning the next batch)
         self.no_worker_since: float | None = None
         self.last_refresh = time.monotonic()
         self._stack = contextlib.ExitStack()
@@ -189,6 +190,7 @@ class DaskExecutor:
                             f"prefix {info['prefix']}")
         self.ready[address] = _Worker(address=address, host=info["host"], pid=info["pid"], prefix=info["prefix"],
                                       backend=info["backend"])
+        self.most_workers = max(self.most_workers, len(self.ready))
         entry = self.hosts.setdefault(info["host"], {**info["fingerprint"], "workers": []})
         entry["workers"].append({"pid": info["pid"], "prefix": info["prefix"], "address": address})
 
@@ -403,3 +405,20 @@ def campaign_security(target: str, insecure: bool = False, tls: TlsFiles | None 
     dask_security.check_policy(value, insecure, tls)
     require_distributed()
     return dask_security.for_address(value, insecure, tls)
+
+
+def dask_options(dask: str | None, insecure: bool, dashboard: bool, tls: TlsFiles,
+                 console: Console) -> CampaignSecurity | None:
+    """The --dask options of a command, checked together: the campaign's credentials (None without --dask);
+    an unauthenticated cluster is allowed with --insecure only, and said."""
+    if dask is None:
+        if insecure or dashboard or tls.given():
+            raise UserError("--insecure, --dashboard and --tls-* go with --dask")
+        return None
+    security = campaign_security(dask, insecure, tls)
+    if dashboard and not dask.startswith("local:"):
+        raise UserError("--dashboard is for --dask local:N (a cluster's own scheduler serves its dashboard)")
+    if not security.authenticated:
+        console.print(f"[yellow]warning: --dask {dask} is unauthenticated: anyone who can reach it can run code "
+                      "as root on its workers; the campaign records this[/]")
+    return security

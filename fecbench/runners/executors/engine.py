@@ -24,7 +24,7 @@ import re
 import signal
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -257,7 +257,8 @@ class Engine:
 
     def __init__(self, prepared: Prepared, db_path: Path, executor: Executor, console: Console | None = None,
                  breaker_runs: int = BREAKER_RUNS, sample: int | None = None, only: list[Run] | None = None,
-                 stop_at: float | None = None, todo: list[Run] | None = None, retry_fidelity: bool = True) -> None:
+                 stop_at: float | None = None, todo: list[Run] | None = None, retry_fidelity: bool = True,
+                 on_finished: Callable[[Finished], None] | None = None) -> None:
         from rich.console import Console
 
         self.prepared, self.db_path, self.executor = prepared, db_path, executor
@@ -275,6 +276,8 @@ class Engine:
         self.only, self.stop_at = only, stop_at
         # `todo`: the runs a caller already selected (runs_to_do); otherwise the engine selects them.
         self.todo, self.retry_fidelity = todo, retry_fidelity
+        # `on_finished`: told of every outcome once recorded (the calibration's serial pilot reads them).
+        self.on_finished = on_finished
         self.finished_statuses: dict[str, str] = {}
         self.runs_done, self.run_seconds, self.estimated_seconds = 0, 0.0, 0.0
         self.durations: list[float] = []       # of the runs finished, in the order they finished
@@ -382,6 +385,8 @@ class Engine:
         started = self.started_at.pop(finished.run.key, time.monotonic())
         duration = finished.duration_s if finished.duration_s is not None else time.monotonic() - started
         self.recorder.finished(finished.run, finished.outcome, duration)
+        if self.on_finished is not None:
+            self.on_finished(finished)
         status = finished.outcome.status
         self.finished_statuses[finished.run.key] = status
         if status != Status.INTERRUPTED:

@@ -1,0 +1,173 @@
+"""`--jobs auto` on a machine that calibrated before: a kept calibration, confirmed instead of redone.
+
+A full calibration (`executors.calibrate`) costs its serial pilot plus one loaded round per N (about
+20 min for a 72-run real-time cut). What it chooses depends on the machine and on how much CPU a run
+needs, not on the design's exact points, so each one is kept, per machine and workload class, in a
+JSON file (FECBENCH_CALIBRATIONS; default ~/.cache/fecbench/jobs-calibrations.json):
+
+- machine: host name, CPU model and count, memory, kernel release (`hostinfo.fingerprint`);
+- workload class: workload kind, number of paths of the topology, implementations, link backend option.
+
+A later campaign of the same class on the same machine, within MAX_AGE_H of that calibration, runs a
+short paired pilot instead: CONFIRM_RUNS of its own runs serially (recorded as results, as a
+calibration's serial pilot is) and the same runs on the chosen N networks (kept busy by other runs),
+judged by the calibration's own rule (no run beyond a bound, every run ending as serially, median
+paired ratio within 5 %; Wilcoxon at 1 % cannot reject with 6 pairs, so the ratio and the bounds
+decide). If it keeps the results, N is reused; if not, the campaign calibrates in full and that
+calibration replaces the kept one. The age counts from the full calibration: a confirmation does not
+extend it. A kept choice of 1 network is reused without a pilot (nothing to confirm).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fecbench.runners.executors import calibrate as full
+from fecbench.runners.executors.serial import TestbedFactory
+from fecbench.runners.experiment.prepare import Prepared
+from fecbench.runners.experiment.runs import Run
+from fecbench.runners.run.testbed import MininetTestbed
+
+if TYPE_CHECKING:
+    from fecbench.runners.executors.calibrate import SerialPilot
+
+MAX_AGE_H = 7 * 24
+CONFIRM_RUNS = 6
+STORE_ENV = "FECBENCH_CALIBRATIONS"
+
+
+def store_path() -> Path:
+    if os.environ.get(STORE_ENV):
+        return Path(os.environ[STORE_ENV])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "fecbench" / "jobs-calibrations.json"
+
+
+def machine() -> dict[str, Any]:
+    from fecbench.runners.executors.hostinfo import fingerprint
+
+    host = fingerprint()
+    return {key: host.get(key) for key in ("hostname", "cpu", "cpus", "mem_kib", "kernel")}
+
+
+def workload_class(prepared: Prepared, link_backend: str | None) -> dict[str, Any]:
+    design = prepared.design
+    return {"workload": design.workload.kind, "paths": prepared.topology.paths,
+            "implementations": sorted({entry.name for entry in design.impls}),
+            "link_backend": link_backend or "probe"}
+
+
+def _entries(path: Path) -> list[dict[str, Any]]:
+    try:
+        entries = json.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError):
+        return []            # unreadable: a full calibration follows and writes a new file
+    return entries if isinstance(entries, list) else []
+
+
+def find(prepared: Prepared, link_backend: str | None, now: float | None = None) -> dict[str, Any] | None:
+    """The newest kept calibration of this machine and workload class within MAX_AGE_H, with its age."""
+    now = time.time() if now is None else now
+    here, kind = machine(), workload_class(prepared, link_backend)
+    found = [e for e in _entries(store_path()) if e.get("machine") == here and e.get("class") == kind
+             and 0 <= now - float(e.get("at", 0)) <= MAX_AGE_H * 3600]
+    if not found:
+        return None
+    newest = max(found, key=lambda e: float(e["at"]))
+    return {**newest, "age_h": round((now - float(newest["at"])) / 3600, 2)}
+
+
+def keep(prepared: Prepared, link_backend: str | None, calibration: dict[str, Any], now: float | None = None) -> None:
+    """Keep a full calibration (replacing the one of the same machine and class); written whole, then renamed."""
+    path = store_path()
+    here, kind = machine(), workload_class(prepared, link_backend)
+    entries = [e for e in _entries(path) if not (e.get("machine") == here and e.get("class") == kind)]
+    entries.append({"machine": here, "class": kind, "at": time.time() if now is None else now,
+                    "design": prepared.design.name, "chosen": calibration["chosen"],
+                    "rows": calibration["rows"]})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(entries, indent=1))
+    partial.replace(path)
+
+
+def confirm(prepared: Prepared, link_backend: str | None, jobs: int, runs: list[Run] | None,
+            serial_pilot: SerialPilot, factory: TestbedFactory = MininetTestbed) -> tuple[list[str], list[dict]]:
+    """The short paired pilot: CONFIRM_RUNS runs serially and on `jobs` networks; its keys and two rows."""
+    metric, epsilon = full.outcome_metric(prepared)
+    pilot, fillers = full.pilot_of(prepared, CONFIRM_RUNS, runs)
+    serial = serial_pilot(pilot)
+    loaded = full.execute(prepared, pilot, fillers, jobs, link_backend, factory)
+    rows = [{**full.summarise(1, serial, None, epsilon), "tries": 1},
+            {**full.summarise(jobs, loaded, serial, epsilon), "tries": 1}]
+    return [run.key for run in pilot], rows
+
+
+def auto_jobs(prepared: Prepared, link_backend: str | None, *, runs: list[Run] | None = None,
+              serial_pilot: SerialPilot | None = None, factory: TestbedFactory = MininetTestbed,
+              pilot_runs: int = full.PILOT_RUNS, report: Callable[[dict[str, Any]], None] = lambda row: None,
+              recalibrate: bool = False, now: float | None = None) -> dict[str, Any]:
+    """`--jobs auto`: a kept calibration confirmed by a short paired pilot, else a full one (then kept).
+    The result is what `calibrate` returns plus `reused` (the kept calibration's date, age and design, or
+    None), `confirmation` (the short pilot's rows, when one ran) and `recorded` (the keys of the runs the
+    serial pilots recorded as results: the campaign skips them)."""
+    recorded = serial_pilot is not None
+    serial_pilot = serial_pilot or full.unrecorded_serial_pilot(prepared, link_backend, factory)
+    found = None if recalibrate else find(prepared, link_backend, now)
+    confirmed: list[str] = []
+    confirmation = None
+    if found is not None:
+        reused = {"calibrated_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(found["at"])),
+                  "age_h": found["age_h"], "max_age_h": MAX_AGE_H, "design": found["design"]}
+        base = {**full.rule(prepared), "reused": reused, "calibrated_rows": found["rows"]}
+        if found["chosen"] == 1:
+            return {**base, "chosen": 1, "pilot": [], "rows": [], "confirmation": None, "recorded": []}
+        confirmed, confirmation = confirm(prepared, link_backend, found["chosen"], runs, serial_pilot, factory)
+        for row in confirmation:
+            report(row)
+        if confirmation[-1]["keeps_results"]:
+            return {**base, "chosen": found["chosen"], "pilot": confirmed, "rows": confirmation,
+                    "confirmation": confirmation, "recorded": confirmed if recorded else []}
+        runs = [run for run in (runs if runs is not None else prepared.runs) if run.key not in set(confirmed)]
+    calibration = full.calibrate(prepared, link_backend, factory=factory, pilot_runs=pilot_runs, report=report,
+                                 runs=runs, serial_pilot=serial_pilot)
+    keep(prepared, link_backend, calibration, now)
+    pilots = [*confirmed, *calibration["pilot"]]
+    return {**calibration, "reused": None, "confirmation": confirmation, "recorded": pilots if recorded else []}
+
+
+def row_text(row: dict[str, Any]) -> str:
+    """One measured row of a calibration or confirmation, for the console."""
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3g} ms"
+
+    text = (f"--jobs auto: {row['jobs']} network(s): {row['ok']} of {row['runs']} pilot runs ok, worst p99 "
+            f"endpoints {ms(row['endpoint_p99_ms'])}, delay elements {ms(row['lateness_p99_ms'])}")
+    if row["jobs"] > 1:
+        text += f", median ratio to serial {row.get('median_ratio')}, Wilcoxon p {row.get('wilcoxon_p')}"
+        text += f" (measurement {row['tries']})" if row["tries"] > 1 else ""
+        text += ": keeps the results" if row["keeps_results"] else f": changes them ({row['why']})"
+    elif row["why"]:
+        text += f" (serially: {row['why']})"
+    return text
+
+
+def choice_text(c: dict[str, Any]) -> str:
+    """The choice of --jobs auto and what it rests on, in one line."""
+    rule = (f"{c['metric']} within {c['ratio_tolerance']:.0%} of serial; bounds: endpoints p99 ≤ "
+            f"{c['endpoint_bound_ms']:g} ms, delay elements p99 ≤ {c['bound_ms']:g} ms")
+    if c.get("reused"):
+        r = c["reused"]
+        how = (f"confirmed by a paired pilot of {len(c['pilot'])} runs" if c["pilot"] else "1 network: nothing to "
+               "confirm")
+        return (f"--jobs auto: {c['chosen']} network(s), this machine's calibration of {r['calibrated_at']} "
+                f"({r['design']}, {r['age_h']:.1f} h old, reused up to {r['max_age_h']} h), {how}; {rule}")
+    again = " (the kept calibration was not confirmed)" if c.get("confirmation") else ""
+    return f"--jobs auto: {c['chosen']} network(s){again} (pilot of {len(c['pilot'])} runs, {rule})"

@@ -1,0 +1,147 @@
+"""`--jobs auto` keeps its serial pilot's runs as results, and reuses this machine's calibration for the same
+workload class within its age once a short paired pilot confirms it (fecbench.runners.executors.calibrations).
+The pilots are simulated (`calibrate.execute` replaced) or run on in-memory testbeds; tests/test_jobs.py runs
+them on real networks."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from fecbench import cleanup
+from fecbench.runners.executors import calibrate, calibrations
+from fecbench.runners.experiment.prepare import prepare
+from tests.helpers.campaign import fake_design, rows
+from tests.helpers.fake_testbed import FakeTestbed
+
+HOUR = 3600.0
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "calibrations.json"
+    monkeypatch.setenv(calibrations.STORE_ENV, str(path))
+    return path
+
+
+def _prepared(tmp_path: Path, points: int = 8, impl_args: dict[str, str] | None = None, name: str = "calib") -> Any:
+    return prepare(fake_design(tmp_path / f"{name}.toml", {"quic": impl_args or {}, "fec": {}}, points=points,
+                               name=name))
+
+
+def _pilots(slow_at: int | None = None) -> tuple[list[tuple[int, int]], Any]:
+    """A simulated `calibrate.execute`: every run 100 ms serially, 30 % slower from `slow_at` networks on;
+    it notes (networks, pilot size) of each call."""
+    calls: list[tuple[int, int]] = []
+
+    def execute(prepared: Any, pilot: list[Any], fillers: list[Any], jobs: int, *args: Any) -> dict[str, Any]:
+        calls.append((jobs, len(pilot)))
+        slow = 1.3 if slow_at is not None and jobs >= slow_at else 1.0
+        return {run.key: {"key": run.key, "status": "ok", "error": None, "value": 100.0 * slow,
+                          "endpoint_p99_ms": 0.2, "endpoint_ok": True, "lateness_p99_ms": 0.1, "lateness_ok": True}
+                for run in pilot}
+
+    return calls, execute
+
+
+def test_a_full_calibration_is_kept_and_reused_after_a_confirming_pilot(
+        tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls, execute = _pilots(slow_at=8)
+    monkeypatch.setattr(calibrate, "execute", execute)
+    prepared = _prepared(tmp_path)
+    first = calibrations.auto_jobs(prepared, None, pilot_runs=6, now=1000 * HOUR)
+    assert first["chosen"] == 4 and first["reused"] is None and first["recorded"] == []   # not recorded: no db
+    assert calls == [(1, 6), (2, 6), (4, 6), (8, 6), (8, 6)]
+    kept = json.loads(store.read_text())
+    assert len(kept) == 1 and kept[0]["chosen"] == 4 and kept[0]["class"]["workload"] == "download"
+
+    # Another design of the same class, two days later: 6 runs serially, the same 6 on 4 networks, no more.
+    calls.clear()
+    other = _prepared(tmp_path, points=5, impl_args={"level": "2"}, name="other")
+    second = calibrations.auto_jobs(other, None, pilot_runs=6, now=1048 * HOUR)
+    assert calls == [(1, calibrations.CONFIRM_RUNS), (4, calibrations.CONFIRM_RUNS)]
+    assert second["chosen"] == 4 and second["reused"]["age_h"] == 48 and second["reused"]["design"] == "calib"
+    assert [r["jobs"] for r in second["rows"]] == [1, 4] and second["rows"][1]["keeps_results"]
+    assert "confirmed by a paired pilot of 6 runs" in calibrations.choice_text(second)
+    assert json.loads(store.read_text())[0]["at"] == 1000 * HOUR   # a confirmation does not extend the age
+
+
+def test_an_old_or_foreign_calibration_is_not_reused(tmp_path: Path, store: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    calls, execute = _pilots()
+    monkeypatch.setattr(calibrate, "execute", execute)
+    prepared = _prepared(tmp_path)
+    calibrations.auto_jobs(prepared, None, pilot_runs=4, now=0.0)
+    assert calibrations.find(prepared, None, now=calibrations.MAX_AGE_H * HOUR) is not None
+    assert calibrations.find(prepared, None, now=calibrations.MAX_AGE_H * HOUR + 1) is None   # too old
+    assert calibrations.find(prepared, "netem", now=1.0) is None                              # another class
+    entries = json.loads(store.read_text())
+    entries[0]["machine"]["cpus"] += 1                                                        # another machine
+    store.write_text(json.dumps(entries))
+    assert calibrations.find(prepared, None, now=1.0) is None
+    store.write_text("{ not json")                                                            # unreadable
+    assert calibrations.find(prepared, None, now=1.0) is None
+    calls.clear()
+    again = calibrations.auto_jobs(prepared, None, pilot_runs=4, now=2.0)
+    assert again["reused"] is None and calls[0] == (1, 4) and len(json.loads(store.read_text())) == 1
+
+
+def test_a_confirmation_that_changes_the_results_calibrates_in_full(tmp_path: Path, store: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    calls, execute = _pilots(slow_at=None)
+    monkeypatch.setattr(calibrate, "execute", execute)
+    prepared = _prepared(tmp_path, points=12)
+    assert calibrations.auto_jobs(prepared, None, pilot_runs=4, now=0.0)["chosen"] == 16
+    # The machine got busier: from 4 networks on, runs are 30 % slower.
+    calls.clear()
+    monkeypatch.setattr(calibrate, "execute", _pilots(slow_at=4)[1])
+    result = calibrations.auto_jobs(prepared, None, pilot_runs=4, now=HOUR)
+    assert result["chosen"] == 2 and result["reused"] is None
+    assert not result["confirmation"][-1]["keeps_results"]
+    assert "the kept calibration was not confirmed" in calibrations.choice_text(result)
+    assert json.loads(store.read_text())[0]["chosen"] == 2 and json.loads(store.read_text())[0]["at"] == HOUR
+    # --recalibrate ignores the kept calibration.
+    assert calibrations.auto_jobs(prepared, None, pilot_runs=4, recalibrate=True, now=2 * HOUR)["reused"] is None
+
+
+def test_a_kept_choice_of_one_network_is_reused_without_a_pilot(tmp_path: Path, store: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    calls, execute = _pilots(slow_at=2)
+    monkeypatch.setattr(calibrate, "execute", execute)
+    prepared = _prepared(tmp_path)
+    assert calibrations.auto_jobs(prepared, None, pilot_runs=4, now=0.0)["chosen"] == 1
+    calls.clear()
+    result = calibrations.auto_jobs(prepared, None, pilot_runs=4, now=1.0)
+    assert result["chosen"] == 1 and result["reused"] is not None and calls == [] and result["pilot"] == []
+    assert "nothing to confirm" in calibrations.choice_text(result)
+
+
+def test_the_serial_pilot_is_recorded_as_results_of_the_campaign(tmp_path: Path, store: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real Runner and engine on in-memory testbeds: the serial pilot's runs are in the campaign's database
+    (one session of one network, ok), the loaded pilots' are not, and the result names them."""
+    monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path / "state")
+    prepared = _prepared(tmp_path, points=4)
+    db = tmp_path / "calib.sqlite"
+
+    def factory(topology: Any, values: dict[str, Any], backend: str | None) -> FakeTestbed:
+        return FakeTestbed(topology, values, backend)
+
+    console = Console(file=io.StringIO(), width=200)
+    serial = calibrate.RecordedSerialPilot(prepared, db, None, console, factory)
+    result = calibrations.auto_jobs(prepared, None, runs=prepared.runs[:6], serial_pilot=serial, factory=factory,
+                                    pilot_runs=3)
+    recorded = rows(db, "SELECT key, status FROM runs WHERE status != 'pending'")
+    assert sorted(r["key"] for r in recorded) == sorted(result["recorded"]) == sorted(result["pilot"])
+    assert len(recorded) == 3 and {r["status"] for r in recorded} == {"ok"}
+    assert set(result["pilot"]) <= {run.key for run in prepared.runs[:6]}   # drawn from the runs given
+    sessions = rows(db, "SELECT executor, runs FROM sessions")
+    assert sessions == [{"executor": "one network", "runs": 3}]
+    serial.record(result)   # the calibration with the campaign, even if no run is left to do
+    host = json.loads(rows(db, "SELECT host_json FROM campaigns")[0]["host_json"])
+    assert host["jobs_calibration"]["pilot"] == result["pilot"] and host["hostname"]

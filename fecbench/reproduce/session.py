@@ -128,22 +128,37 @@ def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadl
         selection, idle = allocate.next_batch(pack.claims, campaigns, verdicts, capacity)
         if not any(selection.runs.values()):
             break
+        if machines.dask is None and machines.jobs is None:
+            # --jobs auto: calibrated on this batch's runs (its serial pilot's are results), then the batch is
+            # planned again for the networks chosen.
+            first = next(key for key, runs in selection.runs.items() if runs)
+            try:
+                with execute.deadline_alarm(deadline):
+                    machines.settle(campaigns[first], targets[first], selection.runs[first], console)
+            except execute.BudgetSpent:
+                console.print("[yellow]time budget spent while calibrating --jobs auto: the pilot's runs in "
+                              "flight are recorded interrupted (redone next time)[/]")
+                break
+            _measured(campaigns, targets)
+            continue
         planned["batches"] += 1
         planned["runs"] += sum(len(r) for r in selection.runs.values())
         planned["estimated_s"] += sum(selection.seconds.values())
-        if machines.dask is None and machines.jobs is None:   # --jobs auto: measured before the batch is sized
-            first = next(key for key, runs in selection.runs.items() if runs)
-            machines.settle(campaigns[first], targets[first], selection.runs[first], console)
         items = [(targets[key], campaigns[key], selection.runs.get(key, [])) for key in campaigns]
         done = execute.run_all(items, machines=machines, deadline=deadline, console=console)
         ran += done
-        for key, campaign in campaigns.items():
-            campaign.statuses = read_statuses(targets[key].db)
-            plan.measured_durations(campaign, [targets[key].db, plan.usual_db(campaign.prepared)])
-        plan.share_factors(list(campaigns.values()))
+        _measured(campaigns, targets)
         if any(r.stopped for r in done) or not any(r.counts for r in done):
             break
     return ran, idle, planned, selection
+
+
+def _measured(campaigns: dict, targets: dict) -> None:
+    """What the databases now hold: each campaign's statuses and measured durations."""
+    for key, campaign in campaigns.items():
+        campaign.statuses = read_statuses(targets[key].db)
+        plan.measured_durations(campaign, [targets[key].db, plan.usual_db(campaign.prepared)])
+    plan.share_factors(list(campaigns.values()))
 
 
 def _stopped(verdicts: list[ev.Verdict], idle: dict[str, str], why: str) -> None:

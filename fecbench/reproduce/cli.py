@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fecbench.errors import UserError
+from fecbench.runners.commands import options
 
 if TYPE_CHECKING:
     from fecbench.reproduce.execute import Machines
@@ -30,20 +31,13 @@ def reproduce(
                              "(as `fecbench run --jobs auto`: the serial pilot's runs are kept; this machine's "
                              "calibration for the workload class is reused within its age once a short paired "
                              "pilot confirms it)."),
-    recalibrate: bool = typer.Option(False, "--recalibrate", help="--jobs auto: calibrate in full, even if this "
-                                     "machine kept a recent calibration for this kind of workload."),
-    dask: str = typer.Option(None, "--dask", help="Run on a Dask cluster, as `fecbench run --dask`: "
-                             "tls://SCHEDULER:8786, or local:N (N worker processes here, TLS with per-campaign "
-                             "credentials)."),
-    tls_ca_file: Path = typer.Option(None, "--tls-ca-file", help="tls:// cluster: the campaign CA (default: Dask "
-                                     "config distributed.comm.tls.ca-file)."),
-    tls_cert: Path = typer.Option(None, "--tls-cert", help="tls:// cluster: this host's certificate (default: "
-                                  "distributed.comm.tls.client.cert)."),
-    tls_key: Path = typer.Option(None, "--tls-key", help="tls:// cluster: this host's private key (default: "
-                                 "distributed.comm.tls.client.key)."),
-    insecure: bool = typer.Option(False, "--insecure", help="Allow an unauthenticated tcp:// scheduler on another "
-                                  "host (anyone reaching it runs code as root on the workers)."),
-    dashboard: bool = typer.Option(False, "--dashboard", help="local:N: serve Dask's dashboard on 127.0.0.1."),
+    recalibrate: bool = options.RECALIBRATE,
+    dask: str = options.DASK,
+    tls_ca_file: Path = options.TLS_CA_FILE,
+    tls_cert: Path = options.TLS_CERT,
+    tls_key: Path = options.TLS_KEY,
+    insecure: bool = options.INSECURE,
+    dashboard: bool = options.DASHBOARD,
     profile: list[str] = typer.Option(None, "--profile", help="A stack profile of the pack (repeat to compare "
                                       "them side by side; default: the pack's default profile)."),
     results: Path = typer.Option(None, "--results", help="Where the packs' designs, databases and pages go "

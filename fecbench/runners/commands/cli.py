@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fecbench.errors import UserError
+from fecbench.runners.commands import options
 
 if TYPE_CHECKING:
     from fecbench.runners.executors.engine import Executor
@@ -35,17 +36,12 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         retry: str | None = typer.Option(None, "--retry", help="Also re-run these statuses, e.g. failed,timeout."),
         link_backend: str | None = typer.Option(None, "--link-backend", help="netem | delayline (default: probe)."),
         keep_logs: bool = typer.Option(False, "--keep-logs", help="Keep the log folder of ok runs too."),
-        dask: str | None = typer.Option(None, "--dask", help="Run on a Dask cluster: tls://SCHEDULER:8786, or "
-                                        "local:N (N worker processes here, TLS with per-campaign credentials)."),
-        tls_ca_file: Path | None = typer.Option(None, "--tls-ca-file", help="tls:// cluster: the campaign CA "
-                                                "(default: Dask config distributed.comm.tls.ca-file)."),
-        tls_cert: Path | None = typer.Option(None, "--tls-cert", help="tls:// cluster: this host's certificate "
-                                             "(default: distributed.comm.tls.client.cert)."),
-        tls_key: Path | None = typer.Option(None, "--tls-key", help="tls:// cluster: this host's private key "
-                                            "(default: distributed.comm.tls.client.key)."),
-        insecure: bool = typer.Option(False, "--insecure", help="Allow an unauthenticated tcp:// scheduler on "
-                                      "another host (anyone reaching it runs code as root on the workers)."),
-        dashboard: bool = typer.Option(False, "--dashboard", help="local:N: serve Dask's dashboard on 127.0.0.1."),
+        dask: str | None = options.DASK,
+        tls_ca_file: Path | None = options.TLS_CA_FILE,
+        tls_cert: Path | None = options.TLS_CERT,
+        tls_key: Path | None = options.TLS_KEY,
+        insecure: bool = options.INSECURE,
+        dashboard: bool = options.DASHBOARD,
         breaker: int = typer.Option(5, "--breaker", min=0, help="Stop scheduling a label whose first K runs "
                                     "all failed the same way (0: never)."),
         accept_short_timeout: bool = typer.Option(False, "--accept-short-timeout", help="Run although timeout_s "
@@ -64,8 +60,7 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
                                            "joined with +)."),
         no_retry: bool = typer.Option(False, "--no-retry", help="Keep fidelity-flagged runs flagged: without it, "
                                       "each is run once more at the end of the campaign (both outcomes kept)."),
-        recalibrate: bool = typer.Option(False, "--recalibrate", help="--jobs auto: calibrate in full, even if "
-                                         "this machine kept a recent calibration for this kind of workload."),
+        recalibrate: bool = options.RECALIBRATE,
         ) -> None:
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
     from fecbench.runners.executors.engine import Engine, parse_retry, runs_to_do

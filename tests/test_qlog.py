@@ -150,3 +150,26 @@ def test_coalesced_datagrams_and_sending_rate():
     rate = timeline.sending_rate(events, 0.001)
     assert rate["mbit_s"].sum() * 0.001 * 1e6 / 8 == pytest.approx(events["bytes"].sum())
     assert rate["t_s"].tolist() == pytest.approx([0.0005, 0.0015, 0.0025])
+
+
+def test_fec_repairs_are_datagrams_of_their_own_on_the_wire():
+    """fecq's layer below QUIC frames each QUIC datagram (5 header bytes) and sends its repairs as datagrams of
+    their own (``repair_sent``, length of the whole datagram): the dropper's n-th record is the n-th of both.
+    Here a repair follows every 4th packet; records of a repair are placed at the repair, the next record at
+    the packet after it (without the repairs in the walk, both would land one packet late)."""
+    kinds, times, sizes = [], [], []
+    for n in range(8):
+        kinds.append("sent"), times.append(n * 0.001), sizes.append(1200.0)
+        if n % 4 == 3:
+            kinds.append("repair_sent"), times.append(n * 0.001 + 0.0002), sizes.append(1212.0)
+    events = pd.DataFrame({"t_s": times, "kind": kinds, "path": 0.0, "bytes": sizes})
+    source, repair = 1200 + 5 + 28, 1212 + 28
+    lengths = np.array([source] * 4 + [repair] + [source] * 4 + [repair], dtype=float)
+    wire = timeline.wire(events, lengths)
+    assert [w.repair for w in wire] == [False] * 4 + [True] + [False] * 4 + [True]
+    assert [(w.start, w.end) for w in wire if not w.repair] == [(n, n + 1) for n in range(8)]
+    assert timeline.datagram_times(events, lengths)[[3, 4, 5]].tolist() == pytest.approx([0.003, 0.0032, 0.004])
+    # Multipath framing (one envelope byte more) and two packets coalesced behind one header.
+    coalesced = pd.DataFrame({"t_s": [0.0, 0.0, 0.001], "kind": "sent", "path": 0.0, "bytes": [143.0, 1000.0, 900.0]})
+    wire = timeline.wire(coalesced, np.array([143 + 1000 + 6 + 28, 900 + 6 + 28], dtype=float))
+    assert [(w.start, w.end) for w in wire] == [(0, 2), (2, 3)]

@@ -20,7 +20,8 @@ from matplotlib.ticker import FuncFormatter
 from fecbench.analysis.figures.style import format_size, styled, wrap
 
 #: How each mark is drawn: (name, marker, colour).
-MARK_STYLE = {"drop": ("dropper drop", "x", "#c0392b"), "lost": ("declared lost", "v", "#e67e22"),
+MARK_STYLE = {"drop": ("dropper drop", "x", "#c0392b"), "repair_drop": ("dropper drop (repair)", "x", "#f1948a"),
+              "lost": ("declared lost", "v", "#e67e22"),
               "repair_sent": ("repair sent", "|", "#2471a3"), "recovered": ("source recovered", "o", "#27ae60"),
               "signalled": ("recovery signalled", "^", "#8e44ad"), "abandoned": ("block abandoned", "s", "#7f8c8d")}
 ROWS = ("window", "rate", "rtt", "marks")

@@ -54,7 +54,8 @@ def describe(item: timeline.Timeline) -> str:
              f"  dropper drops placed in time on the {item.sender}'s packets: {s['dropper_drops_placed']}"
              + (f" ({s['drops_declared']} then declared lost, {s['drops_not_declared']} never; "
                 f"{s['declared_without_drop']} packets declared lost that no dropper drop took)"
-                if "drops_declared" in s else ""),
+                if "drops_declared" in s else "")
+             + (f"; on its FEC repairs: {s['repair_drops_placed']}" if s.get("repair_drops_placed") else ""),
              f"  declared lost by the {item.sender}: {s['declared_lost']} in its qlog (metrics: "
              f"{_number(s['sender_lost_metrics'])}, spurious: {_number(s['spurious'])}, no drop explains: "
              f"{_number(causes.get('unexplained'))})",

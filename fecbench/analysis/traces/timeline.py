@@ -17,7 +17,8 @@ without it, found in that folder; ``fecbench.analysis.traces.qlog`` reads them) 
 The data sender is the server for downloads and messages, the client for uploads. A dropper's verdict log
 (``verdict_log = true``) orders packets, it has no clock: the n-th packet it saw in the data direction is
 placed at the time the sender's qlog says it sent its n-th datagram (packets coalesced into one datagram
-matched by the length the dropper recorded), on the path of the dropper's link; ``reconcile`` then tells, by
+matched by the length the dropper recorded; an FEC layer's repairs below QUIC, fecq's ``repair_sent``, are
+datagrams of their own, told apart by their length), on the path of the dropper's link; ``reconcile`` then tells, by
 packet number, which drops the sender declared lost, which it never did, and which declared losses no dropper
 drop explains (the queue's, or spurious ones). A multipath run whose qlog names no paths gets its drops
 counted, not placed. Times are seconds from the
@@ -42,15 +43,20 @@ from fecbench.analysis.studies import cross_stack, flows, loss_position
 from fecbench.analysis.traces import losses, qlog
 from fecbench.errors import UserError
 
-#: Marks on a timeline, in the order of its legend: qlog kind (or "drop") → name.
-MARKS = {"drop": "dropper drop", "lost": "declared lost", "repair_sent": "repair sent",
-         "recovered": "source recovered", "signalled": "recovery signalled", "abandoned": "block abandoned"}
+#: Marks on a timeline, in the order of its legend: qlog kind (or a dropper's drop) → name.
+MARKS = {"drop": "dropper drop", "repair_drop": "dropper drop (repair)", "lost": "declared lost",
+         "repair_sent": "repair sent", "recovered": "source recovered", "signalled": "recovery signalled",
+         "abandoned": "block abandoned"}
 #: The side sending a workload's data (the other one only acknowledges).
 SENDER = {"download": "server", "messages": "server", "upload": "client", "reqresp": "server"}
 #: A dropper's verdict-log direction that carries a sender's packets.
 DIRECTION = {"server": "reverse", "client": "forward"}
 #: What a dropper's length counts beyond the UDP payload: IPv4 / IPv6 and UDP headers, with Ethernet's or not.
 _HEADERS = (28, 42, 48, 62)
+#: What an FEC layer below QUIC puts in front of a QUIC datagram: nothing, fecq's source header (kind byte and
+#: symbol id: quic-impls/fecq/crates/fec-core/src/frame.rs), and its multipath envelope byte before that.
+_SOURCE_FRAMING = (0, 5, 6)
+_SOURCE_OVERHEADS = tuple(sorted({h + f for h in _HEADERS for f in _SOURCE_FRAMING}))
 _MAX_COALESCED = 8
 
 
@@ -228,31 +234,61 @@ def sending_rate(events: pd.DataFrame, bin_s: float) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def datagrams(events: pd.DataFrame, lengths: np.ndarray) -> list[tuple[int, int]]:
-    """Per dropper record (``lengths``: what the dropper recorded, headers below UDP included), the sender's
-    packets it carried: positions ``start:end`` among the ``sent`` events, walked in order (consecutive
-    packets are one datagram, coalesced, when their lengths add up to the record's); (-1, -1) past the end."""
-    sizes = events.loc[events["kind"] == "sent", "bytes"].to_numpy()
-    out, i = [], 0
+@dataclass(frozen=True)
+class WireDatagram:
+    """One datagram a dropper saw, as the sender's qlog tells it: when it was sent (NaN: past the sender's
+    last), and its QUIC packets (positions ``start:end`` among the ``sent`` events; none for an FEC repair)."""
+    t_s: float
+    start: int
+    end: int
+    repair: bool = False
+
+
+def wire(events: pd.DataFrame, lengths: np.ndarray) -> list[WireDatagram]:
+    """Per dropper record (``lengths``: what the dropper recorded, headers below UDP included), the datagram it
+    was, walking the sender's datagrams in order: its next QUIC datagram (consecutive packets coalesced into
+    one when their lengths add up to the record's, behind an FEC layer's source header if any), or its next
+    FEC repair (fecq's ``repair_sent``, whose length is the whole datagram's) when the record has that
+    repair's length and the repair was sent first. Repairs are datagrams of their own on the wire: without
+    them in the walk, every record after a repair would be placed at the packet after its own."""
+    sent = events[events["kind"] == "sent"]
+    sizes, times = sent["bytes"].to_numpy(dtype=float), sent["t_s"].to_numpy(dtype=float)
+    repairs = events[events["kind"] == "repair_sent"]
+    repair_sizes, repair_times = repairs["bytes"].to_numpy(dtype=float), repairs["t_s"].to_numpy(dtype=float)
+    out: list[WireDatagram] = []
+    i = r = 0
     for length in lengths:
-        if i >= len(sizes):
-            out.append((-1, -1))
-            continue
-        total, j = sizes[i], i + 1
-        while (j < len(sizes) and j - i < _MAX_COALESCED and not math.isnan(total)
-               and all(length - h != total for h in _HEADERS) and total + sizes[j] + min(_HEADERS) <= length):
-            total += sizes[j]
-            j += 1
-        end = j if any(length - h == total for h in _HEADERS) else i + 1
-        out.append((i, end))
-        i = end
+        source_end = _source_end(sizes, i, length) if i < len(sizes) else None
+        if r < len(repair_sizes) and any(length - h == repair_sizes[r] for h in _HEADERS) and (
+                source_end is None or not _fits(sizes[i:source_end], length) or repair_times[r] <= times[i]):
+            out.append(WireDatagram(float(repair_times[r]), i, i, repair=True))
+            r += 1
+        elif source_end is None:
+            out.append(WireDatagram(math.nan, -1, -1))
+        else:
+            out.append(WireDatagram(float(times[i]), i, source_end))
+            i = source_end
     return out
 
 
+def _fits(sizes: np.ndarray, length: float) -> bool:
+    """Whether QUIC packets of these sizes, as one datagram, make a record of this length."""
+    return any(length - h == sizes.sum() for h in _SOURCE_OVERHEADS)
+
+
+def _source_end(sizes: np.ndarray, i: int, length: float) -> int:
+    """The end of the QUIC datagram starting at packet ``i``: the packets whose lengths add up to the record's
+    (coalesced), else packet ``i`` alone."""
+    j = i + 1
+    while (j < len(sizes) and j - i < _MAX_COALESCED and not math.isnan(sizes[i:j].sum())
+           and not _fits(sizes[i:j], length) and sizes[i:j + 1].sum() + min(_HEADERS) <= length):
+        j += 1
+    return j if _fits(sizes[i:j], length) else i + 1
+
+
 def datagram_times(events: pd.DataFrame, lengths: np.ndarray) -> np.ndarray:
-    """The send time of each dropper record (``datagrams``), NaN past the sender's last packet."""
-    times = events.loc[events["kind"] == "sent", "t_s"].to_numpy()
-    return np.array([times[start] if start >= 0 else math.nan for start, _ in datagrams(events, lengths)])
+    """The send time of each dropper record (``wire``), NaN past the sender's last packet."""
+    return np.array([datagram.t_s for datagram in wire(events, lengths)])
 
 
 def _packet_ids(frame: pd.DataFrame) -> list[tuple[float, str, int]]:
@@ -293,12 +329,14 @@ def dropper_marks(db: DbLike, key: str, sender: str,
             continue
         mine = events[events["path"] == path] if path in qlog_paths else events
         mine_sent = mine[mine["kind"] == "sent"]
-        spans = datagrams(mine, records["len"].astype(float))
-        for (start, end), dropped in zip(spans, records["verdict"].astype(bool), strict=True):
-            if dropped and start >= 0:
-                rows.append({"t_s": float(mine_sent["t_s"].iloc[start]),
-                             "path": float(path if path in qlog_paths else 0), "mark": "drop"})
-                packets.append(_packet_ids(mine_sent.iloc[start:end]))
+        for datagram, dropped in zip(wire(mine, records["len"].astype(float)), records["verdict"].astype(bool),
+                                     strict=True):
+            if not dropped or math.isnan(datagram.t_s):
+                continue
+            rows.append({"t_s": datagram.t_s, "path": float(path if path in qlog_paths else 0),
+                         "mark": "repair_drop" if datagram.repair else "drop"})
+            if not datagram.repair:   # a repair carries no QUIC packet the sender could declare lost
+                packets.append(_packet_ids(mine_sent.iloc[datagram.start:datagram.end]))
     return pd.DataFrame(rows, columns=["t_s", "path", "mark"]), packets, notes
 
 
@@ -393,7 +431,8 @@ def summarise(run: dict[str, Any], events: pd.DataFrame, marks: pd.DataFrame, ca
             "recovered": _count(marks, "recovered"), "recovered_metrics": number("recovered"),
             "sender_lost_metrics": causes.get("declared_lost"), "spurious": causes.get("spurious"),
             "signalled": _count(marks, "signalled"), "abandoned": _count(marks, "abandoned"),
-            "dropper_drops_placed": _count(marks, "drop"), "packets_sent": int((events["kind"] == "sent").sum()),
+            "dropper_drops_placed": _count(marks, "drop"), "repair_drops_placed": _count(marks, "repair_drop"),
+            "packets_sent": int((events["kind"] == "sent").sum()),
             "max_cwnd": float(cwnd.max()) if len(cwnd) else math.nan,
             "min_srtt_ms": float(srtt.min()) if len(srtt) else math.nan,
             "median_srtt_ms": float(srtt.median()) if len(srtt) else math.nan,

@@ -109,14 +109,20 @@ def writes_qlog(impl: str) -> bool | None:
         return None
 
 
-def qlog_files(db: DbLike, key: str, impl: str | None = None) -> list[Path]:
-    """The run's qlog files: the ``artifacts`` table's rows of kind qlog, else the run's artifacts folder."""
+def kept_qlog(db: DbLike, key: str) -> list[Path]:
+    """The run's kept qlog files, its competing flows' included (``flow-<id>-…``: runners.experiment.capture.
+    Keeper): the ``artifacts`` table's rows, else what the run's artifacts folder holds."""
     root = artifacts_dir(db)
     listed = [r[0] for r in results.rows(db, "artifacts", ["path"], where={"run_key": key}, order_by=["path"])] \
         if "artifacts" in results.table_names(db) else []
     files = [root / p for p in listed] if listed else sorted(p for p in (root / key).rglob("*") if p.is_file())
-    # the run's own connection; its competing flows' files are named flow-<id>-… (runners.experiment.capture.Keeper)
-    files = [f for f in files if qlog.is_qlog(f) and f.is_file() and not f.name.startswith("flow-")]
+    return [f for f in files if qlog.is_qlog(f) and f.is_file()]
+
+
+def qlog_files(db: DbLike, key: str, impl: str | None = None) -> list[Path]:
+    """The qlog files of the run's own connection (``kept_qlog`` without its competing flows')."""
+    root = artifacts_dir(db)
+    files = [f for f in kept_qlog(db, key) if not f.name.startswith("flow-")]
     if not files:
         if impl is not None and writes_qlog(impl) is False:
             raise NoQlog(f"run {key[:12]} has no qlog: {impl} is not asked for any (its impl.toml has no [capture] "
@@ -131,12 +137,9 @@ def qlog_files(db: DbLike, key: str, impl: str | None = None) -> list[Path]:
 def flow_windows(db: DbLike, key: str, origin_abs_s: float) -> pd.DataFrame:
     """The competing flows' senders' congestion windows (their kept qlog, ``flow-<id>-…``) on the run's time
     axis (``origin_abs_s``: the run's sender's t_s = 0 on the wall clock): t_s, flow, cwnd."""
-    root = artifacts_dir(db)
-    folder = root / key
     frames = []
-    for file in sorted(folder.glob("flow-*")) if folder.is_dir() and not math.isnan(origin_abs_s) else []:
-        if not qlog.is_qlog(file):
-            continue
+    flows_kept = [f for f in kept_qlog(db, key) if f.name.startswith("flow-")] if not math.isnan(origin_abs_s) else []
+    for file in flows_kept:
         try:
             traces = qlog.read(file)
         except (OSError, ValueError, EOFError):

@@ -86,7 +86,7 @@ def test_reproduce_jobs_auto_reuses_this_machines_calibration(tmp_path: Path) ->
     try:
         prepared = prepare(Path(__file__).resolve().parent.parent / "designs" / "reproduce-smoke.toml")
         calibrations.keep(prepared, None, {"chosen": 1, "rows": []})
-        done = fecbench("reproduce", "smoke", "--budget", "45s", "--jobs", "auto", "--results", str(tmp_path / "r"),
+        done = fecbench("reproduce", "smoke", "--budget", "75s", "--jobs", "auto", "--results", str(tmp_path / "r"),
                         timeout=600)
     finally:
         del os.environ[calibrations.STORE_ENV]

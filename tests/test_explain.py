@@ -11,7 +11,15 @@ import pytest
 
 from fecbench.analysis.traces import explain, timeline
 from fecbench.errors import UserError
-from tests.helpers.qlog_db import RECORD_DTYPE, fec_qlog, make_db, tquic_files, tquic_verdicts
+from tests.helpers.qlog_db import (
+    RECORD_DTYPE,
+    fec_qlog,
+    fecq_rs_files,
+    fecq_rs_verdicts,
+    make_db,
+    tquic_files,
+    tquic_verdicts,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -185,3 +193,21 @@ def test_rebuilt_after_declared_matches_packets_across_the_two_ends():
     receiver = frame([(100.015, "recovered", 0.0, None, float("nan")), (100.015, "recovered", 0.0, None, float("nan")),
                       (100.016, "received", 0.0, "1RTT", 7), (100.016, "received", 0.0, "1RTT", 9)])
     assert timeline.rebuilt_after_declared(sender, receiver)[:2] == (2, 1)
+
+
+def test_a_recorded_fecq_fec_run_places_every_drop(tmp_path):
+    """A real fecq RS(30,20) download (tests/data/qlog/fecq-rs-download): its sender's 138 QUIC packets and 74
+    repairs are the 211 datagrams the dropper saw (one coalesced pair); the 4 drops land on 3 source datagrams and
+    1 repair, and the 2 packets the server declared lost are both among the dropped ones. (Walking the QUIC
+    packets alone ran out of them after 138 records: 1 drop placed of 4, 1 declared loss without a drop.)"""
+    db = tmp_path / "fecq.sqlite"
+    keys = make_db(db, [{"label": "quic-fec-rs", "impl": "fecq", "args": {"fec": "rs:30,20"},
+                         "qlogs": fecq_rs_files(), "verdicts": fecq_rs_verdicts(), "metrics": {"dct_ms": 326.8}}])
+    item = timeline.build(db, timeline.find_run(db, keys["quic-fec-rs"]))
+    s = item.summary
+    assert (s["packets_sent"], s["repairs_sent"]) == (138, 74)
+    assert (s["dropper_drops_placed"], s["repair_drops_placed"]) == (3, 1)
+    assert (s["drops_declared"], s["declared_without_drop"]) == (2, 0)
+    trace = [t for t in timeline.qlog.read_all(fecq_rs_files())[0] if t.vantage == "server"][0]
+    wire = timeline.wire(trace.events, fecq_rs_verdicts()["len"].astype(float))
+    assert not any(np.isnan(w.t_s) for w in wire) and sum(w.repair for w in wire) == 74

@@ -26,9 +26,18 @@ from fecbench import run_records
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "qlog"
 TQUIC_DOWNLOAD = DATA / "tquic-download"
+FECQ_RS_DOWNLOAD = DATA / "fecq-rs-download"
 #: What the recorded tquic download was (tests/data/qlog/README.md).
 TQUIC_SIZE = 120_000
 RECORD_DTYPE = np.dtype([("index", "<u8"), ("verdict", "u1"), ("state", "u1"), ("len", "<u4")])
+
+
+def fecq_rs_files() -> list[Path]:
+    return sorted(FECQ_RS_DOWNLOAD.glob("*.sqlog.gz"))
+
+
+def fecq_rs_verdicts() -> np.ndarray:
+    return np.load(FECQ_RS_DOWNLOAD / "verdicts-reverse.npy")
 
 
 def tquic_files() -> list[Path]:

@@ -1,50 +1,13 @@
 //! The `fecq` binary: version, exit codes, server lifecycle, metrics file.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-fn fecq() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_fecq"))
-}
+mod support;
+use support::{fecq, server, terminate};
 
 fn tmp(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("fecq-test-{}-{name}", std::process::id()))
-}
-
-/// A `fecq server` on a free loopback port with the FEC scheme `fec`, and its address once it
-/// said it listens.
-fn server(fec: &str) -> (std::process::Child, String) {
-    let mut server = fecq()
-        .args(["server", "--listen", "127.0.0.1:0", "--fec", fec])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening ")
-        .expect("listening line")
-        .to_string();
-    (server, addr)
-}
-
-/// SIGTERM to a child we spawned, and how it exited if it did within 5 s (else it is killed).
-fn terminate(child: &mut std::process::Child) -> Option<std::process::ExitStatus> {
-    // SAFETY: kill(2) on the child we spawned.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    for _ in 0..50 {
-        if let Some(st) = child.try_wait().unwrap() {
-            return Some(st);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    child.kill().ok();
-    child.wait().ok();
-    None
 }
 
 #[test]
@@ -412,7 +375,7 @@ fn check_args_accepts_good_options_and_names_a_bad_value() {
 
 #[test]
 fn server_and_client_processes_then_sigterm_exits_0() {
-    let (mut server, addr) = server("rs:30,20");
+    let (mut server, addr) = server(&["--fec", "rs:30,20"]);
     let out = tmp("client.json");
     let st = fecq()
         .args([
@@ -466,7 +429,7 @@ fn server_and_client_processes_then_sigterm_exits_0() {
 /// written with the workload's keys.
 #[test]
 fn upload_and_reqresp_between_processes() {
-    let (mut server, addr) = server("xor:5");
+    let (mut server, addr) = server(&["--fec", "xor:5"]);
     let out = tmp("upload.json");
     let runs: [(&[&str], &str); 2] = [
         (&["--workload", "upload", "--size", "200000"], "upload"),
@@ -523,7 +486,7 @@ fn upload_and_reqresp_between_processes() {
 /// it exits 143 within its grace and still writes its metrics, with the server's counters.
 #[test]
 fn a_client_stopped_by_sigterm_writes_its_metrics_with_the_servers_counters() {
-    let (mut server, addr) = server("rs:30,20");
+    let (mut server, addr) = server(&["--fec", "rs:30,20"]);
     let out = tmp("stopped.json");
     // 100 GB: far more than loopback carries in the second before the stop.
     let mut client = fecq()

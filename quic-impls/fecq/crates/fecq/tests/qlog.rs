@@ -4,16 +4,13 @@
 //! under loss match the metrics, and the key log holds the secrets QUIC needs, in NSS format.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Stdio;
 
 use serde_json::Value;
 
-fn fecq() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_fecq"))
-}
+mod support;
+use support::{fecq, server, terminate};
 
 /// A fresh, empty folder for one test.
 fn folder(name: &str) -> PathBuf {
@@ -291,18 +288,13 @@ fn noq_multipath_loopback_writes_qlog_with_fec_events_per_path() {
 #[test]
 fn server_process_flushes_its_qlog_on_sigterm() {
     let dir = folder("processes");
-    let mut server = fecq()
-        .args(["server", "--listen", "127.0.0.1:0", "--fec", "xor:5"])
-        .arg("--qlog-dir")
-        .arg(dir.join("server"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line.trim().strip_prefix("listening ").unwrap().to_string();
+    let server_qlog = dir.join("server");
+    let (mut server, addr) = server(&[
+        "--fec",
+        "xor:5",
+        "--qlog-dir",
+        server_qlog.to_str().unwrap(),
+    ]);
     for (name, capture) in [("with", true), ("without", false)] {
         let mut client = fecq();
         client
@@ -317,16 +309,7 @@ fn server_process_flushes_its_qlog_on_sigterm() {
         }
         assert_eq!(client.status().unwrap().code(), Some(0));
     }
-    // SAFETY: kill(2) on the child we spawned.
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
-    let mut exited = None;
-    for _ in 0..50 {
-        if let Some(st) = server.try_wait().unwrap() {
-            exited = Some(st);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let exited = terminate(&mut server);
     assert_eq!(exited.and_then(|s| s.code()), Some(0));
     // Two connections: two server files, complete; one client file (the run with the options).
     let servers: Vec<PathBuf> = std::fs::read_dir(dir.join("server"))

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from fecbench.analysis.traces import explain, timeline
+from fecbench.analysis.traces import explain, timeline, wire
 from fecbench.errors import UserError
 from tests.helpers.qlog_db import (
     RECORD_DTYPE,
@@ -209,5 +209,5 @@ def test_a_recorded_fecq_fec_run_places_every_drop(tmp_path):
     assert (s["dropper_drops_placed"], s["repair_drops_placed"]) == (3, 1)
     assert (s["drops_declared"], s["declared_without_drop"]) == (2, 0)
     trace = [t for t in timeline.qlog.read_all(fecq_rs_files())[0] if t.vantage == "server"][0]
-    wire = timeline.wire(trace.events, fecq_rs_verdicts()["len"].astype(float))
-    assert not any(np.isnan(w.t_s) for w in wire) and sum(w.repair for w in wire) == 74
+    walked = wire.walk(trace.events, fecq_rs_verdicts()["len"].astype(float))
+    assert not any(np.isnan(w.t_s) for w in walked) and sum(w.repair for w in walked) == 74

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fecbench.analysis.traces import qlog, timeline
+from fecbench.analysis.traces import qlog, timeline, wire
 from tests.helpers.qlog_db import fec_qlog, tquic_files, tquic_verdicts
 
 
@@ -42,7 +42,7 @@ def test_recorded_sender_declared_what_the_dropper_dropped():
     events = trace.events
     lost = events[events["kind"] == "lost"]["t_s"].to_numpy()
     assert len(lost) == int(verdicts["verdict"].sum()) == trace.names["recovery:packet_lost"]
-    when = timeline.datagram_times(events, verdicts["len"].astype(float))
+    when = wire.datagram_times(events, verdicts["len"].astype(float))
     assert not np.isnan(when).any()        # every datagram the dropper saw is one the server sent
     drops = np.sort(when[verdicts["verdict"].astype(bool)])
     assert (drops < lost).all()
@@ -145,7 +145,7 @@ def test_coalesced_datagrams_and_sending_rate():
     events = pd.DataFrame({"t_s": [0.0, 0.0001, 0.001, 0.002, 0.0025], "kind": ["sent"] * 5, "path": [0.0] * 5,
                            "bytes": [143.0, 1057.0, 1472.0, 1472.0, 600.0]})
     # 143 + 1057 in one datagram (1242 with IPv4, UDP and Ethernet headers), then one datagram per packet
-    when = timeline.datagram_times(events, np.array([1242.0, 1514.0, 1500.0, 642.0, 100.0]))
+    when = wire.datagram_times(events, np.array([1242.0, 1514.0, 1500.0, 642.0, 100.0]))
     assert when[:4].tolist() == [0.0, 0.001, 0.002, 0.0025] and math.isnan(when[4])
     rate = timeline.sending_rate(events, 0.001)
     assert rate["mbit_s"].sum() * 0.001 * 1e6 / 8 == pytest.approx(events["bytes"].sum())
@@ -165,11 +165,11 @@ def test_fec_repairs_are_datagrams_of_their_own_on_the_wire():
     events = pd.DataFrame({"t_s": times, "kind": kinds, "path": 0.0, "bytes": sizes})
     source, repair = 1200 + 5 + 28, 1212 + 28
     lengths = np.array([source] * 4 + [repair] + [source] * 4 + [repair], dtype=float)
-    wire = timeline.wire(events, lengths)
-    assert [w.repair for w in wire] == [False] * 4 + [True] + [False] * 4 + [True]
-    assert [(w.start, w.end) for w in wire if not w.repair] == [(n, n + 1) for n in range(8)]
-    assert timeline.datagram_times(events, lengths)[[3, 4, 5]].tolist() == pytest.approx([0.003, 0.0032, 0.004])
+    walked = wire.walk(events, lengths)
+    assert [w.repair for w in walked] == [False] * 4 + [True] + [False] * 4 + [True]
+    assert [(w.start, w.end) for w in walked if not w.repair] == [(n, n + 1) for n in range(8)]
+    assert wire.datagram_times(events, lengths)[[3, 4, 5]].tolist() == pytest.approx([0.003, 0.0032, 0.004])
     # Multipath framing (one envelope byte more) and two packets coalesced behind one header.
     coalesced = pd.DataFrame({"t_s": [0.0, 0.0, 0.001], "kind": "sent", "path": 0.0, "bytes": [143.0, 1000.0, 900.0]})
-    wire = timeline.wire(coalesced, np.array([143 + 1000 + 6 + 28, 900 + 6 + 28], dtype=float))
-    assert [(w.start, w.end) for w in wire] == [(0, 2), (2, 3)]
+    walked = wire.walk(coalesced, np.array([143 + 1000 + 6 + 28, 900 + 6 + 28], dtype=float))
+    assert [(w.start, w.end) for w in walked] == [(0, 2), (2, 3)]

@@ -48,9 +48,9 @@ def walk(events: pd.DataFrame, lengths: np.ndarray) -> list[WireDatagram]:
     out: list[WireDatagram] = []
     i = r = 0
     for length in lengths:
-        source_end = _source_end(sizes, i, length) if i < len(sizes) else None
+        source_end, source_fits = _source_end(sizes, i, length) if i < len(sizes) else (None, False)
         if r < len(repair_sizes) and any(length - h == repair_sizes[r] for h in _HEADERS) and (
-                source_end is None or not _fits(sizes[i:source_end], length) or repair_times[r] <= times[i]):
+                not source_fits or repair_times[r] <= times[i]):
             out.append(WireDatagram(float(repair_times[r]), i, i, repair=True))
             r += 1
         elif source_end is None:
@@ -66,14 +66,14 @@ def _fits(sizes: np.ndarray, length: float) -> bool:
     return any(length - h == sizes.sum() for h in _SOURCE_OVERHEADS)
 
 
-def _source_end(sizes: np.ndarray, i: int, length: float) -> int:
-    """The end of the QUIC datagram starting at packet ``i``: the packets whose lengths add up to the record's
-    (coalesced), else packet ``i`` alone."""
+def _source_end(sizes: np.ndarray, i: int, length: float) -> tuple[int, bool]:
+    """The end of the QUIC datagram starting at packet ``i`` and whether its length is the record's: the
+    packets whose lengths add up to the record's (coalesced), else packet ``i`` alone (not a match)."""
     j = i + 1
     while (j < len(sizes) and j - i < _MAX_COALESCED and not math.isnan(sizes[i:j].sum())
            and not _fits(sizes[i:j], length) and sizes[i:j + 1].sum() + min(_HEADERS) <= length):
         j += 1
-    return j if _fits(sizes[i:j], length) else i + 1
+    return (j, True) if _fits(sizes[i:j], length) else (i + 1, False)
 
 
 def datagram_times(events: pd.DataFrame, lengths: np.ndarray) -> np.ndarray:

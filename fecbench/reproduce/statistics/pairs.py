@@ -47,6 +47,12 @@ def _column(sample: pd.DataFrame, name: str) -> np.ndarray:
     return sample[name].to_numpy(float) if len(sample) else np.array([])
 
 
+def _median_sequence(values: np.ndarray, alpha: float) -> sq.Sequence:
+    """The confidence sequence of the median of per-pair values in look order (NaN: both sides timed out, left
+    out)."""
+    return sq.quantile(values[~np.isnan(values)], 0.5, alpha)
+
+
 class PairStatistic(ClaimStatistic):
     """A statistic over pairs: ``value`` over the last axis of (resampled) pairs."""
 
@@ -153,8 +159,7 @@ class MedianPairRatio(PairStatistic):
         return np.median(ratio, axis=-1)
 
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
-        ratio = _column(ordered(sample), "ratio")
-        return sq.quantile(ratio[~np.isnan(ratio)], 0.5, alpha)
+        return _median_sequence(_column(ordered(sample), "ratio"), alpha)
 
     def figure_line(self, params: dict) -> float | None:
         return params.get("ratio_threshold", 1.0)
@@ -170,8 +175,7 @@ class RatioOfMedians(PairStatistic):
         return divide(np.median(value, axis=-1), np.median(base, axis=-1))
 
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
-        ratio = _column(ordered(sample), "ratio")
-        return sq.quantile(ratio[~np.isnan(ratio)], 0.5, alpha)
+        return _median_sequence(_column(ordered(sample), "ratio"), alpha)
 
 
 class DifferenceOfMedians(PairStatistic):
@@ -187,5 +191,5 @@ class DifferenceOfMedians(PairStatistic):
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
         sample = ordered(sample)
         with np.errstate(invalid="ignore"):
-            difference = _column(sample, "value") - _column(sample, "base")  # both sides timed out: NaN, left out
-        return sq.quantile(difference[~np.isnan(difference)], 0.5, alpha)
+            difference = _column(sample, "value") - _column(sample, "base")  # both sides timed out: NaN
+        return _median_sequence(difference, alpha)

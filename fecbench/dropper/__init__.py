@@ -9,16 +9,16 @@ The loss models are registered in fecbench.dropper.models (one module each).
 
 from fecbench.dropper.dropper import Dropper, Filter
 from fecbench.dropper.models import (
-           MODELS,
-           GilbertElliott,
-           LossModel,
-           NoLoss,
-           Trace,
-           Uniform,
-           burst_lengths,
-           ge_from_loss_burst,
-           model_class,
-           reference_verdicts,
+    MODELS,
+    GilbertElliott,
+    LossModel,
+    NoLoss,
+    Trace,
+    Uniform,
+    burst_lengths,
+    ge_from_loss_burst,
+    model_class,
+    reference_verdicts,
 )
 
 __all__ = ["Dropper", "Filter", "LossModel", "MODELS", "NoLoss", "Uniform", "GilbertElliott", "Trace", "model_class",

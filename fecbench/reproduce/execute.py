@@ -143,18 +143,11 @@ def calibrate_jobs(campaign: Campaign, target: Target, runs: list[Run], link_bac
                    pilot_runs: int = 8, recalibrate: bool = False) -> dict[str, Any]:
     """``--jobs auto``: the calibration ``runners.executors.calibrations`` makes (or reuses) on this campaign's
     design, its serial pilot drawn from ``runs`` (those the budget chose) and recorded as results."""
-    from fecbench.runners.executors.calibrate import RecordedSerialPilot
-    from fecbench.runners.executors.calibrations import auto_jobs, choice_text, row_text
+    from fecbench.runners.executors.calibrations import for_campaign
 
-    prepared = campaign.prepared
-    todo = runs_to_do(prepared, target.db, set(), only=runs)
-    console.print(f"--jobs auto: calibrating on {prepared.design.name} (its serial pilot's runs are kept)")
-    serial = RecordedSerialPilot(prepared, target.db, link_backend, console)
-    calibration = auto_jobs(prepared, link_backend, runs=todo, pilot_runs=pilot_runs, recalibrate=recalibrate,
-                            serial_pilot=serial, report=lambda row: console.print(row_text(row)))
-    serial.record(calibration)
-    console.print(choice_text(calibration))
-    return calibration
+    todo = runs_to_do(campaign.prepared, target.db, set(), only=runs)
+    return for_campaign(campaign.prepared, target.db, link_backend, console, runs=todo, pilot_runs=pilot_runs,
+                        recalibrate=recalibrate)
 
 
 def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machines: Machines, deadline: float | None,

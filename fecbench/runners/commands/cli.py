@@ -117,7 +117,10 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         if jobs_count is None and not todo:
             jobs_count = 1
         if jobs_count is None:
-            calibration = _calibrate_jobs(prepared, db_path, link_backend, jobs_pilot, todo, recalibrate)
+            from fecbench.runners.executors.calibrations import for_campaign
+
+            calibration = for_campaign(prepared, db_path, link_backend, console, runs=todo, pilot_runs=jobs_pilot,
+                                       recalibrate=recalibrate)
             jobs_count = calibration["chosen"]
             kept = set(calibration["recorded"])     # the serial pilot's runs are results already
             todo = [run for run in todo if run.key not in kept]
@@ -385,21 +388,6 @@ def _print_bench(figures: dict[str, Any]) -> None:
             f"{best['projected_h']} h (95 %: {best['range_h'][0]}–{best['range_h'][1]} h) with {best['jobs']} "
             f"network(s), the largest N that keeps both bounds (serial {best['serial_h']} h)" if best else
             "no N kept both bounds"))
-
-
-def _calibrate_jobs(prepared: Prepared, db_path: Path, link_backend: str | None, pilot_runs: int, todo: list[Run],
-                    recalibrate: bool) -> dict[str, Any]:
-    """--jobs auto (executors.calibrations): the serial pilots are drawn from the runs to do and recorded."""
-    from fecbench.runners.executors.calibrate import RecordedSerialPilot
-    from fecbench.runners.executors.calibrations import auto_jobs, choice_text, row_text
-
-    console.print("--jobs auto: the serial pilot's runs are kept as results of the campaign")
-    serial = RecordedSerialPilot(prepared, db_path, link_backend, console)
-    calibration = auto_jobs(prepared, link_backend, runs=todo, pilot_runs=pilot_runs, recalibrate=recalibrate,
-                            serial_pilot=serial, report=lambda row: console.print(row_text(row)))
-    serial.record(calibration)
-    console.print(choice_text(calibration))
-    return calibration
 
 
 def register(app: typer.Typer) -> None:

@@ -34,6 +34,8 @@ from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.testbed import MininetTestbed
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from fecbench.runners.executors.calibrate import SerialPilot
 
 MAX_AGE_H = 7 * 24
@@ -65,10 +67,8 @@ def workload_class(prepared: Prepared, link_backend: str | None) -> dict[str, An
 def _entries(path: Path) -> list[dict[str, Any]]:
     try:
         entries = json.loads(path.read_text())
-    except FileNotFoundError:
+    except (OSError, ValueError):   # none yet, or unreadable: a full calibration follows and writes a new file
         return []
-    except (OSError, ValueError):
-        return []            # unreadable: a full calibration follows and writes a new file
     return entries if isinstance(entries, list) else []
 
 
@@ -101,7 +101,7 @@ def keep(prepared: Prepared, link_backend: str | None, calibration: dict[str, An
 def confirm(prepared: Prepared, link_backend: str | None, jobs: int, runs: list[Run] | None,
             serial_pilot: SerialPilot, factory: TestbedFactory = MininetTestbed) -> tuple[list[str], list[dict]]:
     """The short paired pilot: CONFIRM_RUNS runs serially and on `jobs` networks; its keys and two rows."""
-    metric, epsilon = full.outcome_metric(prepared)
+    epsilon = full.outcome_metric(prepared)[1]
     pilot, fillers = full.pilot_of(prepared, CONFIRM_RUNS, runs)
     serial = serial_pilot(pilot)
     loaded = full.execute(prepared, pilot, fillers, jobs, link_backend, factory)
@@ -135,12 +135,28 @@ def auto_jobs(prepared: Prepared, link_backend: str | None, *, runs: list[Run] |
         if confirmation[-1]["keeps_results"]:
             return {**base, "chosen": found["chosen"], "pilot": confirmed, "rows": confirmation,
                     "confirmation": confirmation, "recorded": confirmed if recorded else []}
-        runs = [run for run in (runs if runs is not None else prepared.runs) if run.key not in set(confirmed)]
+        done = set(confirmed)
+        runs = [run for run in (runs if runs is not None else prepared.runs) if run.key not in done]
     calibration = full.calibrate(prepared, link_backend, factory=factory, pilot_runs=pilot_runs, report=report,
                                  runs=runs, serial_pilot=serial_pilot)
     keep(prepared, link_backend, calibration, now)
     pilots = [*confirmed, *calibration["pilot"]]
     return {**calibration, "reused": None, "confirmation": confirmation, "recorded": pilots if recorded else []}
+
+
+def for_campaign(prepared: Prepared, db_path: Path, link_backend: str | None, console: Console, *, runs: list[Run],
+                 pilot_runs: int, recalibrate: bool) -> dict[str, Any]:
+    """`--jobs auto` for a campaign (`fecbench run`, `fecbench reproduce`): `auto_jobs` with its serial pilots
+    drawn from `runs` and recorded in the campaign's database, each measurement said on the console, and the
+    result recorded with the campaign."""
+    console.print(f"--jobs auto: calibrating on {prepared.design.name} (the serial pilot's runs are kept as "
+                  "results of the campaign)")
+    serial = full.RecordedSerialPilot(prepared, db_path, link_backend, console)
+    calibration = auto_jobs(prepared, link_backend, runs=runs, serial_pilot=serial, pilot_runs=pilot_runs,
+                            recalibrate=recalibrate, report=lambda row: console.print(row_text(row)))
+    serial.record(calibration)
+    console.print(choice_text(calibration))
+    return calibration
 
 
 def row_text(row: dict[str, Any]) -> str:

@@ -39,6 +39,11 @@ def test_jobs_with_dask_is_refused() -> None:
     assert out.returncode == 2 and "choose one" in out.stderr
 
 
+def test_recalibrate_without_jobs_auto_is_refused() -> None:
+    out = fecbench("run", "designs/smoke.toml", "--jobs", "2", "--recalibrate", "--dry-run")
+    assert out.returncode == 2 and "--recalibrate goes with --jobs auto" in out.stderr
+
+
 def test_every_run_once_on_three_networks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path / "state")
     design = fake_design(tmp_path / "j.toml", {"ok": {}, "fail": {"behave": "fail"}, "slow": {"behave": "slow"}},

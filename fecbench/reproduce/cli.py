@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -12,10 +11,6 @@ from rich.table import Table
 
 from fecbench.errors import UserError
 from fecbench.runners.commands import options
-
-if TYPE_CHECKING:
-    from fecbench.reproduce.execute import Machines
-    from fecbench.runners.executors.dask_security import TlsFiles
 
 console = Console()
 VERDICT_STYLE = {"holds": "green", "fails": "red", "at the threshold": "blue", "inconclusive": "yellow",
@@ -62,10 +57,13 @@ def reproduce(
     if full and budget is not None:
         raise UserError("--budget and --full: choose one")
     seconds = None if full else plan.parse_budget(budget or "30m")
-    from fecbench.runners.executors.dask_security import TlsFiles
+    from fecbench.reproduce.execute import Machines
 
-    machines = _machines(jobs, recalibrate, dask, TlsFiles(tls_ca_file, tls_cert, tls_key), insecure, dashboard,
-                         link_backend)
+    count, security = options.machine_options(
+        link_backend=link_backend, jobs=jobs, recalibrate=recalibrate, dask=dask, tls_ca_file=tls_ca_file,
+        tls_cert=tls_cert, tls_key=tls_key, insecure=insecure, dashboard=dashboard, console=console)
+    machines = Machines(jobs=count, link_backend=link_backend, dask=dask, security=security, dashboard=dashboard,
+                        recalibrate=recalibrate)
     from fecbench.paths import check_output_dir
 
     root = check_output_dir(results or profiles.DEFAULT_ROOT, "--results")
@@ -83,28 +81,6 @@ def reproduce(
     outcome = session.reproduce(loaded, names, budget=seconds, full=full, machines=machines, root=root,
                                 console=console, run=not no_run, started=started)
     _print_verdicts(outcome)
-
-
-def _machines(jobs: str | None, recalibrate: bool, dask: str | None, tls: TlsFiles, insecure: bool, dashboard: bool,
-              link_backend: str | None) -> Machines:
-    """Where the runs run, from the options (each checked as `fecbench run` checks it)."""
-    from fecbench.reproduce.execute import Machines
-    from fecbench.runners.executors.jobs import parse_jobs
-
-    if link_backend not in (None, "netem", "delayline"):
-        raise UserError(f"--link-backend: unknown backend {link_backend!r} (allowed: netem, delayline)")
-    if jobs is not None and dask is not None:
-        raise UserError("--jobs and --dask: choose one (--dask local:N also runs N networks here)")
-    count = parse_jobs(jobs or "1", allow_auto=True)
-    if recalibrate and count is not None:
-        raise UserError("--recalibrate goes with --jobs auto")
-    security = None
-    if dask is not None or insecure or dashboard or tls.given():
-        from fecbench.runners.executors.distributed import dask_options
-
-        security = dask_options(dask, insecure, dashboard, tls, console)
-    return Machines(jobs=count, link_backend=link_backend, dask=dask, security=security, dashboard=dashboard,
-                    recalibrate=recalibrate)
 
 
 def _list(pack_mod) -> None:

@@ -67,22 +67,10 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     from fecbench.runners.experiment.checks import validate
     from fecbench.runners.run.recorder import read_statuses
 
-    if link_backend not in (None, "netem", "delayline"):
-        raise UserError(f"--link-backend: unknown backend {link_backend!r} (allowed: netem, delayline)")
     retry_set = parse_retry(retry)
-    jobs_count: int | None = 1
-    if jobs is not None:
-        from fecbench.runners.executors.jobs import parse_jobs
-
-        jobs_count = parse_jobs(jobs, allow_auto=True)
-        if dask is not None:
-            raise UserError("--jobs and --dask: choose one (--dask local:N also runs N networks here)")
-    security = None
-    if dask is not None or insecure or dashboard or tls_ca_file or tls_cert or tls_key:
-        from fecbench.runners.executors.dask_security import TlsFiles
-        from fecbench.runners.executors.distributed import dask_options
-
-        security = dask_options(dask, insecure, dashboard, TlsFiles(tls_ca_file, tls_cert, tls_key), console)
+    jobs_count, security = options.machine_options(
+        link_backend=link_backend, jobs=jobs, recalibrate=recalibrate, dask=dask, tls_ca_file=tls_ca_file,
+        tls_cert=tls_cert, tls_key=tls_key, insecure=insecure, dashboard=dashboard, console=console)
     prepared = validate(design, accept_short_timeout=accept_short_timeout, dry_run=dry_run)
     if capture is not None:
         from fecbench.runners.experiment.capture import parse_option

@@ -111,7 +111,7 @@ class Machines:
 
     def settle(self, campaign: Campaign, target: Target, runs: list[Run], console: Any) -> None:
         """``--jobs auto`` is calibrated once, on the first campaign that runs."""
-        if self.dask is None and self.jobs is None:
+        if self.jobs is None:
             self.calibration = calibrate_jobs(campaign, target, runs, self.link_backend, console,
                                               recalibrate=self.recalibrate)
             self.jobs = int(self.calibration["chosen"])

@@ -128,7 +128,7 @@ def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadl
         selection, idle = allocate.next_batch(pack.claims, campaigns, verdicts, capacity)
         if not any(selection.runs.values()):
             break
-        if machines.dask is None and machines.jobs is None:
+        if machines.jobs is None:   # --jobs auto, not calibrated yet (with --dask, jobs is 1)
             # --jobs auto: calibrated on this batch's runs (its serial pilot's are results), then the batch is
             # planned again for the networks chosen.
             first = next(key for key, runs in selection.runs.items() if runs)

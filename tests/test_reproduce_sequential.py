@@ -171,13 +171,23 @@ def test_the_claim_nearest_its_verdict_goes_first(smoke) -> None:
     assert selection.claim_units.get("share-below", 0) == 0
 
 
-def test_a_claim_with_nothing_measured_gets_its_first_block_before_the_others_continue(smoke) -> None:
+@pytest.mark.parametrize("other, first", [((40, 0.75, 0.3, 1.0), "median-point-ratio"),   # far: ~38 units
+                                          ((12, 0.6, 0.45, 0.9), "share-below")])         # near: 1 unit
+def test_a_claim_with_nothing_measured_competes_by_its_first_blocks_cost(smoke, other, first) -> None:
+    """A fresh claim needs its first block (9 units here): it goes before a claim far from its verdict,
+    and after one a unit away, which takes the whole small batch."""
     pack, campaigns = smoke
     campaigns = {("defaults", "smoke"): campaigns["defaults"]}
     claims = [c for c in pack.claims if c.id in ("share-below", "median-point-ratio")]
-    verdicts = [_verdict(claims[0], "defaults", "inconclusive", 12, 0.6, 0.45, 0.9),   # near its verdict
+    verdicts = [_verdict(claims[0], "defaults", "inconclusive", *other),
                 ev.Verdict(claims[1], "defaults", "inconclusive", None, "no runs yet")]
     campaign = campaigns[("defaults", "smoke")]
     one = max(campaign.seconds(r) for r in campaign.prepared.runs)
-    selection, _ = allocate.next_batch(claims, campaigns, verdicts, capacity=9 * 2 * one)
-    assert selection.claim_units.get("median-point-ratio", 0) >= 9   # min_seeds 3 × 3 points, first
+    fresh_block = 9 * 2 * one   # min_seeds 3 × 3 points, both labels
+    selection, _ = allocate.next_batch(claims, campaigns, verdicts,
+                                       capacity=fresh_block if first == "median-point-ratio" else 3 * 2 * one)
+    if first == "median-point-ratio":
+        assert selection.claim_units.get("median-point-ratio", 0) >= 9
+    else:
+        assert selection.claim_units.get("share-below", 0) >= 3
+        assert selection.claim_units.get("median-point-ratio", 0) == 0

@@ -87,6 +87,15 @@ def test_a_claim_near_its_verdict_needs_fewer_runs() -> None:
     assert 0 < near < far and sq.runs_to_decide(1.0, 0.8, 1.2, 50, "<", 1.0, 0.0) == math.inf
 
 
+def test_an_approx_claim_is_as_far_from_its_verdict_as_from_the_bands_edge() -> None:
+    # networking2019's "≈ 0.75 ± 0.15" at 0.515 [0.397, 0.631]: fails once the interval leaves the band
+    # (its edge 0.6 is 0.085 away, half-width 0.117): well over 1 more observation. Measuring the distance to
+    # the threshold (0.235) had said 1, so the allocator gave it 305 pairs of a 2 h budget.
+    more = sq.runs_to_decide(0.515, 0.397, 0.631, 305, "approx", 0.75, 0.15)
+    assert more > 100
+    assert sq.runs_to_decide(0.75, 0.7, 0.8, 50, "approx", 0.75, 0.15) == 1.0   # inside the band already
+
+
 def test_points_give_a_block_per_min_seeds_seeds_in_order() -> None:
     rows = [{"group": f"{p}|1", "value": 100.0 * (0.5 if p % 2 else 2.0), "base": 100.0, "ratio": 0.5,
              "factor": float(p), "order": f"2026-01-01T00:{rep:02d}:{p:02d}"} for p in range(4) for rep in range(7)]

@@ -241,7 +241,10 @@ def runs_to_decide(value: float, low: float, high: float, n: int, compare: str, 
         return float(max(n, 3))
     half = (high - low) / 2
     distance = abs(value - threshold)
-    gap = max(distance, tolerance - distance, distance - tolerance) if tolerance > 0 else distance
+    if compare == "approx":   # its only boundaries are the band's edges (the threshold itself decides nothing)
+        gap = abs(distance - tolerance)
+    else:
+        gap = max(distance, tolerance - distance) if tolerance > 0 else distance
     if gap <= 0 or half <= 0:
         return math.inf
     return max(1.0, n * ((half / gap) ** 2 - 1))

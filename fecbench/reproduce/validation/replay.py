@@ -45,6 +45,7 @@ class World:
     swap: tuple[str, str] | None = None
     effect: dict[str, float] = field(default_factory=dict)
     metrics: tuple[str, ...] = ("dct_ms",)
+    db: Path | None = None    # where it was recorded: claims on loss classes read them from it
 
     def __post_init__(self) -> None:
         kept = self.frame[self.frame["status"].isin(["ok", "timeout", "failed"])]
@@ -149,7 +150,8 @@ def _judge(pack: Pack, profile: str, campaigns: dict, worlds: dict[str, World], 
     for alias, rows in frames.items():
         frame = pd.DataFrame(rows) if rows else worlds[alias].frame.iloc[0:0]
         frame.attrs.update(worlds[alias].frame.attrs)
-        data[alias] = ev.Data.of(frame, Path("/nonexistent"))
+        # loss classes are read from the recording only when a claim asks (a world built in memory has none)
+        data[alias] = ev.Data.of(frame, worlds[alias].db or Path("/nonexistent"))
     for claim in pack.claims:
         if claim.needs or claim.design not in data:
             out.append(ev.Verdict(claim, profile, ev.NOT_RUNNABLE, None, claim.needs or "no recorded runs"))
@@ -162,7 +164,7 @@ def load_world(db: Path, rng: np.random.Generator, **kw) -> World:
     frame = results.load(db)
     if frame.empty:
         raise ValueError(f"{db}: no runs recorded")
-    return World(frame, rng, **kw)
+    return World(frame, rng, db=db, **kw)
 
 
 def decided_at(looks: list[Look], times: list[float]) -> list[int]:

@@ -180,11 +180,9 @@ def test_the_claim_nearest_its_verdict_goes_first(smoke) -> None:
     assert selection.claim_units.get("share-below", 0) == 0
 
 
-@pytest.mark.parametrize("other, first", [((40, 0.75, 0.3, 1.0), "median-point-ratio"),   # far: ~38 units
-                                          ((12, 0.6, 0.45, 0.9), "share-below")])         # near: 1 unit
-def test_a_claim_with_nothing_measured_competes_by_its_first_blocks_cost(smoke, other, first) -> None:
-    """A fresh claim needs its first block (9 units here): it goes before a claim far from its verdict,
-    and after one a unit away, which takes the whole small batch."""
+def _beside_a_fresh_claim(smoke, other: tuple, blocks: int) -> dict[str, int]:
+    """Units a batch of ``blocks`` runs of both labels gives "share-below" (measured: ``other``) and
+    "median-point-ratio" (nothing measured: its first block is min_seeds 3 × 3 points, 9 units)."""
     pack, campaigns = smoke
     campaigns = {("defaults", "smoke"): campaigns["defaults"]}
     claims = [c for c in pack.claims if c.id in ("share-below", "median-point-ratio")]
@@ -192,11 +190,16 @@ def test_a_claim_with_nothing_measured_competes_by_its_first_blocks_cost(smoke, 
                 ev.Verdict(claims[1], "defaults", "inconclusive", None, "no runs yet")]
     campaign = campaigns[("defaults", "smoke")]
     one = max(campaign.seconds(r) for r in campaign.prepared.runs)
-    fresh_block = 9 * 2 * one   # min_seeds 3 × 3 points, both labels
-    selection, _ = allocate.next_batch(claims, campaigns, verdicts,
-                                       capacity=fresh_block if first == "median-point-ratio" else 3 * 2 * one)
-    if first == "median-point-ratio":
-        assert selection.claim_units.get("median-point-ratio", 0) >= 9
-    else:
-        assert selection.claim_units.get("share-below", 0) >= 3
-        assert selection.claim_units.get("median-point-ratio", 0) == 0
+    selection, _ = allocate.next_batch(claims, campaigns, verdicts, capacity=blocks * 2 * one)
+    return selection.claim_units
+
+
+def test_a_claim_with_nothing_measured_goes_before_a_claim_far_from_its_verdict(smoke) -> None:
+    units = _beside_a_fresh_claim(smoke, (40, 0.75, 0.3, 1.0), blocks=9)      # far: ~38 units
+    assert units.get("median-point-ratio", 0) >= 9
+
+
+def test_a_claim_with_nothing_measured_waits_behind_a_claim_a_unit_from_its_verdict(smoke) -> None:
+    units = _beside_a_fresh_claim(smoke, (12, 0.6, 0.45, 0.9), blocks=3)      # near: 1 unit
+    assert units.get("share-below", 0) >= 3
+    assert units.get("median-point-ratio", 0) == 0

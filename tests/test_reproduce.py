@@ -278,6 +278,26 @@ def test_claims_on_a_database(tmp_path: Path) -> None:
     assert nothing.verdict == "inconclusive" and "no runs" in nothing.reason
 
 
+def test_claims_judged_together_read_their_own_samples(tmp_path: Path) -> None:
+    """Claims judged on one campaign share a sample only when it is the same: each differs from the first
+    in one thing the sample depends on, and gets the verdict it gets when judged alone."""
+    db = make_download_db(tmp_path / "d.sqlite", points=12, repetitions=4)
+    first = _claim(where={"size": [1000]})
+    others = [_claim(where={"size": [1_000_000]}), _claim(label="quic-fec-rlc", where={"size": [1000]}),
+              _claim(metric="handshake_ms", where={"size": [1000]}),
+              _claim(statistic="quantile_ratio", params={"min_seeds": 3, "loss_direction": "any", "q": 0.5},
+                     where={"size": [1000]}, threshold=1.0),
+              _claim(statistic="trend", params={"min_seeds": 3, "loss_direction": "any", "factor": "bw",
+                                                "per_point": "ratio"}, where={"size": [1000]}, threshold=0.0)]
+    shared = ev.Data(db)
+    ev.evaluate_claim(first, "p", shared, seed=1)
+    for claim in others:
+        together = ev.evaluate_claim(claim, "p", shared, seed=1)
+        alone = ev.evaluate_claim(claim, "p", ev.Data(db), seed=1)
+        assert (together.verdict, together.reason, together.sequence) == (alone.verdict, alone.reason, alone.sequence)
+    assert len(shared.samples) == 1 + len(others)
+
+
 # --- plan: units, selection, budget ------------------------------------------------------------------------------
 
 @pytest.fixture()

@@ -98,12 +98,13 @@ class Data:
         self.db = db
         self.frame = results.load(db) if db.is_file() else pd.DataFrame()
         self._classified: pd.DataFrame | None = None
+        self.samples: dict[tuple, tuple[pd.DataFrame | st.Runs | None, str]] = {}
 
     @classmethod
     def of(cls, frame: pd.DataFrame, db: Path) -> Data:
         """A campaign's frame given as it is (a replay's runs; loss classes still read from ``db``)."""
         data = cls.__new__(cls)
-        data.db, data.frame, data._classified = db, frame, None
+        data.db, data.frame, data._classified, data.samples = db, frame, None, {}
         return data
 
     def classified(self) -> pd.DataFrame:
@@ -146,19 +147,33 @@ def evaluate_claim(claim: Claim, profile: str, data: Data, seed: int, *, alpha: 
     stat = claim.stat
     if stat.reads == st.FLOWS:
         return _flows(claim, profile, data, seed, alpha)
-    frame = data.classified() if _uses_classes(claim) else data.frame
-    frame = _filter_runs(claim, frame)
-    if frame.empty or not {claim.label, claim.baseline} <= set(frame["label"]):
+    key = _sample_key(claim)
+    if key not in data.samples:     # claims on the same runs share their sample (a replay judges every look)
+        data.samples[key] = _sample(claim, data)
+    sample, reason = data.samples[key]
+    if sample is None:
         return Verdict(claim, profile, "inconclusive", None, "no runs of the claim's labels yet", alpha=alpha)
-    if stat.reads == st.RUNS:
-        sample: pd.DataFrame | st.Runs = st.Runs(*(_run_values(frame[frame["label"] == name], claim.metric)
-                                                   for name in (claim.label, claim.baseline)))
-        reason = ""
-    else:
-        sample, reason = _pair_sample(claim, frame, data)
     estimate = _bootstrap(lambda n: stat.estimate(sample, claim.params, seed=seed, n_boot=n), n_boot)
     sequence = stat.sequence(sample, claim.params, alpha)
     return _judge(claim, profile, estimate, sequence, reason, alpha)
+
+
+def _sample_key(claim: Claim) -> tuple:
+    """What a claim's sample depends on: claims with the same key read the same sample."""
+    where = tuple(sorted((k, repr(v)) for k, v in claim.where.items()))
+    return (claim.stat.reads, claim.label, claim.baseline, claim.metric, where,
+            claim.params.get("loss_direction"), claim.params.get("factor"))
+
+
+def _sample(claim: Claim, data: Data) -> tuple[pd.DataFrame | st.Runs | None, str]:
+    """The claim's sample (pairs, or each label's runs) and what was excluded; None without runs of both labels."""
+    frame = _filter_runs(claim, data.classified() if _uses_classes(claim) else data.frame)
+    if frame.empty or not {claim.label, claim.baseline} <= set(frame["label"]):
+        return None, ""
+    if claim.stat.reads == st.RUNS:
+        return st.Runs(*(_run_values(frame[frame["label"] == name], claim.metric)
+                         for name in (claim.label, claim.baseline))), ""
+    return _pair_sample(claim, frame, data)
 
 
 def _bootstrap(compute, n_boot: int) -> st.Estimate:

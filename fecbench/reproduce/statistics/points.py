@@ -67,17 +67,23 @@ def point_blocks(sample: pd.DataFrame, min_seeds: int, per_point: str = "ratio")
     """One row per block of ``min_seeds`` seeds of a point (in the order they came): its value, the
     factor, and when it was complete (the last of its pairs)."""
     rows = []
-    for _, group in ordered(sample).groupby("group", sort=False):
-        for start in range(0, len(group) - min_seeds + 1, min_seeds):
-            block = group.iloc[start:start + min_seeds]
-            top, bottom = np.median(block["value"].to_numpy(float)), np.median(block["base"].to_numpy(float))
+    sample = ordered(sample)
+    values, bases = sample["value"].to_numpy(float), sample["base"].to_numpy(float)
+    factors = sample["factor"].to_numpy(float) if "factor" in sample else None
+    orders = sample["order"].to_numpy(object) if "order" in sample else None
+    by_group: dict[str, list[int]] = {}     # each group's rows, groups in the order they first came
+    for row, group in enumerate(sample["group"].tolist()):
+        by_group.setdefault(group, []).append(row)
+    for members in by_group.values():
+        for start in range(0, len(members) - min_seeds + 1, min_seeds):
+            block = members[start:start + min_seeds]
+            top, bottom = float(np.median(values[block])), float(np.median(bases[block]))
             if per_point == "difference":
                 value = top - bottom if not (math.isinf(top) and math.isinf(bottom)) else math.nan
             else:
                 value = math.nan if bottom == 0 or (math.isinf(top) and math.isinf(bottom)) else top / bottom
-            rows.append({"value": value, "factor": float(block["factor"].iloc[0]) if "factor" in block else math.nan,
-                         "order": block["order"].iloc[-1] if "order" in block else None,
-                         "position": len(rows)})
+            rows.append({"value": value, "factor": float(factors[block[0]]) if factors is not None else math.nan,
+                         "order": orders[block[-1]] if orders is not None else None, "position": len(rows)})
     if not rows:
         return pd.DataFrame(columns=["value", "factor", "order", "position"])
     blocks = pd.DataFrame(rows)

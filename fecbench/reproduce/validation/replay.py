@@ -51,6 +51,7 @@ class World:
         kept = self.frame[self.frame["status"].isin(["ok", "timeout", "failed"])]
         self.rows = {(int(r.point), int(r.repetition), None if pd.isna(r.size) else int(r.size), str(r.label)): i
                      for i, r in zip(kept.index, kept.itertuples(), strict=True)}
+        self.records = kept.to_dict("index")     # each row as answered (a replay asks thousands)
         reps: dict[int, set[int]] = {}
         for point, rep, _, _ in self.rows:
             reps.setdefault(point, set()).add(rep)
@@ -73,7 +74,7 @@ class World:
         index = self.rows.get((run.point, rep, run.size, label))
         if index is None:
             return None
-        row = self.frame.loc[index].to_dict()
+        row = dict(self.records[index])
         row.update(key=run.key, label=run.label, repetition=run.repetition, started_at=f"{order:012d}")
         for metric in self.metrics:
             if metric in row and run.label in self.effect and row[metric] is not None:

@@ -96,6 +96,22 @@ def test_an_approx_claim_is_as_far_from_its_verdict_as_from_the_bands_edge() -> 
     assert sq.runs_to_decide(0.75, 0.7, 0.8, 50, "approx", 0.75, 0.15) == 1.0   # inside the band already
 
 
+@pytest.mark.parametrize("compare", ["<", ">", "approx"])
+@pytest.mark.parametrize("tolerance", [0.0, 0.05, 0.15])
+def test_the_allocations_distance_to_a_verdict_is_the_verdict_rules(compare: str, tolerance: float) -> None:
+    """Just inside the decisive half-width the rule gives a verdict, just outside it does not: the distance
+    runs-to-decide uses is the one ``decide`` has, for every comparison, band and side."""
+    if compare == "approx" and tolerance == 0:
+        return
+    for value in np.linspace(0.5, 1.5, 101) + 0.0013:   # off the edges (a value on one decides nothing)
+        width = sq.decisive_half_width(float(value), compare, 1.0, tolerance)
+        if width == 0:
+            continue
+        inside, outside = width * (1 - 1e-6), width * (1 + 1e-6)
+        assert sq.decide(value - inside, value + inside, compare, 1.0, tolerance) != "inconclusive", value
+        assert sq.decide(value - outside, value + outside, compare, 1.0, tolerance) == "inconclusive", value
+
+
 def test_points_give_a_block_per_min_seeds_seeds_in_order() -> None:
     rows = [{"group": f"{p}|1", "value": 100.0 * (0.5 if p % 2 else 2.0), "base": 100.0, "ratio": 0.5,
              "factor": float(p), "order": f"2026-01-01T00:{rep:02d}:{p:02d}"} for p in range(4) for rep in range(7)]

@@ -3,7 +3,7 @@
 A claim decided in every profile (holds, fails, at the threshold; not runnable; no sequential test)
 takes no more runs; its runs still count for claims that share them. For each undecided claim, the
 observations it may still need (``sequential.runs_to_decide``: its interval's half-width against the
-distance to the nearest decision boundary, shrinking as 1/√n) become units (a pair statistic: one
+widest one the verdict rule decides, shrinking as 1/√n) become units (a pair statistic: one
 unit per observation; over points: a block of ``min_seeds`` seeds per observation, two blocks for a
 trend's pair), and each unit costs the measured duration model's seconds (``plan.Campaign.seconds``,
 every profile, both labels). The batch is filled greedily: always the next unit of the claim with the

@@ -229,22 +229,31 @@ def decide(low: float, high: float, compare: str, threshold: float, tolerance: f
     return "inconclusive"
 
 
+def decisive_half_width(value: float, compare: str, threshold: float, tolerance: float) -> float:
+    """The widest half-width of an interval around ``value`` that ``decide`` gives a verdict (0: none).
+
+    Asked of ``decide`` itself, so the allocation's distances cannot drift from the verdict rule: the
+    verdicts' boundaries are the threshold and the band's edges, and the widest such interval reaches
+    (just short of) one of them."""
+    edges = {threshold, threshold - tolerance, threshold + tolerance}
+    for width in sorted({abs(value - edge) for edge in edges} - {0.0}, reverse=True):
+        half = width * (1 - 1e-9)
+        if decide(value - half, value + half, compare, threshold, tolerance) != "inconclusive":
+            return width
+    return 0.0
+
+
 def runs_to_decide(value: float, low: float, high: float, n: int, compare: str, threshold: float,
                    tolerance: float) -> float:
     """Observations a claim may still need: the interval's half-width shrinks about as 1/√n, and a
-    verdict needs it below the distance from the value to the nearest decision boundary (the
-    threshold, or the band's edges). As many again as it has while a side is still unbounded; inf
-    when nothing is known yet or the value sits on a boundary."""
+    verdict needs it below ``decisive_half_width``. As many again as it has while a side is still
+    unbounded; inf when nothing is known yet or the value sits on a boundary."""
     if n == 0 or any(math.isnan(v) for v in (value, low, high)) or math.isinf(value):
         return math.inf
     if math.isinf(low) or math.isinf(high):
         return float(max(n, 3))
     half = (high - low) / 2
-    distance = abs(value - threshold)
-    if compare == "approx":   # its only boundaries are the band's edges (the threshold itself decides nothing)
-        gap = abs(distance - tolerance)
-    else:
-        gap = max(distance, tolerance - distance) if tolerance > 0 else distance
+    gap = decisive_half_width(value, compare, threshold, tolerance)
     if gap <= 0 or half <= 0:
         return math.inf
     return max(1.0, n * ((half / gap) ** 2 - 1))

@@ -86,3 +86,24 @@ def test_the_old_and_the_new_allocator_replay_the_same_recorded_runs(tmp_path: P
         final = {v.claim.id: v.verdict for v in looks[-1].verdicts}
         assert replay.false_verdicts(looks[-1].verdicts) == [] and final["ratio-about-1"] == "holds", allocator
     assert len(campaign.prepared.runs) == len(rows)                    # replays work on copies of the campaign
+
+
+def test_a_replay_reads_loss_classes_and_flows_of_the_runs_it_drew_only() -> None:
+    """Per-run tables of the recording (loss classes, competing flows) follow the runs a replay drew, under
+    the replay's keys: nothing else of the recording counts (it read the whole recording from the first look)."""
+    recorded = _recorded(points=2, reps=2)
+    world = replay.World(recorded, np.random.default_rng(1))
+    world._classes = pd.DataFrame({"run_key": recorded["key"], "class_any": ["loss"] * len(recorded)})
+    world._flows = pd.DataFrame({"run_key": list(recorded["key"]) * 2, "role": ["foreground"] * len(recorded)
+                                 + ["competing"] * len(recorded), "label": list(recorded["label"]) * 2,
+                                 "dct_ms": list(recorded["dct_ms"]) * 2})
+    drawn = [world.answer(_Run(1, rep, label), order) for order, (rep, label) in
+             enumerate([(0, "a"), (0, "b"), (7, "a")])]        # repetition 7 draws a recorded one
+    data = ev.Data.replayed(pd.DataFrame(drawn), world)
+    classified = data.classified()
+    assert sorted(classified["key"]) == ["va", "va", "vb"] and set(classified["class_any"]) == {"loss"}
+    assert list(classified["recorded_key"])[:2] == ["1-0-a", "1-0-b"]
+    table = data.flow_table()
+    assert len(table) == 2 * 3 and set(table["run_key"]) == {"va", "vb"}
+    nothing = ev.Data.replayed(recorded.iloc[0:0], world)
+    assert nothing.classified().empty and nothing.flow_table().empty

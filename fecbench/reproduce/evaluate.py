@@ -26,6 +26,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -91,26 +92,62 @@ def _fmt(value: float) -> str:
     return f"{value:.3g}"
 
 
+class Recording(Protocol):
+    """Where a replay's runs were recorded: its per-run tables, keyed by the recorded run's ``run_key``."""
+
+    @property
+    def classes(self) -> pd.DataFrame: ...       # loss classes (``loss_position.classify_logs``)
+
+    @property
+    def flows(self) -> pd.DataFrame: ...         # the per-flow table (``flows.flows``)
+
+
 class Data:
     """The frames of one campaign database, loaded once for all its claims."""
 
     def __init__(self, db: Path) -> None:
         self.db = db
         self.frame = results.load(db) if db.is_file() else pd.DataFrame()
+        self.recording: Recording | None = None
         self._classified: pd.DataFrame | None = None
+        self._flows: pd.DataFrame | None = None
         self.samples: dict[tuple, tuple[pd.DataFrame | st.Runs | None, str]] = {}
 
     @classmethod
-    def of(cls, frame: pd.DataFrame, db: Path) -> Data:
-        """A campaign's frame given as it is (a replay's runs; loss classes still read from ``db``)."""
+    def replayed(cls, frame: pd.DataFrame, recording: Recording) -> Data:
+        """A replay's runs (``frame``: each run's ``recorded_key`` names the recorded run it stands for): the
+        per-run tables of ``recording`` follow the runs the replay drew, under the replay's keys, and
+        nothing else of the recording is read."""
         data = cls.__new__(cls)
-        data.db, data.frame, data._classified, data.samples = db, frame, None, {}
+        data.db, data.frame, data.recording, data._classified, data._flows, data.samples = \
+            Path("/nonexistent"), frame, recording, None, None, {}
         return data
 
     def classified(self) -> pd.DataFrame:
+        """The runs with a verdict log, with their loss classes (``loss_position.classify_runs``)."""
         if self._classified is None:
-            self._classified = loss_position.classify_runs(self.db)
+            if self.recording is None:
+                self._classified = loss_position.classify_runs(self.db)
+            elif self.frame.empty:
+                self._classified = self.frame
+            else:
+                self._classified = self.frame.merge(self.recording.classes, left_on="recorded_key",
+                                                    right_on="run_key", how="inner").drop(columns="run_key")
+                self._classified.attrs.update(self.frame.attrs)
         return self._classified
+
+    def flow_table(self) -> pd.DataFrame:
+        """The per-flow table of competing-flow runs (``flows.flows``)."""
+        if self._flows is None:
+            if self.recording is None:
+                self._flows = flows.flows(self.db)
+            else:
+                table = self.recording.flows
+                drawn = self.frame[["key", "recorded_key"]] if not self.frame.empty \
+                    else pd.DataFrame(columns=["key", "recorded_key"])
+                self._flows = (table.merge(drawn, left_on="run_key", right_on="recorded_key", how="inner")
+                               .drop(columns=["run_key", "recorded_key"]).rename(columns={"key": "run_key"}))
+        return self._flows
 
 
 def claim_alpha(pack: Pack) -> float:
@@ -271,7 +308,7 @@ def _pair_sample(claim: Claim, frame: pd.DataFrame, data: Data) -> tuple[pd.Data
 
 def _flows(claim: Claim, profile: str, data: Data, seed: int, alpha: float) -> Verdict:
     """Foreground flows' DCT with one background label ÷ with another (issue #26's per-flow table)."""
-    table = flows.flows(data.db)
+    table = data.flow_table()
     missing = [c for c in FLOW_COLUMNS if c not in table]
     if missing:
         return Verdict(claim, profile, NOT_RUNNABLE, None,

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from fecbench.analysis import results
+from fecbench.analysis.studies import flows, loss_position
 from fecbench.reproduce import allocate, execute, plan, seeds
 from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce.pack import Pack
@@ -45,7 +46,7 @@ class World:
     swap: tuple[str, str] | None = None
     effect: dict[str, float] = field(default_factory=dict)
     metrics: tuple[str, ...] = ("dct_ms",)
-    db: Path | None = None    # where it was recorded: claims on loss classes read them from it
+    db: Path | None = None    # where it was recorded: claims on loss classes read them from its verdict logs
 
     def __post_init__(self) -> None:
         kept = self.frame[self.frame["status"].isin(["ok", "timeout", "failed"])]
@@ -57,6 +58,23 @@ class World:
             reps.setdefault(point, set()).add(rep)
         self.reps = {p: sorted(r) for p, r in reps.items()}
         self.drawn: dict[tuple[int, int], tuple[int, bool]] = {}
+        self._classes: pd.DataFrame | None = None
+        self._flows: pd.DataFrame | None = None
+
+    @property
+    def classes(self) -> pd.DataFrame:
+        """The recorded runs' loss classes (by ``run_key``), read once from the recording's verdict logs."""
+        if self._classes is None:
+            self._classes = loss_position.classify_logs(loss_position.verdict_logs(self.db)) if self.db \
+                else pd.DataFrame(columns=["run_key"])
+        return self._classes
+
+    @property
+    def flows(self) -> pd.DataFrame:
+        """The recording's per-flow table (competing flows), read once."""
+        if self._flows is None:
+            self._flows = flows.flows(self.db) if self.db else pd.DataFrame(columns=["run_key"])
+        return self._flows
 
     def _draw(self, point: int, rep: int) -> tuple[int, bool]:
         if (point, rep) not in self.drawn:
@@ -75,7 +93,8 @@ class World:
         if index is None:
             return None
         row = dict(self.records[index])
-        row.update(key=run.key, label=run.label, repetition=run.repetition, started_at=f"{order:012d}")
+        row.update(key=run.key, recorded_key=row["key"], label=run.label, repetition=run.repetition,
+                   started_at=f"{order:012d}")
         for metric in self.metrics:
             if metric in row and run.label in self.effect and row[metric] is not None:
                 row[metric] = row[metric] * self.effect[run.label]
@@ -151,8 +170,7 @@ def _judge(pack: Pack, profile: str, campaigns: dict, worlds: dict[str, World], 
     for alias, rows in frames.items():
         frame = pd.DataFrame(rows) if rows else worlds[alias].frame.iloc[0:0]
         frame.attrs.update(worlds[alias].frame.attrs)
-        # loss classes are read from the recording only when a claim asks (a world built in memory has none)
-        data[alias] = ev.Data.of(frame, worlds[alias].db or Path("/nonexistent"))
+        data[alias] = ev.Data.replayed(frame, worlds[alias])   # loss classes and flows: those of the runs drawn
     for claim in pack.claims:
         if claim.needs or claim.design not in data:
             out.append(ev.Verdict(claim, profile, ev.NOT_RUNNABLE, None, claim.needs or "no recorded runs"))

@@ -46,7 +46,7 @@ class World:
     swap: tuple[str, str] | None = None
     effect: dict[str, float] = field(default_factory=dict)
     metrics: tuple[str, ...] = ("dct_ms",)
-    db: Path | None = None    # where it was recorded: claims on loss classes read them from its verdict logs
+    db: Path | None = None    # where it was recorded: its verdict logs (loss classes) and per-flow table
 
     def __post_init__(self) -> None:
         kept = self.frame[self.frame["status"].isin(["ok", "timeout", "failed"])]

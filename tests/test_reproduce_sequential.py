@@ -94,6 +94,10 @@ def test_an_approx_claim_is_as_far_from_its_verdict_as_from_the_bands_edge() -> 
     more = sq.runs_to_decide(0.515, 0.397, 0.631, 305, "approx", 0.75, 0.15)
     assert more > 100
     assert sq.runs_to_decide(0.75, 0.7, 0.8, 50, "approx", 0.75, 0.15) == 1.0   # inside the band already
+    # Today's 2 h run: the same claim at 0.6 [0.293, 0.906], on the band's edge: no projection (it said
+    # 2.4e33 units, from a distance of 1e-17 that was rounding), also a rounding away from the edge.
+    for value in (0.6, 0.75 - 0.15, 0.6 + 1e-15):
+        assert sq.runs_to_decide(value, 0.293, 0.906, 20, "approx", 0.75, 0.15) == math.inf
 
 
 @pytest.mark.parametrize("compare", ["<", ">", "approx"])

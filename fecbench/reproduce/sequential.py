@@ -236,7 +236,8 @@ def decisive_half_width(value: float, compare: str, threshold: float, tolerance:
     verdicts' boundaries are the threshold and the band's edges, and the widest such interval reaches
     (just short of) one of them."""
     edges = {threshold, threshold - tolerance, threshold + tolerance}
-    for width in sorted({abs(value - edge) for edge in edges} - {0.0}, reverse=True):
+    rounding = 1e-9 * max(1.0, abs(threshold) + tolerance)    # a value this close sits on the edge
+    for width in sorted((w for w in {abs(value - edge) for edge in edges} if w > rounding), reverse=True):
         half = width * (1 - 1e-9)
         if decide(value - half, value + half, compare, threshold, tolerance) != "inconclusive":
             return width

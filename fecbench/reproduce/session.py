@@ -175,6 +175,9 @@ def _what_it_would_take(verdicts: list[ev.Verdict], campaigns: dict) -> None:
         if v.decided or v.sequence is None:
             continue
         need = allocate.projection(v.claim, [v], campaigns)
+        if need is None and v.sequence.n > 0:
+            v.reason = "; ".join(filter(None, [v.reason, "no projection of what a verdict would take: its value "
+                                               "sits on a verdict's boundary"]))
         if need is not None:
             units, seconds = need
             v.reason = "; ".join(filter(None, [v.reason, f"a verdict would take about {units:.0f} more unit(s) "

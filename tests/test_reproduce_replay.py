@@ -93,8 +93,8 @@ def test_a_replay_reads_loss_classes_and_flows_of_the_runs_it_drew_only() -> Non
     the replay's keys: nothing else of the recording counts (it read the whole recording from the first look)."""
     recorded = _recorded(points=2, reps=2)
     world = replay.World(recorded, np.random.default_rng(1))
-    world._classes = pd.DataFrame({"run_key": recorded["key"], "class_any": ["loss"] * len(recorded)})
-    world._flows = pd.DataFrame({"run_key": list(recorded["key"]) * 2, "role": ["foreground"] * len(recorded)
+    world.classes = pd.DataFrame({"run_key": recorded["key"], "class_any": ["loss"] * len(recorded)})
+    world.flows = pd.DataFrame({"run_key": list(recorded["key"]) * 2, "role": ["foreground"] * len(recorded)
                                  + ["competing"] * len(recorded), "label": list(recorded["label"]) * 2,
                                  "dct_ms": list(recorded["dct_ms"]) * 2})
     drawn = [world.answer(_Run(1, rep, label), order) for order, (rep, label) in

@@ -105,10 +105,12 @@ class Recording(Protocol):
 class Data:
     """The frames of one campaign database, loaded once for all its claims."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: Path, frame: pd.DataFrame | None = None, recording: Recording | None = None) -> None:
         self.db = db
-        self.frame = results.load(db) if db.is_file() else pd.DataFrame()
-        self.recording: Recording | None = None
+        if frame is None:
+            frame = results.load(db) if db.is_file() else pd.DataFrame()
+        self.frame = frame
+        self.recording = recording
         self._classified: pd.DataFrame | None = None
         self._flows: pd.DataFrame | None = None
         self.samples: dict[tuple, tuple[pd.DataFrame | st.Runs | None, str]] = {}
@@ -118,10 +120,7 @@ class Data:
         """A replay's runs (``frame``: each run's ``recorded_key`` names the recorded run it stands for): the
         per-run tables of ``recording`` follow the runs the replay drew, under the replay's keys, and
         nothing else of the recording is read."""
-        data = cls.__new__(cls)
-        data.db, data.frame, data.recording, data._classified, data._flows, data.samples = \
-            Path("/nonexistent"), frame, recording, None, None, {}
-        return data
+        return cls(Path("/nonexistent"), frame, recording)
 
     def classified(self) -> pd.DataFrame:
         """The runs with a verdict log, with their loss classes (``loss_position.classify_runs``)."""
@@ -131,9 +130,7 @@ class Data:
             elif self.frame.empty:
                 self._classified = self.frame
             else:
-                self._classified = self.frame.merge(self.recording.classes, left_on="recorded_key",
-                                                    right_on="run_key", how="inner").drop(columns="run_key")
-                self._classified.attrs.update(self.frame.attrs)
+                self._classified = loss_position.with_classes(self.frame, self.recording.classes, on="recorded_key")
         return self._classified
 
     def flow_table(self) -> pd.DataFrame:

@@ -132,11 +132,16 @@ def classify_logs(logs: pd.DataFrame, k: int = DEFAULT_K, min_len: int = 0) -> p
 def classify_runs(db: results.DbLike, k: int = DEFAULT_K, min_len: int = 0) -> pd.DataFrame:
     """The runs frame of ``results.load`` restricted to runs with a verdict log, with their classes
     (see ``classify_logs``); ``attrs["k"]`` and ``attrs["min_len"]`` say how they were judged."""
-    runs = results.load(db)
-    classes = classify_logs(verdict_logs(db), k, min_len)
-    out = runs.merge(classes, left_on="key", right_on="run_key", how="inner").drop(columns="run_key")
-    out.attrs.update(runs.attrs)
+    out = with_classes(results.load(db), classify_logs(verdict_logs(db), k, min_len))
     out.attrs.update(k=k, min_len=min_len)
+    return out
+
+
+def with_classes(runs: pd.DataFrame, classes: pd.DataFrame, on: str = "key") -> pd.DataFrame:
+    """``runs`` that have classes (``classify_logs``, by ``run_key``), with them; ``on``: the runs' column
+    naming the run the classes were judged on (a replay's ``recorded_key``)."""
+    out = runs.merge(classes, left_on=on, right_on="run_key", how="inner").drop(columns="run_key")
+    out.attrs.update(runs.attrs)
     return out
 
 

@@ -20,6 +20,7 @@ anytime-valid verdicts (``evaluate``), so the difference is the allocation.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,23 +59,17 @@ class World:
             reps.setdefault(point, set()).add(rep)
         self.reps = {p: sorted(r) for p, r in reps.items()}
         self.drawn: dict[tuple[int, int], tuple[int, bool]] = {}
-        self._classes: pd.DataFrame | None = None
-        self._flows: pd.DataFrame | None = None
 
-    @property
+    @functools.cached_property
     def classes(self) -> pd.DataFrame:
         """The recorded runs' loss classes (by ``run_key``), read once from the recording's verdict logs."""
-        if self._classes is None:
-            self._classes = loss_position.classify_logs(loss_position.verdict_logs(self.db)) if self.db \
-                else pd.DataFrame(columns=["run_key"])
-        return self._classes
+        return loss_position.classify_logs(loss_position.verdict_logs(self.db)) if self.db \
+            else pd.DataFrame(columns=["run_key"])
 
-    @property
+    @functools.cached_property
     def flows(self) -> pd.DataFrame:
         """The recording's per-flow table (competing flows), read once."""
-        if self._flows is None:
-            self._flows = flows.flows(self.db) if self.db else pd.DataFrame(columns=["run_key"])
-        return self._flows
+        return flows.flows(self.db) if self.db else pd.DataFrame(columns=["run_key"])
 
     def _draw(self, point: int, rep: int) -> tuple[int, bool]:
         if (point, rep) not in self.drawn:

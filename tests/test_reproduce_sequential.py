@@ -223,3 +223,13 @@ def test_a_claim_with_nothing_measured_waits_behind_a_claim_a_unit_from_its_verd
     units = _beside_a_fresh_claim(smoke, (12, 0.6, 0.45, 0.9), blocks=3)      # near: 1 unit
     assert units.get("share-below", 0) >= 3
     assert units.get("median-point-ratio", 0) == 0
+
+
+def test_the_note_says_when_a_value_on_a_boundary_has_no_projection() -> None:
+    from fecbench.reproduce import session
+
+    claim = next(c for c in load_pack("networking2019").claims if c.id == "fig5-mss-50kB-75pct")
+    on_edge = ev.Verdict(claim, "paper", "inconclusive", None, "20 blocks", sq.Sequence(0.6, 0.293, 0.906, 20))
+    unbounded = ev.Verdict(claim, "paper", "inconclusive", None, "20 blocks", sq.Sequence(math.inf, 0.3, math.inf, 20))
+    session._what_it_would_take([on_edge, unbounded], {})
+    assert "sits on a verdict's boundary" in on_edge.reason and "boundary" not in unbounded.reason

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 
 from fecbench.reproduce import allocate, execute, page, plan, profiles, seeds
 from fecbench.reproduce import evaluate as ev
+from fecbench.reproduce import sequential as sq
 from fecbench.reproduce.pack import Pack
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.runners.run.recorder import read_statuses
@@ -175,10 +177,12 @@ def _what_it_would_take(verdicts: list[ev.Verdict], campaigns: dict) -> None:
         if v.decided or v.sequence is None:
             continue
         need = allocate.projection(v.claim, [v], campaigns)
-        if need is None and v.sequence.n > 0:
-            v.reason = "; ".join(filter(None, [v.reason, "no projection of what a verdict would take: its value "
-                                               "sits on a verdict's boundary"]))
-        if need is not None:
+        if need is None:
+            s, c = v.sequence, v.claim
+            if math.isfinite(s.value) and sq.decisive_half_width(s.value, c.compare, c.threshold, c.tolerance) == 0:
+                v.reason = "; ".join(filter(None, [v.reason, "no projection of what a verdict would take: its "
+                                                   "value sits on a verdict's boundary"]))
+        else:
             units, seconds = need
             v.reason = "; ".join(filter(None, [v.reason, f"a verdict would take about {units:.0f} more unit(s) "
                                                f"(point, seed, size), {seconds / 3600:.1f} h of machine time"]))

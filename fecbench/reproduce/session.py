@@ -127,7 +127,7 @@ def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadl
             break
         parallel = machines.parallel()
         capacity = min(left * plan.FILL, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE)) * parallel
-        selection, idle = allocate.next_batch(pack.claims, campaigns, verdicts, capacity)
+        selection, idle = allocate.next_batch(pack.claims, campaigns, verdicts, capacity, left * plan.FILL * parallel)
         if not any(selection.runs.values()):
             break
         if machines.jobs is None:   # --jobs auto, not calibrated yet (with --dask, jobs is 1)

@@ -131,7 +131,7 @@ def simulate(pack: Pack, profile: str, campaigns: dict[tuple[str, str], plan.Cam
             break
         capacity = look_every_s or min(left, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE))
         if allocator == "new":
-            selection, _ = allocate.next_batch(pack.claims, campaigns, verdicts, capacity)
+            selection, _ = allocate.next_batch(pack.claims, campaigns, verdicts, capacity, left)
             batch = [(key, run) for key, runs in selection.runs.items() for run in runs]
         else:
             batch, total = [], 0.0

@@ -100,6 +100,37 @@ def test_an_approx_claim_is_as_far_from_its_verdict_as_from_the_bands_edge() -> 
         assert sq.runs_to_decide(value, 0.293, 0.906, 20, "approx", 0.75, 0.15) == math.inf
 
 
+@pytest.mark.parametrize("alpha", [0.05, 0.05 / 18])
+def test_the_fewest_observations_that_could_decide_are_the_sequences_own(alpha: float) -> None:
+    """At the fewest observations a unanimous sample decides, one fewer decides nothing, for each kind of
+    sequence (the allocator's need and the page's "at least" for a claim with nothing measured)."""
+    n = int(sq.fewest_for_quantile(0.5, alpha))
+    for m, verdict in ((n, "holds"), (n - 1, "inconclusive")):
+        s = sq.quantile(np.full(m, 0.5), 0.5, alpha)
+        assert sq.decide(s.low, s.high, "<", 1.0, 0.0) == verdict, m
+    n = int(sq.fewest_for_quantile(0.95, alpha / 2, both_sides=True))      # a quantile ratio, unpaired
+    for m, verdict in ((n, "holds"), (n - 1, "inconclusive")):
+        s = sq.two_quantiles(np.full(m, 0.5), np.full(m, 1.0), 0.95, alpha, "ratio")
+        assert sq.decide(s.low, s.high, "<", 1.0, 0.0) == verdict, m
+    for compare, threshold, tolerance in (("<", 0.1, 0.0), (">", 0.5, 0.0), ("approx", 0.75, 0.15)):
+        n = int(sq.fewest_for_share(compare, threshold, tolerance, alpha))
+        patterns = [lambda m: np.zeros(m), lambda m: np.ones(m),
+                    lambda m, rate=threshold: np.diff(np.floor(np.arange(m + 1) * rate))]   # hits at that rate
+        decided = [[sq.decide(s.low, s.high, compare, threshold, tolerance) != "inconclusive"
+                    for s in (sq.share(p(m), alpha) for p in patterns)] for m in (n, n - 1)]
+        assert any(decided[0]) and not any(decided[1]), (compare, n)
+    claim = next(c for c in load_pack("networking2019").claims if c.id == "fig6-1MB-worse")
+    n = int(claim.stat.fewest_observations(claim.params, claim.compare, claim.threshold, claim.tolerance, alpha))
+    for m, verdict in ((n, "holds"), (n - 1, "inconclusive")):   # blocks of a median over points
+        s = claim.stat.over_blocks(np.full(m, 1.5), np.zeros(m), alpha)
+        assert sq.decide(s.low, s.high, claim.compare, claim.threshold, claim.tolerance) == verdict, m
+    trend = points.Trend()
+    n = int(trend.fewest_observations({}, "<", 0.0, 0.1, alpha))
+    for m, verdict in ((n, "holds"), (n - 1, "inconclusive")):   # pairs of points, every one against the factor
+        s = trend.over_blocks(-np.arange(2.0 * m), np.arange(2.0 * m), alpha)
+        assert s.n == m and sq.decide(s.low, s.high, "<", 0.0, 0.1) == verdict, m
+
+
 @pytest.mark.parametrize("compare", ["<", ">", "approx"])
 @pytest.mark.parametrize("tolerance", [0.0, 0.05, 0.15])
 def test_the_allocations_distance_to_a_verdict_is_the_verdict_rules(compare: str, tolerance: float) -> None:
@@ -239,6 +270,35 @@ def test_a_claim_with_nothing_measured_waits_behind_a_claim_a_unit_from_its_verd
     units = _beside_a_fresh_claim(smoke, (12, 0.6, 0.45, 0.9), blocks=3)      # near: 1 unit
     assert units.get("share-below", 0) >= 3
     assert units.get("median-point-ratio", 0) == 0
+
+
+def test_a_claim_with_nothing_measured_needs_at_least_what_could_decide_it(smoke) -> None:
+    """Nothing measured: the allocator's need and the page's projection are the fewest blocks a unanimous
+    sample decides on (a median over points: more than the 3 points an interval needs), said as a lower bound;
+    a claim with an unbounded interval still short of that many gets the rest of them."""
+    from fecbench.reproduce import session
+
+    pack, campaigns = smoke
+    campaigns = {("defaults", "smoke"): campaigns["defaults"]}
+    claim = next(c for c in pack.claims if c.id == "median-point-ratio")
+    alpha = ev.claim_alpha(pack)
+    fewest = claim.stat.fewest_observations(claim.params, claim.compare, claim.threshold, claim.tolerance, alpha)
+    assert fewest > claim.stat.min_for_interval
+    fresh = ev.Verdict(claim, "defaults", "inconclusive", None, "no runs yet", None, alpha)
+    units, seconds, at_least = allocate.projection(claim, [fresh], campaigns)
+    assert units == fewest * 3 and seconds > 0 and at_least
+    assert allocate.need_units(claim, [fresh]) == units
+    short = ev.Verdict(claim, "defaults", "inconclusive", None, "", sq.Sequence(1.2, -math.inf, math.inf, 2), alpha)
+    assert allocate.projection(claim, [short], campaigns)[0] == (fewest - 2) * 3
+    session._what_it_would_take([fresh], campaigns)
+    assert f"at least (every observation agreeing) {units:.0f} more unit(s)" in fresh.reason
+    # Its hours are those of its own points and sizes (the mean over every size had said 0.3 h for
+    # networking2019's 1 MB claims, whose 36 units take 1 h on this machine)
+    one_kb = next(c for c in pack.claims if c.id == "ratio-of-medians-1kB")
+    units, seconds, _ = allocate.projection(one_kb, [dataclasses.replace(fresh, claim=one_kb)], campaigns)
+    campaign = campaigns[("defaults", "smoke")]
+    runs = [r for r in campaign.prepared.runs if r.size == 1000 and r.label in ("quic", "quic-fec-rs")]
+    assert seconds / units == pytest.approx(2 * np.mean([campaign.seconds(r) for r in runs]))
 
 
 def test_the_note_says_when_a_value_on_a_boundary_has_no_projection() -> None:

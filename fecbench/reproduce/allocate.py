@@ -8,11 +8,12 @@ unit per observation; over points: a block of ``min_seeds`` seeds per observatio
 trend's pair), and each unit costs the measured duration model's seconds (``plan.Campaign.seconds``,
 every profile, both labels). The batch is filled greedily: always the next unit of the claim with the
 most expected progress per second, 1 / (units still needed × seconds per unit); the most promising unit
-goes in even when it alone is more than a batch, if the time left allows it. A claim with nothing
-measured yet needs its first block (``plan.first_block``), so it competes like the others: a cheap first
-block goes early, a costly one waits behind claims a few runs from their verdicts (giving every claim its
-first block first had left the first 24 min of thesis2018's replays without a verdict: ``bench verdicts``,
-0 decided where this order decides 2). Within a claim the units come in the
+goes in even when it alone is more than a batch, if the time left allows it. A claim never needs fewer
+observations than the fewest that could decide it (``fewest_observations``: every one agreeing), and one
+with nothing measured yet needs that many (at least its first block, ``plan.first_block``), so it competes
+like the others: a cheap start goes early, a costly one waits behind claims a few runs from their verdicts
+(giving every claim its first block first had left the first 24 min of thesis2018's replays without a
+verdict: ``bench verdicts``, 0 decided where this order decides 2). Within a claim the units come in the
 plan's order (``plan.claim_units``: points spread over the factors, seeds in turn), then the extra
 seeds of ``seeds`` (the design's seed stream continued, up to ``extra_repetitions``), so no budget is
 left unused while a claim is undecided.
@@ -57,19 +58,35 @@ def units_per_observation(claim: Claim) -> float:
     return claim.stat.units_per_observation(claim.params)
 
 
+def observations_to_decide(claim: Claim, v: Verdict) -> tuple[float, bool]:
+    """Observations a claim may still need in one profile, and whether that is only a lower bound: as its
+    interval narrows (``sq.runs_to_decide``), but never fewer than the fewest that could decide it
+    (``fewest_observations``, the lower bound: every observation agreeing; a median at networking2019's
+    per-claim level has no bound before 12 blocks); inf when it cannot say (on a boundary; nothing
+    measured and no sequence)."""
+    s = v.sequence
+    fewest = claim.stat.fewest_observations(claim.params, claim.compare, claim.threshold, claim.tolerance, v.alpha)
+    if s is None or s.n == 0:
+        return fewest, True
+    more = sq.runs_to_decide(s.value, s.low, s.high, s.n, claim.compare, claim.threshold, claim.tolerance)
+    if math.isinf(more) or math.isinf(fewest) or more >= fewest - s.n:
+        return more, False
+    return fewest - s.n, True
+
+
 def need_units(claim: Claim, verdicts: list[Verdict]) -> float:
     """Units the claim may still need: the most any of its undecided profiles needs."""
     need = 0.0
     for v in verdicts:
         if v.decided:
             continue
-        s = v.sequence
-        if s is None or s.n == 0:
-            need = max(need, float(first_block(claim)))
+        more, _ = observations_to_decide(claim, v)
+        if v.sequence is None or v.sequence.n == 0:
+            first = float(first_block(claim))
+            need = max(need, first if math.isinf(more) else max(first, more * units_per_observation(claim)))
             continue
-        more = sq.runs_to_decide(s.value, s.low, s.high, s.n, claim.compare, claim.threshold, claim.tolerance)
         if math.isinf(more):
-            more = max(MIN_UNKNOWN, UNKNOWN_FACTOR * s.n)
+            more = max(MIN_UNKNOWN, UNKNOWN_FACTOR * v.sequence.n)
         need = max(need, more * units_per_observation(claim))
     return need
 
@@ -178,25 +195,27 @@ def _next(state: ClaimState, campaigns: dict[tuple[str, str], Campaign],
 
 
 def projection(claim: Claim, verdicts: list[Verdict], campaigns: dict[tuple[str, str], Campaign]
-               ) -> tuple[float, float] | None:
-    """What an undecided claim would still take: (units, seconds of machine time at the measured durations),
-    from its interval's rate of narrowing; None when it cannot say (no interval yet, or on a boundary)."""
+               ) -> tuple[float, float, bool] | None:
+    """What an undecided claim would still take: (units, seconds of machine time at the measured durations,
+    whether that is only a lower bound), from its interval's rate of narrowing, or, with nothing measured
+    yet, the fewest observations that could decide it; None when it cannot say (on a boundary)."""
     mine = [v for v in verdicts if v.claim.id == claim.id and not v.decided]
-    if not mine or any(v.sequence is None or v.sequence.n == 0 for v in mine):
+    if not mine:
         return None
-    units = 0.0
+    units, at_least = 0.0, False
     for v in mine:
-        s = v.sequence
-        assert s is not None
-        more = sq.runs_to_decide(s.value, s.low, s.high, s.n, claim.compare, claim.threshold, claim.tolerance)
+        more, bound = observations_to_decide(claim, v)
         if math.isinf(more):
             return None
+        at_least = at_least or bound
         units = max(units, more * units_per_observation(claim))
     cost = 0.0
     for v in mine:
         campaign = campaigns.get((v.profile, claim.design))
         if campaign is None:
             return None
-        runs = [r for r in campaign.prepared.runs if r.label in labels_of(claim, campaign)]
-        cost += sum(campaign.seconds(r) for r in runs) / max(1, len(runs)) * len(labels_of(claim, campaign))
-    return units, units * cost
+        groups = {(point, size) for point, _, size in claim_units(claim, campaign.prepared)}  # its points and sizes
+        labels = labels_of(claim, campaign)
+        runs = [r for r in campaign.prepared.runs if r.label in labels and (r.point, r.size) in groups]
+        cost += sum(campaign.seconds(r) for r in runs) / max(1, len(runs)) * len(labels)
+    return units, units * cost, at_least

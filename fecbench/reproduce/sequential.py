@@ -244,6 +244,43 @@ def decisive_half_width(value: float, compare: str, threshold: float, tolerance:
     return 0.0
 
 
+def fewest(decides, most: int = 1 << 16) -> float:
+    """The smallest n ≥ 1 with ``decides(n)`` (once decided, decided with more observations); inf if none
+    up to ``most``."""
+    high = 1
+    while not decides(high):
+        if high >= most:
+            return math.inf
+        high = min(2 * high, most)
+    low = high // 2          # not deciding (or 0)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if decides(mid) else (mid, high)
+    return float(high)
+
+
+def fewest_for_quantile(q: float, alpha: float, both_sides: bool = False) -> float:
+    """The fewest observations that can decide a claim on the q quantile: its CS gets a finite side (two,
+    ``both_sides``) once some counts k are outside the region ``M_n(q) < 1/α``; then, every observation
+    agreeing, the interval is their common value on that side. A lower bound: it needs unanimity."""
+    def bounded(n: int) -> bool:
+        k_low, k_high = count_region(n, q, alpha)
+        below, above = k_low >= 1, k_high + 1 <= n
+        return below and above if both_sides else below or above
+    return fewest(bounded)
+
+
+def fewest_for_share(compare: str, threshold: float, tolerance: float, alpha: float) -> float:
+    """The fewest observations that can decide a claim on a share: all of them hits, none, or hits at the
+    threshold's rate, whichever ``decide`` answers first (a lower bound, as for a quantile)."""
+    def decides(n: int) -> bool:
+        counts = {0, n, round(n * threshold)}
+        low, high = share_bounds(np.array(sorted(counts)), np.full(len(counts), n), alpha)
+        return any(decide(float(a), float(b), compare, threshold, tolerance) != "inconclusive"
+                   for a, b in zip(low, high, strict=True))
+    return fewest(decides)
+
+
 def runs_to_decide(value: float, low: float, high: float, n: int, compare: str, threshold: float,
                    tolerance: float) -> float:
     """Observations a claim may still need: the interval's half-width shrinks about as 1/√n, and a

@@ -174,15 +174,17 @@ def _stopped(verdicts: list[ev.Verdict], idle: dict[str, str], why: str) -> None
 def _what_it_would_take(verdicts: list[ev.Verdict], campaigns: dict) -> None:
     """An undecided claim's note says what a verdict would still take, from its interval's narrowing."""
     for v in verdicts:
-        if v.decided or v.sequence is None:
+        if v.decided:
             continue
         need = allocate.projection(v.claim, [v], campaigns)
         if need is None:
             s, c = v.sequence, v.claim
-            if math.isfinite(s.value) and sq.decisive_half_width(s.value, c.compare, c.threshold, c.tolerance) == 0:
+            if s is not None and math.isfinite(s.value) \
+                    and sq.decisive_half_width(s.value, c.compare, c.threshold, c.tolerance) == 0:
                 v.reason = "; ".join(filter(None, [v.reason, "no projection of what a verdict would take: its "
                                                    "value sits on a verdict's boundary"]))
         else:
-            units, seconds = need
-            v.reason = "; ".join(filter(None, [v.reason, f"a verdict would take about {units:.0f} more unit(s) "
+            units, seconds, at_least = need
+            about = "at least (every observation agreeing)" if at_least else "about"
+            v.reason = "; ".join(filter(None, [v.reason, f"a verdict would take {about} {units:.0f} more unit(s) "
                                                f"(point, seed, size), {seconds / 3600:.1f} h of machine time"]))

@@ -139,6 +139,12 @@ class ClaimStatistic(ABC):
         seeds of a point; two blocks for a trend's pair of points)."""
         return float(self.seeds_per_point(params) * self.points_per_observation)
 
+    def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
+                            alpha: float) -> float:
+        """The fewest observations of its confidence sequence that could decide a claim (every one agreeing
+        with the others: a lower bound); inf when it has no sequence."""
+        return math.inf
+
     def describe(self, params: dict, label: str, baseline: str) -> str:
         """What it is, in the page's words."""
         return self.text.format(t=params.get("ratio_threshold", 1.0), factor=params.get("factor"),

@@ -62,6 +62,10 @@ class PairStatistic(ClaimStatistic):
     def value(self, value: np.ndarray, base: np.ndarray, ratio: np.ndarray, params: dict) -> np.ndarray:
         """The statistic over the last axis of resampled pairs (1-D or 2-D arrays)."""
 
+    def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
+                            alpha: float) -> float:
+        return sq.fewest_for_quantile(0.5, alpha)    # the median of per-pair values (the shares: below)
+
     def counted(self, sample: pd.DataFrame, params: dict) -> int:
         """The pairs the statistic counts."""
         return len(sample)
@@ -116,6 +120,10 @@ class SharePairs(PairStatistic):
             with np.errstate(invalid="ignore"):
                 return np.sum(hit & counted, axis=-1) / np.sum(counted, axis=-1)
         return np.mean(hit, axis=-1)
+
+    def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
+                            alpha: float) -> float:
+        return sq.fewest_for_share(compare, threshold, tolerance, alpha)
 
     def counted(self, sample: pd.DataFrame, params: dict) -> int:
         if params.get("ties") == "exclude":

@@ -151,6 +151,10 @@ class PointStatistic(ClaimStatistic):
             low, high = self.widen(low, high, value, len(kept))
         return Estimate(value, low, high, len(kept), self.unit, note, samples)
 
+    def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
+                            alpha: float) -> float:
+        return sq.fewest_for_quantile(0.5, alpha)    # the median of the blocks (the others: below)
+
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence | None:
         if sample.empty:
             return sq.Sequence(math.nan, math.nan, math.nan, 0)
@@ -187,6 +191,10 @@ class MeanPointRatio(PointStatistic):
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence | None:
         return None
 
+    def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
+                            alpha: float) -> float:
+        return math.inf
+
 
 class SharePointsBelow(PointStatistic):
     name = "share_points_below"
@@ -199,6 +207,10 @@ class SharePointsBelow(PointStatistic):
 
     def over_blocks(self, values: np.ndarray, factor: np.ndarray, alpha: float) -> sq.Sequence:
         return sq.share(values < 1, alpha)
+
+    def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
+                            alpha: float) -> float:
+        return sq.fewest_for_share(compare, threshold, tolerance, alpha)
 
     def widen(self, low: float, high: float, value: float, n: int) -> tuple[float, float]:
         return with_wilson(low, high, value, n)
@@ -224,3 +236,8 @@ class Trend(PointStatistic):
 
     def over_blocks(self, values: np.ndarray, factor: np.ndarray, alpha: float) -> sq.Sequence:
         return sq.kendall(values, factor, alpha)
+
+    def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
+                            alpha: float) -> float:
+        # τ is the concordant share p as 2p − 1: its threshold and band in p
+        return sq.fewest_for_share(compare, (1 + threshold) / 2, tolerance / 2, alpha)

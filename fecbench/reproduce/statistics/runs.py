@@ -57,6 +57,11 @@ class QuantileRatio(ClaimStatistic):
     def sequence(self, sample: Runs, params: dict, alpha: float) -> sq.Sequence:
         return two_quantiles(sample, self.q(params), alpha)
 
+    def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
+                            alpha: float) -> float:
+        # a bound on a ratio needs one side's quantile bounded above and the other's below, each at α/2
+        return sq.fewest_for_quantile(self.q(params), alpha / 2, both_sides=True)
+
 
 class FlowRatioOfMedians(QuantileRatio):
     name = "flow_ratio_of_medians"

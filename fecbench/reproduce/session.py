@@ -172,7 +172,8 @@ def _stopped(verdicts: list[ev.Verdict], idle: dict[str, str], why: str) -> None
 
 
 def _what_it_would_take(verdicts: list[ev.Verdict], campaigns: dict) -> None:
-    """An undecided claim's note says what a verdict would still take, from its interval's narrowing."""
+    """An undecided claim's note says what a verdict would still take: from its interval's narrowing, or at
+    least the fewest observations that could decide it while it has fewer (``allocate.projection``)."""
     for v in verdicts:
         if v.decided:
             continue

@@ -42,6 +42,20 @@ def test_a_world_keeps_its_recordings_and_draws_beyond_them() -> None:
     assert world.answer(_Run(99, 0, "a"), 10) is None
 
 
+def test_a_design_point_with_no_recording_is_answered_by_the_nearest_recorded_one() -> None:
+    """A budgeted run records few of a large design's points: a replayed run at another point gets the recording
+    of the nearest recorded point, as its own point (without that it got nothing, at no cost, for ever)."""
+    frame = _recorded()
+    frame["bw"], frame["owd"] = frame["point"] * 2.0 + 1.0, 100.0 + frame["point"] * 10.0   # points 0..3
+    world = replay.World(frame, np.random.default_rng(1))
+    run = _Run(99, 0, "b")
+    run.values = {"bw": 5.4, "owd": 118.0}                  # nearest: point 2 (bw 5, owd 120)
+    row = world.answer(run, 1)
+    assert row is not None and row["point"] == 99 and row["bw"] == 5.4 and row["owd"] == 118.0
+    assert frame.set_index("key").loc[row["recorded_key"], "point"] == 2 and row["dct_ms"] >= 200.0
+    assert world.answer(_Run(1, 0, "a"), 2)["recorded_key"] == "1-0-a"   # a recorded point answers for itself
+
+
 def test_an_aa_world_swaps_both_labels_of_a_unit_together() -> None:
     world = replay.World(_recorded(), np.random.default_rng(2), resample=True, swap=("a", "b"))
     swapped = 0

@@ -8,8 +8,13 @@ repetitions; both labels of a unit from the same repetition: the common random n
 A/A pack (two labels, identical stacks) ``swap`` exchanges the two labels' recordings of a unit at
 random, which makes the world exactly symmetric: every ratio a ÷ b is 1 in distribution, whatever
 the recordings, so the truth of each claim is known. ``effect`` multiplies one label's metric (a true
-effect of that size, for power). A run takes its recording's ``duration_s`` of machine time; each
-campaign in a batch costs ``execute.CAMPAIGN_START_S`` more.
+effect of that size, for power). A design point with no recording at all (a budgeted run reaches a
+few of a large design's points) is answered by the recorded point nearest to it in the design's
+factors, each scaled by its recorded range, as the design point (its number and factor values): without
+it, a claim whose units went there got runs that cost nothing and told nothing, took every batch and
+never progressed (networking2019's Fig. 8 claims: 12 of 130 points recorded). A run takes its
+recording's ``duration_s`` of machine time; each campaign in a batch costs ``execute.CAMPAIGN_START_S``
+more.
 
 Allocators: ``new`` is ``fecbench reproduce``'s (look, ``allocate.next_batch``, run the batch, again);
 ``old`` is the earlier one (``plan.select`` on the whole budget, claims in turn by least time used,
@@ -59,6 +64,7 @@ class World:
             reps.setdefault(point, set()).add(rep)
         self.reps = {p: sorted(r) for p, r in reps.items()}
         self.drawn: dict[tuple[int, int], tuple[int, bool]] = {}
+        self.stand_ins: dict[int, int | None] = {}     # design point → the recorded point answering for it
 
     @functools.cached_property
     def classes(self) -> pd.DataFrame:
@@ -71,25 +77,53 @@ class World:
         """The recording's per-flow table (competing flows), read once."""
         return flows.flows(self.db) if self.db else pd.DataFrame(columns=["run_key"])
 
-    def _draw(self, point: int, rep: int) -> tuple[int, bool]:
+    @functools.cached_property
+    def recorded_points(self) -> pd.DataFrame:
+        """One row per recorded point (its factor values among the columns)."""
+        return self.frame.drop_duplicates("point").set_index("point")
+
+    def stand_in(self, point: int, values: dict) -> int | None:
+        """The recorded point answering for a design point: itself if recorded, else the nearest in the
+        factors (None without factors to compare)."""
+        if point in self.reps:
+            return point
+        if point not in self.stand_ins:
+            recorded = self.recorded_points.loc[sorted(self.reps)]
+            names = [name for name in values if name in recorded.columns]
+            pick = None
+            if names:
+                coords = recorded[names].to_numpy(float)
+                span = np.ptp(coords, axis=0)
+                distance = (((coords - np.array([float(values[n]) for n in names])) / np.where(span > 0, span, 1))
+                            ** 2).sum(axis=1)
+                pick = int(recorded.index[int(np.argmin(distance))])
+            self.stand_ins[point] = pick
+        return self.stand_ins[point]
+
+    def _draw(self, point: int, recorded: int, rep: int) -> tuple[int, bool]:
         if (point, rep) not in self.drawn:
-            own = rep in self.reps.get(point, []) and not self.resample
-            pick = rep if own else int(self.rng.choice(self.reps[point])) if self.reps.get(point) else -1
+            own = rep in self.reps[recorded] and not self.resample and recorded == point
+            pick = rep if own else int(self.rng.choice(self.reps[recorded]))
             self.drawn[(point, rep)] = (pick, bool(self.swap) and bool(self.rng.random() < 0.5))
         return self.drawn[(point, rep)]
 
     def answer(self, run: Run, order: int) -> dict | None:
         """The recorded row standing for ``run`` (None when nothing was recorded for its point)."""
-        rep, swapped = self._draw(run.point, run.repetition)
+        values = getattr(run, "values", None) or {}
+        recorded = self.stand_in(run.point, values)
+        if recorded is None:
+            return None
+        rep, swapped = self._draw(run.point, recorded, run.repetition)
         label = run.label
         if swapped and self.swap and label in self.swap:
             label = self.swap[1] if label == self.swap[0] else self.swap[0]
-        index = self.rows.get((run.point, rep, run.size, label))
+        index = self.rows.get((recorded, rep, run.size, label))
         if index is None:
             return None
         row = dict(self.records[index])
         row.update(key=run.key, recorded_key=row["key"], label=run.label, repetition=run.repetition,
-                   started_at=f"{order:012d}")
+                   started_at=f"{order:012d}", point=run.point)
+        row.update({name: value for name, value in values.items() if name in row})   # a stand-in: the design's
         for metric in self.metrics:
             if metric in row and run.label in self.effect and row[metric] is not None:
                 row[metric] = row[metric] * self.effect[run.label]

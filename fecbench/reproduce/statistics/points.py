@@ -151,10 +151,6 @@ class PointStatistic(ClaimStatistic):
             low, high = self.widen(low, high, value, len(kept))
         return Estimate(value, low, high, len(kept), self.unit, note, samples)
 
-    def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
-                            alpha: float) -> float:
-        return sq.fewest_for_quantile(0.5, alpha)    # the median of the blocks (the others: below)
-
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence | None:
         if sample.empty:
             return sq.Sequence(math.nan, math.nan, math.nan, 0)
@@ -175,6 +171,10 @@ class MedianPointRatio(PointStatistic):
     def over_blocks(self, values: np.ndarray, factor: np.ndarray, alpha: float) -> sq.Sequence:
         return sq.quantile(values, 0.5, alpha)
 
+    def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
+                            alpha: float) -> float:
+        return sq.fewest_for_quantile(0.5, alpha)
+
 
 class MeanPointRatio(PointStatistic):
     name = "mean_point_ratio"
@@ -190,10 +190,6 @@ class MeanPointRatio(PointStatistic):
 
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence | None:
         return None
-
-    def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
-                            alpha: float) -> float:
-        return math.inf
 
 
 class SharePointsBelow(PointStatistic):

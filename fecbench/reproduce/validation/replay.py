@@ -108,7 +108,7 @@ class World:
         return self.drawn[(point, rep)]
 
     def answer(self, run: Run, order: int) -> dict | None:
-        """The recorded row standing for ``run`` (None when nothing was recorded for its point)."""
+        """The recorded row standing for ``run`` (None when no recorded point can stand for its point)."""
         values = getattr(run, "values", None) or {}
         recorded = self.stand_in(run.point, values)
         if recorded is None:

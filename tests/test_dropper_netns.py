@@ -196,6 +196,39 @@ def test_per_flow_counters_split_the_link_by_port_and_time(line):
     assert len({r[1] for r in rows}) == 2                         # two senders: two source ports
 
 
+ICMP_ERRORS = """
+import socket, struct, sys
+# ICMP errors h1 -> h2 quoting a UDP datagram h2:PORT -> h1:40000 (as h1 would send if it had closed that
+# port), then plain echo requests, which quote nothing.
+port, count = int(sys.argv[1]), int(sys.argv[2])
+udp = struct.pack("!HHHH", port, 40000, 108, 0)
+v4 = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+quoted = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 128, 1, 0, 64, 17, 0, socket.inet_aton("10.0.2.1"),
+                     socket.inet_aton("10.0.1.1")) + udp
+v6 = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)   # the kernel sums ICMPv6
+quoted6 = struct.pack("!IHBB16s16s", 6 << 28, 108, 17, 64, socket.inet_pton(socket.AF_INET6, "fd00:2::1"),
+                      socket.inet_pton(socket.AF_INET6, "fd00:1::1")) + udp
+for _ in range(count):
+    v4.sendto(struct.pack("!BBHI", 3, 3, 0, 0) + quoted, ("10.0.2.1", 0))   # port unreachable
+    v6.sendto(struct.pack("!BBHI", 1, 4, 0, 0) + quoted6, ("fd00:2::1", 0))  # port unreachable
+    v4.sendto(struct.pack("!BBHI", 8, 0, 0, 0), ("10.0.2.1", 0))            # echo request
+"""
+
+
+def test_an_icmp_error_counts_under_the_flow_it_reports(line):
+    """An ICMP or ICMPv6 error (a closed port's answer to a flow's last packets) counts under the flow whose
+    datagram it quotes, with that flow's ports as seen in its own direction, so every drop of a run with
+    competing flows belongs to a flow; other ICMP (echo) has no ports."""
+    with Dropper.attach("eth1", netns=line[1], model=Uniform(0.1), seed=3) as d:
+        d.set(seed=3, flow_bin_ms=50)
+        subprocess.run(["ip", "netns", "exec", line[0], sys.executable, "-c", ICMP_ERRORS, str(PORT), "40"],
+                       check=True)
+        got = d.flows()["flows"]
+    for proto in (1, 58):
+        assert sum(r[4] for r in got if r[0] == proto and (r[1], r[2]) == (40000, PORT)) == 40, got
+    assert sum(r[4] for r in got if r[0] == 1 and (r[1], r[2]) == (0, 0)) == 40, got
+
+
 def test_filter_non_matching_traffic_passes_and_keeps_the_index(line):
     # everything dropped, but only for another port: our datagrams pass and ARP/ping still work
     with Dropper.attach("eth1", netns=line[1], model=Uniform(1.0), filter=Filter("udp", 9999)) as d:

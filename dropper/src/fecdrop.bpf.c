@@ -147,8 +147,44 @@ static __always_inline struct fd_stats *counters(void)
 /* The models' kernel parts: they see the configuration, the tables and the chain above. */
 #include "models.h"
 
-/* Per-flow counters (cfg.flows): the packet's transport protocol and ports and its time bin. Off the
- * hot path of runs without competing flows. */
+/* An ICMP or ICMPv6 error (destination unreachable, packet too big, time exceeded, parameter problem)
+ * quotes the packet it reports: the ports of the flow it belongs to, read from the quote and swapped,
+ * since the error travels back toward the quoted packet's sender (a flow's client that has exited
+ * answers its server's last packets with port unreachable). 0 if it is not such an error. */
+static __always_inline int quoted_ports(struct __sk_buff *skb, __u8 proto, __u32 l4_off, struct fd_flow_key *key)
+{
+	__u8 type, quoted_proto;
+	__u32 quote_off = l4_off + 8; /* the quoted IP header follows the 8-byte ICMP header */
+	__be16 ports[2];
+
+	if (bpf_skb_load_bytes(skb, l4_off, &type, sizeof(type)))
+		return 0;
+	if (proto == 1 && (type == 3 || type == 11 || type == 12)) {
+		struct iphdr ip;
+
+		if (bpf_skb_load_bytes(skb, quote_off, &ip, sizeof(ip)))
+			return 0;
+		quoted_proto = ip.protocol;
+		quote_off += ip.ihl * 4;
+	} else if (proto == 58 && type >= 1 && type <= 4) {
+		struct ipv6hdr ip6;
+
+		if (bpf_skb_load_bytes(skb, quote_off, &ip6, sizeof(ip6)))
+			return 0;
+		quoted_proto = ip6.nexthdr;
+		quote_off += sizeof(ip6);
+	} else {
+		return 0;
+	}
+	if ((quoted_proto != 6 && quoted_proto != 17) || bpf_skb_load_bytes(skb, quote_off, ports, sizeof(ports)))
+		return 0;
+	key->sport = bpf_ntohs(ports[1]);
+	key->dport = bpf_ntohs(ports[0]);
+	return 1;
+}
+
+/* Per-flow counters (cfg.flows): the packet's transport protocol and ports (an ICMP error's: those of the
+ * flow it reports) and its time bin. Off the hot path of runs without competing flows. */
 static __noinline void count_flow(struct __sk_buff *skb, __u16 ethertype, int drop)
 {
 	struct fd_flow_key key = {};
@@ -178,6 +214,8 @@ static __noinline void count_flow(struct __sk_buff *skb, __u16 ethertype, int dr
 	if (l4_off && (key.proto == 6 || key.proto == 17) && !bpf_skb_load_bytes(skb, l4_off, ports, sizeof(ports))) {
 		key.sport = bpf_ntohs(ports[0]);
 		key.dport = bpf_ntohs(ports[1]);
+	} else if (l4_off && (key.proto == 1 || key.proto == 58)) {
+		quoted_ports(skb, key.proto, l4_off, &key);
 	}
 	if (now > cfg.flow_t0 && cfg.flow_bin_ns)
 		key.bin = (now - cfg.flow_t0) / cfg.flow_bin_ns;

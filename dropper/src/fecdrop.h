@@ -46,7 +46,8 @@ struct fd_config {
 
 /* Per-flow counters, by time bin: what each flow (transport protocol and ports, as seen in this
  * direction) sent through the link and lost to the model, so that competing flows' shares over time and
- * their drops are known per flow. Only counted when cfg.flows is set. */
+ * their drops are known per flow. An ICMP error counts under the flow whose packet it quotes (its protocol
+ * stays ICMP's). Only counted when cfg.flows is set. */
 #define FD_FLOW_ENTRIES 16384
 
 struct fd_flow_key {

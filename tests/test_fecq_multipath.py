@@ -119,10 +119,15 @@ def test_two_path_download_per_path_metrics_match_the_droppers(tmp_path: Path) -
         # before its ACK of the reply and its close: CLIENT_PACKETS_AFTER_COUNTERS).
         assert 0 <= down["seen"] - server["packets_sent"] <= 8, (i, down, server)
         assert 0 <= up["seen"] - client["packets_sent"] <= CLIENT_PACKETS_AFTER_COUNTERS, (i, up, client)
+        # What path i's dropper let through reached its delay element, which lost only what the path's queue
+        # refused (drop_egress; 5-23 % of it here, as fecq's window and the two paths' split vary from run to
+        # run, so no share is asserted); what it forwarded is what the client received on path i, but for
+        # the packets sent after the client read its counters (0-4 measured, as many as the server's).
+        if json.loads(down["delay_json"])["backend"] == "delayline":
+            line = json.loads(down["delay_json"])["delay"]["ba"]   # path i's reverse: r0 → ri
+            assert line["rx"] == down["seen"] - down["dropped"], (i, down, line)
+            assert 0 <= line["tx"] - client["packets_received"] <= 8, (i, line, client)
         assert client["packets_received"] <= down["seen"] - down["dropped"], (i, down, client)
-        # The queue's drops: up to ~13 % here since fecq answers one drop burst once (--signal ce: a rebuilt
-        # packet's CE within two RTTs of a response is not a second one), so its window fills the queue more.
-        assert client["packets_received"] >= 0.8 * (down["seen"] - down["dropped"]), (i, down, client)
         assert server["repair_sent"] > 0 and server["rtt_ms"] > 2 * 10
         recovered += client["recovered"]
     assert recovered == m["recovered"] > 0

@@ -123,8 +123,9 @@ def test_two_path_download_per_path_metrics_match_the_droppers(tmp_path: Path) -
         # refused (drop_egress; 5-23 % of it here, as fecq's window and the two paths' split vary from run to
         # run, so no share is asserted); what it forwarded is what the client received on path i, but for
         # the packets sent after the client read its counters (0-4 measured, as many as the server's).
-        if json.loads(down["delay_json"])["backend"] == "delayline":
-            line = json.loads(down["delay_json"])["delay"]["ba"]   # path i's reverse: r0 → ri
+        delay = json.loads(down["delay_json"])
+        if delay["backend"] == "delayline":
+            line = delay["delay"]["ba"]   # path i's reverse: r0 → ri
             assert line["rx"] == down["seen"] - down["dropped"], (i, down, line)
             assert 0 <= line["tx"] - client["packets_received"] <= 8, (i, line, client)
         assert client["packets_received"] <= down["seen"] - down["dropped"], (i, down, client)

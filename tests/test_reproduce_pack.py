@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 PROFILES = ["defaults", "repair-free"]
 #: Budgets: `reproduce` keeps 20 s + 2 s per claim and profile aside for the verdicts (44 s here with two
 #: profiles), and its preparation, first look and a Dask cluster's start come out of the rest; on a machine
-#: as loaded as `make test`'s workers leave it, that took over 20 s, and 75 s budgets (31 s for runs) ended
+#: as loaded as `make test`'s workers leave it, that took over 18 s, and 75 s budgets (31 s for runs) ended
 #: before any campaign could start. These leave at least a minute for runs.
 BUDGET_TWO_PROFILES = "120s"
 BUDGET_ONE_PROFILE = "100s"

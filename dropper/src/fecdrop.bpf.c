@@ -150,37 +150,36 @@ static __always_inline struct fd_stats *counters(void)
 /* An ICMP or ICMPv6 error (destination unreachable, packet too big, time exceeded, parameter problem)
  * quotes the packet it reports: the ports of the flow it belongs to, read from the quote and swapped,
  * since the error travels back toward the quoted packet's sender (a flow's client that has exited
- * answers its server's last packets with port unreachable). 0 if it is not such an error. */
-static __always_inline int quoted_ports(struct __sk_buff *skb, __u8 proto, __u32 l4_off, struct fd_flow_key *key)
+ * answers its server's last packets with port unreachable). The key is left as it is for any other packet. */
+static __always_inline void quoted_ports(struct __sk_buff *skb, __u8 proto, __u32 l4_off, struct fd_flow_key *key)
 {
 	__u8 type, quoted_proto;
 	__u32 quote_off = l4_off + 8; /* the quoted IP header follows the 8-byte ICMP header */
 	__be16 ports[2];
 
 	if (bpf_skb_load_bytes(skb, l4_off, &type, sizeof(type)))
-		return 0;
+		return;
 	if (proto == 1 && (type == 3 || type == 11 || type == 12)) {
 		struct iphdr ip;
 
 		if (bpf_skb_load_bytes(skb, quote_off, &ip, sizeof(ip)))
-			return 0;
+			return;
 		quoted_proto = ip.protocol;
 		quote_off += ip.ihl * 4;
 	} else if (proto == 58 && type >= 1 && type <= 4) {
 		struct ipv6hdr ip6;
 
 		if (bpf_skb_load_bytes(skb, quote_off, &ip6, sizeof(ip6)))
-			return 0;
+			return;
 		quoted_proto = ip6.nexthdr;
 		quote_off += sizeof(ip6);
 	} else {
-		return 0;
+		return;
 	}
 	if ((quoted_proto != 6 && quoted_proto != 17) || bpf_skb_load_bytes(skb, quote_off, ports, sizeof(ports)))
-		return 0;
+		return;
 	key->sport = bpf_ntohs(ports[1]);
 	key->dport = bpf_ntohs(ports[0]);
-	return 1;
 }
 
 /* Per-flow counters (cfg.flows): the packet's transport protocol and ports (an ICMP error's: those of the

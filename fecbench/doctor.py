@@ -177,6 +177,8 @@ def check_netns_features() -> list[Check]:
                               "rate", "10mbit", "burst", "15k", "limit", "30k"])
         checks.append(Check("tbf", "ok" if ok else "missing", "token bucket rate limiting" if ok else err,
                             "" if ok else "kernel needs CONFIG_NET_SCH_TBF"))
+        if ok:
+            checks.append(_check_link_as_built(ns, "fbv0"))
         ok, err = _probe(ns, ["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"])
         checks.append(Check("netem", "ok" if ok else "optional",
                             "netem delay available" if ok else f"absent ({err}): the delayline backend is used",
@@ -187,6 +189,30 @@ def check_netns_features() -> list[Check]:
                             "dummy links available" if ok else f"absent ({err}): not needed",
                             required=False))
     return checks
+
+
+def _check_link_as_built(ns: str, dev: str) -> Check:
+    """fecbench's own rate limiter and queues on a scratch interface, read back from the kernel: the bucket as
+    small as designed (topologies.layout.tbf_burst), a queue in packets and one in bytes held as written."""
+    from fecbench.topologies.layout import built, built_mismatches, shaping_commands, tbf_burst
+    from fecbench.topologies.spec import Shaping
+
+    wrong = []
+    for asked in (Shaping(bw=4.0, owd=0.0, queue=20), Shaping(bw=4.0, owd=0.0, queue=30_000, queue_unit="bytes")):
+        lines = "".join(" ".join(c) + "\n" for c in shaping_commands(dev, asked, "delayline"))
+        proc = subprocess.run(["ip", "netns", "exec", ns, "tc", "-batch", "-"], input=lines, capture_output=True,
+                              text=True, timeout=10, check=False)
+        shown = _run(["ip", "netns", "exec", ns, "tc", "-j", "qdisc", "show", "dev", dev])
+        try:
+            have = built(json.loads(shown.stdout or "[]"), dev)
+        except json.JSONDecodeError:
+            have = {}
+        wrong += ([_first_line(proc.stderr)] if proc.returncode else []) + built_mismatches(asked, have)
+    if wrong:
+        return Check("rate limiter and queue", "missing", "; ".join(wrong),
+                     "the kernel does not hold fecbench's tbf with a pfifo/bfifo child as set: report it")
+    return Check("rate limiter and queue", "ok", f"tbf bucket {tbf_burst(4.0)} bytes at 4 Mbit/s, queues of 20 "
+                 "packets and 30,000 bytes held as written (read back)")
 
 
 def check_choices() -> list[Check]:

@@ -79,6 +79,23 @@ def test_every_run_records_its_own_emulation_accuracy(smoke_db: Path) -> None:
         assert passed - refused - delay["queue"] - 2 <= row.frames <= passed + 2, row
 
 
+def test_every_run_records_its_link_as_built(smoke_db: Path) -> None:
+    """Each run records, per direction of the bottleneck, the rate limiter and queue it asked for and what the
+    kernel held (read back): the same, with a bucket of one frame and 0.25 ms of the rate (not the 15 kB of
+    main 2781c76) and the queue in the unit the topology wrote it in."""
+    from fecbench.topologies.layout import tbf_burst
+
+    stats = rows(smoke_db, "SELECT * FROM link_stats WHERE link = 'bottleneck'")
+    assert stats
+    for stat in stats:
+        link = json.loads(stat["delay_json"])
+        asked, have = link["asked"], link["built"]
+        assert link["mismatch"] == [], link
+        assert asked["burst_bytes"] == tbf_burst(asked["rate_mbit"]) <= 1514 + asked["rate_mbit"] * 1e6 / 8 * 0.001
+        assert abs(have["burst_bytes"] - asked["burst_bytes"]) <= 16
+        assert (have["queue"], have["queue_unit"]) == (asked["queue"], asked["queue_unit"])
+
+
 def _tbf_drops(delay_json: str) -> int:
     return sum(q.get("drops") or 0 for q in json.loads(delay_json).get("qdiscs") or [])
 

@@ -153,7 +153,7 @@ def test_what_is_written_is_what_runs(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
     assert "point 0: bw = 5, owd = 300, p = 0.02" in text
-    assert "link bottleneck forward: rate 5 Mbit/s, one-way delay 300 ms" in text
+    assert "link bottleneck forward: rate 5 Mbit/s (burst 1,671 bytes), one-way delay 300 ms" in text
     assert "uniform p 0.02; long-run loss 0.02" in text and "workload: download (sizes 1000 B)" in text
     assert re.search(r"1 of 1 run\(s\) to do", text) and not (tmp_path / "x.sqlite").exists()
 

@@ -145,7 +145,7 @@ def check_property(path: Path, stated: dict[str, Any]) -> int:
         if stated.get("queue_literal"):
             written = int(path.read_text().split("queue = ")[1].split("\n")[0])
             for pair in applied["links"].values():
-                assert all(d["queue_packets"] == written for d in pair.values())
+                assert all((d["queue"], d["queue_unit"]) == (written, "packets") for d in pair.values())
         assert applied["loss"]["model"] == stated["loss"]["model"]
         assert applied["workload"]["size"] in stated["sizes"]
         argv = " ".join(applied["impl"]["argv"]["client"])

@@ -46,6 +46,8 @@ def design(path: Path, trace: Path, *, packets: int, args: str, rate: int = 30) 
         [space.factors]
         owd = {{ levels = [10.0], unit = "ms" }}
         bw = {{ value = 10.0, unit = "Mbit/s" }}
+        queue = {{ value = 200 }}      # packets: a message's burst (up to 30 packets with cc none) never
+                                       # meets a full queue, so that every loss is the trace's
 
         [loss]
         model = "trace"

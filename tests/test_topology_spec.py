@@ -10,7 +10,15 @@ import pytest
 
 from fecbench.errors import SpecError, UserError
 from fecbench.topologies.cli import parse_sets
-from fecbench.topologies.layout import TBF_MIN_BURST, make_layout, netem_limit, shaping_commands
+from fecbench.topologies.layout import (
+    built,
+    built_mismatches,
+    changed_parts,
+    make_layout,
+    netem_limit,
+    shaping_commands,
+    tbf_burst,
+)
 from fecbench.topologies.spec import Shaping, load_topology
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,8 +67,8 @@ def test_shipped_single_spec() -> None:
     shaping = topo.resolve({"bw": 10, "owd": 50})
     fwd = shaping["bottleneck"]["forward"]
     assert (fwd.bw, fwd.owd) == (10, 50)
-    # One BDP: 10 Mbit/s × 100 ms RTT / 1500 B = 84 packets.
-    assert fwd.queue == 84
+    # One BDP, in bytes (a time of the link's rate is bytes): 10 Mbit/s × 100 ms RTT = 125,000 B.
+    assert (fwd.queue, fwd.queue_unit) == (125_000, "bytes")
     assert topo.configured_rtt(0, shaping) == 100
     assert set(shaping) == {"bottleneck"}
 
@@ -91,13 +99,23 @@ def test_a_factor_given_once_sets_every_path() -> None:
         load_topology(SINGLE).check_values({"owd_1": 3}, strict=True)
 
 
-def test_queue_default_is_bdp_never_below_ten_and_ms_queues() -> None:
+def test_a_queue_is_counted_as_written() -> None:
+    """Packets when written as a number, bytes when written as a size or a time of the link's rate (a BDP or
+    "24ms": never less than ten full frames)."""
     topo = load_topology(SINGLE)
-    assert topo.resolve({"bw": 1, "owd": 1})["bottleneck"]["forward"].queue == 10
-    # 100 Mbit/s for 24 ms = 300 kB = 200 packets.
-    assert topo.resolve({"bw": 100, "queue": "24ms"})["bottleneck"]["forward"].queue == 200
-    assert topo.resolve({"queue": 30})["bottleneck"]["reverse"].queue == 30
-    assert topo.resolve({"queue": 37.4})["bottleneck"]["reverse"].queue == 37
+
+    def queue(values: dict) -> tuple[int, str]:
+        s = topo.resolve(values)["bottleneck"]["forward"]
+        return s.queue, s.queue_unit
+
+    assert queue({"bw": 1, "owd": 1}) == (10 * 1514, "bytes")
+    # 100 Mbit/s for 24 ms = 300 kB.
+    assert queue({"bw": 100, "queue": "24ms"}) == (300_000, "bytes")
+    assert queue({"queue": "30kB"}) == (30_000, "bytes") and queue({"queue": "2KiB"}) == (2048, "bytes")
+    assert queue({"queue": 30}) == (30, "packets")
+    assert queue({"queue": 37.4}) == (37, "packets")
+    with pytest.raises(UserError, match="less than one full frame"):
+        queue({"queue": "1kB"})
 
 
 @pytest.mark.parametrize("values, message", [
@@ -180,14 +198,46 @@ def test_interface_names_fit_with_longest_prefix() -> None:
 def test_shaping_commands() -> None:
     s = Shaping(bw=100.0, owd=200.0, queue=50)
     tbf = shaping_commands("d0", s, "delayline")
+    # The bucket: one full frame and 0.25 ms of 100 Mbit/s (3,125 B); the queue a pfifo of 50 packets,
+    # tbf's limit the same number (the kernel gives it to the child on every change).
     assert tbf == [["qdisc", "replace", "dev", "d0", "root", "handle", "1:", "tbf", "rate", "100mbit",
-                    "burst", str(max(TBF_MIN_BURST, 12500)), "limit", str(50 * 1514)]]
+                    "burst", "4639", "limit", "50"],
+                   ["qdisc", "replace", "dev", "d0", "parent", "1:1", "handle", "10:", "pfifo", "limit", "50"]]
+    in_bytes = shaping_commands("d0", Shaping(bw=4.0, owd=20.0, queue=30_000, queue_unit="bytes"), "delayline")
+    assert in_bytes[0][8:] == ["rate", "4mbit", "burst", str(1514 + 125), "limit", "30000"]
+    assert in_bytes[1][6:] == ["handle", "11:", "bfifo", "limit", "30000"]
     netem = shaping_commands("d0", s, "netem")
     assert netem[0][:8] == ["qdisc", "replace", "dev", "d0", "root", "handle", "1:", "netem"]
     assert netem[1][4:8] == ["parent", "1:1", "handle", "10:"]
+    assert netem[2][4:9] == ["parent", "10:1", "handle", "20:", "pfifo"]
     # 100 Mbit/s × 200 ms is ~1700 full packets: netem's default limit of 1000 would cap throughput.
     assert netem_limit(s) >= 1700
     assert shaping_commands("d0", Shaping(bw=None, owd=5.0, queue=10), "delayline") == []
+
+
+def test_the_burst_is_one_frame_and_a_quarter_millisecond_of_the_rate() -> None:
+    assert tbf_burst(0.468) == 1514 + 15 and tbf_burst(4.0) == 1514 + 125
+    assert tbf_burst(100.0) == 1514 + 3125 and tbf_burst(1000.0) == 1514 + 31_250
+
+
+def test_a_change_sets_only_the_parts_it_changes() -> None:
+    old = Shaping(bw=4.0, owd=20.0, queue=20)
+    assert changed_parts(old, Shaping(4.0, 35.0, 20), "delayline") == ()
+    assert changed_parts(old, Shaping(4.0, 35.0, 20), "netem") == ("delay",)
+    assert changed_parts(old, Shaping(8.0, 20.0, 20), "delayline") == ("rate",)
+    assert changed_parts(old, Shaping(4.0, 20.0, 30), "delayline") == ("rate", "queue")
+    assert shaping_commands("d0", Shaping(8.0, 35.0, 20), "netem", ("rate",))[0][7:9] == ["10:", "tbf"]
+
+
+def test_the_link_as_built_is_read_back_and_compared() -> None:
+    shown = [{"kind": "tbf", "handle": "1:", "dev": "d0", "options": {"rate": 500000, "burst": 1638}},
+             {"kind": "pfifo", "handle": "10:", "dev": "d0", "options": {"limit": 20}},
+             {"kind": "tbf", "handle": "1:", "dev": "d1", "options": {"rate": 1, "burst": 1}}]
+    have = built(shown, "d0")
+    assert have == {"rate_mbit": 4.0, "burst_bytes": 1638, "queue": 20, "queue_unit": "packets"}
+    assert built_mismatches(Shaping(4.0, 20.0, 20), have) == []
+    wrong = built_mismatches(Shaping(4.0, 20.0, 20, "bytes"), {**have, "burst_bytes": 15140})
+    assert len(wrong) == 2 and "burst 15140" in wrong[0] and "asked 20 bytes" in wrong[1]
 
 
 def test_parse_sets() -> None:

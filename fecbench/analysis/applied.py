@@ -12,7 +12,7 @@ import pandas as pd
 from fecbench.analysis import results
 from fecbench.analysis.results import DbLike
 
-LINK_COLUMNS = ["point", "link", "direction", "rate_mbit", "owd_ms", "queue_packets"]
+LINK_COLUMNS = ["point", "link", "direction", "rate_mbit", "burst_bytes", "owd_ms", "queue", "queue_unit"]
 LOSS_COLUMNS = ["point", "link", "model", "params", "long_run_loss", "mean_burst", "directions"]
 IMPL_COLUMNS = ["label", "impl", "args", "server argv", "client argv"]
 
@@ -34,11 +34,16 @@ def _per_point(db: DbLike) -> list[dict]:
 
 
 def links(db: DbLike) -> pd.DataFrame:
-    """Per point, link and direction: rate (Mbit/s; empty: unlimited), one-way delay (ms), queue (packets)."""
+    """Per point, link and direction: rate (Mbit/s; empty: unlimited), the rate limiter's burst (bytes), one-way
+    delay (ms), queue (its limit, in queue_unit: packets or bytes). Campaigns recorded before the queue was
+    counted as written had every queue in packets and the rate limiter's burst unrecorded."""
     records = []
     for applied in _per_point(db):
         for link, pair in applied["links"].items():
             for direction, s in pair.items():
+                if "queue_packets" in s:
+                    s = {**{k: v for k, v in s.items() if k != "queue_packets"},
+                         "queue": s["queue_packets"], "queue_unit": "packets"}
                 records.append({"point": applied["point"], "link": link, "direction": direction, **s})
     return pd.DataFrame(records, columns=LINK_COLUMNS)
 

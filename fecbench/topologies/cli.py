@@ -82,21 +82,22 @@ def show(spec: str = typer.Argument(..., help="Topology spec (TOML)."),
         ifaces = "\n".join(f"{i['name']} {i['address'] or ''} ({i['link']})" for i in n["interfaces"])
         nodes.add_row(n["name"], n["role"], ifaces, "\n".join(n["routes"] + [f"rule {r}" for r in n["rules"]]))
     console.print(nodes)
-    links = Table("link", "ends", "direction", "bw Mbit/s", "owd ms", "queue pkts", "egress", title="links")
+    links = Table("link", "ends", "direction", "bw Mbit/s", "burst B", "owd ms", "queue", "egress", title="links")
     commands = []
     for link in info["links"]:
         ends = " — ".join(link["ends"]) + (" (lossy)" if link["loss"] else "")
         if not link["shaped"]:
-            links.add_row(link["id"], ends, "both", "-", "-", "-", "plain veth")
+            links.add_row(link["id"], ends, "both", "-", "-", "-", "-", "plain veth")
             continue
         for d in ("forward", "reverse"):
             s = link[d]
-            links.add_row(link["id"], ends, d, str(s["bw_mbit"]), f"{s['owd_ms']:g}", str(s["queue_packets"]),
-                          f"{link['delay_node']}:{s['egress']}")
+            burst = "-" if s["burst_bytes"] is None else f"{s['burst_bytes']:,}"
+            links.add_row(link["id"], ends, d, str(s["bw_mbit"]), burst, f"{s['owd_ms']:g}",
+                          f"{s['queue']:,} {s['queue_unit']}", f"{link['delay_node']}:{s['egress']}")
             commands += [f"{link['delay_node']}: {c}" for c in s["commands"]]
     console.print(links)
     console.print("[bold]shaping commands[/bold] (per direction: dropper on the sending router's egress "
-                  "→ delay → tbf on the delay node's egress):")
+                  "→ delay → tbf and its queue on the delay node's egress):")
     for line in commands:
         console.print("  " + line, soft_wrap=True, highlight=False)
 

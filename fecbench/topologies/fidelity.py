@@ -35,8 +35,9 @@ from typing import Any
 from fecbench.errors import UserError
 
 PROBE_SCRIPT = str(Path(__file__).with_name("probe.py"))  # run as a script: stdlib imports only
-PROBES = 20            # per direction: 20 × 242 bytes on the wire pass tbf's 15 kB burst without waiting
-PROBE_PPS = 1000.0
+PROBES = 20            # per direction
+PROBE_PPS = 1000.0     # at most; slower on slow links (`probe_pps`)
+PROBE_FRAME_BYTES = 200 + 42   # a probe on the wire (probe.PAYLOAD_BYTES + UDP, IPv4, Ethernet headers)
 PROBE_PORT = 9100
 # |sum of median one-way delays − configured RTT| ≤ RTT_BOUND_MS (measured: module docstring).
 RTT_BOUND_MS = 1.0
@@ -75,10 +76,20 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+def probe_pps(net: Any, pps: float = PROBE_PPS) -> float:
+    """Probes per second that find each rate limiter's bucket refilled: every probe then leaves as it arrives
+    and measures the delay alone, not its serialisation or a queue of earlier probes (the bucket holds one
+    frame and 0.25 ms of the rate: at 0.468 Mbit/s six probes, each taking 4.1 ms of the rate)."""
+    rates = [s.bw for pair in net.shaping.values() for s in pair.values() if s.bw is not None]
+    return min([pps] + [mbit * 1e6 / (PROBE_FRAME_BYTES * 8) / 2 for mbit in rates])
+
+
 def one_way(net: Any, flows: list[tuple[Any, Any, str, str]], count: int = PROBES,
             pps: float = PROBE_PPS) -> list[list[float]]:
     """One-way delays (ms) of `count` datagrams for each flow (sender node, receiver node, src, dst), each
-    flow on its own port: every receiver first, then the senders one after the other."""
+    flow on its own port: every receiver first, then the senders one after the other, at `pps` or slower on
+    slow links (`probe_pps`)."""
+    pps = probe_pps(net, pps)
     rtt_s = max(net.topo.configured_rtt(i, net.shaping) for i in range(net.topo.paths)) / 1e3
     timeout = count / pps + rtt_s + 10
     # -I -S: no site packages, user site or environment: the probe needs the standard library only,

@@ -4,7 +4,8 @@ Every link k gets the subnet 10.0.k.0/24 with .1 on its client-side end and .2 o
 A shaped link is cut by a hidden delay node (an L2 element: a userspace delay bridge or a Linux
 bridge with netem), so both routers keep one subnet across it. Per direction: dropper (clsact on
 the sending router's egress toward the delay node) -> delay (delayline process, or netem) -> tbf
-(rate, queue; on the delay node's egress).
+(the rate) with a fifo under it (the router queue, counted as written: pfifo in packets, bfifo in
+bytes), on the delay node's egress.
 """
 
 from __future__ import annotations
@@ -13,10 +14,17 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from fecbench.topologies.spec import LinkSpec, Shaping, Topology
+from fecbench.topologies.spec import FRAME_BYTES, LinkSpec, Shaping, Topology
 
-TBF_MIN_BURST = 15140          # ≥ 15 kB: ten full frames
+#: The rate limiter's bucket: what may leave at line rate after idle or a rate change. One full frame (the
+#: least that lets a full frame through) plus this long at the link's rate, so that a timer wake-up up to
+#: this late costs no rate. Measured: topologies/README.md, "Rate and queue".
+BURST_S = 0.00025
 POLICY_TABLE_BASE = 100
+#: The delay node's qdisc handles per backend: the rate limiter, and its child fifo per queue unit (a
+#: fifo's kind cannot change in place, so packets and bytes each have their own handle).
+HANDLES = {"delayline": {"tbf": "1:", "packets": "10:", "bytes": "11:"},
+           "netem": {"netem": "1:", "tbf": "10:", "packets": "20:", "bytes": "21:"}}
 
 
 @dataclass
@@ -188,31 +196,102 @@ def _host_routes(topo: Topology, plan: NodePlan, ends: dict[str, tuple[Iface, If
 # --- shaping commands ------------------------------------------------------------------------
 
 
-def tbf_args(dev: str, s: Shaping, parent: list[str]) -> list[str]:
-    """`tc qdisc replace` arguments of the rate limiter: burst ≥ 15 kB, limit = the queue."""
-    rate_bytes = s.bw * 1e6 / 8
-    burst = max(TBF_MIN_BURST, math.ceil(rate_bytes * 0.001))
-    return ["qdisc", "replace", "dev", dev, *parent, "tbf", "rate", f"{s.bw:g}mbit",
-            "burst", str(burst), "limit", str(s.queue_bytes)]
+def tbf_burst(bw_mbit: float) -> int:
+    """Bytes the rate limiter lets through at line rate after idle (its bucket): a packet of L bytes leaves at
+    most (FRAME_BYTES − L) / rate + BURST_S before the rate's schedule."""
+    return FRAME_BYTES + math.ceil(bw_mbit * 1e6 / 8 * BURST_S)
 
 
 def netem_limit(s: Shaping) -> int:
     """Packets in flight inside netem: delay × rate in small packets, plus the queue (≥ 1000)."""
     rate = (s.bw or 1000.0) * 1e6 / 8
-    return max(1000, math.ceil(rate * s.owd / 1e3 / 100) + s.queue)
+    queue = s.queue if s.queue_unit == "packets" else math.ceil(s.queue / 100)
+    return max(1000, math.ceil(rate * s.owd / 1e3 / 100) + queue)
 
 
-def shaping_commands(dev: str, s: Shaping, backend: str) -> list[list[str]]:
-    """tc commands for one direction on the delay node's egress `dev` (a `tc -batch` each)."""
-    if backend == "netem":
-        cmds = [["qdisc", "replace", "dev", dev, "root", "handle", "1:", "netem",
-                 "delay", f"{s.owd:g}ms", "limit", str(netem_limit(s))]]
-        if s.bw is not None:
-            cmds.append(tbf_args(dev, s, ["parent", "1:1", "handle", "10:"]))
-        return cmds
+#: What a change of one direction can touch on the delay node, in the order its commands go.
+PARTS = ("delay", "rate", "queue")
+
+
+def shaping_commands(dev: str, s: Shaping, backend: str, parts: tuple[str, ...] = PARTS) -> list[list[str]]:
+    """tc commands (a `tc -batch` each) setting `parts` of one direction on the delay node's egress `dev`:
+    delay (netem backend; the delay element sets its own), rate (tbf) and queue (its child fifo). The tbf
+    line carries the queue's limit too: on every change the kernel sets tbf's child fifo to tbf's limit,
+    in the fifo's own unit."""
+    handles = HANDLES[backend]
+    cmds = []
+    if backend == "netem" and "delay" in parts:
+        cmds.append(["qdisc", "replace", "dev", dev, "root", "handle", handles["netem"], "netem",
+                     "delay", f"{s.owd:g}ms", "limit", str(netem_limit(s))])
     if s.bw is None:
+        return cmds
+    parent = ["root"] if backend == "delayline" else ["parent", handles["netem"].replace(":", ":1")]
+    if "rate" in parts:
+        cmds.append(["qdisc", "replace", "dev", dev, *parent, "handle", handles["tbf"], "tbf",
+                     "rate", f"{s.bw:g}mbit", "burst", str(tbf_burst(s.bw)), "limit", str(s.queue)])
+    if "queue" in parts:
+        kind = "pfifo" if s.queue_unit == "packets" else "bfifo"
+        cmds.append(["qdisc", "replace", "dev", dev, "parent", handles["tbf"].replace(":", ":1"),
+                     "handle", handles[s.queue_unit], kind, "limit", str(s.queue)])
+    return cmds
+
+
+def changed_parts(old: Shaping, new: Shaping, backend: str) -> tuple[str, ...]:
+    """The parts of a direction that tc must set to go from `old` to `new` (the delay element's own delay
+    is not tc's)."""
+    parts = []
+    if backend == "netem" and new.owd != old.owd:
+        parts.append("delay")
+    if new.bw != old.bw:
+        parts.append("rate")
+    if (new.queue, new.queue_unit) != (old.queue, old.queue_unit):
+        parts += ["rate", "queue"] if "rate" not in parts else ["queue"]
+    return tuple(parts)
+
+
+def built(qdiscs: list[dict], dev: str) -> dict:
+    """A direction's shaping as the kernel has it (from `tc -j qdisc show`): rate (Mbit/s), burst (bytes),
+    queue limit and unit, netem's delay (ms) where there is one."""
+    out: dict = {}
+    for q in qdiscs:
+        if q.get("dev", dev) != dev:
+            continue
+        options = q.get("options") or {}
+        if q.get("kind") == "tbf":
+            out["rate_mbit"] = round(options.get("rate", 0) * 8 / 1e6, 6)
+            out["burst_bytes"] = options.get("burst")
+        elif q.get("kind") in ("pfifo", "bfifo"):
+            out["queue"] = options.get("limit")
+            out["queue_unit"] = "packets" if q["kind"] == "pfifo" else "bytes"
+        elif q.get("kind") == "netem":
+            delay = options.get("delay") or {}
+            if isinstance(delay, dict) and "delay" in delay:
+                out["owd_ms"] = round(delay["delay"] * 1e3, 6)
+    return out
+
+
+def as_built(asked: Shaping, qdiscs: list[dict], dev: str) -> dict:
+    """A direction's rate limiter and queue as asked, as the kernel holds them (read back), and what differs."""
+    have = built(qdiscs, dev)
+    return {"asked": {"rate_mbit": asked.bw, "burst_bytes": tbf_burst(asked.bw) if asked.bw else None,
+                      "queue": asked.queue, "queue_unit": asked.queue_unit},
+            "built": have, "mismatch": built_mismatches(asked, have)}
+
+
+def built_mismatches(asked: Shaping, have: dict) -> list[str]:
+    """What of the rate limiter and queue the kernel holds differs from what was asked (empty: as asked).
+    tc stores the burst in time at the rate, so it reads back a few bytes off."""
+    if asked.bw is None:
         return []
-    return [tbf_args(dev, s, ["root", "handle", "1:"])]
+    wrong = []
+    burst = tbf_burst(asked.bw)
+    if have.get("rate_mbit") is None or abs(have["rate_mbit"] - asked.bw) > 1e-3 * asked.bw + 1e-6:
+        wrong.append(f"rate {have.get('rate_mbit')} Mbit/s, asked {asked.bw:g}")
+    if have.get("burst_bytes") is None or abs(have["burst_bytes"] - burst) > max(16, burst // 100):
+        wrong.append(f"burst {have.get('burst_bytes')} bytes, asked {burst}")
+    if (have.get("queue"), have.get("queue_unit")) != (asked.queue, asked.queue_unit):
+        wrong.append(f"queue {have.get('queue')} {have.get('queue_unit')}, asked {asked.describe_queue()}")
+    return wrong
 
 
 def describe(topo: Topology, plan: Layout, resolved: dict[str, dict[str, Shaping]], backend: str) -> dict:
@@ -238,7 +317,8 @@ def describe(topo: Topology, plan: Layout, resolved: dict[str, dict[str, Shaping
                     cmds.insert(0, ["dropper", "attach", f"{node}:{iface}", "egress"])
                 if backend == "delayline":
                     cmds.insert(1 if link.loss else 0, ["delayline", d, f"{s.owd:g}ms"])
-                entry[d] = {"bw_mbit": s.bw, "owd_ms": s.owd, "queue_packets": s.queue,
+                entry[d] = {"bw_mbit": s.bw, "owd_ms": s.owd, "queue": s.queue, "queue_unit": s.queue_unit,
+                            "burst_bytes": tbf_burst(s.bw) if s.bw is not None else None,
                             "egress": dn.egress(d), "commands": [" ".join(c) for c in cmds]}
         out["links"].append(entry)
     return out

@@ -23,7 +23,7 @@ from fecbench import cgroups, cleanup, lateness
 from fecbench.errors import UserError, require_root
 from fecbench.topologies import endpoints, traffic
 from fecbench.topologies.backend import select_backend
-from fecbench.topologies.layout import Layout, make_layout, shaping_commands
+from fecbench.topologies.layout import Layout, as_built, make_layout, shaping_commands
 from fecbench.topologies.link_control import DropperRef, LinkChange, LinkControl, LinkEnd, LinkKey, run_in_nodes
 from fecbench.topologies.spec import Topology
 
@@ -367,6 +367,7 @@ class Network:
                     "qdiscs": [{k: q.get(k) for k in ("kind", "bytes", "packets", "drops", "overlimits",
                                                       "backlog", "qlen")}
                                for q in qdiscs.get(direction, [])],
+                    **as_built(self.shaping[link_id][direction], shown, dn.egress(direction)),
                 })
         return out
 

@@ -24,7 +24,10 @@ from fecbench.specs import Section, load_toml
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,15}$")
 FACTOR_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 MS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*ms\s*$")
+BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|kB|KB|KiB|MB|MiB)\s*$")
+BYTE_UNITS = {"B": 1, "kB": 1000, "KB": 1000, "KiB": 1024, "MB": 1_000_000, "MiB": 1 << 20}
 PACKET_BYTES = 1500          # a full-size packet, for queue and BDP conversions
+FRAME_BYTES = PACKET_BYTES + 14   # a full-size packet as the rate limiter counts it (Ethernet header included)
 MIN_QUEUE_PACKETS = 10
 MAX_LINKS = 250              # one /24 per link inside 10.0.0.0/16
 SHAPING_KEYS = ("bw", "owd", "queue")
@@ -41,7 +44,7 @@ class DirectionSpec:
     """What shapes one direction of a link: literal numbers or factor names (str)."""
     bw: float | str | None = None        # Mbit/s; None = no rate limit
     owd: float | str | None = None       # ms; None = no delay
-    queue: float | str | None = None     # packets, "50ms", factor name, or None = one BDP
+    queue: float | str | None = None     # packets, "50ms", "30kB", "bdp", factor name, or None = one BDP
 
 
 @dataclass
@@ -60,14 +63,22 @@ class LinkSpec:
 
 @dataclass(frozen=True)
 class Shaping:
-    """Resolved shaping of one direction of one link."""
+    """Resolved shaping of one direction of one link. The router queue holds `queue` packets whatever their
+    size when it was written in packets, or `queue` bytes when it was written in bytes or time ("30kB",
+    "50ms" and "bdp" of the link's rate): a queue is counted as written."""
     bw: float | None          # Mbit/s
     owd: float                # ms
-    queue: int                # packets
+    queue: int                # in queue_unit
+    queue_unit: str = "packets"   # packets | bytes
 
-    @property
-    def queue_bytes(self) -> int:
-        return self.queue * (PACKET_BYTES + 14)
+    def describe_queue(self) -> str:
+        return f"{self.queue} {'packet' if self.queue == 1 else 'packets'}" if self.queue_unit == "packets" \
+            else f"{self.queue:,} bytes"
+
+
+def is_queue_literal(value: object) -> bool:
+    """A queue written as a value, not a factor's name: "50ms", "30kB" or "bdp"."""
+    return isinstance(value, str) and (value == "bdp" or bool(MS_RE.match(value)) or bool(BYTES_RE.match(value)))
 
 
 @dataclass
@@ -160,7 +171,8 @@ class Topology:
                 d = getattr(link, dname)
                 bw = self._number(d.bw, values, "bw", allow_zero=False) if d.bw is not None else None
                 rtt = owds["forward"] + owds["reverse"]
-                pair[dname] = Shaping(bw=bw, owd=owds[dname], queue=self._queue(d.queue, values, bw, rtt))
+                queue, unit = self._queue(d.queue, values, bw, rtt)
+                pair[dname] = Shaping(bw=bw, owd=owds[dname], queue=queue, queue_unit=unit)
             out[link.id] = pair
         return out
 
@@ -178,30 +190,41 @@ class Topology:
             raise UserError(f"{self.file}: {what} must be {bound} {unit}, got {value!r}")
         return value
 
-    def _queue(self, ref: float | str | None, values: dict[str, Any], bw: float | None, rtt_ms: float) -> int:
+    def _queue(self, ref: float | str | None, values: dict[str, Any], bw: float | None,
+               rtt_ms: float) -> tuple[int, str]:
+        """(limit, unit): packets when written as a number, bytes when written as a size or a time of the
+        link's rate ("50ms", "bdp": never less than MIN_QUEUE_PACKETS full frames)."""
         value: Any = ref
-        if isinstance(ref, str) and not MS_RE.match(ref):
+        if isinstance(ref, str) and not is_queue_literal(ref):
             value = self.value_of(ref, values)
         what = f"factor {ref!r}" if isinstance(ref, str) else "queue"
+        forms = 'packets, "<n>ms", "<n>kB" or "bdp"'
+        floor = MIN_QUEUE_PACKETS * FRAME_BYTES
         if value is None or value == "bdp":
             if bw is None:
-                return 1000
-            return max(MIN_QUEUE_PACKETS, math.ceil(bw * 1e6 * rtt_ms / 1e3 / 8 / PACKET_BYTES))
+                return 1000, "packets"
+            return max(floor, math.ceil(bw * 1e6 * rtt_ms / 1e3 / 8)), "bytes"
         if isinstance(value, str):
+            if m := BYTES_RE.match(value):
+                size = math.ceil(float(m.group(1)) * BYTE_UNITS[m.group(2)])
+                if size < FRAME_BYTES:
+                    raise UserError(f"{self.file}: {what} {value!r} holds less than one full frame "
+                                    f"({FRAME_BYTES} B): nothing of full size could be queued")
+                return size, "bytes"
             m = MS_RE.match(value)
             if not m:
-                raise UserError(f"{self.file}: {what} must be packets, \"<n>ms\" or \"bdp\", got {value!r}")
+                raise UserError(f"{self.file}: {what} must be {forms}, got {value!r}")
             if bw is None:
                 raise UserError(f"{self.file}: {what} in ms needs a link with a rate (bw)")
-            return max(MIN_QUEUE_PACKETS, math.ceil(bw * 1e6 * float(m.group(1)) / 1e3 / 8 / PACKET_BYTES))
+            return max(floor, math.ceil(bw * 1e6 * float(m.group(1)) / 1e3 / 8)), "bytes"
         try:
             packets = float(value)
         except (TypeError, ValueError):
-            raise UserError(f"{self.file}: {what} must be packets, \"<n>ms\" or \"bdp\", got {value!r}") from None
+            raise UserError(f"{self.file}: {what} must be {forms}, got {value!r}") from None
         # A planner's continuous value (e.g. 37.4) is rounded to whole packets.
         if not math.isfinite(packets) or round(packets) < 1:
             raise UserError(f"{self.file}: {what} must be a number of packets ≥ 1, got {value!r}")
-        return int(round(packets))
+        return int(round(packets)), "packets"
 
     def configured_rtt(self, index: int, resolved: dict[str, dict[str, Shaping]]) -> float:
         """Round-trip time of path `index` from the link delays alone (ms)."""
@@ -245,7 +268,7 @@ def _ref(sec: Section, key: str, kind: str, declared: dict[str, Any]) -> float |
     if value is None:
         return None
     if isinstance(value, str):
-        if kind == "queue" and (MS_RE.match(value) or value == "bdp"):
+        if kind == "queue" and is_queue_literal(value):
             return value
         if not FACTOR_RE.match(value) or value not in declared:
             raise sec.error(key, f"unknown factor name {value!r}", sorted(declared) or "declare it in [factors]")

@@ -22,9 +22,13 @@ RUN_DIR = "<run dir>"
 
 
 def links_at(prepared: Prepared, values: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per shaped link and direction: rate (Mbit/s, None: unlimited), one-way delay (ms), queue (packets)."""
+    """Per shaped link and direction: rate (Mbit/s, None: unlimited), the rate limiter's burst (bytes), one-way
+    delay (ms), queue (its limit in queue_unit: packets or bytes, as written)."""
+    from fecbench.topologies.layout import tbf_burst
+
     resolved = prepared.topology.resolve(values)
-    return {link: {direction: {"rate_mbit": s.bw, "owd_ms": s.owd, "queue_packets": s.queue}
+    return {link: {direction: {"rate_mbit": s.bw, "burst_bytes": tbf_burst(s.bw) if s.bw is not None else None,
+                               "owd_ms": s.owd, "queue": s.queue, "queue_unit": s.queue_unit}
                    for direction, s in pair.items()} for link, pair in resolved.items()}
 
 
@@ -107,9 +111,10 @@ def describe_point(prepared: Prepared, point: int) -> list[str]:
                                             for k, v in values.items())]
     for link, pair in links_at(prepared, values).items():
         for direction, s in pair.items():
-            rate = "unlimited" if s["rate_mbit"] is None else f"{s['rate_mbit']:g} Mbit/s"
+            rate = ("unlimited" if s["rate_mbit"] is None
+                    else f"{s['rate_mbit']:g} Mbit/s (burst {s['burst_bytes']:,} bytes)")
             lines.append(f"  link {link} {direction}: rate {rate}, one-way delay {s['owd_ms']:g} ms, "
-                         f"queue {s['queue_packets']} packets")
+                         f"queue {s['queue']:,} {s['queue_unit']}")
     loss = loss_at(prepared, values)
     if loss["model"] == "none":
         lines.append("  losses: none (no dropper drops)")
@@ -123,6 +128,46 @@ def describe_point(prepared: Prepared, point: int) -> list[str]:
     if workload.sizes != [None]:
         parts.append("sizes " + ", ".join(f"{s} B" for s in workload.sizes if s is not None))
     lines.append(f"  workload: {workload.kind}" + (f" ({'; '.join(parts)})" if parts else ""))
+    return lines + describe_schedule(prepared, point)
+
+
+#: Events of a run's link schedule shown per run in `plan` and `run --dry-run`; repetitions shown when each
+#: draws its own.
+SCHEDULE_EVENTS, SCHEDULE_RUNS = 12, 3
+
+
+def describe_schedule(prepared: Prepared, point: int) -> list[str]:
+    """The link schedule as a point's runs get it: each event's time and what is in force after it, up to the
+    design's time limit; once when every run gets the same, else per repetition (its own loss seed draws)."""
+    from fecbench.topologies.schedule import describe_state, timeline
+
+    schedule = prepared.design.schedule
+    if schedule is None:
+        return []
+    base = {(link, d): s for link, pair in prepared.topology.resolve(prepared.points[point]).items()
+            for d, s in pair.items()}
+    seeds = sorted({(run.repetition, run.loss_seed) for run in prepared.runs if run.point == point})
+    per_run = schedule.draws_per_run()
+    lines = [f"  link schedule {schedule.file}: " + ("each repetition its own draws (random phase or outage "
+             "lengths, from its loss seed)" if per_run else "the same for every run at this point")]
+    for repetition, seed in seeds[:SCHEDULE_RUNS] if per_run else seeds[:1]:
+        # One line per action, "both" where its directions end in the same state.
+        events: list[tuple[Any, str, str]] = []
+        for action, direction, state in timeline(schedule.actions(prepared.design.timeout_s, seed), base):
+            text = describe_state(state)
+            if events and events[-1][0] is action and events[-1][2] == text:
+                events[-1] = (action, "both", text)
+            else:
+                events.append((action, direction, text))
+        if per_run:
+            lines.append(f"   repetition {repetition} (loss seed {seed}):")
+        for action, direction, text in events[:SCHEDULE_EVENTS]:
+            lines.append(f"    {action.at_s:8.3f} s {action.kind:<12} {action.link} {direction}: {text}")
+        if len(events) > SCHEDULE_EVENTS:
+            lines.append(f"    … {len(events) - SCHEDULE_EVENTS} more events up to timeout_s = "
+                         f"{prepared.design.timeout_s:g} s")
+    if per_run and len(seeds) > SCHEDULE_RUNS:
+        lines.append(f"   … and {len(seeds) - SCHEDULE_RUNS} more repetitions, each its own draws")
     return lines
 
 

@@ -21,7 +21,7 @@ from fecbench.errors import SpecError
 from fecbench.planner import portable
 from fecbench.planner.space import Factor, Space
 from fecbench.runners.experiment.design import Design
-from fecbench.topologies.spec import MS_RE, Topology
+from fecbench.topologies.spec import Topology, is_queue_literal
 from fecbench.units import Quantity, factor
 
 #: What each place of a design reads (the docs' table of parameters lists the same).
@@ -60,7 +60,7 @@ def uses(design: Design, topology: Topology, space: Space) -> dict[str, list[Use
             shaping = getattr(link, direction)
             for key, quantity in LINK_QUANTITIES.items():
                 value = getattr(shaping, key)
-                if isinstance(value, str) and not MS_RE.match(value) and value != "bdp":
+                if isinstance(value, str) and not is_queue_literal(value):
                     add(value, Use(f"link {link.id} {direction} {key}", quantity))
     paths = range(1, topology.paths + 1) if design.loss.per_path() else [None]
     for path in paths:
@@ -116,8 +116,8 @@ def check_and_scale(design: Design, topology: Topology, space: Space) -> dict[st
             if use.quantity is FLOW_NAMES:
                 raise _factor_error(design, f, f"{use.where} needs levels that name flows, got numbers")
             if use.quantity.dimension == "packets" and f.unit and f.unit not in ("packets", "packet", "pkt"):
-                raise _factor_error(design, f, f"{use.where} is a queue in packets; a queue in time is written "
-                                    "as strings, e.g. levels = [\"50ms\", \"bdp\"] (no unit)")
+                raise _factor_error(design, f, f"{use.where} is a queue in packets; a queue in bytes or time is "
+                                    "written as strings, e.g. levels = [\"30kB\", \"50ms\", \"bdp\"] (no unit)")
             try:
                 multipliers[use.where] = factor(f.unit, use.quantity)
             except ValueError as exc:

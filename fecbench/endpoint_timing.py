@@ -108,10 +108,12 @@ def merged_quantiles(histograms: Sequence[Sequence[Sequence[int]]], qs: Sequence
     return {q: None if not edges else round((quantile_ns(counts, edges, top, q) or 0) / 1e6, 4) for q in qs}
 
 
-def judge(status: str, endpoints: dict[str, Any] | None, link_stats: list[dict[str, Any]]) -> str | None:
+def judge(status: str, endpoints: dict[str, Any] | None, link_stats: list[dict[str, Any]],
+          link_events: Sequence[dict[str, Any]] = ()) -> str | None:
     """Why a finished run's measurements are not to be trusted, or None: the endpoints' p99 wake-up latency
-    or a delay element's p99 lateness above its bound. Judged for runs that ended ok or by a timeout (a
-    timeout may be the load's doing); the caller gives such a run the status ``fidelity``."""
+    or a delay element's p99 lateness above its bound, a link whose rate limiter or queue the kernel did not
+    hold as asked, a link schedule change in force later than its bound. Judged for runs that ended ok or by
+    a timeout (a timeout may be the load's doing); the caller gives such a run the status ``fidelity``."""
     if status not in ("ok", "timeout"):
         return None
     reasons = []
@@ -123,6 +125,13 @@ def judge(status: str, endpoints: dict[str, Any] | None, link_stats: list[dict[s
         if late.get("ok") is False:
             reasons.append(f"emulation: delay element p99 lateness {late['p99_us'] / 1000:.3g} ms > bound "
                            f"{late['bound_ms']:g} ms on {stat.get('link')} {stat.get('direction')}")
+        wrong = (stat.get("delay") or {}).get("mismatch")
+        if wrong:
+            reasons.append(f"emulation: {stat.get('link')} {stat.get('direction')} not as asked: {'; '.join(wrong)}")
+    schedule = lateness.schedule_summary(link_events)
+    if schedule and not schedule["ok"]:
+        reasons.append(f"emulation: link schedule change {schedule['worst']} in force {schedule['max_ms']:.3g} ms "
+                       f"late > bound {schedule['bound_ms']:g} ms")
     return "; ".join(reasons) or None
 
 

@@ -81,3 +81,28 @@ def from_delay_json(text: Any) -> dict[str, Any] | None:
     except (ValueError, AttributeError):
         return None
     return late or None
+
+
+#: A run is flagged when one of its link schedule's changes was in force more than this (ms) after its
+#: scheduled time: a delay and rate change read back in force 0.90 ms late at worst with both cores of this
+#: machine busy (topologies/README.md, "Timing"). FECBENCH_SCHEDULE_BOUND_MS replaces it (an emulated machine).
+SCHEDULE_BOUND_MS = 2.0
+
+
+def schedule_bound_ms() -> float:
+    return env_bound_ms("FECBENCH_SCHEDULE_BOUND_MS", SCHEDULE_BOUND_MS)
+
+
+def schedule_summary(events: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """How late a run's link schedule was: each scheduled change's lateness (in force − scheduled, ms), their
+    count, median, maximum and the latest one, judged against the bound; None without scheduled changes."""
+    late = [((e["applied_s"] - e["scheduled_s"]) * 1e3, e) for e in events
+            if e.get("scheduled_s") is not None and e.get("applied_s") is not None]
+    if not late:
+        return None
+    values = sorted(ms for ms, _ in late)
+    worst_ms, worst = max(late, key=lambda pair: pair[0])
+    bound = schedule_bound_ms()
+    return {"events": len(values), "p50_ms": values[(len(values) - 1) // 2], "max_ms": worst_ms,
+            "worst": f"{worst['kind']} on {worst['link']} {worst['direction']} at {worst['scheduled_s']:g} s",
+            "bound_ms": bound, "ok": worst_ms <= bound}

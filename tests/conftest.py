@@ -20,6 +20,7 @@ import pytest
 #: parallel, so that no other test's load is in their measurements.
 SERIAL_FILES = {
     "test_delayline.py", "test_delayline_cpus.py", "test_topology_net.py", "test_campaign_fidelity.py",
+    "test_link_rate.py", "test_schedule_compose.py",
     "test_endpoint_timing.py", "test_jobs.py", "test_schedule_net.py", "test_keepalive.py",
     "test_fecq_multipath_schedulers.py", "test_fecq_tail.py",
     # how a burst spreads over blocks follows how the sender's datagrams alternate between paths, which
@@ -40,7 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # The suite checks the harness, not how busy the machine running it is: runs of its campaigns are
     # judged by generous accuracy bounds (a run above a bound is recorded `fidelity`), inherited by every
     # campaign it starts. The tests of the bounds set their own (tests/test_endpoint_timing.py).
-    for variable in ("FECBENCH_ENDPOINT_BOUND_MS", "FECBENCH_LATENESS_BOUND_MS"):
+    for variable in ("FECBENCH_ENDPOINT_BOUND_MS", "FECBENCH_LATENESS_BOUND_MS", "FECBENCH_SCHEDULE_BOUND_MS"):
         os.environ.setdefault(variable, GENEROUS_BOUND_MS)
 
 

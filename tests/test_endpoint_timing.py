@@ -69,6 +69,19 @@ def test_judge_names_what_was_late() -> None:
     assert endpoint_timing.judge("ok", {"error": "not measured"}, []) is None
 
 
+def test_judge_flags_a_link_not_as_asked_and_a_late_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FECBENCH_SCHEDULE_BOUND_MS", raising=False)
+    wrong = {"link": "bottleneck", "direction": "reverse", "delay": {"mismatch": ["burst 15140 bytes, asked 1639"]}}
+    assert endpoint_timing.judge("ok", None, [wrong]) == ("emulation: bottleneck reverse not as asked: burst 15140 "
+                                                          "bytes, asked 1639")
+    event = {"kind": "outage-start", "link": "bottleneck", "direction": "forward", "scheduled_s": 1.0}
+    on_time, late = {**event, "applied_s": 1.0012}, {**event, "applied_s": 1.0057}
+    assert endpoint_timing.judge("ok", None, [], [on_time]) is None
+    why = endpoint_timing.judge("ok", None, [], [on_time, late, {"kind": "restore", "scheduled_s": None}])
+    assert why == ("emulation: link schedule change outage-start on bottleneck forward at 1 s in force 5.7 ms late "
+                   "> bound 2 ms")
+
+
 def test_merged_quantiles_of_several_runs() -> None:
     edges = schedlat.upper_edges()
     one = endpoint_timing.sparse(schedlat.histogram([20_000] * 99 + [5 * MS])["buckets"], edges)

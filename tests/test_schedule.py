@@ -3,6 +3,7 @@ into timed actions (periodic, random outage lengths from the seed), topology che
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -200,3 +201,32 @@ def test_outage_drops_are_counted_like_the_models(tmp_path) -> None:
     assert forward["dropped"] == want and forward["outage_dropped"] == want - plain["forward"] > 0
     assert forward["model"]["outages"] == [(100, 130)]
     assert reverse["dropped"] == 50 and reverse["outage_dropped"] == 50 - plain["reverse"]   # the log's count
+
+
+def test_changes_compose_and_the_dry_run_shows_each_points_timeline(tmp_path):
+    """A rate step keeps a delay step in force, an undo takes away only its own change (the timeline), and
+    `fecbench run --dry-run` prints what is in force after each event, once when every run gets the same."""
+    from fecbench.topologies.schedule import timeline
+    from fecbench.topologies.spec import Shaping
+
+    spec = write(tmp_path, '[[change]]\nlink = "bottleneck"\nat_s = 0.8\ndirection = "forward"\nowd_ms = 35\n'
+                           'hold_ms = 1000\n[[change]]\nlink = "bottleneck"\nat_s = 1.2\ndirection = "forward"\n'
+                           'bw_scale = 2\nhold_ms = 300\n')
+    base = {("bottleneck", "forward"): Shaping(bw=4.0, owd=20.0, queue=20)}
+    actions = load_schedule(spec).actions(5, 1)
+    steps = [(a.at_s, a.kind, s["owd_ms"], s["bw_mbit"]) for a, _, s in timeline(actions, base)]
+    assert steps == [(0.8, "set", 35, 4), (1.2, "set", 35, 8), (1.5, "undo", 35, 4), (1.8, "undo", 20, 4)]
+    design = (ROOT / "designs" / "smoke.toml").read_text().replace("[design]\n", f'[design]\nschedule = "{spec}"\n', 1)
+    (tmp_path / "d.toml").write_text(design)
+    done = subprocess.run([sys.executable, "-m", "fecbench", "run", str(tmp_path / "d.toml"), "--dry-run"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
+                          env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the same for every run at this point" in done.stdout
+    import re
+
+    # At 1.2 s the rate doubles and the delay step of 0.8 s stays; at 1.8 s the point's own delay is back.
+    point = re.search(r"point 0: bw = ([\d.]+), owd = ([\d.]+)", done.stdout)
+    bw, owd = float(point.group(1)), float(point.group(2))
+    assert f"1.200 s set          bottleneck forward: owd 35 ms, {2 * bw:.4g} Mbit/s, model losses" in done.stdout
+    assert f"1.800 s undo         bottleneck forward: owd {owd:.4g} ms, {bw:.4g} Mbit/s" in done.stdout

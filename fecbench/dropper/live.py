@@ -75,19 +75,21 @@ class LiveConfig:
         struct.pack_into("<I", self._map, OFF_MODEL, model)
         return before, self.index()
 
-    def outage(self, on: bool) -> tuple[int, int]:
-        """Drop every packet from now (on) or go back to the model in force before the outage."""
-        if on:
-            self.before_outage = (self._u32(OFF_MODEL), self._u64(OFF_T0))
+    def set(self, outage: bool = False, p: float | None = None) -> tuple[int, int]:
+        """The configuration for a state of the link: every packet dropped during an outage, else the uniform
+        model at `p`, else (p None) the configuration found when this object was made; from the next packet
+        on (same stream). One write whatever changed, so a loss step during an outage waits for its end."""
+        if outage:
             return self._write(MODEL_UNIFORM, DROP_ALL)
-        model, t_p = getattr(self, "before_outage", self.saved)
-        return self._write(model, t_p)
-
-    def set_uniform_p(self, p: float) -> tuple[int, int]:
-        """New loss probability of a uniform model, from the next packet on (same stream)."""
+        if p is None:
+            return self._write(*self.saved)
         if self.saved[0] != MODEL_UNIFORM:
             raise UserError("loss changes in place need the uniform loss model")
         return self._write(MODEL_UNIFORM, threshold(p))
+
+    def state(self) -> tuple[int, int]:
+        """The configuration in force: (model, threshold) as the kernel reads them."""
+        return self._u32(OFF_MODEL), self._u64(OFF_T0)
 
     def changed(self) -> bool:
         return (self._u32(OFF_MODEL), self._u64(OFF_T0)) != self.saved

@@ -16,11 +16,17 @@ every_s = 15.0            # periodic (first at start_s, default every_s; until_s
 direction = "both"        # forward | reverse | both (default)
 outage_ms = [100, 300]    # drop every packet for this long: a number, or [low, high] drawn per occurrence
 owd_ms = [25, 32, 28]     # new one-way delay: a number, or a list taken in turn per occurrence
-# owd_delta_ms = 5        # or: the run's configured delay plus this
-# bw_mbit = 50            # new rate; or bw_scale = 0.5 (times the run's configured rate)
+# owd_delta_ms = 5        # or: the delay in force plus this
+# bw_mbit = 50            # new rate; or bw_scale = 0.5 (times the rate in force)
 # loss_p = 0.02           # new loss probability of the link's dropper (design loss model uniform)
 # hold_ms = 2000          # undo the delay/rate/loss change after this long (default: keep it)
 ```
+
+Changes compose: a change alters only what it names (a rate step keeps the delay in force, a delay step
+the rate), relative changes (``owd_delta_ms``, ``bw_scale``) act on what is in force, and an undo takes
+its own change away: what is in force then is what the changes still active make of the run's
+configuration, in the order they were set (undone in reverse order, each undo restores what was in
+force before its change). Outages overlap: the link is cut while any is on (`Layers`).
 
 Random outage lengths are drawn from the run's loss seed (numpy's PCG64 seeded with
 ``[seed, change index]``): the same schedule and seed give the same lengths, and every implementation
@@ -48,6 +54,7 @@ import numpy as np
 from fecbench.dropper.models import MODELS
 from fecbench.errors import SpecError
 from fecbench.specs import Section, load_toml
+from fecbench.topologies.spec import Shaping
 
 DIRECTIONS = ("forward", "reverse", "both")
 MAX_EVENTS = 100_000          # per run: a period of 1 ms over a 60 s run fits; a typo (every_s = 1e-6) does not
@@ -64,6 +71,65 @@ class Action:
     directions: tuple[str, ...]       # ("forward",), ("reverse",) or both
     kind: str                         # outage-start | outage-end | set | undo
     params: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Layers:
+    """What is in force on one direction of a link during a run: its configuration (`base`), the set
+    actions still active on top of it in the order they were set, and how many outages are on."""
+    base: Shaping
+    active: list[tuple[tuple[int, int], dict[str, float]]] = field(default_factory=list)
+    outages: int = 0
+
+    def step(self, action: Action) -> None:
+        """Take one action: a set goes on top, an undo takes its set away, an outage starts or ends."""
+        if action.kind == "outage-start":
+            self.outages += 1
+        elif action.kind == "outage-end":
+            self.outages = max(0, self.outages - 1)
+        elif action.kind == "set":
+            self.active.append(((action.change, action.occurrence), dict(action.params)))
+        elif action.kind == "undo":
+            self.active = [a for a in self.active if a[0] != (action.change, action.occurrence)]
+
+    def shaping(self) -> Shaping:
+        owd, bw = self.base.owd, self.base.bw
+        for _, values in self.active:
+            owd = values.get("owd_ms", owd + values.get("owd_delta_ms", 0.0))
+            if bw is not None:
+                bw = values.get("bw_mbit", bw * values.get("bw_scale", 1.0))
+        return Shaping(bw=bw, owd=max(0.0, owd), queue=self.base.queue, queue_unit=self.base.queue_unit)
+
+    def loss_p(self) -> float | None:
+        """The uniform loss probability in force, or None: the run's own loss model."""
+        values = [v["loss_p"] for _, v in self.active if "loss_p" in v]
+        return values[-1] if values else None
+
+    def state(self) -> dict[str, Any]:
+        """In force now, as recorded with each event: owd_ms, bw_mbit, loss_p (None: the run's model), outage."""
+        shaping = self.shaping()
+        return {"owd_ms": shaping.owd, "bw_mbit": shaping.bw, "loss_p": self.loss_p(), "outage": self.outages > 0}
+
+
+def describe_state(state: dict[str, Any]) -> str:
+    """What is in force on a direction, in words (`Layers.state`)."""
+    if state["outage"]:
+        return "cut (outage)"
+    rate = "" if state["bw_mbit"] is None else f", {state['bw_mbit']:.4g} Mbit/s"
+    loss = "model losses" if state["loss_p"] is None else f"loss p {state['loss_p']:g}"
+    return f"owd {state['owd_ms']:.4g} ms{rate}, {loss}"
+
+
+def timeline(actions: list[Action], base: dict[tuple[str, str], Shaping]) -> list[tuple[Action, str, dict[str, Any]]]:
+    """After each action, per direction it acts on: what is in force there (`Layers.state`)."""
+    layers = {key: Layers(shaping) for key, shaping in base.items()}
+    out = []
+    for action in actions:
+        for direction in action.directions:
+            layer = layers.setdefault((action.link, direction), Layers(Shaping(None, 0.0, 0)))
+            layer.step(action)
+            out.append((action, direction, layer.state()))
+    return out
 
 
 @dataclass
@@ -127,6 +193,11 @@ class Schedule:
         # An outage end before a start at the same time: back-to-back outages never overlap.
         order = {"outage-end": 0, "undo": 1, "set": 2, "outage-start": 3}
         return sorted(out, key=lambda a: (a.at_s, order[a.kind], a.change))
+
+    def draws_per_run(self) -> bool:
+        """Whether runs differ in their actions: a random phase or outage lengths drawn from each run's seed."""
+        return any(c.random_phase or (c.outage_ms is not None and c.outage_ms[1] > c.outage_ms[0])
+                   for c in self.changes)
 
     def check_topology(self, topology: Any, loss_model: str | None = None, design: str | Path | None = None) -> None:
         """Links exist; outages and loss changes need a lossy link (its droppers), delay and rate

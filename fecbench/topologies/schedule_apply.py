@@ -33,6 +33,7 @@ Each event: ``kind`` (outage-start, outage-end, set, undo, restore, error), ``li
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import select
@@ -43,7 +44,7 @@ import time
 from typing import Any, Protocol
 
 from fecbench.topologies.link_control import LinkChange, LinkControl, LinkEnd, LinkKey
-from fecbench.topologies.schedule import SETTINGS, Action, Schedule
+from fecbench.topologies.schedule import SETTINGS, Action, Layers, Schedule
 
 SHAPING_PARAMS = set(SETTINGS) - {"loss_p"}   # the settings that change delay or rate
 
@@ -158,12 +159,13 @@ def _error_event(seq: int, text: str) -> dict[str, Any]:
 
 # --- the child: the clock and the changes ------------------------------------------------------
 
-class _Runner:
+class ScheduleRunner:
     """Opens what the plan needs, applies the actions at their times, undoes what is left at the end."""
 
     def __init__(self, plan: dict[str, Any]) -> None:
         self.actions = [Action(**{**a, "directions": tuple(a["directions"])}) for a in plan["actions"]]
         self.control = LinkControl(LinkEnd.from_json(end) for end in plan["ends"])
+        self.layers = {key: Layers(end.shaping) for key, end in self.control.ends.items()}
         self.events: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.t0 = time.monotonic()   # until 'go': times relative to when the plan was read
@@ -171,68 +173,92 @@ class _Runner:
 
     def run(self, t0: float, stop: threading.Event) -> None:
         self.t0 = t0
-        for action in self.actions:
-            deadline = t0 + action.at_s
+        for at_s, group in itertools.groupby(self.actions, key=lambda a: a.at_s):
+            deadline = t0 + at_s
             left = deadline - time.monotonic()
             if left > SPIN_S and stop.wait(left - SPIN_S):
                 return
             while time.monotonic() < deadline:
                 if stop.is_set():
                     return
+            actions = list(group)
             try:
-                self.apply(action)
+                self.apply(actions)
             except Exception as exc:  # noqa: BLE001 - recorded; the run goes on and the end restores
-                self.errors.append(f"{action.kind} on {action.link} at {action.at_s:g} s: {type(exc).__name__}: {exc}")
+                kinds = ", ".join(sorted({f"{a.kind} on {a.link}" for a in actions}))
+                self.errors.append(f"{kinds} at {at_s:g} s: {type(exc).__name__}: {exc}")
 
-    def apply(self, action: Action) -> None:
-        """One action, direction by direction (each with its own event and time)."""
-        for direction in action.directions:
-            key = (action.link, direction)
-            start = time.monotonic()
-            if action.kind in ("outage-start", "outage-end"):
-                change = LinkChange(outage=action.kind == "outage-start")
-            else:
-                change = self.change(key, action.params, undo=action.kind == "undo")
-            params = {**action.params, **self.control.apply({key: change})[key]}
-            self.event(action, key, action.kind, params, start)
-
-    def change(self, key: LinkKey, values: dict[str, float], undo: bool) -> LinkChange:
-        """A set or undo action's change: the new loss probability; delay and rate from the run's own
-        (owd_delta_ms, bw_scale) or absolute (owd_ms, bw_mbit); an undo goes back to the run's."""
-        change = LinkChange()
-        if "loss_p" in values:
-            change = LinkChange(loss_p=None if undo else values["loss_p"], restore_loss=undo)
-        if set(values) & SHAPING_PARAMS:
-            base = self.control.ends[key].shaping
-            owd = values.get("owd_ms", base.owd + values.get("owd_delta_ms", 0.0))
-            bw = values.get("bw_mbit", base.bw * values.get("bw_scale", 1.0) if base.bw else None)
-            new = base if undo else dataclasses.replace(base, owd=max(0.0, owd), bw=bw)
-            change = dataclasses.replace(change, shaping=new)
-        return change
+    def apply(self, actions: list[Action]) -> None:
+        """Actions due at the same instant, as one change per link direction, so that none waits for
+        another (an outage is a map write done first, whatever else is due with it); an event per action
+        and direction, applied when every part it changed was in force."""
+        before: dict[LinkKey, dict[str, Any]] = {}
+        touched: list[tuple[Action, LinkKey, dict[str, Any]]] = []
+        for action in actions:
+            for direction in action.directions:
+                key = (action.link, direction)
+                layer = self.layers[key]
+                before.setdefault(key, layer.state())
+                layer.step(action)
+                touched.append((action, key, layer.state()))
+        changes = {key: _change(state, self.layers[key]) for key, state in before.items()}
+        start = time.monotonic()
+        applied = self.control.apply({key: change for key, change in changes.items() if change != LinkChange()})
+        for action, key, after in touched:
+            done = applied.get(key, {})
+            in_force = done.get("in_force") or {}
+            parts = ["loss"] if action.kind.startswith("outage") or "loss_p" in action.params else []
+            parts += ["delay", "tc"] if set(action.params) & SHAPING_PARAMS else []
+            times = [in_force[p] for p in parts if p in in_force]
+            params = {**action.params, **{k: v for k, v in done.items() if k != "in_force"}, "state": after}
+            self.event(action, key, action.kind, params, start, max(times) if times else time.monotonic())
 
     def restore(self) -> None:
-        """Undo every change still in force; close the droppers' mappings and the resident tc."""
+        """Undo every change still in force (outages ended too); close the droppers' mappings and the
+        resident tc."""
         for key in self.control.loss_changed():
-            self.event(None, key, "restore", self.control.apply({key: LinkChange(restore_loss=True)})[key])
+            self.restore_event(key, LinkChange(outage=False, restore_loss=True))
         for key, end in self.control.ends.items():
             if self.control.current[key] != end.shaping:
                 try:
-                    self.event(None, key, "restore", self.control.apply({key: LinkChange(shaping=end.shaping)})[key])
+                    self.restore_event(key, LinkChange(shaping=end.shaping))
                 except Exception as exc:  # noqa: BLE001
                     self.errors.append(f"restore {key[0]}/{key[1]}: {type(exc).__name__}: {exc}")
         self.control.close()
         self.errors += self.control.errors
         self.events += [_error_event(len(self.events) + i, e) for i, e in enumerate(self.errors)]
 
+    def restore_event(self, key: LinkKey, change: LinkChange) -> None:
+        start = time.monotonic()
+        applied = self.control.apply({key: change})[key]
+        times = (applied.pop("in_force", None) or {}).values()
+        self.event(None, key, "restore", applied, start, max(times, default=None))
+
     def event(self, action: Action | None, key: LinkKey, kind: str, params: dict[str, Any],
-              start: float | None = None) -> None:
-        done = time.monotonic()
+              start: float | None = None, done: float | None = None) -> None:
+        """One event; applied_s: when everything it changed was in force (seconds after t0)."""
+        done = time.monotonic() if done is None else done
         link, direction = key
+        applied_s = done - self.t0
         self.events.append({
             "seq": len(self.events), "kind": kind, "link": link, "direction": direction,
-            "scheduled_s": None if action is None else action.at_s, "applied_s": done - self.t0,
+            "scheduled_s": None if action is None else action.at_s, "applied_s": applied_s,
             "took_ms": None if start is None else (done - start) * 1e3,
             "params": {**params, **({"change": action.change, "occurrence": action.occurrence} if action else {})}})
+
+
+def _change(before: dict[str, Any], layer: Layers) -> LinkChange:
+    """What a direction needs to go from the state `before` to the one its layers now make (nothing for what
+    stays: back-to-back outages leave the dropper cut, a rate step the delay as it is)."""
+    change, after = LinkChange(), layer.state()
+    if after["outage"] != before["outage"]:
+        change = dataclasses.replace(change, outage=after["outage"])
+    if after["loss_p"] != before["loss_p"]:
+        restore = after["loss_p"] is None
+        change = dataclasses.replace(change, loss_p=None if restore else after["loss_p"], restore_loss=restore)
+    if (after["owd_ms"], after["bw_mbit"]) != (before["owd_ms"], before["bw_mbit"]):
+        change = dataclasses.replace(change, shaping=layer.shaping())
+    return change
 
 
 def outage_ranges(events: list[dict[str, Any]], matched: dict[LinkKey, int]) -> dict[LinkKey, list[tuple[int, int]]]:
@@ -258,7 +284,7 @@ def main() -> int:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
     except (OSError, AttributeError):
         pass  # not root, or no real-time scheduling here: the clock is then as good as the machine's load
-    runner = _Runner(json.loads(sys.stdin.readline()))
+    runner = ScheduleRunner(json.loads(sys.stdin.readline()))
     print("ready", flush=True)
     command = sys.stdin.readline().split()
     stop = threading.Event()

@@ -267,7 +267,7 @@ class Runner:
                 outcome.status, outcome.error = Status.FAILED, f"metrics: {exc}"
         if competing is not None:
             self.record_flows(outcome, competing, run, values, client)
-        untrusted = endpoint_timing.judge(outcome.status, outcome.endpoints, outcome.link_stats)
+        untrusted = endpoint_timing.judge(outcome.status, outcome.endpoints, outcome.link_stats, outcome.link_events)
         if untrusted:
             # Kept with its metrics, but not as a result: excluded from ratios, re-run by --retry fidelity.
             was = f" (the run itself ended {outcome.status}: {outcome.error})" if outcome.error else ""

@@ -40,8 +40,9 @@ def test_plan_writes_points_and_manifest_to_the_default_folder(tmp_path):
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["seed"] == 42 and manifest["candidates"] == 4096
     assert (folder / "pairs.png").stat().st_size > 1000
-    for method in ("wsp", "lhs", "sobol", "random"):
+    for method in ("wsp-lhs", "wsp", "lhs", "sobol", "random"):
         assert method in result.stdout
+    assert manifest["method"] == "wsp" and set(manifest["metrics"]["projections"]) >= {"worst_gap", "maxpro"}
 
 
 def test_plan_json_seed_override_and_augment(tmp_path):

@@ -46,6 +46,10 @@ fec = { type = "choice", levels = ["none", "rs:30,20", "xor:4"] }
 MIXED_SEED = 11
 # sha256 of points.csv of MIXED with MIXED_SEED: the same on every machine (numpy 2.4, scipy 1.17).
 MIXED_SHA256 = "81b03ac6d686cdb3433c0dea2d4f6c2b881bf48dff15c5b4f9d1082a4c6133b5"
+# The same space planned by wsp-lhs (WSP, Latin strata, exchanges and moves drawn from PCG64 integers,
+# integer distances): pinned likewise.
+MIXED_LHS = MIXED.replace('method = "wsp"', 'method = "wsp-lhs"')
+MIXED_LHS_SHA256 = "cbb0486a8605c32120f3fab7eb5f4c5c13c7ca2b2f69db98b5813de166f0898a"
 # Calls that differ between CPUs in their last bit (numpy picks loops by CPU; glibc picks FMA variants).
 TRANSCENDENTAL = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "power", "float_power", "pow",
                   "sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh",
@@ -129,9 +133,10 @@ def test_the_same_design_with_numpys_and_glibcs_cpu_specific_code_switched_off()
     from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
 
     found = [name for name in __cpu_dispatch__ if __cpu_features__.get(name)]
-    script = ("import hashlib, sys\nfrom tests.test_planner_portable import MIXED, MIXED_SEED, space_of\n"
+    script = ("import hashlib, sys\nfrom tests.test_planner_portable import MIXED, MIXED_LHS, MIXED_SEED, space_of\n"
               "from tests.test_planner_wsp import small_table_one\nfrom fecbench.planner import make_plan\n"
-              "for space, seed in ((space_of(MIXED), MIXED_SEED), (small_table_one(), 2019)):\n"
+              "for space, seed in ((space_of(MIXED), MIXED_SEED), (small_table_one(), 2019), "
+              "(space_of(MIXED_LHS), MIXED_SEED)):\n"
               "    print(make_plan(space, seed).manifest['points_sha256'])\n")
     env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(found),
            "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F"}
@@ -141,7 +146,8 @@ def test_the_same_design_with_numpys_and_glibcs_cpu_specific_code_switched_off()
     from tests.test_planner_wsp import small_table_one
 
     here = [make_plan(space_of(MIXED), MIXED_SEED).manifest["points_sha256"],
-            make_plan(small_table_one(), 2019).manifest["points_sha256"]]
+            make_plan(small_table_one(), 2019).manifest["points_sha256"],
+            make_plan(space_of(MIXED_LHS), MIXED_SEED).manifest["points_sha256"]]
     print(f"disabled numpy targets {found or 'none (baseline only here)'}: {json.dumps(out.stdout.split())}")
     assert out.stdout.split() == here
 
@@ -153,3 +159,10 @@ def test_the_mixed_design_is_pinned():
     assert values["queue"].dtype.kind == "i" and (values["queue"] >= 4).all()
     for column in ("bw", "owd", "p"):   # at most 9 significant digits, as written
         assert max(significant_digits(v) for v in values[column]) <= portable.SIGNIFICANT_DIGITS
+
+
+def test_the_mixed_design_by_wsp_lhs_is_pinned():
+    plan = make_plan(space_of(MIXED_LHS), MIXED_SEED)
+    assert hashlib.sha256(plan.csv_text().encode()).hexdigest() == plan.manifest["points_sha256"] == \
+        MIXED_LHS_SHA256
+    assert plan.manifest["relaxed"] == 0 and plan.manifest["exchanges"] > 0

@@ -73,7 +73,7 @@ def test_space_hash_depends_on_content_only():
 
 
 @pytest.mark.parametrize("factor, key, words", [
-    ("{ low = 10, high = 0.3 }", "factors.bw.low", "must be <"),
+    ("{ low = 10, high = 0.3 }", "factors.bw.low", "must be ≤ high"),
     ("{ low = 0, high = 10, scale = \"log\" }", "factors.bw.low", "low > 0"),
     ("{ low = 1, high = 10, scale = \"cubic\" }", "factors.bw.scale", "unknown value"),
     ("{ low = 1, high = 10, colour = 3 }", "factors.bw.colour", "unknown key"),

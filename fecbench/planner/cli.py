@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import typer
 
-COMPARED = ("wsp", "lhs", "sobol", "random")
+COMPARED = ("wsp-lhs", "wsp", "lhs", "sobol", "random")
 
 
 def plan(
@@ -18,12 +19,14 @@ def plan(
     paths: int = typer.Option(None, "--paths", help="Paths of a multipath design (default: from the "
                                                     "design's topology, else 1)."),
     out: Path = typer.Option(None, "--out", help="Output folder (default: results/<design name>-plan/)."),
-    compare: bool = typer.Option(False, "--compare", help="Also print the metrics of WSP, LHS, Sobol and "
-                                                          "uniform random designs of the same size."),
+    compare: bool = typer.Option(False, "--compare", help="Also print the metrics of wsp-lhs, WSP, LHS, Sobol "
+                                                          "and uniform random designs of the same size."),
     augment: Path = typer.Option(None, "--augment", help="Existing points (CSV) to extend with --add points."),
     add: int = typer.Option(None, "--add", help="Number of points --augment adds."),
-    plot: bool = typer.Option(False, "--plot", help="Save a pair plot (pairs.png) beside the points."),
-    bench: bool = typer.Option(False, "--bench", help="Benchmark WSP against LHS on the unit cube."),
+    plot: bool = typer.Option(False, "--plot", help="Save a plot of every factor's and every pair's projection "
+                                                    "(pairs.png) beside the points."),
+    bench: bool = typer.Option(False, "--bench", help="Benchmark the methods (wsp-lhs, WSP, LHS, Sobol) on the "
+                                                      "unit cube, and WSP's speed and memory."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
     """Make the design points (CSV + manifest JSON) and print their quality metrics."""
@@ -58,13 +61,18 @@ def plan(
     paths = _paths(design, header) if paths is None else paths
     space = parse_space(root.section("space", required=True), paths=paths)
 
-    with console.status("planning…", spinner="dots"):
+    units = _network_units(campaign, space) if campaign is not None else None
+    with console.status("planning…", spinner="dots"), tempfile.TemporaryDirectory() as scratch:
         start = time.perf_counter()
         if augment is not None:
-            result = augment_mod.augment_plan(space, augment, add, seed)
+            existing = _written_units(augment, units[0], Path(scratch)) if units else augment
+            result = augment_mod.augment_plan(space, existing, add, seed)
+            result.manifest["augmented_from"] = str(augment)
         else:
             result = make_plan(space, seed)
         seconds = time.perf_counter() - start
+        if units is not None:   # points.csv and the manifest in the units the network applies
+            result = result.in_units(*units)
         comparison = _compare(space, seed, len(result.points)) if compare else None
     from fecbench.paths import check_output_dir
 
@@ -111,6 +119,41 @@ def _print_applied(console: Any, campaign: Any) -> None:
         console.print(Text(f"warning: {warning}", style="yellow"))
 
 
+def _network_units(campaign: Any, space: Any) -> tuple[dict[str, float], dict[str, str]]:
+    """Per factor of `space`, the multiplier to the unit the network applies and that unit's name, as the
+    campaign's validation found them (by declared name: --paths may expand a factor otherwise)."""
+    from fecbench.runners.experiment.factor_uses import check_and_scale, uses
+
+    scales = check_and_scale(campaign.design, campaign.topology, campaign.space)
+    readers = uses(campaign.design, campaign.topology, campaign.space)
+    by_base: dict[str, tuple[float, str]] = {}
+    for f in campaign.space.factors:
+        unit = next((use.quantity.unit for use in readers[f.name] if use.quantity.unit), f.unit)
+        by_base[f.base] = (scales.get(f.name, 1.0), unit)
+    known = [f for f in space.factors if f.base in by_base]
+    return ({f.name: by_base[f.base][0] for f in known}, {f.name: by_base[f.base][1] for f in known})
+
+
+def _written_units(csv: Path, scales: dict[str, float], folder: Path) -> Path:
+    """A copy of points to augment, written by `plan` in the network's units, back in the units the design
+    writes (9 significant digits: the values planned); the file itself when nothing was converted."""
+    if not csv.is_file() or all(scale == 1.0 for scale in scales.values()):
+        return csv
+    import numpy as np
+    import pandas as pd
+
+    from fecbench.planner import portable
+
+    table = pd.read_csv(csv, keep_default_na=False, dtype=str)
+    for name, scale in scales.items():
+        if scale != 1.0 and name in table.columns:
+            numbers = np.array([float(v) for v in table[name]]) / scale
+            table[name] = [repr(float(v)) for v in portable.round_significant(numbers)]
+    back = folder / csv.name
+    table.to_csv(back, index=False, lineterminator="\n")
+    return back
+
+
 def _paths(design: Path, header: Any) -> int:
     """Number of paths of the design's topology, when it names one that exists; else 1."""
     topology = header.get("topology", str, None)
@@ -142,9 +185,11 @@ def _compare(space: Any, seed: int, size: int) -> dict[str, Any]:
 
 def _summary(metrics: dict[str, Any]) -> dict[str, Any]:
     coverage = metrics.get("coverage") or {}
+    projections = metrics.get("projections") or {}
     return {"maximin": metrics.get("maximin"), "cd2": metrics.get("cd2"), "fill": metrics.get("fill"),
             "min_coverage": min((c["covered"] for c in coverage.values()), default=None),
-            "max_gap": max((c["max_gap"] for c in coverage.values() if "max_gap" in c), default=None)}
+            "worst_gap": projections.get("worst_gap"), "worst_2d": projections.get("worst_2d_maximin"),
+            "maxpro": projections.get("maxpro")}
 
 
 def _print_points(console: Any, frame: Any, limit: int = 30) -> None:
@@ -167,21 +212,32 @@ def _print_metrics(console: Any, manifest: dict[str, Any], seconds: float) -> No
     table = Table(title=f"{manifest['method']} design, seed {manifest['seed']} ({seconds:.2f} s)")
     table.add_column("metric", overflow="fold")
     table.add_column("value", justify="right", overflow="fold")
-    for key in ("points", "candidates", "d_min", "wsp_passes", "trimmed"):
+    for key in ("points", "candidates", "d_min", "wsp_passes", "trimmed", "wsp_d_min", "exchanges", "moves",
+                "relaxed"):
         if manifest.get(key) is not None:
             table.add_row(key, str(manifest[key]))
+    projections = manifest["metrics"].get("projections") or {}
     for key, value in _summary(manifest["metrics"]).items():
-        table.add_row(key, str(value))
+        where = {"worst_gap": projections.get("worst_gap_factor"), "worst_2d": projections.get("worst_2d_pair")}
+        table.add_row(key, str(value) + (f" ({_names(where[key])})" if where.get(key) else ""))
     table.add_row("space hash", manifest["space_hash"][:16])
     console.print(table)
+    from rich.text import Text
+
+    for warning in manifest["metrics"].get("warnings", []):
+        console.print(Text(f"warning: {warning}", style="yellow"))
+
+
+def _names(where: Any) -> str:
+    return " × ".join(where) if isinstance(where, list) else str(where)
 
 
 def _print_comparison(console: Any, comparison: dict[str, Any]) -> None:
     from rich.table import Table
 
-    table = Table(title="same size, other methods (maximin ↑, cd2 ↓, fill ↓)")
-    table.add_column("method", overflow="fold")
-    keys = ("maximin", "cd2", "fill", "min_coverage", "max_gap", "seconds")
+    table = Table(title="same size, other methods (maximin ↑, cd2 ↓, fill ↓, worst_gap ↓, worst_2d ↑, maxpro ↓)")
+    table.add_column("method", no_wrap=True, min_width=7)
+    keys = ("maximin", "cd2", "fill", "min_coverage", "worst_gap", "worst_2d", "maxpro", "seconds")
     for key in keys:
         table.add_column(key, justify="right", overflow="fold")
     for method, row in comparison.items():
@@ -190,13 +246,15 @@ def _print_comparison(console: Any, comparison: dict[str, Any]) -> None:
 
 
 def _bench(console: Any, json_out: bool) -> None:
-    from fecbench.planner.bench import goals_met, run_bench
+    from fecbench.planner.bench import goals_met, run_bench, run_method_bench
 
-    with console.status("benchmarking WSP and LHS…", spinner="dots"):
+    with console.status("benchmarking the methods, then WSP's speed and memory…", spinner="dots"):
+        methods = run_method_bench()
         result = run_bench()
     if json_out:
-        print(json.dumps(result, indent=2))
+        print(json.dumps({"methods": methods, "wsp": result}, indent=2))
         return
+    _print_method_bench(console, methods)
     from rich.table import Table
 
     table = Table(title="WSP on the unit cube (LHS = scipy random-cd)")
@@ -208,4 +266,31 @@ def _bench(console: Any, json_out: bool) -> None:
                       str(row.get("ratio", "")), str(wsp["seconds"]), str(wsp["peak_mb"]), str(wsp["candidates"]))
     console.print(table)
     for goal, ok in goals_met(result).items():
+        console.print(f"{'met' if ok else 'MISSED'}: {goal}")
+
+
+def _print_method_bench(console: Any, methods: dict[str, Any]) -> None:
+    """The methods compared at n = 130 (ratios against WSP and LHS of the same run), the small designs, the goals."""
+    from rich.table import Table
+
+    table = Table(title="methods on the unit cube, seed 1 (maximin ↑, worst gap ↓, worst 2-D ↑, CD2 ↓, MaxPro ↓)")
+    for column in ("case", "method", "maximin", "× WSP", "worst gap", "× LHS", "worst 2-D", "CD2", "× LHS ",
+                   "MaxPro", "seconds"):
+        table.add_column(column, justify="right", overflow="fold")
+    for case, rows in methods["n130"].items():
+        wsp, lhs = rows["wsp"], rows["lhs"]
+        for method, row in rows.items():
+            table.add_row(case, method, str(row["maximin"]), f"{row['maximin'] / wsp['maximin']:.3f}",
+                          str(row["worst_gap"]), f"{row['worst_gap'] / lhs['worst_gap']:.2f}", str(row["worst_2d"]),
+                          str(row["cd2"]), f"{row['cd2'] / lhs['cd2']:.2f}", str(row["maxpro"]), str(row["seconds"]))
+    console.print(table)
+    if not any(m.startswith("maxpro package") for rows in methods["n130"].values() for m in rows):
+        console.print("(the PyPI maxpro package is not installed here: its rows are left out)")
+    small = methods["small"]
+    worst = min(small, key=lambda r: r["ratio"])
+    console.print(f"small designs (n {', '.join(str(n) for n in sorted({r['points'] for r in small}))} × d "
+                  f"{', '.join(str(d) for d in sorted({r['dims'] for r in small}))}): wsp-lhs's maximin ≥ LHS's in "
+                  f"{sum(r['wsp-lhs'] >= r['lhs'] for r in small)} of {len(small)} cases; least ratio "
+                  f"{worst['ratio']} (n = {worst['points']}, d = {worst['dims']})")
+    for goal, ok in methods["goals"].items():
         console.print(f"{'met' if ok else 'MISSED'}: {goal}")

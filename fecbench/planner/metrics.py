@@ -7,7 +7,9 @@
 - coverage: per factor, the fraction of its levels (int and choice factors with at most 20 values)
   or of 10 equal-width strata of its range that hold at least one point, and the largest gap
   (unit coordinates, ends of the range included) left empty; for a choice factor, instead of the
-  gap, the smallest share of the points that one level gets.
+  gap, the smallest share of the points that one level gets;
+- projections: worst 1-D gap, worst 2-D maximin and the MaxPro criterion over the continuous factors,
+  and `warnings` naming the factors covered far worse than by a Latin hypercube (projections.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 from scipy.stats import qmc
 
+from fecbench.planner.projections import projections, warnings
 from fecbench.planner.space import Space
 from fecbench.planner.wsp import min_distance
 
@@ -31,16 +34,21 @@ def quality(space: Space, unit: np.ndarray) -> dict[str, Any]:
     """All metrics of a design given by its unit coordinates (n, dimension)."""
     n, dims = unit.shape
     if dims == 0 or n == 0:
-        return {"maximin": None, "cd2": None, "fill": None, "coverage": {}}
+        return {"maximin": None, "cd2": None, "fill": None, "coverage": {}, "projections": projections(space, unit),
+                "warnings": []}
     embedded = space.embed(unit)
     maximin = min_distance(embedded)
-    return {
+    positions = {f.name: _level_positions(f) for f in space.varying}
+    metrics = {
         "maximin": None if not np.isfinite(maximin) else round(maximin, 6),
         "cd2": round(float(qmc.discrepancy(np.clip(unit, 0.0, 1.0), method="CD")), 6),
         "fill": _fill_distance(space, embedded),
-        "coverage": {f.name: _coverage(unit[:, j], _level_positions(f), f.kind == "choice")
+        "coverage": {f.name: _coverage(unit[:, j], positions[f.name], f.kind == "choice")
                      for j, f in enumerate(space.varying)},
+        "projections": projections(space, unit),
     }
+    metrics["warnings"] = warnings(space, metrics, n, positions)
+    return metrics
 
 
 def _test_set(space: Space) -> np.ndarray:

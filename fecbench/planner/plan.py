@@ -19,6 +19,7 @@ from scipy.stats import qmc
 
 from fecbench.errors import SpecError, UserError
 from fecbench.planner import portable
+from fecbench.planner.latin import latin_design
 from fecbench.planner.metrics import quality
 from fecbench.planner.space import CLASSICAL, Space
 from fecbench.planner.wsp import wsp_design
@@ -31,11 +32,30 @@ class Plan:
     space: Space
     points: pd.DataFrame     # one row per point, index "point" = 0..n-1, natural units
     manifest: dict[str, Any]
+    unit: np.ndarray | None = None   # the points' unit coordinates (n, varying factors), for plots
 
     def csv_text(self) -> str:
         buffer = io.StringIO()
         self.points.to_csv(buffer, lineterminator="\n")
         return buffer.getvalue()
+
+    def in_units(self, scales: dict[str, float], units: dict[str, str]) -> Plan:
+        """The plan with each factor multiplied into the unit the network applies (`scales`: multipliers by
+        factor name, `units`: those units' names), rounded to 9 significant digits as each run gets it
+        (runners.experiment.factor_uses.scale_value); names (choice levels) stay. Metrics are unchanged
+        (they are computed in unit coordinates)."""
+        frame = self.points.copy()
+        converted = {}
+        for name, scale in scales.items():
+            if scale == 1.0 or name not in frame.columns:
+                continue
+            frame[name] = _scaled(frame[name], scale)
+            converted[name] = {"from": self.manifest.get("units", {}).get(name, ""), "multiplier": scale}
+        plan = Plan(space=self.space, points=frame, manifest=dict(self.manifest), unit=self.unit)
+        plan.manifest["units"] = {**self.manifest.get("units", {}), **units}
+        plan.manifest["converted"] = converted
+        plan.manifest["points_sha256"] = hashlib.sha256(plan.csv_text().encode()).hexdigest()
+        return plan
 
     def write(self, directory: str | Path) -> tuple[Path, Path]:
         """Write points.csv and manifest.json into directory (created if needed)."""
@@ -45,6 +65,16 @@ class Plan:
         csv_path.write_text(self.csv_text())
         manifest_path.write_text(json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
         return csv_path, manifest_path
+
+
+def _scaled(column: pd.Series, scale: float) -> Any:
+    """Numbers times `scale`, 9 significant digits; whole numbers stay integers where they were."""
+    if column.dtype == object:   # choice levels: numbers among them are converted, names not
+        return [v if isinstance(v, str) else _scaled(pd.Series([v]), scale)[0] for v in column]
+    values = portable.round_significant(column.to_numpy(dtype=float) * scale)
+    if column.dtype.kind in "iu" and np.all(values == np.rint(values)):
+        return values.astype(np.int64)
+    return values
 
 
 def default_candidates(n: int) -> int:
@@ -63,6 +93,8 @@ def make_plan(space: Space, seed: int, *, method: str | None = None) -> Plan:
         return build_plan(space, seed, np.zeros((1, space.dimension)), None, info)
     if space.method == "wsp":
         unit = _wsp(space, seed, info)
+    elif space.method == "wsp-lhs":
+        unit = _wsp_lhs(space, seed, info)
     elif space.method in ("lhs", "sobol", "random"):
         unit = _sampled(space, seed)
     elif space.method == "factorial":
@@ -99,6 +131,21 @@ def _unsatisfiable(space: Space, found: int, wanted: int, tried: int) -> SpecErr
 
 
 def _wsp(space: Space, seed: int, info: dict[str, Any]) -> np.ndarray:
+    return _add_mirrors(space, _wsp_base(space, seed, info)[0])
+
+
+def _wsp_lhs(space: Space, seed: int, info: dict[str, Any]) -> np.ndarray:
+    """WSP's design made a Latin hypercube and optimised for maximin (latin.py)."""
+    base, candidates = _wsp_base(space, seed, info)
+    result = latin_design(space, base, candidates, seed)
+    info["wsp_d_min"] = info.pop("d_min")      # the start's, not a bound of this design's distances
+    info.update(exchanges=result.exchanges, moves=result.moves, proposals=result.proposals,
+                relaxed=result.relaxed)
+    return result.unit
+
+
+def _wsp_base(space: Space, seed: int, info: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """WSP's points (without mirrored copies) and the feasible candidates they were chosen from."""
     n_candidates = space.candidates or default_candidates(space.points)
     m = (n_candidates - 1).bit_length()   # 2^m >= n_candidates
     raw = qmc.Sobol(space.dimension, scramble=True, rng=seed).random_base2(m)[:n_candidates]
@@ -115,7 +162,7 @@ def _wsp(space: Space, seed: int, info: dict[str, Any]) -> np.ndarray:
         raise _unsatisfiable(space, len(np.unique(unit, axis=0)), space.points, n_candidates) from None
     info.update(candidates=n_candidates, feasible_candidates=int(len(unit)), d_min=round(result.d_min, 9),
                 wsp_passes=result.passes, trimmed=result.trimmed)
-    return _add_mirrors(space, unit[result.indices])
+    return unit[result.indices], unit
 
 
 def _sampled(space: Space, seed: int) -> np.ndarray:
@@ -202,7 +249,7 @@ def listed_points(space: Space) -> tuple[np.ndarray, dict[str, Any]]:
     for f in space.factors:
         key = f"factors.{f.base}"
         if not f.varying:
-            if f.name in table.columns and not (table[f.name].astype(str) == str(f.value)).all():
+            if f.name in table.columns and not all(_same(v, f.value) for v in table[f.name]):
                 raise space.error(key, f"{path}: column {f.name!r} must hold the fixed value {f.value!r}")
             values[f.name] = f.value
             continue
@@ -238,6 +285,13 @@ def listed_points(space: Space) -> tuple[np.ndarray, dict[str, Any]]:
     if space.points is not None and space.points != len(unit):
         raise space.error("points", f"points = {space.points} but {path} gives {len(unit)} points")
     return unit, values
+
+
+def _same(text: str, value: Any) -> bool:
+    """A listed cell holds a constant's value (a number as a number: "10" is 10.0)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _float(text) == value
+    return text == str(value)
 
 
 def _float(text: str) -> float:
@@ -310,12 +364,13 @@ def build_plan(space: Space, seed: int, unit: np.ndarray, values: dict[str, Any]
             column = list(column)
         columns[f.name] = column
     frame = pd.DataFrame(columns, index=pd.RangeIndex(len(unit), name="point"))
-    plan = Plan(space=space, points=frame, manifest={})
+    plan = Plan(space=space, points=frame, manifest={}, unit=unit)
     plan.manifest = {
         "method": space.method,
         "seed": seed,
         "points": len(unit),
         "factors": space.factor_names,
+        "units": {f.name: f.unit for f in space.factors},
         "paths": space.paths,
         "mirror": space.mirror,
         "constraints": [c.text for c in space.constraints],

@@ -28,7 +28,9 @@ from fecbench.planner import portable
 from fecbench.planner.constraints import Constraint, compile_constraint
 from fecbench.specs import Section
 
-METHODS = ("wsp", "lhs", "sobol", "random", "factorial", "list", "fracfact", "ccd", "bbd")
+METHODS = ("wsp-lhs", "wsp", "lhs", "sobol", "random", "factorial", "list", "fracfact", "ccd", "bbd")
+DEFAULT_METHOD = "wsp-lhs"   # of a design naming none: designs/README.md ("Choosing a method") says why
+SAMPLED = ("wsp-lhs", "wsp", "lhs", "sobol", "random")   # need `points`; `mirror` applies
 KINDS = ("float", "int", "choice", "fixed")
 FACTOR_KEYS = ("type", "low", "high", "levels", "value", "scale", "unit", "per_path")
 SCALES = ("linear", "log")
@@ -52,11 +54,13 @@ class Factor:
     scale: str = "linear"
     unit: str = ""
     levels: tuple | None = None    # choice levels, or the only values a numeric factor may take
-    value: Any = None              # fixed factors
+    value: Any = None              # fixed factors, and the one value of a factor that can take only one
 
     @property
     def varying(self) -> bool:
-        return self.kind != "fixed"
+        """False for a constant however it is written: `value`, one level, or low == high. A constant is
+        no dimension of the design (WSP would spread points along an axis mapping to one value)."""
+        return self.kind != "fixed" and self.value is None
 
     @property
     def n_levels(self) -> int | None:
@@ -163,7 +167,7 @@ class Space:
     @property
     def single(self) -> bool:
         """Every factor takes one value: the design is one scenario (one point), whatever its method."""
-        return self.method != "list" and all(f.n_levels == 1 for f in self.varying)
+        return self.method != "list" and not self.varying
 
     def error(self, key: str | None, problem: str, allowed: Any = None) -> SpecError:
         return SpecError(self.file, f"space.{key}" if key else "space", problem, allowed)
@@ -190,6 +194,11 @@ class Space:
             if f.kind in ("int", "choice"):
                 out[:, j] = f.lattice_unit_of(f.natural(out[:, j]))
         return out
+
+    def embed_blocks(self) -> list[range]:
+        """The embedded columns of each varying factor (a choice factor's one-hot block, else one column)."""
+        ends = np.cumsum([f.embed_width() for f in self.varying]).tolist()
+        return [range(end - f.embed_width(), end) for f, end in zip(self.varying, ends, strict=True)]
 
     def embed(self, unit: np.ndarray) -> np.ndarray:
         """Coordinates in the metric space (choice factors one-hot, levels at distance 1)."""
@@ -221,14 +230,8 @@ class Space:
 
     def embed_mirror_permutation(self) -> list[int]:
         """The same permutation on embedded columns (choice blocks move as a whole)."""
-        starts, offset = [], 0
-        for f in self.varying:
-            starts.append(offset)
-            offset += f.embed_width()
-        perm: list[int] = []
-        for j in self.mirror_permutation():
-            perm.extend(range(starts[j], starts[j] + self.varying[j].embed_width()))
-        return perm
+        blocks = self.embed_blocks()
+        return [column for j in self.mirror_permutation() for column in blocks[j]]
 
     def mirrored(self, unit: np.ndarray) -> np.ndarray:
         return unit[:, self.mirror_permutation()]
@@ -303,6 +306,8 @@ def _parse_factor(name: str, raw: Any, s: Section) -> list[dict[str, Any]]:
         if len(set(levels)) != len(levels):
             raise f.error("levels", f"duplicate level in {levels}")
         spec["levels"] = tuple(levels)
+        if len(levels) == 1:   # a constant, kept a choice so that what reads it still sees its level
+            spec["value"] = levels[0]
         f.done()
         return [spec]
 
@@ -319,8 +324,8 @@ def _parse_factor(name: str, raw: Any, s: Section) -> list[dict[str, Any]]:
             raise f.error("levels", f"levels must lie within [low, high] = [{low}, {high}]")
     if low is None or high is None:
         raise f.error("low" if low is None else "high", "missing required key (a numeric factor needs low and high)")
-    if not low < high and not (isinstance(levels, list) and len(levels) == 1):
-        raise f.error("low", f"low ({low}) must be < high ({high})")
+    if low > high:
+        raise f.error("low", f"low ({low}) must be ≤ high ({high}; equal: a constant)")
     if scale == "log" and low <= 0:
         raise f.error("low", f"a log-scale factor needs low > 0, got {low}")
     if kind == "int":
@@ -340,6 +345,10 @@ def _parse_factor(name: str, raw: Any, s: Section) -> list[dict[str, Any]]:
             raise f.error("levels", f"{len(levels)} levels do not fit between {low} and {high}")
     spec.update(low=low, high=high, scale=scale,
                 levels=tuple(sorted(levels)) if isinstance(levels, list) else None)
+    if isinstance(levels, list) and len(levels) == 1 or levels is None and low == high:
+        # One value: a constant, as if written `value` (a float as the planner wrote it before: 10 -> 10.0).
+        only = levels[0] if isinstance(levels, list) else low
+        spec["value"] = int(only) if kind == "int" else float(only)
     f.done()
     return [spec]
 
@@ -348,7 +357,7 @@ def parse_space(section: Section, paths: int = 1) -> Space:
     """Parse and validate the `[space]` table of a design file; SpecError on any bad input."""
     if not isinstance(paths, int) or paths < 1:
         raise SpecError(section.file, section.path or "space", f"paths must be an integer ≥ 1, got {paths!r}")
-    method = section.get("method", str, "wsp", choices=METHODS)
+    method = section.get("method", str, DEFAULT_METHOD, choices=METHODS)
     points = section.get("points", int, None, min=1)
     candidates = section.get("candidates", int, None, min=1, max=5_000_000)
     mirror = section.get("mirror", bool, False)
@@ -386,8 +395,7 @@ def parse_space(section: Section, paths: int = 1) -> Space:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise err("factors", f"factor {duplicates[0]!r} is declared twice (per-path expansion adds _1.._{paths})")
-    single = method != "list" and all(not f.varying or (f.levels is not None and len(f.levels) == 1)
-                                      for f in factors)
+    single = method != "list" and not any(f.varying for f in factors)
     if single and points not in (None, 1):
         raise err("points", f"every factor is fixed: the design is one point, not {points} (for more runs of "
                   "it, raise design.repetitions)")
@@ -396,14 +404,14 @@ def parse_space(section: Section, paths: int = 1) -> Space:
         raise err("mirror", "mirror = true needs per-path factors (per_path = true) and paths ≥ 2")
     if mirror and method in ("factorial", *CLASSICAL):
         raise err("mirror", f"mirror is not used by method = {method!r} (its grid is already symmetric)",
-                  ["wsp", "lhs", "sobol", "random", "list"])
+                  [*SAMPLED, "list"])
     if mirror and points is not None and method != "list" and points % 2:
         raise err("points", f"with mirror = true the design has pairs of points: points must be even, got {points}")
 
-    if method in ("wsp", "lhs", "sobol", "random") and points is None and not single:
+    if method in SAMPLED and points is None and not single:
         raise err("points", f"method = {method!r} needs the number of points")
-    if candidates is not None and method not in ("wsp",):
-        raise err("candidates", "candidates is only used by method = \"wsp\"")
+    if candidates is not None and method not in ("wsp", "wsp-lhs"):
+        raise err("candidates", "candidates is only used by method = \"wsp\" or \"wsp-lhs\"")
     if method == "list":
         if file is None:
             raise err("file", "method = \"list\" needs file = \"points.csv\"")
@@ -422,7 +430,7 @@ def parse_space(section: Section, paths: int = 1) -> Space:
                                 "method = \"factorial\" needs levels (a list, or a number of levels)")
     if method in CLASSICAL:
         for f in factors:
-            if f.kind == "choice":
+            if f.kind == "choice" and f.varying:
                 raise SpecError(section.file, f"space.factors.{f.base}",
                                 f"method = {method!r} handles numeric factors only; use wsp, lhs or factorial")
         if method == "fracfact" and options["generator"] is None:

@@ -17,6 +17,7 @@ from fecbench.planner.cli import plan as plan_command
 from fecbench.provenance import version_text
 from fecbench.reproduce.cli import reproduce as reproduce_command
 from fecbench.reproduce.validation.bench import bench_verdicts as bench_verdicts_command
+from fecbench.reproduce.validation.bench import bench_worlds as bench_worlds_command
 from fecbench.runners.commands.cli import bench_app
 from fecbench.runners.commands.cli import register as register_runner_commands
 from fecbench.topologies.cli import link_app, topo_app
@@ -73,6 +74,7 @@ def clean(all_owners: bool = typer.Option(False, "--include-live",
 app.command("plan")(plan_command)
 register_runner_commands(app)  # run, status, impls
 bench_app.command("verdicts")(bench_verdicts_command)  # reproduce's benchmark, beside `bench campaign`
+bench_app.command("worlds")(bench_worlds_command)      # the verdicts on synthetic worlds with a known truth
 bench_app.command("backends")(bench_backends_command)  # analysis' backend comparison
 app.command("report")(report_command)
 app.command("export")(export_command)

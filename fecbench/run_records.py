@@ -219,6 +219,14 @@ def kept_bytes(path: Any) -> int:
         return int(conn.execute("SELECT coalesce(sum(bytes), 0) FROM artifacts").fetchone()[0]) if found else 0
 
 
+def retried_keys(conn: sqlite3.Connection, statuses: Iterable[str]) -> set[str]:
+    """The runs run again after ending with one of ``statuses`` (an earlier outcome kept)."""
+    wanted = list(statuses)
+    marks = ", ".join("?" * len(wanted))
+    rows = conn.execute(f"SELECT DISTINCT run_key FROM earlier_outcomes WHERE status IN ({marks})", wanted)
+    return {str(key) for (key,) in rows}
+
+
 def extra_repetitions(conn: sqlite3.Connection, first: int) -> list[tuple[Any, ...]]:
     """(point, repetition, size, label, key) of the runs whose repetition is ``first`` or later (the runs a
     reproduction added beyond its design's repetitions)."""

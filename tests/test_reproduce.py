@@ -16,6 +16,7 @@ from rich.console import Console
 
 from fecbench import cleanup
 from fecbench.errors import SpecError, UserError
+from fecbench.reproduce import campaign as cp
 from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce import plan, profiles
 from fecbench.reproduce import sequential as sq
@@ -151,8 +152,10 @@ def test_verdict_rule() -> None:
 
 def _pairs(ratios: list[float], groups: int = 1) -> pd.DataFrame:
     base = np.full(len(ratios), 100.0)
-    return pd.DataFrame({"group": [str(i % groups) for i in range(len(ratios))], "value": base * ratios,
-                         "base": base, "ratio": ratios})
+    value = base * np.asarray(ratios, float)
+    return pd.DataFrame({"draw": range(len(ratios)), "cell": 0, "group": [str(i % groups) for i in range(len(ratios))],
+                         "value": value, "base": base, "ratio": ratios, "value_lo": value, "value_hi": value,
+                         "base_lo": base, "base_hi": base, "ratio_lo": ratios, "ratio_hi": ratios})
 
 
 def test_share_of_pairs_and_its_interval() -> None:
@@ -180,8 +183,9 @@ def test_point_statistics_and_trend() -> None:
     for point, bw in enumerate([1.0, 2.0, 4.0, 8.0, 16.0]):
         for seed in range(5):
             ratio = 2.0 / bw * (1 + 0.01 * seed)
-            rows.append({"group": f"{point}|1", "value": 100 * ratio, "base": 100.0, "ratio": ratio, "factor": bw})
-    rows.append({"group": "9|1", "value": 50.0, "base": 100.0, "ratio": 0.5, "factor": 3.0})  # one seed only
+            rows.append({"draw": point, "cell": 0, "group": f"{point}|1", "value": 100 * ratio, "base": 100.0,
+                         "ratio": ratio, "factor": bw})
+    rows.append({"draw": 9, "cell": 0, "group": "9|1", "value": 50.0, "base": 100.0, "ratio": 0.5, "factor": 3.0})
     sample = pd.DataFrame(rows)
     e = st.get("median_point_ratio").estimate(sample, {"min_seeds": 3}, seed=2)
     assert e.n == 5 and "1 point(s) with fewer than 3 seeds" in e.note and e.value == pytest.approx(0.5 * 1.02)
@@ -199,12 +203,20 @@ def test_quantile_ratio_is_unpaired() -> None:
 
 
 def _sample_for(stat: st.ClaimStatistic) -> pd.DataFrame | st.Runs:
-    """A small sample of what the statistic reads: 6 points × 4 seeds of pairs (with a factor), or runs."""
+    """A small sample of what the statistic reads: 12 draws over 6 points (a trend's draws: two points, a point
+    statistic's: 3 seeds), with a factor and every value's bounds (``samples``), or each side's runs."""
     if stat.reads in (st.RUNS, st.FLOWS):
         return st.Runs(np.arange(1.0, 21.0), np.arange(2.0, 42.0, 2.0))
-    rows = [{"group": f"{p}|", "value": 100.0 * (0.6 + 0.1 * p + 0.01 * s), "base": 100.0, "factor": float(p),
-             "order": f"2026-01-01T00:{s:02d}:{p:02d}"} for p in range(6) for s in range(4)]
-    return pd.DataFrame(rows).assign(ratio=lambda f: f["value"] / f["base"])
+    rows = []
+    for draw in range(12):
+        for cell in range(stat.points_per_observation):
+            point = (2 * draw + cell) % 6
+            for seed in range(stat.seeds_per_point({"min_seeds": 3})):
+                value = 100.0 * (0.6 + 0.1 * point + 0.01 * seed)
+                rows.append({"draw": draw, "cell": cell, "group": f"{point}|", "factor": float(point), "value": value,
+                             "base": 100.0, "ratio": value / 100, "value_lo": value, "value_hi": value,
+                             "base_lo": 100.0, "base_hi": 100.0, "ratio_lo": value / 100, "ratio_hi": value / 100})
+    return pd.DataFrame(rows)
 
 
 def _defaults(stat: st.ClaimStatistic) -> dict:
@@ -226,7 +238,7 @@ def test_every_claim_statistic_is_complete() -> None:
         assert all(isinstance(p, st.Param) for p in stat.params), name
         params = _defaults(stat)
         assert stat.min_for_interval >= 3 and stat.first_block(params) >= stat.min_for_interval, name
-        assert stat.units_per_observation(params) >= 1 and stat.seeds_per_point(params) >= 1, name
+        assert stat.points_per_observation in (1, 2) and stat.seeds_per_point(params) >= 1, name
         assert stat.seeds_per_point(params) == (3 if stat.needs_points else 1), name
         words = stat.describe(params, "fec", "quic")
         assert words and "{" not in words, name
@@ -260,61 +272,91 @@ def _claim(**kw) -> Claim:
     return Claim(**base)
 
 
+def _judge(claim: Claim, db: Path, data: ev.Data | None = None) -> ev.Verdict:
+    from fecbench.analysis import results
+    from fecbench.reproduce.draws import space_from_runs
+
+    return ev.evaluate_claim(claim, "p", data or ev.Data(db), space_from_runs(results.load(db)), seed=1)
+
+
 def test_claims_on_a_database(tmp_path: Path) -> None:
-    # 12 points: the anytime-valid interval of a median over points needs about 10 blocks of seeds on one
-    # side at the 95 % level (6 gave the fixed-sample bootstrap a verdict, never a confidence sequence).
-    db = make_download_db(tmp_path / "d.sqlite", points=12, repetitions=4)
+    # 12 points × 16 seeds: a claim reads the prefix of its own draws whose runs are done (uniformly random
+    # points, each draw a point's next seed), until a draw asks for a seed the campaign never ran.
+    db = make_download_db(tmp_path / "d.sqlite", points=12, repetitions=16)
     data = ev.Data(db)
     # In the synthetic campaign FEC saves the retransmission penalty on small files and pays 1.5x on 1 MB.
-    small = ev.evaluate_claim(_claim(where={"size": [1000]}), "p", data, seed=1)
-    assert small.verdict == "holds" and small.estimate.n == 48 and small.sequence.n == 48
-    assert small.stopped == "decided" and small.sequence.low > 0.5
-    large = ev.evaluate_claim(_claim(statistic="median_point_ratio", where={"size": [1_000_000]}, compare=">",
-                                     threshold=1.0), "p", data, seed=1)
-    assert large.verdict == "holds" and large.estimate.n == 12 and large.sequence.n == 12
-    excluded = ev.evaluate_claim(_claim(label="quic-fec-rlc", where={"size": [1000]}), "p", data, seed=1)
-    assert "excluded (label failed)" in excluded.reason
-    nothing = ev.evaluate_claim(_claim(where={"bw": {"min": 100.0, "max": 200.0}}), "p", data, seed=1)
-    assert nothing.verdict == "inconclusive" and "no runs" in nothing.reason
+    small = _judge(_claim(where={"size": [1000]}), db, data)
+    assert small.verdict == "holds" and small.sequence.n >= 12 and small.sequence.low > 0.5
+    assert "waits for a run not run yet" in small.reason and small.stopped == "decided"
+    large = _judge(_claim(statistic="median_point_ratio", where={"size": [1_000_000]}, compare=">", threshold=1.0),
+                   db, data)
+    assert large.sequence.n >= 3 and large.sequence.low > 1.0
+    rlc = _claim(label="quic-fec-rlc", where={"size": [1000]})
+    waiting = _judge(rlc, db, data)                  # a failed run is run once more before its draw counts
+    assert "waits for a run to run again (failed once)" in waiting.reason
+    from fecbench import db as dbmod
+    from fecbench import run_records
+
+    con = dbmod.connect(db)
+    for (key,) in con.execute("SELECT key FROM runs WHERE status = 'failed'").fetchall():
+        run_records.keep_earlier_outcome(con, key, "run again")   # ... and it failed again
+    con.close()
+    excluded = _judge(rlc, db)
+    assert "label failed" in excluded.reason and excluded.sequence.n > waiting.sequence.n
+    nothing = _judge(_claim(where={"bw": {"min": 100.0, "max": 200.0}}), db, data)
+    assert nothing.verdict == "inconclusive" and "no observations" in nothing.reason
 
 
-def test_claims_judged_together_read_their_own_samples(tmp_path: Path) -> None:
-    """Claims judged on one campaign share a sample only when it is the same: each differs from the first
-    in one thing the sample depends on, and gets the verdict it gets when judged alone."""
-    db = make_download_db(tmp_path / "d.sqlite", points=12, repetitions=4)
-    first = _claim(where={"size": [1000]})
-    others = [_claim(where={"size": [1_000_000]}), _claim(label="quic-fec-rlc", where={"size": [1000]}),
-              _claim(metric="handshake_ms", where={"size": [1000]}),
-              _claim(statistic="quantile_ratio", params={"min_seeds": 3, "loss_direction": "any", "q": 0.5},
-                     where={"size": [1000]}, threshold=1.0),
-              _claim(statistic="trend", params={"min_seeds": 3, "loss_direction": "any", "factor": "bw",
-                                                "per_point": "ratio"}, where={"size": [1000]}, threshold=0.0)]
-    shared = ev.Data(db)
-    ev.evaluate_claim(first, "p", shared, seed=1)
-    for claim in others:
-        together = ev.evaluate_claim(claim, "p", shared, seed=1)
-        alone = ev.evaluate_claim(claim, "p", ev.Data(db), seed=1)
-        assert (together.verdict, together.reason, together.sequence) == (alone.verdict, alone.reason, alone.sequence)
-    assert len(shared.samples) == 1 + len(others)
+def test_a_claims_sample_is_its_own_draws_whatever_else_was_run(tmp_path: Path) -> None:
+    """Issue 46 (1): a claim over 1, 10 and 50 kB reads its own draws, a third of each size in the long run,
+    however many 1 kB runs another claim bought; on main 2781c76 its sample was every matching run in the
+    database, 74 % 1 kB pairs when the 1 kB claim had bought them, and a true claim failed 40 times in 40."""
+    from fecbench.analysis import results
+    from fecbench.reproduce import draws, samples
+
+    db = make_download_db(tmp_path / "d.sqlite", points=4, repetitions=60, failures=0)
+    frame = results.load(db)
+    space = draws.space_from_runs(frame)
+    claim = _claim(where={"size": [1000, 10000, 50000]})
+    everything = samples.sample(claim, ev.Data(db), draws.draws(claim, space))
+    # Only the 1 kB runs beyond the first 10 seeds: the other sizes stop at 10 seeds (what another claim bought).
+    kept = frame[(frame["size"] == 1000) | (frame["repetition"] < 10)]
+    kept.attrs.update(frame.attrs)
+    fewer = samples.sample(claim, ev.Data(db, kept), draws.draws(claim, space))
+    assert len(fewer.rows) < len(everything.rows)
+    assert fewer.rows.equals(everything.rows.iloc[:len(fewer.rows)])   # a prefix of the same draws
+    share_1kb = (everything.rows["group"].str.endswith("|1000")).mean()
+    assert 0.25 < share_1kb < 0.42                                      # a third, not the 1 kB claim's mix
 
 
-# --- plan: units, selection, budget ------------------------------------------------------------------------------
+# --- plan: draws, selection, budget ------------------------------------------------------------------------------
 
 @pytest.fixture()
 def smoke_prepared(tmp_path: Path):
     pack = load_pack("smoke")
     target = profiles.write(pack, pack.profile("defaults"), pack.designs["smoke"], tmp_path)
-    return pack, plan.Campaign("defaults", "smoke", target.db, prepare(target.design), {})
+    return pack, cp.Campaign("defaults", "smoke", target.db, prepare(target.design), {})
 
 
-def test_units_give_points_their_seeds_first(smoke_prepared) -> None:
+def test_a_claims_draws_are_its_own_cells_at_each_cells_next_seeds(smoke_prepared) -> None:
+    """A point statistic's draw is min_seeds consecutive seeds of one point; a pair statistic's one seed of one
+    of its cells; cells drawn uniformly (seeded: the same draws every time), each cell's seeds in turn."""
     pack, campaign = smoke_prepared
     by_id = {c.id: c for c in pack.claims}
-    point_units = plan.claim_units(by_id["median-point-ratio"], campaign.prepared)
-    assert [u[1] for u in point_units[:3]] == [0, 1, 2] and len({u[0] for u in point_units[:3]}) == 1
-    pair_units = plan.claim_units(by_id["ratio-of-medians-1kB"], campaign.prepared)
-    assert [u[1] for u in pair_units[:3]] == [0, 0, 0] and {u[2] for u in pair_units} == {1000}
-    assert len(pair_units) == 4 * 3
+    point_draws = campaign.draws(by_id["median-point-ratio"])
+    first = point_draws[0].units
+    assert [u.mine[1] for u in first] == [0, 1, 2] and len({u.mine[0] for u in first}) == 1
+    pair_draws = campaign.draws(by_id["ratio-of-medians-1kB"])
+    assert all(len(d.units) == 1 and d.units[0].mine[2] == 1000 for d in pair_draws)
+    assert pair_draws == campaign.draws(by_id["ratio-of-medians-1kB"])            # seeded
+    seen: dict[int, int] = {}
+    for d in pair_draws[:200]:
+        point, rep = d.units[0].mine[0], d.units[0].mine[1]
+        assert rep == seen.get(point, 0)                                      # each cell's next seed
+        seen[point] = rep + 1
+    assert len(seen) == 4 and min(seen.values()) > 30                          # 4 cells, about 50 each
+    trend = campaign.draws(by_id["trend-bw"])[0]
+    assert {u.cell for u in trend.units} == {0, 1}
 
 
 def test_selection_fits_the_capacity_and_shares_it(smoke_prepared) -> None:
@@ -329,12 +371,10 @@ def test_selection_fits_the_capacity_and_shares_it(smoke_prepared) -> None:
     for claim in pack.claims:
         if claim.design != "smoke":
             continue
-        block = plan.claim_units(claim, campaign.prepared)[:plan.first_block(claim)]
-        cost = sum(campaign.seconds(campaign.by_unit[(p, r, s, label)]) for p, r, s in block
-                   for label in (claim.label, claim.baseline))
-        taken = some.claim_units[claim.id]
-        # A claim whose first block fits an equal share gets it whole; a statistic over points never
-        # gets less than its first block (3 points × 3 seeds, 4 points for a trend).
+        block = campaign.draws(claim)[:plan.first_block(claim)]
+        cost = sum(campaign.seconds(run) for draw in block for run in plan.draw_runs(claim, campaign, draw))
+        taken = some.claim_draws[claim.id]
+        # A claim whose first block fits an equal share gets it whole; none gets part of its first block.
         assert taken >= len(block) if cost <= share else taken in (0,) or taken >= len(block), claim.id
     campaign.statuses = {r.key: "ok" for r in campaign.prepared.runs}
     assert plan.select(pack.claims, campaigns, None, full=True).runs[("defaults", "smoke")] == []
@@ -353,10 +393,10 @@ def test_measured_durations_scale_the_model(smoke_prepared, tmp_path: Path) -> N
     con.commit()
     con.close()
     (tmp_path / "foreign.sqlite").write_text("not a database")
-    plan.measured_durations(campaign, [db, tmp_path / "foreign.sqlite", tmp_path / "absent.sqlite"])
+    cp.measured_durations(campaign, [db, tmp_path / "foreign.sqlite", tmp_path / "absent.sqlite"])
     assert campaign.factor == pytest.approx(3.0) and campaign.measured == 6
-    unmeasured = plan.Campaign("other", "smoke", db, campaign.prepared, {})
-    plan.share_factors([campaign, unmeasured])
+    unmeasured = cp.Campaign("other", "smoke", db, campaign.prepared, {})
+    cp.share_factors([campaign, unmeasured])
     assert unmeasured.factor == pytest.approx(3.0)
 
 
@@ -440,19 +480,10 @@ def test_the_page_opens_on_the_verdicts(tmp_path: Path) -> None:
     # Per claim: the statistic's anytime-valid interval, its level, the looks taken and why it stopped.
     assert saved["share-below"]["cs"] == [0.3, 0.9] and saved["share-below"]["looks"] == 3
     assert saved["share-below"]["stopped"] == "decided" and saved["absent-design"]["stopped"] == "not runnable"
-    assert saved["trend-bw"]["judged_on"].startswith("Kendall") and saved["trend-bw"]["stopped"] == "budget"
-    assert "level 99.00 %, 3 look(s), stopped: decided" in text
-
-
-def test_a_point_statistic_takes_whole_points(smoke_prepared) -> None:
-    pack, campaign = smoke_prepared
-    claim = next(c for c in pack.claims if c.id == "median-point-ratio")
-    units = plan.claim_units(claim, campaign.prepared)
-    depth = plan.depth_units(claim, units)
-    assert depth == (4 * 2 * 3, 3)          # 4 points × 2 sizes, 3 seeds each
-    assert plan.block_end(claim, 0, len(units), depth) == 9
-    assert plan.block_end(claim, 9, len(units), depth) == 12 and plan.block_end(claim, 10, len(units), depth) == 12
-    assert plan.block_end(claim, 24, len(units), depth) == 25
+    assert saved["trend-bw"]["statistic"] == "trend" and saved["trend-bw"]["stopped"] == "budget"
+    assert "3 look(s), stopped: decided" in text
+    # Issue 46 (5): one level for the page, over every verdict it shows (claims × profiles), stated once.
+    assert text.count("Error level.") == 1 and f"{len(pack.claims)} verdicts shown" in text
 
 
 def test_one_seed_per_point_still_has_an_interval() -> None:

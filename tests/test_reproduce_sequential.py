@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from fecbench.reproduce import allocate, plan, profiles, seeds
+from fecbench.reproduce import campaign as cp
 from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce import sequential as sq
 from fecbench.reproduce.pack import load_pack
@@ -56,18 +57,45 @@ def test_a_quantile_sequence_covers_the_median_and_never_widens() -> None:
     low, high = sq.running(*sq.quantile_bounds(values, 0.5, 0.05))
     assert np.all(low[1:] >= low[:-1]) and np.all(high[1:] <= high[:-1])
     assert np.isinf(low[0]) and low[-1] < math.log(2) < high[-1] and high[-1] - low[-1] < 0.4
-    censored = sq.quantile(np.r_[values[:50], np.full(60, np.inf)], 0.5, 0.05)
-    assert censored.value == math.inf and censored.high == math.inf   # timeouts keep their rank
+    # 60 % of the runs reached a time limit of 5, in no particular order: their values lie in [5, ∞)
+    timed_out = rng.random(200) < 0.6
+    lo, hi = np.where(timed_out, 5.0, values[:200]), np.where(timed_out, np.inf, values[:200])
+    censored = sq.quantile_censored(lo, hi, 0.5, 0.05)
+    assert censored.value == math.inf and censored.high == math.inf   # timeouts keep their rank above
+    assert 0 < censored.low <= 5.0 and not censored.empty            # and count only at the limit below
 
 
-def test_kendall_pairs_points_with_different_factors_only() -> None:
-    ratios = np.array([1.0, 0.9, 2.0, 0.5, 0.4, 3.0])
-    factor = np.array([1.0, 1.0, 2.0, 4.0, 8.0, 8.0])
-    # 1.0@1 waits, 0.9@1 waits (same factor), 2.0@2 pairs with 1.0@1 (concordant), 0.5@4 with 0.9@1
-    # (discordant), 0.4@8 waits, 3.0@8 waits: two pairs.
-    assert list(sq.concordance(ratios, factor)) == [1.0, 0.0]
-    falling = sq.kendall(np.arange(40.0)[::-1], np.arange(40.0), 0.05)
-    assert falling.value == -1 and falling.high < 0
+def test_censored_observations_are_never_dropped_and_their_bounds_stay_valid() -> None:
+    """Indicators known only between 0 and 1 (a censored side on the threshold's wrong side) widen the
+    interval; a share whose truth is 0.3 stays covered with a third of its observations censored."""
+    rng = np.random.default_rng(11)
+    missed = 0
+    for _ in range(200):
+        hits = rng.random(300) < 0.3
+        unknown = rng.random(300) < 0.3
+        lo, hi = np.where(unknown, 0.0, hits), np.where(unknown, 1.0, hits)
+        s = sq.share_censored(lo, hi, 0.05)
+        missed += bool(s.low > 0.3 or s.high < 0.3)
+    assert missed / 200 <= 0.05
+    known = sq.share_censored(np.ones(40), np.ones(40), 0.05)
+    unknown = sq.share_censored(np.zeros(40), np.ones(40), 0.05)
+    assert known.low > 0.8 and unknown.low < 0.1 and unknown.high > 0.9
+
+
+def test_a_running_intersection_that_empties_says_where() -> None:
+    """Data whose share drifts from 0.9 to 0.1 empty the running intersection: the sequence says after which
+    observation, never a verdict on a point estimate (main 2781c76 showed [0.245, 0.245] and "< 0.5 holds")."""
+    hits = np.r_[np.ones(300), np.zeros(900)]
+    s = sq.share_censored(hits, hits, 0.05)
+    assert s.empty and 300 < s.empty_at <= 1200
+
+
+def test_concordance_is_known_only_where_the_intervals_do_not_meet() -> None:
+    lo, hi = sq.concordance_censored((np.array([2.0, 1.0, 1.0]), np.array([2.0, 1.0, np.inf])),
+                                     (np.array([1.0, 2.0, 1.5]), np.array([1.0, 2.0, 1.5])),
+                                     np.array([8.0, 8.0, 8.0]), np.array([1.0, 1.0, 1.0]))
+    # up with the factor (known), down against it (known), a censored first point (either)
+    assert lo.tolist() == [1.0, 0.0, 0.0] and hi.tolist() == [1.0, 0.0, 1.0]
 
 
 @pytest.mark.parametrize(("low", "high", "compare", "tolerance", "expected"), [
@@ -106,28 +134,32 @@ def test_the_fewest_observations_that_could_decide_are_the_sequences_own(alpha: 
     sequence (the allocator's need and the page's "at least" for a claim with nothing measured)."""
     n = int(sq.fewest_for_quantile(0.5, alpha))
     for m, verdict in ((n, "holds"), (n - 1, "inconclusive")):
-        s = sq.quantile(np.full(m, 0.5), 0.5, alpha)
+        s = sq.quantile_censored(np.full(m, 0.5), np.full(m, 0.5), 0.5, alpha)
         assert sq.decide(s.low, s.high, "<", 1.0, 0.0) == verdict, m
     n = int(sq.fewest_for_quantile(0.95, alpha / 2, both_sides=True))      # a quantile ratio, unpaired
     for m, verdict in ((n, "holds"), (n - 1, "inconclusive")):
-        s = sq.two_quantiles(np.full(m, 0.5), np.full(m, 1.0), 0.95, alpha, "ratio")
+        half, one = (np.full(m, 0.5),) * 2, (np.full(m, 1.0),) * 2
+        s = sq.two_quantiles_censored(half, one, 0.95, alpha, "ratio")
         assert sq.decide(s.low, s.high, "<", 1.0, 0.0) == verdict, m
     for compare, threshold, tolerance in (("<", 0.1, 0.0), (">", 0.5, 0.0), ("approx", 0.75, 0.15)):
         n = int(sq.fewest_for_share(compare, threshold, tolerance, alpha))
         patterns = [lambda m: np.zeros(m), lambda m: np.ones(m),
                     lambda m, rate=threshold: np.diff(np.floor(np.arange(m + 1) * rate))]   # hits at that rate
         decided = [[sq.decide(s.low, s.high, compare, threshold, tolerance) != "inconclusive"
-                    for s in (sq.share(p(m), alpha) for p in patterns)] for m in (n, n - 1)]
+                    for s in (sq.share_censored(p(m), p(m), alpha) for p in patterns)] for m in (n, n - 1)]
         assert any(decided[0]) and not any(decided[1]), (compare, n)
     claim = next(c for c in load_pack("networking2019").claims if c.id == "fig6-1MB-worse")
     n = int(claim.stat.fewest_observations(claim.params, claim.compare, claim.threshold, claim.tolerance, alpha))
     for m, verdict in ((n, "holds"), (n - 1, "inconclusive")):   # blocks of a median over points
-        s = claim.stat.over_blocks(np.full(m, 1.5), np.zeros(m), alpha)
+        blocks = pd.DataFrame({"draw": range(m), "cell": 0, "low": 1.5, "high": 1.5, "factor": 0.0})
+        s = claim.stat.over_blocks(blocks, alpha)
         assert sq.decide(s.low, s.high, claim.compare, claim.threshold, claim.tolerance) == verdict, m
     trend = points.Trend()
     n = int(trend.fewest_observations({}, "<", 0.0, 0.1, alpha))
     for m, verdict in ((n, "holds"), (n - 1, "inconclusive")):   # pairs of points, every one against the factor
-        s = trend.over_blocks(-np.arange(2.0 * m), np.arange(2.0 * m), alpha)
+        rows = [{"draw": d, "cell": c, "low": -float(2 * d + c), "high": -float(2 * d + c), "factor": float(c)}
+                for d in range(m) for c in (0, 1)]
+        s = trend.over_blocks(pd.DataFrame(rows), alpha)
         assert s.n == m and sq.decide(s.low, s.high, "<", 0.0, 0.1) == verdict, m
 
 
@@ -147,11 +179,19 @@ def test_the_allocations_distance_to_a_verdict_is_the_verdict_rules(compare: str
         assert sq.decide(value - outside, value + outside, compare, 1.0, tolerance) == "inconclusive", value
 
 
-def test_points_give_a_block_per_min_seeds_seeds_in_order() -> None:
-    rows = [{"group": f"{p}|1", "value": 100.0 * (0.5 if p % 2 else 2.0), "base": 100.0, "ratio": 0.5,
-             "factor": float(p), "order": f"2026-01-01T00:{rep:02d}:{p:02d}"} for p in range(4) for rep in range(7)]
-    blocks = points.point_blocks(pd.DataFrame(rows), 3)
-    assert len(blocks) == 8 and list(blocks["value"][:4]) == [2.0, 0.5, 2.0, 0.5]   # 7 seeds: 2 blocks each
+def test_a_points_draw_is_a_block_of_seeds_and_a_censored_run_widens_it() -> None:
+    """Each draw of a claim over points is a block of min_seeds seeds of one point: its ratio of medians; a
+    run that reached its limit makes the block's ratio an interval."""
+    rows = [{"draw": d, "cell": 0, "group": f"{d}|1", "factor": float(d), "value": 100.0 * (0.5 if d % 2 else 2.0),
+             "base": 100.0, "value_lo": 100.0 * (0.5 if d % 2 else 2.0), "value_hi": 100.0 * (0.5 if d % 2 else 2.0),
+             "base_lo": 100.0, "base_hi": 100.0} for d in range(4) for _ in range(3)]
+    rows[0].update(value=math.inf, value_lo=300.0, value_hi=math.inf)     # draw 0: one of its three timed out
+    blocks = points.block_bounds(pd.DataFrame(rows))
+    assert list(blocks["value"]) == [2.0, 0.5, 2.0, 0.5]
+    assert (blocks["low"][0], blocks["high"][0]) == (2.0, 2.0)            # the median of three keeps its value
+    rows[1].update(value=math.inf, value_lo=300.0, value_hi=math.inf)     # two of three: the median is censored
+    blocks = points.block_bounds(pd.DataFrame(rows))
+    assert blocks["low"][0] == 3.0 and blocks["high"][0] == math.inf
 
 
 # --- extra seeds -----------------------------------------------------------------------------------------------
@@ -163,7 +203,7 @@ def smoke(tmp_path: Path):
     out = {}
     for name in ("defaults", "repair-free"):
         target = profiles.write(pack, pack.profile(name), pack.designs["smoke"], tmp_path)
-        out[name] = plan.Campaign(name, "smoke", target.db, prepare(target.design), {})
+        out[name] = cp.Campaign(name, "smoke", target.db, prepare(target.design), {})
     return pack, out
 
 
@@ -211,7 +251,7 @@ def test_a_decided_claim_takes_no_runs_and_the_others_draw_extra_seeds(smoke) ->
     campaign.statuses = {r.key: Status.OK for r in campaign.prepared.runs}   # every design run done
     selection, idle = allocate.next_batch(claims, campaigns, verdicts, capacity=60.0)
     chosen = selection.runs[("defaults", "smoke")]
-    assert idle["share-below"] == "decided" and selection.claim_units.get("share-below", 0) == 0
+    assert idle["share-below"] == "decided" and selection.claim_draws.get("share-below", 0) == 0
     assert chosen and all(r.size == 1000 and r.repetition >= 3 for r in chosen)   # only the undecided claim's
     assert {r.label for r in chosen} == {"quic", "quic-fec-rs"}
     assert sum(campaign.seconds(r) for r in chosen) <= 60.0
@@ -227,8 +267,8 @@ def test_the_claim_nearest_its_verdict_goes_first(smoke) -> None:
                 _verdict(near, "defaults", "inconclusive", 12, 1.5, 1.1, 2.05)]          # near: a few more
     one = min(campaigns[("defaults", "smoke")].seconds(r) for r in campaigns[("defaults", "smoke")].prepared.runs)
     selection, _ = allocate.next_batch(claims, campaigns, verdicts, capacity=4.5 * one)
-    assert selection.claim_units.get("ratio-of-medians-1kB", 0) >= 1
-    assert selection.claim_units.get("share-below", 0) == 0
+    assert selection.claim_draws.get("ratio-of-medians-1kB", 0) >= 1
+    assert selection.claim_draws.get("share-below", 0) == 0
 
 
 def test_a_unit_dearer_than_a_batch_still_goes_to_the_claim_nearest_its_verdict(smoke) -> None:
@@ -241,15 +281,15 @@ def test_a_unit_dearer_than_a_batch_still_goes_to_the_claim_nearest_its_verdict(
                 _verdict(claims[1], "defaults", "inconclusive", 12, 1.5, 1.1, 2.05)]
     unit = max(campaigns[("defaults", "smoke")].seconds(r) for r in campaigns[("defaults", "smoke")].prepared.runs)
     left = allocate.next_batch(claims, campaigns, verdicts, capacity=0.5 * unit, ceiling=10 * unit)[0]
-    assert left.claim_units.get("ratio-of-medians-1kB", 0) == 1 and sum(left.claim_seconds.values()) <= 10 * unit
-    assert left.claim_units.get("share-below", 0) == 0        # the batch is full once that unit is in
+    assert left.claim_draws.get("ratio-of-medians-1kB", 0) == 1 and sum(left.claim_seconds.values()) <= 10 * unit
+    assert left.claim_draws.get("share-below", 0) == 0        # the batch is full once that unit is in
     short = allocate.next_batch(claims, campaigns, verdicts, capacity=0.5 * unit, ceiling=0.5 * unit)[0]
     assert not any(short.runs.values())                        # nothing beyond the time left
 
 
 def _beside_a_fresh_claim(smoke, other: tuple, blocks: int) -> dict[str, int]:
-    """Units a batch of ``blocks`` runs of both labels gives "share-below" (measured: ``other``) and
-    "median-point-ratio" (nothing measured: its first block is min_seeds 3 × 3 points, 9 units)."""
+    """Draws a batch of ``blocks`` runs of both labels gives "share-below" (measured: ``other``) and
+    "median-point-ratio" (nothing measured: its first block is 3 draws of min_seeds 3 seeds, 9 runs a label)."""
     pack, campaigns = smoke
     campaigns = {("defaults", "smoke"): campaigns["defaults"]}
     claims = [c for c in pack.claims if c.id in ("share-below", "median-point-ratio")]
@@ -258,12 +298,12 @@ def _beside_a_fresh_claim(smoke, other: tuple, blocks: int) -> dict[str, int]:
     campaign = campaigns[("defaults", "smoke")]
     one = max(campaign.seconds(r) for r in campaign.prepared.runs)
     selection, _ = allocate.next_batch(claims, campaigns, verdicts, capacity=blocks * 2 * one)
-    return selection.claim_units
+    return selection.claim_draws
 
 
 def test_a_claim_with_nothing_measured_goes_before_a_claim_far_from_its_verdict(smoke) -> None:
-    units = _beside_a_fresh_claim(smoke, (40, 0.75, 0.3, 1.0), blocks=9)      # far: ~38 units
-    assert units.get("median-point-ratio", 0) >= 9
+    units = _beside_a_fresh_claim(smoke, (40, 0.75, 0.3, 1.0), blocks=9)      # far: ~38 draws
+    assert units.get("median-point-ratio", 0) >= 3
 
 
 def test_a_claim_with_nothing_measured_waits_behind_a_claim_a_unit_from_its_verdict(smoke) -> None:
@@ -281,24 +321,26 @@ def test_a_claim_with_nothing_measured_needs_at_least_what_could_decide_it(smoke
     pack, campaigns = smoke
     campaigns = {("defaults", "smoke"): campaigns["defaults"]}
     claim = next(c for c in pack.claims if c.id == "median-point-ratio")
-    alpha = ev.claim_alpha(pack)
+    alpha = ev.page_alpha(pack, ["defaults"])
     fewest = claim.stat.fewest_observations(claim.params, claim.compare, claim.threshold, claim.tolerance, alpha)
     assert fewest > claim.stat.min_for_interval
     fresh = ev.Verdict(claim, "defaults", "inconclusive", None, "no runs yet", None, alpha)
     units, seconds, at_least = allocate.projection(claim, [fresh], campaigns)
-    assert units == fewest * 3 and seconds > 0 and at_least
-    assert allocate.need_units(claim, [fresh]) == units
+    assert units == fewest and seconds > 0 and at_least
+    assert allocate.need_draws(claim, [fresh]) == units
     short = ev.Verdict(claim, "defaults", "inconclusive", None, "", sq.Sequence(1.2, -math.inf, math.inf, 2), alpha)
-    assert allocate.projection(claim, [short], campaigns)[0] == (fewest - 2) * 3
+    assert allocate.projection(claim, [short], campaigns)[0] == fewest - 2
     session._what_it_would_take([fresh], campaigns)
-    assert f"at least (every observation agreeing) {units:.0f} more unit(s)" in fresh.reason
+    assert f"at least (every observation agreeing) {units:.0f} more draw(s)" in fresh.reason
     # Its hours are those of its own points and sizes (the mean over every size had said 0.3 h for
     # networking2019's 1 MB claims, whose 36 units take 1 h on this machine)
     one_kb = next(c for c in pack.claims if c.id == "ratio-of-medians-1kB")
     units, seconds, _ = allocate.projection(one_kb, [dataclasses.replace(fresh, claim=one_kb)], campaigns)
     campaign = campaigns[("defaults", "smoke")]
-    runs = [r for r in campaign.prepared.runs if r.size == 1000 and r.label in ("quic", "quic-fec-rs")]
-    assert seconds / units == pytest.approx(2 * np.mean([campaign.seconds(r) for r in runs]))
+    draws = campaign.draws(one_kb)[:50]
+    runs = [r for d in draws for r in plan.draw_runs(one_kb, campaign, d)]
+    assert {r.size for r in runs} == {1000}
+    assert seconds / units == pytest.approx(sum(campaign.seconds(r) for r in runs) / len(draws))
 
 
 def test_the_note_says_when_a_value_on_a_boundary_has_no_projection() -> None:
@@ -309,3 +351,73 @@ def test_the_note_says_when_a_value_on_a_boundary_has_no_projection() -> None:
     unbounded = ev.Verdict(claim, "paper", "inconclusive", None, "20 blocks", sq.Sequence(math.inf, 0.3, math.inf, 20))
     session._what_it_would_take([on_edge, unbounded], {})
     assert "sits on a verdict's boundary" in on_edge.reason and "boundary" not in unbounded.reason
+
+
+# --- issue 46: what is judged, and when not to judge ---------------------------------------------------------
+
+
+def _skewed(n: int = 600) -> pd.DataFrame:
+    """Ratios that follow the baseline: the smallest 40 % of baselines 20 times worse, the others a little better
+    (0.9): the median paired ratio is 0.9, the ratio of the two sides' medians well above 1."""
+    rng = np.random.default_rng(46)
+    base = np.exp(rng.standard_normal(n))
+    ratio = np.where(base < np.quantile(base, 0.4), 20.0, 0.9)
+    value = base * ratio
+    return pd.DataFrame({"draw": range(n), "cell": 0, "group": "0|1", "value": value, "base": base, "ratio": ratio,
+                         "value_lo": value, "value_hi": value, "base_lo": base, "base_hi": base,
+                         "ratio_lo": ratio, "ratio_hi": ratio})
+
+
+def test_a_ratio_of_medians_is_judged_as_named_not_as_the_median_of_ratios() -> None:
+    """Issue 46 (2): on main 2781c76 ratio_of_medians was judged on the median of the per-pair ratios, which
+    here is 0.9 ("< 1" held) while the two sides' medians give a ratio far above 1."""
+    from fecbench.reproduce import statistics as st
+
+    sample = _skewed()
+    paired = st.get("median_pair_ratio").sequence(sample, {}, 0.05)
+    named = st.get("ratio_of_medians").sequence(sample, {}, 0.05)
+    assert paired.high < 1 and named.low > 1.2
+    assert float(np.median(sample["value"]) / np.median(sample["base"])) > 1.2
+
+
+def test_exclusions_that_differ_between_the_sides_leave_a_claim_unjudged() -> None:
+    """Issue 46 (3): 9 of 40 draws lost for the label's runs, 1 of 40 for the baseline's: the survivors are no
+    sample of the population, so no verdict (main 2781c76 judged the survivors)."""
+    from fecbench.reproduce import samples
+    from fecbench.reproduce.pack import Claim, Source
+
+    claim = Claim(id="c", text="t", design="d", statistic="median_pair_ratio", label="fec", baseline="quic",
+                  metric="dct_ms", where={}, compare="<", threshold=1.0, tolerance=0.0,
+                  source=Source("x", "s", "", "q"), params={"min_seeds": 3, "loss_direction": "any"})
+    found = samples.Sample(_skewed(30), draws=40, excluded={"label": 9, "baseline": 1},
+                           why={"label failed": 9, "baseline failed": 1})
+    assert "exclusions differ: fec 9 of 40, quic 1 of 40" in ev.exclusions_differ(claim, found)
+    even = samples.Sample(_skewed(30), draws=40, excluded={"label": 2, "baseline": 1})
+    assert ev.exclusions_differ(claim, even) == ""
+    sequence = sq.Sequence(0.9, 0.8, 0.95, 30)
+    verdict = ev._judge(claim, "p", claim.stat.estimate(found.rows, claim.params, n_boot=10), sequence, found, 0.05)
+    assert verdict.verdict == ev.NOT_JUDGED and not verdict.decided
+
+
+def test_an_empty_intersection_is_no_verdict() -> None:
+    """Issue 46 (4): data that changed while they came empty the interval: "not judged", with where."""
+    from fecbench.reproduce import samples
+
+    claim = next(c for c in load_pack("aa").claims if c.id == "ratio-about-1")
+    drifting = samples.Sample(_skewed(10), draws=10)
+    empty = sq.Sequence(0.5, 0.5, 0.5, 300, True, 212)
+    verdict = ev._judge(claim, "p", claim.stat.estimate(drifting.rows, claim.params, n_boot=10), empty, drifting, 0.05)
+    assert verdict.verdict == ev.NOT_JUDGED and "after observation 212 of 300" in verdict.reason
+    assert ev.drift(_skewed(40)) .startswith("first half median")
+
+
+def test_synthetic_worlds_give_no_false_verdict() -> None:
+    """Issue 46 (7), a few replays of each world (the README's table: `fecbench bench worlds`, 200 each): the
+    overlapping claims of truth 0.333 and 0.25, thresholds, skewed ratios, failures by value, drift."""
+    from fecbench.reproduce.validation import worlds
+
+    results = worlds.bench_worlds(replays=4, budget_s=600.0)
+    assert {r.world.name for r in results} == {w.name for w in worlds.catalogue()}
+    assert all(r.false == 0 for r in results), [(r.world.name, r.false) for r in results]
+    failures = next(r for r in results if r.world.name == "failures-by-value")
+    assert all(final.get(ev.NOT_JUDGED, 0) > 0 for final in failures.finals.values())

@@ -1,22 +1,19 @@
 """Adaptive allocation: the next batch of runs goes to the undecided claims, most progress per second first.
 
 A claim decided in every profile (holds, fails, at the threshold; not runnable; no sequential test)
-takes no more runs; its runs still count for claims that share them. For each undecided claim, the
+takes no more runs; its runs still count for claims whose draws share them. For each undecided claim, the
 observations it may still need (``sequential.runs_to_decide``: its interval's half-width against the
-widest one the verdict rule decides, shrinking as 1/√n) become units (a pair statistic: one
-unit per observation; over points: a block of ``min_seeds`` seeds per observation, two blocks for a
-trend's pair), and each unit costs the measured duration model's seconds (``plan.Campaign.seconds``,
-every profile, both labels). The batch is filled greedily: always the next unit of the claim with the
-most expected progress per second, 1 / (units still needed × seconds per unit); the most promising unit
-goes in even when it alone is more than a batch, if the time left allows it. A claim never needs fewer
-observations than the fewest that could decide it (``fewest_observations``: every one agreeing), and one
-with nothing measured yet needs that many (at least its first block, ``plan.first_block``), so it competes
-like the others: a cheap start goes early, a costly one waits behind claims a few runs from their verdicts
-(giving every claim its first block first had left the first 24 min of thesis2018's replays without a
-verdict: ``bench verdicts``, 0 decided where this order decides 2). Within a claim the units come in the
-plan's order (``plan.claim_units``: points spread over the factors, seeds in turn), then the extra
-seeds of ``seeds`` (the design's seed stream continued, up to ``extra_repetitions``), so no budget is
-left unused while a claim is undecided.
+widest one the verdict rule decides, shrinking as 1/√n) are draws (``draws``: one observation each), and
+each draw costs the measured duration model's seconds of its runs (``Campaign.seconds``, every profile,
+both labels). The batch is filled greedily: always the next draw of the claim with the most expected
+progress per second, 1 / (draws still needed × seconds per draw); the most promising draw goes in even when
+it alone is more than a batch, if the time left allows it. A claim never needs fewer observations than the
+fewest that could decide it (``fewest_observations``: every one agreeing), and one with nothing measured yet
+needs that many (at least its first block, ``plan.first_block``), so it competes like the others: a cheap
+start goes early, a costly one waits behind claims a few runs from their verdicts. Within a claim, its
+draws in their order (``draws``: beyond the design's repetitions they take the extra seeds of ``seeds``),
+so no budget is left unused while a claim is undecided; a run that failed or was flagged is run once more
+before its draw counts (``Campaign.todo``).
 """
 
 from __future__ import annotations
@@ -26,36 +23,20 @@ from dataclasses import dataclass
 
 from fecbench.reproduce import seeds
 from fecbench.reproduce import sequential as sq
+from fecbench.reproduce.campaign import Campaign
+from fecbench.reproduce.draws import Draw
 from fecbench.reproduce.evaluate import Verdict
 from fecbench.reproduce.pack import Claim
-from fecbench.reproduce.plan import Campaign, Selection, UnitKey, claim_units, first_block, labels_of
+from fecbench.reproduce.plan import Selection, draw_runs, first_block
 from fecbench.runners.experiment.runs import Run
 
 #: The smallest batch of machine time, and the share of what is left a batch takes.
 BATCH_MIN_S = 120.0
 BATCH_SHARE = 6.0
 #: A claim whose value sits on a decision boundary has no finite need: it is treated as needing this many
-#: times its observations (at least ``MIN_UNKNOWN`` units), last in line but never left without runs.
+#: times its observations (at least ``MIN_UNKNOWN`` draws), last in line but never left without runs.
 UNKNOWN_FACTOR = 10.0
 MIN_UNKNOWN = 50.0
-
-
-def extra_repetitions(repetitions: int) -> int:
-    """Extra seeds a design's claims may draw beyond its repetitions."""
-    return max(8 * repetitions, 128)
-
-
-def units_with_extra(claim: Claim, campaign: Campaign) -> list[UnitKey]:
-    """The claim's units in the plan's order, then the extra seeds, one seed of every point in turn."""
-    units = claim_units(claim, campaign.prepared)
-    groups = list(dict.fromkeys((point, size) for point, _, size in units))
-    reps = campaign.prepared.design.repetitions
-    return units + [(point, rep, size) for rep in range(reps, reps + extra_repetitions(reps))
-                    for point, size in groups]
-
-
-def units_per_observation(claim: Claim) -> float:
-    return claim.stat.units_per_observation(claim.params)
 
 
 def observations_to_decide(claim: Claim, v: Verdict) -> tuple[float, bool]:
@@ -74,8 +55,8 @@ def observations_to_decide(claim: Claim, v: Verdict) -> tuple[float, bool]:
     return fewest - s.n, True
 
 
-def need_units(claim: Claim, verdicts: list[Verdict]) -> float:
-    """Units the claim may still need: the most any of its undecided profiles needs."""
+def need_draws(claim: Claim, verdicts: list[Verdict]) -> float:
+    """Draws the claim may still need: the most any of its undecided profiles needs."""
     need = 0.0
     for v in verdicts:
         if v.decided:
@@ -83,25 +64,25 @@ def need_units(claim: Claim, verdicts: list[Verdict]) -> float:
         more, _ = observations_to_decide(claim, v)
         if v.sequence is None or v.sequence.n == 0:
             first = float(first_block(claim))
-            need = max(need, first if math.isinf(more) else max(first, more * units_per_observation(claim)))
+            need = max(need, first if math.isinf(more) else max(first, more))
             continue
         if math.isinf(more):
             more = max(MIN_UNKNOWN, UNKNOWN_FACTOR * v.sequence.n)
-        need = max(need, more * units_per_observation(claim))
+        need = max(need, more)
     return need
 
 
 @dataclass
 class ClaimState:
     claim: Claim
-    units: list[UnitKey]
+    draws: list[Draw]
     profiles: list[str]       # the profiles in which it is still undecided (the others take no runs)
     need: float
     cursor: int = 0
     first_need: float = 0.0
 
     def took_one(self) -> None:
-        """One unit more: one less needed; once the estimate is met, as many again (the estimate was short)."""
+        """One draw more: one less needed; once the estimate is met, as many again (the estimate was short)."""
         self.need -= 1
         if self.need < 1:
             self.need = self.first_need = max(1.0, 2 * self.first_need)
@@ -133,8 +114,8 @@ def next_batch(claims: list[Claim], campaigns: dict[tuple[str, str], Campaign], 
             idle[claim.id] = "not runnable"
             continue
         undecided = [p for p in profiles if not any(v.profile == p and v.decided for v in mine)]
-        need = need_units(claim, mine)
-        states[claim.id] = ClaimState(claim, units_with_extra(claim, campaign), undecided, need, first_need=need)
+        need = need_draws(claim, mine)
+        states[claim.id] = ClaimState(claim, campaign.draws(claim), undecided, need, first_need=need)
     chosen: dict[tuple[str, str], dict[str, Run]] = {key: {} for key in campaigns}
     spent = dict.fromkeys(states, 0.0)
     taken = dict.fromkeys(states, 0)
@@ -164,7 +145,7 @@ def next_batch(claims: list[Claim], campaigns: dict[tuple[str, str], Campaign], 
         seeds.adopt(campaigns[key], [run for run in found.values() if run.index < 0])
     runs_by = {key: list(found.values()) for key, found in chosen.items()}
     seconds = {key: sum(campaigns[key].seconds(r) for r in found) for key, found in runs_by.items()}
-    return Selection(runs=runs_by, seconds=seconds, claim_seconds=spent, claim_units=taken), idle
+    return Selection(runs=runs_by, seconds=seconds, claim_seconds=spent, claim_draws=taken), idle
 
 
 def _progress(state: ClaimState, cost: float) -> float:
@@ -174,20 +155,17 @@ def _progress(state: ClaimState, cost: float) -> float:
 
 def _next(state: ClaimState, campaigns: dict[tuple[str, str], Campaign],
           chosen: dict[tuple[str, str], dict[str, Run]]) -> tuple[list | None, float]:
-    """The runs of the claim's next unit still to do (skipping units already done), and their cost; None
-    when the claim has no unit left. A unit whose runs are all done (or chosen) costs nothing."""
-    while state.cursor < len(state.units):
-        point, rep, size = state.units[state.cursor]
+    """The runs of the claim's next draw still to do (skipping draws already done), and their cost; None when
+    the claim has no draw left. A draw whose runs are all done (or chosen) costs nothing."""
+    while state.cursor < len(state.draws):
         new: list[tuple[tuple[str, str], Run]] = []
         for profile in state.profiles:
             key = (profile, state.claim.design)
             campaign = campaigns.get(key)
             if campaign is None:
                 continue
-            for label in labels_of(state.claim, campaign):
-                run = seeds.extension_run(campaign, point, rep, size, label)
-                if run is not None and campaign.todo(run) and run.key not in chosen[key]:
-                    new.append((key, run))
+            new += [(key, run) for run in draw_runs(state.claim, campaign, state.draws[state.cursor])
+                    if campaign.todo(run) and run.key not in chosen[key]]
         if new:
             return new, sum(campaigns[key].seconds(run) for key, run in new)
         state.cursor += 1  # done already (an earlier batch, or a claim sharing it)
@@ -196,26 +174,27 @@ def _next(state: ClaimState, campaigns: dict[tuple[str, str], Campaign],
 
 def projection(claim: Claim, verdicts: list[Verdict], campaigns: dict[tuple[str, str], Campaign]
                ) -> tuple[float, float, bool] | None:
-    """What an undecided claim would still take: (units, seconds of machine time at the measured durations,
-    whether that is only a lower bound), from its interval's rate of narrowing, or, with nothing measured
-    yet, the fewest observations that could decide it; None when it cannot say (on a boundary)."""
+    """What an undecided claim would still take: (draws, seconds of machine time at the measured durations and
+    flag rate, whether that is only a lower bound), from its interval's rate of narrowing, or, with nothing
+    measured yet, the fewest observations that could decide it; None when it cannot say (on a boundary)."""
     mine = [v for v in verdicts if v.claim.id == claim.id and not v.decided]
     if not mine:
         return None
-    units, at_least = 0.0, False
+    draws, at_least = 0.0, False
     for v in mine:
         more, bound = observations_to_decide(claim, v)
         if math.isinf(more):
             return None
         at_least = at_least or bound
-        units = max(units, more * units_per_observation(claim))
+        draws = max(draws, more)
     cost = 0.0
     for v in mine:
         campaign = campaigns.get((v.profile, claim.design))
         if campaign is None:
             return None
-        groups = {(point, size) for point, _, size in claim_units(claim, campaign.prepared)}  # its points and sizes
-        labels = labels_of(claim, campaign)
-        runs = [r for r in campaign.prepared.runs if r.label in labels and (r.point, r.size) in groups]
-        cost += sum(campaign.seconds(r) for r in runs) / max(1, len(runs)) * len(labels)
-    return units, units * cost, at_least
+        sample = campaign.draws(claim)[:50]
+        runs = [run for draw in sample for run in draw_runs(claim, campaign, draw)]
+        if not runs:
+            return None
+        cost += sum(campaign.seconds(r) for r in runs) / len(sample) * campaign.rerun_factor()
+    return draws, draws * cost, at_least

@@ -14,7 +14,7 @@ from fecbench.runners.commands import options
 
 console = Console()
 VERDICT_STYLE = {"holds": "green", "fails": "red", "at the threshold": "blue", "inconclusive": "yellow",
-                 "not runnable here": "dim"}
+                 "not judged": "magenta", "not runnable here": "dim"}
 
 
 def reproduce(
@@ -40,11 +40,17 @@ def reproduce(
     no_run: bool = typer.Option(False, "--no-run", help="Run nothing: the verdicts of what the databases hold."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the runs the budget buys; run nothing."),
     link_backend: str = typer.Option(None, "--link-backend", help="netem | delayline (default: probe)."),
+    fidelity: bool = typer.Option(False, "--fidelity", help="Print every pack's fidelity table (Markdown: each "
+                                  "claim's quote, what is judged, what of the paper's setup differs) and exit."),
 ) -> None:
     """Re-run a seed paper's experiments and say, claim by claim, whether they hold."""
     started = time.monotonic()
     from fecbench.reproduce import pack as pack_mod
 
+    if fidelity:
+        packs = [pack_mod.load_pack(name) for name in ([pack] if pack else pack_mod.pack_names())]
+        print(pack_mod.fidelity_table([p for p in packs if pack or p.cites_papers]))
+        return
     if pack is None:
         _list(pack_mod)
         return
@@ -109,7 +115,8 @@ def _dry_run(pack, names: list[str], seconds: float | None, full: bool, root: Pa
         title = f"{pack.name}: the full pack"
     else:
         left = max(0.0, seconds - session.reserve_s(pack, names))
-        verdicts = ev.evaluate(pack, {key: t.db for key, t in targets.items()}, names, bootstrap=False)
+        verdicts = ev.evaluate(pack, {key: t.db for key, t in targets.items()}, names,
+                               {key: c.space for key, c in campaigns.items()}, bootstrap=False)
         capacity = min(left * plan.FILL, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE))
         selection, idle = allocate.next_batch(pack.claims, campaigns, verdicts, capacity)
         title = (f"{pack.name}: the first batch of a budget of {seconds / 60:g} min ({capacity / 60:.1f} min of runs; "
@@ -122,10 +129,10 @@ def _dry_run(pack, names: list[str], seconds: float | None, full: bool, root: Pa
                       f"{campaigns[key].factor:.2f}")
     console.print(table)
     claims = Table(title="per claim")
-    for col in ("claim", "units (point, seed, size)", "estimated min", "no runs because"):
+    for col in ("claim", "draws", "estimated min", "no runs because"):
         claims.add_column(col, justify="right")
     for claim in pack.claims:
-        claims.add_row(claim.id, str(selection.claim_units.get(claim.id, 0)),
+        claims.add_row(claim.id, str(selection.claim_draws.get(claim.id, 0)),
                        f"{selection.claim_seconds.get(claim.id, 0.0) / 60:.1f}", idle.get(claim.id, ""))
     console.print(claims)
 
@@ -137,7 +144,7 @@ def _print_verdicts(outcome) -> None:
     table = Table(title=f"{outcome.pack.title}: verdicts", show_lines=False)
     table.add_column("claim")
     table.add_column("expected")
-    table.add_column("paper")
+    table.add_column("the paper's value")
     for name in outcome.profiles:
         table.add_column(name)
     for claim in outcome.pack.claims:

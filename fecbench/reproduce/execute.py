@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fecbench.reproduce.plan import Campaign
+from fecbench.reproduce.campaign import RUN_AGAIN, Campaign
 from fecbench.reproduce.profiles import Target
 from fecbench.runners.executors.engine import Engine, runs_to_do
 from fecbench.runners.experiment.runs import Run
@@ -177,7 +177,8 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machines: Machin
         engine = Engine(campaign.prepared, target.db, executor, console, only=runs, stop_at=stop_at)
         try:
             with deadline_alarm(deadline):
-                summary = engine.run(set())
+                # A failed or flagged run the allocator chose runs once more (its first outcome kept aside).
+                summary = engine.run(set(RUN_AGAIN))
             machines.ran_on(executor)
         except BudgetSpent:
             done.append(Ran(target, len(runs), {}, time.monotonic() - started, estimated, stopped=True, jobs=n))

@@ -34,7 +34,7 @@ STATISTICS = statistics.NAMES
 COMPARISONS = ("<", ">", "approx")
 LOSS_CLASSES = ("no loss", "loss", "tail loss")
 DIRECTIONS = ("forward", "reverse", "any")
-METRICS = ("dct_ms", "client_wall_ms", "bytes_app", "rebuffering_ms", "messages_late", "messages_corrupt")
+METRICS = ("dct_ms", "client_wall_ms", "bytes_app", "bytes_sent", "rebuffering_ms", "messages_late", "messages_corrupt")
 
 
 @dataclass
@@ -64,6 +64,8 @@ class Claim:
     paper_text: str = ""
     printed: dict[str, float] = field(default_factory=dict)
     needs: str | None = None          # what a claim needs that this checkout lacks (set at load)
+    tolerance_source: str = ""        # where its margin (tolerance) comes from
+    note: str = ""                    # how it reads its passage, and what of the paper's setup differs
 
     @property
     def stat(self) -> statistics.ClaimStatistic:
@@ -82,6 +84,17 @@ class Profile:
     set: dict[str, str]
     unset: list[str]
     labels: list[str] | None          # None: every label whose implementation declares the argument
+    label_map: dict[str, str] = field(default_factory=dict)   # a claim's label → the design label judged here
+
+    def judged(self, claim: Claim) -> Claim:
+        """The claim as this profile judges it: its labels through ``label_map`` (e.g. the paper's own code's
+        labels in place of fecq's)."""
+        if not self.label_map:
+            return claim
+        import dataclasses
+
+        return dataclasses.replace(claim, label=self.label_map.get(claim.label, claim.label),
+                                   baseline=self.label_map.get(claim.baseline, claim.baseline))
 
 
 @dataclass
@@ -110,6 +123,7 @@ class Pack:
     default_profile: str
     claims: list[Claim]
     smoke: bool = False               # a pack for CI (listed apart)
+    cites_papers: bool = True         # its claims cite papers (a seed file), not a check of the procedure
 
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:
@@ -137,11 +151,11 @@ def load_pack(name_or_dir: str | Path, root: Path = PACKS_DIR) -> Pack:
     smoke = head.get("smoke", bool, False)
     head.done()
     papers_section = top.section("papers", required=True)
-    papers = {}
+    papers, files = {}, []
     for paper_id in papers_section.data:
         paper = papers_section.section(paper_id)
         papers[paper_id] = paper.get("cite", str)
-        paper.get("file", str, "")
+        files.append(paper.get("file", str, ""))
         paper.done()
     papers_section.done()
     designs = _designs(top.section("designs", required=True), folder / "pack.toml")
@@ -151,7 +165,7 @@ def load_pack(name_or_dir: str | Path, root: Path = PACKS_DIR) -> Pack:
     top.done()
     claims = load_claims(folder / "claims.toml", papers, designs)
     return Pack(name=name, title=title, dir=folder, papers=papers, designs=designs, profiles=profiles,
-                default_profile=default, claims=claims, smoke=smoke)
+                default_profile=default, claims=claims, smoke=smoke, cites_papers=any(files))
 
 
 def _designs(section: Section, file: Path) -> dict[str, DesignRef]:
@@ -204,9 +218,13 @@ def _profiles(section: Section, designs: dict[str, DesignRef]) -> dict[str, Prof
         known = {label for ref in designs.values() for label in ref.labels}
         if labels is not None and (missing := [lbl for lbl in labels if lbl not in known]):
             raise entry.error("labels", f"no design of the pack has label {missing[0]!r}", sorted(known))
+        label_map = entry.get("label_map", dict, {})
+        if bad := [f"{k} = {v}" for k, v in label_map.items() if k not in known or v not in known]:
+            raise entry.error("label_map", f"{bad[0]}: maps a claim's label to a design label, both of the pack's "
+                              "designs", sorted(known))
         out[name] = Profile(name=name, description=entry.get("description", str),
                             sources=entry.get("sources", list, []), set=dict(values), unset=list(unset),
-                            labels=labels)
+                            labels=labels, label_map={str(k): str(v) for k, v in label_map.items()})
         entry.done()
     if not out:
         raise section.error(None, "a pack needs at least one profile (its default: the paper's stack)")
@@ -214,7 +232,11 @@ def _profiles(section: Section, designs: dict[str, DesignRef]) -> dict[str, Prof
 
 
 def load_claims(path: Path, papers: dict[str, str], designs: dict[str, DesignRef]) -> list[Claim]:
-    top = Section.load(path)
+    return claims_of(Section.load(path), papers, designs)
+
+
+def claims_of(top: Section, papers: dict[str, str], designs: dict[str, DesignRef]) -> list[Claim]:
+    """The ``[[claim]]`` tables of a claims file (already read), each checked."""
     claims: list[Claim] = []
     for entry in top.sections("claim", required=True):
         claim = _claim(entry, papers, designs)
@@ -239,6 +261,10 @@ def _claim(entry: Section, papers: dict[str, str], designs: dict[str, DesignRef]
     tolerance = float(entry.get("tolerance", float, 0.0, min=0.0))
     if compare == "approx" and tolerance <= 0:
         raise entry.error("tolerance", "compare = \"approx\" needs a tolerance > 0 (value ≈ threshold ± tolerance)")
+    tolerance_source = entry.get("tolerance_source", str, "")
+    if tolerance > 0 and not tolerance_source.strip():
+        raise entry.error("tolerance_source", "a tolerance needs its source: where the margin comes from (the "
+                          "figure's readable resolution, a tolerance the paper states, a 'no difference' point)")
     src = entry.section("source", required=True)
     source = Source(paper=src.get("paper", str, choices=list(papers)), section=src.get("section", str),
                     figure=src.get("figure", str, ""), quote=src.get("quote", str))
@@ -255,7 +281,9 @@ def _claim(entry: Section, papers: dict[str, str], designs: dict[str, DesignRef]
                   baseline=baseline, metric=metric, where=where, compare=compare, threshold=threshold,
                   tolerance=tolerance, source=source, params=params,
                   paper_value=None if paper_value is None else float(paper_value),
-                  paper_text=entry.get("paper_text", str, ""), printed={k: float(v) for k, v in printed.items()})
+                  paper_text=entry.get("paper_text", str, ""), printed={k: float(v) for k, v in printed.items()},
+                  tolerance_source=tolerance_source, note=entry.get("note", str, ""),
+                  needs=entry.get("needs", str, None))
     entry.done()
     if not ref.present:
         claim.needs = f"{ref.path.relative_to(REPO_ROOT) if ref.path.is_relative_to(REPO_ROOT) else ref.path} " \
@@ -312,3 +340,22 @@ def _factor_filter(section: Section, key: str, value: Any) -> Any:
         raise SpecError(section.file, section.key(key), f"bad filter {value!r}",
                         "a number, a list of numbers, or {min = …, max = …}")
     return [float(v) for v in values]
+
+
+def fidelity_table(packs: list[Pack]) -> str:
+    """Every claim of ``packs`` as a reader of the papers checks it (reproduce/README.md, "Fidelity"): its
+    quote (at most 20 words), what is judged (statistic, comparison, where), and its reading and what of the
+    paper's setup differs (its note), as one Markdown table."""
+    rows = ["| pack | claim | the paper says | judged | reading, setup differences |", "|---|---|---|---|---|"]
+    for pack in packs:
+        for c in pack.claims:
+            words = c.source.quote.split()
+            quote = " ".join(words[:20]) + (" …" if len(words) > 20 else "")
+            expected = (f"≈ {c.threshold:g} ± {c.tolerance:g}" if c.compare == "approx"
+                        else f"{c.compare} {c.threshold:g}")
+            where = ", ".join(f"{k} {v}" for k, v in c.where.items())
+            judged = f"{c.statistic} ({c.metric}, {c.label} ÷ {c.baseline}{', ' + where if where else ''}) {expected}"
+            note = c.note or (f"not judged here: {c.needs}" if c.needs else "as the paper")
+            cells = [pack.name, c.id, f"{c.source.section} {c.source.figure}: “{quote}”", judged, note]
+            rows.append("| " + " | ".join(cell.replace("|", "/").replace("\n", " ") for cell in cells) + " |")
+    return "\n".join(rows)

@@ -21,11 +21,20 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from fecbench.paths import slug
-from fecbench.reproduce.evaluate import AT_THRESHOLD, NOT_RUNNABLE, Verdict, expectation, paper_text, table
+from fecbench.reproduce.evaluate import (
+    AT_THRESHOLD,
+    NOT_JUDGED,
+    NOT_RUNNABLE,
+    Verdict,
+    expectation,
+    paper_text,
+    table,
+)
 from fecbench.reproduce.pack import Claim, Pack
+from fecbench.reproduce.sequential import ALPHA
 
 COLOURS = {"holds": "#1a7f37", "fails": "#cf222e", AT_THRESHOLD: "#0969da", "inconclusive": "#9a6700",
-           NOT_RUNNABLE: "#57606a"}
+           NOT_JUDGED: "#8250df", NOT_RUNNABLE: "#57606a"}
 
 
 def describe(claim: Claim) -> str:
@@ -124,7 +133,7 @@ def write(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
     frame.to_csv(outdir / "verdicts.csv", index=False)
     (outdir / "verdicts.json").write_text(json.dumps([{
         "claim": v.claim.id, "profile": v.profile, "verdict": v.verdict, "reason": v.reason, "stopped": v.stopped,
-        "looks": v.looks, "level": 1 - v.alpha, "judged_on": v.claim.stat.judged_on or v.claim.statistic,
+        "looks": v.looks, "level": 1 - v.alpha, "statistic": v.claim.statistic,
         "value": None if v.sequence is None else _json(v.sequence.value),
         "cs": None if v.sequence is None else [_json(v.sequence.low), _json(v.sequence.high)],
         "n": None if v.sequence is None else v.sequence.n,
@@ -142,7 +151,17 @@ def write(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
 
 
 def _looked(v: Verdict) -> str:
-    return f"level {100 * (1 - v.alpha):.2f} %, {v.looks} look(s), stopped: {v.stopped}"
+    return f"{v.looks} look(s), stopped: {v.stopped}" + (f"; drift check: {v.drift}" if v.drift else "")
+
+
+def _level(verdicts: list[Verdict], pack: Pack, names: list[str]) -> str:
+    """The page's one statement of its error level."""
+    alpha = min((v.alpha for v in verdicts), default=ALPHA)
+    count = len(pack.claims) * len(names)
+    return (f"<p><b>Error level.</b> The probability that any verdict on this page is false (holds or fails "
+            f"against the truth), at any look, is at most {100 * ALPHA:g} %: α = {ALPHA:g} split evenly over the "
+            f"{count} verdicts shown ({len(pack.claims)} claims × {len(names)} profile(s)), each interval at level "
+            f"{100 * (1 - alpha):.3g} %.</p>")
 
 
 def _json(value: float) -> float | str | None:
@@ -166,8 +185,9 @@ def _html(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
              f"<p>Pack <code>{esc(pack.name)}</code> ({esc(run_text)}); profiles: {esc(', '.join(names))} "
              f"(default {esc(pack.default_profile)}). Generated "
              f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}.</p>",
-             "<h2>Verdicts</h2><table><tr><th>claim</th><th>statement</th><th>expected</th><th>paper</th>"
-             + "".join(f"<th>{esc(n)}</th>" for n in names) + "</tr>"]
+             _level(verdicts, pack, names),
+             "<h2>Verdicts</h2><table><tr><th>claim</th><th>statement</th><th>expected</th>"
+             "<th>the paper's value</th>" + "".join(f"<th>profile {esc(n)}</th>" for n in names) + "</tr>"]
     for claim in pack.claims:
         cells = []
         for name in names:
@@ -181,12 +201,14 @@ def _html(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
         parts.append(f"<tr><td><a href='#{esc(slug(claim.id))}'>{esc(claim.id)}</a></td><td>{esc(claim.text)}</td>"
                      f"<td>{esc(expectation(claim))}</td><td>{esc(paper_text(claim))}</td>{''.join(cells)}</tr>")
     parts.append("</table><p class='small'>Each interval is a confidence sequence (reproduce/README.md, "
-                 "\"Verdicts you can stop on\"): valid however often it is looked at, at the level shown "
-                 "(the pack's 95 % family-wise, split over its claims). holds / fails: it lies on the claim's "
-                 "side of its threshold (inside the band for ≈) / entirely on the other side; at the threshold: "
-                 "inside threshold ± tolerance, which no budget would move; inconclusive: it straddles the "
-                 "threshold. Stopped: why the claim took no more runs (decided, at threshold, budget, not "
-                 "runnable, no sequential test, no units left).</p>")
+                 "\"Verdicts you can stop on\"): valid however often it is looked at, at the level stated above. "
+                 "holds / fails: it lies on the claim's side of its threshold (inside the band for ≈) / entirely "
+                 "on the other side; at the threshold: inside threshold ± tolerance, which no budget would move; "
+                 "inconclusive: it straddles the threshold; not judged: the data break an assumption the interval "
+                 "rests on (exclusions that differ between the two sides, or data that changed while they came). "
+                 "Stopped: why the claim took no more runs (decided, at threshold, budget, not runnable, no "
+                 "sequential test, no units left). Drift check: the claim's first half of draws against its "
+                 "second.</p>")
     parts.append("<h2>Profiles</h2><ul>")
     for name in names:
         profile = pack.profiles[name]
@@ -216,8 +238,8 @@ def _html(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
                      f"{', ' + esc(src.figure) if src.figure else ''}:</p><blockquote>{esc(src.quote)}</blockquote>"
                      f"<p>Statistic: {esc(describe(claim))}; expected {esc(expectation(claim))}; "
                      f"where {esc(json.dumps(claim.where))}; design <code>{esc(claim.design)}</code>."
-                     + (f" The anytime-valid interval is that of the {esc(claim.stat.judged_on)}."
-                        if claim.stat.judged_on else "") + "</p>")
+                     + (f" Margin ± {claim.tolerance:g}: {esc(claim.tolerance_source)}." if claim.tolerance else "")
+                     + "</p>" + (f"<p class='small'>Reading: {esc(claim.note)}</p>" if claim.note else ""))
         for name in names:
             v = by.get((claim.id, name))
             if v is not None:

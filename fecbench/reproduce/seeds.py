@@ -17,7 +17,7 @@ from __future__ import annotations
 from fecbench import run_records
 from fecbench.db import open_readonly
 from fecbench.errors import UserError
-from fecbench.reproduce.plan import Campaign
+from fecbench.reproduce.campaign import Campaign
 from fecbench.runners.experiment.runs import Run, loss_seed, run_key
 
 

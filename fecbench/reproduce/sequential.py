@@ -23,10 +23,19 @@ do not inflate the error). Everything here reduces a claim's statistic to Bernou
   ratio moves with the factor or against it), a Bernoulli with mean (1 + τ)/2, τ Kendall's rank
   correlation: the CS for τ is that of the mean, doubled and shifted.
 
+Censored observations (a run that reached its time limit) are intervals, never dropped: each bound of a
+CS comes from the observations' least favourable side (the lower bound from their lower ends, the upper
+from their upper ends), and each side at α/2, so that the two sides together miss with probability ≤ α
+whatever the censoring (``share_censored``, ``quantile_censored``). Without censoring this is the CS at
+α/2: a little wider than at α, the price of one rule for every sample.
+
 Every CS is intersected over all prefixes (the running intersection of a CS is a CS), so an interval
-never widens as data grow and a verdict taken stays taken. Assumptions (reproduce/README.md): the
-observations of a claim are exchangeable draws from the claim's population (its points × seeds),
-in an order that does not depend on their values.
+never widens as data grow and a verdict taken stays taken. An intersection that becomes empty is a
+coverage failure (probability ≤ α) or, far likelier, data whose distribution changed while they came
+(drift, a machine that became busy): ``Sequence.empty_at`` says after which observation, and ``evaluate``
+judges no such claim. Assumptions (reproduce/README.md): the observations of a claim are independent
+draws from the claim's population (``draws``: a uniformly random cell of the claim, fresh seeds), in an
+order that does not depend on their values.
 """
 
 from __future__ import annotations
@@ -54,6 +63,7 @@ class Sequence:
     high: float
     n: int                # observations (pairs, points, runs, pairs of points)
     empty: bool = False   # the running intersection became empty (a coverage failure: probability ≤ α)
+    empty_at: int = 0     # the observation after which it was empty (1-based; 0: never)
 
 
 def log_mixture(k: np.ndarray, n: np.ndarray, p: np.ndarray, prior: float = PRIOR) -> np.ndarray:
@@ -195,8 +205,80 @@ def kendall(ratios: np.ndarray, factor: np.ndarray, alpha: float) -> Sequence:
 
 def _state(value: float, low: float, high: float, n: int) -> Sequence:
     if low > high:  # the running intersection is empty: say so, keep the point as the interval
-        return Sequence(value, float(value), float(value), n, empty=True)
+        return Sequence(value, float(value), float(value), n, empty=True, empty_at=n)
     return Sequence(value, float(low), float(high), n)
+
+
+def _censored_state(value: float, lows: np.ndarray, highs: np.ndarray) -> Sequence:
+    """The running intersection of per-prefix bounds, and where it first became empty."""
+    low, high = running(lows, highs)
+    n = len(lows)
+    crossed = np.flatnonzero(low > high)
+    if crossed.size:
+        return Sequence(value, float(value), float(value), n, empty=True, empty_at=int(crossed[0]) + 1)
+    return Sequence(value, float(low[-1]), float(high[-1]), n)
+
+
+def share_censored(lo: np.ndarray, hi: np.ndarray, alpha: float) -> Sequence:
+    """A share from indicators known only between ``lo`` and ``hi`` (0/1 each, lo ≤ hi; equal where known): the
+    lower bound from the lower indicators, the upper from the upper, each side at α/2."""
+    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+    n = lo.size
+    if n == 0:
+        return Sequence(math.nan, math.nan, math.nan, 0)
+    ns = np.arange(1, n + 1)
+    lows = share_bounds(np.cumsum(lo), ns, alpha / 2)[0]
+    highs = share_bounds(np.cumsum(hi), ns, alpha / 2)[1]
+    return _censored_state(float((lo.sum() + hi.sum()) / (2 * n)), lows, highs)
+
+
+def quantile_censored(lo: np.ndarray, hi: np.ndarray, q: float, alpha: float) -> Sequence:
+    """The q quantile of observations known only between ``lo`` and ``hi`` (equal where known; ±∞ allowed), in
+    order: the lower bound from the lower ends, the upper from the upper ends, each side at α/2. The value is
+    the sample quantile of the upper ends (a censored duration counts as +∞, as in the report)."""
+    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+    if lo.size == 0:
+        return Sequence(math.nan, math.nan, math.nan, 0)
+    lows = quantile_bounds(lo, q, alpha / 2)[0]
+    highs = quantile_bounds(hi, q, alpha / 2)[1]
+    return _censored_state(sample_quantile(hi, q), lows, highs)
+
+
+def two_quantiles_censored(top: tuple[np.ndarray, np.ndarray], bottom: tuple[np.ndarray, np.ndarray], q: float,
+                           alpha: float, how: str) -> Sequence:
+    """The q quantile of one side's values ÷ (or −) the other's, each side's CS at α/2 (``quantile_censored``),
+    combined by interval arithmetic: the two-sample statistic as named (a ratio of medians, not the median of
+    ratios)."""
+    a, b = quantile_censored(*top, q, alpha / 2), quantile_censored(*bottom, q, alpha / 2)
+    n = min(a.n, b.n)
+    if n == 0:
+        return Sequence(math.nan, math.nan, math.nan, 0)
+    empty_at = max(a.empty_at, b.empty_at)
+    if how == "ratio":
+        value = _divide(a.value, b.value)
+        low = _divide(max(a.low, 0.0), b.high) if b.high > 0 else math.nan
+        high = _divide(a.high, max(b.low, 0.0)) if not math.isinf(b.high) or b.low > 0 else math.inf
+        low = 0.0 if math.isnan(low) else low
+        high = math.inf if math.isnan(high) else high
+    else:
+        value = a.value - b.value if not (math.isinf(a.value) and math.isinf(b.value)) else math.nan
+        low, high = a.low - b.high, a.high - b.low
+        low = -math.inf if math.isnan(low) else low
+        high = math.inf if math.isnan(high) else high
+    return Sequence(value, low, high, n, a.empty or b.empty, empty_at)
+
+
+def concordance_censored(first: tuple[np.ndarray, np.ndarray], second: tuple[np.ndarray, np.ndarray],
+                         factor_first: np.ndarray, factor_second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair of points (a trend's draw): whether the ratio moves with the factor, as (lo, hi) indicators:
+    known where the two values' intervals do not meet, else 0 below and 1 above (ties, censored sides)."""
+    (lo1, hi1), (lo2, hi2) = first, second
+    direction = np.sign(np.asarray(factor_first, float) - np.asarray(factor_second, float))
+    up = lo1 > hi2          # the first is surely above the second
+    down = hi1 < lo2        # surely below
+    agree = np.where(direction > 0, up, down)
+    disagree = np.where(direction > 0, down, up)
+    return agree.astype(float), (~disagree).astype(float)
 
 
 def decide(low: float, high: float, compare: str, threshold: float, tolerance: float) -> str:
@@ -264,7 +346,7 @@ def fewest_for_quantile(q: float, alpha: float, both_sides: bool = False) -> flo
     ``both_sides``) once some counts k are outside the region ``M_n(q) < 1/α``; then, every observation
     agreeing, the interval is their common value on that side. A lower bound: it needs unanimity."""
     def bounded(n: int) -> bool:
-        k_low, k_high = count_region(n, q, alpha)
+        k_low, k_high = count_region(n, q, alpha / 2)     # each side at α/2 (``quantile_censored``)
         below, above = k_low >= 1, k_high + 1 <= n
         return below and above if both_sides else below or above
     return fewest(bounded)
@@ -275,7 +357,7 @@ def fewest_for_share(compare: str, threshold: float, tolerance: float, alpha: fl
     threshold's rate, whichever ``decide`` answers first (a lower bound, as for a quantile)."""
     def decides(n: int) -> bool:
         counts = {0, n, round(n * threshold)}
-        low, high = share_bounds(np.array(sorted(counts)), np.full(len(counts), n), alpha)
+        low, high = share_bounds(np.array(sorted(counts)), np.full(len(counts), n), alpha / 2)  # ``share_censored``
         return any(decide(float(a), float(b), compare, threshold, tolerance) != "inconclusive"
                    for a, b in zip(low, high, strict=True))
     return fewest(decides)

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from fecbench.reproduce import allocate, execute, page, plan, profiles, seeds
+from fecbench.reproduce import campaign as cp
 from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce import sequential as sq
 from fecbench.reproduce.pack import Pack
 from fecbench.runners.experiment.prepare import prepare
-from fecbench.runners.run.recorder import read_statuses
+from fecbench.runners.run.recorder import read_retried, read_statuses
 
 #: Seconds kept for the verdicts and the page, plus per claim and profile (a bootstrap and a figure).
 EVALUATION_S = 20.0
@@ -51,7 +52,7 @@ class Outcome:
 
 
 def prepare_campaigns(pack: Pack, names: list[str], root: Path, *, checks: bool = True
-                      ) -> tuple[dict[tuple[str, str], profiles.Target], dict[tuple[str, str], plan.Campaign]]:
+                      ) -> tuple[dict[tuple[str, str], profiles.Target], dict[tuple[str, str], cp.Campaign]]:
     """Every (profile, design) of the pack that exists here, written, prepared and measured."""
     from fecbench.runners.experiment.checks import validate
 
@@ -64,13 +65,14 @@ def prepare_campaigns(pack: Pack, names: list[str], root: Path, *, checks: bool 
             target = profiles.write(pack, profile, ref, root)
             # The one validation pass `fecbench run` makes (without its implementations' own checks on --no-run)
             prepared = validate(target.design) if checks else prepare(target.design)
-            campaign = plan.Campaign(profile=name, alias=alias, db=target.db, prepared=prepared,
-                                     statuses=read_statuses(target.db))
+            campaign = cp.Campaign(profile=name, alias=alias, db=target.db, prepared=prepared,
+                                   statuses=read_statuses(target.db), retried=read_retried(target.db, cp.RUN_AGAIN),
+                                   label_map=profile.label_map)
             seeds.recorded(campaign)  # extra seeds an earlier budget drew: part of the campaign again
-            plan.measured_durations(campaign, [target.db, plan.usual_db(prepared)])
+            cp.measured_durations(campaign, [target.db, cp.usual_db(prepared)])
             targets[(name, alias)] = target
             campaigns[(name, alias)] = campaign
-    plan.share_factors(list(campaigns.values()))
+    cp.share_factors(list(campaigns.values()))
     return targets, campaigns
 
 
@@ -100,7 +102,7 @@ def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool,
         deadline = started + budget - reserve_s(pack, names)
         ran, idle, planned, selection = _batches(pack, names, targets, campaigns, deadline, machines, console, looks)
     dbs = {key: target.db for key, target in targets.items()}
-    verdicts = ev.evaluate(pack, dbs, names)
+    verdicts = ev.evaluate(pack, dbs, names, _prepared(campaigns))
     _stopped(verdicts, idle, "budget" if run and budget is not None else "full designs run" if run else
              "not run (evaluation only)")
     ev.count_looks(looks, verdicts)
@@ -120,7 +122,7 @@ def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadl
     planned: dict[str, Any] = {"batches": 0, "runs": 0, "estimated_s": 0.0}
     selection = None
     while True:
-        verdicts = ev.evaluate(pack, dbs, names, bootstrap=False)
+        verdicts = ev.evaluate(pack, dbs, names, _prepared(campaigns), bootstrap=False)
         ev.count_looks(looks, verdicts)
         left = deadline - time.monotonic() - len(campaigns) * execute.CAMPAIGN_START_S
         if left < MIN_LEFT_S:
@@ -155,12 +157,18 @@ def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadl
     return ran, idle, planned, selection
 
 
+def _prepared(campaigns: dict) -> dict:
+    """Each campaign's design space (``draws.Space``), for the claims' draws."""
+    return {key: campaign.space for key, campaign in campaigns.items()}
+
+
 def _measured(campaigns: dict, targets: dict) -> None:
-    """What the databases now hold: each campaign's statuses and measured durations."""
+    """What the databases now hold: each campaign's statuses, runs already run again, measured durations."""
     for key, campaign in campaigns.items():
         campaign.statuses = read_statuses(targets[key].db)
-        plan.measured_durations(campaign, [targets[key].db, plan.usual_db(campaign.prepared)])
-    plan.share_factors(list(campaigns.values()))
+        campaign.retried = read_retried(targets[key].db, cp.RUN_AGAIN)
+        cp.measured_durations(campaign, [targets[key].db, cp.usual_db(campaign.prepared)])
+    cp.share_factors(list(campaigns.values()))
 
 
 def _stopped(verdicts: list[ev.Verdict], idle: dict[str, str], why: str) -> None:
@@ -185,7 +193,15 @@ def _what_it_would_take(verdicts: list[ev.Verdict], campaigns: dict) -> None:
                 v.reason = "; ".join(filter(None, [v.reason, "no projection of what a verdict would take: its "
                                                    "value sits on a verdict's boundary"]))
         else:
-            units, seconds, at_least = need
+            draws, seconds, at_least = need
             about = "at least (every observation agreeing)" if at_least else "about"
-            v.reason = "; ".join(filter(None, [v.reason, f"a verdict would take {about} {units:.0f} more unit(s) "
-                                               f"(point, seed, size), {seconds / 3600:.1f} h of machine time"]))
+            v.reason = "; ".join(filter(None, [v.reason, f"a verdict would take {about} {draws:.0f} more draw(s), "
+                                               f"{_hours(seconds)} of machine time at the measured durations and "
+                                               "re-run rate"]))
+
+
+def _hours(seconds: float) -> str:
+    """Machine time in words that never round a need to nothing."""
+    if seconds < 60:
+        return "under a minute"
+    return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"

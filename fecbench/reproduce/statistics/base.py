@@ -4,25 +4,24 @@
 (``pairs``, ``points``, ``runs``) and registered in ``statistics.REGISTRY``. What the rest of
 ``reproduce/`` asks of it, and nothing else:
 
-- what it reads (``reads``): ``PAIRS`` (a frame of pairs of runs on the same point, seed and size:
-  group, value, base, ratio, and where known order and factor), ``RUNS`` (each side's runs, unpaired:
-  ``Runs``) or ``FLOWS`` (the foreground flows' runs of competing-flow runs, as ``Runs``; every label of
-  the design is run);
-- what it needs from the plan: seeds per point (``seeds_per_point``: ``min_seeds`` for a statistic over
-  points, else 1), observations for an interval (``min_for_interval``), hence the first block of units
-  (``first_block``) and the units an observation of its confidence sequence costs
-  (``units_per_observation``);
+- what it reads (``reads``): ``PAIRS`` (the claim's sample of ``reproduce.samples``: one row per unit of its
+  draws, the label's and the baseline's run at one point, seed and size, their values with bounds),
+  ``RUNS`` (each side's runs of the same draws, unpaired: ``Runs``) or ``FLOWS`` (the foreground flow's
+  DCT of the runs with each background, as ``Runs``);
+- what it needs from the plan: seeds per draw of a point (``seeds_per_point``: ``min_seeds`` for a
+  statistic over points, else 1), points per draw (``points_per_observation``: a trend's two), and the draws
+  before an interval (``min_for_interval``, ``first_block``); a draw is one observation of its sequence;
 - the keys a claim may set for it (``params``: name, type, default, checks) besides the ones every
   claim has (``min_seeds``, ``loss_direction``: ``pack``);
 - its fixed-sample estimate with a bootstrap interval (``estimate``) and its anytime-valid form
-  (``sequence``: a confidence sequence of ``sequential``, or None with ``no_sequence`` saying why;
-  ``judged_on`` where that sequence is about something else than the statistic itself);
+  (``sequence``: a confidence sequence of ``sequential`` for the statistic as named, or None with
+  ``no_sequence`` saying why);
 - its words: what its estimate and its sequence count (``unit``, ``sequence_unit``), how the page
   describes it (``text``, ``describe``) and the reference line its figure draws (``figure_line``; the
   figure draws the estimate's ``samples``).
 
-Samples carry an ``order`` column where known: when each observation became available (the later start
-of a pair's two runs), a value planned before the run, not its outcome; ``ordered`` sorts by it.
+Samples carry a ``draw`` column: each row's draw in the claim's own sequence (``reproduce.draws``), planned
+before any run, never an outcome; ``ordered`` sorts by it.
 """
 
 from __future__ import annotations
@@ -62,9 +61,17 @@ class Estimate:
 
 @dataclass
 class Runs:
-    """Each side's values, unpaired, in the order the runs started (+inf: timed out)."""
+    """Each side's values, unpaired, in drawn order: ``label``/``base`` their upper bounds (+inf: a censored
+    duration, also the point value), ``label_lo``/``base_lo`` their lower bounds (``samples``)."""
     label: np.ndarray
     base: np.ndarray
+    label_lo: np.ndarray | None = None
+    base_lo: np.ndarray | None = None
+
+    def lower(self, side: str) -> np.ndarray:
+        value = self.label_lo if side == "label" else self.base_lo
+        return np.asarray(self.label if side == "label" else self.base, float) if value is None \
+            else np.asarray(value, float)
 
 
 @dataclass(frozen=True)
@@ -88,12 +95,10 @@ class Param:
 
 
 def ordered(sample: pd.DataFrame) -> pd.DataFrame:
-    """The sample sorted by availability (rows without an order last, in their given order)."""
-    if "order" not in sample or sample.empty:
+    """The sample in drawn order (``draw``; rows in their given order within a draw)."""
+    if "draw" not in sample or sample.empty:
         return sample.reset_index(drop=True)
-    rank = sample["order"].fillna("\uffff").astype(str)
-    return sample.assign(_rank=rank, _row=np.arange(len(sample))).sort_values(["_rank", "_row"]) \
-        .drop(columns=["_rank", "_row"]).reset_index(drop=True)
+    return sample.sort_values("draw", kind="stable").reset_index(drop=True)
 
 
 class ClaimStatistic(ABC):
@@ -108,7 +113,6 @@ class ClaimStatistic(ABC):
     needs_points: ClassVar[bool] = False       # over design points: min_seeds seeds of a point before others
     min_for_interval: ClassVar[int] = MIN_PAIRS
     points_per_observation: ClassVar[int] = 1  # points one observation of the sequence takes (a trend: 2)
-    judged_on: ClassVar[str] = ""              # what the anytime-valid interval is about, if not the statistic
     no_sequence: ClassVar[str] = ""            # why it has no anytime-valid interval (sequence gives None)
 
     @abstractmethod
@@ -130,14 +134,9 @@ class ClaimStatistic(ABC):
         return int(params.get("min_seeds", 3)) if self.needs_points else 1
 
     def first_block(self, params: dict) -> int:
-        """Units (point, seed, size) before it can have an interval: 3 pairs (or runs per side); over
-        points, ``min_seeds`` seeds of 3 points (4 for a trend)."""
-        return self.seeds_per_point(params) * self.min_for_interval
-
-    def units_per_observation(self, params: dict) -> float:
-        """Units one observation of its confidence sequence costs (a pair: 1; a block of ``min_seeds``
-        seeds of a point; two blocks for a trend's pair of points)."""
-        return float(self.seeds_per_point(params) * self.points_per_observation)
+        """Draws (``reproduce.draws``) before it can have an interval: 3 pairs or runs per side; over points, 3
+        blocks of ``min_seeds`` seeds (4 pairs of points for a trend). A draw is one observation."""
+        return self.min_for_interval
 
     def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
                             alpha: float) -> float:

@@ -11,13 +11,17 @@ a pair whose label timed out has ratio +inf and one whose baseline timed out rat
   would otherwise give a bootstrap interval of [1, 1]). Anytime-valid: the share of the pairs'
   indicators;
 - ``median_pair_ratio``: the median per-run ratio; anytime-valid: the 0.5 quantile of the ratios;
-- ``ratio_of_medians``: median of the label's values ÷ median of the baseline's over the same pairs;
-  ``difference_of_medians``: their difference. Both are judged on the median of the per-pair ratios
-  (differences), the paired version of the same comparison. The two sides' own medians (each at α/2,
-  interval arithmetic: ``sequential.two_quantiles``) ignore the common random numbers, and on a design
-  whose points differ their interval is one or two orders of magnitude wider (measured on the A/A
-  design: [0.34, 2.9] against [0.97, 1.03] from the same 30 pairs). Equal for symmetric ratios; the page
-  names the statistic judged.
+- ``ratio_of_medians``: median of the label's values ÷ median of the baseline's over the same draws;
+  ``difference_of_medians``: their difference. Judged as named: each side's median has its own confidence
+  sequence at α/2, combined by interval arithmetic (``sequential.two_quantiles_censored``). That ignores
+  the common random numbers, so it is wider than the median of the per-pair ratios (on the A/A design
+  [0.34, 2.9] against [0.97, 1.03] from the same 30 pairs), and it is another quantity unless the ratios
+  are symmetric (median(x)/median(y) = 1.66 on a skewed example where the median ratio was below 1): a
+  claim about per-run ratios says ``median_pair_ratio``.
+
+Censored pairs (a side that reached its time limit) are intervals (``samples``): a share counts a pair
+as a hit on its lower side only when surely below (above) the threshold, on its upper side unless surely
+not; a median takes the ratios' lower ends for its lower bound and upper ends for its upper bound.
 
 Interval: pairs are resampled within their point (the seeds of a point: both sides of a seed together),
 the points with a single seed together as one stratum (one seed cannot vary within its point).
@@ -47,10 +51,9 @@ def _column(sample: pd.DataFrame, name: str) -> np.ndarray:
     return sample[name].to_numpy(float) if len(sample) else np.array([])
 
 
-def _median_sequence(values: np.ndarray, alpha: float) -> sq.Sequence:
-    """The confidence sequence of the median of per-pair values in look order (NaN: both sides timed out, left
-    out)."""
-    return sq.quantile(values[~np.isnan(values)], 0.5, alpha)
+def _bounds(sample: pd.DataFrame, low: str, high: str) -> tuple[np.ndarray, np.ndarray]:
+    sample = ordered(sample)
+    return _column(sample, low), _column(sample, high)
 
 
 class PairStatistic(ClaimStatistic):
@@ -134,10 +137,16 @@ class SharePairs(PairStatistic):
         return with_wilson(low, high, value, n)
 
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
-        ratio = _column(ordered(sample), "ratio")
+        low, high = _bounds(sample, "ratio_lo", "ratio_hi")
         if params.get("ties") == "exclude":
-            ratio = ratio[~_ties(ratio)]
-        return sq.share(self.hit(ratio, float(params.get("ratio_threshold", 1.0))), alpha)
+            keep = ~(_ties(low) & _ties(high))      # pairs surely at exactly 1
+            low, high = low[keep], high[keep]
+        t = float(params.get("ratio_threshold", 1.0))
+        return sq.share_censored(*self.hits(low, high, t), alpha)
+
+    @abstractmethod
+    def hits(self, low: np.ndarray, high: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+        """A hit for sure (lower indicators) and possibly (upper) from each ratio's bounds."""
 
     def figure_line(self, params: dict) -> float | None:
         return params.get("ratio_threshold", 1.0)
@@ -150,6 +159,9 @@ class SharePairsBelow(SharePairs):
     def hit(self, ratio: np.ndarray, threshold: float) -> np.ndarray:
         return ratio < threshold
 
+    def hits(self, low: np.ndarray, high: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+        return high < threshold, low < threshold
+
 
 class SharePairsAbove(SharePairs):
     name = "share_pairs_above"
@@ -157,6 +169,9 @@ class SharePairsAbove(SharePairs):
 
     def hit(self, ratio: np.ndarray, threshold: float) -> np.ndarray:
         return ratio > threshold
+
+    def hits(self, low: np.ndarray, high: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+        return low > threshold, high > threshold
 
 
 class MedianPairRatio(PairStatistic):
@@ -167,37 +182,41 @@ class MedianPairRatio(PairStatistic):
         return np.median(ratio, axis=-1)
 
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
-        return _median_sequence(_column(ordered(sample), "ratio"), alpha)
+        return sq.quantile_censored(*_bounds(sample, "ratio_lo", "ratio_hi"), 0.5, alpha)
 
     def figure_line(self, params: dict) -> float | None:
         return params.get("ratio_threshold", 1.0)
 
 
-class RatioOfMedians(PairStatistic):
-    name = "ratio_of_medians"
-    text = "median of the label ÷ median of the baseline, over the same pairs"
-    judged_on = "median of the per-pair ratios"
+class TwoMedians(PairStatistic):
+    """Each side's median, judged as two samples (see the module)."""
     both_censored_out = True
+    how = "ratio"
+
+    def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
+        return sq.two_quantiles_censored(_bounds(sample, "value_lo", "value_hi"), _bounds(sample, "base_lo", "base_hi"),
+                                         0.5, alpha, self.how)
+
+    def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
+                            alpha: float) -> float:
+        # each side's median bounded at α/2, one side above and the other below
+        return sq.fewest_for_quantile(0.5, alpha / 2, both_sides=True)
+
+
+class RatioOfMedians(TwoMedians):
+    name = "ratio_of_medians"
+    text = "median of the label ÷ median of the baseline (each side's median, unpaired)"
 
     def value(self, value: np.ndarray, base: np.ndarray, ratio: np.ndarray, params: dict) -> np.ndarray:
         return divide(np.median(value, axis=-1), np.median(base, axis=-1))
 
-    def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
-        return _median_sequence(_column(ordered(sample), "ratio"), alpha)
 
-
-class DifferenceOfMedians(PairStatistic):
+class DifferenceOfMedians(TwoMedians):
     name = "difference_of_medians"
-    text = "median of the label − median of the baseline, over the same pairs"
-    judged_on = "median of the per-pair differences"
-    both_censored_out = True
+    text = "median of the label − median of the baseline (each side's median, unpaired)"
+    how = "difference"
 
     def value(self, value: np.ndarray, base: np.ndarray, ratio: np.ndarray, params: dict) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             return np.median(value, axis=-1) - np.median(base, axis=-1)
 
-    def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
-        sample = ordered(sample)
-        with np.errstate(invalid="ignore"):
-            difference = _column(sample, "value") - _column(sample, "base")  # both sides timed out: NaN
-        return _median_sequence(difference, alpha)

@@ -3,20 +3,21 @@ fewer than ``min_seeds`` seeds left out); ``per_point = "difference"`` takes eac
 medians instead (re-buffering is often 0). The sample is that of ``pairs`` (one row per pair, with the
 trend's ``factor``).
 
-- ``median_point_ratio``, ``mean_point_ratio``: the median, the mean of the point ratios;
-- ``share_points_below``: the share of points whose ratio is below 1 (at least its Wilson interval);
-- ``trend``: Spearman's rank correlation of the point ratios with a factor (< 0: decreases).
+- ``median_point_ratio``: the median over draws of a point of each one's ratio of medians over ``min_seeds``
+  seeds; ``mean_point_ratio``: their mean;
+- ``share_points_below``: the share of those ratios below 1 (at least its Wilson interval);
+- ``trend``: Kendall's τ between a factor and the point ratios, from pairs of points drawn with different
+  values of the factor (> 0: the ratio grows with the factor).
 
 Interval: the points are resampled, then the seeds of each.
 
-Anytime-valid: a point's observation is the ratio of medians (or difference) of a block of ``min_seeds``
-of its seeds, in the order they came (``point_blocks``); a point with more seeds gives a block per
-``min_seeds`` seeds (the extra seeds of ``plan``), so the observations are draws of "a point of the
-claim, measured on ``min_seeds`` seeds". ``median_point_ratio``: their median; ``share_points_below``:
-the share below 1; ``trend``: Kendall's τ from disjoint pairs of them (Spearman's ρ is no mean of
-independent terms; τ has the same sign for a monotone relation and the packs' trend thresholds are 0);
-``mean_point_ratio``: none (a mean of unbounded ratios has no nonparametric confidence sequence): its
-claims say so and stay inconclusive.
+Anytime-valid: each draw of the claim (``draws``) is a uniformly random point of the claim and a block of
+``min_seeds`` fresh seeds; its observation is the block's ratio of medians (or difference; a censored run
+makes it an interval: ``block_bounds``). So the observations are independent draws of "a point of the
+claim, measured on ``min_seeds`` seeds", and ``median_point_ratio`` and ``share_points_below`` are their
+median and share below 1, as named. ``trend``: each draw is two points whose factor differs, concordant
+or not, a Bernoulli with mean (1 + τ)/2. ``mean_point_ratio``: none (a mean of unbounded ratios has no
+nonparametric confidence sequence): its claims say so and stay inconclusive.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from fecbench.reproduce import sequential as sq
-from fecbench.reproduce.statistics.base import FACTORS, ClaimStatistic, Estimate, Param, ordered
+from fecbench.reproduce.statistics.base import FACTORS, ClaimStatistic, Estimate, Param
 from fecbench.reproduce.statistics.bootstrap import MIN_POINTS, MIN_TREND_POINTS, N_BOOT, divide, interval, with_wilson
 
 PER_POINT = Param("per_point", str, "ratio", choices=("ratio", "difference"))
@@ -45,9 +46,9 @@ def group_ratio(value: np.ndarray, base: np.ndarray, per_point: str = "ratio") -
     return divide(top, bottom)
 
 
-def spearman(ratios: np.ndarray, factor: np.ndarray | None) -> np.ndarray:
-    """Spearman's rank correlation per row (average ranks for ties), over the points whose ratio is
-    known (not NaN); NaN for fewer than 3 of them or a constant side."""
+def kendall_tau(ratios: np.ndarray, factor: np.ndarray | None) -> np.ndarray:
+    """Kendall's τ (the share of concordant minus discordant pairs of points with different factor values and
+    ratios) per row, over the points whose ratio is known; NaN for fewer than 3 of them."""
     assert factor is not None
     x = np.atleast_2d(ratios)
     f = np.atleast_2d(np.broadcast_to(factor, x.shape))
@@ -56,40 +57,35 @@ def spearman(ratios: np.ndarray, factor: np.ndarray | None) -> np.ndarray:
         known = ~np.isnan(x[i])
         if known.sum() < 3:
             continue
-        ra, rb = pd.Series(x[i][known]).rank().to_numpy(), pd.Series(f[i][known]).rank().to_numpy()
-        if ra.std() == 0 or rb.std() == 0:
-            continue
-        out[i] = float(np.corrcoef(ra, rb)[0, 1])
+        r, g = x[i][known], f[i][known]
+        signs = np.sign(r[:, None] - r[None, :]) * np.sign(g[:, None] - g[None, :])
+        upper = np.triu(np.ones_like(signs, dtype=bool), 1)
+        compared = upper & (np.sign(g[:, None] - g[None, :]) != 0)
+        if compared.sum():
+            out[i] = float(signs[compared].sum() / compared.sum())
     return out if np.ndim(ratios) > 1 else out[:1]
 
 
-def point_blocks(sample: pd.DataFrame, min_seeds: int, per_point: str = "ratio") -> pd.DataFrame:
-    """One row per block of ``min_seeds`` seeds of a point (in the order they came): its value, the
-    factor, and when it was complete (the last of its pairs)."""
+def block_bounds(sample: pd.DataFrame, per_point: str = "ratio") -> pd.DataFrame:
+    """One row per (draw, cell): the block's ratio of medians (``per_point = "difference"``: difference)
+    with its bounds from its runs' bounds, its factor, in drawn order."""
+    if sample.empty:
+        return pd.DataFrame(columns=["draw", "cell", "value", "low", "high", "factor"])
     rows = []
-    sample = ordered(sample)
-    values, bases = sample["value"].to_numpy(float), sample["base"].to_numpy(float)
-    factors = sample["factor"].to_numpy(float) if "factor" in sample else None
-    orders = sample["order"].to_numpy(object) if "order" in sample else None
-    by_group: dict[str, list[int]] = {}     # each group's rows, groups in the order they first came
-    for row, group in enumerate(sample["group"].tolist()):
-        by_group.setdefault(group, []).append(row)
-    for members in by_group.values():
-        for start in range(0, len(members) - min_seeds + 1, min_seeds):
-            block = members[start:start + min_seeds]
-            top, bottom = float(np.median(values[block])), float(np.median(bases[block]))
-            if per_point == "difference":
-                value = top - bottom if not (math.isinf(top) and math.isinf(bottom)) else math.nan
-            else:
-                value = math.nan if bottom == 0 or (math.isinf(top) and math.isinf(bottom)) else top / bottom
-            rows.append({"value": value, "factor": float(factors[block[0]]) if factors is not None else math.nan,
-                         "order": orders[block[-1]] if orders is not None else None, "position": len(rows)})
-    if not rows:
-        return pd.DataFrame(columns=["value", "factor", "order", "position"])
-    blocks = pd.DataFrame(rows)
-    if "order" in sample:
-        blocks = blocks.sort_values(["order", "position"], na_position="last", kind="stable")
-    return blocks.reset_index(drop=True)
+    for (draw, cell), g in sample.groupby(["draw", "cell"], sort=True):
+        med = {c: float(np.median(g[c].to_numpy(float))) for c in ("value", "base", "value_lo", "value_hi",
+                                                                     "base_lo", "base_hi")}
+        if per_point == "difference":
+            value = med["value"] - med["base"] if not (math.isinf(med["value"]) and math.isinf(med["base"])) \
+                else math.nan
+            low, high = med["value_lo"] - med["base_hi"], med["value_hi"] - med["base_lo"]
+        else:
+            value = float(divide(med["value"], med["base"]))
+            low = max(med["value_lo"], 0.0) / med["base_hi"] if 0 < med["base_hi"] < math.inf else 0.0
+            high = med["value_hi"] / med["base_lo"] if med["base_lo"] > 0 else math.inf
+        rows.append({"draw": draw, "cell": cell, "value": value, "low": -math.inf if math.isnan(low) else low,
+                     "high": math.inf if math.isnan(high) else high, "factor": float(g["factor"].iloc[0])})
+    return pd.DataFrame(rows)
 
 
 class PointStatistic(ClaimStatistic):
@@ -107,8 +103,8 @@ class PointStatistic(ClaimStatistic):
         """The statistic over the last axis of per-point ratios (NaN ratios left out)."""
 
     @abstractmethod
-    def over_blocks(self, values: np.ndarray, factor: np.ndarray, alpha: float) -> sq.Sequence:
-        """The confidence sequence over the blocks' values (known ones, in the order they came)."""
+    def over_blocks(self, blocks: pd.DataFrame, alpha: float) -> sq.Sequence:
+        """The confidence sequence over the blocks (``block_bounds``: bounds per block, in drawn order)."""
 
     def resampled(self, boots: np.ndarray, factor: np.ndarray | None) -> np.ndarray:
         """The statistic of each bootstrap resample (rows)."""
@@ -154,10 +150,7 @@ class PointStatistic(ClaimStatistic):
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence | None:
         if sample.empty:
             return sq.Sequence(math.nan, math.nan, math.nan, 0)
-        blocks = point_blocks(sample, int(params.get("min_seeds", 3)), params.get("per_point", "ratio"))
-        values = blocks["value"].to_numpy(float)
-        known = ~np.isnan(values)
-        return self.over_blocks(values[known], blocks["factor"].to_numpy(float)[known], alpha)
+        return self.over_blocks(block_bounds(sample, params.get("per_point", "ratio")), alpha)
 
 
 class MedianPointRatio(PointStatistic):
@@ -168,12 +161,15 @@ class MedianPointRatio(PointStatistic):
         with np.errstate(invalid="ignore"):
             return np.nanmedian(ratios, axis=-1)
 
-    def over_blocks(self, values: np.ndarray, factor: np.ndarray, alpha: float) -> sq.Sequence:
-        return sq.quantile(values, 0.5, alpha)
+    def over_blocks(self, blocks: pd.DataFrame, alpha: float) -> sq.Sequence:
+        return sq.quantile_censored(blocks["low"].to_numpy(float), blocks["high"].to_numpy(float), 0.5, alpha)
 
     def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
                             alpha: float) -> float:
         return sq.fewest_for_quantile(0.5, alpha)
+
+    def figure_line(self, params: dict) -> float | None:
+        return 1.0
 
 
 class MeanPointRatio(PointStatistic):
@@ -185,7 +181,7 @@ class MeanPointRatio(PointStatistic):
         with np.errstate(invalid="ignore"):
             return np.nanmean(ratios, axis=-1)
 
-    def over_blocks(self, values: np.ndarray, factor: np.ndarray, alpha: float) -> sq.Sequence:
+    def over_blocks(self, blocks: pd.DataFrame, alpha: float) -> sq.Sequence:
         raise AssertionError("no confidence sequence")    # sequence() gives None first
 
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence | None:
@@ -201,8 +197,9 @@ class SharePointsBelow(PointStatistic):
             known = ~np.isnan(ratios)
             return np.sum((ratios < 1) & known, axis=-1) / np.sum(known, axis=-1)
 
-    def over_blocks(self, values: np.ndarray, factor: np.ndarray, alpha: float) -> sq.Sequence:
-        return sq.share(values < 1, alpha)
+    def over_blocks(self, blocks: pd.DataFrame, alpha: float) -> sq.Sequence:
+        low, high = blocks["low"].to_numpy(float), blocks["high"].to_numpy(float)
+        return sq.share_censored(high < 1, low < 1, alpha)
 
     def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
                             alpha: float) -> float:
@@ -214,24 +211,31 @@ class SharePointsBelow(PointStatistic):
 
 class Trend(PointStatistic):
     name = "trend"
-    text = "Spearman correlation of each point's ratio of medians with {factor}"
+    text = "Kendall's τ between {factor} and each point's ratio of medians (pairs of points)"
     params = (PER_POINT, FACTOR)
     sequence_unit = "pairs of points"
     min_for_interval = MIN_TREND_POINTS
     points_per_observation = 2
-    judged_on = "Kendall's τ over disjoint pairs of points"
     uses_factor = True
 
     def over_points(self, ratios: np.ndarray, factor: np.ndarray | None) -> np.ndarray:
         with np.errstate(invalid="ignore"):
-            return spearman(ratios, factor)
+            return kendall_tau(ratios, factor)
 
     def resampled(self, boots: np.ndarray, factor: np.ndarray | None) -> np.ndarray:
         assert factor is not None
-        return np.array([spearman(boots[b], factor[b])[0] for b in range(len(boots))])
+        return np.array([kendall_tau(boots[b], factor[b])[0] for b in range(len(boots))])
 
-    def over_blocks(self, values: np.ndarray, factor: np.ndarray, alpha: float) -> sq.Sequence:
-        return sq.kendall(values, factor, alpha)
+    def over_blocks(self, blocks: pd.DataFrame, alpha: float) -> sq.Sequence:
+        first, second = blocks[blocks["cell"] == 0], blocks[blocks["cell"] == 1]
+        both = first.merge(second, on="draw", suffixes=("_1", "_2"))
+        lo, hi = sq.concordance_censored((both["low_1"].to_numpy(float), both["high_1"].to_numpy(float)),
+                                         (both["low_2"].to_numpy(float), both["high_2"].to_numpy(float)),
+                                         both["factor_1"].to_numpy(float), both["factor_2"].to_numpy(float))
+        s = sq.share_censored(lo, hi, alpha)
+        if s.n == 0:
+            return s
+        return sq.Sequence(2 * s.value - 1, 2 * s.low - 1, 2 * s.high - 1, s.n, s.empty, s.empty_at)
 
     def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
                             alpha: float) -> float:

@@ -7,7 +7,8 @@ run timed out, in the order the runs started).
   ``role``; every label of the design is run).
 
 Interval: each side's runs resampled on their own. Anytime-valid: the q quantile of each side's runs,
-at α/2 each, combined by interval arithmetic (``sequential.two_quantiles``).
+at α/2 each, combined by interval arithmetic (``sequential.two_quantiles_censored``: a censored run's value
+lies between its time limit and +∞).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from fecbench.reproduce.statistics.bootstrap import MIN_PAIRS, N_BOOT, divide, i
 
 
 def two_quantiles(runs: Runs, q: float, alpha: float) -> sq.Sequence:
-    """q quantile of the label's runs ÷ the baseline's (each in the order they came)."""
-    return sq.two_quantiles(np.asarray(runs.label, float), np.asarray(runs.base, float), q, alpha, "ratio")
+    """q quantile of the label's runs ÷ the baseline's (each in drawn order, with their bounds)."""
+    return sq.two_quantiles_censored((runs.lower("label"), np.asarray(runs.label, float)),
+                                     (runs.lower("base"), np.asarray(runs.base, float)), q, alpha, "ratio")
 
 
 class QuantileRatio(ClaimStatistic):
@@ -59,7 +61,7 @@ class QuantileRatio(ClaimStatistic):
 
     def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
                             alpha: float) -> float:
-        # a bound on a ratio needs one side's quantile bounded above and the other's below, each at α/2
+        # a bound on a ratio needs one side's quantile bounded above and the other's below, each side at α/2
         return sq.fewest_for_quantile(self.q(params), alpha / 2, both_sides=True)
 
 

@@ -44,6 +44,7 @@ def bench_verdicts(
     seed: int = typer.Option(35, "--seed", help="Seed of the replays' draws."),
 ) -> None:
     """Claims decided against machine time (old vs new allocator), A/A false verdicts, power."""
+    from fecbench.reproduce import campaign as cp
     from fecbench.reproduce import pack as pack_mod
     from fecbench.reproduce import plan, profiles, session
 
@@ -61,10 +62,10 @@ def bench_verdicts(
         raise UserError(f"no recorded runs for {', '.join(missing)}: run `fecbench reproduce {pack}` first, or give "
                         "--db alias=PATH")
     for key, campaign in campaigns.items():
-        plan.measured_durations(campaign, [dbs[key[1]]])
+        cp.measured_durations(campaign, [dbs[key[1]]])
         if duration_s is not None:
             _every_run_takes(campaign, duration_s)
-    plan.share_factors(list(campaigns.values()))
+    cp.share_factors(list(campaigns.values()))
     labels = _two_labels(loaded) if aa or effect is not None else None
     console.print(f"[bold]{loaded.name}[/] ({name}), {len(loaded.claims)} claims, per-claim level "
                   f"{1 - _alpha(loaded):.4f}, budget {seconds / 60:g} min of machine time; recorded: "
@@ -95,9 +96,9 @@ def _alias(text: str) -> tuple[str, str]:
 
 
 def _alpha(pack) -> float:
-    from fecbench.reproduce.evaluate import claim_alpha
+    from fecbench.reproduce.evaluate import page_alpha
 
-    return claim_alpha(pack)
+    return page_alpha(pack, [pack.default_profile])
 
 
 def _two_labels(pack) -> tuple[str, str]:
@@ -198,3 +199,20 @@ def _power(pack, profile, campaigns, dbs, seconds, replays, seed, labels, effect
         shares = np.mean(decided[claim.id], axis=0) if decided[claim.id] else [0.0] * len(POWER_TIMES_S)
         table.add_row(claim.id, *[f"{s:.2f}" for s in shares])
     console.print(table)
+
+
+def bench_worlds(
+    replays: int = typer.Option(200, "--replays", help="Replays per world."),
+    budget: str = typer.Option("15m", "--budget", help="Machine time replayed per replay (every run 1 s)."),
+    world: list[str] = typer.Option(None, "--world", help="Only these worlds (default: every one)."),
+) -> None:
+    """False verdicts on synthetic worlds whose truth is known (reproduce/README.md, "Validation")."""
+    from fecbench.reproduce import plan
+    from fecbench.reproduce.validation import worlds
+
+    known = [w.name for w in worlds.catalogue()]
+    if unknown := [w for w in world or [] if w not in known]:
+        raise UserError(f"--world {unknown[0]!r}: no such world (worlds: {', '.join(known)})")
+    if replays < 1:
+        raise UserError("--replays: at least 1")
+    worlds.bench_worlds(replays, plan.parse_budget(budget), list(world) if world else None, console)

@@ -36,6 +36,7 @@ import pandas as pd
 from fecbench.analysis import results
 from fecbench.analysis.studies import flows, loss_position
 from fecbench.reproduce import allocate, execute, plan, seeds
+from fecbench.reproduce import campaign as cp
 from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce.pack import Pack
 from fecbench.runners.experiment.runs import Run
@@ -107,8 +108,9 @@ class World:
             self.drawn[(point, rep)] = (pick, bool(self.swap) and bool(self.rng.random() < 0.5))
         return self.drawn[(point, rep)]
 
-    def answer(self, run: Run, order: int) -> dict | None:
-        """The recorded row standing for ``run`` (None when no recorded point can stand for its point)."""
+    def answer(self, run: Run, order: int, again: bool = False) -> dict | None:
+        """The recorded row standing for ``run`` (None when no recorded point can stand for its point); ``again``:
+        a second run of a failed or flagged one (a recording answers it as it did the first)."""
         values = getattr(run, "values", None) or {}
         recorded = self.stand_in(run.point, values)
         if recorded is None:
@@ -136,21 +138,22 @@ class Look:
     verdicts: list[ev.Verdict]
 
 
-def fresh(campaign: plan.Campaign) -> plan.Campaign:
+def fresh(campaign: cp.Campaign) -> cp.Campaign:
     """A campaign with nothing done (its own copy of the runs: extra seeds are adopted into it)."""
-    out = plan.Campaign(campaign.profile, campaign.alias, campaign.db,
-                        dataclasses.replace(campaign.prepared, runs=list(campaign.prepared.runs)), {})
+    out = cp.Campaign(campaign.profile, campaign.alias, campaign.db,
+                      dataclasses.replace(campaign.prepared, runs=list(campaign.prepared.runs)), {})
     out.factors, out.factor, out.measured = dict(campaign.factors), campaign.factor, campaign.measured
+    out.label_map = dict(campaign.label_map)
     return out
 
 
-def simulate(pack: Pack, profile: str, campaigns: dict[tuple[str, str], plan.Campaign],
+def simulate(pack: Pack, profile: str, campaigns: dict[tuple[str, str], cp.Campaign],
              worlds: dict[str, World], budget_s: float, allocator: str = "new",
              look_every_s: float | None = None) -> list[Look]:
     """Machine time and verdicts at each look until the budget is spent (or no claim takes runs)."""
     campaigns = {key: fresh(c) for key, c in campaigns.items()}
     frames: dict[str, list[dict]] = {alias: [] for alias in worlds}
-    alpha = ev.claim_alpha(pack)
+    alpha = ev.page_alpha(pack, [profile])
     spent, order, looks = 0.0, 0, []
     queue: list[tuple[tuple[str, str], Run]] = []
     if allocator == "old":
@@ -179,10 +182,14 @@ def simulate(pack: Pack, profile: str, campaigns: dict[tuple[str, str], plan.Cam
         spent += execute.CAMPAIGN_START_S * len({key for key, _ in batch})
         for key, run in batch:
             order += 1
-            row = worlds[key[1]].answer(run, order) if key[1] in worlds else None
-            campaigns[key].statuses[run.key] = "ok" if row is None else str(row["status"])
+            campaign = campaigns[key]
+            again = campaign.statuses.get(run.key) in cp.RUN_AGAIN   # a failed or flagged run, run once more
+            row = worlds[key[1]].answer(run, order, again) if key[1] in worlds else None
+            if again:
+                campaign.retried.add(run.key)
+            campaign.statuses[run.key] = "ok" if row is None else str(row["status"])
             if row is not None:
-                frames[key[1]].append(row)
+                frames[key[1]].append({**row, "retried": again})
                 spent += float(row.get("duration_s") or 0.0)
             if spent >= budget_s:
                 break
@@ -204,7 +211,11 @@ def _judge(pack: Pack, profile: str, campaigns: dict, worlds: dict[str, World], 
         if claim.needs or claim.design not in data:
             out.append(ev.Verdict(claim, profile, ev.NOT_RUNNABLE, None, claim.needs or "no recorded runs"))
             continue
-        out.append(ev.evaluate_claim(claim, profile, data[claim.design], 0, alpha=alpha, bootstrap=False))
+        space = campaigns[(profile, claim.design)].space
+        judged = pack.profiles[profile].judged(claim) if profile in pack.profiles else claim
+        verdict = ev.evaluate_claim(judged, profile, data[claim.design], space, 0, alpha=alpha, bootstrap=False)
+        verdict.claim = claim
+        out.append(verdict)
     return out
 
 
@@ -246,5 +257,5 @@ def wilson(k: int, n: int) -> tuple[float, float]:
     return float(ci.low), float(ci.high)
 
 
-def seeds_used(campaigns: dict[tuple[str, str], plan.Campaign]) -> int:
+def seeds_used(campaigns: dict[tuple[str, str], cp.Campaign]) -> int:
     return sum(seeds.extra_count(c) for c in campaigns.values())

@@ -287,6 +287,9 @@ class Engine:
 
     def run(self, retry: set[str]) -> Summary:
         prepared = self.prepared
+        # The finished runs asked for again (--retry, a reproduction's second run of a failed or flagged run):
+        # each one's outcome is kept aside before it runs (earlier_outcomes), never overwritten unseen.
+        before = read_statuses(self.db_path) if retry else {}
         todo = self.todo if self.todo is not None else runs_to_do(prepared, self.db_path, retry, self.sample,
                                                                    self.only)
         summary = Summary(total=len(prepared.runs), selected=len(todo), counts=Counter())
@@ -300,6 +303,10 @@ class Engine:
             self.build_s = time.monotonic() - wall
             self.recorder = Recorder.open(self.db_path, prepared, executor.backend(), executor.host_info(),
                                           impls_fingerprint(prepared.design))
+            for run in todo:
+                if before.get(run.key) in retry:
+                    self.recorder.keep_earlier(run, f"{before[run.key]}: run again (asked for by --retry or a "
+                                                    "reproduction)")
             try:
                 self._cycle(todo, summary)
                 self._retry_fidelity(todo, summary)

@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import shutil
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -63,6 +63,19 @@ def read_statuses(db_path: Path) -> dict[str, str]:
         return run_records.run_statuses(conn)
     except sqlite3.Error as exc:
         raise UserError(f"{db_path}: cannot use this results database: {exc}") from None
+    finally:
+        conn.close()
+
+
+def read_retried(db_path: Path, statuses: Iterable[str]) -> set[str]:
+    """Keys of the runs already run again after ending with one of ``statuses`` (their earlier outcome kept)."""
+    if not db_path.exists():
+        return set()
+    conn = dbmod.open_readonly(db_path)
+    try:
+        return run_records.retried_keys(conn, statuses)
+    except sqlite3.Error:     # a database from before earlier outcomes were kept: none
+        return set()
     finally:
         conn.close()
 

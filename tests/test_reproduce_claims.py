@@ -1,0 +1,76 @@
+"""The shipped claims say what they judge (issues 46 and 47, no root): no claim's text names a statistic other than
+the one judged, every claim has its source and quote and every margin its source, and reproduce/README.md's
+fidelity table is `fecbench reproduce --fidelity`'s output."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fecbench.reproduce.pack import load_pack, pack_names
+
+ROOT = Path(__file__).resolve().parent.parent
+CLAIMS = [(name, claim) for name in pack_names() for claim in load_pack(name).claims]
+
+#: Words that name a statistic, and the statistics a claim whose text uses them may be judged on.
+NAMES = [
+    (r"\b(mean|average)\b", {"mean_point_ratio"}),
+    (r"ratio of (the two sides' )?medians", {"ratio_of_medians", "flow_ratio_of_medians", "median_point_ratio",
+                                            "share_points_below", "trend", "mean_point_ratio"}),
+    (r"median of (the )?paired ratios|paired ratio", {"median_pair_ratio"}),
+    (r"difference of medians", {"difference_of_medians"}),
+    (r"spearman|correlation", set()),
+    (r"kendall", {"trend"}),
+    (r"\bp95\b|percentile|quantile", {"quantile_ratio"}),
+    (r"median over (point|points|design points)", {"median_point_ratio"}),
+]
+
+
+@pytest.mark.parametrize(("pack", "claim"), CLAIMS, ids=[f"{p}/{c.id}" for p, c in CLAIMS])
+def test_a_claims_text_names_only_the_statistic_it_is_judged_on(pack: str, claim) -> None:
+    """On main 2781c76 ratio_of_medians claims were judged on the median of paired ratios, and Fig. 10's
+    "average" claims on a median, with texts that said otherwise."""
+    for pattern, allowed in NAMES:
+        if re.search(pattern, claim.text, re.IGNORECASE):
+            assert claim.statistic in allowed, f"{pack}/{claim.id}: '{claim.text}' names another statistic than " \
+                                               f"{claim.statistic}"
+
+
+@pytest.mark.parametrize(("pack", "claim"), CLAIMS, ids=[f"{p}/{c.id}" for p, c in CLAIMS])
+def test_every_claim_has_its_source_quote_and_margin_source(pack: str, claim) -> None:
+    assert claim.source.quote.strip() and claim.source.section.strip(), f"{pack}/{claim.id}"
+    assert claim.tolerance == 0 or claim.tolerance_source.strip(), f"{pack}/{claim.id}: a margin without a source"
+    if claim.needs:
+        assert len(claim.needs) > 20, f"{pack}/{claim.id}: a claim that cannot be judged says why"
+
+
+def test_the_readmes_fidelity_table_is_the_packs() -> None:
+    out = subprocess.run([sys.executable, "-m", "fecbench", "reproduce", "--fidelity"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120, check=True).stdout.strip()
+    assert out.count("\n") >= 60 and out in (ROOT / "reproduce" / "README.md").read_text(), \
+        "reproduce/README.md's fidelity table is not `fecbench reproduce --fidelity`'s output: paste it again"
+
+
+def test_the_issue_47_readings_are_in_the_packs() -> None:
+    """What the re-reading changed, each checked where it lives (issue 47's list)."""
+    n19 = {c.id: c for c in load_pack("networking2019").claims}
+    assert n19["fig5-mss-small-better"].where.get("baseline_class") == ["loss"]
+    assert n19["fig6-no-loss-low-bandwidth-worse"].where.get("loss_class") == ["no loss"]
+    assert n19["fig8-fec-costs-without-loss"].where.get("size") is None        # every size
+    assert all(c.params["min_seeds"] == 9 for c in n19.values() if c.stat.needs_points and c.id != "fig6-no-loss-"
+               "low-bandwidth-worse")
+    assert {"fig5-mss-small-no-loss-no-harm", "fig5-da2gc-10kB-no-loss-worse", "fig5-mss-1MB-wider-spread"} <= set(n19)
+    t18 = {c.id: c for c in load_pack("thesis2018").claims}
+    assert t18["s5.4.1-reliable-worse-with-delay"].design == "delay"
+    assert t18["s5.9.3-highrb-beats-round-robin"].design == "losses"
+    rq = {c.id: c for c in load_pack("rquic2021").claims}
+    assert rq["fig5-wifi-5pct-below-40pct"].where["size"] == [20 * 2 ** 20]
+    assert sum(1 for cid in rq if re.match(r"fig5-(wifi|cellular|satellite)-\d+pct-below-(50|70|80)pct$", cid)) == 9
+    sm = load_pack("short-messages")
+    assert "no-loss-faster" not in {c.id for c in sm.claims}
+    design = (ROOT / "designs" / "short-messages.toml").read_text()
+    assert 'directions = ["forward"]' in design and 'fec = "rs:12,10"' in design

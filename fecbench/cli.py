@@ -20,6 +20,7 @@ from fecbench.reproduce.validation.bench import bench_verdicts as bench_verdicts
 from fecbench.reproduce.validation.bench import bench_worlds as bench_worlds_command
 from fecbench.runners.commands.cli import bench_app
 from fecbench.runners.commands.cli import register as register_runner_commands
+from fecbench.runners.commands.compare_cli import compare_command
 from fecbench.topologies.cli import link_app, topo_app
 
 app = typer.Typer(
@@ -73,6 +74,7 @@ def clean(all_owners: bool = typer.Option(False, "--include-live",
 # inside its command functions, so `fecbench --help` stays fast.
 app.command("plan")(plan_command)
 register_runner_commands(app)  # run, status, impls
+app.command("compare")(compare_command)  # two campaigns by run key (many hosts against one)
 bench_app.command("verdicts")(bench_verdicts_command)  # reproduce's benchmark, beside `bench campaign`
 bench_app.command("worlds")(bench_worlds_command)      # the verdicts on synthetic worlds with a known truth
 bench_app.command("backends")(bench_backends_command)  # analysis' backend comparison

@@ -1,6 +1,6 @@
 """Campaigns on a Dask cluster (`fecbench run --dask local:N`): the same runs, keys and loss seeds as a
-local campaign, each run recorded exactly once with the host that ran it; a worker killed mid-run
-leaves its run `interrupted` while the others go on; a rerun completes everything."""
+local campaign, each run recorded exactly once with the host that ran it; a worker killed mid-run: its run
+recorded `interrupted`, kept aside and run once more within the same campaign while the others go on."""
 
 from __future__ import annotations
 
@@ -215,7 +215,7 @@ def _worker_in_a_run(coordinator: int, timeout: float = 60) -> int:
 
 @pytest.mark.require_root
 @pytest.mark.slow
-def test_killed_worker_interrupts_its_run_only(tmp_path: Path) -> None:
+def test_killed_worker_its_run_runs_again_in_the_same_campaign(tmp_path: Path) -> None:
     design = _smoke_copy(tmp_path)
     db = tmp_path / "smoke.sqlite"
     proc = subprocess.Popen([sys.executable, "-m", "fecbench", "run", str(design), "--db", str(db),
@@ -229,21 +229,18 @@ def test_killed_worker_interrupts_its_run_only(tmp_path: Path) -> None:
     finally:
         _kill_campaign(proc)
     assert proc.returncode == 0, stderr
-    statuses = [r["status"] for r in rows(db, "SELECT status FROM runs")]
-    assert len(statuses) == 16
-    assert statuses.count("interrupted") == 1 and statuses.count("ok") == 15, statuses
-    error = rows(db, "SELECT error FROM runs WHERE status = 'interrupted'")[0]["error"]
-    assert "died" in error
+    # The lost run was recorded interrupted, kept aside and run once more on the other (or a restarted) worker:
+    # the campaign completed without a second command, every key once.
+    runs = rows(db, "SELECT key, status, attempts FROM runs")
+    assert len(runs) == 16 and {r["status"] for r in runs} <= {"ok", "fidelity"}, runs
+    earlier = rows(db, "SELECT run_key, status, error, why_again FROM earlier_outcomes WHERE status = 'interrupted'")
+    assert len(earlier) == 1 and "died" in earlier[0]["error"] and "once more" in earlier[0]["why_again"]
+    assert {r["key"]: r["attempts"] for r in runs}[earlier[0]["run_key"]] >= 2
     # The coordinator removed what the killed worker left (its namespaces, shells, droppers).
     assert not cleanup.state_file(victim).exists()
     assert not leftover_processes(str(tmp_path))
-
     out = fecbench("run", str(design), "--db", str(db), "--dask", "local:2")
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "1 of 16 run(s) executed: ok 1" in " ".join(out.stdout.split())
-    after = rows(db, "SELECT status, attempts FROM runs")
-    assert len(after) == 16 and all(r["status"] == "ok" for r in after)
-    assert sorted(r["attempts"] for r in after) == [1] * 15 + [2]
+    assert out.returncode == 0 and "0 of 16 run(s) executed" in " ".join(out.stdout.split()), out.stdout + out.stderr
 
 
 @pytest.mark.require_root

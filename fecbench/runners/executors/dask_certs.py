@@ -121,9 +121,19 @@ def recipe(out: Path, scheduler: str, workers: list[str], port: int, design: str
         return (f"--tls-ca-file {q(remote_dir + '/ca.pem')} --tls-cert {q(f'{remote_dir}/{name}.pem')} "
                 f"--tls-key {q(f'{remote_dir}/{name}.key')}")
 
+    files = " ".join(q(str(out / name)) for name in ("ca.pem", f"{scheduler}.pem", f"{scheduler}.key",
+                                                       f"{COORDINATOR}.pem", f"{COORDINATOR}.key"))
     lines = [f"# Files are in {out}. ca.key signs certificates: keep it there, copy it nowhere.",
-             "# Copy to each host, into " + remote_dir + " (mode 0700, owned by root): ca.pem, <host>.pem, <host>.key.",
-             "",
+             "# Each host gets ca.pem, <host>.pem and <host>.key in " + remote_dir + " (mode 0700, owned by root);",
+             "# on the scheduler and coordinator (here, if that is this host):",
+             f"install -d -m 700 {q(remote_dir)}",
+             f"install -m 600 {files} {q(remote_dir)}/",
+             "# to each worker, e.g. by SSH (the folder first: scp does not make it):"]
+    for worker in workers:
+        lines += [f"ssh root@{q(worker)} install -d -m 700 {q(remote_dir)}",
+                  f"scp -q {q(str(out / 'ca.pem'))} {q(str(out / f'{worker}.pem'))} {q(str(out / f'{worker}.key'))} "
+                  f"root@{q(worker) if ':' not in worker else '[' + worker + ']'}:{q(remote_dir)}/"]
+    lines += ["",
              f"# on {scheduler} (the scheduler; --host binds the interface the workers reach; its HTTP",
              "# diagnostics stay on loopback: reach them with an SSH tunnel if you need them):",
              f".venv/bin/dask scheduler --host {q(scheduler)} --port {port} --no-dashboard "

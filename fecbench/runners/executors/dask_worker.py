@@ -36,9 +36,18 @@ def identity(prepared: Prepared, impls: dict[str, Any]) -> dict[str, Any]:
         "fecbench": __version__, "git_sha": git_sha(), "design_hash": prepared.design.hash,
         "experiment_hash": prepared.experiment_hash,
         "impls": {label: {"version": info.get("version"), "descriptor": info.get("descriptor"),
-                          "binaries": {k: (v or {}).get("sha256") for k, v in info.get("binaries", {}).items()}}
+                          "binaries": {k: (v or {}).get("sha256") for k, v in info.get("binaries", {}).items()},
+                          "files": {k: _in_checkout((v or {}).get("path"))
+                                    for k, v in info.get("binaries", {}).items()}}
                   for label, info in impls.items()},
     }
+
+
+def _in_checkout(path: str | None) -> str | None:
+    """A binary's path as the checkout sees it (the same on every host built alike)."""
+    if path is None:
+        return None
+    return str(Path(path).relative_to(REPO_ROOT)) if Path(path).is_relative_to(REPO_ROOT) else path
 
 
 def differences(mine: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
@@ -57,9 +66,14 @@ def differences(mine: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
                 out.append(f"implementation {label!r}: {key} differs")
         for name, digest in info["binaries"].items():
             if other["binaries"].get(name) != digest:
-                out.append(f"implementation {label!r}: binary {name} sha256 {other['binaries'].get(name)} "
-                           f"(coordinator: {digest})")
+                where = (info.get("files") or {}).get(name)
+                out.append(f"implementation {label!r}: binary {name} sha256 {_short(other['binaries'].get(name))} "
+                           f"(coordinator: {_short(digest)})" + (f", file {where}" if where else ""))
     return out
+
+
+def _short(digest: str | None) -> str | None:
+    return digest[:16] if digest else digest
 
 
 class WorkerRefused(Exception):

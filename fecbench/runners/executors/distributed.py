@@ -5,24 +5,25 @@ their outcomes to the campaign engine, which alone records them (the coordinator
 writer of the results database). Runs are grouped by design point: a worker keeps taking runs of its
 current point while there are any, so it reconfigures its links (and measures fidelity) rarely.
 Exactly one run is in flight per worker, so the coordinator always knows which run a dying worker took
-with it (recorded `interrupted`, retryable). Leaving the executor tears every worker's network down.
+with it: that run is recorded `interrupted`, kept aside (earlier_outcomes) and run once more on another
+worker within the same campaign; lost a second time, it stays `interrupted` (the next `fecbench run` does
+it). Leaving the executor tears every worker's network down.
 
-The tasks the workers run are in `dask_worker`; who may talk to the cluster (TLS, the campaign's
-credentials, the address policy) is `dask_security`'s business. Dask is imported only here and in
-those modules; fecbench works without the `cluster` extra.
+The tasks the workers run are in `dask_worker`; connecting to a cluster (or making a local one) is
+`dask_client`'s; who may talk to the cluster (TLS, the campaign's credentials, the address policy) is
+`dask_security`'s business. Dask is imported only inside functions of those modules and this one;
+fecbench works without the `cluster` extra.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import re
-import signal
 import socket
-import threading
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ from fecbench import cleanup
 from fecbench.errors import UserError
 from fecbench.paths import REPO_ROOT
 from fecbench.runners.executors import dask_security
+from fecbench.runners.executors.dask_client import connect, require_distributed, teardown_plugin
 from fecbench.runners.executors.dask_security import CampaignSecurity, TlsFiles
 from fecbench.runners.executors.dask_worker import WorkerRefused, identity, worker_run, worker_setup, worker_teardown
 from fecbench.runners.executors.engine import Finished, RunQueue, Started
@@ -42,14 +44,10 @@ from fecbench.runners.run.recorder import impls_fingerprint
 from fecbench.status import Status
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from types import ModuleType
 
-    from distributed import Client, Future, Worker, WorkerPlugin
+    from distributed import Client, Future
     from rich.console import Console
 
-INSTALL_HINT = "pip install 'fecbench[cluster]'"
-CONNECT_TIMEOUT_S = 10
 WORKER_WAIT_S = 60          # how long to wait for a first (or, after all died, a new) worker
 POLL_S = 0.5                # how often the coordinator looks for dead and new workers
 
@@ -69,15 +67,6 @@ def parse_target(text: str) -> tuple[str, Any]:
                     "scheduler's address tls://HOST:PORT (e.g. tls://10.0.0.1:8786; see `fecbench dask certs`)")
 
 
-def require_distributed() -> ModuleType:
-    try:
-        import distributed
-    except ImportError:
-        raise UserError(f"--dask needs Dask's distributed scheduler, which is not installed: {INSTALL_HINT}") \
-            from None
-    return distributed
-
-
 # --- coordinator side -------------------------------------------------------------------------------
 
 @dataclass
@@ -92,6 +81,10 @@ class _Worker:
 
 def _interrupted(run: Run, why: str) -> Finished:
     return Finished(run, Outcome(status=Status.INTERRUPTED, error=why))
+
+
+def _median_ms(values: list[float]) -> float | None:
+    return round(sorted(values)[len(values) // 2] * 1000, 1) if values else None
 
 
 class DaskExecutor:
@@ -121,13 +114,20 @@ class DaskExecutor:
         self.most_workers = 0                         # workers ready at once, at most (planning the next batch)
         self.no_worker_since: float | None = None
         self.last_refresh = time.monotonic()
+        self.redo: deque[Run] = deque()               # runs lost with a worker, to run once more here
+        self.lost_once: set[str] = set()              # keys of the runs lost once already
+        # Per run, the coordinator's round trip (submitted to result read) less the run's time on its worker:
+        # dispatch, TLS, (de)serialising the outcome. What one coordinator adds to every run (host_json).
+        self.overhead_s: list[float] = []
+        self.setup_s: list[float] = []                # per worker: submitted to set up (checks, network)
+        self.setup_sent: dict[Any, float] = {}
         self._stack = contextlib.ExitStack()
         self.client: Client | None = None
 
     def __enter__(self) -> DaskExecutor:
-        self.client = self._stack.enter_context(_client(self.kind, self.value, self.security, self.dashboard,
+        self.client = self._stack.enter_context(connect(self.kind, self.value, self.security, self.dashboard,
                                                         self.console))
-        self.client.register_plugin(_plugin_class()(ignore_sigint=self.kind == "local"), name="fecbench-teardown")
+        self.client.register_plugin(teardown_plugin(ignore_sigint=self.kind == "local"), name="fecbench-teardown")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -153,6 +153,7 @@ class DaskExecutor:
                                     workers=[address],
                                     allow_other_workers=False, pure=False, key=f"fecbench-setup-{uuid.uuid4().hex}")
         self.setting_up[future] = address
+        self.setup_sent[future] = time.monotonic()
         self.seen.add(address)
 
     def start(self, todo: list[Run]) -> None:
@@ -176,6 +177,7 @@ class DaskExecutor:
             del self.setting_up[future]
             try:
                 self._ready(address, future.result())
+                self._setup_took(future)
             except UserError:
                 raise
             except Exception as exc:
@@ -194,13 +196,26 @@ class DaskExecutor:
         entry = self.hosts.setdefault(info["host"], {**info["fingerprint"], "workers": []})
         entry["workers"].append({"pid": info["pid"], "prefix": info["prefix"], "address": address})
 
+    def _setup_took(self, future: Future) -> None:
+        sent = self.setup_sent.pop(future, None)
+        if sent is not None:
+            self.setup_s.append(time.monotonic() - sent)
+
     def host_info(self) -> dict[str, Any]:
-        """The campaign's host_json: the coordinator's fingerprint, plus every worker host's under `hosts`."""
+        """The campaign's host_json: the coordinator's fingerprint, plus every worker host's under `hosts`, and
+        what the coordinator measured (`dask_costs`)."""
         from fecbench.runners.executors.hostinfo import fingerprint
 
         backends = ",".join(sorted({w.backend for w in self.ready.values()}))
         return {**fingerprint(backends), "coordinator": socket.gethostname(), "dask": self.target,
-                "dask_security": self.security.record, "hosts": self.hosts}
+                "dask_security": self.security.record, "hosts": self.hosts, "dask_costs": self.costs()}
+
+    def costs(self) -> dict[str, Any]:
+        """What the cluster cost per run and per worker, as measured by the coordinator (medians)."""
+        return {"runs": len(self.overhead_s), "overhead_ms_median": _median_ms(self.overhead_s),
+                "overhead_ms_max": round(max(self.overhead_s) * 1000, 1) if self.overhead_s else None,
+                "workers_set_up": len(self.setup_s), "setup_s_median": (_median_ms(self.setup_s) or 0) / 1000,
+                "lost_runs_run_again": len(self.lost_once)}
 
     def backend(self) -> str:
         return self.host_info()["link_backend"]
@@ -210,7 +225,17 @@ class DaskExecutor:
         return changed
 
     def busy(self) -> bool:
-        return bool(self.inflight)
+        return bool(self.inflight or self.redo)
+
+    def _lost(self, run: Run, why: str) -> Finished:
+        """A run lost with its worker: run once more on another worker of this campaign, then left interrupted."""
+        if run.key in self.lost_once:
+            return _interrupted(run, why)
+        self.lost_once.add(run.key)
+        self.redo.append(run)
+        self.hosts_changed = True   # dask_costs counts it
+        return Finished(run, Outcome(status=Status.INTERRUPTED, error=why),
+                        again=f"interrupted: {why}; run once more on another worker of the same campaign")
 
     def _refresh_workers(self) -> list[Finished]:
         """Notice workers that died (their run: interrupted) and workers that joined (set them up)."""
@@ -220,12 +245,13 @@ class DaskExecutor:
             if worker.address not in present:
                 del self.inflight[future]
                 future.cancel()
-                lost.append(_interrupted(run, f"worker {worker.address} on {worker.host} died during the run"))
+                lost.append(self._lost(run, f"worker {worker.address} on {worker.host} died during the run"))
         for address in [a for a in self.ready if a not in present]:
             self._worker_gone(self.ready.pop(address))
         for future, address in list(self.setting_up.items()):
             if address not in present:
                 del self.setting_up[future]
+                self.setup_sent.pop(future, None)
                 future.cancel()
                 self.seen.discard(address)
         for address in sorted(present - self.seen):
@@ -254,9 +280,12 @@ class DaskExecutor:
         started = []
         busy = {worker.address for _, worker, _ in self.inflight.values()}
         for worker in list(self.ready.values()):
-            if worker.address in busy or not queue:
+            if worker.address in busy or not (queue or self.redo):
                 continue
-            run = queue.pop_near(worker.point, {w.point for w in self.ready.values() if w is not worker})
+            if self.redo:   # a run lost with another worker goes first
+                run = self.redo.popleft()
+            else:
+                run = queue.pop_near(worker.point, {w.point for w in self.ready.values() if w is not worker})
             if run is None:
                 break
             future = self.client.submit(worker_run, self.token, run.key, workers=[worker.address],
@@ -291,26 +320,30 @@ class DaskExecutor:
             address = self.setting_up.pop(future)
             try:
                 self._ready(address, future.result())
+                self._setup_took(future)
                 self.hosts_changed = True
             except Exception as exc:  # a late worker that is not comparable is left out, not fatal
                 self.console.print(f"[yellow]worker {address} left out: {exc}[/]")
             return []
         if future not in self.inflight:
             return []
-        run, worker, _started = self.inflight.pop(future)
+        run, worker, sent = self.inflight.pop(future)
         try:
             result = future.result()
         except WorkerRefused as exc:  # the worker lost its setup (restarted): the run never started
             if self.ready.pop(worker.address, None) is not None:
                 self._setup(worker.address)
-            return [_interrupted(run, f"worker {worker.address}: {exc}")]
+            return [self._lost(run, f"worker {worker.address}: {exc}")]
         except Exception as exc:
             if type(exc).__name__ == "KilledWorker" or worker.address not in self._addresses():
                 if worker.address in self.ready:
                     self._worker_gone(self.ready.pop(worker.address))
-                return [_interrupted(run, f"worker {worker.address} on {worker.host} died during the run")]
+                return [self._lost(run, f"worker {worker.address} on {worker.host} died during the run")]
             return [Finished(run, Outcome(status=Status.FAILED, error=f"harness: {type(exc).__name__}: {exc}"),
                              harness_error=True)]
+        self.overhead_s.append(max(0.0, time.monotonic() - sent - result["duration_s"]))
+        if len(self.overhead_s) % 16 == 0:
+            self.hosts_changed = True   # host_json's dask_costs, now and then
         return [Finished(run, result["outcome"], result["harness_error"], result["duration_s"])]
 
     def cancel(self, reason: str) -> list[Finished]:
@@ -320,6 +353,7 @@ class DaskExecutor:
             self.client.cancel(futures, force=True)
         lost = [_interrupted(run, reason) for run, _worker, _started in self.inflight.values()]
         self.inflight.clear()
+        self.redo.clear()   # recorded interrupted when they were lost: the next `fecbench run` does them
         return lost
 
     def abort_reason(self) -> str | None:
@@ -330,66 +364,6 @@ class DaskExecutor:
         elif time.monotonic() - self.no_worker_since > WORKER_WAIT_S:
             return f"no Dask worker left for {WORKER_WAIT_S} s"
         return None
-
-
-def _plugin_class() -> type[WorkerPlugin]:
-    from distributed import WorkerPlugin
-
-    class TeardownOnClose(WorkerPlugin):
-        """Tear this worker's network down when the worker closes (cluster shut down, worker restarted).
-        Workers of a LocalCluster ignore Ctrl-C (it reaches the whole process group): the coordinator
-        handles it and shuts them down cleanly."""
-
-        def __init__(self, ignore_sigint: bool = False) -> None:
-            self.ignore_sigint = ignore_sigint
-
-        def setup(self, worker: Worker) -> None:
-            if self.ignore_sigint and threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-        def teardown(self, worker: Worker) -> None:
-            worker_teardown(wait_s=10)
-
-    return TeardownOnClose
-
-
-@contextlib.contextmanager
-def _client(kind: str, value: int | str, security: CampaignSecurity, dashboard: bool,
-            console: Console) -> Iterator[Client]:
-    """A Dask client on the given scheduler, or on a LocalCluster of `value` processes that lives as long.
-    The local cluster listens on 127.0.0.1 only and speaks mutual TLS with the campaign's own credentials."""
-    distributed = require_distributed()
-    import dask
-
-    silence = logging.CRITICAL  # the coordinator reports dead and refused workers itself
-    for name in ("distributed", "distributed.client", "distributed.comm", "distributed.core"):
-        logging.getLogger(name).setLevel(silence)
-    if kind == "local":
-        # A dying worker's run must fail at once (recorded interrupted), never be retried elsewhere.
-        settings: dict[str, Any] = {"distributed.scheduler.allowed-failures": 0}
-        if not dashboard:  # Dask's nodes always listen for HTTP: without a dashboard they serve nothing there
-            settings.update({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []})
-        with dask.config.set(settings):
-            cluster = distributed.LocalCluster(n_workers=value, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                               security=security.security,
-                                               dashboard_address="127.0.0.1:0" if dashboard else None,
-                                               silence_logs=silence)
-        try:
-            if dashboard:
-                console.print(f"Dask dashboard (this machine only): {cluster.dashboard_link}")
-            with distributed.Client(cluster, security=security.security) as client:
-                yield client
-        finally:
-            cluster.close()
-        return
-    dask_security.probe(value, security)
-    try:
-        client = distributed.Client(value, timeout=CONNECT_TIMEOUT_S, security=security.security)
-    except Exception as exc:  # anything Dask raises while connecting is about that endpoint
-        raise UserError(f"--dask {value}: cannot connect to the Dask scheduler ({type(exc).__name__}: {exc}); start "
-                        "it with `dask scheduler` and workers with `dask worker` (as root) on each host") from None
-    with client:
-        yield client
 
 
 def campaign_security(target: str, insecure: bool = False, tls: TlsFiles | None = None) -> CampaignSecurity:

@@ -100,6 +100,9 @@ class Finished:
     outcome: Outcome
     harness_error: bool = False       # a fault of fecbench or the network, not of the implementation
     duration_s: float | None = None   # measured where it ran (default: since the engine recorded its start)
+    # The executor runs it once more in this campaign (its worker was lost with it): why. The engine records this
+    # outcome, keeps it aside (earlier_outcomes) and counts only the outcome of the run's next attempt.
+    again: str | None = None
 
 
 class RunQueue:
@@ -167,7 +170,9 @@ class Executor(Protocol):
     def backend(self) -> str: ...
     def host_info(self) -> dict[str, Any]: ...
     def host_info_changed(self) -> bool: ...
-    def busy(self) -> bool: ...
+    def busy(self) -> bool:
+        """Runs in flight, or lost runs it will run once more (`Finished.again`)."""
+
     def dispatch(self, queue: RunQueue) -> list[Started]:
         """Take the runs it can start now from the queue."""
 
@@ -392,6 +397,9 @@ class Engine:
         started = self.started_at.pop(finished.run.key, time.monotonic())
         duration = finished.duration_s if finished.duration_s is not None else time.monotonic() - started
         self.recorder.finished(finished.run, finished.outcome, duration)
+        if finished.again is not None:
+            self.recorder.keep_earlier(finished.run, finished.again)
+            return
         if self.on_finished is not None:
             self.on_finished(finished)
         status = finished.outcome.status

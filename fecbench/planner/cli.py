@@ -100,7 +100,21 @@ def plan(
     if campaign is not None and augment is None and seed == campaign.design.seed and \
             paths == campaign.topology.paths:
         _print_applied(console, campaign)
+        _print_hosts(console, campaign)
     console.print(f"wrote {csv_path} and {manifest_path}" + (f" and {figure}" if figure else ""))
+
+
+def _print_hosts(console: Any, campaign: Any) -> None:
+    """The campaign's machine time here and its wall time on H hosts like this one (designs/README.md, "Many
+    hosts"), from this machine's measured run durations (its results databases, the design's own first)."""
+    from rich.text import Text
+
+    from fecbench.runners.experiment.estimate import hosts_projection, hosts_text
+
+    db = campaign.design.default_db()
+    machine_s, walls, per_host = hosts_projection(campaign, campaign.runs, None, db)
+    console.print(Text(f"machine time: {machine_s / 3600:.2f} h for {len(campaign.runs)} run(s) at this machine's "
+                       f"measured durations; {per_host} network(s) per host: " + hosts_text(walls)))
 
 
 def _print_applied(console: Any, campaign: Any) -> None:

@@ -164,6 +164,30 @@ def _level(verdicts: list[Verdict], pack: Pack, names: list[str]) -> str:
             f"{100 * (1 - alpha):.3g} %.</p>")
 
 
+def hosts_text(targets: dict, budget: float | None) -> str:
+    """Where the campaigns' runs ran (runs.host: one host, or a Dask cluster's worker hosts) and the machine time
+    they took across those hosts; a budget is wall time, which H hosts turn into about H times as much machine
+    time (designs/README.md, "Many hosts")."""
+    from fecbench.analysis import results
+
+    seconds: dict[str, float] = {}
+    for target in targets.values():
+        if target.db.exists():
+            for host, duration in results.rows(target.db, "runs", ["host", "duration_s"]):
+                if host and duration:
+                    seconds[host] = seconds.get(host, 0.0) + duration
+    if not seconds:
+        return "No run has run yet."
+    spent = sum(seconds.values())
+    text = (f"The runs ran on {len(seconds)} host(s) ({', '.join(sorted(seconds))}): "
+            f"{spent / 60:.1f} min of machine time across them")
+    if budget:
+        text += (f"; the budget, {budget / 60:g} min of wall time, buys up to {len(seconds) * budget / 60:g} min of "
+                 f"machine time across {len(seconds)} host(s) running one run at a time each (more with several "
+                 "workers per host)")
+    return text + "."
+
+
 def _json(value: float) -> float | str | None:
     if math.isnan(value):
         return None
@@ -185,6 +209,7 @@ def _html(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
              f"<p>Pack <code>{esc(pack.name)}</code> ({esc(run_text)}); profiles: {esc(', '.join(names))} "
              f"(default {esc(pack.default_profile)}). Generated "
              f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}.</p>",
+             f"<p>{esc(hosts_text(targets, budget))}</p>",
              _level(verdicts, pack, names),
              "<h2>Verdicts</h2><table><tr><th>claim</th><th>statement</th><th>expected</th>"
              "<th>the paper's value</th>" + "".join(f"<th>profile {esc(n)}</th>" for n in names) + "</tr>"]

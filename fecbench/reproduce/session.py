@@ -197,7 +197,13 @@ def _what_it_would_take(verdicts: list[ev.Verdict], campaigns: dict) -> None:
             about = "at least (every observation agreeing)" if at_least else "about"
             v.reason = "; ".join(filter(None, [v.reason, f"a verdict would take {about} {draws:.0f} more draw(s), "
                                                f"{_hours(seconds)} of machine time at the measured durations and "
-                                               "re-run rate"]))
+                                               f"re-run rate ({_on_hosts(seconds)})"]))
+
+
+def _on_hosts(seconds: float) -> str:
+    """Machine time as wall time on hosts like this one, one run at a time each (`--dask`: designs/README.md,
+    "Many hosts"); the coordinator's own cost per run (tens of milliseconds) left out."""
+    return "; ".join(f"with {h} host{'s' if h > 1 else ''} like this one: {_hours(seconds / h)}" for h in (2, 10))
 
 
 def _hours(seconds: float) -> str:

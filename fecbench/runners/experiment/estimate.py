@@ -190,3 +190,34 @@ def _long_advice(result: CampaignEstimate, history: History, durations: list[flo
                "keeps accurate") + ")") if fits else ""
     return (f"this campaign is estimated at {_duration(result.wall_s)}, more than {LONG_S / 3600:.0f} h: "
             f"--sample {max(1, sample)} runs a pilot that fits{jobs}; a run can be stopped (Ctrl-C) and resumed")
+
+
+#: The host counts a projection is given for (`fecbench plan`, a reproduction's page).
+HOST_COUNTS = (1, 2, 5, 10, 20)
+
+
+def on_hosts(durations: list[float], per_host: int, hosts: int, history: History) -> float:
+    """Wall time of runs whose estimates are `durations` on `hosts` hosts like this one, each running `per_host`
+    networks: list-scheduled on hosts × per_host networks, slowed as campaigns with `per_host` networks were here
+    (the hosts share nothing but the coordinator, whose cost per run is tens of milliseconds: designs/README.md,
+    "Many hosts, measured")."""
+    networks = max(1, min(hosts * per_host, len(durations)))
+    again = history.runs_again(per_host)
+    return (history.build_s(per_host) + schedule_seconds(durations, networks) * history.slower(per_host)[0] * again)
+
+
+def hosts_text(seconds_for: dict[int, float]) -> str:
+    """'with H hosts like this one: T' for each host count."""
+    return "; ".join(f"with {h} host{'s' if h > 1 else ''} like this one: {_duration(s)}"
+                     for h, s in sorted(seconds_for.items()))
+
+
+def hosts_projection(prepared: Prepared, todo: list[Run], jobs: int | None, db_path: Path | None = None,
+                     counts: tuple[int, ...] = HOST_COUNTS) -> tuple[float, dict[int, float], int]:
+    """The campaign's machine time (its runs one after the other, at this machine's measured durations) and its
+    wall time on H hosts like this one, each with the networks it would run here (`jobs`; None: what `--jobs auto`
+    chose last for the design, else 1); those networks per host."""
+    history = machine_history(db_path)
+    per_host = jobs if jobs is not None else history.auto_jobs.get(prepared.design.name, 1)
+    durations = [run_seconds(prepared, run, history, per_host)[0] for run in todo]
+    return sum(durations), {h: on_hosts(durations, per_host, h, history) for h in counts}, per_host

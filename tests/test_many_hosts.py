@@ -180,3 +180,20 @@ def test_compare_by_key(tmp_path: Path) -> None:
     out = fecbench("compare", str(local), str(other), "--json")
     assert out.returncode == 1 and json.loads(out.stdout)["seeds_differ"] == ["k2"]
     assert fecbench("compare", str(local), str(tmp_path / "none.sqlite")).returncode == 2
+
+
+def test_a_design_only_the_coordinator_has_is_written_on_the_worker(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reproduction writes its profile designs under results/ on the coordinator: a worker host without them
+    writes the coordinator's text at the same path in its checkout (found by a three-host run, issue 52)."""
+    from fecbench.runners.executors import dask_worker
+
+    monkeypatch.setattr(dask_worker, "REPO_ROOT", tmp_path)
+    relative = "results/reproduce/smoke/defaults/reproduce-smoke.toml"
+    with pytest.raises(dask_worker.WorkerRefused, match="same path on every host"):
+        dask_worker._find_design(f"/elsewhere/{relative}", relative)
+    found = dask_worker._find_design(f"/elsewhere/{relative}", relative, "[design]\nname = 'x'\n")
+    assert found == tmp_path / relative and found.read_text() == "[design]\nname = 'x'\n"
+    # A file already there is used as it is (the identity check compares its hash with the coordinator's).
+    found.write_text("other")
+    assert dask_worker._find_design(f"/elsewhere/{relative}", relative, "mine").read_text() == "other"

@@ -96,16 +96,29 @@ class _WorkerCampaign:
 _CURRENT: dict[str, _WorkerCampaign] = {}   # "campaign" -> this worker's campaign, if any
 
 
-def _find_design(design_path: str, relative: str | None) -> Path:
+def _find_design(design_path: str, relative: str | None, text: str | None = None) -> Path:
+    """The campaign's design file on this host: at the coordinator's path, or at the same path relative to the
+    checkout; else, when the coordinator sent its text (a file it wrote, e.g. a reproduction's profile design
+    under results/), written there first (the identity check then compares its hash like any other)."""
     for candidate in (Path(design_path), REPO_ROOT / relative if relative else None):
         if candidate is not None and candidate.is_file():
             return candidate
     where = f" or {REPO_ROOT / relative}" if relative else ""
-    raise WorkerRefused(f"design file {design_path}{where} not found (put it at the same path on every host)")
+    if text is None:
+        raise WorkerRefused(f"design file {design_path}{where} not found (put it at the same path on every host)")
+    target = REPO_ROOT / relative if relative else Path(design_path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    except OSError as exc:
+        raise WorkerRefused(f"design file {design_path}{where} not found, and writing the coordinator's copy there "
+                            f"failed: {exc}") from None
+    return target
 
 
 def worker_setup(token: str, design_path: str, relative: str | None, expected: dict[str, Any],
-                 log_root: str, link_backend: str | None, keep_logs: bool, ca_pem: str | None) -> dict[str, Any]:
+                 log_root: str, link_backend: str | None, keep_logs: bool, ca_pem: str | None,
+                 design_text: str | None = None) -> dict[str, Any]:
     """(A Dask task.) Check this host against the coordinator (software, and a certificate from the
     campaign's CA when the campaign is authenticated), build this worker's network once."""
     from fecbench.runners.executors.hostinfo import fingerprint
@@ -123,7 +136,7 @@ def worker_setup(token: str, design_path: str, relative: str | None, expected: d
         why = dask_security.check_worker_certificate(CampaignSecurity(security=None, ca_pem=ca_pem), credentials)
         if why or not credentials["encrypted"]:
             raise WorkerRefused(f"this worker may not take part: {why or 'it accepts unencrypted connections'}")
-    prepared = prepare(_find_design(design_path, relative))
+    prepared = prepare(_find_design(design_path, relative, design_text))
     impls = impls_fingerprint(prepared.design)
     problems = differences(expected, identity(prepared, impls))
     if problems:

@@ -150,7 +150,7 @@ class DaskExecutor:
         relative = str(design.relative_to(REPO_ROOT)) if design.is_relative_to(REPO_ROOT) else None
         future = self.client.submit(worker_setup, self.token, str(design), relative, self.identity,
                                     str(self.log_root), self.link_backend, self.keep_logs, self.security.ca_pem,
-                                    workers=[address],
+                                    self.prepared.design.text, workers=[address],
                                     allow_other_workers=False, pure=False, key=f"fecbench-setup-{uuid.uuid4().hex}")
         self.setting_up[future] = address
         self.setup_sent[future] = time.monotonic()

@@ -189,3 +189,24 @@ def test_path_metrics_on_real_multipath_campaign(multipath_db: Path, tmp_path: P
             assert at_dropper <= row["packets_sent"] + CLIENT_PACKETS_AFTER_COUNTERS, (row["path"], at_dropper)
     target = export(multipath_db, "csv", tmp_path / "paths.csv", table="paths")
     assert len(pd.read_csv(target)) == len(frame)
+
+
+def test_setup_shows_the_time_before_the_transfer_beside_the_twin() -> None:
+    """A multipath label that opens its paths before its request: its set-up and wall time beside its
+    single-path twin's, and the difference (issue 49: a multipath penalty outside dct_ms must show)."""
+    from fecbench.analysis.studies import multipath_study
+
+    def run(label: str, args: dict, handshake: float, setup: float, dct: float, wall: float) -> dict:
+        return {"label": label, "impl": "fecq", "impl_args": json.dumps(args), "status": "ok", "size": 30_000,
+                "handshake_ms": handshake, "setup_ms": setup, "dct_ms": dct, "client_wall_ms": wall}
+    frame = pd.DataFrame([run("sp", {}, 12.0, 14.0, 35.0, 66.0), run("sp", {}, 13.0, 15.0, 37.0, 70.0),
+                          run("mp", {"multipath": "on"}, 12.5, 76.0, 34.5, 167.0),
+                          run("mp", {"multipath": "on"}, 1012.0, 1075.0, 35.0, 1170.0)])
+    table = multipath_study.setup(frame).set_index("label")
+    assert table.loc["mp", "baseline"] == "sp" and (table.loc["mp", "runs_mp"], table.loc["mp", "runs_sp"]) == (2, 2)
+    assert table.loc["mp", "setup_ms_added"] == pytest.approx((76.0 + 1075.0) / 2 - 14.5)
+    assert table.loc["mp", "dct_ms_added"] == pytest.approx(34.75 - 36.0)
+    assert table.loc["mp", "client_wall_ms_mp"] == pytest.approx(668.5)
+    # An implementation that reports no set-up time: NaN, the rest still compared.
+    table = multipath_study.setup(frame.drop(columns="setup_ms")).set_index("label")
+    assert math.isnan(table.loc["mp", "setup_ms_added"]) and table.loc["mp", "handshake_ms_sp"] == 12.5

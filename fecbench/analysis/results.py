@@ -39,11 +39,13 @@ RUN_COLUMNS = ["key", "campaign_id", "point", "impl", "label", "impl_args", "wor
 METRIC_COLUMNS = list(dbmod.METRIC_COLUMNS)
 #: Metrics read from the client's metrics JSON (``metrics.json``) rather than a typed column: the
 #: messages workload's accounting (quic-impls/fecq/README.md, "Messages"; NULL where a run's JSON
-#: lacks the key) and the congestion-control options the run used.
+#: lacks the key), the congestion-control options the run used, and fecq's set-up time (``setup_ms``: client start
+#: to its first request, the paths' opening included; quic-impls/fecq/README.md).
 JSON_METRICS = ("messages_sent", "messages_on_time", "messages_corrupted", "messages_lost",
                 "rebuffering_events", "msg_packets_sent", "msg_packets_on_time", "msg_packets_late",
                 "msg_packets_missing", "bad_msg_packets_late", "bad_msg_packets_missing",
-                "missing_not_sent", "missing_sender_dropped", "missing_in_network", "stall_ms", "cc", "repair_cc")
+                "missing_not_sent", "missing_sender_dropped", "missing_in_network", "stall_ms", "cc", "repair_cc",
+                "setup_ms")
 #: Aliases accepted in ``paired(by=...)``.
 KEY_ALIASES = {"rep": "repetition"}
 

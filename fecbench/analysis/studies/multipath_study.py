@@ -7,6 +7,11 @@ repeats with the same value, the multipath ones aside (``sp-rs`` = fecq ``fec = 
 twin of ``mp-rr-rs`` = the same plus ``multipath = on, scheduler = round-robin``), on the same
 design points and loss patterns. Comparing ``mp-rr-rs`` with a single path *without* FEC would mix
 two effects.
+
+``setup(runs)`` puts the time before the transfer beside it: a multipath client may wait for its paths
+before its request (fecq opens every path first: ``setup_ms``), which ``dct_ms`` (request → last byte)
+leaves out, so each multipath label's medians of ``handshake_ms``, ``setup_ms``, ``dct_ms`` and the
+client's wall time are shown against its twin's.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
 from fecbench.analysis import ratios
@@ -63,6 +69,36 @@ def pairs(runs: pd.DataFrame, metric: str, by: Sequence[str] = ("point", "rep"),
     out = pd.concat(frames, ignore_index=True)
     out.attrs.update(frames[0].attrs)
     return out
+
+
+#: The times a multipath comparison shows: before the transfer (handshake, set-up: the paths opened), the
+#: transfer itself, and the client's whole life (fecbench's own measurement, any implementation).
+SETUP_METRICS = ("handshake_ms", "setup_ms", "dct_ms", "client_wall_ms")
+
+
+def setup(runs: pd.DataFrame, twin_of: dict[str, str] | None = None) -> pd.DataFrame:
+    """Per multipath label and size: its ok runs' medians of ``SETUP_METRICS`` (``<metric>_mp``), its twin's
+    (``<metric>_sp``), and the difference (``<metric>_added``: multipath − single path), so that a multipath
+    penalty outside ``dct_ms`` (paths opened before the request, a wait before the first packet) shows.
+    A metric the implementation does not report is NaN."""
+    ok = runs[runs["status"] == "ok"]
+    rows = []
+    for label, base in (twins(runs) if twin_of is None else twin_of).items():
+        for size, group in ok[ok["label"].isin([label, base])].groupby("size", dropna=False):
+            row: dict[str, object] = {"label": label, "baseline": base, "size": size,
+                                      "runs_mp": int((group["label"] == label).sum()),
+                                      "runs_sp": int((group["label"] == base).sum())}
+            for metric in SETUP_METRICS:
+                values = {side: pd.to_numeric(group.loc[group["label"] == name, metric], errors="coerce").dropna()
+                          if metric in group else pd.Series(dtype=float)
+                          for side, name in (("mp", label), ("sp", base))}
+                medians = {side: float(v.median()) if len(v) else np.nan for side, v in values.items()}
+                row.update({f"{metric}_mp": medians["mp"], f"{metric}_sp": medians["sp"],
+                            f"{metric}_added": medians["mp"] - medians["sp"]})
+            rows.append(row)
+    columns = ["label", "baseline", "size", "runs_mp", "runs_sp",
+               *(f"{m}_{side}" for m in SETUP_METRICS for side in ("mp", "sp", "added"))]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def loss_factors(runs: pd.DataFrame) -> list[str]:

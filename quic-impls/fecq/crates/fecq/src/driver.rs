@@ -101,6 +101,17 @@ impl Core {
         self.ready.pop_front()
     }
 
+    /// Datagrams waiting in the backlog for socket space (the socket's backlog task sends them as
+    /// soon as the socket is writable: crate::socket).
+    pub fn backlogged(&self) -> usize {
+        self.backlog.len()
+    }
+
+    /// Send what the backlog holds, as far as the socket takes it; `WouldBlock` if some still waits.
+    pub fn retry_backlog(&mut self, wire: &impl Wire) -> io::Result<()> {
+        self.drain_backlog(wire)
+    }
+
     /// Flush the partial blocks of flows that went quiet, and retry the backlog.
     pub fn flush_idle(&mut self, wire: &impl Wire, now: Instant) {
         let _ = self.drain_backlog(wire);

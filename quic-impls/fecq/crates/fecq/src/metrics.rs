@@ -136,6 +136,9 @@ pub struct Metrics {
     pub size: Option<u64>,
     pub dct_ms: Option<f64>,
     pub handshake_ms: Option<f64>,
+    /// Client start → the workload's first request: the endpoint set up, the handshake, and with
+    /// multipath every path opened (what `dct_ms` leaves out).
+    pub setup_ms: Option<f64>,
     pub bytes_app: u64,
     pub packets_sent: u64,
     pub bytes_sent: u64,

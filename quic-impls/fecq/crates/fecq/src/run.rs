@@ -173,7 +173,7 @@ pub async fn client_main<S: Stack>(
     let run = tokio::time::timeout(
         common.timeout(),
         run_client(
-            stack, &endpoint, &socket, setup, workload, common, &mut m, stop,
+            stack, &endpoint, &socket, setup, workload, common, &mut m, stop, started,
         ),
     );
     let res = tokio::select! {
@@ -206,6 +206,7 @@ async fn run_client<S: Stack>(
     common: &Common,
     m: &mut Metrics,
     stop: &Stop,
+    started: Instant,
 ) -> Result<(), String> {
     let t0 = Instant::now();
     let server = setup.paths[0].1;
@@ -216,6 +217,9 @@ async fn run_client<S: Stack>(
     if let Some(info) = m.multipath.as_mut() {
         info.paths_established = S::open_paths(&conn);
     }
+    // Everything before the workload's first request: what `dct_ms` leaves out (a multipath
+    // client's wait for its paths included).
+    m.setup_ms = Some(ms(started.elapsed()));
     let result = tokio::select! {
         r = app::run_workload(&conn, workload, m) => r.map_err(|e| {
             explain_lost_connection::<S>(e, &conn, socket, server, common.idle_timeout())

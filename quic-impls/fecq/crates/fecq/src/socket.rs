@@ -187,6 +187,8 @@ pub struct FecSocket<G: SocketGlue> {
     recv_buf: Mutex<Vec<u8>>,
     /// Wakes the link task when its queue was empty (loopback `--rate-mbit` only).
     link_wake: tokio::sync::Notify,
+    /// Wakes the backlog task when datagrams wait in the send backlog (see `backlog_task`).
+    backlog_wake: tokio::sync::Notify,
     /// Connections over this socket: their paths' RTTs cap the flush thresholds. Never locked
     /// together with a connection's own lock held elsewhere (see flush_idle).
     connections: Mutex<Vec<G::Conn>>,
@@ -275,6 +277,7 @@ impl<G: SocketGlue> FecSocket<G> {
             core: Mutex::new(Core::new(cfg.layer, link)),
             recv_buf: Mutex::new(vec![0u8; recv_buffer_len(gro)]),
             link_wake: tokio::sync::Notify::new(),
+            backlog_wake: tokio::sync::Notify::new(),
             connections: Mutex::new(Vec::new()),
             qlog: cfg.qlog,
         });
@@ -284,6 +287,7 @@ impl<G: SocketGlue> FecSocket<G> {
         if socket.scheme != Scheme::None {
             tokio::spawn(flush_task(Arc::downgrade(&socket)));
         }
+        tokio::spawn(backlog_task(Arc::downgrade(&socket)));
         if linked {
             tokio::spawn(link_task(Arc::downgrade(&socket)));
         }
@@ -374,7 +378,7 @@ impl<G: SocketGlue> FecSocket<G> {
         let mut core = self.core.lock().unwrap();
         core.flush_now(&self.wire(), Instant::now(), remote);
         self.write_events(&mut core);
-        self.wake_link(&mut core);
+        self.wake_tasks(&mut core);
     }
 
     /// Flush the partial blocks of peers that went quiet (crate::layer::flush), and the backlog.
@@ -399,13 +403,23 @@ impl<G: SocketGlue> FecSocket<G> {
         }
         core.flush_idle(&self.wire(), Instant::now());
         self.write_events(&mut core);
-        self.wake_link(&mut core);
+        self.wake_tasks(&mut core);
     }
 
-    fn wake_link(&self, core: &mut Core) {
+    fn wake_tasks(&self, core: &mut Core) {
         if core.take_wake() {
             self.link_wake.notify_one();
         }
+        if core.backlogged() > 0 {
+            self.backlog_wake.notify_one();
+        }
+    }
+
+    /// Send what waits in the backlog, as far as the socket takes it; whether some still waits.
+    fn retry_backlog(&self) -> bool {
+        let mut core = self.core.lock().unwrap();
+        let _ = core.retry_backlog(&self.wire());
+        core.backlogged() > 0
     }
 
     /// The stack's transmit: `contents` from `src_ip` (None: the kernel's choice) to
@@ -431,7 +445,7 @@ impl<G: SocketGlue> FecSocket<G> {
             ecn,
         );
         self.write_events(&mut core);
-        self.wake_link(&mut core);
+        self.wake_tasks(&mut core);
         res
     }
 
@@ -543,6 +557,31 @@ async fn flush_task<G: SocketGlue>(socket: Weak<FecSocket<G>>) {
             Some(s) => s.flush_idle(),
             None => return,
         }
+    }
+}
+
+/// Send the backlog as soon as the socket is writable. A datagram waits in the backlog when the
+/// socket had no room for it, or when tokio did not yet know the socket to be writable: a socket's
+/// readiness is unknown until the runtime's reactor has seen it (its first event), and tokio's
+/// `try_io` does not try the send until then. The stack was told the datagram was sent, so nothing
+/// else would send it before the stack's next transmit: with multipath and no FEC (no flush task),
+/// the client's first Initial waited for noq's probe timeout, ~1 s (issue 49: `handshake_ms`
+/// 1012 ms multipath against 12 ms single path; on the wire, the Initial left with its probe).
+async fn backlog_task<G: SocketGlue>(socket: Weak<FecSocket<G>>) {
+    // Re-checked at least every 50 ms so the task ends soon after the socket is gone.
+    const RECHECK: Duration = Duration::from_millis(50);
+    loop {
+        let Some(s) = socket.upgrade() else { return };
+        if s.core.lock().unwrap().backlogged() == 0 {
+            tokio::select! {
+                _ = s.backlog_wake.notified() => {}
+                _ = tokio::time::sleep(RECHECK) => {}
+            }
+            continue;
+        }
+        // Writable (at once if tokio already knows it is; a send that found it full cleared that).
+        let _ = tokio::time::timeout(RECHECK, s.writable()).await;
+        s.retry_backlog();
     }
 }
 

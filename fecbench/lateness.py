@@ -17,9 +17,15 @@ from typing import Any
 
 from fecbench.errors import UserError
 
-#: A run is flagged when a direction's p99 lateness exceeds this (ms). FECBENCH_LATENESS_BOUND_MS
-#: replaces it, e.g. on an emulated machine whose clock is only good to milliseconds.
+#: A frame later than this (ms) was not on the designed network. FECBENCH_LATENESS_BOUND_MS replaces it, e.g.
+#: on an emulated machine whose clock is only good to milliseconds.
 LATENESS_BOUND_MS = 0.5
+#: A direction's p99 is judged only over at least this many frames (then at least 10 lie beyond it); a run with
+#: fewer is judged by its worst frame alone: the p99 of a few hundred frames is one of its largest few.
+QUANTILE_FRAMES = 1000
+#: The most the worst frame's lateness beyond the bound may add to a run, as a share of its wall time (as the
+#: endpoints' excess waits, `endpoint_timing.EXCESS_SHARE`; FECBENCH_EXCESS_SHARE replaces both).
+WORST_SHARE = 0.01
 
 
 def bound_ms() -> float:
@@ -41,6 +47,21 @@ def env_bound_ms(name: str, default: float) -> float:
     return number
 
 
+def env_share(name: str, default: float) -> float:
+    """A share (0 < x < 1) from the environment variable `name`, else `default`; anything else is the user's error."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not (0 < number < 1):
+        raise UserError(f"{name}={value!r}: expected a share of the run's wall time between 0 and 1, e.g. "
+                        f"{name}={default:g}")
+    return number
+
+
 def quantile_us(hist: Sequence[int], edges_us: Sequence[float], max_us: float, q: float) -> float | None:
     """The q-quantile of a lateness histogram, as the upper edge of the bucket it falls in (an upper
     bound, never above the largest value seen); None for an empty histogram."""
@@ -56,19 +77,45 @@ def quantile_us(hist: Sequence[int], edges_us: Sequence[float], max_us: float, q
     return max_us
 
 
-def summary(direction: dict[str, Any] | None, edges_us: Sequence[float] | None) -> dict[str, Any] | None:
-    """p50/p99/max/mean lateness (µs) of one direction's delay-element counters, the frames counted,
-    and ``ok``: p99 within the bound. None when the counters hold no histogram (older build, netem)."""
+def summary(direction: dict[str, Any] | None, edges_us: Sequence[float] | None,
+            wall_ms: float | None = None) -> dict[str, Any] | None:
+    """p50/p99/max/mean lateness (µs) of one direction's delay-element counters, the frames counted, and
+    ``ok``: over `QUANTILE_FRAMES` frames or more, the p99 within the bound, and over a run of ``wall_ms``, the
+    worst frame's lateness beyond the bound within `WORST_SHARE` of it (None: no frames). None when the
+    counters hold no histogram (older build, netem)."""
     if not direction or edges_us is None or "late_hist" not in direction:
         return None
     hist = [int(v) for v in direction["late_hist"]]
     frames = sum(hist)
     max_us = float(direction.get("late_max_us", 0.0))
     p99 = quantile_us(hist, edges_us, max_us, 0.99)
+    bound_us = bound_ms() * 1000
+    worst_excess_ms = max(0.0, max_us - bound_us) / 1000 if frames else None
+    share = env_share("FECBENCH_EXCESS_SHARE", WORST_SHARE)
+    quantile_ok = frames < QUANTILE_FRAMES or p99 is None or p99 <= bound_us
+    worst_ok = wall_ms is None or worst_excess_ms is None or worst_excess_ms <= share * wall_ms
     return {"frames": frames, "p50_us": quantile_us(hist, edges_us, max_us, 0.5), "p99_us": p99,
             "max_us": max_us if frames else None,
             "mean_us": float(direction.get("late_sum_us", 0.0)) / frames if frames else None,
-            "bound_ms": bound_ms(), "ok": None if p99 is None else p99 <= bound_ms() * 1000}
+            "bound_ms": bound_ms(), "quantile_frames": QUANTILE_FRAMES, "wall_ms": wall_ms,
+            "worst_excess_ms": worst_excess_ms, "worst_limit": share,
+            "ok": None if p99 is None else quantile_ok and worst_ok}
+
+
+def reason(late: dict[str, Any]) -> str:
+    """Why a direction's lateness flags its run, with the numbers (`summary`'s ``ok`` is False)."""
+    frames, p99_ms = late.get("frames") or 0, (late.get("p99_us") or 0) / 1000
+    if "worst_excess_ms" not in late:   # recorded before issue 48: judged by the p99 alone
+        return f"delay element p99 lateness {p99_ms:.3g} ms > bound {late['bound_ms']:g} ms"
+    parts = []
+    if frames >= late["quantile_frames"] and p99_ms > late["bound_ms"]:
+        parts.append(f"delay element p99 lateness {p99_ms:.3g} ms over {frames} frames > bound {late['bound_ms']:g} ms")
+    wall, worst = late.get("wall_ms"), late.get("worst_excess_ms")
+    if wall and worst is not None and worst > late["worst_limit"] * wall:
+        parts.append(f"delay element's latest frame {late['max_us'] / 1000:.3g} ms late, {worst:.3g} ms beyond "
+                     f"{late['bound_ms']:g} ms: {100 * worst / wall:.2g} % of the run's {wall:.0f} ms > "
+                     f"{100 * late['worst_limit']:g} %")
+    return "; ".join(parts) or f"delay element p99 lateness {p99_ms:.3g} ms > bound {late['bound_ms']:g} ms"
 
 
 def from_delay_json(text: Any) -> dict[str, Any] | None:

@@ -42,9 +42,17 @@ def keep_earlier_outcome(conn: sqlite3.Connection, key: str, why_again: str) -> 
                         "rate_measured_mbit", "ok"), r, strict=True))
               for r in conn.execute("SELECT path, rtt_configured_ms, rtt_measured_ms, rate_configured_mbit, "
                                     "rate_measured_mbit, ok FROM fidelity WHERE run_key = ?", (key,))]
-    endpoint = conn.execute("SELECT wakeup_p99_ms, bound_ms, ok FROM endpoint_timing WHERE run_key = ?",
+    endpoint = conn.execute("SELECT wakeup_p99_ms, bound_ms, ok, json FROM endpoint_timing WHERE run_key = ?",
                             (key,)).fetchone()
-    extra = {"fidelity": checks, "endpoint": list(endpoint) if endpoint else None}
+    # What the attempt measured, so that it can be compared with the run's next attempt (the report does):
+    # its typed metrics, and its endpoints' timing without the histograms.
+    names = [c for c in dbmod.METRIC_COLUMNS if c in {r[1] for r in conn.execute("PRAGMA table_info(metrics)")}]
+    measured = conn.execute(f"SELECT {', '.join(names)} FROM metrics WHERE run_key = ?", (key,)).fetchone()
+    timing = {k: v for k, v in (json.loads(endpoint[3]) if endpoint and endpoint[3] else {}).items()
+              if not k.endswith("_hist")}
+    extra = {"fidelity": checks, "endpoint": list(endpoint[:3]) if endpoint else None,
+             "endpoint_timing": timing or None,
+             "metrics": {n: v for n, v in zip(names, measured, strict=True) if v is not None} if measured else None}
     with dbmod.transaction(conn):
         conn.execute("INSERT OR REPLACE INTO earlier_outcomes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                      (key, row[4], row[0], row[1], row[2], row[3], json.dumps(extra), why_again))

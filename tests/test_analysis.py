@@ -166,7 +166,8 @@ def test_save_writes_png_and_leaves_global_style_alone(download_db, tmp_path):
 
 def test_report_download_campaign(download_db, tmp_path):
     written = report.build(download_db, tmp_path / "rep")
-    expected = {"status", "fidelity", "loss-fidelity", "dct-ecdf", "dct-point-ratio-ecdf", "dct-ratio-ecdf",
+    expected = {"status", "fidelity", "loss-fidelity", "exclusions", "dct-ecdf", "dct-point-ratio-ecdf",
+                "dct-ratio-ecdf",
                 "dct-ratio-vs-factors-quic-fec-rlc", "dct-ratio-vs-factors-quic-fec-rs",
                 "dct-ratio-ecdf-quic-fec-rlc-vs-quic-fec-rs"}
     assert set(written.figures) == expected

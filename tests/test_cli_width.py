@@ -1,5 +1,6 @@
 """At 80 columns nothing a user needs is cut: `fecbench status` prints each failure kind whole (it once
-ended "the client and server waited f"), and the dry run's table folds long values instead of cutting them."""
+ended "the client and server waited f") with the range of the values measured in it (it once printed "…" in their
+place), and the dry run's table folds long values instead of cutting them."""
 
 from __future__ import annotations
 
@@ -22,12 +23,13 @@ def test_status_prints_a_failure_kind_whole(tmp_path: Path) -> None:
 
     db = tmp_path / "s.sqlite"
     conn = dbmod.connect(db)
-    conn.execute("INSERT INTO runs (key, campaign_id, point, label, workload, status, error) VALUES "
-                 "('k1', 1, 0, 'quic-with-a-rather-long-label', 'download', 'fidelity', ?)", (LONG,))
+    for key, error in (("k1", LONG), ("k2", LONG.replace("3.41", "5.2"))):
+        conn.execute("INSERT INTO runs (key, campaign_id, point, label, workload, status, error) VALUES "
+                     "(?, 1, 0, 'quic-with-a-rather-long-label', 'download', 'fidelity', ?)", (key, error))
     conn.close()
     out = fecbench("status", str(db), columns=80)
     assert out.returncode == 0, out.stderr
-    assert _squeezed(LONG.replace("3.41", "…").replace("1.2", "…").replace("0.5", "…")) in _squeezed(out.stdout)
+    assert _squeezed(LONG.replace("3.41", "3.41–5.2")) in _squeezed(out.stdout)   # one kind, its values' range
     table = out.stdout.split("failures by kind")[0]
     first_cells = "".join(line.split("│")[1].strip() for line in table.splitlines() if line.startswith("│"))
     assert first_cells == "quic-with-a-rather-long-label" and "…" not in table   # folded in its cell, not cut

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,9 @@ import pytest
 from rich.console import Console
 
 from fecbench import cleanup
-from fecbench.runners.executors.engine import BREAKER_RUNS, MAX_HARNESS_ERRORS, Engine, RunQueue, parse_retry
+from fecbench.runners.executors.engine import BREAKER_RUNS, MAX_HARNESS_ERRORS, Engine, RunQueue
+from fecbench.runners.executors.quiet import Quiet
+from fecbench.runners.executors.selection import parse_retry
 from fecbench.runners.executors.serial import SerialExecutor, log_root_for
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.status import Status
@@ -141,10 +144,67 @@ def test_fidelity_flagged_runs_run_once_more_at_the_end_keeping_the_first_outcom
     assert len(session) == 1 and session[0]["runs"] == len(runs) + len(flagged) and session[0]["jobs"] == 1
 
 
+def test_flagged_runs_rerun_in_rounds_one_at_a_time_after_waiting_keeping_every_attempt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run flagged on its first two attempts ends ok on its third: two rounds of re-runs, each after the wait for
+    a quieter machine, each attempt's outcome and metrics kept; one flagged every time stays flagged after the
+    budget of rounds."""
+    monkeypatch.delenv("FECBENCH_ENDPOINT_BOUND_MS", raising=False)
+    attempts = Counter()
+
+    def flagged_twice(values: dict[str, Any]) -> list[int]:   # the first point: flagged twice, then fine
+        key = json.dumps(values, sort_keys=True, default=str)
+        attempts[key] += 1
+        late = [20_000] * 50 + [50_000_000] * 5                  # 5 waits of 50 ms: 24 % of the run's 1 s
+        if values["bw"] == first_bw:
+            return late if attempts[key] <= 2 else [20_000] * 50
+        return late     # the second point: always flagged
+
+    waits = []
+    camp = Campaign(tmp_path, {"ok": {}}, points=2, wake_ns=flagged_twice)
+    first_bw = next(iter(camp.prepared.points.values()))["bw"]
+    executor = SerialExecutor(camp.prepared, camp.db, link_backend=None, testbed_factory=camp.factory)
+    engine = Engine(camp.prepared, camp.db, executor, Console(quiet=True), fidelity_reruns=3,
+                    quiet_wait=lambda: waits.append(1) or Quiet(4.0, 0.05, True))
+    summary = engine.run(set())
+    runs = {r["point"]: r for r in camp.runs().values()}
+    assert runs[0]["status"] == Status.OK and runs[0]["attempts"] == 3
+    assert runs[1]["status"] == Status.FIDELITY and runs[1]["attempts"] == 4
+    assert len(waits) == 3 and [r["runs"] for r in summary.rounds] == [2, 2, 1]
+    assert [r["still_flagged"] for r in summary.rounds] == [2, 1, 1] and summary.retried == 5
+    assert summary.counts == Counter({Status.OK: 1, Status.FIDELITY: 1})
+    earlier = rows(camp.db, "SELECT * FROM earlier_outcomes ORDER BY run_key, attempt")
+    assert len(earlier) == 5 and all(e["status"] == Status.FIDELITY and "endpoints: waits beyond 2 ms added up to"
+                                     in e["error"] for e in earlier)
+    assert all("re-run" in e["why_again"] and "CPU pressure 5 % after waiting 4 s" in e["why_again"] for e in earlier)
+    assert all(json.loads(e["fidelity_json"])["metrics"]["dct_ms"] > 0 for e in earlier)   # the attempt's metrics
+    session = json.loads(rows(camp.db, "SELECT json FROM sessions")[0]["json"])
+    assert session["fidelity_reruns"]["budget"] == 3 and len(session["fidelity_reruns"]["rounds"]) == 3
+
+
+def test_a_rerun_never_reached_before_the_stop_time_keeps_its_outcome(tmp_path: Path) -> None:
+    """The stop time comes before the re-runs: nothing is kept aside for a run that did not run again."""
+    camp = Campaign(tmp_path, {"ok": {}}, measured_rtt=lambda values: 1000.0)
+    executor = SerialExecutor(camp.prepared, camp.db, link_backend=None, testbed_factory=camp.factory)
+    engine = Engine(camp.prepared, camp.db, executor, Console(quiet=True), quiet_wait=lambda: Quiet(0.0, None, False))
+    original = engine._cycle
+
+    def cycle(todo, summary, one_at_a_time=False):   # the stop time passes as the re-runs begin
+        if one_at_a_time:
+            engine.stop_at = time.monotonic() - 1
+        return original(todo, summary, one_at_a_time)
+
+    engine._cycle = cycle
+    summary = engine.run(set())
+    assert summary.retried == 0 and summary.rerun_skipped == 2 and summary.out_of_time == 0
+    assert all(r["attempts"] == 1 and r["status"] == Status.FIDELITY for r in camp.runs().values())
+    assert rows(camp.db, "SELECT * FROM earlier_outcomes") == []
+
+
 def test_no_retry_keeps_fidelity_flagged_runs_flagged(tmp_path: Path) -> None:
     camp = Campaign(tmp_path, {"ok": {}}, measured_rtt=lambda values: 1000.0)
     executor = SerialExecutor(camp.prepared, camp.db, link_backend=None, testbed_factory=camp.factory)
-    summary = Engine(camp.prepared, camp.db, executor, Console(quiet=True), retry_fidelity=False).run(set())
+    summary = Engine(camp.prepared, camp.db, executor, Console(quiet=True), fidelity_reruns=0).run(set())
     assert summary.retried == 0 and all(r["attempts"] == 1 and r["status"] == Status.FIDELITY
                                         for r in camp.runs().values())
     assert rows(camp.db, "SELECT * FROM earlier_outcomes") == []

@@ -39,6 +39,22 @@ def test_summary_flags_a_p99_above_the_bound(monkeypatch: pytest.MonkeyPatch) ->
     assert good["p99_us"] == 5.0 and good["ok"] is True
 
 
+def test_few_frames_are_judged_by_what_the_latest_could_add_to_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under 1000 frames the p99 is one of the largest few: not judged; the latest frame's lateness beyond the bound
+    is, against the run's wall time (1 %)."""
+    monkeypatch.delenv("FECBENCH_LATENESS_BOUND_MS")
+    monkeypatch.delenv("FECBENCH_EXCESS_SHARE", raising=False)
+    few = {"late_hist": counts(b0=95, b8=5), "late_max_us": 700.0, "late_sum_us": 3700.0}
+    assert lateness.summary(few, EDGES)["p99_us"] == 700.0 and lateness.summary(few, EDGES)["ok"] is True
+    assert lateness.summary(few, EDGES, wall_ms=100.0)["ok"] is True      # 0.2 ms beyond: 0.2 % of 100 ms
+    short = lateness.summary(few, EDGES, wall_ms=10.0)                     # 2 % of 10 ms
+    assert short["ok"] is False and short["worst_excess_ms"] == pytest.approx(0.2)
+    assert lateness.reason(short) == ("delay element's latest frame 0.7 ms late, 0.2 ms beyond 0.5 ms: 2 % of the "
+                                      "run's 10 ms > 1 %")
+    many = {"late_hist": counts(b0=980, b8=20), "late_max_us": 700.0, "late_sum_us": 980 * 2.0 + 20 * 600.0}
+    assert lateness.summary(many, EDGES, wall_ms=10_000.0)["ok"] is False   # 1000 frames: the p99 is judged
+
+
 def test_summary_without_counts_is_none() -> None:
     assert lateness.summary(None, EDGES) is None
     assert lateness.summary({"rx": 3, "tx": 3}, EDGES) is None  # a build without the histogram
@@ -76,7 +92,8 @@ def test_status_and_loader_flag_runs_above_the_bound(tmp_path, monkeypatch: pyte
     con = dbmod.connect(db)
     keys = [k for (k,) in con.execute("SELECT key FROM runs ORDER BY repetition")]
     con.close()
-    bad = lateness.summary({"late_hist": counts(b0=90, b9=10), "late_max_us": 1500.0, "late_sum_us": 15000.0}, EDGES)
+    bad = lateness.summary({"late_hist": counts(b0=90, b9=10), "late_max_us": 1500.0, "late_sum_us": 15000.0}, EDGES,
+                           wall_ms=50.0)   # its latest frame 1 ms beyond the bound: 2 % of the run
     good = lateness.summary({"late_hist": counts(b0=100), "late_max_us": 4.0, "late_sum_us": 300.0}, EDGES)
     record(dict(zip(keys, (bad, good, None), strict=True)))
     frame = tables.lateness(db)

@@ -13,7 +13,6 @@ import pytest
 
 from fecbench import db as dbmod
 from fecbench.analysis import ratios, results, stats
-from fecbench.errors import UserError
 from fecbench.specs import DEFAULT_TIMEOUT_S
 from tests.helpers.analysis_db import CENSORED_TABLE as TABLE
 from tests.helpers.analysis_db import make_download_db, make_table_db, table_rows
@@ -178,12 +177,6 @@ def test_censored_medians_per_label(hand_db):
     # Not a duration: timeouts are not censored, just not used.
     packets = ratios.censored_medians(frame, "packets_sent").set_index("label")
     assert packets.loc["fec", ["finished", "timed_out", "other"]].tolist() == [12, 0, 7]
-
-
-def test_pairs_refuse_to_hide_runs(hand_db):
-    # Without the repetition, several runs share (point, size, label): no silent choice among them.
-    with pytest.raises(UserError, match="runs share a condition and label"):
-        ratios.pairs(hand_db, by=["point", "size"])
 
 
 def test_a_point_without_usable_pair_is_still_counted(tmp_path):

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce import campaign as cp
+from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce import profiles
 from fecbench.reproduce import sequential as sq
 from fecbench.reproduce.pack import load_pack

@@ -16,7 +16,8 @@ from rich.console import Console
 
 from fecbench import cleanup
 from fecbench.errors import SpecError
-from fecbench.runners.executors.engine import Engine, parse_retry
+from fecbench.runners.executors.engine import Engine
+from fecbench.runners.executors.selection import parse_retry
 from fecbench.runners.executors.serial import SerialExecutor
 from fecbench.runners.experiment.checks import min_duration_s
 from fecbench.runners.experiment.descriptor import load_descriptor

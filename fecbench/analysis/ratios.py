@@ -46,7 +46,6 @@ import numpy as np
 import pandas as pd
 
 from fecbench.analysis import results, stats
-from fecbench.errors import UserError
 
 #: Duration metrics a timeout censors, with their unit per second of ``timeout_s``.
 CENSORED_METRICS = {"dct_ms": 1000.0, "client_wall_ms": 1000.0}
@@ -79,37 +78,34 @@ def pairs(db_or_frame: str | os.PathLike | pd.DataFrame, baseline: str = "quic",
           labels: Sequence[str] | None = None) -> pd.DataFrame:
     """Every pair (condition × compared label) with its outcome, values and ratio bounds.
 
-    Arguments as ``results.paired``. Columns: ``design_hash``, ``workload``, the ``by`` columns,
-    ``label``, ``baseline``, ``outcome``, ``excluded_why``, ``status``/``baseline_status``,
+    Arguments as ``results.paired``. Columns: the condition's (``results.CONDITION``: ``network``, ``workload``,
+    ``size``, ``repetition``, ``loss_seed``; ``database`` with several), ``point`` (the baseline's), ``label``,
+    ``baseline``, ``outcome``, ``excluded_why``, ``status``/``baseline_status``,
     ``value``/``baseline_value`` (NaN unless ok), ``limit``/``baseline_limit`` (the censoring value
     in the metric's unit), ``ratio`` (finished pairs), ``ratio_low``, ``ratio_high``, the run keys
     and the factor values of the point.
     """
-    frame = db_or_frame if isinstance(db_or_frame, pd.DataFrame) else results.load(db_or_frame)
+    frame = results.with_network(db_or_frame) if isinstance(db_or_frame, pd.DataFrame) else results.load(db_or_frame)
     keys, compared = results.pairing(frame, baseline, by, metric, labels)
     scale = CENSORED_METRICS.get(metric)
     runs = frame[frame["label"].isin([baseline, *compared])].copy()
     runs["state"] = _states(runs, metric)
     limit = runs["timeout_s"] if "timeout_s" in runs else pd.Series(math.nan, index=runs.index)
     runs["limit"] = limit.astype(float) * scale if scale else math.nan
-    # One run per condition and label, or a pair would hide runs: ask for the missing condition column.
-    repeated = runs.duplicated([*keys, "label"], keep=False)
-    if repeated.any():
-        raise UserError(f"{int(repeated.sum())} runs share a condition and label with another run: pair on more "
-                        f"columns than {', '.join(by)} (e.g. size)")
 
-    side = [*keys, "label", "key", "status", "state", metric, "limit"]
+    side = [*keys, "label", "point", "key", "status", "state", metric, "limit"]
     base = (runs.loc[runs["label"] == baseline, side].drop(columns="label")
             .rename(columns={"key": "baseline_key", "status": "baseline_status", "state": "baseline_state",
-                             metric: "baseline_value", "limit": "baseline_limit"}))
+                             metric: "baseline_value", "limit": "baseline_limit", "point": "baseline_point"}))
     mine = runs.loc[runs["label"] != baseline, side].rename(columns={metric: "value"})
-    # Every condition of a design and workload, crossed with the labels run in it, where the
-    # baseline ran too: a run missing on one side shows up as an excluded pair.
-    groups = ["design_hash", "workload"]
+    # Every condition of a network both the label and the baseline ran on, crossed with the labels run on it:
+    # a run missing on one side shows up as an excluded pair.
+    groups = [k for k in ("database", "network", "workload") if k in keys]
     with_base = base[groups].drop_duplicates()
     grid = (runs[keys].drop_duplicates().merge(with_base, on=groups)
             .merge(mine[[*groups, "label"]].drop_duplicates(), on=groups))
     out = grid.merge(mine, on=[*keys, "label"], how="left").merge(base, on=keys, how="left")
+    out["point"] = out["baseline_point"].fillna(out["point"]).astype("Int64")
     out["state"] = out["state"].fillna("missing")
     out["baseline_state"] = out["baseline_state"].fillna("missing")
 
@@ -133,14 +129,16 @@ def pairs(db_or_frame: str | os.PathLike | pd.DataFrame, baseline: str = "quic",
     out.insert(out.columns.get_loc("label") + 1, "baseline", baseline)
 
     factor_names = [f for f in frame.attrs.get("factors", []) if f not in keys]
-    if factor_names and "point" in keys:
-        point_factors = frame[["design_hash", "point", *factor_names]].drop_duplicates(["design_hash", "point"])
-        out = out.merge(point_factors, on=["design_hash", "point"], how="left")
-    columns = [*keys, "label", "baseline", "outcome", "excluded_why", "status", "baseline_status", "value",
+    if factor_names:
+        point_factors = frame[["network", *factor_names]].drop_duplicates("network")
+        out = out.merge(point_factors, on="network", how="left")
+    columns = [*keys, "point", "label", "baseline", "outcome", "excluded_why", "status", "baseline_status", "value",
                "baseline_value", "limit", "baseline_limit", "ratio", "ratio_low", "ratio_high", "key",
                "baseline_key", *factor_names]
     out = out[columns].sort_values(["label", *keys], kind="stable").reset_index(drop=True)
-    out.attrs.update(factors=factor_names, metric=metric, baseline=baseline, censored=bool(scale),
+    alone = results.unpaired(frame, baseline, keys, compared)
+    results.warn_unpaired(alone)
+    out.attrs.update(factors=factor_names, metric=metric, baseline=baseline, censored=bool(scale), unpaired=alone,
                      labels=frame.attrs.get("labels", []), sizes=frame.attrs.get("sizes", []))
     return out
 
@@ -149,15 +147,18 @@ def point_ratios(pair_frame: pd.DataFrame, by: Sequence[str] = ("point", "size")
                  level: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """Per design point, size and label: the ratio of medians over the point's seeds (see above).
 
-    One row per group of ``pairs`` (``design_hash``, ``workload``, ``label`` and the ``by`` columns
-    present), with ``seeds``, the pair counts per outcome, ``excluded_why``, the medians of each
+    One row per group of ``pairs`` (``workload``, ``label`` and the ``by`` columns present; a design point is its
+    ``network``, whose ``point`` is carried along), with ``seeds``, the pair counts per outcome, ``excluded_why``,
+    the medians of each
     side (``label_median``, ``baseline_median``: exact or NaN, with ``_low``/``_high`` bounds), the
     ratio (``ratio``, ``ratio_low``, ``ratio_high``, ``state``), the bootstrap interval (``ci_low``,
     ``ci_high``), the median of the per-run ratios (``run_ratio_median`` and bounds) and the
     point's factor values.
     """
     by = [c for c in by if c in pair_frame.columns]
-    group_cols = ["design_hash", "workload", "label", *by]
+    per_point = "point" in by    # a point is its network: two designs may number the same point differently
+    by = ["network" if c == "point" else c for c in by]
+    group_cols = [*(["database"] if "database" in pair_frame.columns else []), "workload", "label", *by]
     factor_names = list(pair_frame.attrs.get("factors", []))
     rows = []
     for key, group in pair_frame.groupby(group_cols, dropna=False, sort=True):
@@ -186,18 +187,24 @@ def point_ratios(pair_frame: pd.DataFrame, by: Sequence[str] = ("point", "size")
             row.update({name: stats.exact(bounds), f"{name}_low": bounds[0], f"{name}_high": bounds[1]})
         row.update(state=stats.state(ratio), ci_low=ci[0], ci_high=ci[1])
         row.update({f: group[f].iloc[0] for f in factor_names})
+        if per_point:
+            row["point"] = group["point"].iloc[0]
         rows.append(row)
     out = pd.DataFrame(rows)
     if out.empty:
         out = pd.DataFrame(columns=[*group_cols, "baseline", "seeds", "ratio", "ratio_low", "ratio_high", "state"])
     out = out.rename(columns={"run_ratio_median_low": "run_ratio_low", "run_ratio_median_high": "run_ratio_high"})
+    if per_point and len(out):   # in the points' order, not their networks'
+        out = out.sort_values([("point" if c == "network" else c) for c in group_cols], kind="stable",
+                              ignore_index=True)
     out.attrs.update(pair_frame.attrs)
     out.attrs.update(statistic="ratio of medians", n_boot=n_boot, level=level, seed=seed)
     return out
 
 
 def summary(points: pd.DataFrame, by: Sequence[str] = ("label", "size")) -> pd.DataFrame:
-    """One row per ``by`` group of ``point_ratios``: points (with seeds, ``seeds_min``/``seeds_max``),
+    """One row per ``by`` group of ``point_ratios``: points (with seeds, ``seeds_min``/``seeds_max``), the pairs
+    they use (``pairs_used``),
     how many are exact / at least / at most / undefined, the median over points of the per-point
     ratio (``median_ratio``: exact or NaN; ``_low``/``_high`` bounds), the share of points where the
     label did better (``below_1_low``/``below_1_high``) and the pairs that timed out or were excluded."""
@@ -210,7 +217,8 @@ def summary(points: pd.DataFrame, by: Sequence[str] = ("label", "size")) -> pd.D
                   else stats.NAN_BOUNDS)
         below = stats.share_below_bounds(seeded["ratio_low"], seeded["ratio_high"])
         row = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True))
-        row.update(points=len(seeded), seeds_min=int(seeded["seeds"].min()) if len(seeded) else 0,
+        row.update(points=len(seeded), pairs_used=int(seeded["seeds"].sum()),
+                   seeds_min=int(seeded["seeds"].min()) if len(seeded) else 0,
                    seeds_max=int(seeded["seeds"].max()) if len(seeded) else 0,
                    exact=int(states.get("exact", 0)), at_least=int(states.get("at least", 0)),
                    at_most=int(states.get("at most", 0)), undefined=int(states.get("undefined", 0)),

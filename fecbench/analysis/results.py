@@ -18,6 +18,8 @@ read-only (``file:…?mode=ro``), so it is safe to call while a campaign is stil
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import sqlite3
@@ -146,41 +148,68 @@ def campaigns(db: DbLike) -> pd.DataFrame:
     return frame
 
 
-def load(db: DbLike, *, status: str | Iterable[str] | None = None) -> pd.DataFrame:
-    """The tidy runs frame: one row per run with factors, run description, status and metrics.
+def load(db: DbLike | Sequence[DbLike], *, status: str | Iterable[str] | None = None,
+         include_fidelity: bool = False) -> pd.DataFrame:
+    """The tidy runs frame: one row per run with factors, run description, status and metrics
+    (`data_dictionary` says what each column is, its unit and where it comes from).
 
-    ``status`` keeps only runs with that status (or any of those statuses), e.g. ``"ok"``.
+    ``db`` is one database or a list of them: then the column ``database`` (its path as given) says which one
+    each row came from, and every pairing keeps them apart (a run is never compared across databases, nor
+    averaged with its copy in another). ``status`` keeps only runs with that status (or any of those statuses),
+    e.g. ``"ok"``. ``include_fidelity``: runs flagged ``fidelity`` take the status their run itself ended with
+    (``ok`` or ``timeout``), so that every analysis uses them (a sensitivity check: with and without); the column
+    ``flagged`` is True for them either way, ``flag`` says why they were flagged.
+
     The frame's ``attrs`` hold ``factors`` (the factor columns), ``labels`` and ``sizes`` (all of
-    the database, for stable colours); ``design_hash`` and ``campaign``
-    (its name) identify the design a run belongs to.
+    the database, for stable colours); ``network`` identifies the conditions a run ran under (what pairs runs),
+    ``design_hash`` and ``campaign`` (its name) the design a run belongs to.
     """
+    if not isinstance(db, (str, os.PathLike)):
+        frames = [load(one, status=status, include_fidelity=include_fidelity).assign(database=str(one))
+                  for one in db]
+        if not frames:
+            raise UserError("results.load: no database given")
+        out = pd.concat(frames, ignore_index=True)
+        out.attrs["factors"] = list(dict.fromkeys(f for f in frames for f in f.attrs["factors"]))
+        out.attrs["labels"] = sorted({label for f in frames for label in f.attrs["labels"]})
+        out.attrs["sizes"] = sorted({size for f in frames for size in f.attrs["sizes"]})
+        return out
     with closing(connect(db)) as con:
         con.execute("BEGIN")  # one snapshot for all the tables, even while a campaign commits runs
-        run_cols = [c for c in RUN_COLUMNS if c in _columns(con, "runs")]
+        run_cols = [c for c in [*RUN_COLUMNS, "applied_json"] if c in _columns(con, "runs")]
         runs = pd.read_sql_query(f"SELECT {', '.join(run_cols)} FROM runs", con)
         points = pd.read_sql_query("SELECT * FROM points", con)
         metric_cols = [c for c in METRIC_COLUMNS if c in _columns(con, "metrics")]
         from_json = [f"json_extract(json, '$.{k}') AS {k}" for k in JSON_METRICS if k not in metric_cols]
         metrics = pd.read_sql_query(f"SELECT run_key, {', '.join(metric_cols + from_json)} FROM metrics", con)
-        camps = pd.read_sql_query("SELECT id AS campaign_id, name AS campaign, design_hash, design_text "
-                                  "FROM campaigns", con)
+        settings = ", settings_json" if "settings_json" in _columns(con, "campaigns") else ""
+        camps = pd.read_sql_query("SELECT id AS campaign_id, name AS campaign, design_hash, design_text"
+                                  f"{settings} FROM campaigns", con)
         timing = _timing_columns(con)
     recorded = camps.pop("settings_json") if "settings_json" in camps else [None] * len(camps)
-    camps["timeout_s"] = [float(dbmod.campaign_settings(json_text, text).get("timeout_s", math.nan))
-                          for json_text, text in zip(recorded, camps.pop("design_text"), strict=True)]
+    camp_settings = [dbmod.campaign_settings(json_text, text)
+                     for json_text, text in zip(recorded, camps.pop("design_text"), strict=True)]
+    camps["timeout_s"] = [float(s.get("timeout_s", math.nan)) for s in camp_settings]
+    run_cols = [c for c in run_cols if c != "applied_json"]
+    applied = runs.pop("applied_json") if "applied_json" in runs else pd.Series(None, index=runs.index)
     factor_names = [c for c in points.columns if c not in ("campaign_id", "point")]
     # A factor named like a run or metric column keeps its values under "factor_<name>".
-    clash = set(run_cols) | set(metric_cols) | set(JSON_METRICS) | {"campaign", "design_hash", "timeout_s"}
+    clash = set(run_cols) | set(metric_cols) | set(JSON_METRICS) | set(DERIVED_COLUMNS)
     points = points.rename(columns={f: f"factor_{f}" for f in factor_names if f in clash})
     factor_names = [f"factor_{f}" if f in clash else f for f in factor_names]
 
     frame = runs.merge(camps, on="campaign_id", how="left")
+    frame["network"] = _networks(frame, applied, dict(zip(camps["campaign_id"], camp_settings, strict=True)))
     frame = frame.merge(points, on=["campaign_id", "point"], how="left")
     frame = frame.merge(metrics, left_on="key", right_on="run_key", how="left").drop(columns="run_key")
     frame = frame.merge(timing, left_on="key", right_on="run_key", how="left").drop(columns="run_key")
     for col in ("size", "repetition", "point", "loss_seed", "attempts"):
         if col in frame:
             frame[col] = frame[col].astype("Int64")
+    frame["flagged"] = frame["status"] == "fidelity"
+    frame["flag"] = frame["error"].where(frame["flagged"]) if "error" in frame else None
+    if include_fidelity:
+        frame["status"] = frame["status"].mask(frame["flagged"], frame["error"].map(_own_status))
     if status is not None:
         wanted = [status] if isinstance(status, str) else list(status)
         frame = frame[frame["status"].isin(wanted)]
@@ -193,6 +222,38 @@ def load(db: DbLike, *, status: str | Iterable[str] | None = None) -> pd.DataFra
     frame.attrs["labels"] = sorted(runs["label"].dropna().unique().tolist())
     frame.attrs["sizes"] = sorted(int(s) for s in runs["size"].dropna().unique())
     return frame
+
+
+#: Columns ``load`` derives (besides the tables' own): a factor of the same name becomes ``factor_<name>``.
+DERIVED_COLUMNS = ("campaign", "design_hash", "timeout_s", "network", "flagged", "flag", "database")
+
+
+def _own_status(error: object) -> str:
+    """The status a fidelity-flagged run's run itself ended with: ``timeout`` when its flag says so, else ``ok``
+    (fecbench.runners.run.runner keeps the run's own outcome in the flag's words)."""
+    return "timeout" if isinstance(error, str) and "(the run itself ended timeout" in error else "ok"
+
+
+def _networks(frame: pd.DataFrame, applied: pd.Series, settings: dict[int, dict]) -> list[str]:
+    """Each run's network: a digest of the conditions it ran under as recorded with it (the topology, the links'
+    rate, delay and queue per direction, the loss model, the workload, the design point's values, a link schedule
+    and competing flows), never of the design file's text: a label added to a design later, or a second design
+    with the same point, pairs with the runs already there. Runs recorded before the settings were
+    (runs.applied_json, schema 7) fall back to their design and point."""
+    out = []
+    for text, campaign_id, design_hash, point in zip(applied, frame["campaign_id"], frame["design_hash"],
+                                                     frame["point"], strict=True):
+        if not isinstance(text, str):
+            out.append(f"{str(design_hash)[:12]}:p{point}")
+            continue
+        got = json.loads(text)
+        recorded = settings.get(campaign_id, {})
+        condition = {"topology": Path(str(recorded.get("topology", ""))).name, "schedule": recorded.get("schedule"),
+                     "flows": recorded.get("flows"), "values": got.get("values"), "links": got.get("links"),
+                     "loss": got.get("loss"), "workload": got.get("workload")}
+        digest = hashlib.sha256(json.dumps(condition, sort_keys=True, default=str).encode()).hexdigest()
+        out.append(digest[:16])
+    return out
 
 
 #: Per-run accuracy columns of ``load``: the endpoints' wake-up latency and run-queue share
@@ -222,21 +283,42 @@ def _timing_columns(con: sqlite3.Connection) -> pd.DataFrame:
 
 
 def _frame(db_or_frame: DbLike | pd.DataFrame, **kwargs) -> pd.DataFrame:
-    return db_or_frame if isinstance(db_or_frame, pd.DataFrame) else load(db_or_frame, **kwargs)
+    return with_network(db_or_frame) if isinstance(db_or_frame, pd.DataFrame) else load(db_or_frame, **kwargs)
+
+
+def with_network(frame: pd.DataFrame) -> pd.DataFrame:
+    """A frame made elsewhere (by hand, an older export) without ``network``: its design and point stand for it."""
+    if "network" in frame.columns or not {"point"} <= set(frame.columns):
+        return frame
+    design = frame["design_hash"].astype(str) if "design_hash" in frame.columns else "design"
+    out = frame.assign(network=design + ":p" + frame["point"].astype(str))
+    out.attrs.update(frame.attrs)
+    return out
+
+
+#: What makes two runs comparable (``pairing``): the network they ran on (``network``: the point's values and
+#: the links, loss model, workload, schedule and flows as recorded), the workload, the size, the repetition and
+#: the loss seed; the database they came from when several were loaded. Never the design file's hash.
+CONDITION = ("network", "workload", "size", "repetition", "loss_seed")
 
 
 def pairing(frame: pd.DataFrame, baseline: str, by: Sequence[str], metric: str,
             labels: Sequence[str] | None) -> tuple[list[str], list[str]]:
-    """The columns that identify a condition (``design_hash``, ``workload`` and ``by``) and the
-    labels compared with ``baseline``; a UserError naming what is wrong otherwise."""
+    """The columns that identify a condition (`CONDITION`, ``database`` when the frame has it, and ``by``'s
+    other columns; ``point`` and ``design_hash`` are implied by ``network``, ``rep`` is ``repetition``) and the
+    labels compared with ``baseline``; a UserError naming what is wrong otherwise, and one naming the runs when
+    two of a label share a condition (two campaigns ran it: never averaged)."""
     if metric not in frame.columns:
         raise UserError(f"unknown metric {metric!r} (allowed: {', '.join(METRIC_COLUMNS)})")
-    keys = [KEY_ALIASES.get(k, k) for k in by]
-    unknown = [k for k in keys if k not in frame.columns]
+    asked = [KEY_ALIASES.get(k, k) for k in by]
+    unknown = [k for k in asked if k not in frame.columns]
     if unknown:
         raise UserError(f"cannot pair on {', '.join(unknown)}: not a column of the runs "
                         f"(allowed: point, rep, size, workload, impl or a factor)")
-    keys = ["design_hash", "workload", *[k for k in keys if k not in ("design_hash", "workload")]]
+    implied = ("point", "design_hash", *CONDITION)
+    keys = [*(["database"] if "database" in frame.columns else []), *CONDITION,
+            *[k for k in asked if k not in implied]]
+    keys = [k for k in keys if k in frame.columns]
     present = sorted(frame["label"].dropna().unique())
     if baseline not in present:
         raise UserError(f"baseline label {baseline!r} has no runs (labels: {', '.join(present) or 'none'})")
@@ -244,7 +326,33 @@ def pairing(frame: pd.DataFrame, baseline: str, by: Sequence[str], metric: str,
     missing = [lbl for lbl in compared if lbl not in present]
     if missing:
         raise UserError(f"label(s) {', '.join(missing)} have no runs (labels: {', '.join(present)})")
+    runs = frame[frame["label"].isin([baseline, *compared])]
+    twice = runs[runs.duplicated([*keys, "label"], keep=False)]
+    if len(twice):
+        where = ", ".join(sorted({str(c) for c in twice["campaign"].dropna().unique()})) or "?"
+        raise UserError(f"{len(twice)} runs of label(s) {', '.join(sorted(set(twice['label'])))} share their "
+                        f"conditions (network, size, repetition, loss seed) with another run of the same label "
+                        f"(campaigns: {where}): the same runs were run twice, and a pair would have to choose or "
+                        f"average them. Compare one campaign (frame[frame.campaign_id == N]) or keep them apart "
+                        f"with by=[..., \"campaign_id\"]")
     return keys, compared
+
+
+def unpaired(frame: pd.DataFrame, baseline: str, keys: Sequence[str], compared: Sequence[str]) -> dict[str, str]:
+    """The compared labels none of whose runs has a baseline run under the same conditions, each with why and the
+    fix (a label is never left out of a comparison without saying so)."""
+    base = frame.loc[frame["label"] == baseline, list(keys)].drop_duplicates()
+    out = {}
+    for label in compared:
+        mine = frame.loc[frame["label"] == label, list(keys)].drop_duplicates()
+        if len(mine) and not len(mine.merge(base, on=list(keys))):
+            networks = set(mine["network"]) & set(base["network"]) if "network" in keys else set()
+            why = ("its runs share networks with the baseline's but not their sizes, repetitions or loss seeds"
+                   if networks else "it ran on other networks (design points, links, loss, workload) than the "
+                   "baseline")
+            out[label] = (f"{label}: no run of {baseline} under the same conditions ({why}); run {baseline} there "
+                          "too (add it to the design and fecbench run again), or compare it with another label")
+    return out
 
 
 def paired(db_or_frame: DbLike | pd.DataFrame, baseline: str = "quic",
@@ -255,35 +363,46 @@ def paired(db_or_frame: DbLike | pd.DataFrame, baseline: str = "quic",
     Only pairs of two ``ok`` runs with the metric present take part: ``fecbench.analysis.ratios.pairs``
     accounts for every pair (timeouts as censored values, failures and why) and
     ``fecbench.analysis.ratios.point_ratios`` gives the papers' per-point ratio of medians. Conditions are
-    ``by`` (``rep`` is an alias of ``repetition``) within one design and workload. One row per
-    condition and compared label, with the columns of ``by``, ``workload``, ``label``,
-    ``baseline``, ``value``, ``baseline_value``, ``ratio`` and the factor values of the point. A
-    zero baseline gives a NaN ratio. ``labels`` restricts the compared labels (default: all but
-    the baseline).
+    `CONDITION` (the network, workload, size, repetition and loss seed; ``by`` may add columns). One row per
+    condition and compared label, with the condition's columns, ``point`` (the baseline's), ``label``,
+    ``baseline``, ``value``, ``baseline_value``, ``ratio`` and the factor values of the point. A zero baseline
+    gives a NaN ratio. ``labels`` restricts the compared labels (default: all but the baseline). A label with no
+    pair at all is named in ``attrs["unpaired"]`` with why, and warned about.
     """
     frame = _frame(db_or_frame)
     keys, compared = pairing(frame, baseline, by, metric, labels)
     present = sorted(frame["label"].dropna().unique())
     usable = frame[(frame["status"] == "ok") & frame[metric].notna()]
     factor_names = [f for f in frame.attrs.get("factors", []) if f not in keys]
-    # Several rows for one condition and label (should not happen) count as their median.
-    grouped = (usable.groupby([*keys, "label"], dropna=False)[metric].median()
-               .rename("value").reset_index())
-    base = (grouped[grouped["label"] == baseline].drop(columns="label")
-            .rename(columns={"value": "baseline_value"}))
-    others = grouped[grouped["label"].isin(compared)]
+    side = usable[[*keys, "label", "point", metric]]
+    base = (side[side["label"] == baseline].drop(columns="label")
+            .rename(columns={metric: "baseline_value"}))
+    others = side[side["label"].isin(compared)].drop(columns="point").rename(columns={metric: "value"})
     out = others.merge(base, on=keys, how="inner")
     out.insert(out.columns.get_loc("label") + 1, "baseline", baseline)
     ratio = out["value"] / out["baseline_value"].where(out["baseline_value"] > 0)
     out["ratio"] = ratio.astype(float)
-    if factor_names and "point" in keys:
-        point_factors = (frame[["design_hash", "point", *factor_names]]
-                         .drop_duplicates(["design_hash", "point"]))
-        out = out.merge(point_factors, on=["design_hash", "point"], how="left")
+    if factor_names:
+        point_factors = frame[["network", *factor_names]].drop_duplicates("network")
+        out = out.merge(point_factors, on="network", how="left")
     out = out.sort_values(["label", *keys], kind="stable").reset_index(drop=True)
-    out.attrs.update(factors=factor_names, metric=metric, baseline=baseline,
+    alone = unpaired(frame, baseline, keys, compared)
+    warn_unpaired(alone)
+    out.attrs.update(factors=factor_names, metric=metric, baseline=baseline, unpaired=alone,
                      labels=frame.attrs.get("labels", present), sizes=frame.attrs.get("sizes", []))
     return out
+
+
+def warn_unpaired(alone: dict[str, str]) -> None:
+    """A label left without pairs, said where the analyst sees it (a notebook shows warnings)."""
+    import warnings
+
+    for text in alone.values():
+        warnings.warn(f"unpaired: {text}", UnpairedWarning, stacklevel=3)
+
+
+class UnpairedWarning(UserWarning):
+    """A label none of whose runs could be paired with the baseline's."""
 
 
 def status_counts(db_or_frame: DbLike | pd.DataFrame, by: Sequence[str] = ("label",)) -> pd.DataFrame:

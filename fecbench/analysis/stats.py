@@ -112,6 +112,25 @@ def share_below_bounds(lows: ArrayLike, highs: ArrayLike, threshold: float = 1.0
     return float(np.mean(highs[known] < threshold)), float(np.mean(lows[known] < threshold))
 
 
+#: Two sides' runs were excluded at different rates when their shares differ by more than EXCLUSION_GAP and
+#: Fisher's exact test rejects equal rates at EXCLUSION_P: then what survived is not a sample of the comparison's
+#: population (one rule for the report and for reproduce's verdicts).
+EXCLUSION_GAP = 0.05
+EXCLUSION_P = 0.05
+
+
+def exclusions_differ(label_excluded: int, label_n: int, base_excluded: int, base_n: int) -> float | None:
+    """Fisher's exact p-value when the two sides' exclusion shares differ by more than EXCLUSION_GAP and
+    significantly (p < EXCLUSION_P), else None (the same rates, as far as the data tell)."""
+    from scipy.stats import fisher_exact
+
+    if label_n <= 0 or base_n <= 0 or abs(label_excluded / label_n - base_excluded / base_n) <= EXCLUSION_GAP:
+        return None
+    p = float(fisher_exact([[label_excluded, label_n - label_excluded], [base_excluded, base_n - base_excluded]])
+              .pvalue)
+    return p if p < EXCLUSION_P else None
+
+
 def group_seed(seed: int, key: object) -> int:
     """A seed for one group (e.g. one design point) from the analysis seed and the group's key, so
     that a group's interval does not depend on which other groups are analysed, nor on their order."""

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from fecbench.analysis import stats
 from fecbench.analysis.stats import group_seed
 from fecbench.reproduce import draws as dr
 from fecbench.reproduce import samples
@@ -44,10 +45,6 @@ VERDICTS = ("holds", "fails", AT_THRESHOLD, "inconclusive", NOT_JUDGED, NOT_RUNN
 STOPPED = {"holds": "decided", "fails": "decided", AT_THRESHOLD: "at threshold", "inconclusive": "budget",
            NOT_JUDGED: "budget", NOT_RUNNABLE: "not runnable"}
 NO_SEQUENCE_STOP = "no sequential test"
-#: A claim whose sides' runs were excluded (failed, flagged, unsupported after their retry) at shares that
-#: differ by more than this, and significantly (Fisher's exact test at EXCLUSION_P), is not judged.
-EXCLUSION_GAP = 0.05
-EXCLUSION_P = 0.05
 #: Observations before a drift check says anything.
 DRIFT_MIN = 10
 
@@ -163,14 +160,10 @@ def _bootstrap(compute, n_boot: int) -> st.Estimate:
 
 def exclusions_differ(claim: Claim, found: samples.Sample) -> str:
     """Why the claim cannot be judged on its survivors, or "": its sides' runs were excluded at shares that
-    differ by more than EXCLUSION_GAP, significantly (Fisher's exact test at EXCLUSION_P)."""
-    from scipy.stats import fisher_exact
-
+    differ (`fecbench.analysis.stats.exclusions_differ`: the report's rule too)."""
     n = found.draws
     mine, base = found.excluded.get("label", 0), found.excluded.get("baseline", 0)
-    if n == 0 or abs(mine - base) / n <= EXCLUSION_GAP:
-        return ""
-    if fisher_exact([[mine, n - mine], [base, n - base]]).pvalue >= EXCLUSION_P:
+    if stats.exclusions_differ(mine, n, base, n) is None:
         return ""
     return (f"exclusions differ: {claim.label} {mine} of {n}, {claim.baseline} {base} of {n} draws "
             f"(failed or flagged after a second run): the survivors are not a sample of the claim's population")

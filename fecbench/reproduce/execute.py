@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from fecbench.reproduce.campaign import RUN_AGAIN, Campaign
 from fecbench.reproduce.profiles import Target
-from fecbench.runners.executors.engine import Engine, runs_to_do
+from fecbench.runners.executors.engine import Engine
+from fecbench.runners.executors.selection import runs_to_do
 from fecbench.runners.experiment.runs import Run
 
 if TYPE_CHECKING:

@@ -325,11 +325,14 @@ class Network:
         for line in self.delaylines.values():
             line.clear_lateness()
         self._window = {(row["link"], row["direction"]): row for row in self._link_counters()}
+        self._window_ns = time.monotonic_ns()
 
     def link_stats(self) -> list[dict[str, Any]]:
         """Per shaped link and direction: dropper counters, delay element and tbf qdisc statistics, the
-        delay element's lateness and both their counters since ``clear_lateness``."""
-        rows = self._link_counters()
+        delay element's lateness (judged against the window's wall time) and both their counters since
+        ``clear_lateness``."""
+        started = getattr(self, "_window_ns", None)
+        rows = self._link_counters(None if started is None else (time.monotonic_ns() - started) / 1e6)
         for row in rows:
             start = self._window.get((row["link"], row["direction"]))
             if start:
@@ -339,7 +342,7 @@ class Network:
                                  for q in row["qdiscs"]]
         return rows
 
-    def _link_counters(self) -> list[dict[str, Any]]:
+    def _link_counters(self, wall_ms: float | None = None) -> list[dict[str, Any]]:
         out = []
         for link_id, dn in self.layout.delay_nodes.items():
             # The droppers first: a packet they counted is then, when the delay element is read, sent,
@@ -363,7 +366,7 @@ class Network:
                     "link": link_id, "direction": direction, "backend": self.backend,
                     "dropper": dropped[direction],
                     "delay": delay,
-                    "lateness": lateness.summary(counts, (delay or {}).get("late_edges_us")),
+                    "lateness": lateness.summary(counts, (delay or {}).get("late_edges_us"), wall_ms),
                     "qdiscs": [{k: q.get(k) for k in ("kind", "bytes", "packets", "drops", "overlimits",
                                                       "backlog", "qlen")}
                                for q in qdiscs.get(direction, [])],

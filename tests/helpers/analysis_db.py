@@ -53,7 +53,8 @@ def _record(conn, cid: int, point: dict, label: str, impl_arg: str, workload: st
         run_records.insert_pending_runs(conn, [{
             "key": key, "campaign_id": cid, "point": point["point"], "impl": "fecq", "label": label,
             "impl_args": json.dumps({"fec": impl_arg}), "workload": workload, "size": size,
-            "repetition": rep, "loss_seed": 1000 * point["point"] + rep}])
+            "repetition": rep, "loss_seed": 1000 * point["point"] + rep,
+            "applied_json": json.dumps(applied(point, label, impl_arg, workload, size, rep))}])
     run_records.start_run(conn, key, "2026-01-01T00:00:00Z", "netem", "test")
     sent = int((metrics or {}).get("packets_sent", 100))
     seen = sent + 10
@@ -73,6 +74,20 @@ def _record(conn, cid: int, point: dict, label: str, impl_arg: str, workload: st
                    "rate_configured_mbit": point["bw"], "rate_measured_mbit": point["bw"] * 0.97,
                    "ok": fidelity_ok}])
     return key
+
+
+def applied(point: dict, label: str, impl_arg: str, workload: str, size: int | None, rep: int) -> dict:
+    """What the runner records as a run's settings (runs.applied_json, fecbench.runners.experiment.applied): the
+    network of the point, the workload, the implementation."""
+    values = {k: v for k, v in point.items() if k != "point"}
+    link = {"rate_mbit": point["bw"], "owd_ms": point["owd"], "queue": 100, "queue_unit": "packets"}
+    return {"point": point["point"], "values": values, "links": {"bottleneck": {"forward": link, "reverse": link}},
+            "loss": {"model": "gilbert-elliott", "directions": ["forward"],
+                     "links": {"bottleneck": {"params": {k: point[k] for k in "prkh"},
+                                              "long_run_loss": _ge_loss(point), "mean_burst": None}}},
+            "workload": {"kind": workload, "size": size}, "impl": {"name": "fecq", "label": label,
+                                                                  "args": {"fec": impl_arg}},
+            "timeout_s": 10.0, "loss_seed": 1000 * point["point"] + rep}
 
 
 def _ge_loss(point: dict) -> float:

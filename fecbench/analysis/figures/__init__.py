@@ -22,8 +22,9 @@ most a bound at 0 (the curve starts above 0) and as ▼.
 
 Other figures: ``metric_ecdf`` and ``metric_vs_factor`` (``metrics``: DCT per size, re-buffering
 time, data received: thesis Fig. 5.7–5.19); ``status_bars``, ``fidelity_scatter``,
-``loss_fidelity``, ``run_accuracy`` (``checks``: what ran, whether the emulation matched the design, and
-how late the endpoints and delay elements ran during each run);
+``loss_fidelity``, ``run_accuracy``, ``exclusion_bars`` (``checks``: what ran, whether the emulation matched the
+design, how late the endpoints and delay elements ran during each run, and the share of pairs each side of a
+comparison lost);
 ``message_fate`` (``messages``: where each label's messages went, and their missing packets, from
 ``message_accounting``); ``path_share``, ``path_share_vs_capacity`` (``paths``: how each multipath
 label spread its packets over the paths, from ``results.path_traffic``); ``loss_position.class_ecdf`` (DCT per
@@ -33,7 +34,13 @@ flight, sending rate and smoothed RTT over time per path, with its drops, losses
 marks, beside its twin without FEC with ``--pair``). ``save`` writes a PNG.
 """
 
-from fecbench.analysis.figures.checks import fidelity_scatter, loss_fidelity, run_accuracy, status_bars
+from fecbench.analysis.figures.checks import (
+    exclusion_bars,
+    fidelity_scatter,
+    loss_fidelity,
+    run_accuracy,
+    status_bars,
+)
 from fecbench.analysis.figures.distributions import metric_ecdf, metric_vs_factor
 from fecbench.analysis.figures.flow_plots import flow_shares, foreground_dct_box, jain_box
 from fecbench.analysis.figures.message_plots import message_fate
@@ -59,7 +66,7 @@ from fecbench.analysis.figures.style import (
 from fecbench.analysis.figures.timeline_plots import run_timeline
 
 __all__ = [
-    "FACTOR_TITLES", "LABEL_PALETTE", "METRIC_TITLES", "PAPER_RC", "SIZE_PALETTE", "STATUS_COLORS",
+    "FACTOR_TITLES", "LABEL_PALETTE", "METRIC_TITLES", "PAPER_RC", "SIZE_PALETTE", "STATUS_COLORS", "exclusion_bars",
     "factor_title", "fidelity_scatter", "flow_shares", "foreground_dct_box", "format_bytes_axis", "format_size",
     "jain_box", "label_palette", "labels_of",
     "loss_fidelity", "message_fate", "metric_ecdf", "metric_title", "metric_vs_factor", "path_share",

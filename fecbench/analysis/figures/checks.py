@@ -39,6 +39,29 @@ def status_bars(frame: pd.DataFrame) -> Figure:
     return fig
 
 
+@styled
+def exclusion_bars(lost: pd.DataFrame) -> Figure:
+    """Per compared label (``report.evidence.exclusions``): the share of its pairs each side lost, side by side,
+    with the number lost over the pairs on each bar; ★ where the shares differ (Fisher's exact test)."""
+    fig = Figure(figsize=(6.4, 0.8 + 0.6 * max(len(lost), 2)), layout="constrained")
+    ax = fig.subplots()
+    if lost.empty:
+        return empty(fig, ax, "no pairs")
+    y = np.arange(len(lost))
+    for offset, side, color in ((-0.2, "label", STATUS_COLORS.get("fidelity", "0.3")), (0.2, "baseline", "0.55")):
+        shares = lost[f"{side} share"].to_numpy(float)
+        ax.barh(y + offset, shares, height=0.38, color=color, label=f"{side} side")
+        for yy, share, n, total in zip(y + offset, shares, lost[f"{side} excluded"], lost["pairs"], strict=True):
+            ax.text(share, yy, f" {n} of {total}", va="center", fontsize=8)
+    ax.set_yticks(y, [f"{'★ ' if differ else ''}{label} / {base}" for label, base, differ in
+                      zip(lost["label"], lost["baseline"], lost["differ"], strict=True)])
+    ax.invert_yaxis()
+    ax.set_xlim(0, min(1.0, max(0.1, float(np.nanmax(lost[["label share", "baseline share"]].to_numpy())) * 1.35)))
+    ax.set_xlabel("share of the pairs lost (run failed, flagged, unsupported, missing)")
+    ax.legend(loc="lower right", frameon=False)
+    return fig
+
+
 def _identity_scatter(ax, configured: pd.Series, measured: pd.Series, ok: pd.Series | None,
                       xlabel: str, ylabel: str) -> None:
     values = pd.DataFrame({"configured": configured, "measured": measured,

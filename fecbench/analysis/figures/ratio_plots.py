@@ -214,7 +214,8 @@ def ratio_vs_factors(pairs: pd.DataFrame, factors: Sequence[str] | None = None, 
     everything = usable[usable["label"] == label]
     usable = usable[shown & (usable["label"] == label)]
     if not is_points and per_point and "point" in usable and len(usable):
-        keys = [k for k in ("design_hash", "workload", "point", "size") if k in usable]
+        point = "network" if "network" in usable else "point"    # a point is its network (results.CONDITION)
+        keys = [k for k in ("database", point, "workload", "size") if k in usable]
         medians = usable.groupby(keys, dropna=False)["ratio"].median().rename("ratio")
         usable = (usable.drop(columns="ratio").drop_duplicates(keys)
                   .merge(medians.reset_index(), on=keys, how="left"))

@@ -1,13 +1,15 @@
 """Style shared by the figures: paper rc settings, names, colours and axes.
 
-One colour per label, stable across all figures of a database (from the ``labels`` attribute
-``results.load`` puts on its frames); one colour per file size on a sequential scale; sizes shown
+One colour per label, chosen by its name and stable across all figures of a database (each figure colours the
+database's labels, the ``labels`` attribute ``results.load`` puts on its frames, so two labels wanting one colour
+settle it the same way everywhere); one colour per file size on a sequential scale; sizes shown
 as kB/MB; ratios on a log2 axis with a reference line at 1; times on log axes where they span
 decades. Figures are built without pyplot (no global state; Agg backend or inline in Jupyter).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import textwrap
 from collections.abc import Callable, Sequence
@@ -95,13 +97,25 @@ def labels_of(frame: pd.DataFrame) -> list[str]:
 
 
 def label_palette(labels: Sequence[str]) -> dict[str, tuple]:
-    """One colour per label, in sorted label order: the same label has the same colour everywhere."""
-    ordered = sorted(set(labels))
+    """One colour per label, chosen by the label's name (a digest of it picks the palette's colour; a label whose
+    colour another label of ``labels`` took first, in sorted order, takes the next free one): the same label has
+    the same colour in every figure and notebook, whatever other labels a figure shows, unless two of them want
+    the same colour."""
     base = sns.color_palette(LABEL_PALETTE, 10)
-    # Colour-blind palette reordered so that the first labels get clearly distinct hues
+    # Colour-blind palette reordered so that the first colours are clearly distinct hues
     # (its orange and vermillion are close: vermillion comes late).
     colors = [base[i] for i in (0, 1, 2, 4, 5, 9, 6, 3, 8, 7)]
-    return {label: colors[i % len(colors)] for i, label in enumerate(ordered)}
+    taken: dict[int, str] = {}
+    out = {}
+    for label in sorted(set(labels)):
+        slot = int(hashlib.sha256(str(label).encode()).hexdigest(), 16) % len(colors)
+        for step in range(len(colors)):
+            if (slot + step) % len(colors) not in taken:
+                slot = (slot + step) % len(colors)
+                break
+        taken.setdefault(slot, label)
+        out[label] = colors[slot]
+    return out
 
 
 def size_palette(sizes: Sequence[float]) -> dict[str, tuple]:

@@ -16,8 +16,8 @@ from fecbench import db as dbmod
 from fecbench.analysis import ratios, results, stats, tables
 from fecbench.analysis.baselines import comparisons, recorded_impls
 from fecbench.analysis.report import accuracy as report_accuracy
+from fecbench.analysis.report import evidence, sentences
 from fecbench.analysis.report import messages as report_messages
-from fecbench.analysis.report import sentences
 from fecbench.analysis.report import settings as report_settings
 from fecbench.analysis.report.flows import flows_section
 from fecbench.analysis.studies import cross_stack, path_metrics
@@ -101,6 +101,8 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
 
     db = Path(db)
     frame = results.load(db)
+    # The flagged runs taken as data, for the comparisons with and without them (report.evidence).
+    with_flagged = results.load(db, include_fidelity=True) if frame["flagged"].any() else None
     if frame.empty:
         raise UserError(f"{db}: no runs recorded yet (is the campaign still planning?)")
     outdir = Path(outdir) if outdir is not None else db.parent / f"{db.stem}-report"
@@ -158,9 +160,13 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
                                             "out (censored at timeout_s: ≥ when half or more timed out).")
         groups, unpaired = comparisons(recorded_impls(db), sorted(set(downloads["label"])),
                                        single_path or choose_baseline(labels, ("quic",)), baseline)
+        findings: list[str] = []
         for base, compared in sorted(groups.items()):   # each label within its own implementation
             tag = "" if len(groups) == 1 else f"-vs-{slug(base)}"
-            _download_ratios(report, downloads[downloads["label"].isin([base, *compared])], base, outdir, figure, tag)
+            mine = downloads[downloads["label"].isin([base, *compared])]
+            flagged = None if with_flagged is None else with_flagged[with_flagged["key"].isin(mine["key"])]
+            findings += _download_ratios(report, mine, base, outdir, figure, tag, flagged)
+        report.sentences[:0] = findings   # what the comparisons rest on, first
         report.sentences += [f"{label}: no label of the same implementation without FEC to compare it with (set "
                              "baseline = \"LABEL\" in its [[impl]] to compare it with another)." for label in unpaired]
         cross_stack.section(report.headline, report.notes, downloads, seed=REPORT_SEED)  # two FEC stacks
@@ -168,6 +174,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
     report_messages.messages_section(report.tables, report.notes, db, frame, messages_base, figure)
     report.sentences += sentences.messages(frame, messages_base)
 
+    _attempts(report, db, frame)
     flows_section(report.tables, report.notes, db, figure)
     report_settings.losses_section(report.tables, report.notes, db, frame)
     report_settings.settings_section(report.tables, report.notes, db)
@@ -184,14 +191,19 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
     return report
 
 
-def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir: Path, figure, tag: str = "") -> None:
+def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir: Path, figure, tag: str = "",
+                     with_flagged: pd.DataFrame | None = None) -> list[str]:
     """The headline (ratio of medians per point, timeouts censored), the pair accounting, the ratio
-    figures and the CSV files of a campaign's downloads against ``base``."""
+    figures and the CSV files of a campaign's downloads against ``base``; what the comparison rests on
+    (report.evidence: exclusions by side, with and without the flagged runs, flagged against ok runs), whose
+    findings it returns for the page's first sentences."""
     from fecbench.analysis import figures
 
     pairs = ratios.pairs(downloads, baseline=base, metric="dct_ms")
     points = ratios.point_ratios(pairs, seed=REPORT_SEED)
+    report.sentences += [f"unpaired: {why}" for why in pairs.attrs.get("unpaired", {}).values()]
     report.sentences += sentences.downloads(points, pairs, base, REPORT_SEED)
+    findings = _evidence(report, pairs, downloads, base, tag, figure, with_flagged)
     name = f"DCT: ratio of medians label / {base} per design point"
     report.headline[name] = headline_table(ratios.summary(points))
     report.notes[name] = HEADLINE_NOTE.format(level=points.attrs["level"], n_boot=points.attrs["n_boot"],
@@ -216,7 +228,7 @@ def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir:
         report.files[file] = outdir / file
         table.to_csv(outdir / file, index=False)
     if not pairs["outcome"].isin(["finished", "label timed out", "baseline timed out"]).any():
-        return
+        return findings
     figure(f"dct-point-ratio-ecdf{tag}", figures.point_ratio_ecdf(points))
     figure(f"dct-ratio-ecdf{tag}", figures.ratio_ecdf(pairs))
     for label in sorted(points["label"].unique()):
@@ -230,6 +242,60 @@ def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir:
         if fec_pairs["outcome"].isin(["finished", "label timed out", "baseline timed out"]).any():
             figure(f"dct-ratio-ecdf-{slug(others[0])}-vs-{slug(others[1])}", figures.ratio_ecdf(fec_pairs),
                    f"ECDF of the per-run DCT ratio {others[0]} / {others[1]} per file size (timeouts censored).")
+    return findings
+
+
+def _evidence(report: Report, pairs: pd.DataFrame, downloads: pd.DataFrame, base: str, tag: str, figure,
+              with_flagged: pd.DataFrame | None) -> list[str]:
+    """Exclusions by side (a figure and a table), the headline with and without the flagged runs, flagged against
+    ok runs: tables on the page, and the sentences of what differs (the page's first)."""
+    from fecbench.analysis import figures
+
+    findings = []
+    lost = evidence.exclusions(pairs)
+    if lost.empty:
+        return findings
+    name = f"exclusions by side against {base}"
+    report.headline[name] = lost.drop(columns=["differ"])
+    report.notes[name] = ("Per compared label, the pairs each side lost (a run failed, flagged, unsupported, "
+                          "interrupted or missing) and why; Fisher's exact test of equal shares where they differ by "
+                          "more than 5 points (else –). Shares that differ mean the runs left are not a sample of the "
+                          "comparison: a label whose runs are flagged more often is compared on its luckier runs.")
+    if (lost["label excluded"] + lost["baseline excluded"]).any():
+        figure(f"exclusions{tag}", figures.exclusion_bars(lost),
+               f"Share of pairs each side lost against {base}, per label (★: the shares differ).")
+    findings += [evidence.exclusion_sentence(row) for _, row in lost[lost["differ"]].iterrows()]
+    if with_flagged is not None and with_flagged["flagged"].any():
+        labels = sorted(set(pairs["label"]))
+        name = f"with and without flagged runs against {base}"
+        without = evidence.headline(downloads, base, labels, REPORT_SEED)
+        report.headline[name] = evidence.sensitivity(without, evidence.headline(with_flagged, base, labels,
+                                                                               REPORT_SEED))
+        report.notes[name] = ("The headline's median ratio over points, from the runs as judged (flagged runs left "
+                              "out) and with the flagged runs' own outcomes taken as data (results.load(..., "
+                              "include_fidelity=True)): where they differ, the flag decided the answer.")
+        compared = evidence.flagged_vs_ok(with_flagged)
+        if not compared.empty:
+            name = f"flagged against ok runs ({base} comparison)"
+            report.tables[name] = compared.assign(size=compared["size"].map(figures.format_size))
+            report.notes[name] = ("Each flagged run's DCT over the median of the same label's ok runs at the same "
+                                  "point and size: above 1, the flag removed slow runs (the ok runs alone understate "
+                                  "the DCT); near 1, it removed good data. Sign test of as many above as below.")
+            findings += [evidence.flagged_sentence(row) for _, row in compared[compared["differ"]].iterrows()]
+    return findings
+
+
+def _attempts(report: Report, db: Path, frame: pd.DataFrame) -> None:
+    """The runs run again (after a flag, or asked for): each earlier attempt's DCT against the run's last."""
+    tried = evidence.attempts(db, frame)
+    if tried.empty:
+        return
+    name = "attempts compared (runs run again)"
+    report.tables[name] = evidence.attempts_summary(tried)
+    report.notes[name] = (f"Per label: the earlier attempts of runs run again (earlier_outcomes, with the metrics each "
+                          f"kept) against the run's last attempt, on the same key and loss seed: how much the DCT "
+                          f"changed, and how many changed by more than {evidence.ATTEMPT_TOLERANCE:.0%}. A flag whose "
+                          "re-run measured the same did not change the answer; one whose re-run differs did.")
 
 
 def _loss_position(report: Report, db: Path, figure) -> None:

@@ -29,7 +29,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from fecbench.analysis import ratios, stats
+from fecbench.analysis import ratios, results, stats
 
 #: The seeds of a point (and the bootstrap) the report's other tables use.
 BY = ("point", "size")
@@ -107,9 +107,10 @@ def agreement(a: str, b: str, between: tuple[float, float] = (math.nan, math.nan
 
 
 def _finished(runs: pd.DataFrame, label: str, base: str) -> pd.DataFrame:
-    """Per condition (design, workload, point, repetition, size): the label's and its twin's DCT, both finished."""
+    """Per condition (network, workload, repetition, loss seed, size): the label's and its twin's DCT, both
+    finished."""
     pairs = ratios.pairs(runs, baseline=base, labels=[label], metric="dct_ms")
-    keys = ["design_hash", "workload", "point", "repetition", "size"]
+    keys = [k for k in ("network", "workload", "point", "repetition", "loss_seed", "size") if k in pairs]
     done = pairs[pairs["outcome"] == "finished"]
     return done[keys + ["value", "baseline_value"]].rename(columns={"value": f"{label}:fec",
                                                                     "baseline_value": f"{label}:none"})
@@ -118,6 +119,7 @@ def _finished(runs: pd.DataFrame, label: str, base: str) -> pd.DataFrame:
 def side_by_side(runs: pd.DataFrame, *, seed: int = 0, level: float = 0.95, n_boot: int = 2000,
                  tolerance: float = TOLERANCE) -> pd.DataFrame:
     """One row per design point, size and pair of FEC labels of two implementations (see above)."""
+    runs = results.with_network(runs)
     points = stack_points(runs, seed=seed, level=level)
     if points.empty:
         return pd.DataFrame()
@@ -129,21 +131,21 @@ def side_by_side(runs: pd.DataFrame, *, seed: int = 0, level: float = 0.95, n_bo
         if mine["impl"].iloc[0] == theirs["impl"].iloc[0]:
             continue
         both = _finished(runs, a, found[a]).merge(_finished(runs, b, found[b]),
-                                                  on=["design_hash", "workload", "point", "repetition", "size"])
-        joined = mine.merge(theirs, on=["design_hash", "workload", *BY], suffixes=("_a", "_b"))
+                                                  on=[k for k in ("network", "workload", "point", "repetition",
+                                                                  "loss_seed", "size") if k in runs])
+        joined = mine.merge(theirs, on=["network", "point", "workload", "size"], suffixes=("_a", "_b"))
         for row in joined.itertuples(index=False):
-            seeds = both[(both["design_hash"] == row.design_hash) & (both["point"] == row.point)
-                         & (both["size"] == row.size)]
+            seeds = both[(both["network"] == row.network) & (both["size"] == row.size)]
             quad = [seeds[f"{a}:fec"], seeds[f"{a}:none"], seeds[f"{b}:fec"], seeds[f"{b}:none"]]
             between = (np.median(quad[0]) / np.median(quad[1])) / (np.median(quad[2]) / np.median(quad[3])) \
                 if len(seeds) else math.nan
             ci = stats.bootstrap_ratio_of_ratios(*quad, n_boot=n_boot, level=level,
-                                                 seed=stats.group_seed(seed, [row.design_hash, row.point, row.size,
+                                                 seed=stats.group_seed(seed, [row.network, row.point, row.size,
                                                                               a, b]))
             effect_a = effect(row.ci_low_a, row.ci_high_a, tolerance)
             effect_b = effect(row.ci_low_b, row.ci_high_b, tolerance)
             rows.append({
-                "design_hash": row.design_hash, "workload": row.workload, "point": row.point, "size": row.size,
+                "network": row.network, "workload": row.workload, "point": row.point, "size": row.size,
                 "label_a": a, "twin_a": found[a], "seeds_a": row.seeds_a, "ratio_a": row.ratio_a,
                 "ratio_a_low": row.ratio_low_a, "ratio_a_high": row.ratio_high_a,
                 "ci_a_low": row.ci_low_a, "ci_a_high": row.ci_high_a, "effect_a": effect_a,
@@ -155,8 +157,7 @@ def side_by_side(runs: pd.DataFrame, *, seed: int = 0, level: float = 0.95, n_bo
     out = pd.DataFrame(rows)
     factors = [f for f in runs.attrs.get("factors", []) if f in runs]
     if len(out) and factors:  # the point's factor values, to read the table without the design
-        out = out.merge(runs[["design_hash", "point", *factors]].drop_duplicates(["design_hash", "point"]),
-                        on=["design_hash", "point"], how="left")
+        out = out.merge(runs[["network", *factors]].drop_duplicates("network"), on="network", how="left")
     out.attrs.update(level=level, n_boot=n_boot, seed=seed, factors=factors, tolerance=tolerance)
     return out
 

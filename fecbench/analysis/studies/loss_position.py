@@ -206,7 +206,7 @@ def paired_tail(classified: pd.DataFrame, baseline: str, direction: str = "any",
     packets: unpaired classes compare different transfers). Per label: pairs, the median of the per-pair
     ratios label ÷ baseline with its bootstrap interval (timeouts at +∞), the share of pairs the label was
     faster, and both sides' median and p95 over the same pairs."""
-    keys = [c for c in ("design_hash", "point", "repetition", "size") if c in classified.columns]
+    keys = [c for c in results.CONDITION if c in classified.columns]
     values = classified.assign(value=classified[metric].where((classified["status"] == "ok")
                                                                & classified[metric].notna(), math.inf))
     values = values[(values["status"] == "ok") | (values["status"] == "timeout")]

@@ -391,8 +391,7 @@ def twin(db: DbLike, run: dict[str, Any]) -> dict[str, Any]:
                 "its label has no no-FEC twin of the same implementation" if not fec else
                 f"several FEC labels have it as their twin ({', '.join(fec)}); explain one of their runs"))
         other = fec[0]
-    same = runs[(runs["label"] == other) & _same(runs, run, ("design_hash", "workload", "point", "repetition",
-                                                             "size", "impl"))]
+    same = runs[(runs["label"] == other) & _same(runs, run, (*results.CONDITION, "impl"))]
     if same.empty:
         raise UserError(f"run {str(run['key'])[:12]} ({label}): its twin label {other} has no run on the same "
                         "point, repetition and size")

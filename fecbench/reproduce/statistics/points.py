@@ -28,6 +28,7 @@ from abc import abstractmethod
 import numpy as np
 import pandas as pd
 
+from fecbench.analysis.stats import ratio_bounds
 from fecbench.reproduce import sequential as sq
 from fecbench.reproduce.statistics.base import FACTORS, ClaimStatistic, Estimate, Param
 from fecbench.reproduce.statistics.bootstrap import MIN_POINTS, MIN_TREND_POINTS, N_BOOT, divide, interval, with_wilson
@@ -79,10 +80,10 @@ def block_bounds(sample: pd.DataFrame, per_point: str = "ratio") -> pd.DataFrame
             value = med["value"] - med["base"] if not (math.isinf(med["value"]) and math.isinf(med["base"])) \
                 else math.nan
             low, high = med["value_lo"] - med["base_hi"], med["value_hi"] - med["base_lo"]
-        else:
+        else:   # the report's ratio of medians and its bounds (fecbench.analysis.stats): one definition
             value = float(divide(med["value"], med["base"]))
-            low = max(med["value_lo"], 0.0) / med["base_hi"] if 0 < med["base_hi"] < math.inf else 0.0
-            high = med["value_hi"] / med["base_lo"] if med["base_lo"] > 0 else math.inf
+            low, high = ratio_bounds((max(med["value_lo"], 0.0), med["value_hi"]), (med["base_lo"], med["base_hi"]))
+            low = 0.0 if math.isnan(low) else low
         rows.append({"draw": draw, "cell": cell, "value": value, "low": -math.inf if math.isnan(low) else low,
                      "high": math.inf if math.isnan(high) else high, "factor": float(g["factor"].iloc[0])})
     return pd.DataFrame(rows)

@@ -15,9 +15,10 @@ from rich.text import Text
 
 from fecbench.errors import UserError
 from fecbench.runners.commands import options
+from fecbench.runners.executors.quiet import FIDELITY_RERUNS
 
 if TYPE_CHECKING:
-    from fecbench.runners.executors.engine import Executor
+    from fecbench.runners.executors.engine import Executor, Summary
     from fecbench.runners.experiment.descriptor import Descriptor
     from fecbench.runners.experiment.estimate import CampaignEstimate
     from fecbench.runners.experiment.prepare import Prepared
@@ -58,12 +59,16 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
                                            "overriding the design's [capture]: all, off, or per kind, e.g. "
                                            "qlog=all,pcap=sample:3 (rules: all, off, failed, outliers, sample:N, "
                                            "joined with +)."),
-        no_retry: bool = typer.Option(False, "--no-retry", help="Keep fidelity-flagged runs flagged: without it, "
-                                      "each is run once more at the end of the campaign (both outcomes kept)."),
+        reruns: int = typer.Option(FIDELITY_RERUNS, "--reruns", min=0, max=20, help="Rounds of re-runs of the runs "
+                                   "this campaign flags `fidelity`, at its end, one at a time once the CPU is quieter; "
+                                   "each attempt's outcome is kept in earlier_outcomes, the run's status is its last "
+                                   "attempt's (0: keep them flagged)."),
+        no_retry: bool = typer.Option(False, "--no-retry", help="Same as --reruns 0."),
         recalibrate: bool = options.RECALIBRATE,
         ) -> None:
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
-    from fecbench.runners.executors.engine import Engine, parse_retry, runs_to_do
+    from fecbench.runners.executors.engine import Engine
+    from fecbench.runners.executors.selection import parse_retry, runs_to_do
     from fecbench.runners.experiment.checks import validate
     from fecbench.runners.run.recorder import read_statuses
 
@@ -127,7 +132,7 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
 
             executor = SerialExecutor(prepared, db_path, link_backend=link_backend, keep_logs=keep_logs)
         summary = Engine(prepared, db_path, executor, console, breaker_runs=breaker, todo=todo,
-                         retry_fidelity=not no_retry).run(retry_set)
+                         fidelity_reruns=0 if no_retry else reruns).run(retry_set)
     except KeyboardInterrupt:
         # sys.__stderr__: the progress display may still be redirecting sys.stderr.
         where = "the runs in flight are" if dask or jobs_count > 1 else "the current run is"
@@ -136,13 +141,20 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         raise typer.Exit(130) from None
     done = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing to do"
     console.print(f"{db_path}: {summary.selected} of {summary.total} run(s) executed: {done}"
-                  + (f" ({summary.retried} fidelity-flagged run(s) run again; the first outcome of each is "
-                     "kept in earlier_outcomes)" if summary.retried else ""))
+                  + (f" ({rerun_text(summary)})" if summary.rounds else ""))
     for tripped in summary.breakers:
         console.print(f"[red]circuit breaker: {tripped.text()}[/]")
     if summary.aborted:
         console.print(f"[red]campaign stopped: {summary.aborted}[/]")
         raise typer.Exit(1)
+
+
+def rerun_text(summary: Summary) -> str:
+    """What the re-runs of flagged runs did: rounds, re-runs and how many runs ended flagged after them."""
+    first, last = summary.rounds[0], summary.rounds[-1]
+    text = (f"{first['runs']} run(s) flagged fidelity, re-run in {len(summary.rounds)} round(s) ({summary.retried} "
+            f"re-run(s)): {last['still_flagged']} still flagged; every earlier outcome kept in earlier_outcomes")
+    return text + (f"; {summary.rerun_skipped} not re-run before the stop time" if summary.rerun_skipped else "")
 
 
 def check_db_path(db_path: Path) -> Path:

@@ -86,16 +86,21 @@ def late_runs(conn: sqlite3.Connection) -> dict[str, Any]:
 
 
 def endpoint_runs(conn: sqlite3.Connection) -> dict[str, Any]:
-    """Runs whose endpoints' p99 wake-up latency broke its bound (``fecbench.endpoint_timing``): how many,
-    the worst p99 among them, the largest p99 of any run, the bound (the largest any was judged by), and
-    how many runs were not measured."""
+    """Runs whose endpoints waited too long (``fecbench.endpoint_timing``): how many were judged so, the worst
+    share of its run their excess waits took among them and the largest of any run (how close the others came),
+    the largest p99 wake-up latency of any run, the bound and share limit (the largest any was judged by), and how
+    many runs were not measured. A run recorded before issue 48 has no excess: judged by its p99 then."""
     if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='endpoint_timing'").fetchone():
-        return {"runs": 0, "worst_p99_ms": 0.0, "max_p99_ms": None, "bound_ms": None, "not_measured": 0}
-    late = conn.execute("SELECT COUNT(*), MAX(wakeup_p99_ms) FROM endpoint_timing WHERE ok = 0").fetchone()
-    largest, bound = conn.execute("SELECT MAX(wakeup_p99_ms), MAX(bound_ms) FROM endpoint_timing").fetchone()
+        return {"runs": 0, "worst_share": None, "max_share": None, "max_p99_ms": None, "bound_ms": None,
+                "share_limit": None, "not_measured": 0}
+    share = "json_extract(json, '$.excess_share')"
+    late = conn.execute(f"SELECT COUNT(*), MAX({share}) FROM endpoint_timing WHERE ok = 0").fetchone()
+    largest, worst_p99, bound, limit = conn.execute(
+        f"SELECT MAX({share}), MAX(wakeup_p99_ms), MAX(bound_ms), MAX(json_extract(json, '$.excess_limit')) "
+        "FROM endpoint_timing").fetchone()
     missing = conn.execute("SELECT COUNT(*) FROM endpoint_timing WHERE json LIKE '{\"error\"%'").fetchone()[0]
-    return {"runs": late[0], "worst_p99_ms": late[1] or 0.0, "max_p99_ms": largest, "bound_ms": bound,
-            "not_measured": missing}
+    return {"runs": late[0], "worst_share": late[1], "max_share": largest, "max_p99_ms": worst_p99, "bound_ms": bound,
+            "share_limit": limit, "not_measured": missing}
 
 
 def mark_running(rows: list[dict[str, Any]]) -> None:
@@ -124,16 +129,40 @@ def _campaign_row(row: dict[str, Any]) -> dict[str, Any]:
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     per_label: dict[str, Counter] = defaultdict(Counter)
     failures: Counter = Counter()
+    measured: dict[tuple[str, str], list[list[float]]] = {}
     for row in rows:
         per_label[row["label"]][row["status"]] += 1
         if row["status"] not in ("ok", "pending", "running"):
-            # Measured values (e.g. a latency of 3.41 ms) would make every error its own kind.
-            kind = re.sub(r"\d+\.\d+", "…", (row["error"] or "").split("\n")[0])   # whole: never cut
+            # Measured values (e.g. a latency of 3.41 ms) would make every error its own kind: one kind, and
+            # the range each value took among its runs in its place.
+            first = (row["error"] or "").split("\n")[0]   # whole: never cut
+            kind = MEASURED.sub("…", first)
             failures[(row["status"], kind)] += 1
+            values = [float(v) for v in MEASURED.findall(first)]
+            seen = measured.setdefault((row["status"], kind), [[] for _ in values])
+            for place, value in zip(seen, values, strict=False):
+                place.append(value)
     totals = Counter(row["status"] for row in rows)
     return {"total": len(rows), "statuses": dict(totals),
             "per_label": {label: dict(c) for label, c in sorted(per_label.items())},
-            "failures": [{"status": s, "error": e, "count": n} for (s, e), n in failures.most_common()]}
+            "failures": [{"status": s, "error": with_ranges(e, measured[(s, e)]), "count": n}
+                         for (s, e), n in failures.most_common()]}
+
+
+#: A measured value in an error (a latency, a share), as opposed to a count or a name's digits.
+MEASURED = re.compile(r"\d+\.\d+")
+
+
+def with_ranges(kind: str, values: list[list[float]]) -> str:
+    """An error kind with each "…" replaced by the range its value took (3.4–14 or one value)."""
+    parts = kind.split("…")
+    out = [parts[0]]
+    for i, rest in enumerate(parts[1:]):
+        seen = values[i] if i < len(values) else []
+        low, high = (min(seen), max(seen)) if seen else (None, None)
+        out.append("…" if low is None else f"{low:.3g}" if low == high else f"{low:.3g}–{high:.3g}")
+        out.append(rest)
+    return "".join(out)
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -229,12 +258,18 @@ def _print_status(path: Path, summary: dict[str, Any]) -> None:
                       "(fecbench run --retry fidelity re-runs them)[/]")
     ends = summary["endpoint_warnings"]
     if ends["runs"]:
-        console.print(f"[magenta]endpoint timing: {ends['runs']} run(s) had their endpoints' p99 wake-up latency "
-                      f"above {ends['bound_ms']:g} ms (worst p99 {ends['worst_p99_ms']:.3g} ms): the client and server "
-                      "waited for a CPU; recorded as fidelity (fecbench run --retry fidelity re-runs them)[/]")
-    within = [f"{what} at most {got['max_p99_ms']:.3g} ms in every run (bound {got['bound_ms']:g} ms)"
-              for what, got in (("delay elements' p99 lateness", late), ("endpoints' p99 wake-up latency", ends))
-              if not got["runs"] and got.get("max_p99_ms") is not None and got["bound_ms"] is not None]
+        worst = "" if ends["worst_share"] is None else f" (worst {100 * ends['worst_share']:.2g} % of its run)"
+        limit = "" if ends["share_limit"] is None else f" more than {100 * ends['share_limit']:g} % of the run"
+        console.print(f"[magenta]endpoint timing: {ends['runs']} run(s) had their endpoints' waits for a CPU beyond "
+                      f"{ends['bound_ms']:g} ms add up to{limit}{worst}: enough to change their times; recorded as "
+                      "fidelity (fecbench run --retry fidelity re-runs them)[/]")
+    within = [f"delay elements' p99 lateness at most {late['max_p99_ms']:.3g} ms in every run (bound "
+              f"{late['bound_ms']:g} ms)"] if (not late["runs"] and late.get("max_p99_ms") is not None
+                                             and late["bound_ms"] is not None) else []
+    if not ends["runs"] and ends["max_share"] is not None and ends["share_limit"] is not None:
+        within.append(f"endpoints' waits beyond {ends['bound_ms']:g} ms at most {100 * ends['max_share']:.2g} % of a "
+                      f"run (limit {100 * ends['share_limit']:g} %; p99 wake-up latency at most "
+                      f"{ends['max_p99_ms']:.3g} ms)")
     if within:   # how close the runs came, where none broke a bound
         console.print("timekeeping: " + "; ".join(within))
     if ends["not_measured"]:

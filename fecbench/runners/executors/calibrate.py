@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fecbench import endpoint_timing, lateness
-from fecbench.runners.executors.engine import Engine, Finished, sample_runs
+from fecbench.runners.executors.engine import Engine, Finished
+from fecbench.runners.executors.selection import sample_runs
 from fecbench.runners.executors.serial import SerialExecutor, TestbedFactory
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run

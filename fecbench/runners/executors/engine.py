@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import random
 import re
 import signal
 import time
@@ -29,60 +28,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fecbench.errors import UserError
+from fecbench.runners.executors.progress import counts_text, progress_bar
+from fecbench.runners.executors.quiet import FIDELITY_RERUNS, Quiet, wait_for_quiet
+from fecbench.runners.executors.selection import runs_to_do
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.outcome import Outcome
 from fecbench.runners.run.recorder import Recorder, check_free_space, impls_fingerprint, now_iso, read_statuses
-from fecbench.status import RETRYABLE, Status
+from fecbench.status import Status
 
 if TYPE_CHECKING:
     from types import FrameType
 
     from rich.console import Console
-    from rich.progress import Progress
 
 # Consecutive harness errors (not implementation failures) after which the campaign stops.
 MAX_HARNESS_ERRORS = 5
 POLL_S = 0.5
 # The circuit breaker: a label whose first BREAKER_RUNS runs all fail the same way is stopped (0: never).
 BREAKER_RUNS = 5
-
-
-def select_runs(prepared: Prepared, statuses: dict[str, str], retry: set[str]) -> list[Run]:
-    """Runs still to do: never finished (pending/interrupted), plus the statuses asked for by --retry."""
-    todo_statuses = {Status.PENDING, Status.INTERRUPTED} | set(retry)
-    return [run for run in prepared.runs if statuses.get(run.key, Status.PENDING) in todo_statuses]
-
-
-def runs_to_do(prepared: Prepared, db_path: Path, retry: set[str], sample: int | None = None,
-               only: list[Run] | None = None) -> list[Run]:
-    """The one selection of a campaign's runs: those still to do in its database (plus `retry`'s statuses),
-    a `sample` of them, and with `only`, those of these runs in that order."""
-    todo = sample_runs(select_runs(prepared, read_statuses(db_path), retry), sample, prepared.design.seed)
-    if only is not None:
-        wanted = {run.key for run in todo}
-        todo = [run for run in only if run.key in wanted]
-    return todo
-
-
-def sample_runs(todo: list[Run], k: int | None, seed: int) -> list[Run]:
-    """A pilot: k of the runs to do, drawn at random (seeded by the design seed, so the same design draws
-    the same runs), in campaign order; all of them when k is None or not smaller."""
-    if k is None or k >= len(todo):
-        return todo
-    chosen = {run.key for run in random.Random(f"fecbench-sample:{seed}").sample(todo, k)}
-    return [run for run in todo if run.key in chosen]
-
-
-def parse_retry(text: str | None) -> set[str]:
-    if not text:
-        return set()
-    wanted = {part.strip() for part in text.split(",") if part.strip()}
-    unknown = wanted - set(RETRYABLE)
-    if unknown:
-        raise UserError(f"--retry: unknown status {sorted(unknown)[0]!r} (allowed: {', '.join(RETRYABLE)})")
-    return wanted
 
 
 # --- what executors and the engine exchange ---------------------------------------------------------
@@ -149,6 +113,13 @@ class RunQueue:
         self._left.clear()
         self._by_point.clear()
         return left
+
+    def put_back(self, runs: list[Run]) -> None:
+        """Runs taken off and not started: first again, in their order."""
+        for run in reversed(runs):
+            self._left[run.key] = run
+            self._left.move_to_end(run.key, last=False)
+            self._by_point.setdefault(run.point, deque()).appendleft(run)
 
     def drop_label(self, label: str) -> list[Run]:
         """Take every run of an implementation label off the queue (the circuit breaker); those runs."""
@@ -232,29 +203,9 @@ class Summary:
     aborted: str | None = None
     breakers: list[Breaker] = field(default_factory=list)
     out_of_time: int = 0              # runs left pending because the campaign reached its stop time
-    retried: int = 0                  # fidelity-flagged runs run once more at the end
-
-
-def progress_bar(console: Console) -> Progress:
-    """The campaign's rich progress bar: description, bar, done/total, status counts, elapsed, ETA."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), TextColumn("ETA"),
-                    TimeRemainingColumn(), console=console, transient=False)
-
-
-def counts_text(counts: Counter) -> str:
-    colours = {"ok": "green", "failed": "red", "timeout": "yellow", "unsupported": "blue",
-               "fidelity": "magenta", "interrupted": "red"}
-    return " ".join(f"[{colours.get(k, 'white')}]{k} {v}[/]" for k, v in sorted(counts.items()) if v)
+    retried: int = 0                  # re-runs of fidelity-flagged runs at the end (a run may be re-run twice)
+    rounds: list[dict[str, Any]] = field(default_factory=list)   # each round of re-runs: runs, wait, outcome
+    rerun_skipped: int = 0            # flagged runs a round did not reach before the stop time (still flagged)
 
 
 class Engine:
@@ -262,8 +213,9 @@ class Engine:
 
     def __init__(self, prepared: Prepared, db_path: Path, executor: Executor, console: Console | None = None,
                  breaker_runs: int = BREAKER_RUNS, sample: int | None = None, only: list[Run] | None = None,
-                 stop_at: float | None = None, todo: list[Run] | None = None, retry_fidelity: bool = True,
-                 on_finished: Callable[[Finished], None] | None = None) -> None:
+                 stop_at: float | None = None, todo: list[Run] | None = None,
+                 fidelity_reruns: int = FIDELITY_RERUNS, on_finished: Callable[[Finished], None] | None = None,
+                 quiet_wait: Callable[[], Quiet] = wait_for_quiet) -> None:
         from rich.console import Console
 
         self.prepared, self.db_path, self.executor = prepared, db_path, executor
@@ -280,7 +232,12 @@ class Engine:
         # `stop_at` (time.monotonic()): no run starts after it, the rest stay pending (a time budget).
         self.only, self.stop_at = only, stop_at
         # `todo`: the runs a caller already selected (runs_to_do); otherwise the engine selects them.
-        self.todo, self.retry_fidelity = todo, retry_fidelity
+        # `fidelity_reruns`: rounds of re-runs of the runs this campaign flagged (0: they stay flagged), each after
+        # `quiet_wait` (`quiet.wait_for_quiet`).
+        self.todo, self.fidelity_reruns, self.quiet_wait = todo, fidelity_reruns, quiet_wait
+        # Finished runs to run again -> why (kept in earlier_outcomes as each starts again: one never reached keeps
+        # its outcome) and whether this campaign's summary counted it (a re-run of a flagged run).
+        self.again_why: dict[str, tuple[str, bool]] = {}
         # `on_finished`: told of every outcome once recorded (the calibration's serial pilot reads them).
         self.on_finished = on_finished
         self.finished_statuses: dict[str, str] = {}
@@ -288,7 +245,8 @@ class Engine:
         self.durations: list[float] = []       # of the runs finished, in the order they finished
         self.build_s = 0.0                     # building the networks (or setting up the workers)
         self.estimated_wall_s: float | None = None   # the estimate printed at the start
-        self.selected = 0                      # runs selected (a fidelity-flagged one may run twice)
+        self.selected = 0                      # runs selected (a fidelity-flagged one may run again)
+        self.summary = Summary(total=0, selected=0, counts=Counter())   # the current run()'s
 
     def run(self, retry: set[str]) -> Summary:
         prepared = self.prepared
@@ -297,7 +255,7 @@ class Engine:
         before = read_statuses(self.db_path) if retry else {}
         todo = self.todo if self.todo is not None else runs_to_do(prepared, self.db_path, retry, self.sample,
                                                                    self.only)
-        summary = Summary(total=len(prepared.runs), selected=len(todo), counts=Counter())
+        summary = self.summary = Summary(total=len(prepared.runs), selected=len(todo), counts=Counter())
         self.selected = len(todo)
         if not todo:
             return summary
@@ -308,10 +266,8 @@ class Engine:
             self.build_s = time.monotonic() - wall
             self.recorder = Recorder.open(self.db_path, prepared, executor.backend(), executor.host_info(),
                                           impls_fingerprint(prepared.design))
-            for run in todo:
-                if before.get(run.key) in retry:
-                    self.recorder.keep_earlier(run, f"{before[run.key]}: run again (asked for by --retry or a "
-                                                    "reproduction)")
+            self.again_why = {run.key: (f"{before[run.key]}: run again (asked for by --retry or a reproduction)",
+                                        False) for run in todo if before.get(run.key) in retry}
             try:
                 self._cycle(todo, summary)
                 self._retry_fidelity(todo, summary)
@@ -326,21 +282,33 @@ class Engine:
         return summary
 
     def _retry_fidelity(self, todo: list[Run], summary: Summary) -> None:
-        """Runs this campaign flagged `fidelity` (the network or the endpoints did not keep to the design)
-        run once more at its end; the first outcome is kept (earlier_outcomes), the second is the run's."""
-        if not self.retry_fidelity or summary.aborted or summary.out_of_time:
-            return
-        again = [run for run in todo if self.finished_statuses.get(run.key) == Status.FIDELITY]
-        if not again:
-            return
-        assert self.recorder is not None
-        for run in again:
-            self.recorder.keep_earlier(run, "fidelity: re-run once at the end of the campaign")
-            summary.counts[Status.FIDELITY] -= 1
-        summary.retried = len(again)
-        self.console.print(f"re-running {len(again)} fidelity-flagged run(s) once (--no-retry: keep them flagged)")
-        self._cycle(again, summary)
+        """Runs this campaign flagged `fidelity` (the network or the endpoints did not keep to the design) run
+        again at its end, one at a time once the machine is quieter (`quiet`), in up to `fidelity_reruns` rounds:
+        each attempt's outcome is kept (earlier_outcomes) as it starts again, the last one is the run's."""
+        for round_no in range(1, self.fidelity_reruns + 1):
+            again = [run for run in todo if self.finished_statuses.get(run.key) == Status.FIDELITY]
+            if not again or summary.aborted or summary.out_of_time or self._past_stop():
+                break
+            quiet = self.quiet_wait()
+            why = (f"fidelity: re-run {round_no} of at most {self.fidelity_reruns} at the end of the campaign, one "
+                   f"at a time ({quiet.text()})")
+            self.again_why = {run.key: (why, True) for run in again}
+            self.console.print(f"re-running {len(again)} fidelity-flagged run(s), round {round_no} of at most "
+                               f"{self.fidelity_reruns}, one at a time ({quiet.text()}; --reruns 0: keep them "
+                               "flagged)")
+            before = summary.retried
+            self._cycle(again, summary, one_at_a_time=True)
+            still = sum(self.finished_statuses.get(run.key) == Status.FIDELITY for run in again)
+            not_reached = len(self.again_why)          # the stop time came first: still flagged, not re-run
+            summary.rerun_skipped += not_reached
+            summary.rounds.append({"round": round_no, "runs": len(again), "ran": summary.retried - before,
+                                   "still_flagged": still, "not_reached": not_reached,
+                                   "waited_s": round(quiet.waited_s, 1), "pressure": quiet.pressure})
+            self.again_why = {}
         summary.counts = +summary.counts   # drop the zero counts
+
+    def _past_stop(self) -> bool:
+        return self.stop_at is not None and time.monotonic() >= self.stop_at
 
     def _record_session(self, started: str, wall_s: float) -> None:
         """This campaign process's share of the campaign, for later estimates (runners.experiment.estimate)."""
@@ -351,42 +319,70 @@ class Engine:
         calibrated = getattr(executor, "calibration", None) is not None
         jobs = getattr(executor, "jobs", 1)
         extra = {"build_s": self.build_s, "scheduled_s": schedule_seconds(self.durations, jobs),
-                 "estimated_wall_s": self.estimated_wall_s, "selected": self.selected}
+                 "estimated_wall_s": self.estimated_wall_s, "selected": self.selected,
+                 "fidelity_reruns": {"budget": self.fidelity_reruns, "rounds": self.summary.rounds}}
         self.recorder.session(started_at=started, wall_s=wall_s, jobs=jobs,
                               executor="jobs auto" if calibrated else executor.name, runs=self.runs_done,
                               run_s=self.run_seconds, estimate_s=self.estimated_seconds, json=json.dumps(extra))
 
-    def _cycle(self, todo: list[Run], summary: Summary) -> None:
+    def _cycle(self, todo: list[Run], summary: Summary, one_at_a_time: bool = False) -> None:
+        """Run ``todo`` to the end (or the stop time): as many at once as the executor takes, or with
+        ``one_at_a_time`` (re-runs of flagged runs), the next only once none is in flight."""
         executor = self.executor
         queue = self.queue = RunQueue(todo)
         progress = progress_bar(self.console)
         name = self.prepared.design.name
         with progress:
-            if not summary.retried:
+            if not one_at_a_time:
                 from fecbench.runners.experiment.estimate import estimate_campaign
 
                 estimate = estimate_campaign(self.prepared, todo, getattr(executor, "jobs", 1), self.db_path)
                 self.estimated_wall_s = estimate.wall_s
                 self.console.print(f"{len(todo)} run(s) to do on {executor.name}, {estimate.text()}")
-            task = progress.add_task(name if not summary.retried else f"{name} (again)", total=len(todo), counts="")
-            base = summary_done(summary)       # runs an earlier cycle of this campaign finished
+            task = progress.add_task(name if not one_at_a_time else f"{name} (re-runs)", total=len(todo), counts="")
+            done_runs, left_out = 0, 0
             while (queue or executor.busy()) and not summary.aborted:
                 if self.stop_at is not None and queue and time.monotonic() >= self.stop_at:
-                    summary.out_of_time = len(queue.drain())
-                for started in executor.dispatch(queue):
-                    assert self.recorder is not None
-                    self.recorder.started(started.run, started.backend, started.host)
-                    self.started_at[started.run.key] = time.monotonic()
+                    drained = len(queue.drain())
+                    left_out += drained
+                    if not one_at_a_time:   # pending runs; a re-run not reached stays flagged (again_why)
+                        summary.out_of_time += drained
+                for started in self._dispatch(queue, one_at_a_time):
                     run = started.run
                     progress.update(task, description=f"{name} [{run.label} p{run.point} r{run.repetition}]")
                 done = executor.collect(POLL_S)
+                done_runs += len(done)
                 self._record_all(done, summary)
-                progress.update(task, completed=summary_done(summary) - base, counts=counts_text(summary.counts),
-                                total=len(todo) - sum(b.skipped for b in summary.breakers) - summary.out_of_time)
+                progress.update(task, completed=done_runs, counts=counts_text(summary.counts),
+                                total=len(todo) - sum(b.skipped for b in summary.breakers) - left_out)
                 if executor.host_info_changed():
                     assert self.recorder is not None
                     self.recorder.update_host(executor.host_info())
                 summary.aborted = summary.aborted or executor.abort_reason()
+
+    def _dispatch(self, queue: RunQueue, one_at_a_time: bool) -> list[Started]:
+        """Start what the executor takes from ``queue`` (one run, none in flight, with ``one_at_a_time``): a re-run
+        keeps its earlier outcome aside first; each start recorded."""
+        executor = self.executor
+        if one_at_a_time:
+            if executor.busy() or not queue:
+                return []
+            single = RunQueue([queue.pop_next()])
+            started = executor.dispatch(single)
+            queue.put_back(single.drain())
+        else:
+            started = executor.dispatch(queue)
+        assert self.recorder is not None
+        for each in started:
+            why, counted = self.again_why.pop(each.run.key, (None, False))
+            if why is not None:
+                self.recorder.keep_earlier(each.run, why)
+            if counted:
+                self.summary.counts[Status.FIDELITY] -= 1   # its outcome is the new attempt's
+                self.summary.retried += 1
+            self.recorder.started(each.run, each.backend, each.host)
+            self.started_at[each.run.key] = time.monotonic()
+        return started
 
     def _record_all(self, done: list[Finished], summary: Summary) -> None:
         for finished in done:

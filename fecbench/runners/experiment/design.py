@@ -208,7 +208,8 @@ class Design:
                          "links": self.loss.links},
                 "impls": {e.label: {"name": e.name, "args": e.args, "fec_args": e.descriptor.fec_args,
                                     **({"baseline": e.baseline} if e.baseline else {})} for e in self.impls},
-                "flows": self.flows.canonical() if self.flows else None, "capture": self.capture.settings()}
+                "flows": self.flows.canonical() if self.flows else None, "capture": self.capture.settings(),
+                "schedule": self.schedule.canonical() if self.schedule is not None else None}
 
     def default_db(self) -> Path:
         return Path("results") / f"{self.name}.sqlite"

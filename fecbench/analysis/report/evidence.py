@@ -1,0 +1,161 @@
+"""What a comparison rests on, said before what it found: the report's evidence (issue 48).
+
+A run left out of a comparison (failed, flagged `fidelity`, unsupported, missing) is not left out at random
+when one label loses more runs than its baseline: a FEC label's endpoints do more work on a busy CPU and are
+flagged more often, so the survivors are not a sample of the comparison's population. This module says so:
+
+- ``exclusions``: per compared label, how many pairs each side lost and why; when the shares differ
+  (`fecbench.analysis.stats.exclusions_differ`: more than 5 points apart and Fisher's exact test at 5 %, the same
+  rule as reproduce's "not judged"), the report's first sentence names it;
+- ``sensitivity``: the headline's median ratio with and without the flagged runs (``results.load(…,
+  include_fidelity=True)``: a flagged run's own outcome taken as data), side by side;
+- ``flagged_vs_ok``: per label and size, each flagged run's metric against the median of the same label's ok runs
+  at the same network and size; when they differ (a sign test at 5 %, 5 runs or more), a sentence says which way;
+- ``attempts``: the runs run again after a flag (their earlier outcomes, kept with their metrics), each
+  attempt's metric against the run's last.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from fecbench.analysis import ratios, results, stats
+from fecbench.analysis.figures.style import format_size
+
+#: Runs a flagged-vs-ok comparison needs before it says anything.
+MIN_FLAGGED = 5
+#: A re-run's metric "differed" from its earlier attempt's by more than this share.
+ATTEMPT_TOLERANCE = 0.05
+USABLE = ("ok", "timeout")
+
+
+def exclusions(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per compared label of ``ratios.pairs``: pairs, each side's excluded pairs (a run not ok or timed out, or
+    missing) and why, each side's share, Fisher's p where they differ (else NaN), ``differ``."""
+    rows = []
+    for label, group in pairs.groupby("label", sort=True):
+        mine = ~group["status"].isin(USABLE)
+        base = ~group["baseline_status"].isin(USABLE)
+        p = stats.exclusions_differ(int(mine.sum()), len(group), int(base.sum()), len(group))
+        rows.append({"label": label, "baseline": group["baseline"].iloc[0], "pairs": len(group),
+                     "label excluded": int(mine.sum()), "baseline excluded": int(base.sum()),
+                     "label why": _why(group.loc[mine, "status"]), "baseline why": _why(group.loc[base,
+                                                                                              "baseline_status"]),
+                     "label share": float(mine.mean()) if len(group) else math.nan,
+                     "baseline share": float(base.mean()) if len(group) else math.nan,
+                     "fisher p": math.nan if p is None else p, "differ": p is not None})
+    return pd.DataFrame(rows)
+
+
+def _why(statuses: pd.Series) -> str:
+    counts = statuses.fillna("missing").value_counts().sort_index()
+    return ", ".join(f"{n} {status}" for status, n in counts.items())
+
+
+def exclusion_sentence(row: pd.Series) -> str:
+    """The report's first sentence when a label lost runs at another rate than its baseline."""
+    return (f"Exclusions differ: {row['label']} lost {row['label excluded']} of its {row['pairs']} pairs "
+            f"({row['label why'] or 'none'}), {row['baseline']} {row['baseline excluded']} "
+            f"({row['baseline why'] or 'none'}; Fisher's exact test p = {row['fisher p']:.2g}): what survived is not "
+            f"a sample of the comparison, so each comparison of {row['label']} below is shown with and without the "
+            "flagged runs (\"with and without flagged runs\").")
+
+
+def headline(frame: pd.DataFrame, base: str, labels: list[str], seed: int) -> pd.DataFrame:
+    """``ratios.summary`` of ``labels`` against ``base`` on ``frame`` (the report's headline statistic)."""
+    pairs = ratios.pairs(frame, baseline=base, labels=labels, metric="dct_ms")
+    return ratios.summary(ratios.point_ratios(pairs, seed=seed))
+
+
+def sensitivity(without: pd.DataFrame, with_flagged: pd.DataFrame) -> pd.DataFrame:
+    """The headline's median ratio over points per label and size, without and with the flagged runs."""
+    joined = without.merge(with_flagged, on=["label", "size"], how="outer", suffixes=(" without", " with"))
+    out = pd.DataFrame({"label": joined["label"], "size": joined["size"].map(format_size)})
+    for side in ("without", "with"):
+        out[f"pairs used ({side} flagged)"] = (joined[f"points {side}"].fillna(0).astype(int).astype(str) + " points, "
+                                              + _pairs_used(joined, side))
+        out[f"median ratio ({side} flagged)"] = [
+            stats.describe((lo, hi)) for lo, hi in zip(joined[f"median_ratio_low {side}"],
+                                                      joined[f"median_ratio_high {side}"], strict=True)]
+    return out
+
+
+def _pairs_used(joined: pd.DataFrame, side: str) -> pd.Series:
+    used = joined.get(f"pairs_used {side}")
+    if used is None:
+        return pd.Series("", index=joined.index)
+    return used.fillna(0).astype(int).astype(str) + " pairs"
+
+
+def flagged_vs_ok(frame: pd.DataFrame, metric: str = "dct_ms") -> pd.DataFrame:
+    """Per label and size: each flagged run's metric over the median of the same label's ok runs at the same
+    network and size; their count, median ratio and a two-sided sign test of "as often above as below"."""
+    from scipy.stats import binomtest
+
+    runs = frame[frame[metric].notna()]
+    ok = runs[runs["status"] == "ok"].groupby(["label", "network", "size"], dropna=False)[metric].median()
+    flagged = runs[runs["flagged"]] if "flagged" in runs else runs.iloc[0:0]
+    rows = []
+    for (label, size), group in flagged.groupby(["label", "size"], dropna=False, sort=True):
+        reference = [ok.get((label, net, size), math.nan) for net in group["network"]]
+        ratio = (group[metric].to_numpy(float) / np.asarray(reference, float))
+        ratio = ratio[np.isfinite(ratio)]
+        above, below = int((ratio > 1).sum()), int((ratio < 1).sum())
+        p = float(binomtest(above, above + below).pvalue) if above + below else math.nan
+        rows.append({"label": label, "size": size, "flagged runs": len(ratio),
+                     "median flagged ÷ ok": float(np.median(ratio)) if len(ratio) else math.nan,
+                     "above ok median": above, "below": below, "sign test p": p,
+                     "differ": len(ratio) >= MIN_FLAGGED and p < 0.05})
+    return pd.DataFrame(rows)
+
+
+def flagged_sentence(row: pd.Series, metric: str = "dct_ms") -> str:
+    way = "higher" if row["median flagged ÷ ok"] > 1 else "lower"
+    consequence = ("leaving them out makes the label look faster than it ran" if way == "higher" else
+                   "leaving them out makes the label look slower than it ran")
+    return (f"{row['label']}'s flagged runs at {format_size(row['size'])} had a {way} {metric} than its ok runs at "
+            f"the same points ({row['median flagged ÷ ok']:.3g}× their median over {row['flagged runs']} runs, sign "
+            f"test p = {row['sign test p']:.2g}): {consequence}.")
+
+
+def attempts(db, frame: pd.DataFrame, metric: str = "dct_ms") -> pd.DataFrame:
+    """Each earlier attempt of a run run again (earlier_outcomes with the metrics it kept) against the run's
+    last attempt: label, size, statuses, both values and their ratio."""
+    import json
+
+    if "earlier_outcomes" not in results.table_names(db):
+        return pd.DataFrame()
+    earlier = results.frame(db, "earlier_outcomes", ["run_key", "attempt", "status", "fidelity_json", "why_again"])
+    rows = []
+    last = frame.set_index("key")
+    for row in earlier.itertuples(index=False):
+        kept = json.loads(row.fidelity_json or "{}").get("metrics") or {}
+        if row.run_key not in last.index:
+            continue
+        now = last.loc[row.run_key]
+        value, final = kept.get(metric), now.get(metric)
+        rows.append({"key": row.run_key, "label": now["label"], "size": now["size"], "attempt": row.attempt,
+                     "earlier status": row.status, "final status": now["status"], f"earlier {metric}": value,
+                     f"final {metric}": final,
+                     "final ÷ earlier": (final / value) if value and final and value > 0 else math.nan})
+    return pd.DataFrame(rows)
+
+
+def attempts_summary(table: pd.DataFrame, metric: str = "dct_ms") -> pd.DataFrame:
+    """Per label: earlier attempts with a metric on both sides, the median |final ÷ earlier − 1| and how many
+    differed by more than ATTEMPT_TOLERANCE."""
+    if table.empty:
+        return table
+    both = table[table["final ÷ earlier"].notna()]
+    rows = []
+    for label, group in table.groupby("label", sort=True):
+        measured = both[both["label"] == label]
+        change = (measured["final ÷ earlier"] - 1).abs()
+        rows.append({"label": label, "attempts kept": len(group), "with the metric both times": len(measured),
+                     "median |change|": float(change.median()) if len(change) else math.nan,
+                     f"changed > {ATTEMPT_TOLERANCE:.0%}": int((change > ATTEMPT_TOLERANCE).sum()),
+                     "final status ok": int((group["final status"] == "ok").sum())})
+    return pd.DataFrame(rows)

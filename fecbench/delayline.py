@@ -155,6 +155,29 @@ class DelayControl:
         except json.JSONDecodeError as exc:
             raise RuntimeError(f"delayline {self.name}: bad stats reply {reply!r}") from exc
 
+    def count_flows(self, side: str, bin_ms: float | None) -> None:
+        """Count one direction's flows ("ab" or "ba") afresh from now, in time bins of `bin_ms` by their
+        arrival: what each flow brought to the queue and what the queue refused (delayline/README.md,
+        "Per-flow counters"); None stops counting and forgets the counts."""
+        if side not in ("ab", "ba"):
+            raise ValueError(f"side must be ab or ba, got {side!r}")
+        if bin_ms is not None and not 0 < bin_ms <= 60_000:
+            raise UserError(f"delayline {self.name}: a flow bin of {bin_ms!r} ms: from 0.001 to 60000")
+        arg = "off" if bin_ms is None else f"bin_us={max(1, round(bin_ms * 1000))}"
+        reply = self.command(f"flows {side} {arg}")
+        if reply != "ok":
+            raise RuntimeError(f"delayline {self.name}: flows refused: {reply}")
+
+    def flow_stats(self) -> dict[str, Any]:
+        """Per direction ("ab", "ba"): `counting`, `t0_ns` (CLOCK_MONOTONIC, bin 0's start), `bin_ns`, `lost`
+        (frames the full table could not count) and `flows`: rows [proto, sport, dport, bin, packets, bytes,
+        dropped, dropped_bytes] (packets that arrived in the bin and, of those, what the queue refused)."""
+        reply = self.command("flowstats")
+        try:
+            return json.loads(reply)
+        except json.JSONDecodeError as exc:
+            raise RuntimeError(f"delayline {self.name}: bad flowstats reply {reply[:200]!r}") from exc
+
 
 class DelayLine:
     """A running delayline process bridging two interfaces with a constant delay per direction."""

@@ -148,6 +148,44 @@ def test_egress_qdisc_applies_to_forwarded_frames(net: Line) -> None:
     assert_counters_add_up(stats)
 
 
+def test_per_flow_counters_attribute_every_queue_drop_to_its_flow(net: Line) -> None:
+    """`flows ab bin_us=N`: each frame that reaches the queue counted under its flow (protocol and ports) in the
+    bin of its arrival, and each one the queue behind (tbf's limit, here a tiny one) refused counted as its
+    flow's drop: the flows' drops add up to the element's drop_egress, and the frames and bytes to what each
+    sender sent (issue 49: before, queue drops were known per link only)."""
+    net.offloads(False)
+    net.exec(net.ns["D"], ["tc", "qdisc", "add", "dev", net.if_b, "root", "tbf", "rate", "1mbit",
+                           "burst", "15kb", "limit", "20kb"])
+    sent = {5000: 300, 5001: 200}
+    with DelayLine.start(net.if_a, net.if_b, 1.0, 1.0, run_in=net.run_in("D")) as dl:
+        before = dl.control.flow_stats()
+        dl.control.count_flows("ab", 50.0)
+        for port, n in sent.items():   # no receiver: B answers with ICMP port unreachable (counted b→a)
+            net.exec(net.ns["A"], [sys.executable, "-c", UDP_SOURCE, ADDR_B, str(port), str(n), "0", "1000"])
+        deadline = time.monotonic() + 10
+        while (dl.stats()["ab"]["rx"] < 500 or dl.stats()["ab"]["queue"]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        stats, flows = dl.stats(), dl.control.flow_stats()
+        dl.control.count_flows("ab", None)
+        stopped = dl.control.flow_stats()
+    assert before["ab"]["counting"] is False and before["ab"]["flows"] == []
+    ab = flows["ab"]
+    assert ab["counting"] is True and ab["bin_ns"] == 50_000_000 and ab["lost"] == 0
+    assert flows["ba"]["counting"] is False and flows["ba"]["flows"] == []   # b→a was not asked for
+    per_port: dict[int, list[int]] = {}
+    for proto, _sport, dport, _bin, packets, size, dropped, dropped_bytes in ab["flows"]:
+        assert proto == 17, ab["flows"]
+        totals = per_port.setdefault(dport, [0, 0, 0, 0])
+        for i, value in enumerate((packets, size, dropped, dropped_bytes)):
+            totals[i] += value
+    frame = 1000 + 8 + 20 + 14   # UDP payload, UDP and IP headers, Ethernet header
+    assert {port: totals[0] for port, totals in per_port.items()} == sent
+    assert all(totals[1] == totals[0] * frame and totals[3] == totals[2] * frame for totals in per_port.values())
+    assert stats["ab"]["drop_egress"] > 0
+    assert sum(totals[2] for totals in per_port.values()) == stats["ab"]["drop_egress"] + stats["ab"]["drop_queue"]
+    assert stopped["ab"]["counting"] is False and stopped["ab"]["flows"] == []
+
+
 def test_tcp_with_offloads_delivers_every_byte(net: Line) -> None:
     net.offloads(True)
     size = 30 << 20
@@ -218,8 +256,11 @@ def test_control_protocol_errors(net: Line) -> None:
         assert dl._command("bogus").startswith("error unknown command")
         assert dl._command("set delay_ab_us=-5").startswith("error")
         assert dl._command("set speed=1").startswith("error unknown key")
+        assert dl._command("flows up bin_us=5").startswith("error flows needs a direction")
         with pytest.raises(UserError):
             dl.set_delay(ab_ms=-1.0)
+        with pytest.raises(UserError):
+            dl.control.count_flows("ab", 0)
         stats = dl.stats()
         assert (stats["delay_ab_us"], stats["delay_ba_us"]) == (1000, 2000)
 

@@ -21,6 +21,7 @@ from fecbench.analysis.studies import flows as flowsmod
 from fecbench.runners.experiment.prepare import prepare
 from tests.helpers.campaign import (
     FAKE_DIR,
+    FECQ,
     ROOT,
     TOPOLOGY,
     campaign_processes,
@@ -135,6 +136,49 @@ def _series(*cells: tuple[float, int]) -> list[list[float]]:
     return [[t, down, 0, 0, 0] for t, down in cells]
 
 
+def link_drops(db: Path, key: str) -> dict[str, tuple[int, int]]:
+    """Per direction of the run's lossy links: (the loss model's drops, the bottleneck queue's drops: the shaper's
+    qdiscs and the delay element's own queue), from link_stats."""
+    out: dict[str, tuple[int, int]] = {}
+    for r in rows(db, "SELECT direction, dropped, delay_json FROM link_stats WHERE run_key = ?", key):
+        delay = json.loads(r["delay_json"])
+        element = (delay.get("delay") or {}).get("ab" if r["direction"] == "forward" else "ba") or {}
+        queue = sum(q.get("drops") or 0 for q in delay.get("qdiscs") or []) + (element.get("drop_queue") or 0)
+        model, old = out.get(r["direction"], (0, 0))
+        out[r["direction"]] = (model + r["dropped"], old + queue)
+    return out
+
+
+def test_throughput_counts_what_got_through_the_queue_over_the_windows_whole_bins() -> None:
+    """With the delay element's counts (cells of 9: offered bytes, drops, queue drops, bytes through the queue),
+    a flow's throughput is what got through the queue, over the whole bins of the window; the window is the
+    last start to the first end, and the fairness row names it and the flows compared."""
+    def row(flow: str, role: str, started: float, ended: float, series: list) -> dict:
+        return {"run_key": "r", "flow": flow, "role": role, "label": flow, "background": "bg", "run_label": "fg",
+                "point": 0, "repetition": 0, "run_status": "ok", "dct_ms": 1.0, "started_s": started,
+                "ended_s": ended, "bin_s": 0.5, "series": series, "workload": "download", "data": "down"}
+    # offered 200 kB per bin each; the queue let 125 kB of the foreground's through, 62.5 kB of the flow's.
+    fg = [[t, 200_000, 0, 3, 0, 2, 0, 125_000, 0] for t in (0, 0.5, 1.0, 1.5, 2.0)]
+    bg = [[t, 200_000, 0, 9, 0, 9, 0, 62_500, 0] for t in (0.5, 1.0, 1.5)]
+    frame = pd.DataFrame([row("foreground", "foreground", 0.0, 2.3, fg), row("dl", "competing", 0.7, 2.05, bg)])
+    windowed = flowsmod.window_throughput(frame)
+    # The window 0.7-2.05 s: its whole bins are 1.0 and 1.5 (1 s measured).
+    assert windowed["window_start_s"].tolist() == [0.7, 0.7] and windowed["window_end_s"].tolist() == [2.05, 2.05]
+    assert windowed["measured_s"].tolist() == [1.0, 1.0]
+    assert windowed["throughput_mbit"].tolist() == pytest.approx([2.0, 1.0])
+    assert set(windowed["throughput_source"]) == {"through the queue"}
+    fair = flowsmod.fairness(frame).iloc[0]
+    assert fair["compared"] == "foreground+dl" and fair["jain"] == pytest.approx(stats.jain_index([2.0, 1.0]))
+    text = flowsmod.describe_window(fair)
+    assert "0.70-2.05 s" in text and "foreground and dl" in text and "through the queue" in text, text
+    # Without the queue's counts (older databases, the netem backend): the offered bytes.
+    plain = pd.DataFrame([row("foreground", "foreground", 0.0, 2.3, [c[:5] for c in fg]),
+                          row("dl", "competing", 0.7, 2.05, [c[:5] for c in bg])])
+    windowed = flowsmod.window_throughput(plain)
+    assert windowed["throughput_mbit"].tolist() == pytest.approx([3.2, 3.2])
+    assert set(windowed["throughput_source"]) == {"offered (queue not counted)"}
+
+
 def test_fairness_window_shares_and_jain() -> None:
     """Two runs: in one, the foreground and one flow share the window equally (Jain 1); in the other the
     competing flow takes three quarters (Jain 0.8)."""
@@ -180,8 +224,10 @@ def test_flows_smoke_runs_every_flow_and_attributes_the_links_drops(flows_db: Pa
         assert all(f["started_s"] < 0 for name, f in mine.items() if name != "foreground")   # start_s = -1
         metrics = rows(db, "SELECT dct_ms FROM metrics WHERE run_key = ?", run["key"])[0]
         assert mine["foreground"]["dct_ms"] == metrics["dct_ms"]
-        dropped = sum(r["dropped"] for r in rows(db, "SELECT dropped FROM link_stats WHERE run_key = ?", run["key"]))
-        assert sum(f["dropped_down"] + f["dropped_up"] for f in mine.values()) == dropped
+        # Every drop on the link is one flow's: the loss model's and the bottleneck queue's.
+        links = link_drops(db, run["key"])
+        for way, direction in (("down", "reverse"), ("up", "forward")):
+            assert sum(f[f"dropped_{way}"] for f in mine.values()) == sum(links[direction]), (way, links)
         assert all(json.loads(f["json"])["endpoints"].get("wakeups", 0) > 0 for f in mine.values())
         # The fecq bulk flows, stopped with the foreground, still wrote what their stacks did (SIGTERM:
         # the client fetches its server's counters before it exits).
@@ -256,3 +302,106 @@ def test_explain_draws_the_competing_flows_windows(flows_db: Path, tmp_path: Pat
     assert built.flow_windows["cwnd"].gt(0).all() and built.flow_windows["t_s"].between(-30, 60).all()
     written = explain.explain(flows_db, str(run["key"]), tmp_path)
     assert written.figure.read_bytes()[:4] == b"\x89PNG"
+
+
+FINITE = """
+[[flow]]
+name = "dl"
+impl = "fecq"
+workload = "download"
+size = "1MB"
+start_s = 0.7
+
+[[flow]]
+name = "tcp"
+tool = "iperf3"
+protocol = "tcp"
+cc = "cubic"
+start_s = 1.5
+"""
+
+
+@pytest.mark.require_root
+def test_a_finite_download_ends_the_fairness_window_and_the_queues_drops_are_the_flows(tmp_path: Path) -> None:
+    """A fecq foreground (4 MB) beside a 1 MB fecq download from +0.7 s and iperf3 cubic from +1.5 s, on 10 Mbit/s
+    with a 20-packet queue (tail drops) and 0.2 % uniform loss (model drops). The download's end is its client's
+    exit, not the moment the run looked after the foreground (issue 49: 10.167 s for a download whose last packet
+    left at 3.66 s, a fairness window of 8.4 s instead of 2.2 s); the fairness window is exactly from the last start
+    (iperf3's) to that end; and every drop on the link, the queue's included, is exactly one flow's."""
+    assert FECQ.exists(), "build fecq first (make fecq)"
+    (tmp_path / "points.csv").write_text("bw,owd,queue\n10,10,20\n")
+    path = tmp_path / "finite.toml"
+    path.write_text(textwrap.dedent(f"""
+        [design]
+        name = "finite"
+        topology = "{TOPOLOGY}"
+        repetitions = 1
+        seed = 49
+        timeout_s = 60
+        fidelity = "off"
+
+        [space]
+        method = "list"
+        file = "points.csv"
+        [space.factors]
+        bw = {{ low = 5, high = 20 }}
+        owd = {{ low = 5, high = 30 }}
+        queue = {{ low = 10, high = 5000 }}
+
+        [loss]
+        model = "uniform"
+        p = 0.002
+
+        [workload]
+        kind = "download"
+        sizes = ["4MB"]
+
+        [[impl]]
+        name = "fecq"
+        label = "quic"
+        """) + textwrap.dedent(FINITE))
+    db = tmp_path / "finite.sqlite"
+    out = fecbench("run", str(path), "--db", str(db))
+    assert out.returncode == 0, out.stdout + out.stderr
+    (run,) = rows(db, "SELECT key, status, error FROM runs")
+    assert run["status"] == "ok", run
+    table = {f["flow"]: f for f in rows(db, "SELECT * FROM flows")}
+    fg, dl, tcp = table["foreground"], table["dl"], table["tcp"]
+    assert (dl["status"], tcp["status"]) == ("ok", "stopped")
+    frame = flowsmod.flows(db)
+    series = {r.flow: r.series for r in frame.itertuples()}
+    width = float(frame["bin_s"].iloc[0])
+
+    # The download ended when its client exited: before the foreground, after its last data byte; its client
+    # sent nothing after it (its last packet, the close, goes just before the exit: within a second, however
+    # loaded the machine; before issue 49 the end was the foreground's, seconds later).
+    assert dl["ended_s"] < fg["ended_s"] and tcp["ended_s"] == pytest.approx(fg["ended_s"], abs=0.05)
+    last_down = max(c[0] for c in series["dl"] if c[1] > 0)
+    last_up = max(c[0] for c in series["dl"] if c[2] > 0)
+    assert last_down <= dl["ended_s"] and last_up <= dl["ended_s"] < last_up + width + 1.0, (dl, last_down, last_up)
+    assert dl["ended_s"] - dl["started_s"] >= dl["dct_ms"] / 1000
+
+    # The fairness window: exactly from the last start (iperf3's) to the first end (the download's), all three
+    # flows compared, over its whole bins; Jain's index from those throughputs.
+    fair = flowsmod.fairness(frame).iloc[0]
+    assert (fair["window_start_s"], fair["window_end_s"]) == (tcp["started_s"], dl["ended_s"])
+    assert set(fair["compared"].split("+")) == {"foreground", "dl", "tcp"}
+    bins = [t for t in {c[0] for s in series.values() for c in s}
+            if t >= tcp["started_s"] - 1e-9 and t + width <= dl["ended_s"] + 1e-9]
+    assert fair["measured_s"] == pytest.approx(len(bins) * width) and len(bins) >= 3, bins
+    rates = [sum(c[7] for c in series[f] if c[0] in bins) * 8 / 1e6 / (len(bins) * width) for f in series]
+    assert fair["jain"] == pytest.approx(stats.jain_index(rates))
+    assert fair["throughput_source"] == "through the queue"
+
+    # Every drop on the link is one flow's, the queue's tail drops included, in each direction; the per-bin
+    # series hold the same (dropped: both kinds; queue_dropped: the queue's).
+    links = link_drops(db, run["key"])
+    assert links["reverse"][1] > 0, links     # the 20-packet queue overflowed: tail drops to attribute
+    for way, direction, column in (("down", "reverse", 3), ("up", "forward", 4)):
+        model, queue = links[direction]
+        assert sum(f[f"dropped_{way}"] for f in table.values()) == model + queue, (way, links)
+        assert sum(c[column + 2] for s in series.values() for c in s) == queue, (way, links)
+        assert sum(c[column] for s in series.values() for c in s) == model + queue, (way, links)
+    # What got through the queue is what was offered less what the model and the queue dropped: never more.
+    for name, cells in series.items():
+        assert sum(c[7] for c in cells) < sum(c[1] for c in cells), name

@@ -56,13 +56,15 @@ int dl_parse_command(const char *line, struct dl_command *cmd, char *err, size_t
 	memset(cmd, 0, sizeof(*cmd));
 
 	if (!next_word(&p, word, sizeof(word))) {
-		snprintf(err, errlen, "empty command (commands: set, stats, clear, flush)");
+		snprintf(err, errlen, "empty command (commands: set, stats, clear, flush, flows, flowstats)");
 		return -1;
 	}
-	if (!strcmp(word, "stats") || !strcmp(word, "clear") || !strcmp(word, "flush")) {
+	if (!strcmp(word, "stats") || !strcmp(word, "clear") || !strcmp(word, "flush") || !strcmp(word, "flowstats")) {
 		enum dl_command_kind kind = !strcmp(word, "stats") ? DL_CMD_STATS
-					    : !strcmp(word, "clear") ? DL_CMD_CLEAR : DL_CMD_FLUSH;
-		const char *name = kind == DL_CMD_STATS ? "stats" : kind == DL_CMD_CLEAR ? "clear" : "flush";
+					    : !strcmp(word, "clear") ? DL_CMD_CLEAR
+					    : !strcmp(word, "flush") ? DL_CMD_FLUSH : DL_CMD_FLOWSTATS;
+		const char *name = kind == DL_CMD_STATS ? "stats" : kind == DL_CMD_CLEAR ? "clear"
+				   : kind == DL_CMD_FLUSH ? "flush" : "flowstats";
 
 		if (next_word(&p, word, sizeof(word))) {
 			snprintf(err, errlen, "%s takes no arguments", name);
@@ -71,8 +73,37 @@ int dl_parse_command(const char *line, struct dl_command *cmd, char *err, size_t
 		cmd->kind = kind;
 		return 0;
 	}
+	if (!strcmp(word, "flows")) {
+		/* flows ab|ba bin_us=N: count that direction's flows from now in bins of N µs; flows ab|ba off */
+		uint64_t v;
+
+		cmd->kind = DL_CMD_FLOWS;
+		if (!next_word(&p, word, sizeof(word)) || (strcmp(word, "ab") && strcmp(word, "ba"))) {
+			snprintf(err, errlen, "flows needs a direction, ab or ba");
+			return -1;
+		}
+		cmd->flow_dir = !strcmp(word, "ba");
+		if (!next_word(&p, word, sizeof(word))) {
+			snprintf(err, errlen, "flows %s needs bin_us=N or off", cmd->flow_dir ? "ba" : "ab");
+			return -1;
+		}
+		if (!strcmp(word, "off")) {
+			cmd->flows_off = 1;
+		} else if (strncmp(word, "bin_us=", 7) || dl_parse_u64(word + 7, DL_MAX_FLOW_BIN_US, &v) < 0 || !v) {
+			snprintf(err, errlen, "flows: expected bin_us=N (1 to %llu) or off, got %.64s", DL_MAX_FLOW_BIN_US,
+				 word);
+			return -1;
+		} else {
+			cmd->flow_bin_us = v;
+		}
+		if (next_word(&p, word, sizeof(word))) {
+			snprintf(err, errlen, "flows: unexpected %.64s", word);
+			return -1;
+		}
+		return 0;
+	}
 	if (strcmp(word, "set")) {
-		snprintf(err, errlen, "unknown command %.64s (commands: set, stats, clear, flush)", word);
+		snprintf(err, errlen, "unknown command %.64s (commands: set, stats, clear, flush, flows, flowstats)", word);
 		return -1;
 	}
 	cmd->kind = DL_CMD_SET;

@@ -8,12 +8,18 @@
 /* Largest accepted delay: 60 s, far beyond any emulated path, small enough to never overflow. */
 #define DL_MAX_DELAY_US 60000000ULL
 
-enum dl_command_kind { DL_CMD_SET, DL_CMD_STATS, DL_CMD_CLEAR, DL_CMD_FLUSH };
+/* Largest accepted per-flow time bin: 60 s. */
+#define DL_MAX_FLOW_BIN_US 60000000ULL
+
+enum dl_command_kind { DL_CMD_SET, DL_CMD_STATS, DL_CMD_CLEAR, DL_CMD_FLUSH, DL_CMD_FLOWS, DL_CMD_FLOWSTATS };
 
 struct dl_command {
 	enum dl_command_kind kind;
 	int has_ab, has_ba;
 	uint64_t delay_ab_us, delay_ba_us;
+	/* flows: which direction (0 = ab, 1 = ba), off, or the bin width to count in from now */
+	int flow_dir, flows_off;
+	uint64_t flow_bin_us;
 };
 
 /*

@@ -16,6 +16,7 @@
 #include <linux/if_packet.h>
 #include <linux/virtio_net.h>
 #include <net/if.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "flows.h"
 #include "queue.h"
 
 #define BATCH 64
@@ -75,6 +77,7 @@ struct direction {
 	struct counters c;
 	struct lateness late;
 	bool tx_blocked; /* the socket's send buffer is full: wait for EPOLLOUT */
+	struct dl_flows flows; /* per-flow arrivals and queue drops, when asked (`flows` command) */
 };
 
 struct client {
@@ -98,7 +101,7 @@ static void usage(FILE *out)
 		"Bridges two interfaces at layer 2, delaying frames from A to B by delay-ab and\n"
 		"from B to A by delay-ba (microseconds, at most %llu). Prints 'ready' once running;\n"
 		"stops on SIGTERM or SIGINT. Control socket commands: 'set delay_ab_us=N delay_ba_us=N',\n"
-		"'stats'.\n",
+		"'stats', 'clear', 'flush', 'flows ab|ba bin_us=N|off', 'flowstats'.\n",
 		DEFAULT_MAX_QUEUE, DEFAULT_RT_PRIORITY, DL_MAX_DELAY_US);
 }
 
@@ -180,6 +183,18 @@ static int open_packet_socket(const char *ifname)
 	return fd;
 }
 
+/* Count a frame (with its virtio-net header) in d's per-flow counters: arrived, or refused by the queue. */
+static void count_flow(struct direction *d, const uint8_t *buf, uint32_t len, uint64_t arrival, bool dropped)
+{
+	struct dl_flow_key key;
+	const uint32_t vnet = sizeof(struct virtio_net_hdr);
+
+	if (!d->flows.counting || len < vnet || dl_flow_of(buf + vnet, len - vnet, &key) < 0)
+		return;
+	/* The frame's length from its Ethernet header on, as the dropper's skb->len counts it. */
+	dl_flows_count(&d->flows, &key, arrival, len - vnet, dropped);
+}
+
 /* Read frames from d's interface into its queue until the socket is empty (bounded per wake-up). */
 static void receive(struct direction *d)
 {
@@ -221,6 +236,10 @@ static void receive(struct direction *d)
 			d->c.rx++;
 			if (discard) {
 				d->c.drop_queue++;
+				if (!(msgs[i].msg_hdr.msg_flags & MSG_TRUNC)) {
+					count_flow(d, overflow[i], len, arrival, false);
+					count_flow(d, overflow[i], len, arrival, true);
+				}
 				continue;
 			}
 			if ((msgs[i].msg_hdr.msg_flags & MSG_TRUNC) || len < sizeof(struct virtio_net_hdr) + ETH_HLEN) {
@@ -241,6 +260,8 @@ static void receive(struct direction *d)
 				d->c.gso++;
 			s->len = len;
 			s->release_ns = arrival + d->delay_ns;
+			s->arrival_ns = arrival;
+			count_flow(d, s->buf, len, arrival, false);
 			if (keep != (uint32_t)i) { /* close the gap left by skipped frames */
 				struct dl_slot *dst = dl_queue_free_slot(&d->q, keep), tmp = *dst;
 
@@ -296,6 +317,7 @@ static void release(struct direction *d, uint64_t now)
 			return;
 		} else if (errno == ENOBUFS) {
 			d->c.drop_egress++; /* the egress qdisc (e.g. tbf's queue limit) dropped it */
+			count_flow(d, s->buf, s->len, s->arrival_ns, true);
 		} else {
 			d->c.errors++;
 		}
@@ -357,6 +379,56 @@ static void format_edges(char *out, size_t n)
 		used += (size_t)snprintf(out + used, n - used, "%s%" PRIu64, b ? ", " : "", late_edges_us[b]);
 }
 
+/* Send a long reply whole (a client reads until the newline): wait for room, at most a second in all. */
+static int send_all(int fd, const char *text, size_t len)
+{
+	int waited_ms = 0;
+
+	while (len) {
+		ssize_t n = send(fd, text, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n > 0) {
+			text += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && waited_ms < 1000) {
+			struct pollfd p = {.fd = fd, .events = POLLOUT};
+
+			poll(&p, 1, 10);
+			waited_ms += 10;
+			continue;
+		}
+		return -1;
+	}
+	return 0;
+}
+
+/* `flowstats`: both directions' per-flow counters, one line. */
+static void reply_flows(struct client *cl)
+{
+	char *ab = dl_flows_json(&dir_ab.flows), *ba = dl_flows_json(&dir_ba.flows), *line = NULL;
+	size_t len = 0;
+
+	if (ab && ba) {
+		len = strlen(ab) + strlen(ba) + 32;
+		line = malloc(len);
+	}
+	if (line)
+		len = (size_t)snprintf(line, len, "{\"ab\": %s, \"ba\": %s}\n", ab, ba);
+	if (!line || send_all(cl->fd, line, len) < 0) {
+		if (!line)
+			send(cl->fd, "error out of memory\n", 20, MSG_NOSIGNAL | MSG_DONTWAIT);
+		close(cl->fd);
+		cl->fd = -1;
+	}
+	free(line);
+	free(ab);
+	free(ba);
+}
+
 static void reply_to(struct client *cl, const char *line)
 {
 	char reply[3072];
@@ -365,6 +437,18 @@ static void reply_to(struct client *cl, const char *line)
 
 	if (dl_parse_command(line, &cmd, err, sizeof(err)) < 0) {
 		snprintf(reply, sizeof(reply), "error %s\n", err);
+	} else if (cmd.kind == DL_CMD_FLOWSTATS) {
+		reply_flows(cl);
+		return;
+	} else if (cmd.kind == DL_CMD_FLOWS) {
+		struct dl_flows *f = cmd.flow_dir ? &dir_ba.flows : &dir_ab.flows;
+
+		if (cmd.flows_off)
+			dl_flows_stop(f);
+		if (!cmd.flows_off && dl_flows_start(f, now_ns(), cmd.flow_bin_us * 1000) < 0)
+			snprintf(reply, sizeof(reply), "error out of memory\n");
+		else
+			snprintf(reply, sizeof(reply), "ok\n");
 	} else if (cmd.kind == DL_CMD_SET) {
 		if (cmd.has_ab)
 			dir_ab.delay_ns = cmd.delay_ab_us * 1000;
@@ -633,5 +717,7 @@ int main(int argc, char **argv)
 	close(sock_b);
 	dl_queue_free(&dir_ab.q);
 	dl_queue_free(&dir_ba.q);
+	dl_flows_free(&dir_ab.flows);
+	dl_flows_free(&dir_ba.flows);
 	return 0;
 }

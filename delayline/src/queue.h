@@ -7,6 +7,7 @@
 /* One queued frame (virtio-net header + Ethernet frame, as read from the packet socket). */
 struct dl_slot {
 	uint64_t release_ns; /* CLOCK_MONOTONIC time at which it may leave */
+	uint64_t arrival_ns; /* when it was read (its per-flow time bin: flows.h) */
 	uint8_t *buf;
 	uint32_t len;
 	uint32_t cap;

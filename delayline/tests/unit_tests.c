@@ -2,7 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <stdlib.h>
+
 #include "control.h"
+#include "flows.h"
 #include "queue.h"
 
 static int failures;
@@ -145,6 +148,100 @@ static void test_parse_commands(void)
 	CHECK(dl_parse_command("clear all", &c, err, sizeof(err)) < 0 && strstr(err, "clear takes no arguments"));
 	CHECK(dl_parse_command("flush", &c, err, sizeof(err)) == 0 && c.kind == DL_CMD_FLUSH);
 	CHECK(dl_parse_command("flush now", &c, err, sizeof(err)) < 0 && strstr(err, "flush takes no arguments"));
+	CHECK(dl_parse_command("flows ba bin_us=100000", &c, err, sizeof(err)) == 0);
+	CHECK(c.kind == DL_CMD_FLOWS && c.flow_dir == 1 && !c.flows_off && c.flow_bin_us == 100000);
+	CHECK(dl_parse_command("flows ab off", &c, err, sizeof(err)) == 0 && c.flow_dir == 0 && c.flows_off);
+	CHECK(dl_parse_command("flows", &c, err, sizeof(err)) < 0 && strstr(err, "direction"));
+	CHECK(dl_parse_command("flows up bin_us=5", &c, err, sizeof(err)) < 0 && strstr(err, "direction"));
+	CHECK(dl_parse_command("flows ab", &c, err, sizeof(err)) < 0 && strstr(err, "bin_us=N or off"));
+	CHECK(dl_parse_command("flows ab bin_us=0", &c, err, sizeof(err)) < 0);
+	CHECK(dl_parse_command("flows ab bin_us=60000001", &c, err, sizeof(err)) < 0);
+	CHECK(dl_parse_command("flows ab off now", &c, err, sizeof(err)) < 0 && strstr(err, "unexpected"));
+	CHECK(dl_parse_command("flowstats", &c, err, sizeof(err)) == 0 && c.kind == DL_CMD_FLOWSTATS);
+	CHECK(dl_parse_command("flowstats ab", &c, err, sizeof(err)) < 0);
+}
+
+/* An Ethernet frame carrying IPv4 (header length ihl words) with protocol proto and these L4 bytes. */
+static uint32_t ipv4_frame(uint8_t *out, uint8_t proto, int ihl, const uint8_t *l4, uint32_t l4_len)
+{
+	memset(out, 0, 14 + 60);
+	out[12] = 0x08;
+	out[13] = 0x00;
+	out[14] = (uint8_t)(0x40 | ihl);
+	out[14 + 9] = proto;
+	memcpy(out + 14 + ihl * 4, l4, l4_len);
+	return 14 + (uint32_t)ihl * 4 + l4_len;
+}
+
+static void test_flow_of_frames(void)
+{
+	uint8_t frame[256], l4[64] = {0};
+	struct dl_flow_key k;
+	uint32_t len;
+
+	/* UDP 4433 -> 5000 */
+	l4[0] = 0x11; l4[1] = 0x51; l4[2] = 0x13; l4[3] = 0x88;
+	len = ipv4_frame(frame, 17, 5, l4, 8);
+	CHECK(dl_flow_of(frame, len, &k) == 0 && k.proto == 17 && k.sport == 4433 && k.dport == 5000);
+	/* IP options: the ports after a 24-byte header */
+	len = ipv4_frame(frame, 6, 6, l4, 20);
+	CHECK(dl_flow_of(frame, len, &k) == 0 && k.proto == 6 && k.sport == 4433 && k.dport == 5000);
+	/* a non-first fragment: no ports */
+	len = ipv4_frame(frame, 17, 5, l4, 8);
+	frame[14 + 7] = 0x10;
+	CHECK(dl_flow_of(frame, len, &k) == 0 && k.proto == 17 && k.sport == 0 && k.dport == 0);
+	/* ICMP port unreachable quoting UDP 5000 -> 4433: counted under 4433 -> 5000 */
+	memset(l4, 0, sizeof(l4));
+	l4[0] = 3; l4[1] = 3;
+	l4[8] = 0x45; l4[8 + 9] = 17;
+	l4[28] = 0x13; l4[29] = 0x88; l4[30] = 0x11; l4[31] = 0x51;
+	len = ipv4_frame(frame, 1, 5, l4, 36);
+	CHECK(dl_flow_of(frame, len, &k) == 0 && k.proto == 1 && k.sport == 4433 && k.dport == 5000);
+	/* an echo request: ICMP without ports */
+	l4[0] = 8;
+	len = ipv4_frame(frame, 1, 5, l4, 36);
+	CHECK(dl_flow_of(frame, len, &k) == 0 && k.proto == 1 && k.sport == 0 && k.dport == 0);
+	/* ARP is not a flow; neither is a runt */
+	frame[12] = 0x08; frame[13] = 0x06;
+	CHECK(dl_flow_of(frame, 60, &k) < 0);
+	CHECK(dl_flow_of(frame, 10, &k) < 0);
+}
+
+static void test_flow_counts_by_bin(void)
+{
+	struct dl_flows f = {0};
+	struct dl_flow_key a = {.proto = 17, .sport = 1, .dport = 2}, b = {.proto = 17, .sport = 3, .dport = 4};
+	char *json;
+
+	dl_flows_count(&f, &a, 1000, 100, false); /* not counting yet: nothing */
+	CHECK(f.used == 0 && f.lost == 0);
+	CHECK(dl_flows_start(&f, 1000, 100) == 0);
+	dl_flows_count(&f, &a, 999, 100, false);  /* arrived before counting started: not counted */
+	dl_flows_count(&f, &a, 1000, 100, false); /* bin 0 */
+	dl_flows_count(&f, &a, 1099, 50, false);  /* bin 0 */
+	dl_flows_count(&f, &a, 1099, 50, true);   /* the queue refused it */
+	dl_flows_count(&f, &a, 1100, 70, false);  /* bin 1 */
+	dl_flows_count(&f, &b, 1250, 10, false);  /* another flow, bin 2 */
+	CHECK(f.used == 3 && f.lost == 0);
+	json = dl_flows_json(&f);
+	CHECK(json && strstr(json, "\"counting\": true, \"t0_ns\": 1000, \"bin_ns\": 100, \"lost\": 0"));
+	CHECK(json && strstr(json, "[17, 1, 2, 0, 2, 150, 1, 50]"));
+	CHECK(json && strstr(json, "[17, 1, 2, 1, 1, 70, 0, 0]"));
+	CHECK(json && strstr(json, "[17, 3, 4, 2, 1, 10, 0, 0]"));
+	free(json);
+	/* A drop of a frame whose arrival was never counted (the table was full then) is lost, not invented. */
+	dl_flows_count(&f, &b, 5000, 10, true);
+	CHECK(f.used == 3 && f.lost == 1);
+	/* The table fills to three quarters, then counts what it cannot hold as lost. */
+	for (uint32_t bin = 0; bin < DL_FLOW_ENTRIES; bin++)
+		dl_flows_count(&f, &b, 1000 + (uint64_t)bin * 100, 1, false);
+	CHECK(f.used == DL_FLOW_ENTRIES * 3 / 4 && f.lost > 1);
+	dl_flows_stop(&f);
+	CHECK(!f.counting && f.used == 0);
+	json = dl_flows_json(&f);
+	CHECK(json && strstr(json, "\"counting\": false") && strstr(json, "\"flows\": []"));
+	free(json);
+	dl_flows_free(&f);
 }
 
 static void test_parse_numbers(void)
@@ -167,6 +264,8 @@ int main(void)
 	test_slot_grow_keeps_contents();
 	test_parse_commands();
 	test_parse_numbers();
+	test_flow_of_frames();
+	test_flow_counts_by_bin();
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;

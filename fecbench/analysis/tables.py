@@ -3,7 +3,9 @@ every one joins on ``run_key`` = ``results.load(db).key``.
 
 - ``link_stats(db)``: dropper counters per run, link and direction, with the loss rate and the loss model's;
 - ``path_traffic(db)``: packets per run and client-server path counted by the droppers (multipath: how a
-  scheduler spread the data); ``single_path_label(traffic)``: the label that stayed on path 1;
+  scheduler spread the data), and each path's drops per direction: the loss model's and the bottleneck
+  queue's (``queue_drops``: the shaper's qdiscs and the delay element's own queue);
+  ``single_path_label(traffic)``: the label that stayed on path 1;
   ``path_asymmetry(frame)``: per-path factor ratios (bw_1/bw_2, owd_1/owd_2). What the endpoints counted
   per path is in ``fecbench.analysis.studies.path_metrics``;
 - ``fidelity(db)``: the emulation checks before a run; ``lateness(db)``: the delay elements' accuracy
@@ -82,18 +84,34 @@ def link_path(model: object) -> float:
     return float(path) if isinstance(path, (int, float)) and not isinstance(path, bool) else math.nan
 
 
+#: A link_stats row's direction -> the delay element's side that carries it (a: the client side).
+_DELAY_SIDE = {"forward": "ab", "reverse": "ba"}
+
+
+def queue_drops(delay_json: str | None, direction: str) -> int:
+    """Packets the bottleneck queue of a link direction dropped in a run (its link_stats row's ``delay_json``):
+    the shaper's qdiscs (tbf's limit; the delay element's sends it refused) and the delay element's own queue."""
+    value = json.loads(delay_json) if delay_json else {}
+    qdiscs = sum(int(q.get("drops") or 0) for q in value.get("qdiscs") or [])
+    element = (value.get("delay") or {}).get(_DELAY_SIDE[direction]) or {}
+    return qdiscs + int(element.get("drop_queue") or 0)
+
+
 def path_traffic(db: DbLike) -> pd.DataFrame:
     """Packets each run sent over each client-server path, as counted by the droppers of the lossy
     links (their ``matched`` counter): ``packets_down`` server → client (a download's data),
     ``packets_up`` client → server, and ``share_down``/``share_up``, the path's part of the run's
-    packets in that direction. One row per run and path, with the run's columns and factor values
-    (as in ``load``). Empty when the database records no link's path (campaigns before it did).
+    packets in that direction; the path's drops in each direction, the loss model's (``dropped_down``,
+    ``dropped_up``: the droppers') and the bottleneck queue's (``queue_dropped_down``, ``queue_dropped_up``).
+    One row per run and path, with the run's columns and factor values (as in ``load``). Empty when the
+    database records no link's path (campaigns before it did).
     """
     stats = link_stats(db)
     stats["path"] = [link_path(m) for m in stats["model"]] if len(stats) else []
     stats = stats[stats["path"].notna()]
     runs = load(db)
-    columns = ["path", "packets_down", "packets_up", "share_down", "share_up"]
+    columns = ["path", "packets_down", "packets_up", "share_down", "share_up", "dropped_down", "dropped_up",
+               "queue_dropped_down", "queue_dropped_up"]
     if stats.empty:
         out = runs.iloc[0:0].assign(**{c: pd.Series(dtype=float) for c in columns})
         out.attrs.update(runs.attrs)
@@ -104,6 +122,16 @@ def path_traffic(db: DbLike) -> pd.DataFrame:
               .reindex(columns=["reverse", "forward"], fill_value=0)
               .rename(columns={"reverse": "packets_down", "forward": "packets_up"}).reset_index())
     counts.columns.name = None
+    stats = stats.assign(queue=[queue_drops(j, d) for j, d in zip(stats["delay_json"], stats["direction"],
+                                                                   strict=True)],
+                         dropped=stats["dropped"].fillna(0))
+    for what, name in (("dropped", "dropped"), ("queue", "queue_dropped")):
+        drops = (stats.pivot_table(index=["run_key", "path"], columns="direction", values=what, aggfunc="sum",
+                                   fill_value=0)
+                 .reindex(columns=["reverse", "forward"], fill_value=0)
+                 .rename(columns={"reverse": f"{name}_down", "forward": f"{name}_up"}).reset_index())
+        drops.columns.name = None
+        counts = counts.merge(drops, on=["run_key", "path"], how="left")
     counts["path"] = counts["path"].astype(int)
     for direction in ("down", "up"):
         total = counts.groupby("run_key")[f"packets_{direction}"].transform("sum")

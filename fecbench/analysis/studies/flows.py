@@ -5,9 +5,13 @@
   ``run_*`` names where they clash, what crossed the lossy links per direction, and ``background``: the
   run's competing flows by label ("+"-joined, "none"), the grouping of the 2019 paper's Fig. 9;
 - ``window_throughput(frame)``: per flow, its throughput (Mbit/s) in the run's *overlap window*, the
-  time during which the foreground and every competing flow were all active (the data direction: down
-  for downloads and bulk flows, up for uploads), from the droppers' per-bin counters;
-- ``fairness(frame)``: per run, Jain's index over those throughputs, and the foreground's share;
+  time during which the foreground and every competing flow were all active, each from its client's start
+  to its exit (or to the moment the run stopped it: runners.run.competing), measured over the window's whole
+  time bins (the data direction: down for downloads and bulk flows, up for uploads): the bytes that got
+  through the bottleneck queue (the delay element's per-flow counts; the bytes the flow offered the link, from
+  the droppers, where nothing counted the queue: the netem backend);
+- ``fairness(frame)``: per run, Jain's index over those throughputs, the foreground's share, the window (its
+  start, end and the whole bins measured) and the flows compared; ``describe_window(row)`` says it in words;
 - ``shares_over_time(frame)``: per run and time bin, each flow's share of the bottleneck's bytes in the
   data direction (where flows overlap: bins with at least two flows);
 - ``foreground_dct(frame)``: per background label (and per point with ``by_point``) the foreground's
@@ -17,6 +21,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -54,8 +59,22 @@ def _data_column(row: pd.Series) -> int:
     return 2 if row.get("data") == "up" else 1
 
 
+def cell_bytes(cell: Sequence, column: int) -> float:
+    """A series cell's bytes in a direction (`column` 1: down, 2: up): what got through the bottleneck queue
+    (cell[column + 6]) where the queue was counted, else what the flow offered the link (cell[column])."""
+    through = cell[column + 6] if len(cell) > column + 6 else None
+    return float(cell[column] if through is None else through)
+
+
+def throughput_source(series: Sequence[Sequence]) -> str:
+    """Which bytes a flow's throughput counts: "through the queue" or "offered (queue not counted)"."""
+    counted = any(len(cell) > 7 and cell[7] is not None for cell in series)
+    return "through the queue" if counted or not series else "offered (queue not counted)"
+
+
 def overlap(group: pd.DataFrame) -> tuple[float, float] | None:
-    """The window (s from the foreground's start) during which every flow of a run was active."""
+    """The window (s from the foreground's start) during which every flow of a run was active: from the last
+    start to the first end (each flow's client start and exit, or the moment the run stopped it)."""
     starts, ends = group["started_s"].astype(float), group["ended_s"].astype(float)
     if starts.isna().any() or ends.isna().any():
         return None
@@ -63,30 +82,45 @@ def overlap(group: pd.DataFrame) -> tuple[float, float] | None:
     return (low, high) if high > low else None
 
 
+def _bins_inside(group: pd.DataFrame, low: float, high: float) -> list[float]:
+    """The run's time bins (their starts) that lie whole inside [low, high]: where the window is measured."""
+    width = float(group["bin_s"].dropna().iloc[0]) if group["bin_s"].notna().any() else 0.1
+    first = math.ceil(round(low / width, 6)) * width
+    return [round(first + i * width, 6) for i in range(max(0, math.floor(round((high - first) / width, 6))))]
+
+
 def window_throughput(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame with ``window_s`` (the run's overlap window's length) and ``throughput_mbit`` (each flow's
-    bytes in its data direction within the window, over the window)."""
+    """The frame with ``window_start_s``, ``window_end_s``, ``window_s`` (the run's overlap window and its
+    length), ``measured_s`` (the window's whole bins, over which throughput is measured), ``throughput_mbit``
+    (each flow's bytes in its data direction within those bins, over them: through the queue where it was
+    counted) and ``throughput_source``."""
     out = frame.copy()
-    out["window_s"] = np.nan
-    out["throughput_mbit"] = np.nan
+    for column in ("window_start_s", "window_end_s", "window_s", "measured_s", "throughput_mbit"):
+        out[column] = np.nan
+    out["throughput_source"] = None
     for _run, group in out.groupby("run_key"):
         window = overlap(group)
         if window is None:
             continue
         low, high = window
+        bins = _bins_inside(group, low, high)
+        width = float(group["bin_s"].dropna().iloc[0]) if group["bin_s"].notna().any() else 0.1
+        starts = set(bins)
         for index, row in group.iterrows():
-            width = row["bin_s"] or 0.1
             column = _data_column(row)
-            inside = sum(cell[column] for cell in row["series"] if low <= cell[0] and cell[0] + width <= high + 1e-9)
-            span = sum(width for cell in row["series"] if low <= cell[0] and cell[0] + width <= high + 1e-9)
-            out.loc[index, "window_s"] = high - low
-            out.loc[index, "throughput_mbit"] = inside * 8 / 1e6 / (high - low) if span else 0.0
+            inside = sum(cell_bytes(cell, column) for cell in row["series"] if round(cell[0], 6) in starts)
+            out.loc[index, ["window_start_s", "window_end_s", "window_s", "measured_s"]] = \
+                [low, high, high - low, len(bins) * width]
+            out.loc[index, "throughput_mbit"] = inside * 8 / 1e6 / (len(bins) * width) if bins else np.nan
+            out.loc[index, "throughput_source"] = throughput_source(row["series"])
     return out
 
 
 def fairness(frame: pd.DataFrame) -> pd.DataFrame:
     """Per run: Jain's fairness index over its flows' window throughputs, the foreground's share of their
-    sum, the window, the background label and the run's columns."""
+    sum, the window (``window_start_s``, ``window_end_s``: s from the foreground's start; ``measured_s``: its
+    whole bins), ``compared`` (the flows compared, "+"-joined) and ``throughput_source``, the background label
+    and the run's columns."""
     windowed = window_throughput(frame)
     rows = []
     for run, group in windowed.groupby("run_key"):
@@ -94,11 +128,32 @@ def fairness(frame: pd.DataFrame) -> pd.DataFrame:
         fg = group[group["role"] == "foreground"]["throughput_mbit"]
         total = float(rates.sum())
         first = group.iloc[0]
+        sources = sorted({str(s) for s in group["throughput_source"].dropna()})
         rows.append({"run_key": run, "background": first["background"], "run_label": first["run_label"],
                      "point": first["point"], "repetition": first["repetition"], "flows": len(group),
-                     "window_s": first["window_s"], "jain": stats.jain_index(rates) if len(rates) else np.nan,
+                     "compared": "+".join(str(f) for f in group["flow"]),
+                     "window_start_s": first["window_start_s"], "window_end_s": first["window_end_s"],
+                     "window_s": first["window_s"], "measured_s": first["measured_s"],
+                     "throughput_source": "; ".join(sources) if sources else None,
+                     "jain": stats.jain_index(rates) if len(rates) else np.nan,
                      "foreground_share": float(fg.iloc[0]) / total if len(fg) and total > 0 else np.nan})
     return pd.DataFrame(rows)
+
+
+def describe_window(row: pd.Series | dict) -> str:
+    """One sentence on what a ``fairness`` row's index was computed over: the interval, its length, the whole
+    bins measured, the flows compared and which bytes (e.g. "Jain's index 0.987 over 1.51-3.71 s after the
+    foreground's start (2.20 s; 2.10 s of whole 0.1 s bins measured), while foreground, dl and tcp were all
+    active; bytes through the queue.")."""
+    get = row.get
+    flows = str(get("compared") or "").split("+")
+    names = ", ".join(flows[:-1]) + f" and {flows[-1]}" if len(flows) > 1 else flows[0]
+    start, end = get("window_start_s"), get("window_end_s")
+    if start is None or end is None or not np.isfinite(float(start)) or not np.isfinite(float(end)):
+        return f"No interval in which {names} were all active: no index."
+    return (f"Jain's index {float(get('jain')):.3f} over {float(start):.2f}-{float(end):.2f} s after the foreground's "
+            f"start ({float(end) - float(start):.2f} s; {float(get('measured_s')):.2f} s of whole bins measured), "
+            f"while {names} were all active; bytes {get('throughput_source') or 'offered'}.")
 
 
 def shares_over_time(frame: pd.DataFrame) -> pd.DataFrame:
@@ -109,7 +164,7 @@ def shares_over_time(frame: pd.DataFrame) -> pd.DataFrame:
         column = _data_column(pd.Series(row._asdict()))
         for cell in row.series:
             rows.append({"run_key": row.run_key, "background": row.background, "flow": row.flow, "role": row.role,
-                         "label": row.label, "t_s": cell[0], "bytes": cell[column]})
+                         "label": row.label, "t_s": cell[0], "bytes": cell_bytes(cell, column)})
     long = pd.DataFrame(rows, columns=["run_key", "background", "flow", "role", "label", "t_s", "bytes"])
     if long.empty:
         return long.assign(share=pd.Series(dtype=float))

@@ -18,21 +18,12 @@ import json
 
 import pandas as pd
 
-from fecbench.analysis import results
+from fecbench.analysis import results, tables
 from fecbench.analysis.results import DbLike
 
 LINK_COLUMNS = ["run_key", "link", "direction", "dropper", "outage", "queue", "seen"]
 RUN_COLUMNS = ["run_key", "dropper_forward", "dropper_reverse", "outage_forward", "outage_reverse",
                "queue_forward", "queue_reverse", "declared_lost", "spurious", "recovered", "unexplained"]
-#: A link_stats row's direction -> the delay element's side that carries it (a: the client side).
-_DELAY_SIDE = {"forward": "ab", "reverse": "ba"}
-
-
-def _queue_drops(delay_json: str | None, direction: str) -> int:
-    value = json.loads(delay_json) if delay_json else {}
-    qdiscs = sum(int(q.get("drops") or 0) for q in value.get("qdiscs") or [])
-    element = (value.get("delay") or {}).get(_DELAY_SIDE[direction]) or {}
-    return qdiscs + int(element.get("drop_queue") or 0)
 
 
 def link_losses(db: DbLike) -> pd.DataFrame:
@@ -48,7 +39,7 @@ def link_losses(db: DbLike) -> pd.DataFrame:
         outages = int(outages or 0)
         records.append({"run_key": key, "link": link, "direction": direction,
                         "dropper": None if dropped is None else int(dropped) - outages, "outage": outages,
-                        "queue": _queue_drops(delay_json, direction), "seen": seen})
+                        "queue": tables.queue_drops(delay_json, direction), "seen": seen})
     return pd.DataFrame(records, columns=LINK_COLUMNS)
 
 

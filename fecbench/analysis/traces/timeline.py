@@ -299,7 +299,7 @@ def _flow_series(db: DbLike, key: str) -> pd.DataFrame:
         width = float(row.bin_s or 0.1)
         for cell in row.series:
             rows.append({"t_s": cell[0] + width / 2, "flow": f"{row.flow}: {row.label} ({row.role})",
-                         "mbit_s": cell[column] * 8 / width / 1e6, "dropped": cell[column + 2]})
+                         "mbit_s": flows.cell_bytes(cell, column) * 8 / width / 1e6, "dropped": cell[column + 2]})
     return pd.DataFrame(rows, columns=["t_s", "flow", "mbit_s", "dropped"])
 
 

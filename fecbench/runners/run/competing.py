@@ -8,13 +8,22 @@ foreground client has ended, the flows that only compete (bulk, iperf3) are stop
 waited for, all within the design's time limit. Each flow gets its own port (the foreground's + 1000 ×
 rank), its own folder in the run's folder, and, where the machine has endpoint cgroups, a cgroup of its
 own inside the network's (its endpoint timing). The droppers count every flow's packets per time bin
-(fecbench.dropper, per-flow counters), so each flow's bytes, drops and throughput over time through the
-lossy links are known whatever implementation it is; `records` gives one row per flow and one for the
-foreground (the flows table).
+(fecbench.dropper, per-flow counters), and the delay elements what each flow brought to the bottleneck
+queue behind them and what that queue refused (delayline's per-flow counters), so each flow's bytes, drops
+(the loss model's and the queue's) and throughput through the bottleneck over time are known whatever
+implementation it is; `records` gives one row per flow and one for the foreground (the flows table).
+
+A flow's times are when it ran, on the run's clock (s from the foreground client's start): its client's
+start, and its exit as the harness saw it happen (each client's pidfd is watched while the foreground
+runs, so a download that ends early ends then, not when the run next looked), or, for a flow that only
+competes, the moment the run stopped it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from fecbench import endpoint_timing
 from fecbench.runners.experiment.flows import FlowInstance, FlowSpec
+from fecbench.runners.run import flow_rows, procs
 from fecbench.runners.run.procs import wait_ready
 from fecbench.runners.run.run_metrics import MetricsError, collect_metrics, partial_metrics
 from fecbench.runners.run.testbed import RunProcess, Testbed
@@ -48,6 +58,8 @@ class Running:
     client: RunProcess | None = None
     started_at: float | None = None       # monotonic times its client started and ended
     ended_at: float | None = None
+    exited_at: float | None = None        # monotonic time its client exited, seen as it happened
+    pidfd: int | None = None              # its client's pidfd while it runs (None: not watched)
     stopped: bool = False                 # stopped by the run (it only competed), not ended by itself
     status: str = "pending"
     error: str | None = None
@@ -61,6 +73,7 @@ class CompetingFlows:
                  timeout_s: float, processes: list[RunProcess]) -> None:
         self.testbed, self.timeout_s, self.processes = testbed, timeout_s, processes
         self.origin: float | None = None   # monotonic time of the foreground client's start
+        self.foreground_fd: int | None = None   # the foreground client's pidfd while it runs
         self.running: list[Running] = []
         for flow in flows:
             folder = run_dir / "flows" / flow.id.replace("#", "-")
@@ -105,9 +118,50 @@ class CompetingFlows:
                        f"after {self.timeout_s:g} s"
         return None
 
-    def started_foreground(self, at: float) -> None:
-        """The foreground client started at monotonic time `at`: time 0 of the run."""
+    def started_foreground(self, at: float, client: RunProcess | None = None) -> None:
+        """The foreground client started at monotonic time `at`: time 0 of the run (`client`: watched, so that
+        waiting for it also sees the flows' clients exit)."""
         self.origin = at
+        if client is not None:
+            self.foreground_fd = procs.pidfd(client)
+
+    def wait(self, until: float, foreground: RunProcess | None = None) -> bool:
+        """Wait until monotonic time `until`, or until the `foreground` client exits (True), or, without one,
+        until every flow client still running has exited; each flow client's exit is noted as it happens
+        (`exited_at`: its pidfd turned readable; a client without one is polled every POLL_S)."""
+        while True:
+            watched = {r.pidfd: r for r in self.running
+                       if r.pidfd is not None and r.exited_at is None and not r.stopped}
+            polled = [r for r in self.running if r.client is not None and r.pidfd is None
+                      and r.exited_at is None and not r.stopped]
+            fg_fd = self.foreground_fd if foreground is not None else None
+            if foreground is None and not watched and not polled:
+                return False
+            left = until - time.monotonic()
+            if polled or (foreground is not None and fg_fd is None):
+                left = min(left, POLL_S)
+            fds = [*watched, *([fg_fd] if fg_fd is not None else [])]
+            ready = select.select(fds, [], [], max(0.0, left))[0] if fds else procs.pause(left)
+            now = time.monotonic()
+            for fd in ready:
+                if fd in watched:
+                    watched[fd].exited_at = now
+                    _close(watched[fd])
+            for r in polled:
+                if r.client is not None and r.client.poll() is not None:
+                    r.exited_at = now
+            if foreground is not None and ((fg_fd is not None and fg_fd in ready)
+                                           or (fg_fd is None and foreground.poll() is not None)):
+                self._close_foreground()
+                return True
+            if now >= until:
+                return False
+
+    def _close_foreground(self) -> None:
+        if self.foreground_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.foreground_fd)
+            self.foreground_fd = None
 
     def start_due(self) -> None:
         """Start the later flows whose time has come (call while the foreground runs)."""
@@ -130,6 +184,7 @@ class CompetingFlows:
         r.client = self.testbed.start_process("client", f"flow-{r.folder.name}-client", argv, r.folder,
                                               env=self._env(r, "client"), cwd=r.folder, group=r.group)
         self.processes.append(r.client)
+        r.pidfd = procs.pidfd(r.client)
         r.status = "running"
 
     def _wait_packets(self, r: Running, packets: int) -> bool:
@@ -147,11 +202,16 @@ class CompetingFlows:
         """After the foreground client: stop the flows that only compete (all at once: each may still
         fetch its server's counters and write its metrics, within `STOP_GRACE_S`), wait for the others
         (until `deadline`), then stop every server."""
+        self.wait(time.monotonic())   # exits that came with the foreground's
         for r in self.running:
-            if r.client is not None and r.client.poll() is None and r.flow.stops_with_foreground:
+            if r.client is not None and r.exited_at is None and r.client.poll() is None \
+                    and r.flow.stops_with_foreground:
                 r.client.terminate()
                 r.stopped = True
+                _close(r)
         stopped_at = time.monotonic()
+        # The flows that run to completion: their exits seen as they happen, until `deadline`.
+        self.wait(deadline)
         stop_deadline = stopped_at + STOP_GRACE_S
         for r in self.running:
             if r.client is None:
@@ -162,13 +222,16 @@ class CompetingFlows:
                 r.client.stop(grace_s=max(0.0, stop_deadline - time.monotonic()))
                 r.ended_at = stopped_at   # it competed until then; what follows is its report
                 r.status, r.error = self._judge(r, None)
+                _close(r)
                 continue
             code = r.client.poll()
             if code is None:
                 code = r.client.wait(max(0.0, deadline - time.monotonic()))
                 if code is None:
                     r.client.stop(grace_s=1.0)
-            r.ended_at = time.monotonic()
+            # When it exited, as seen then (without a pidfd: when it was found to have exited).
+            r.ended_at = r.exited_at if r.exited_at is not None else time.monotonic()
+            _close(r)
             r.status, r.error = self._judge(r, r.client.poll())
         for r in self.running:
             if r.server is not None:
@@ -202,20 +265,13 @@ class CompetingFlows:
             for process in (r.client, r.server):
                 if process is not None:
                     process.stop(grace_s=0.5)
+            _close(r)
+        self._close_foreground()
 
     # --- what each flow did --------------------------------------------------------------------------
     def counts_of(self, r: Running | None, counters: list[dict[str, Any]], port: int | None = None) -> list[dict]:
-        """The per-flow counter rows of one flow (by its server's port), each with its direction."""
-        port = r.port if r is not None else port
-        rows = []
-        for link in counters:
-            for proto, sport, dport, b, packets, size, dropped in link.get("flows", []):
-                if (link["direction"] == "forward" and dport == port) or (link["direction"] == "reverse"
-                                                                          and sport == port):
-                    rows.append({"link": link["link"], "direction": link["direction"], "proto": proto, "bin": b,
-                                 "packets": packets, "bytes": size, "dropped": dropped,
-                                 "t0_ns": link["t0_ns"], "bin_ns": link["bin_ns"]})
-        return rows
+        """The per-flow counter rows of one flow (by its server's port; runners.run.flow_rows.counts_of)."""
+        return flow_rows.counts_of(r.port if r is not None else port, counters)
 
     def records(self, foreground: dict[str, Any]) -> list[dict[str, Any]]:
         """One row per flow of the run and one for the foreground (`foreground`: its label, port, status,
@@ -223,21 +279,22 @@ class CompetingFlows:
         drops, and per time bin, s from the foreground's start), its status and error, its own metrics
         and its endpoint timing."""
         counters = self.testbed.flow_counters()
+        queue = flow_rows.queue_counted(counters)
         origin_ns = int((self.origin or 0) * 1e9)
         own = self.testbed.flow_timing(None)   # the network's own group: the foreground's processes
         own = own if "error" in own else endpoint_timing.summary(**own)
-        rows = [_record("foreground", "foreground", foreground["label"], foreground.get("impl"), None,
-                        foreground.get("workload"), 0.0, 0.0, foreground.get("ended_s"), foreground["status"],
-                        foreground.get("error"), self.counts_of(None, counters, foreground["port"]), origin_ns,
-                        {"dct_ms": foreground.get("dct_ms")}, own)]
+        rows = [flow_rows.record("foreground", "foreground", foreground["label"], foreground.get("impl"), None,
+                                 foreground.get("workload"), 0.0, 0.0, foreground.get("ended_s"), foreground["status"],
+                                 foreground.get("error"), self.counts_of(None, counters, foreground["port"]),
+                                 origin_ns, {"dct_ms": foreground.get("dct_ms")}, own, queue)]
         for r in self.running:
             metrics = self._metrics(r)
             timing = self._timing(r)
             spec = r.flow.spec
             workload = "upload" if spec.tool and spec.direction == "upload" else spec.workload
-            rows.append(_record(r.flow.id, "competing", spec.label, spec.impl, spec.tool, workload,
+            rows.append(flow_rows.record(r.flow.id, "competing", spec.label, spec.impl, spec.tool, workload,
                                 r.flow.start_s, self._since(r.started_at), self._since(r.ended_at), r.status, r.error,
-                                self.counts_of(r, counters), origin_ns, metrics, timing))
+                                self.counts_of(r, counters), origin_ns, metrics, timing, queue))
         return rows
 
     def _since(self, at: float | None) -> float | None:
@@ -246,7 +303,7 @@ class CompetingFlows:
     def _metrics(self, r: Running) -> dict[str, Any] | None:
         spec = r.flow.spec
         if spec.tool == "iperf3":
-            return _iperf3_summary(r.client.output() if r.client else "")
+            return flow_rows.iperf3_summary(r.client.output() if r.client else "")
         if r.client is None or spec.descriptor is None:
             return None
         if r.status == "ok":
@@ -342,17 +399,18 @@ def start(testbed: Testbed, instances: list[FlowInstance], run_dir: Path, values
 
 
 def wait_foreground(client: RunProcess, competing: CompetingFlows | None, limit_s: float) -> int | None:
-    """Wait for the foreground client (at most `limit_s`), starting the later competing flows on time."""
+    """Wait for the foreground client (at most `limit_s`), starting the later competing flows on time and
+    noting when each flow's client exits."""
     deadline = time.monotonic() + limit_s
-    while competing is not None:
-        due = competing.next_start()
-        if due is None or due >= deadline:
-            break
-        code = client.wait(max(0.0, due - time.monotonic()))
-        if code is not None:
-            return code
+    if competing is None:
+        return client.wait(max(0.0, deadline - time.monotonic()))
+    while True:
         competing.start_due()
-    return client.wait(max(0.0, deadline - time.monotonic()))
+        due = competing.next_start()
+        if competing.wait(deadline if due is None else min(due, deadline), client):
+            return client.wait(1.0)   # it has exited: reaped now
+        if time.monotonic() >= deadline:
+            return client.poll()
 
 
 @dataclass
@@ -378,51 +436,14 @@ def _path_addresses(values: dict[str, Any], path: int) -> dict[str, str]:
             "server_address": servers[min(path, len(servers)) - 1]}
 
 
+def _close(r: Running) -> None:
+    if r.pidfd is not None:
+        with contextlib.suppress(OSError):
+            os.close(r.pidfd)
+        r.pidfd = None
+
+
 def _sleep_until(when: float) -> None:
     pause = when - time.monotonic()
     if pause > 0:
         time.sleep(pause)
-
-
-def _record(flow: str, role: str, label: str, impl: str | None, tool: str | None, workload: str | None,
-            start_s: float, started_s: float | None, ended_s: float | None, status: str, error: str | None,
-            counts: list[dict[str, Any]], origin_ns: int, metrics: dict[str, Any] | None,
-            timing: dict[str, Any] | None) -> dict[str, Any]:
-    """A flows-table row: totals per direction and the per-bin series (s from the foreground's start)."""
-    ways = (("down", "reverse"), ("up", "forward"))
-    totals = {f"{what}_{way}": sum(c[what] for c in counts if c["direction"] == direction)
-              for what in ("bytes", "packets", "dropped") for way, direction in ways}
-    series: dict[float, list[int]] = {}
-    for c in counts:
-        # On a grid of bins from the foreground's start (each dropper's own bins began when it was set, a
-        # few ms apart: within half a bin of the grid).
-        width = c["bin_ns"]
-        t = round(round((c["t0_ns"] + c["bin"] * width - origin_ns) / width) * width / 1e9, 3)
-        cell = series.setdefault(t, [0, 0, 0, 0])
-        index = 0 if c["direction"] == "reverse" else 1
-        cell[index] += c["bytes"]
-        cell[2 + index] += c["dropped"]
-    bin_s = counts[0]["bin_ns"] / 1e9 if counts else None
-    data = "up" if workload == "upload" else "down"
-    return {"flow": flow, "role": role, "label": label, "impl": impl, "tool": tool, "workload": workload, "data": data,
-            "start_s": start_s, "started_s": started_s, "ended_s": ended_s, "status": status, "error": error,
-            **totals, "dct_ms": (metrics or {}).get("dct_ms"), "bin_s": bin_s,
-            "series": [[t, *cell] for t, cell in sorted(series.items())], "metrics": metrics, "endpoints": timing}
-
-
-def _iperf3_summary(text: str) -> dict[str, Any] | None:
-    """What an iperf3 -J client reports: bytes and bits per second received, retransmits, its error."""
-    import json
-
-    start = text.find("{")
-    try:
-        data = json.loads(text[start:]) if start >= 0 else None
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    end = data.get("end") or {}
-    received = end.get("sum_received") or end.get("sum") or {}
-    sent = end.get("sum_sent") or {}
-    return {"bytes": received.get("bytes"), "bits_per_second": received.get("bits_per_second"),
-            "retransmits": sent.get("retransmits"), "error": data.get("error")}

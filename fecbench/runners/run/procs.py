@@ -1,4 +1,4 @@
-"""Server and client processes inside the emulated hosts: start, readiness, timeout, reaping.
+"""Server and client processes inside the emulated hosts: start, readiness, timeout, reaping, exits watched (pidfd).
 
 Processes are started through a host's `popen` (Mininet's mnexec, which calls setsid, so each
 process leads its own process group) or, without a host, directly with a new session. Either way
@@ -18,7 +18,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fecbench import cleanup, marks
 
@@ -128,6 +128,23 @@ def start(name: str, argv: list[str], log_dir: Path, host: Node | None = None, e
                                      cwd=str(cwd) if cwd else None, start_new_session=True)
     cleanup.record("pid", str(popen.pid))
     return Process(name=name, popen=popen, stdout_path=stdout_path, stderr_path=stderr_path, started=started)
+
+
+def pidfd(process: Any) -> int | None:
+    """A pidfd of a started process (it turns readable when the process exits, without reaping it: several
+    can be waited for at once, each exit seen as it happens), or None where there is none (a process that is
+    gone or unknown, a kernel without pidfd_open). The caller closes it."""
+    try:
+        return os.pidfd_open(process.pid)
+    except (OSError, AttributeError, TypeError):
+        return None
+
+
+def pause(seconds: float) -> list[int]:
+    """Sleep `seconds` (nothing if not positive); no descriptor became ready meanwhile (select's shape)."""
+    if seconds > 0:
+        time.sleep(seconds)
+    return []
 
 
 def wait_ready(process: Process, pattern: str | None, delay_s: float, timeout_s: float) -> str | None:

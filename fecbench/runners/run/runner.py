@@ -211,7 +211,7 @@ class Runner:
                                                 run_dir, env=client_env, cwd=run_dir)
             self.processes.append(client)
             if competing is not None:
-                competing.started_foreground(max(origin, client.started))
+                competing.started_foreground(max(origin, client.started), client)
             code = wait_foreground(client, competing, timeout + grace_s(timeout))
             clock.lap("client")
             if competing is not None:

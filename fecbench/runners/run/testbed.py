@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from fecbench.topologies.spec import Topology
 
 Role = Literal["server", "client"]
+#: A link direction -> the delay element's side that carries it (delayline/README.md: `ab` from the client side).
+QUEUE_SIDE = {"forward": "ab", "reverse": "ba"}
 
 
 class RunProcess(Protocol):
@@ -107,6 +109,7 @@ class MininetTestbed:
         self.flow_groups: list[tuple[EndpointGroup, Slot | None]] = []
         self.window: tuple[int, int | None, int | None] = (time.monotonic_ns(), None, None)
         self.captures: Captures | None = None     # the run's packet captures
+        self.queue_counting: set[tuple[str, str]] = set()   # (link, direction) whose delay element counts flows
         if self.net.endpoints is not None:
             self._track_endpoints()
 
@@ -149,13 +152,34 @@ class MininetTestbed:
 
     def set_loss(self, link: str, direction: str, model: LossModel, seed: int, stream: int,
                  flow_bin_ms: int | None = None) -> None:
+        """The dropper's model of one direction of a lossy link (and with `flow_bin_ms`, its per-flow counters
+        from now); with per-flow counters, the link's delay element counts that direction's flows from now too:
+        what each flow brought to the bottleneck queue and what the queue refused (its tail drops)."""
         self.net.set_loss(link, direction, model, seed=seed, stream=stream, flow_bin_ms=flow_bin_ms)
+        line = self.net.delaylines.get(link)
+        if line is not None and (flow_bin_ms is not None or (link, direction) in self.queue_counting):
+            line.control.count_flows(QUEUE_SIDE[direction], flow_bin_ms)
+            if flow_bin_ms is None:
+                self.queue_counting.discard((link, direction))
+            else:
+                self.queue_counting.add((link, direction))
 
     def flow_counters(self) -> list[dict[str, Any]]:
         """Each dropper's per-flow counters (fecbench.dropper: rows proto, sport, dport, bin, packets, bytes,
-        dropped; t0_ns, bin_ns), with its link and direction."""
-        return [{"link": link, "direction": direction, **dropper.flows()}
-                for (link, direction), dropper in self.net.droppers.items()]
+        dropped; t0_ns, bin_ns), with its link and direction, and `queue`: what the link's delay element counted
+        per flow in that direction (rows proto, sport, dport, bin, packets, bytes, dropped, dropped_bytes: what
+        arrived at the bottleneck queue and what it refused; t0_ns, bin_ns), None where nothing counted them
+        (the netem backend: its queue's drops are not attributed to flows)."""
+        queues: dict[str, dict[str, Any]] = {}
+        for link, line in self.net.delaylines.items():
+            if any(counted == link for counted, _ in self.queue_counting):
+                queues[link] = line.control.flow_stats()
+        out = []
+        for (link, direction), dropper in self.net.droppers.items():
+            queue = queues.get(link, {}).get(QUEUE_SIDE[direction])
+            out.append({"link": link, "direction": direction, **dropper.flows(),
+                        "queue": queue if queue and queue.get("counting") else None})
+        return out
 
     def link_stats(self) -> list[dict[str, Any]]:
         return self.net.link_stats()

@@ -390,7 +390,7 @@ def test_shipped_designs_validate() -> None:
                 "thesis2018-multipath-losses": 64 * 2 * 3, "starlink-uploads": 12 * 90 * 3 * 1,
                 "bench-campaign": 32 * 1 * 2 * 2, "compare-backends": 4 * 1 * 2 * 2,
                 "multipath-smoke": 4 * 1 * 3 * 2,
-                "thesis2018-multipath-downloads": 130 * 3 * 6 * 3,
+                "thesis2018-multipath-downloads": 130 * 3 * 5 * 3,
                 "thesis2018-multipath": 130 * 2 * 6, "thesis2018-multipath-hetero": 130 * 2 * 3,
                 "thesis2018-multipath-cut": 12 * 1 * 6, "flows-smoke": 2 * 1 * 1 * 1,
                 "networking2019-fairness": 3 * 10 * 1 * 1, "networking2019-small": 2 * 16 * 3 * 2,

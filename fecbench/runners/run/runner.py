@@ -108,14 +108,17 @@ class Runner:
         return fidelity
 
     def set_losses(self, values: dict[str, Any] | None, seed: int) -> None:
-        """Set (and reset) every dropper this design uses: the design's model, or no loss (values None). With
-        competing flows, the droppers also count each flow's packets from here (a run's, not a probe's)."""
+        """Set (and reset) every dropper of the lossy links: the design's model where it applies, no loss elsewhere
+        and for the probes (values None). A run's reset starts its counters, so its link_stats count its own
+        packets, whatever the model (`none` included: before issue 49 those droppers were never reset and a run's
+        per-path counts were the network's since it was built). With competing flows, the droppers also count
+        each flow's packets from here (a run's, not a probe's)."""
         counting = bool(self.design.flows) and values is not None
-        if self.design.loss.model == "none" and not counting:
-            return
+        if self.design.loss.model == "none" and values is None:
+            return   # nothing to turn off for the probes: the run's reset follows them
         streams = {(link, direction): stream for link, direction, stream in self.streams()}
         every = [(link, direction) for link in self.losses.links for direction in ("forward", "reverse")]
-        for link, direction in every if counting else streams:
+        for link, direction in every if values is not None else streams:
             lossy = values is not None and (link, direction) in streams and self.design.loss.model != "none"
             model = self.loss_model(values, link) if lossy else NoLoss()
             self.testbed.set_loss(link, direction, model, seed=seed, stream=streams.get((link, direction), 0),

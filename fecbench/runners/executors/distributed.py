@@ -306,6 +306,11 @@ class DaskExecutor:
                 finished, _ = wait(pending, timeout=timeout, return_when="FIRST_COMPLETED")
             except TimeoutError:  # nothing finished within the timeout
                 finished = set()
+            except Exception as exc:
+                # The scheduler cancelled some (their worker gone: seen when a host was killed, 2 runs and 2 set-ups).
+                if type(exc).__name__ != "FuturesCancelledError":
+                    raise
+                finished = {future for future in pending if future.cancelled()}
             for future in finished:
                 done += self._collect(future)
         else:
@@ -318,6 +323,10 @@ class DaskExecutor:
     def _collect(self, future: Future) -> list[Finished]:
         if future in self.setting_up:
             address = self.setting_up.pop(future)
+            if future.cancelled():   # its worker left: set it up again if it comes back
+                self.setup_sent.pop(future, None)
+                self.seen.discard(address)
+                return []
             try:
                 self._ready(address, future.result())
                 self._setup_took(future)
@@ -328,6 +337,11 @@ class DaskExecutor:
         if future not in self.inflight:
             return []
         run, worker, sent = self.inflight.pop(future)
+        if future.cancelled():
+            if worker.address in self.ready and worker.address not in self._addresses():
+                self._worker_gone(self.ready.pop(worker.address))
+            return [self._lost(run, f"worker {worker.address} on {worker.host}: Dask cancelled the run (its worker "
+                                    "left)")]
         try:
             result = future.result()
         except WorkerRefused as exc:  # the worker lost its setup (restarted): the run never started

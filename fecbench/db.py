@@ -222,6 +222,17 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
+def release(conn: sqlite3.Connection) -> None:
+    """Close a writer's connection leaving the database readable without writing beside it: back to a rollback
+    journal (a reader of a WAL database creates its -shm file, in the checkout for results/), when no other
+    connection holds it (a reader or another writer: it stays WAL, as a campaign in progress needs)."""
+    try:
+        conn.execute("PRAGMA journal_mode=DELETE")
+    except sqlite3.Error:
+        pass
+    conn.close()
+
+
 def open_readonly(path: str | Path) -> sqlite3.Connection:
     """Open a results database read-only (safe while a campaign writes to it); anything that is not a
     fecbench results database this version can read is a UserError naming the file."""

@@ -53,9 +53,12 @@ def _calibrations_of_the_suite(tmp_path_factory: pytest.TempPathFactory) -> None
     """`--jobs auto` in the suite keeps its calibrations in the session's folder, not in the machine's store
     (fecbench.runners.executors.calibrations): a test reuses a calibration only when it made one on purpose."""
     from fecbench.runners.executors.calibrations import STORE_ENV
+    from fecbench.runners.experiment.estimate import HISTORY_ENV
 
     if STORE_ENV not in os.environ:
         os.environ[STORE_ENV] = str(tmp_path_factory.mktemp("calibrations") / "jobs-calibrations.json")
+    if HISTORY_ENV not in os.environ:   # the suite's campaigns are not this machine's history
+        os.environ[HISTORY_ENV] = str(tmp_path_factory.mktemp("history") / "databases.txt")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -58,7 +58,8 @@ def is_reference_line(line, axis: str) -> bool:
 
 @pytest.mark.parametrize("size, text", [(1000, "1 kB"), (10_000, "10 kB"), (50_000, "50 kB"),
                                         (1_000_000, "1 MB"), (1500, "1.5 kB"), (512, "512 B"),
-                                        (5_000_000, "5 MB"), (None, "messages"), (float("nan"), "messages")])
+                                        (5_000_000, "5 MB"), (None, "messages"), (float("nan"), "messages"),
+                                        (5 * 2 ** 20, "5 MiB"), (20 * 2 ** 20, "20 MiB"), (2 ** 30, "1 GiB")])
 def test_format_size(size, text):
     assert figures.format_size(size) == text
 
@@ -83,7 +84,11 @@ def test_ratio_ecdf_one_panel_per_label_one_curve_per_size(download_db):
         assert ax.get_xscale() == "log"
         assert sum(is_reference_line(line, "x") for line in ax.get_lines()) == 1  # ratio = 1
         legend = [t.get_text() for t in ax.get_legend().get_texts()]
-        assert legend == list(sizes)
+        assert [text.rsplit(" (", 1)[0] for text in legend] == list(sizes)
+        title = ax.get_title().split(" vs ")[0]   # each curve says how many pairs it is drawn from
+        assert [int(text.rsplit("(", 1)[1].rstrip(")")) for text in legend] == [
+            int(((pairs["label"] == title) & (pairs["size"] == size) & pairs["ratio"].notna()).sum())
+            for size in SIZES]
         # Each size's curve has the size's colour in every panel, and reaches ECDF 1.
         curves = [line for line in visible_lines(ax) if not is_reference_line(line, "x")]
         assert len(curves) == len(SIZES)
@@ -351,7 +356,7 @@ def test_metric_ecdf_censors_timeouts(tmp_path):
     frame = results.load(make_table_db(tmp_path / "h.sqlite", table_rows(CENSORED_TABLE), timeout_s=10))
     ax = figures.metric_ecdf(frame, "dct_ms").axes[0]
     ends = {line.get_label(): float(line.get_ydata()[-1]) for line in visible_lines(ax)}
-    assert ends == {"fec": pytest.approx(12 / 18), "quic": pytest.approx(11 / 17)}  # timeouts at +inf
+    assert ends == {"fec (18)": pytest.approx(12 / 18), "quic (17)": pytest.approx(11 / 17)}  # timeouts at +inf
     assert "timed out (at +∞): fec 6 of 18, quic 6 of 17" in note_text(ax)
     # Not a duration: only finished runs, curves reach 1.
     ax = figures.metric_ecdf(frame, "packets_sent").axes[0]

@@ -41,7 +41,8 @@ def test_dry_run_table_folds_long_values(tmp_path: Path) -> None:
     out = fecbench("run", str(design), "--db", str(tmp_path / "x.sqlite"), "--dry-run", columns=80)
     assert out.returncode == 0, out.stderr
     table = out.stdout[out.stdout.index("run(s) to do"):]
-    assert "…" not in table and seeds                         # loss seeds and labels folded, never cut
+    assert "…" not in table and seeds                         # labels folded, never cut
+    assert all(seed in table for seed in seeds)               # each loss seed whole on its line
     assert not (tmp_path / "x.sqlite").exists()
 
 

@@ -386,3 +386,23 @@ def test_sample_runs_a_seeded_pilot_and_leaves_the_rest_pending(tmp_path: Path) 
     assert [r["key"] for r in sorted(runs.values(), key=lambda r: r["started_at"] or "~") if r["key"] in done] == order
     summary = camp.run()  # a plain run does the rest
     assert summary.selected == 5 and {r["status"] for r in camp.runs().values()} == {"ok"}
+
+
+def test_a_finished_campaign_is_read_without_writing_beside_it_and_joins_the_machines_history(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 48: reading a database written by a campaign creates no -shm or -wal beside it (results/ is in the
+    checkout), and later estimates learn from it wherever it is (the machine's list of databases)."""
+    from fecbench.analysis import results
+    from fecbench.runners.experiment import estimate
+
+    monkeypatch.setenv(estimate.HISTORY_ENV, str(tmp_path / "history.txt"))
+    (tmp_path / "elsewhere").mkdir()
+    camp = Campaign(tmp_path / "elsewhere", {"ok": {}})
+    camp.run()
+    assert not list(camp.db.parent.glob("camp.sqlite-*"))
+    results.load(camp.db)
+    fecbench("status", str(camp.db))
+    assert not list(camp.db.parent.glob("camp.sqlite-*")), list(camp.db.parent.iterdir())
+    assert (tmp_path / "history.txt").read_text().splitlines() == [str(camp.db.resolve())]
+    history = estimate.machine_history(None, results=tmp_path / "no-results-folder")
+    assert history.ratios and history.again

@@ -38,8 +38,21 @@ def test_drops_by_cause_and_what_the_stack_declared(tmp_path: Path) -> None:
     assert "k3" not in runs.index
     k1 = runs.loc["k1"]
     assert (k1["declared_lost"], k1["spurious"], k1["recovered"]) == (12, 1, 2)
-    assert k1["unexplained"] == 12 - (5 + 4 + 4) - 1          # a download's data goes the reverse way
-    assert runs.loc["k2", "unexplained"] == 3 - (5 + 0 + 5)   # an upload's forward
+    # A download's data goes the reverse way: 13 drops, 11 declared for real; 2 FEC rebuilt, none other.
+    assert k1[["data_drops", "rebuilt", "undeclared", "unexplained"]].tolist() == [13, 2, 0, 0]
+    # An upload's forward: 10 drops, 3 declared, no recoveries reported: 7 never declared.
+    assert runs.loc["k2", ["data_drops", "rebuilt", "undeclared", "unexplained"]].tolist() == [10, 0, 7, 0]
+    assert (runs[["rebuilt", "undeclared", "unexplained"]].dropna() >= 0).all().all()   # parts, never a residual
+
+
+def test_declared_losses_no_drop_explains_are_unexplained() -> None:
+    from fecbench.analysis.traces.losses import reconcile
+
+    parts = reconcile(drops=4, declared=10, spurious=1, recovered=3)
+    assert parts == {"data_drops": 4, "rebuilt": 0, "undeclared": 0, "unexplained": 5}
+    many = reconcile(drops=250, declared=20, spurious=0, recovered=216)   # issue 48: was −230 "unexplained"
+    assert many == {"data_drops": 250, "rebuilt": 216, "undeclared": 14, "unexplained": 0}
+    assert 20 - 0 + many["rebuilt"] + many["undeclared"] - many["unexplained"] == many["data_drops"]
 
 
 def test_export_writes_losses_and_the_artifacts_with_their_files(tmp_path: Path) -> None:

@@ -14,7 +14,16 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests.helpers.analysis_db import CENSORED_TABLE, make_download_db, make_messages_db, make_table_db, table_rows
+from fecbench.analysis import results
+from tests.helpers.analysis_db import (
+    CENSORED_TABLE,
+    add_label_later,
+    flag_and_schedule,
+    make_download_db,
+    make_messages_db,
+    make_table_db,
+    table_rows,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -89,6 +98,35 @@ def test_notebooks_on_download_campaign(download_db, tmp_path):
     assert pngs(outs["03-realtime"]) == {}
     assert pngs(outs["04-multipath"]) == {}
     assert pngs(outs["05-loss-position"]) == {}
+
+
+def test_notebooks_headless_from_the_environment_on_flags_a_schedule_and_a_label_added_later(
+        tmp_path, monkeypatch: pytest.MonkeyPatch):
+    """Issue 48: every notebook runs with its parameters from the environment (no papermill, nothing injected)
+    on a database with flagged runs, a link schedule (outages) and a label added to the design later, writes
+    its figures where FECBENCH_OUT says, and says what it left out; 02 pairs the added label."""
+    db = make_download_db(tmp_path / "issue48.sqlite", points=4, repetitions=3, failures=0)
+    add_label_later(db, points=4, repetitions=3)
+    flag_and_schedule(db)
+    flagged = sum(results.load(db)["flagged"])
+    for notebook in NOTEBOOKS:
+        out = tmp_path / "figs" / notebook.stem
+        monkeypatch.setenv("FECBENCH_DB", str(db))
+        monkeypatch.setenv("FECBENCH_OUT", str(out))
+        nb = nbformat.read(notebook, as_version=4)
+        done = NotebookClient(nb, timeout=300, kernel_name="python3",
+                              resources={"metadata": {"path": str(ROOT)}}).execute()
+        text = text_output(done)
+        if notebook.stem not in ("05-loss-position", "06-competing-flows"):
+            assert f"{flagged} flagged run(s) left out of every comparison" in text, notebook.stem
+        if notebook.stem == "02-download-ratios":
+            shown = "\n".join(o.get("data", {}).get("text/plain", "") for c in done.cells if c.cell_type == "code"
+                              for o in c.get("outputs", []))
+            assert "quic-fec-rs-free" in shown and pngs(out)
+        if notebook.stem == "01-campaign-overview":
+            assert f"runs flagged fidelity for any reason: {flagged} of" in text and "(endpoints: " in text
+            assert {"status", "fidelity", "loss-fidelity"} <= set(pngs(out))
+    assert not list(tmp_path.glob("issue48-notebooks"))   # FECBENCH_OUT, not beside the database
 
 
 def test_loss_position_notebook_on_hand_made_verdict_logs(tmp_path):

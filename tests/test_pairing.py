@@ -12,13 +12,11 @@ import shutil
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from fecbench import db as dbmod
 from fecbench.analysis import ratios, results
 from fecbench.errors import UserError
-from tests.helpers.analysis_db import SIZES, _new_campaign, _points, _record, make_download_db
+from tests.helpers.analysis_db import SIZES, add_label_later, make_download_db
 
 POINTS, REPS = 4, 3
 
@@ -27,18 +25,7 @@ def _with_label_added_later(path: Path, label: str = "quic-fec-rs-free", *, othe
     """The download campaign, then a second campaign (another design hash) running only ``label`` on the same
     points, sizes and repetitions (same loss seeds), or with ``other_points`` on points of its own."""
     make_download_db(path, points=POINTS, repetitions=REPS, failures=0)
-    points = _points(np.random.default_rng(1), POINTS)   # make_download_db's points (its first draws)
-    if other_points:
-        points = [{**pt, "bw": pt["bw"] + 1.0} for pt in points]
-    conn = dbmod.connect(path)
-    cid = _new_campaign(conn, "test-download-with-" + label, points, REPS)
-    for pt in points:
-        for rep in range(REPS):
-            for size in SIZES:
-                _record(conn, cid, pt, label, "rs:12,10", "download", size, rep, "ok",
-                        {"dct_ms": 100.0 + size / 1000, "packets_sent": 10})
-    conn.close()
-    return path
+    return add_label_later(path, label, points=POINTS, repetitions=REPS, other_points=other_points)
 
 
 def test_a_label_added_later_pairs_with_the_runs_already_there(tmp_path: Path) -> None:

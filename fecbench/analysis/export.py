@@ -2,8 +2,9 @@
 
 Tables: ``runs`` (``results.load``: one row per run), ``paths`` (``path_metrics.path_metrics``: one row
 per run, path and side of multipath runs), ``losses`` (``losses.run_losses``: one row per run, drops by
-cause and the sender's declared losses), ``link-losses`` (per run, link and direction) and ``artifacts``
-(what each run kept to explain itself: qlog, key logs, packet captures, with their files).
+cause and the sender's declared losses), ``link-losses`` (per run, link and direction), ``artifacts``
+(what each run kept to explain itself: qlog, key logs, packet captures, with their files) and ``dictionary``
+(every column of ``runs``: its unit, source and meaning, ``fecbench.analysis.dictionary``).
 """
 
 from __future__ import annotations
@@ -11,14 +12,15 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from fecbench.analysis import results
+from fecbench.analysis import dictionary, results
 from fecbench.analysis.studies import path_metrics
 from fecbench.analysis.traces import losses
 from fecbench.errors import UserError
 
 FORMATS = ("csv", "parquet")
 TABLES = {"runs": results.load, "paths": path_metrics.path_metrics, "losses": losses.run_losses,
-          "link-losses": losses.link_losses, "artifacts": results.artifacts}
+          "link-losses": losses.link_losses, "artifacts": results.artifacts,
+          "dictionary": lambda db: dictionary.dictionary(results.load(db))}
 
 
 def export(db: str | Path, fmt: str, path: str | Path | None = None, table: str = "runs") -> Path:

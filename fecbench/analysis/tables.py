@@ -65,11 +65,17 @@ def expected_loss_rate(model: dict | str | None) -> float:
 
 
 def link_stats(db: DbLike) -> pd.DataFrame:
-    """Dropper counters per run, link and direction, with ``loss_rate`` (dropped/matched packets)
-    and ``expected_loss`` (the model's long-run loss rate). Joins on ``run_key`` = ``load().key``."""
+    """Dropper counters per run, link and direction, with ``model_dropped`` (the loss model's drops: a link
+    schedule's outages, ``outage_dropped``, are a cause of their own), ``model_counted`` (the packets the model
+    judged: matched, less those an outage took), ``loss_rate`` (model_dropped / model_counted) and
+    ``expected_loss`` (the model's long-run loss rate). Joins on ``run_key`` = ``load().key``."""
     frame = results.frame(db, "link_stats", order_by=["run_key", "link", "direction"])
     counted = frame["matched"].where(frame["matched"] > 0, frame["seen"])
-    frame["loss_rate"] = (frame["dropped"] / counted.where(counted > 0)).astype(float)
+    frame["outage_dropped"] = pd.to_numeric(frame.get("outage_dropped", 0), errors="coerce").fillna(0).astype(int)
+    frame["model_dropped"] = frame["dropped"] - frame["outage_dropped"]
+    frame["model_counted"] = counted - frame["outage_dropped"]
+    frame["loss_rate"] = (frame["model_dropped"] / frame["model_counted"].where(frame["model_counted"] > 0)
+                          ).astype(float)
     frame["expected_loss"] = [expected_loss_rate(m) for m in frame["model"]] if len(frame) else []
     frame["expected_loss"] = frame["expected_loss"].astype(float)
     return frame

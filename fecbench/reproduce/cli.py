@@ -121,12 +121,14 @@ def _dry_run(pack, names: list[str], seconds: float | None, full: bool, root: Pa
         selection, idle = allocate.next_batch(pack.claims, campaigns, verdicts, capacity)
         title = (f"{pack.name}: the first batch of a budget of {seconds / 60:g} min ({capacity / 60:.1f} min of runs; "
                  "the next batches follow the verdicts)")
-    table = Table(title=title)
-    for col in ("profile", "design", "runs", "estimated min", "duration factor"):
+    table = Table(title=title, caption="runs: what the batch starts; a run it flags is run again at its end (up to 3 "
+                                       "rounds): at the campaign's measured re-run rate, about the next column")
+    for col in ("profile", "design", "runs", "with re-runs (measured rate)", "estimated min", "duration factor"):
         table.add_column(col, justify="right")
     for key, runs in selection.runs.items():
-        table.add_row(key[0], key[1], str(len(runs)), f"{selection.seconds[key] / 60:.1f}",
-                      f"{campaigns[key].factor:.2f}")
+        factor = campaigns[key].rerun_factor()
+        table.add_row(key[0], key[1], str(len(runs)), f"{len(runs) * factor:.0f} (×{factor:.2f})",
+                      f"{selection.seconds[key] / 60:.1f}", f"{campaigns[key].factor:.2f}")
     console.print(table)
     claims = Table(title="per claim")
     for col in ("claim", "draws", "estimated min", "no runs because"):

@@ -75,6 +75,7 @@ class Ran:
     out_of_time: int = 0
     stopped: bool = False            # the deadline interrupted it
     jobs: int = 1
+    reruns: int = 0                  # re-runs of runs it flagged (fecbench.runners.executors.engine: rounds at the end)
 
 
 def jobs_for(campaign: Campaign, jobs: int) -> int:
@@ -189,7 +190,7 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machines: Machin
         took = time.monotonic() - started
         saved += estimated - took
         done.append(Ran(target, summary.selected, dict(summary.counts), took, estimated,
-                        out_of_time=summary.out_of_time, jobs=n))
+                        out_of_time=summary.out_of_time, jobs=n, reruns=summary.retried))
     return done
 
 
@@ -200,7 +201,7 @@ def merge(ran: list[Ran]) -> list[Ran]:
         key = (r.target.profile, r.target.alias)
         if key not in out:
             out[key] = Ran(r.target, r.selected, dict(r.counts), r.seconds, r.estimated, r.out_of_time, r.stopped,
-                           r.jobs)
+                           r.jobs, r.reruns)
             continue
         m = out[key]
         m.selected += r.selected
@@ -208,6 +209,7 @@ def merge(ran: list[Ran]) -> list[Ran]:
             m.counts[status] = m.counts.get(status, 0) + n
         m.seconds += r.seconds
         m.estimated += r.estimated
-        m.out_of_time = r.out_of_time
+        m.out_of_time = r.out_of_time   # the last batch's: runs of earlier ones left pending were chosen again
         m.stopped = m.stopped or r.stopped
+        m.reruns += r.reruns
     return list(out.values())

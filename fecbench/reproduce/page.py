@@ -188,6 +188,18 @@ def hosts_text(targets: dict, budget: float | None) -> str:
     return text + "."
 
 
+def database_counts(db: Path) -> str:
+    """A campaign database's runs per status, read as `fecbench status` reads them (the one source of counts)."""
+    from collections import Counter
+
+    from fecbench.analysis import results
+
+    if not db.exists():
+        return "no database yet"
+    counts = Counter(status for (status,) in results.rows(db, "runs", ["status"]))
+    return f"{sum(counts.values())} runs: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
+
+
 def _json(value: float) -> float | str | None:
     if math.isnan(value):
         return None
@@ -242,18 +254,23 @@ def _html(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
                      f"{esc(profile.description)} <i>{esc(overrides or 'the designs as they are')}</i>"
                      + "".join(f"<br><span class='small'>source: {esc(s)}</span>" for s in profile.sources)
                      + "</li>")
-    parts.append("</ul><h2>Campaigns</h2><table><tr><th>profile</th><th>design</th><th>runs this time</th>"
+    parts.append("</ul><h2>Campaigns</h2><table><tr><th>profile</th><th>design</th><th>runs started this time "
+                 "(their outcomes)</th><th>the database now (as fecbench status counts it)</th>"
                  "<th>minutes (estimated)</th><th>resume or complete with</th></tr>")
     done = {(r.target.profile, r.target.alias): r for r in ran}
     for key, target in targets.items():
         r = done.get(key)
-        what = (", ".join(f"{k} {n}" for k, n in sorted(r.counts.items())) or "none") if r else "none"
-        if r and r.out_of_time:
-            what += f"; {r.out_of_time} left pending (budget)"
-        if r and r.stopped:
-            what += "; stopped at the budget's end"
+        what = "none"
+        if r:
+            what = f"{r.selected} chosen" + (f" + {r.reruns} re-run(s) of flagged runs" if r.reruns else "") + (
+                ": " + ", ".join(f"{k} {n}" for k, n in sorted(r.counts.items())) if r.counts else "")
+            if r.out_of_time:
+                what += f"; {r.out_of_time} left pending (budget)"
+            if r.stopped:
+                what += "; stopped at the budget's end"
         minutes = f"{r.seconds / 60:.1f} ({r.estimated / 60:.1f})" if r else "–"
-        parts.append(f"<tr><td>{esc(key[0])}</td><td>{esc(key[1])}</td><td>{esc(what)}</td><td>{minutes}</td>"
+        parts.append(f"<tr><td>{esc(key[0])}</td><td>{esc(key[1])}</td><td>{esc(what)}</td>"
+                     f"<td>{esc(database_counts(target.db))}</td><td>{minutes}</td>"
                      f"<td><code>{esc(target.resume_command())}</code></td></tr>")
     parts.append("</table><h2>Claims</h2>")
     for claim in pack.claims:

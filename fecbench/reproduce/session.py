@@ -107,7 +107,8 @@ def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool,
              "not run (evaluation only)")
     ev.count_looks(looks, verdicts)
     _what_it_would_take(verdicts, campaigns)
-    html = page.write(pack, names, verdicts, targets, root / pack.name, ran=execute.merge(ran), budget=budget,
+    ran = execute.merge(ran)   # one row per campaign over its batches: one count of runs left pending
+    html = page.write(pack, names, verdicts, targets, root / pack.name, ran=ran, budget=budget,
                       full=full)
     return Outcome(pack=pack, profiles=names, targets=targets, selection=selection, ran=ran, verdicts=verdicts,
                    html=html, seconds=time.monotonic() - started, budget=budget, planned=planned, idle=idle)

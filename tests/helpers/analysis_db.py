@@ -195,3 +195,42 @@ def table_rows(table: dict) -> list[tuple]:
             status, dct = ("ok", float(cell)) if isinstance(cell, int) else (cell, None)
             rows.append((point, label, 1000, rep, status, dct))
     return rows
+
+
+def add_label_later(path: Path, label: str = "quic-fec-rs-free", *, points: int, repetitions: int, seed: int = 1,
+                    other_points: bool = False) -> Path:
+    """A second campaign (another design hash, as a design with a label added) running only ``label`` on the
+    points, sizes and repetitions of ``make_download_db(path, points=…, repetitions=…, seed=…)`` (the same loss
+    seeds), or with ``other_points`` on points of its own."""
+    pts = _points(np.random.default_rng(seed), points)   # make_download_db's points (its first draws)
+    if other_points:
+        pts = [{**pt, "bw": pt["bw"] + 1.0} for pt in pts]
+    conn = dbmod.connect(path)
+    cid = _new_campaign(conn, "test-download-with-" + label, pts, repetitions)
+    for pt in pts:
+        for rep in range(repetitions):
+            for size in SIZES:
+                _record(conn, cid, pt, label, "rs:12,10", "download", size, rep, "ok",
+                        {"dct_ms": 100.0 + size / 1000, "packets_sent": 10})
+    conn.close()
+    return path
+
+
+def flag_and_schedule(path: Path, share: float = 0.3, seed: int = 5) -> Path:
+    """Flag a share of the runs `fidelity` (as the runner does: the flag's reason, the run's own outcome kept)
+    and give every run a link schedule: two outage events and the outage's drops on the lossy link."""
+    rng = np.random.default_rng(seed)
+    conn = dbmod.connect(path)
+    keys = [k for (k,) in conn.execute("SELECT key FROM runs WHERE status = 'ok' ORDER BY key")]
+    with dbmod.transaction(conn):
+        for key in keys:
+            if rng.random() < share:
+                conn.execute("UPDATE runs SET status = 'fidelity', error = ? WHERE key = ?",
+                             ("endpoints: waits beyond 2 ms added up to 12 ms, 1.5 % of the run's 800 ms > 1 %", key))
+            for seq, (kind, at) in enumerate((("outage-start", 1.0), ("outage-end", 1.06))):
+                conn.execute("INSERT INTO link_events VALUES (?, ?, ?, 'bottleneck', 'forward', ?, ?, 0.2, '{}')",
+                             (key, seq, kind, at, at + 0.0003))
+            conn.execute("UPDATE link_stats SET outage_dropped = 3, dropped = dropped + 3 WHERE run_key = ? "
+                         "AND direction = 'forward'", (key,))
+    conn.close()
+    return path

@@ -105,7 +105,9 @@ def fidelity_scatter(fid: pd.DataFrame) -> Figure:
 
 @styled
 def loss_fidelity(stats: pd.DataFrame) -> Figure:
-    """Loss rate counted by the dropper against the model's long-run rate, per link direction.
+    """Loss rate counted by the dropper against the model's long-run rate, per link direction: the model's own
+    drops over the packets it judged (``tables.link_stats``: a link schedule's outage drops are their own cause,
+    said in the title, never counted as the model's).
 
     Runs with the same model (same design point) are pooled, since one short run sees few packets;
     the grey bars show the model's ±2σ for the number of packets counted.
@@ -115,10 +117,11 @@ def loss_fidelity(stats: pd.DataFrame) -> Figure:
     ax = fig.subplots()
     if usable.empty:
         return empty(fig, ax, "no dropper counters with a known loss model")
-    counted = usable["matched"].where(usable["matched"] > 0, usable["seen"])
-    pooled = (usable.assign(counted=counted, where=usable["link"] + " " + usable["direction"])
-              .groupby(["where", "expected_loss"], as_index=False)[["dropped", "counted"]].sum())
-    pooled["observed"] = pooled["dropped"] / pooled["counted"]
+    pooled = (usable.assign(where=usable["link"] + " " + usable["direction"])
+              .groupby(["where", "expected_loss"], as_index=False)[["model_dropped", "model_counted"]].sum()
+              .rename(columns={"model_counted": "counted"}))
+    pooled["observed"] = pooled["model_dropped"] / pooled["counted"]
+    outages = int(usable["outage_dropped"].sum())
     sigma = np.sqrt(pooled["expected_loss"] * (1 - pooled["expected_loss"]) / pooled["counted"])
     ax.vlines(pooled["expected_loss"], (pooled["expected_loss"] - 2 * sigma).clip(lower=0),
               pooled["expected_loss"] + 2 * sigma, color="0.75", linewidth=3, zorder=1)
@@ -130,7 +133,8 @@ def loss_fidelity(stats: pd.DataFrame) -> Figure:
     ax.set_ylim(-0.02 * high, high)
     ax.set_xlabel("loss rate of the model")
     ax.set_ylabel("loss rate counted by the dropper")
-    ax.set_title("dropped / matched packets, pooled per model")
+    ax.set_title("the model's drops / packets it judged, pooled per model"
+                 + (f"\n({outages} outage drops of a link schedule left out: their own cause)" if outages else ""))
     ax.legend(frameon=False, fontsize=8)
     return fig
 

@@ -74,7 +74,7 @@ def metric_ecdf(frame: pd.DataFrame, metric: str, *, per_size: bool = False, log
             mine = sub[sub["label"] == label]
             above = int(mine["censored"].sum())
             censored_ecdf(ax, mine.loc[~mine["censored"], metric].to_numpy(dtype=float), 0, above, xlim,
-                          color=colors[label], label=label)
+                          color=colors[label], label=f"{label} ({len(mine)})")
             if above:
                 notes.append(f"{label} {above} of {len(mine)}")
         ax.set_xlim(xlim)
@@ -82,8 +82,7 @@ def metric_ecdf(frame: pd.DataFrame, metric: str, *, per_size: bool = False, log
             log10_axis(ax.xaxis)
         if metric.startswith("bytes"):
             ax.xaxis.set_major_formatter(FuncFormatter(format_bytes_axis))
-        if i == 0:
-            ax.legend(title="label", frameon=False)
+        ax.legend(title="label (runs)", frameon=False, fontsize=8)
         if notes:
             note_below(ax, "timed out (at +∞): " + ", ".join(notes))
         ax.set_xlabel(metric_title(metric, frame))

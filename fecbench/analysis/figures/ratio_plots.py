@@ -114,13 +114,14 @@ def _ecdf_panels(frame: pd.DataFrame, exact: pd.Series, below: pd.Series, above:
             sub = mine & (data["size_name"] == name) if name is not None else mine
             if not sub.any():
                 continue
+            count = int((sub & (exact.notna() | below | above)).sum())   # what the curve is drawn from
             censored_ecdf(ax, exact[sub & exact.notna()].to_numpy(dtype=float), int(below[sub].sum()),
                            int(above[sub].sum()), xlim, color=colors[name if sized else label],
-                           label=name if sized else label)
+                           label=f"{name if sized else label} ({count})")
         ax.set_xlim(xlim)
         ax.axvline(1.0, color="0.2", linestyle="--", linewidth=1)
         if sized:
-            ax.legend(title="file size", loc="upper left", frameon=False)
+            ax.legend(title="file size (n)", loc="upper left", frameon=False)
         note_below(ax, note(frame[mine]))
         ax.set_xlabel(xlabel.format(label=label, baseline=baseline))
         ax.set_ylabel("ECDF")
@@ -220,8 +221,12 @@ def ratio_vs_factors(pairs: pd.DataFrame, factors: Sequence[str] | None = None, 
         usable = (usable.drop(columns="ratio").drop_duplicates(keys)
                   .merge(medians.reset_index(), on=keys, how="left"))
     fig, axes = grid(len(factors), ncols, width=3.6, height=3.0)
-    if not factors or usable.empty:
-        return empty(fig, axes[0], "no paired ok runs or no numeric factors")
+    if usable.empty:
+        return empty(fig, axes[0], "no paired ok runs")
+    if not factors:   # one design point (or factors that never vary): nothing to draw against, the pairs exist
+        unit = "points" if is_points else "pairs"
+        return empty(fig, axes[0], f"no design factor varies across this design's points: its {len(usable)} {unit} "
+                                   "are in the ratio ECDF")
     data, order = with_size_names(usable)
     sized = any(name != "messages" for name in order)
     colors = size_palette(sizes_of(pairs)) if sized else {"messages": label_palette(labels_of(pairs))[label]}

@@ -63,11 +63,16 @@ def styled(func: Callable[..., Figure]) -> Callable[..., Figure]:
 # --- naming and colours ----------------------------------------------------------------------
 
 def format_size(size: float | None) -> str:
-    """Bytes as the papers write them (decimal units): 1000 → '1 kB', 1_000_000 → '1 MB'."""
+    """Bytes as the design wrote them: decimal units (1000 → '1 kB', 1_000_000 → '1 MB'), binary ones for a
+    whole number of them that is not decimal (5 × 2^20 → '5 MiB', never '5.24288 MB')."""
     if size is None or (isinstance(size, float) and math.isnan(size)) or size is pd.NA:
         return "messages"
     size = float(size)
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+    for (unit, scale), (binary, bscale) in zip((("GB", 1e9), ("MB", 1e6), ("kB", 1e3)),
+                                               (("GiB", 2.0 ** 30), ("MiB", 2.0 ** 20), ("KiB", 2.0 ** 10)),
+                                               strict=True):
+        if size >= bscale and size % bscale == 0 and size % scale != 0:
+            return f"{size / bscale:g} {binary}"
         if size >= scale:
             return f"{size / scale:g} {unit}"
     return f"{size:g} B"

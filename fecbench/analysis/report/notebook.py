@@ -39,3 +39,36 @@ def open_notebook(db: str | Path, notebooks: Path = NOTEBOOKS_DIR, port: int = 8
     if shutil.which(argv[0]) is None:
         raise UserError(f"cannot run {argv[0]}")
     return subprocess.run(argv, env=env, check=False).returncode
+
+
+def setup(db: str | Path | None, out: str | Path | None, include_fidelity: bool | None = None):
+    """A notebook's first lines: its database (``db``, else $FECBENCH_DB, else the newest results/*.sqlite), where
+    its figures go (``out``, else $FECBENCH_OUT, else ``<the database's folder>/<its stem>-notebooks/``), its
+    runs (``results.load``; flagged runs taken as data with ``include_fidelity``, else $FECBENCH_INCLUDE_FIDELITY
+    = 1), and a line saying so and what the comparisons will leave out. Parameters come from the environment as
+    well as from the parameters cell: headless runs need no papermill (notebooks/README.md)."""
+    from fecbench.analysis.report.page import default_db
+
+    db = Path(db or os.environ.get("FECBENCH_DB") or default_db())
+    out = Path(out or os.environ.get("FECBENCH_OUT") or db.parent / f"{db.stem}-notebooks")
+    if include_fidelity is None:
+        include_fidelity = os.environ.get("FECBENCH_INCLUDE_FIDELITY", "") in ("1", "true", "yes")
+    out.mkdir(parents=True, exist_ok=True)
+    runs = results.load(db, include_fidelity=include_fidelity)
+    counts = runs["status"].value_counts()
+    flagged = int(runs["flagged"].sum())
+    left = ("flagged runs taken as data (include_fidelity)" if include_fidelity else
+            f"{flagged} flagged run(s) left out of every comparison (include_fidelity = True takes them as data)")
+    print(f"{db}: {len(runs)} runs ({', '.join(f'{s} {n}' for s, n in counts.items())}), labels "
+          f"{', '.join(runs.attrs['labels'])}; {left}; figures go to {out}/")
+    return db, out, runs
+
+
+def show(fig, out: Path, name: str) -> None:
+    """Save a notebook's figure as out/<name>.png and display it."""
+    from IPython.display import display
+
+    from fecbench.analysis import figures
+
+    figures.save(fig, out / f"{name}.png")
+    display(fig)

@@ -39,14 +39,17 @@ def losses_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db: P
     if joined.empty:
         return
     columns = ["dropper_forward", "dropper_reverse", "queue_forward", "queue_reverse", "outage_forward",
-               "outage_reverse", "declared_lost", "spurious", "recovered", "unexplained"]
+               "outage_reverse", "declared_lost", "spurious", "recovered", "data_drops", "rebuilt", "undeclared",
+               "unexplained"]
     summary = joined.groupby(["label", "size"], dropna=False)[columns].median(numeric_only=True).reset_index()
     tables["losses by cause (medians)"] = summary
     notes["losses by cause (medians)"] = (
         "Per run (ok runs; medians per label and size): packets the loss model dropped, a schedule's outages, "
         "the bottleneck's queue (forward: client → server), the data sender's declared and spurious losses, "
-        "FEC's recoveries, and what no drop explains (declared − drops in the data's direction − spurious: "
-        "below 0, drops never declared). fecbench explain DB RUN shows one run's losses on its timeline.")
+        "FEC's recoveries, and the drops in the data's direction reconciled with what the sender declared: "
+        "data_drops = (declared − spurious) + rebuilt (drops FEC rebuilt before they were declared) + undeclared "
+        "(other drops never declared: lost repairs, ACK-only packets) − unexplained (declared losses no drop "
+        "explains, ≥ 0). fecbench explain DB RUN shows one run's losses on its timeline.")
 
 
 #: Timelines the report draws at most (each takes a few seconds).

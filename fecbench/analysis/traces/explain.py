@@ -93,9 +93,10 @@ def explain(db: Path, key: str, output: Path | None = None, *, pair: bool = Fals
 
 
 def representatives(db: Path) -> list[dict[str, Any]]:
-    """Per label, among its runs that kept qlog: the median run (by DCT, the lower median) and the worst
-    (a run that did not end ok first, else the longest DCT); one entry each (label, which, key, dct_ms,
-    status), a run both median and worst once, as ``median and worst``. For ``fecbench report``'s links."""
+    """Per label, among its runs that kept qlog and count (not flagged `fidelity`, interrupted or pending: those
+    are no outcome of the label): the median run (by DCT, the lower median) and the worst (a run that failed or
+    timed out first, else the longest DCT); one entry each (label, which, key, dct_ms, status), a run both
+    median and worst once, as ``median and worst``. For ``fecbench report``'s links."""
     from fecbench.analysis import results
 
     runs = results.load(db)
@@ -103,7 +104,7 @@ def representatives(db: Path) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for label, group in runs[runs["key"].isin(kept)].groupby("label", sort=True):
         done = group[(group["status"] == "ok") & group["dct_ms"].notna()].sort_values("dct_ms", kind="stable")
-        failed = group[group["status"] != "ok"]
+        failed = group[group["status"].isin(["failed", "timeout", "unsupported"])]
         chosen: dict[str, str] = {}
         if len(done):
             chosen[str(done.iloc[(len(done) - 1) // 2]["key"])] = "median"

@@ -6,10 +6,15 @@ stack itself declared lost.
   element's queue), and the packets the dropper saw;
 - ``run_losses(db)``: per run: those summed over links, per direction (``forward``: client to server), the
   packets the data sender declared lost, its spurious losses (declared lost, then acknowledged) where its
-  stack reports them, and what FEC recovered. ``unexplained`` (downloads and uploads): declared losses
-  less the drops in the data's direction and the spurious ones; above 0, losses no drop explains (a
-  question for the run's qlog: ``fecbench explain``); below 0, drops the stack never declared (FEC
-  rebuilt the packet, or it carried nothing to send again).
+  stack reports them, and what FEC recovered; then, for downloads and uploads, the drops in the data's
+  direction reconciled with what the sender declared, each part named:
+
+      data_drops = (declared_lost − spurious) + rebuilt + undeclared − unexplained
+
+  ``rebuilt``: drops FEC rebuilt before the sender declared them (at most its recoveries); ``undeclared``:
+  the other drops it never declared (a lost repair, an ACK-only packet, one carrying nothing to send again);
+  ``unexplained`` (≥ 0): declared losses no drop explains (a question for the run's qlog: ``fecbench explain``).
+  None of them where a count is missing (a stack that reports no losses).
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from fecbench.analysis.results import DbLike
 
 LINK_COLUMNS = ["run_key", "link", "direction", "dropper", "outage", "queue", "seen"]
 RUN_COLUMNS = ["run_key", "dropper_forward", "dropper_reverse", "outage_forward", "outage_reverse",
-               "queue_forward", "queue_reverse", "declared_lost", "spurious", "recovered", "unexplained"]
+               "queue_forward", "queue_reverse", "declared_lost", "spurious", "recovered", "data_drops", "rebuilt",
+               "undeclared", "unexplained"]
 
 
 def link_losses(db: DbLike) -> pd.DataFrame:
@@ -46,6 +52,15 @@ def link_losses(db: DbLike) -> pd.DataFrame:
 def _sender(metrics: dict) -> dict:
     """The data sender's block of a metrics JSON (fecq: `sender`), else the top level."""
     return metrics.get("sender") or metrics
+
+
+def reconcile(drops: int, declared: int, spurious: int, recovered: object) -> dict[str, int]:
+    """The data direction's drops against the sender's declared losses (see above): each part ≥ 0."""
+    really = max(0, declared - spurious)
+    surplus = max(0, drops - really)          # drops the sender never declared
+    rebuilt = min(surplus, int(recovered)) if isinstance(recovered, (int, float)) else 0
+    return {"data_drops": drops, "rebuilt": rebuilt, "undeclared": surplus - rebuilt,
+            "unexplained": max(0, really - drops)}
 
 
 def run_losses(db: DbLike) -> pd.DataFrame:
@@ -71,8 +86,8 @@ def run_losses(db: DbLike) -> pd.DataFrame:
         drops = [record.get(f"{cause}_{data_direction}") for cause in ("dropper", "outage", "queue")]
         lost = record["declared_lost"]
         if data_direction and isinstance(lost, (int, float)) and all(d is not None for d in drops):
-            record["unexplained"] = int(lost) - sum(drops) - int(record["spurious"] or 0)
+            record.update(reconcile(sum(drops), int(lost), int(record["spurious"] or 0), record["recovered"]))
         else:
-            record["unexplained"] = None
+            record.update(data_drops=None, rebuilt=None, undeclared=None, unexplained=None)
         records.append(record)
     return pd.DataFrame(records, columns=RUN_COLUMNS)

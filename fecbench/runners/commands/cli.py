@@ -181,8 +181,9 @@ def _print_dry_run(prepared: Prepared, todo: list[Run], statuses: dict[str, str]
         console.print(Text(line))
     table = Table(title=f"{design.name}: {len(todo)} of {len(prepared.runs)} run(s) to do → {db_path}")
     for col in ("#", "point", "label", "workload", "size", "rep", "loss seed", "est. s", "status"):
+        # A number is never broken over lines (a loss seed once was, over three): names fold instead.
         table.add_column(col, justify="right" if col in ("#", "point", "size", "rep", "est. s") else "left",
-                         overflow="fold")
+                         overflow="fold", no_wrap=col not in ("label", "workload"))
     shown = todo[:40]
     for run in shown:
         table.add_row(str(run.index), str(run.point), run.label, run.workload, str(run.size or "-"),

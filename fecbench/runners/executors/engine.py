@@ -266,6 +266,9 @@ class Engine:
             self.build_s = time.monotonic() - wall
             self.recorder = Recorder.open(self.db_path, prepared, executor.backend(), executor.host_info(),
                                           impls_fingerprint(prepared.design))
+            from fecbench.runners.experiment.estimate import remember
+
+            remember(self.db_path)   # later estimates on this machine learn from it, wherever it is
             self.again_why = {run.key: (f"{before[run.key]}: run again (asked for by --retry or a reproduction)",
                                         False) for run in todo if before.get(run.key) in retry}
             try:

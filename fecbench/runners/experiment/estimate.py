@@ -2,9 +2,11 @@
 what this machine has measured, divided by the networks that run at once.
 
 - Each run's estimate is the model times the median of measured ÷ modelled duration of the ok runs of
-  the same implementation and workload in this machine's results databases (results/*.sqlite and the
-  campaign's own), preferring runs done with the same number of networks at once (a busy machine
-  makes every run longer); 3 runs or more, else all implementations' runs of the workload, else 1.
+  the same implementation and workload in this machine's results databases (results/*.sqlite, every database
+  a campaign of this machine wrote wherever it is: the machine's list of them, FECBENCH_HISTORY, default
+  ~/.cache/fecbench/databases.txt, and the campaign's own), preferring runs done with the same number of
+  networks at once (a busy machine makes every run longer); 3 runs or more, else all implementations' runs
+  of the workload, else 1.
 - The campaign's wall time: building its networks, then its runs handed out in order to the first free
   of N networks (list scheduling of the estimates), times how much longer earlier campaigns here took
   than the same scheduling of their own measured runs (waiting for results, checks between runs: the
@@ -17,11 +19,14 @@ what this machine has measured, divided by the networks that run at once.
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
+from fecbench.errors import UserError
 from fecbench.paths import RESULTS_DIR
 from fecbench.run_records import sessions_and_durations
 from fecbench.runners.experiment.prepare import Prepared
@@ -99,14 +104,51 @@ def _read(db: Path, history: History) -> None:
             history.ratios[key].append(duration / estimate)
 
 
+HISTORY_ENV = "FECBENCH_HISTORY"
+
+
+def history_path() -> Path:
+    """The machine's list of the databases its campaigns wrote (one path a line)."""
+    if os.environ.get(HISTORY_ENV):
+        return Path(os.environ[HISTORY_ENV])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "fecbench" / "databases.txt"
+
+
+def remember(db: Path) -> None:
+    """A campaign's database, added to the machine's list (once): later estimates learn from it wherever it is.
+    A list that cannot be written (another user's, a read-only home) costs the estimates, never the campaign."""
+    path = history_path()
+    entry = str(db.resolve())
+    try:
+        known = path.read_text().splitlines() if path.exists() else []
+        if entry not in known:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a") as out:
+                out.write(entry + "\n")
+    except OSError:
+        pass
+
+
 def machine_history(db_path: Path | None = None, results: Path = RESULTS_DIR) -> History:
-    """Every results database of this machine's results folder, and the campaign's own."""
+    """Every results database of this machine: its results folder's, those its campaigns wrote elsewhere (the
+    machine's list, `history_path`), and the campaign's own."""
     history = History()
     dbs = sorted(results.glob("*.sqlite")) if results.is_dir() else []
-    if db_path is not None and db_path.exists() and db_path.resolve() not in {d.resolve() for d in dbs}:
-        dbs.append(db_path)
+    try:
+        listed = [Path(line) for line in history_path().read_text().splitlines() if line.strip()]
+    except OSError:
+        listed = []
+    seen = {d.resolve() for d in dbs}
+    for db in [*listed, *([db_path] if db_path is not None else [])]:
+        if db.exists() and db.resolve() not in seen:
+            seen.add(db.resolve())
+            dbs.append(db)
     for db in dbs:
-        _read(db, history)
+        try:
+            _read(db, history)
+        except (sqlite3.Error, UserError):   # a file that is no (longer a) results database: nothing to learn
+            continue
     return history
 
 

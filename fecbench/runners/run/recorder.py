@@ -132,7 +132,7 @@ class Recorder:
         _write(dbmod.update_campaign, self.conn, self.campaign_id, host_json=host_info)
 
     def close(self) -> None:
-        self.conn.close()
+        dbmod.release(self.conn)
 
 
 def _open_campaign(conn: sqlite3.Connection, prepared: Prepared, link_backend: str, host_info: dict[str, Any],

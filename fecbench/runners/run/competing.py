@@ -293,8 +293,8 @@ class CompetingFlows:
             spec = r.flow.spec
             workload = "upload" if spec.tool and spec.direction == "upload" else spec.workload
             rows.append(flow_rows.record(r.flow.id, "competing", spec.label, spec.impl, spec.tool, workload,
-                                r.flow.start_s, self._since(r.started_at), self._since(r.ended_at), r.status, r.error,
-                                self.counts_of(r, counters), origin_ns, metrics, timing, queue))
+                                         r.flow.start_s, self._since(r.started_at), self._since(r.ended_at), r.status,
+                                         r.error, self.counts_of(r, counters), origin_ns, metrics, timing, queue))
         return rows
 
     def _since(self, at: float | None) -> float | None:

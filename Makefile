@@ -26,13 +26,17 @@ TQUIC_VERSION := 1.6.0
 XQUIC_DIR := quic-impls/xquic
 # A local copy of XQUIC's pinned archive (quic-impls/xquic/README.md) for offline builds; relative to the checkout.
 XQUIC_ARCHIVE ?=
-# Where native builds that depend only on pinned inputs (tquic, XQUIC) are kept between checkouts; `off`: none.
+RQUIC_DIR := quic-impls/rquic
+# A local copy of rQUIC's pinned archive (quic-impls/rquic/README.md) for offline builds; relative to the checkout.
+RQUIC_ARCHIVE ?=
+# Where native builds that depend only on pinned inputs (tquic, XQUIC, rQUIC and its Go 1.15) are kept between
+# checkouts; `off`: none.
 BUILD_CACHE ?= $(HOME)/.cache/fecbench
 export BUILD_CACHE
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 
-.PHONY: demo test bootstrap apt venv native dropper delayline schedlat noq-proto fecq tquic xquic lint clean-build constraints \
+.PHONY: demo test bootstrap apt venv native dropper delayline schedlat noq-proto fecq tquic xquic rquic lint clean-build constraints \
         test-kernels test-kernels-quick test-debian13 test-debian13-quick container
 
 demo: bootstrap
@@ -40,8 +44,8 @@ demo: bootstrap
 	$(FECBENCH) run designs/smoke.toml
 	$(FECBENCH) report results/smoke.sqlite
 
-# XQUIC is not part of bootstrap (nor of demo), but its tests run here: built first (skipped when built).
-test: bootstrap xquic
+# XQUIC and rQUIC are not part of bootstrap (nor of demo), but their tests run here: built first (skipped when built).
+test: bootstrap xquic rquic
 	$(MAKE) -C dropper test
 	$(MAKE) -C delayline test
 	$(MAKE) -C schedlat test
@@ -189,6 +193,13 @@ tquic:
 xquic: apt tquic
 	XQUIC_ARCHIVE="$(XQUIC_ARCHIVE)" $(XQUIC_DIR)/build.sh
 
+# rQUIC, the code of Zverev et al. 2021 (quic-impls/rquic/impl.toml): fecbench's Go endpoints against its quic-go
+# fork at a pinned commit, with Go 1.15 from Debian 11's packages (by sha256, unpacked into $(BUILD_CACHE), never
+# installed) and modules from the Go module proxy checked by rQUIC's go.sum; skipped when built from the same
+# inputs. Offline (no GitHub): RQUIC_ARCHIVE=path/to/rquic-quic-go-<commit>.tar.gz.
+rquic:
+	RQUIC_ARCHIVE="$(RQUIC_ARCHIVE)" $(RQUIC_DIR)/build.sh
+
 # Conventions (ARCHITECTURE.md): ruff for Python; cargo fmt and clippy -D warnings for Rust (C builds with -Werror).
 lint: venv noq-proto
 	$(VENV)/bin/ruff check fecbench tests
@@ -196,4 +207,4 @@ lint: venv noq-proto
 	cargo clippy --release --locked --manifest-path $(FECQ_DIR)/Cargo.toml --all-targets -- -D warnings
 
 clean-build:
-	rm -rf $(STAMPS) dropper/build delayline/build schedlat/build $(FECQ_DIR)/build $(XQUIC_DIR)/build
+	rm -rf $(STAMPS) dropper/build delayline/build schedlat/build $(FECQ_DIR)/build $(XQUIC_DIR)/build $(RQUIC_DIR)/build

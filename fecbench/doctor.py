@@ -38,6 +38,7 @@ ARTEFACTS = {
 # Built on demand, not by bootstrap (`make test` builds them for their tests).
 OPTIONAL_ARTEFACTS = {
     "xquic": ("quic-impls/xquic/build/bin/test_client", "make xquic"),
+    "rquic": ("quic-impls/rquic/build/bin/rquic-fecbench", "make rquic"),
 }
 
 

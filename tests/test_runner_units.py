@@ -382,7 +382,7 @@ def test_shipped_designs_validate() -> None:
     # points × repetitions × labels × sizes
     expected = {"smoke": 4 * 2 * 2, "networking2019-uniform": 130 * 9 * 3 * 4,
                 "networking2019-ge": 130 * 9 * 3 * 4, "networking2019-fixed": 2 * 50 * 2 * 4,
-                "networking2019-nofec-cost": 130 * 9 * 3 * 4, "rquic2021": 15 * 10 * 3 * 2,
+                "networking2019-nofec-cost": 130 * 9 * 3 * 4, "rquic2021": 15 * 10 * 5 * 2,
                 "short-messages": 3 * 10 * 2 * 6, "thesis2018-realtime": 130 * 3 * 5,
                 "thesis2018-realtime-desync2": 130 * 3 * 5,
                 "thesis2018-realtime-delay": 11 * 3 * 3, "thesis2018-realtime-uniform": 130 * 3 * 5,
@@ -394,7 +394,8 @@ def test_shipped_designs_validate() -> None:
                 "thesis2018-multipath": 130 * 2 * 6, "thesis2018-multipath-hetero": 130 * 2 * 3,
                 "thesis2018-multipath-cut": 12 * 1 * 6, "flows-smoke": 2 * 1 * 1 * 1,
                 "networking2019-fairness": 3 * 10 * 1 * 1, "networking2019-small": 2 * 16 * 3 * 2,
-                "xquic-smoke": 2 * 1 * 4 * 1, "xquic-multipath-smoke": 2 * 1 * 3 * 1,
+                "xquic-smoke": 2 * 1 * 4 * 1, "rquic-smoke": 2 * 1 * 2 * 1,
+                "cross-stack-rquic": 2 * 8 * 7 * 2, "xquic-multipath-smoke": 2 * 1 * 3 * 1,
                 "cross-stack": 3 * 20 * 4 * 3, "cross-stack-multipath": 4 * 10 * 5 * 2,
                 "reproduce-smoke": 4 * 3 * 2 * 2, "geo-rs": 1 * 8 * 6 * 1,
                 "explain-fairness": 3 * 1 * 1 * 1, "explain-rquic-wifi": 1 * 4 * 3 * 1}

@@ -32,3 +32,14 @@ def test_text_prints_the_ratio_endpoint_timing_and_run_time() -> None:
     assert out.startswith("capture all vs off, 16 runs") and "DCT median ratio (on ÷ off) 0.999" in out
     assert "median run 0.31 s" in out
     assert "endpoint run p99 p50/p99/max 0.6/0.9/0.9 ms (0 runs above 2.0 ms)" in out and "kept 2.00 MB" in out
+
+
+def test_per_label_ratios_say_which_stack_is_above_the_budget() -> None:
+    from fecbench.runners.commands.capture_bench import per_label
+
+    off = [{"key": f"{lab}{i}", "label": lab, "size": 1000, "status": "ok", "dct_ms": 100.0}
+           for lab in ("fecq", "tquic") for i in range(6)]
+    on = [{**r, "dct_ms": 100.5 if r["label"] == "fecq" else 105.6} for r in off]
+    rows = {r["label"]: r for r in per_label(off, on)}
+    assert rows["fecq"]["median"] == 1.005 and rows["fecq"]["within_goal"] and rows["fecq"]["pairs"] == 6
+    assert rows["tquic"]["median"] == 1.056 and not rows["tquic"]["within_goal"]

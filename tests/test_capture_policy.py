@@ -69,6 +69,35 @@ def test_keeper_keeps_failed_outliers_and_samples_compressed(tmp_path: Path) -> 
     assert sorted(r["kind"] for r in kept["k00"]) == ["keylog", "qlog"]
 
 
+def test_a_stack_whose_qlog_costs_writes_it_only_where_known_in_advance(tmp_path: Path) -> None:
+    """Issue 48: a stack whose qlog writer costs more than the 2 % budget (its descriptor's measured qlog_cost)
+    writes qlog in the sampled runs and under `all`, not in every run a `failed` or `outliers` rule might keep."""
+    from fecbench.runners.experiment.capture import QLOG_BUDGET, CaptureArgs
+
+    assert CaptureArgs(qlog_cost=0.056).qlog_in_advance_only and not CaptureArgs(qlog_cost=0.01).qlog_in_advance_only
+    assert QLOG_BUDGET == 0.02
+    policy = CapturePolicy(qlog=Rule.parse("failed+outliers+sample:2", "q", None))
+    keeper = Keeper(policy, tmp_path / "a", {"k00", "k01"})
+    assert keeper.wants("qlog", "k05") and not keeper.wants("qlog", "k05", in_advance_only=True)
+    assert keeper.wants("qlog", "k00", in_advance_only=True)
+    every = Keeper(CapturePolicy(qlog=Rule.parse("all", "q", None)), tmp_path / "b", set())
+    assert every.wants("qlog", "k05", in_advance_only=True)
+
+
+def test_a_descriptor_says_what_it_cannot_report(tmp_path: Path) -> None:
+    from fecbench.errors import SpecError
+    from fecbench.runners.experiment.descriptor import find_descriptor, load_descriptor
+
+    tquic = find_descriptor("tquic")
+    assert "lost" in tquic.unavailable_metrics and "handshake_ms" in tquic.unavailable_metrics
+    text = (Path(tquic.path)).read_text().replace('unavailable = ["handshake_ms"', 'unavailable = ["handshake"')
+    bad = tmp_path / "tquic" / "impl.toml"
+    bad.parent.mkdir()
+    bad.write_text(text)
+    with pytest.raises(SpecError, match="not a typed metric: 'handshake'"):
+        load_descriptor(bad)
+
+
 def test_keeper_stops_at_the_campaign_bound(tmp_path: Path) -> None:
     policy = CapturePolicy(qlog=Rule.parse("all", "q", None), max_mb=1)
     keeper = Keeper(policy, tmp_path / "a", set())

@@ -179,7 +179,7 @@ def test_representatives_of_each_label(tmp_path):
 
 def test_rebuilt_after_declared_matches_packets_across_the_two_ends():
     """A packet the receiver's FEC rebuilt (recovered, then the stack's packet_received) that the sender had
-    declared lost before, on the traces' wall clock: counted, with its lead; one declared after is not."""
+    declared lost before, on the traces' wall clock: counted, with its lead; one declared after counted apart."""
     import pandas as pd
 
     def frame(rows):
@@ -189,8 +189,8 @@ def test_rebuilt_after_declared_matches_packets_across_the_two_ends():
     receiver = frame([(100.015, "recovered", 0.0, None, float("nan")), (100.015, "received", 0.0, "1RTT", 7),
                       (100.020, "received", 0.0, "1RTT", 8),
                       (100.025, "recovered", 0.0, None, float("nan")), (100.025, "received", 0.0, "1RTT", 9)])
-    rebuilt, late, lead = timeline.rebuilt_after_declared(sender, receiver)
-    assert (rebuilt, late) == (2, 1) and lead == pytest.approx(5.0)
+    rebuilt, late, lead, after = timeline.rebuilt_after_declared(sender, receiver)
+    assert (rebuilt, late, after) == (2, 1, 1) and lead == pytest.approx(5.0)   # 9: rebuilt at .025, declared .030
     # a block decoded at once: two recoveries, then their two packets
     receiver = frame([(100.015, "recovered", 0.0, None, float("nan")), (100.015, "recovered", 0.0, None, float("nan")),
                       (100.016, "received", 0.0, "1RTT", 7), (100.016, "received", 0.0, "1RTT", 9)])

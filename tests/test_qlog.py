@@ -132,6 +132,18 @@ def test_old_draft_event_arrays_and_unknown_events(tmp_path):
     assert trace.events["bytes_in_flight"].iloc[1] == 1200 and math.isnan(trace.events["packet_number"].iloc[1])
 
 
+def test_quic_gos_packet_size(tmp_path):
+    """quic-go's draft-02 trace (rQUIC's) gives a packet's size in its header (packet_size): its bytes, so the
+    explain figure's sending rate is drawn for rQUIC too (issue 51)."""
+    file = tmp_path / "quic-go.qlog"
+    file.write_text(json.dumps(_document(
+        [[0.5, "transport", "packet_sent", {"packet_type": "initial", "header": {
+            "packet_number": 0, "payload_length": 303, "packet_size": 326}}]],
+        event_fields=["relative_time", "category", "event", "data"])))
+    [trace] = qlog.read(file)
+    assert trace.events["bytes"].tolist() == [326] and trace.events["packet_type"].tolist() == ["initial"]
+
+
 def test_not_a_qlog(tmp_path):
     file = tmp_path / "x.qlog"
     file.write_text(json.dumps({"hello": 1}))

@@ -395,7 +395,8 @@ def test_shipped_designs_validate() -> None:
                 "thesis2018-multipath-cut": 12 * 1 * 6, "flows-smoke": 2 * 1 * 1 * 1,
                 "networking2019-fairness": 3 * 10 * 1 * 1, "networking2019-small": 2 * 16 * 3 * 2,
                 "xquic-smoke": 2 * 1 * 4 * 1, "rquic-smoke": 2 * 1 * 2 * 1,
-                "cross-stack-rquic": 2 * 8 * 7 * 2, "xquic-multipath-smoke": 2 * 1 * 3 * 1,
+                "cross-stack-rquic": 2 * 8 * 7 * 2, "bench-capture-stacks": 1 * 20 * 4 * 2,
+                "xquic-multipath-smoke": 2 * 1 * 3 * 1,
                 "cross-stack": 3 * 20 * 4 * 3, "cross-stack-multipath": 4 * 10 * 5 * 2,
                 "reproduce-smoke": 4 * 3 * 2 * 2, "geo-rs": 1 * 8 * 6 * 1,
                 "explain-fairness": 3 * 1 * 1 * 1, "explain-rquic-wifi": 1 * 4 * 3 * 1}

@@ -43,13 +43,19 @@ def losses_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db: P
                "unexplained"]
     summary = joined.groupby(["label", "size"], dropna=False)[columns].median(numeric_only=True).reset_index()
     tables["losses by cause (medians)"] = summary
+    from fecbench.analysis.baselines import recorded_impls
+
+    missing = {label: impl["unavailable"] for label, impl in recorded_impls(db).items() if impl.get("unavailable")
+               and label in set(summary["label"])}
     notes["losses by cause (medians)"] = (
         "Per run (ok runs; medians per label and size): packets the loss model dropped, a schedule's outages, "
         "the bottleneck's queue (forward: client → server), the data sender's declared and spurious losses, "
         "FEC's recoveries, and the drops in the data's direction reconciled with what the sender declared: "
         "data_drops = (declared − spurious) + rebuilt (drops FEC rebuilt before they were declared) + undeclared "
         "(other drops never declared: lost repairs, ACK-only packets) − unexplained (declared losses no drop "
-        "explains, ≥ 0). fecbench explain DB RUN shows one run's losses on its timeline.")
+        "explains, ≥ 0). fecbench explain DB RUN shows one run's losses on its timeline."
+        + "".join(f" {label}: its implementation reports no {', '.join(names)} (its descriptor's [metrics] "
+                  "unavailable): those cells are empty, not zero." for label, names in sorted(missing.items())))
 
 
 #: Timelines the report draws at most (each takes a few seconds).

@@ -64,7 +64,9 @@ def describe(item: timeline.Timeline) -> str:
                 f"{_number(s['recovered_metrics'])}), recoveries signalled {s['signalled_receiver']}, blocks "
                 f"abandoned {s['abandoned_receiver']}; rebuilt after the {item.sender} had declared them lost: "
                 f"{s['rebuilt_after_declared']} of {s['rebuilt']} (median {_number(s['rebuilt_lead_ms'], ' ms')} "
-                "earlier: a retransmission and a congestion response for a packet that arrived)"
+                "earlier: a retransmission and a congestion response for a packet that arrived); declared lost only "
+                f"after FEC had rebuilt them: {s.get('declared_after_rebuilt', 0)} (the receiver acknowledged past "
+                "the gap before the repair came)"
                 if "recovered_receiver" in s else
                 f"sources recovered: {s['recovered']} (metrics: {_number(s['recovered_metrics'])}); "
                 f"recoveries signalled: {s['signalled']}; blocks abandoned: {s['abandoned']}"),

@@ -194,9 +194,10 @@ def _row(kind: str, data: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"kind": kind, "path": _path(data, header),
                            "packet_number": _number(header.get("packet_number", data.get("packet_number"))),
                            "packet_type": header.get("packet_type", data.get("packet_type")),
-                           # raw.length (qlog 0.4), else the data's or the header's (0.3: quinn-proto's)
-                           "bytes": _number(raw.get("length", data.get("length", data.get("size",
-                                                                                   header.get("length"))))),
+                           # raw.length (qlog 0.4), else the data's or the header's (0.3: quinn-proto's;
+                           # draft-02: quic-go's header.packet_size, rQUIC's)
+                           "bytes": _number(raw.get("length", data.get("length", data.get("size", header.get(
+                               "length", header.get("packet_size")))))),
                            "block": _number(data.get("block")), "symbol": _number(data.get("symbol")),
                            "trigger": data.get("trigger")}
     if kind == "metrics":

@@ -184,12 +184,15 @@ def _receiver_marks(events: pd.DataFrame, receiver: qlog.Trace | None) -> pd.Dat
     return pd.DataFrame({"t_s": theirs["t_abs_s"] - origin, "path": theirs["path"], "mark": theirs["kind"]})
 
 
-def rebuilt_after_declared(sender: pd.DataFrame, receiver: pd.DataFrame) -> tuple[int, int, float]:
+def rebuilt_after_declared(sender: pd.DataFrame, receiver: pd.DataFrame) -> tuple[int, int, float, int]:
     """(packets the receiver's FEC rebuilt, of them those the sender had already declared lost, their median
-    lead in ms): a rebuilt packet is the packet the receiver's stack received right after a ``recovered``
-    event (same path); it matches a declared loss by path, type and number, on the traces' wall clock. A
-    loss the sender declared and FEC then rebuilt was handled twice: a retransmission and a congestion
-    response for a packet the receiver got (and, with recoveries reported as CE, a second signal)."""
+    lead in ms, those the sender declared lost only after they were rebuilt): a rebuilt packet is the packet the
+    receiver's stack received right after a ``recovered`` event (same path); it matches a declared loss by path,
+    type and number, on the traces' wall clock. A loss the sender declared, before or after FEC rebuilt it, was
+    handled twice: a retransmission and a congestion response for a packet the receiver got (and, with
+    recoveries reported as CE, a second signal). Declared after: the receiver acknowledged the packets past the
+    gap before the repair arrived (fecq hands packets to QUIC as they come; rQUIC holds them), so the sender's
+    loss detection fired although the packet was rebuilt."""
     rebuilt = []
     pending: dict[float, list[float]] = {}   # per path, the recoveries whose packet has not been received yet
     for t_abs, kind, path, ptype, number in zip(receiver["t_abs_s"], receiver["kind"], receiver["path"],
@@ -206,7 +209,9 @@ def rebuilt_after_declared(sender: pd.DataFrame, receiver: pd.DataFrame) -> tupl
             declared.setdefault((path, str(ptype), int(number)), t_abs)
     leads = [(at - declared[key]) * 1000 for key, at in rebuilt
              if key in declared and not math.isnan(at) and not math.isnan(declared[key]) and declared[key] <= at]
-    return len(rebuilt), len(leads), float(np.median(leads)) if leads else math.nan
+    after = sum(1 for key, at in rebuilt
+                if key in declared and not math.isnan(at) and not math.isnan(declared[key]) and declared[key] > at)
+    return len(rebuilt), len(leads), float(np.median(leads)) if leads else math.nan, after
 
 
 def _bin_s(span: float) -> float:
@@ -342,8 +347,9 @@ def build(db: DbLike, run: dict[str, Any]) -> Timeline:
         theirs = receiver.events
         timeline.summary.update({f"{kind}_receiver": int((theirs["kind"] == kind).sum())
                                  for kind in ("recovered", "signalled", "abandoned")})
-        rebuilt, late, lead = rebuilt_after_declared(events, theirs)
-        timeline.summary.update({"rebuilt": rebuilt, "rebuilt_after_declared": late, "rebuilt_lead_ms": lead})
+        rebuilt, late, lead, after = rebuilt_after_declared(events, theirs)
+        timeline.summary.update({"rebuilt": rebuilt, "rebuilt_after_declared": late, "rebuilt_lead_ms": lead,
+                                 "declared_after_rebuilt": after})
     if len(drops):
         timeline.summary.update(reconcile(dropped, events))
     if len(timeline.flows):

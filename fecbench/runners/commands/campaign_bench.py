@@ -110,12 +110,14 @@ def run_campaign(design: Path, db: Path, jobs: int, extra: list[str]) -> tuple[f
 
 
 def read_runs(db: Path) -> list[dict[str, Any]]:
-    """Every executed run: key, point, status, duration, start and end (epoch s), phases, dct_ms, rebuffering_ms."""
+    """Every executed run: key, point, label, size, status, duration, start and end (epoch s), phases, dct_ms,
+    rebuffering_ms."""
     with closing(dbmod.open_readonly(db)) as conn:   # read-only: a bench never writes the campaign's records
         conn.row_factory = sqlite3.Row
         rows = [dict(r) for r in conn.execute(
-            "SELECT r.key, r.point, r.status, r.duration_s, r.started_at, r.finished_at, r.phases_json, m.dct_ms, "
-            "m.rebuffering_ms FROM runs r LEFT JOIN metrics m ON m.run_key = r.key WHERE r.duration_s IS NOT NULL")]
+            "SELECT r.key, r.point, r.label, r.size, r.status, r.duration_s, r.started_at, r.finished_at, "
+            "r.phases_json, m.dct_ms, m.rebuffering_ms FROM runs r LEFT JOIN metrics m ON m.run_key = r.key "
+            "WHERE r.duration_s IS NOT NULL")]
     for row in rows:
         row["phases"] = json.loads(row.pop("phases_json") or "{}")
         row["held_s"] = row["duration_s"] - row["phases"].get("fidelity", 0.0)

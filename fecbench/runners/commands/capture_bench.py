@@ -1,7 +1,8 @@
 """`fecbench bench capture`: does keeping what explains a run change what it explains? The bench campaign
 (designs/bench-campaign.toml, or a sample of it) run twice on this machine, with every capture off and
 with every capture on (qlog, key logs and packet captures of every run), paired by run key (the same
-runs on the same loss patterns): the median DCT ratio (on ÷ off) with a bootstrap interval, each side's
+runs on the same loss patterns): the median DCT ratio (on ÷ off) with a bootstrap interval, overall and per
+label and size (each implementation's own qlog writer: designs/bench-capture-stacks.toml), each side's
 endpoint wake-up latency and its runs above the endpoint bound, the median run's wall time (a capture's start and
 stop are in it: runners.run.pcap), and the bytes kept. The goal: the median
 ratio within 2 % of 1 and no run above the bound because of capturing. `on` chooses what the second campaign
@@ -28,6 +29,20 @@ def paired_ratios(off: list[dict[str, Any]], on: list[dict[str, Any]]) -> np.nda
     before = {r["key"]: r["dct_ms"] for r in off if r["status"] == "ok" and r["dct_ms"]}
     return np.array([r["dct_ms"] / before[r["key"]] for r in on
                      if r["status"] == "ok" and r["dct_ms"] and r["key"] in before])
+
+
+def per_label(off: list[dict[str, Any]], on: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The paired ratio per label and size: its median, interval, pairs and whether it is within the goal."""
+    out = []
+    for label, size in sorted({(r.get("label"), r.get("size")) for r in on}, key=str):
+        mine = [r for r in on if r.get("label") == label and r.get("size") == size]
+        ratios = paired_ratios(off, mine)
+        if not len(ratios):
+            continue
+        median, low, high = median_interval(ratios)
+        out.append({"label": label, "size": size, "pairs": int(len(ratios)), "median": round(median, 4),
+                    "low": round(low, 4), "high": round(high, 4), "within_goal": abs(median - 1) <= GOAL})
+    return out
 
 
 def median_interval(ratios: np.ndarray, seed: int = 1) -> tuple[float, float, float]:
@@ -58,6 +73,7 @@ def run_capture_bench(design: Path = BENCH_DESIGN, sample: int | None = None, jo
         on_above = (sides["all"]["endpoints"] or {}).get("runs_above_bound", 0)
         return {"design": str(design), "jobs": jobs, "on": on, "pairs": int(len(ratios)),
                 "dct_ratio": {"median": round(median, 4), "low": round(low, 4), "high": round(high, 4)},
+                "per_label": per_label(sides["off"]["runs"], sides["all"]["runs"]),
                 "goal": GOAL, "meets_goal": bool(len(ratios)) and abs(median - 1) <= GOAL and on_above <= off_above,
                 **{mode: {k: v for k, v in side.items() if k not in ("db", "runs")} for mode, side in sides.items()}}
 
@@ -70,6 +86,9 @@ def text(figures: dict[str, Any]) -> str:
              f"--jobs {figures['jobs']}):",
              f"  DCT median ratio (on ÷ off) {r['median']} (95 % {r['low']}–{r['high']}); goal within "
              f"{figures['goal']:.0%} of 1: {'met' if figures['meets_goal'] else 'NOT met'}"]
+    for row in figures.get("per_label", []):
+        lines.append(f"  {row['label']} at {row['size']} B: {row['median']} (95 % {row['low']}–{row['high']}, "
+                     f"{row['pairs']} pairs){'' if row['within_goal'] else ' above the budget'}")
     for mode in ("off", "all"):
         side, ends = figures[mode], figures[mode]["endpoints"] or {}
         name = on if mode == "all" else mode

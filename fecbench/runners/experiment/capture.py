@@ -33,7 +33,13 @@ keylog = { client = ["--keylog-file", "{keylog_file}"] }
 off = { server = ["--qlog_disable"], client = ["--qlog_disable"] }   # what to pass when qlog is not wanted
 files = ["ckeys.log"]                # other files of the run folder that belong to the capture
 qlog_format = "xquic-text"           # what the qlog folder holds when not qlog (default "qlog"): converted
+qlog_cost = 0.056                    # what writing its qlog adds to a run's DCT, measured (bench capture)
 ```
+
+A stack whose qlog costs more than `QLOG_BUDGET` (2 % of the DCT: `fecbench bench capture --design
+designs/bench-capture-stacks.toml` measures each) writes it only in runs known in advance to keep it (`all`,
+or the runs `sample:N` drew): with `failed` or `outliers`, which are known only after a run, every run of it would
+write a qlog and be measured slower than the stack is.
 """
 
 from __future__ import annotations
@@ -55,6 +61,8 @@ KINDS = ("qlog", "pcap")
 WORDS = ("all", "off", "failed", "outliers")
 DEFAULTS = {"qlog": "failed+outliers+sample:4", "pcap": "off"}
 MAX_MB = 500.0
+#: The most writing a qlog may add to a run's DCT (a share) for a stack to write it in every run that might keep it.
+QLOG_BUDGET = 0.02
 SNAPLEN = 65535      # whole packets: QUIC's AEAD decrypts a packet only whole (runners.run.pcap)
 OUTLIER_MIN_RUNS = 5
 SIDES = ("server", "client")
@@ -147,10 +155,16 @@ class CaptureArgs:
     off: dict[str, list[str]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     qlog_format: str = "qlog"
+    qlog_cost: float = 0.0            # the DCT share its qlog writer adds, as measured (0: within the budget)
 
     @property
     def qlog_capable(self) -> bool:
         return bool(self.qlog)
+
+    @property
+    def qlog_in_advance_only(self) -> bool:
+        """Its qlog costs more than the budget: written only where the run is known in advance to keep it."""
+        return self.qlog_cost > QLOG_BUDGET
 
     def fragments(self, qlog: bool, values: dict[str, Any], keys: bool = False) -> dict[str, list[str]]:
         """server_args / client_args fragments for a run that wants qlog (and keys) or not; `keys`: the key log
@@ -181,6 +195,7 @@ def parse_capture_args(section: Section) -> CaptureArgs:
     out.qlog_format = section.get("qlog_format", str, "qlog")
     if out.qlog_format not in QLOG_FORMATS:
         raise section.error("qlog_format", f"must be one of {', '.join(QLOG_FORMATS)}")
+    out.qlog_cost = float(section.get("qlog_cost", (int, float), 0.0, min=0.0, max=10.0))
     section.done()
     return out
 
@@ -212,11 +227,14 @@ class Keeper:
                 keeper = cls._registry[root] = cls(policy, root, sampled)
             return keeper
 
-    def wants(self, kind: str, key: str) -> bool:
-        """Whether a run should write this kind at all (it may still not be kept)."""
+    def wants(self, kind: str, key: str, in_advance_only: bool = False) -> bool:
+        """Whether a run should write this kind at all (it may still not be kept); ``in_advance_only`` (a stack
+        whose qlog costs more than the budget): only where the run is known before it runs to keep it."""
         rule = self.policy.rule(kind)
         if rule.off:
             return False
+        if in_advance_only:
+            return "all" in rule.words or (rule.sample > 0 and key in self.sampled)
         return bool(rule.words) or key in self.sampled
 
     def _outlier(self, label: str, size: int | None, value: float | None) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fecbench.db import METRIC_COLUMNS
 from fecbench.errors import SpecError, did_you_mean
 from fecbench.paths import REPO_ROOT
 from fecbench.runners.experiment.capture import CaptureArgs, parse_capture_args
@@ -120,6 +121,8 @@ class Descriptor:
     metric_scale: dict[str, float] = field(default_factory=dict)   # regex metric -> factor
     metric_stream: str = "both"
     required_metrics: list[str] = field(default_factory=list)
+    # Typed metrics the stack cannot report (`[metrics] unavailable`): said where a table would show them empty.
+    unavailable_metrics: list[str] = field(default_factory=list)
     download_file: str = "{download_path}"
     metric_files: list[str] = field(default_factory=list)   # more text for the patterns, after the client's
     check_argv: list[list[str]] = field(default_factory=list)   # [check] argv: validate arguments first
@@ -389,6 +392,11 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
             raise SpecError(path, f"{metrics.key('scale')}.{metric}", f"must be a number > 0, got {factor!r}")
     stream = metrics.get("stream", str, "both", choices=("stdout", "stderr", "both"))
     required = metrics.get("required", list, [])
+    unavailable = metrics.get("unavailable", list, [])
+    for i, name in enumerate(unavailable):
+        if name not in METRIC_COLUMNS:
+            raise SpecError(path, f"{metrics.key('unavailable')}[{i}]", f"not a typed metric: {name!r}",
+                            sorted(METRIC_COLUMNS))
     download_file = metrics.get("download_file", str, "{download_path}")
     check_template([download_file], path, metrics.key("download_file"), allowed)
     files = metrics.get("files", list, [])
@@ -416,7 +424,8 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
         server_setup=server_setup, server_files=server_files, ready_pattern=ready_pattern, ready_delay_s=ready_delay_s,
         client_argv=client_argv, client_env=client_env, metrics_sources=sources, metric_patterns=patterns,
         metric_scale={k: float(v) for k, v in scale.items()},
-        metric_stream=stream, required_metrics=required, download_file=download_file, metric_files=files,
+        metric_stream=stream, required_metrics=required, unavailable_metrics=list(unavailable),
+        download_file=download_file, metric_files=files,
         check_argv=check_argv, capture=capture)
 
 

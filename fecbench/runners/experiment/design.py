@@ -207,7 +207,9 @@ class Design:
                 "loss": {"model": self.loss.model, "params": self.loss.params, "directions": self.loss.directions,
                          "links": self.loss.links},
                 "impls": {e.label: {"name": e.name, "args": e.args, "fec_args": e.descriptor.fec_args,
-                                    **({"baseline": e.baseline} if e.baseline else {})} for e in self.impls},
+                                    **({"baseline": e.baseline} if e.baseline else {}),
+                                    **({"unavailable": e.descriptor.unavailable_metrics}
+                                       if e.descriptor.unavailable_metrics else {})} for e in self.impls},
                 "flows": self.flows.canonical() if self.flows else None, "capture": self.capture.settings(),
                 "schedule": self.schedule.canonical() if self.schedule is not None else None}
 

@@ -285,7 +285,7 @@ class Runner:
         the run's packet capture (runners.run.pcap: the secrets that decrypt it), with a folder per side in the
         run folder."""
         capture = run.impl.descriptor.capture
-        qlog_kept = self.keeper.wants("qlog", run.key)
+        qlog_kept = self.keeper.wants("qlog", run.key, in_advance_only=capture.qlog_in_advance_only)
         wanted = capture.qlog_capable and qlog_kept
         keys = wanted or self.keeper.wants("pcap", run.key)
         values["capture_qlog"] = qlog_kept   # for the run's competing flows

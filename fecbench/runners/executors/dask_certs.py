@@ -140,7 +140,7 @@ def recipe(out: Path, scheduler: str, workers: list[str], port: int, design: str
              f"--dashboard-address 127.0.0.1:8787 {tls(scheduler)}"]
     for worker in workers:
         lines += ["", f"# on {worker}, AS ROOT, in a checkout built by `make bootstrap` (same commit):",
-                  f".venv/bin/dask worker {address} --host {q(worker)} --nworkers 2 --nthreads 1 --no-dashboard "
+                  f".venv/bin/dask worker {address} --host {q(worker)} --nworkers 1 --nthreads 1 --no-dashboard "
                   f"--dashboard-address 127.0.0.1:0 {tls(worker)}"]
     lines += ["", "# on the coordinator (it alone writes the results database):",
               f".venv/bin/fecbench run {q(design)} --dask {address} {tls(COORDINATOR)}"]

@@ -354,7 +354,7 @@ class Engine:
                     run = started.run
                     progress.update(task, description=f"{name} [{run.label} p{run.point} r{run.repetition}]")
                 done = executor.collect(POLL_S)
-                done_runs += len(done)
+                done_runs += sum(f.again is None for f in done)   # a lost run counts when it ends again
                 self._record_all(done, summary)
                 progress.update(task, completed=done_runs, counts=counts_text(summary.counts),
                                 total=len(todo) - sum(b.skipped for b in summary.breakers) - left_out)

@@ -12,7 +12,8 @@ from fecbench.planner.space import FACTOR_KEYS
 PARSERS = ["fecbench/runners/experiment/design.py", "fecbench/runners/experiment/flows.py", "fecbench/planner/space.py",
            "fecbench/runners/experiment/capture.py"]
 README = REPO_ROOT / "designs" / "README.md"
-NOT_DESIGN_KEYS = {"files", "qlog_format", "design"}   # a descriptor's [capture] keys; the [design] table itself
+# a descriptor's [capture] keys; the [design] table itself
+NOT_DESIGN_KEYS = {"files", "qlog_format", "qlog_cost", "design"}
 
 
 def _keys(path: Path) -> set[str]:

@@ -375,7 +375,9 @@ def test_a_finite_download_ends_the_fairness_window_and_the_queues_drops_are_the
     # The download ended when its client exited: before the foreground, after its last data byte; its client
     # sent nothing after it (its last packet, the close, goes just before the exit: within a second, however
     # loaded the machine; before issue 49 the end was the foreground's, seconds later).
-    assert dl["ended_s"] < fg["ended_s"] and tcp["ended_s"] == pytest.approx(fg["ended_s"], abs=0.05)
+    # iperf3 was stopped once the run saw the foreground's exit: after it (its wall time is from its spawn, a
+    # little after the flows' origin), by however long a loaded machine took to look.
+    assert dl["ended_s"] < fg["ended_s"] and fg["ended_s"] - 0.05 <= tcp["ended_s"] < fg["ended_s"] + 1.0, (fg, tcp)
     last_down = max(c[0] for c in series["dl"] if c[1] > 0)
     last_up = max(c[0] for c in series["dl"] if c[2] > 0)
     assert last_down <= dl["ended_s"] and last_up <= dl["ended_s"] < last_up + width + 1.0, (dl, last_down, last_up)

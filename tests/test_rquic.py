@@ -14,7 +14,8 @@ import pytest
 
 from fecbench.analysis.traces import qlog
 from fecbench.errors import SpecError
-from fecbench.runners.experiment.descriptor import load_descriptor, render
+from fecbench.runners.experiment.argv_template import render
+from fecbench.runners.experiment.descriptor import load_descriptor
 from tests.helpers.campaign import ROOT, fecbench, rows
 
 RQUIC_DIR = ROOT / "quic-impls" / "rquic"

@@ -15,7 +15,8 @@ import pytest
 from fecbench import db as dbmod
 from fecbench import run_records
 from fecbench.errors import SpecError
-from fecbench.runners.experiment.descriptor import load_descriptor, render
+from fecbench.runners.experiment.argv_template import render
+from fecbench.runners.experiment.descriptor import load_descriptor
 from fecbench.runners.experiment.design import parse_design, parse_size
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.runners.experiment.runs import enumerate_runs, loss_seed, run_key

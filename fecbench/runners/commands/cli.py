@@ -253,7 +253,7 @@ def _build(descriptor: Descriptor) -> None:
     """Run a descriptor's build commands in its folder."""
     import subprocess
 
-    from fecbench.runners.experiment.descriptor import render
+    from fecbench.runners.experiment.argv_template import render
 
     for argv in descriptor.build:
         argv = render(argv, {"dir": str(descriptor.dir)}, {})

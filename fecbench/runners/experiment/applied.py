@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from fecbench.runners.experiment.descriptor import render
+from fecbench.runners.experiment.argv_template import render
 from fecbench.runners.experiment.prepare import Prepared, loss_link_paths
 from fecbench.runners.experiment.runs import Run
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fecbench.errors import UserError
-from fecbench.runners.experiment.descriptor import render
+from fecbench.runners.experiment.argv_template import render
 from fecbench.runners.experiment.design import Design, ImplEntry
 from fecbench.runners.experiment.prepare import Prepared
 

@@ -12,7 +12,6 @@ import os
 import re
 import shlex
 import shutil
-import string
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,63 +20,19 @@ from typing import Any
 from fecbench.db import METRIC_COLUMNS
 from fecbench.errors import SpecError, did_you_mean
 from fecbench.paths import REPO_ROOT
+from fecbench.runners.experiment.argv_template import (
+    PATH_LISTS,
+    PLACEHOLDERS,
+    check_template,
+    fields,
+    render,
+)
 from fecbench.runners.experiment.capture import CaptureArgs, parse_capture_args
 from fecbench.specs import Section, load_toml
 
 WORKLOADS = ("download", "upload", "reqresp", "messages")
 METRIC_SOURCES = ("json", "regex", "measured")
 ARG_TARGETS = ("server", "client", "both")
-
-# Placeholders an argv template may use; "{server_args}"/"{client_args}" must be whole elements.
-PLACEHOLDERS = frozenset({
-    "binary", "client_binary", "dir", "server_address", "server_addresses", "client_address",
-    "client_addresses", "port",
-    "workload", "size", "rate", "packets", "duration", "buffer", "exchanges", "request", "response",
-    "metrics_path", "download_path",
-    "run_dir", "www_dir", "seed", "timeout_s",
-})
-ARG_LISTS = ("server_args", "client_args")
-# Placeholders listing every path (one address per path, comma-separated): a fragment using one is
-# multipath and needs a topology with more than one path.
-PATH_LISTS = frozenset({"client_addresses", "server_addresses"})
-
-
-def _fields(template: str) -> list[str]:
-    try:
-        return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
-    except ValueError as exc:
-        raise ValueError(f"bad template {template!r}: {exc}") from None
-
-
-def check_template(argv: list[Any], file: Path, key: str, allowed: frozenset[str]) -> list[str]:
-    """Validate an argv template: a list of strings, known placeholders only."""
-    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-        raise SpecError(file, key, "must be a non-empty list of strings (an argv, never a shell string)")
-    for element in argv:
-        if element in {f"{{{n}}}" for n in ARG_LISTS}:
-            continue
-        try:
-            names = _fields(element)
-        except ValueError as exc:
-            raise SpecError(file, key, str(exc)) from None
-        for name in names:
-            if name not in allowed:
-                raise SpecError(file, key, f"unknown placeholder {{{name}}} in {element!r}",
-                                sorted(allowed | set(ARG_LISTS)))
-    return argv
-
-
-def render(argv: list[str], values: dict[str, Any], arg_lists: dict[str, list[str]]) -> list[str]:
-    """Fill an argv template: each element formatted on its own; {server_args}/{client_args} expand."""
-    out: list[str] = []
-    for element in argv:
-        name = element[1:-1] if element.startswith("{") and element.endswith("}") else None
-        if name in arg_lists:
-            out.extend(arg_lists[name])
-        else:
-            out.append(element.format_map(values))
-    return out
-
 
 @dataclass
 class ArgSpec:
@@ -193,7 +148,7 @@ class Descriptor:
             spec = self.args.get(name)
             if spec is None:
                 continue
-            used = {f for part in spec.fragment(value) for f in _fields(part)} & PATH_LISTS
+            used = {f for part in spec.fragment(value) for f in fields(part)} & PATH_LISTS
             if used and paths < 2:
                 raise SpecError(file, f"{key}.{name}",
                                 f"{name} = {value!r} is multipath (its arguments use "
@@ -318,7 +273,7 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
         if spec.paths and spec.pattern is None and spec.choices is None:
             raise SpecError(path, a.key("paths"), "a path count needs a pattern or choices of positive integers")
         fragments = spec.argv.values() if isinstance(spec.argv, dict) else [spec.argv]
-        if not multipath and any(set(_fields(part)) & PATH_LISTS for f in fragments for part in f):
+        if not multipath and any(set(fields(part)) & PATH_LISTS for f in fragments for part in f):
             raise SpecError(path, a.key("argv"), "lists the paths ({client_addresses}/{server_addresses}) "
                             "but capabilities.multipath is false")
         if spec.default is not None and spec.choices is not None and spec.default not in spec.choices:

@@ -323,7 +323,7 @@ class CompetingFlows:
         if spec.tool == "iperf3":
             return (["iperf3", "-s", "-1", "-B", r.values["server_address"], "-p", str(r.port), "--forceflush"],
                     IPERF3_READY, 0.0)
-        from fecbench.runners.experiment.descriptor import render
+        from fecbench.runners.experiment.argv_template import render
 
         d = spec.descriptor
         assert d is not None
@@ -341,7 +341,7 @@ class CompetingFlows:
             else:
                 argv += ["-C", spec.cc]
             return argv
-        from fecbench.runners.experiment.descriptor import render
+        from fecbench.runners.experiment.argv_template import render
 
         d = spec.descriptor
         assert d is not None

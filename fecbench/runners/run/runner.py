@@ -152,7 +152,7 @@ class Runner:
         return outcome
 
     def _execute(self, run: Run) -> Outcome:
-        from fecbench.runners.experiment.descriptor import render
+        from fecbench.runners.experiment.argv_template import render
 
         descriptor = run.impl.descriptor
         if not run.impl.supports(run.workload):
@@ -354,7 +354,7 @@ class Runner:
     def setup(self, descriptor: Descriptor, values: dict[str, Any], run_dir: Path) -> str | None:
         """Run the descriptor's `[server] setup` commands (e.g. make a certificate) in the run folder,
         on the server host; None when they all succeed, else why the run failed."""
-        from fecbench.runners.experiment.descriptor import render
+        from fecbench.runners.experiment.argv_template import render
 
         for i, template in enumerate(descriptor.server_setup):
             argv = render(template, values, {})

@@ -12,9 +12,9 @@ from fecbench.analysis.cli import explain as explain_command
 from fecbench.analysis.cli import export as export_command
 from fecbench.analysis.cli import report as report_command
 from fecbench.dropper.cli import app as dropper_app
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 from fecbench.planner.cli import plan as plan_command
-from fecbench.provenance import version_text
+from fecbench.records.provenance import version_text
 from fecbench.reproduce.cli import reproduce as reproduce_command
 from fecbench.reproduce.validation.bench import bench_verdicts as bench_verdicts_command
 from fecbench.reproduce.validation.bench import bench_worlds as bench_worlds_command
@@ -58,8 +58,8 @@ def doctor(json_out: bool = typer.Option(False, "--json", help="Print the checks
 def clean(all_owners: bool = typer.Option(False, "--include-live",
                                           help="Also clean up after fecbench processes still running.")) -> None:
     """Remove what a crashed or killed fecbench process left behind (its own resources only)."""
-    from fecbench import cleanup
-    from fecbench.errors import require_root
+    from fecbench.host import cleanup
+    from fecbench.inputs.errors import require_root
 
     require_root("fecbench clean")
     removed = cleanup.clean(include_live=all_owners)
@@ -89,7 +89,7 @@ app.add_typer(link_app, name="link")
 
 def check_environment() -> None:
     """The accuracy bounds set in the environment, checked before any command uses them deep in a campaign."""
-    from fecbench import endpoint_timing, lateness
+    from fecbench.timekeeping import endpoint_timing, lateness
 
     lateness.bound_ms()
     endpoint_timing.bound_ms()
@@ -99,7 +99,7 @@ def main() -> None:
     # Typer's standalone mode handles usage errors (exit 2), --help and typer.Exit; user errors raised by
     # commands come out here and become one line on stderr with exit status 2.
     # Every process a command starts (Dask workers included) carries this process's marker, for `clean`.
-    from fecbench import marks
+    from fecbench.host import marks
 
     marks.mark_owner()
     try:

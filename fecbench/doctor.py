@@ -22,8 +22,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from fecbench import bpfsys, cleanup
-from fecbench.paths import REPO_ROOT as ROOT
+from fecbench.host import bpfsys, cleanup
+from fecbench.host.paths import REPO_ROOT as ROOT
 
 MIN_KERNEL = (5, 12)  # BPF atomic fetch-add (the dropper's index), ring buffer, spin locks in tc programs
 
@@ -222,7 +222,7 @@ def check_choices() -> list[Check]:
         return [Check(name, "skipped", "needs root to probe", "run doctor as root")
                 for name in ("link backend", "dropper hook")]
     from fecbench.dropper.dropper import HOOK_ENV, resolve_hook
-    from fecbench.errors import UserError
+    from fecbench.inputs.errors import UserError
     from fecbench.topologies.backend import ENV_VAR, select_backend
 
     checks = []
@@ -247,9 +247,9 @@ def check_choices() -> list[Check]:
 
 def check_preemption() -> Check:
     """The kernel's preemption model: with none, a woken delay element waits until whatever runs on its CPU
-    leaves the kernel (fecbench.affinity); optional, it only costs emulation accuracy under load. The line also
+    leaves the kernel (fecbench.host.affinity); optional, it only costs emulation accuracy under load. The line also
     says where campaigns put their processes and whether the kernel groups other load by session (autogroup)."""
-    from fecbench import affinity
+    from fecbench.host import affinity
 
     model = affinity.preemption_model()
     cpus = len(affinity.all_cpus())
@@ -270,7 +270,8 @@ def check_preemption() -> Check:
 
 def check_endpoint_timing() -> list[Check]:
     """Endpoint cgroups (which layout, what isolates) and the scheduler tracer (attached and detached again)."""
-    from fecbench import cgroups, schedlat
+    from fecbench.host import cgroups
+    from fecbench.timekeeping import schedlat
 
     if not cgroups.enabled():
         return [Check("endpoint timing", "optional", f"turned off ({cgroups.ENV}=off): runs record no endpoint "

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout: fecbench and tests
 
-from fecbench.delayline import DelayLine  # noqa: E402
+from fecbench.timekeeping.delayline import DelayLine  # noqa: E402
 from tests.helpers.delayline_line import ADDR_B, Line, line  # noqa: E402
 
 

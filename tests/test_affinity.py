@@ -1,4 +1,4 @@
-"""Where a campaign's processes run (fecbench.affinity): its own processes off the CPU left to the delay
+"""Where a campaign's processes run (fecbench.host.affinity): its own processes off the CPU left to the delay
 elements, which may use every CPU; recorded with the campaign."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from fecbench import affinity
+from fecbench.host import affinity
 
 
 def test_cpu_lists_and_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -39,7 +39,7 @@ def test_confining_keeps_children_off_the_reserved_cpu_and_describe_says_so() ->
     if len(cpus) < 2:
         pytest.skip("one CPU: nothing to confine")
     script = ("import json, os, subprocess, sys\n"
-              "from fecbench import affinity\n"
+              "from fecbench.host import affinity\n"
               "assert affinity.confine_harness() is None\n"
               "child = subprocess.run([sys.executable, '-c', 'import os; print(sorted(os.sched_getaffinity(0)))'],"
               " capture_output=True, text=True, check=True).stdout\n"
@@ -55,7 +55,7 @@ def test_confining_keeps_children_off_the_reserved_cpu_and_describe_says_so() ->
 
 @pytest.mark.require_root
 def test_a_delay_element_gets_the_cpus_it_is_given() -> None:
-    from fecbench.delayline import DelayLine, binary_path
+    from fecbench.timekeeping.delayline import DelayLine, binary_path
     from tests.helpers.delayline_line import line
 
     binary_path()

@@ -1,4 +1,4 @@
-"""fecbench.analysis figures and fecbench report/export, on databases written through fecbench.db."""
+"""fecbench.analysis figures and fecbench report/export, on databases written through fecbench.records.db."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from fecbench.analysis import figures, ratios, report, results, tables
 from fecbench.analysis.export import export
 from fecbench.analysis.report import notebook
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 from tests.helpers.analysis_db import (
     CENSORED_TABLE,
     DOWNLOAD_LABELS,

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fecbench import db as dbmod
 from fecbench.analysis.baselines import baselines, comparisons
 from fecbench.analysis.report import build, sentences
+from fecbench.records import db as dbmod
 
 FECQ = {"name": "fecq", "fec_args": ["fec", "signal"]}
 XQUIC = {"name": "xquic", "fec_args": ["fec", "fec_rate"]}

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from fecbench import cleanup
+from fecbench.host import cleanup
 from fecbench.runners.executors import calibrate, calibrations
 from fecbench.runners.experiment.prepare import prepare
 from tests.helpers.campaign import fake_design, rows

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench import cleanup
+from fecbench.host import cleanup
 from fecbench.runners.executors.dask_worker import differences
 from fecbench.runners.executors.distributed import parse_target
 from tests.helpers.campaign import ROOT, fecbench, leftover_processes, rows
@@ -30,7 +30,7 @@ pytest.importorskip("distributed", reason="the cluster extra is not installed")
 @pytest.mark.parametrize("text", ["local:0", "local:", "local:x", "local:-1", "local:100", "nohost:8786",
                                   "tcp://", "tcp://host", "http://host:8786", "8786"])
 def test_bad_dask_values_are_user_errors(text: str) -> None:
-    from fecbench.errors import UserError
+    from fecbench.inputs.errors import UserError
 
     with pytest.raises(UserError, match="--dask"):
         parse_target(text)
@@ -61,7 +61,7 @@ def test_unreachable_scheduler_exit_2(tmp_path: Path) -> None:
 def test_without_the_cluster_extra_a_clear_error() -> None:
     """distributed made unimportable: the error names the extra to install."""
     code = ("import sys; sys.modules['distributed'] = None\n"
-            "from fecbench.errors import UserError\n"
+            "from fecbench.inputs.errors import UserError\n"
             "from fecbench.runners.executors.distributed import require_distributed\n"
             "try:\n    require_distributed()\nexcept UserError as exc:\n    print(exc)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

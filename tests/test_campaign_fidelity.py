@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.errors import SpecError
+from fecbench.inputs.errors import SpecError
 from fecbench.runners.experiment.design import parse_design
 from fecbench.topologies import fidelity
 from fecbench.topologies.fidelity import RATE_BOUND

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench import cleanup, marks
+from fecbench.host import cleanup, marks
 from tests.helpers.campaign import ROOT, campaign_processes, endpoint_leftovers, fecbench, leftover_processes, rows
 from tests.helpers.campaign import smoke_copy as _smoke_copy
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 from fecbench.runners.experiment.capture import CaptureArgs, CapturePolicy, parse_option
 from fecbench.runners.run import pcap
 from fecbench.topologies import load_topology

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.errors import SpecError, UserError
+from fecbench.inputs.errors import SpecError, UserError
+from fecbench.inputs.specs import Section
+from fecbench.records.status import Status
 from fecbench.runners.experiment.capture import CapturePolicy, Keeper, Rule, parse_capture, parse_option
-from fecbench.specs import Section
-from fecbench.status import Status
 
 
 def test_rules_parse_combine_and_refuse_unknown_words() -> None:
@@ -85,7 +85,7 @@ def test_a_stack_whose_qlog_costs_writes_it_only_where_known_in_advance(tmp_path
 
 
 def test_a_descriptor_says_what_it_cannot_report(tmp_path: Path) -> None:
-    from fecbench.errors import SpecError
+    from fecbench.inputs.errors import SpecError
     from fecbench.runners.experiment.descriptor import find_descriptor, load_descriptor
 
     tquic = find_descriptor("tquic")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 from fecbench.runners.experiment.checks import SAFE_MULTIPLE, check_timeouts, min_duration_s, short_timeouts
 from fecbench.runners.experiment.prepare import prepare
 from tests.helpers.campaign import FECQ, TOPOLOGY, fake_design, fecbench

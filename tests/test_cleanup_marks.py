@@ -1,4 +1,4 @@
-"""Process markers (fecbench.marks): parsing and matching without root; marked processes of a dead
+"""Process markers (fecbench.host.marks): parsing and matching without root; marked processes of a dead
 owner are ended, others never (only this test's own child processes are involved)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench import cleanup, marks
+from fecbench.host import cleanup, marks
 
 DEAD, ALIVE, OTHER = (4242, 100), (4343, 200), (4444, 300)
 
@@ -126,7 +126,7 @@ def test_a_child_started_but_not_yet_recorded_is_ended(how: str, tmp_path: Path,
     code = (
         "import time\n"
         "from pathlib import Path\n"
-        "from fecbench import cleanup\n"
+        "from fecbench.host import cleanup\n"
         "from fecbench.runners.run import procs\n"
         f"cleanup.record('path', {leftover!r})\n"
         "def stuck(kind, name, **info):\n"

@@ -19,7 +19,7 @@ def _squeezed(text: str) -> str:
 
 
 def test_status_prints_a_failure_kind_whole(tmp_path: Path) -> None:
-    from fecbench import db as dbmod
+    from fecbench.records import db as dbmod
 
     db = tmp_path / "s.sqlite"
     conn = dbmod.connect(db)
@@ -51,7 +51,7 @@ def test_every_output_place_is_checked_before_anything_is_written(tmp_path: Path
     file = tmp_path / "a-file"
     file.write_text("x")
     design = fake_design(tmp_path / "d.toml", {"a": {}}, points=1)
-    from fecbench import db as dbmod
+    from fecbench.records import db as dbmod
 
     db = tmp_path / "db" / "s.sqlite"
     dbmod.connect(db).close()

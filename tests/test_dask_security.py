@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 from tests.helpers.campaign import ROOT, fecbench, rows
 from tests.helpers.campaign import smoke_copy as _smoke_copy
 

@@ -11,9 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from fecbench import cleanup, lateness
-from fecbench.delayline import CPUS_ENV, DelayLine, binary_path, stop_all
-from fecbench.errors import UserError
+from fecbench.host import cleanup
+from fecbench.inputs.errors import UserError
+from fecbench.timekeeping import lateness
+from fecbench.timekeeping.delayline import CPUS_ENV, DelayLine, binary_path, stop_all
 from tests.helpers.delayline_line import ADDR_A, ADDR_B, TCP_SINK, TCP_SOURCE, UDP_SINK, UDP_SOURCE, Line, line
 
 pytestmark = pytest.mark.require_root

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from fecbench.delayline import CPUS_ENV, cpus_from_env
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
+from fecbench.timekeeping.delayline import CPUS_ENV, cpus_from_env
 
 
 def test_unset_or_empty_means_no_pinning(monkeypatch: pytest.MonkeyPatch) -> None:

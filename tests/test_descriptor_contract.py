@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fecbench.errors import SpecError
+from fecbench.inputs.errors import SpecError
 from fecbench.runners.experiment.argv_template import render
 from fecbench.runners.experiment.descriptor import load_descriptor
 from fecbench.runners.run.run_metrics import MetricsError, collect_metrics, from_patterns

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from fecbench.paths import REPO_ROOT
+from fecbench.host.paths import REPO_ROOT
 from fecbench.planner.space import FACTOR_KEYS
 
 PARSERS = ["fecbench/runners/experiment/design.py", "fecbench/runners/experiment/flows.py", "fecbench/planner/space.py",

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from fecbench.errors import UserError
-from fecbench.paths import REPO_ROOT
+from fecbench.host.paths import REPO_ROOT
+from fecbench.inputs.errors import UserError
+from fecbench.inputs.specs import parse_size
 from fecbench.runners.experiment import factor_uses
 from fecbench.runners.experiment.applied import Applier
 from fecbench.runners.experiment.checks import validate
-from fecbench.specs import parse_size
 
 SINGLE = REPO_ROOT / "topologies" / "single.toml"
 MULTIPATH = REPO_ROOT / "topologies" / "multipath.toml"

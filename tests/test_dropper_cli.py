@@ -81,7 +81,7 @@ def test_not_root_is_a_clear_error():
 @pytest.mark.require_root
 def test_hook_choice_explicit_then_environment_then_probe(monkeypatch):
     from fecbench.dropper.dropper import HOOK_ENV, fecdrop_binary, resolve_hook, tcx_available
-    from fecbench.errors import UserError
+    from fecbench.inputs.errors import UserError
 
     probed = tcx_available()
     assert probed is not None  # as root the probe answers

@@ -21,7 +21,7 @@ from fecbench.dropper import (
 )
 from fecbench.dropper.dropper import fecdrop_binary, model_args
 from fecbench.dropper.models.base import random_bits, stream_key, threshold
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 
 def sequential_ge(m: LossModel, seed: int, stream: int, n: int) -> np.ndarray:
@@ -36,7 +36,7 @@ def sequential_ge(m: LossModel, seed: int, stream: int, n: int) -> np.ndarray:
 
 
 def test_hash_known_answers_match_the_c_selftest():
-    # printed by `dropper/build/fecdrop selftest` from fecdrop.h
+    # printed by `dropper/build/fecdrop selftest` from shared.h
     assert int(random_bits(0, 0, 0, 1)[0]) == 0x65AE880813F6F3DB
     assert int(random_bits(7, 1, 5, 1)[0]) == 0x7BEFFA9B60D5F6B2
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fecbench import cleanup
 from fecbench.dropper import Dropper, Filter, GilbertElliott, NoLoss, Trace, Uniform, reference_verdicts
 from fecbench.dropper.dropper import PIN_ROOT, hooks, tcx_available
-from fecbench.errors import UserError
+from fecbench.host import cleanup
+from fecbench.inputs.errors import UserError
 
 pytestmark = pytest.mark.require_root
 

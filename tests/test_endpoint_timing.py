@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from fecbench import cgroups, cleanup, endpoint_timing, schedlat
 from fecbench.analysis import ratios, results, tables
-from fecbench.errors import UserError
-from fecbench.status import Status
+from fecbench.host import cgroups, cleanup
+from fecbench.inputs.errors import UserError
+from fecbench.records.status import Status
+from fecbench.timekeeping import endpoint_timing, schedlat
 from tests.helpers.campaign import endpoint_leftovers, fake_design, fecbench, rows
 
 MS = 1_000_000
@@ -236,7 +237,7 @@ def test_a_run_with_cpu_hogs_beside_its_endpoints_is_flagged(tmp_path: Path) -> 
     nothing else on that CPU, then again (another database) with a real-time hog busy on it for the whole
     campaign. Same design bound for both (5 ms: far above an idle run's p99, also on a busy test machine,
     below the up to 30 ms the hog keeps the client waiting)."""
-    from fecbench import affinity
+    from fecbench.host import affinity
 
     design = fake_design(tmp_path / "hog.toml", {"ticks": {"behave": "ticks"}}, points=1, timeout_s=30, name="hog",
                          extra="endpoint_bound_ms = 5\nfidelity = \"off\"")
@@ -272,8 +273,8 @@ def test_a_run_with_cpu_hogs_beside_its_endpoints_is_flagged(tmp_path: Path) -> 
 def test_status_says_running_for_runs_in_flight(tmp_path: Path) -> None:
     """A run started by a campaign process that still runs is `running` in `fecbench status`; one whose
     campaign process is gone is `interrupted` (the database holds the same for both)."""
-    from fecbench import db as dbmod
-    from fecbench import run_records
+    from fecbench.records import db as dbmod
+    from fecbench.records import run_records
     from tests.helpers.analysis_db import make_table_db
 
     db = make_table_db(tmp_path / "flight.sqlite", [(0, "quic", 1000, rep, "ok", 10.0) for rep in range(3)])

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from fecbench import cleanup
+from fecbench.host import cleanup
+from fecbench.records.status import Status
 from fecbench.runners.executors.engine import BREAKER_RUNS, MAX_HARNESS_ERRORS, Engine, RunQueue
 from fecbench.runners.executors.quiet import Quiet
 from fecbench.runners.executors.selection import parse_retry
 from fecbench.runners.executors.serial import SerialExecutor, log_root_for
 from fecbench.runners.experiment.prepare import prepare
-from fecbench.status import Status
 from tests.helpers.campaign import fake_design, fecbench, rows
 from tests.helpers.fake_testbed import FakeTestbed
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fecbench.analysis.traces import explain, timeline, wire
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 from tests.helpers.qlog_db import (
     RECORD_DTYPE,
     fec_qlog,

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fecbench import marks
 from fecbench.analysis import stats
 from fecbench.analysis.studies import flows as flowsmod
+from fecbench.host import marks
 from fecbench.runners.experiment.prepare import prepare
 from tests.helpers.campaign import (
     FAKE_DIR,

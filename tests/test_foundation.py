@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from fecbench import cleanup
-from fecbench.errors import SpecError
-from fecbench.specs import Section, load_toml
+from fecbench.host import cleanup
+from fecbench.inputs.errors import SpecError
+from fecbench.inputs.specs import Section, load_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 FECBENCH = [sys.executable, "-m", "fecbench"]
@@ -147,7 +147,7 @@ def test_clean_removes_a_killed_owners_resources_only(tmp_path: Path, monkeypatc
     env = {**os.environ, "FECBENCH_STATE_DIR": str(state)}
     owner_code = (
         "import subprocess, time\n"
-        "from fecbench import cleanup\n"
+        "from fecbench.host import cleanup\n"
         "ns = cleanup.prefix() + 'tclean'\n"
         "subprocess.run(['ip', 'netns', 'add', ns], check=True)\n"
         "cleanup.record('netns', ns)\n"

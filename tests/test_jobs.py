@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from fecbench import cleanup
-from fecbench.errors import UserError
+from fecbench.host import cleanup
+from fecbench.inputs.errors import UserError
 from fecbench.runners.executors.engine import Engine
 from fecbench.runners.executors.jobs import JobsExecutor, parse_jobs
 from fecbench.runners.experiment.prepare import prepare
@@ -86,7 +86,7 @@ def test_jobs_and_serial_give_identical_loss_patterns(tmp_path: Path) -> None:
         {r["key"]: r["status"] for r in rows(parallel, "SELECT key, status FROM runs")}
     host = rows(parallel, "SELECT host_json FROM campaigns")[0]["host_json"]
     assert '"jobs": 4' in host
-    # The campaign's own processes stayed off the CPU left to the delay elements (fecbench.affinity).
+    # The campaign's own processes stayed off the CPU left to the delay elements (fecbench.host.affinity).
     placed = json.loads(host)["cpu_affinity"]
     if len(placed["delay_cpus"]) >= 2 and os.environ.get("FECBENCH_CPU_AFFINITY", "on") != "off":
         assert max(placed["delay_cpus"]) not in placed["harness_cpus"], placed

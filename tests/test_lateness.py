@@ -1,10 +1,10 @@
-"""fecbench.lateness: quantiles of the delay element's lateness histogram and the per-run flag (pure)."""
+"""fecbench.timekeeping.lateness: quantiles of the delay element's lateness histogram and the per-run flag (pure)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fecbench import lateness
+from fecbench.timekeeping import lateness
 
 EDGES = [5, 10, 20, 50, 100, 200, 300, 500, 750, 1000]
 
@@ -70,8 +70,8 @@ def test_status_and_loader_flag_runs_above_the_bound(tmp_path, monkeypatch: pyte
     import subprocess
     import sys
 
-    from fecbench import db as dbmod
     from fecbench.analysis import tables
+    from fecbench.records import db as dbmod
     from tests.helpers.analysis_db import make_table_db
 
     db = make_table_db(tmp_path / "late.sqlite", [(0, "quic", 1000, rep, "ok", 10.0) for rep in range(3)])

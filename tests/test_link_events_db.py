@@ -7,9 +7,9 @@ import sqlite3
 
 import pytest
 
-from fecbench import db as dbmod
-from fecbench import run_records
 from fecbench.analysis import tables
+from fecbench.records import db as dbmod
+from fecbench.records import run_records
 
 
 def test_link_events_table_migration_and_reader(tmp_path):

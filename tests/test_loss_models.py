@@ -16,8 +16,8 @@ import pytest
 
 from fecbench.dropper.dropper import fecdrop_binary, model_args
 from fecbench.dropper.models import MODELS, LossModel, model_class, reference_verdicts
-from fecbench.errors import UserError
-from fecbench.paths import REPO_ROOT
+from fecbench.host.paths import REPO_ROOT
+from fecbench.inputs.errors import UserError
 
 MODELS_H = REPO_ROOT / "dropper/src/models.h"
 

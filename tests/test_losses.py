@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fecbench import db as dbmod
 from fecbench.analysis.traces.losses import link_losses, run_losses
+from fecbench.records import db as dbmod
 
 
 def _db(path: Path) -> Path:

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from fecbench import cleanup
-from fecbench import db as dbmod
+from fecbench.host import cleanup
+from fecbench.records import db as dbmod
+from fecbench.records.status import Status
 from fecbench.runners.commands.compare_cli import compare
 from fecbench.runners.executors.engine import Engine, Finished, RunQueue, Started
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.outcome import Outcome
-from fecbench.status import Status
 from tests.helpers.campaign import fake_design, fecbench, rows
 
 

@@ -133,8 +133,8 @@ def _endpoint_view(sent: int, repair: int, recovered: int) -> dict:
 def test_path_metrics_flattens_each_side_of_each_path(tmp_path: Path) -> None:
     """Hand-made metrics JSON: one row per path and side, shares of each side's sends, nothing for a
     single-path run, a side that never saw a path left out."""
-    from fecbench import db as dbmod
     from fecbench.analysis.studies import path_metrics
+    from fecbench.records import db as dbmod
     from tests.helpers.analysis_db import make_table_db
 
     db = make_table_db(tmp_path / "paths.sqlite", [(0, "mp", 1000, 0, "ok", 10.0), (0, "sp", 1000, 0, "ok", 12.0)])

@@ -1,7 +1,7 @@
 """Every notebook runs top to bottom, headless (nbclient), on real databases and writes real PNGs.
 
 The main test uses the database of a real short campaign (the `smoke_db` fixture: root, Mininet);
-the others use databases built through fecbench.db, including a messages campaign (the smoke design
+the others use databases built through fecbench.records.db, including a messages campaign (the smoke design
 has only downloads) and an empty-of-messages case that 03-realtime must handle with a clear message.
 """
 
@@ -198,7 +198,7 @@ def test_realtime_notebook_on_real_messages_campaign(tmp_path):
 
     import tomli_w
 
-    from fecbench.specs import load_toml
+    from fecbench.inputs.specs import load_toml
 
     if not (ROOT / "quic-impls" / "fecq" / "target" / "release" / "fecq").exists():
         pytest.skip("fecq is not built (make bootstrap)")

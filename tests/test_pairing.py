@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fecbench.analysis import ratios, results
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 from tests.helpers.analysis_db import SIZES, add_label_later, make_download_db
 
 POINTS, REPS = 4, 3

@@ -69,7 +69,7 @@ def test_a_design_of_constants_is_one_point_and_equal_bounds_with_levels_are_ref
     text = "[space]\n[space.factors]\nbw = { low = 5, high = 5 }\np = { levels = [0.01] }\nfec = { levels = ['rs'] }\n"
     plan = make_plan(space_of(text), seed=1)
     assert plan.points.to_dict("list") == {"bw": [5.0], "p": [0.01], "fec": ["rs"]}
-    from fecbench.errors import SpecError
+    from fecbench.inputs.errors import SpecError
 
     with pytest.raises(SpecError) as info:
         make_plan(space_of("[space]\npoints = 3\n[space.factors]\nbw = { low = 5, high = 5, levels = 3 }\n"), 1)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fecbench.errors import SpecError, UserError
+from fecbench.inputs.errors import SpecError, UserError
 from fecbench.planner import make_plan
 from fecbench.planner.augment import augment_plan
 from fecbench.planner.metrics import quality
@@ -147,8 +147,8 @@ def test_list_reads_validates_and_mirrors(tmp_path):
     design = write_csv(tmp_path, "bw_1,bw_2,fec\n1,2,rs\n5,0.5,rlc\n")
     import tomllib
 
+    from fecbench.inputs.specs import Section
     from fecbench.planner import parse_space
-    from fecbench.specs import Section
 
     section = Section(tomllib.loads(LIST.format(extra="mirror = true")), design).section("space")
     frame = make_plan(parse_space(section, paths=2), seed=0).points
@@ -165,8 +165,8 @@ def test_list_reads_validates_and_mirrors(tmp_path):
 def test_list_errors_name_the_factor(tmp_path, rows, key, words):
     import tomllib
 
+    from fecbench.inputs.specs import Section
     from fecbench.planner import parse_space
-    from fecbench.specs import Section
 
     design = write_csv(tmp_path, rows)
     section = Section(tomllib.loads(LIST.format(extra="")), design).section("space")

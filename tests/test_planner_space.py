@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tomllib
 
-from fecbench.errors import SpecError
+from fecbench.inputs.errors import SpecError
+from fecbench.inputs.specs import Section
 from fecbench.planner import make_plan, parse_space
 from fecbench.planner.constraints import compile_constraint
-from fecbench.specs import Section
 
 TABLE_I = """
 [space]

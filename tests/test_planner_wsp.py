@@ -179,7 +179,7 @@ def test_memory_is_linear_in_candidates():
 
 
 def test_too_few_distinct_candidates_is_a_clear_error():
-    from fecbench.errors import SpecError
+    from fecbench.inputs.errors import SpecError
 
     text = """
 [space]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 from fecbench.runners.executors import quiet
 
 

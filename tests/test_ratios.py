@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fecbench import db as dbmod
 from fecbench.analysis import ratios, results, stats
-from fecbench.specs import DEFAULT_TIMEOUT_S
+from fecbench.inputs.specs import DEFAULT_TIMEOUT_S
+from fecbench.records import db as dbmod
 from tests.helpers.analysis_db import CENSORED_TABLE as TABLE
 from tests.helpers.analysis_db import make_download_db, make_table_db, table_rows
 

@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fecbench import cleanup, endpoint_timing
 from fecbench.analysis import ratios, report, results
 from fecbench.analysis.report import evidence, sentences
-from fecbench.status import Status
+from fecbench.host import cleanup
+from fecbench.records.status import Status
+from fecbench.timekeeping import endpoint_timing
 from tests.helpers.analysis_db import make_table_db
 
 MS = 1_000_000

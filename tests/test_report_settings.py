@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fecbench import db as dbmod
 from fecbench.analysis import applied
+from fecbench.records import db as dbmod
 from fecbench.runners.experiment.checks import validate
 from fecbench.runners.run.recorder import Recorder
 from tests.helpers.campaign import fake_design

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from fecbench import cleanup
-from fecbench.errors import SpecError, UserError
+from fecbench.host import cleanup
+from fecbench.inputs.errors import SpecError, UserError
 from fecbench.reproduce import campaign as cp
 from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce import plan, profiles
@@ -294,8 +294,8 @@ def test_claims_on_a_database(tmp_path: Path) -> None:
     rlc = _claim(label="quic-fec-rlc", where={"size": [1000]})
     waiting = _judge(rlc, db, data)                  # a failed run is run once more before its draw counts
     assert "waits for a run to run again (failed once)" in waiting.reason
-    from fecbench import db as dbmod
-    from fecbench import run_records
+    from fecbench.records import db as dbmod
+    from fecbench.records import run_records
 
     con = dbmod.connect(db)
     for (key,) in con.execute("SELECT key FROM runs WHERE status = 'failed'").fetchall():
@@ -381,7 +381,7 @@ def test_selection_fits_the_capacity_and_shares_it(smoke_prepared) -> None:
 
 
 def test_measured_durations_scale_the_model(smoke_prepared, tmp_path: Path) -> None:
-    from fecbench import db as dbmod
+    from fecbench.records import db as dbmod
 
     _, campaign = smoke_prepared
     db = tmp_path / "m.sqlite"

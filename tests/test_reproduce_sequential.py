@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fecbench.records.status import Status
 from fecbench.reproduce import allocate, plan, profiles, seeds
 from fecbench.reproduce import campaign as cp
 from fecbench.reproduce import evaluate as ev
@@ -20,7 +21,6 @@ from fecbench.reproduce.pack import load_pack
 from fecbench.reproduce.statistics import points
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.runners.experiment.runs import loss_seed, run_key
-from fecbench.status import Status
 
 # --- confidence sequences ---------------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""fecbench.analysis.results on databases written through fecbench.db: loading, pairing, checks, concurrency."""
+"""fecbench.analysis.results on databases written through fecbench.records.db: loading, pairing, checks, concurrency."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import sqlite3
 import numpy as np
 import pytest
 
-from fecbench import db as dbmod
 from fecbench.analysis import results, tables
-from fecbench.errors import UserError
-from fecbench.specs import DEFAULT_TIMEOUT_S
+from fecbench.inputs.errors import UserError
+from fecbench.inputs.specs import DEFAULT_TIMEOUT_S
+from fecbench.records import db as dbmod
 from tests.helpers.analysis_db import DOWNLOAD_LABELS, FACTORS, SIZES, make_download_db, make_messages_db
 
 POINTS, REPS, FAILURES = 4, 3, 2

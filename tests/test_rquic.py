@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from fecbench.analysis.traces import qlog
-from fecbench.errors import SpecError
+from fecbench.inputs.errors import SpecError
 from fecbench.runners.experiment.argv_template import render
 from fecbench.runners.experiment.descriptor import load_descriptor
 from tests.helpers.campaign import ROOT, fecbench, rows

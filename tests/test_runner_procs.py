@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench import cleanup
+from fecbench.host import cleanup
 from fecbench.runners.run import procs
 
 

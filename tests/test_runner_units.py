@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from fecbench import db as dbmod
-from fecbench import run_records
-from fecbench.errors import SpecError
+from fecbench.inputs.errors import SpecError
+from fecbench.records import db as dbmod
+from fecbench.records import run_records
 from fecbench.runners.experiment.argv_template import render
 from fecbench.runners.experiment.descriptor import load_descriptor
 from fecbench.runners.experiment.design import parse_design, parse_size

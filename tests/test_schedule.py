@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fecbench.errors import SpecError
+from fecbench.inputs.errors import SpecError
 from fecbench.topologies import load_topology
 from fecbench.topologies.schedule import load_schedule
 

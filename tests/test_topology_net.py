@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench import cleanup, marks
+from fecbench.host import cleanup, marks
 from fecbench.topologies import Network, load_topology, netem_probe
 from fecbench.topologies.backend import delayline_available
 from fecbench.topologies.fidelity import rtt_bound_ms

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.errors import SpecError, UserError
+from fecbench.inputs.errors import SpecError, UserError
 from fecbench.topologies.cli import parse_sets
 from fecbench.topologies.layout import (
     built,

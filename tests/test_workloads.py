@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from fecbench import cleanup
-from fecbench.errors import SpecError
+from fecbench.host import cleanup
+from fecbench.inputs.errors import SpecError
 from fecbench.runners.executors.engine import Engine
 from fecbench.runners.executors.selection import parse_retry
 from fecbench.runners.executors.serial import SerialExecutor

@@ -3,10 +3,10 @@
 #ifndef FECDROP_COMMANDS_H
 #define FECDROP_COMMANDS_H
 
-#include <linux/bpf.h> /* struct bpf_spin_lock, used by fecdrop.h */
+#include <linux/bpf.h> /* struct bpf_spin_lock, used by shared.h */
 #include <linux/types.h>
 
-#include "fecdrop.h"
+#include "shared.h"
 
 struct options {
 	const char *cmd, *dev, *pin, *netns, *out, *trace;

@@ -12,7 +12,7 @@
 #include <linux/ipv6.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
-#include "fecdrop.h"
+#include "shared.h"
 
 /* Pass = TC_ACT_UNSPEC (cls_bpf) = TCX_NEXT (tcx): the hook's other filters and programs still run and
  * decide, and with none the packet passes. Drop = TC_ACT_SHOT = TCX_DROP. */

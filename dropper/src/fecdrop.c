@@ -28,7 +28,7 @@
  * Exit status: 0 ok, 2 user error (message on stderr), 1 anything else.
  *
  * Files (libbpf-bootstrap style: one BPF object, its skeleton, small user-space files by concept):
- *   fecdrop.h      shared with the BPF program: configuration, counters, records, the hash
+ *   shared.h       shared with the BPF program: configuration, counters, records, the hash
  *   fecdrop.bpf.c  the tc program (direct action), built into the skeleton build/fecdrop.skel.h
  *   empty.bpf.c    the empty tc program the benchmark compares with
  *   fecdrop.c      this command line: options, dispatch                    (commands.h)

@@ -3,10 +3,10 @@
 #define FECDROP_LOADER_H
 
 #include <stdio.h>
-#include <linux/bpf.h> /* struct bpf_spin_lock, used by fecdrop.h */
+#include <linux/bpf.h> /* struct bpf_spin_lock, used by shared.h */
 #include <linux/types.h>
 
-#include "fecdrop.h"
+#include "shared.h"
 
 struct fecdrop_bpf;
 struct fecdrop_bpf__bss;

@@ -4,10 +4,10 @@
 #ifndef FECDROP_MODEL_H
 #define FECDROP_MODEL_H
 
-#include <linux/bpf.h> /* struct bpf_spin_lock, used by fecdrop.h */
+#include <linux/bpf.h> /* struct bpf_spin_lock, used by shared.h */
 #include <linux/types.h>
 
-#include "fecdrop.h"
+#include "shared.h"
 
 /* What the loader knows of a model. */
 struct fd_model {

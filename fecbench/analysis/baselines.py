@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fecbench import db as dbmod
 from fecbench.analysis import results
 from fecbench.analysis.results import DbLike
+from fecbench.records import db as dbmod
 
 
 def recorded_impls(db: DbLike) -> dict[str, dict[str, Any]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from fecbench.paths import check_output_dir, check_output_file
+from fecbench.host.paths import check_output_dir, check_output_file
 
 console = Console()
 
@@ -93,7 +93,7 @@ def bench_backends(design: Path = typer.Argument(Path("designs/smoke.toml"), hel
     """Same results, both backends: the design under netem and under the delay element on this kernel, per
     point the median DCT ratio and how far the dropper verdict logs of paired runs agree (vm/README.md)."""
     from fecbench.analysis.studies.backends import parse_backends, run_backends_bench
-    from fecbench.errors import UserError, require_root
+    from fecbench.inputs.errors import UserError, require_root
 
     names = parse_backends(backends)
     if not design.is_file():

@@ -75,7 +75,7 @@ COLUMNS: dict[str, tuple[str, str, str]] = {
     "setup_ms": ("ms", "metrics JSON", "client start to first request: handshake and paths opened (multipath)"),
     "endpoint_wakeup_p50_ms": ("ms", "endpoint_timing", "the endpoints' median wait for a CPU after a wake-up"),
     "endpoint_wakeup_p99_ms": ("ms", "endpoint_timing", "its 99th percentile (recorded, not judged: "
-                                                        "fecbench.endpoint_timing)"),
+                                                        "fecbench.timekeeping.endpoint_timing)"),
     "endpoint_wakeup_max_ms": ("ms", "endpoint_timing", "the longest wait"),
     "endpoint_runq_share": ("share", "endpoint_timing", "time the endpoints waited runnable over the run's wall "
                                                          "time"),

@@ -15,7 +15,7 @@ from pathlib import Path
 from fecbench.analysis import dictionary, results
 from fecbench.analysis.studies import path_metrics
 from fecbench.analysis.traces import losses
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 FORMATS = ("csv", "parquet")
 TABLES = {"runs": results.load, "paths": path_metrics.path_metrics, "losses": losses.run_losses,

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from fecbench import db as dbmod
-from fecbench.errors import UserError
-from fecbench.lateness import from_delay_json
+from fecbench.inputs.errors import UserError
+from fecbench.records import db as dbmod
+from fecbench.timekeeping.lateness import from_delay_json
 
 #: Columns of the runs table kept in the tidy frame (logs tails are left to ``run_logs``).
 RUN_COLUMNS = ["key", "campaign_id", "point", "impl", "label", "impl_args", "workload", "size",
@@ -257,7 +257,7 @@ def _networks(frame: pd.DataFrame, applied: pd.Series, settings: dict[int, dict]
 
 
 #: Per-run accuracy columns of ``load``: the endpoints' wake-up latency and run-queue share
-#: (fecbench.endpoint_timing) and the worst p99 lateness of the run's delay elements (fecbench.lateness).
+#: (timekeeping.endpoint_timing) and the worst p99 lateness of the run's delay elements (timekeeping.lateness).
 TIMING_COLUMNS = ["endpoint_wakeup_p50_ms", "endpoint_wakeup_p99_ms", "endpoint_wakeup_max_ms",
                   "endpoint_runq_share", "lateness_p99_ms"]
 

@@ -24,11 +24,11 @@ import pandas as pd
 from fecbench.analysis import results
 from fecbench.analysis.results import DbLike, load
 from fecbench.dropper.models import expected_loss
-from fecbench.lateness import from_delay_json
+from fecbench.timekeeping.lateness import from_delay_json
 
 
 def endpoint_timing(db: DbLike) -> pd.DataFrame:
-    """Each run's endpoint timing (``fecbench.endpoint_timing``): wake-ups, p50/p99/max wake-up latency
+    """Each run's endpoint timing (``fecbench.timekeeping.endpoint_timing``): wake-ups, p50/p99/max wake-up latency
     (ms), run-queue and CPU shares, the bound and ``ok``, and ``error`` where it was not measured. Joins
     on ``run_key``; empty for campaigns recorded before schema version 6."""
     columns = ["run_key", "wakeups", "wakeup_p50_ms", "wakeup_p99_ms", "wakeup_max_ms", "runq_share", "cpu_share",
@@ -193,7 +193,7 @@ def link_events(db: DbLike) -> pd.DataFrame:
 
 
 def lateness(db: DbLike) -> pd.DataFrame:
-    """Each run's emulation accuracy per link and direction (``fecbench.lateness``): frames the delay
+    """Each run's emulation accuracy per link and direction (``fecbench.timekeeping.lateness``): frames the delay
     element sent during the run, p50/p99/max/mean lateness (µs), the bound and ``ok``. Joins on
     ``run_key``; empty for netem runs and campaigns recorded before the delay element counted it."""
     frame = results.frame(db, "link_stats", ["run_key", "link", "direction", "delay_json"],

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from fecbench.dropper.models import MODELS
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 app = typer.Typer(help="Seeded eBPF packet dropper: attach, configure, verify and benchmark.",
                   no_args_is_help=True)

@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from fecbench import bpfsys, cleanup
 from fecbench.dropper.models import LossModel, NoLoss, model_class
 from fecbench.dropper.models.base import GE_TABLE_LEN, ONE
-from fecbench.errors import UserError, require_root
-from fecbench.paths import REPO_ROOT as REPO
+from fecbench.host import bpfsys, cleanup
+from fecbench.host.paths import REPO_ROOT as REPO
+from fecbench.inputs.errors import UserError, require_root
 
 PIN_ROOT = Path("/sys/fs/bpf/fecbench")
 LOG_BYTES = 1 << 24  # ring buffer of the verdict log: ~700 000 records of 24 bytes

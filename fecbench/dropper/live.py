@@ -4,7 +4,7 @@
 verdict log), which is right between runs and wrong in the middle of one: the loss pattern would
 restart after every handover. A schedule (fecbench.topologies.schedule) instead changes the live
 configuration the way the loader itself does, through the instance's pinned, memory-mapped global
-data (`bss`: `struct fd_config cfg` then the shared packet index, dropper/src/fecdrop.h):
+data (`bss`: `struct fd_config cfg` then the shared packet index, dropper/src/shared.h):
 
 - an **outage** switches the instance to the uniform model with threshold 2^32 (drop everything)
   and back. Packets keep taking stream indices during the outage, so outside outages packet i gets
@@ -27,12 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
-from fecbench import bpfsys
 from fecbench.dropper.models import LossModel, reference_verdicts
 from fecbench.dropper.models.base import threshold
-from fecbench.errors import UserError
+from fecbench.host import bpfsys
+from fecbench.inputs.errors import UserError
 
-# struct fd_config (dropper/src/fecdrop.h) and its place in the program's .bss (fecdrop.skel.h).
+# struct fd_config (dropper/src/shared.h) and its place in the program's .bss (fecdrop.skel.h).
 OFF_MODEL, OFF_SEED, OFF_STREAM, OFF_T0 = 0, 16, 24, 32   # OFF_T0: cfg.t[0], uniform's p
 OFF_INDEX = 192              # next_index, aligned to 64 bytes after the 160-byte cfg
 BSS_VALUE_SIZE = 200

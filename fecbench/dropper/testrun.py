@@ -13,7 +13,7 @@ import numpy as np
 
 from fecbench.dropper.dropper import model_args, run_fecdrop
 from fecbench.dropper.models import LossModel, reference_verdicts
-from fecbench.errors import UserError, require_root
+from fecbench.inputs.errors import UserError, require_root
 
 
 @dataclass

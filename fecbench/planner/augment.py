@@ -9,7 +9,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 from scipy.stats import qmc
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 from fecbench.planner.plan import Plan, build_plan, default_candidates, listed_points
 from fecbench.planner.space import Space
 

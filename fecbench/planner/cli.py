@@ -32,7 +32,7 @@ def plan(
     """Make the design points (CSV + manifest JSON) and print their quality metrics."""
     from rich.console import Console
 
-    from fecbench.errors import UserError
+    from fecbench.inputs.errors import UserError
 
     console = Console()
     if bench:
@@ -43,9 +43,9 @@ def plan(
     if (augment is None) != (add is None):
         raise UserError("--augment FILE and --add K go together")
 
+    from fecbench.inputs.specs import Section
     from fecbench.planner import augment as augment_mod
     from fecbench.planner import make_plan, parse_space
-    from fecbench.specs import Section
 
     root = Section.load(design)
     # A whole design (a topology and implementations): validated as `run` validates it, and what each run
@@ -74,7 +74,7 @@ def plan(
         if units is not None:   # points.csv and the manifest in the units the network applies
             result = result.in_units(*units)
         comparison = _compare(space, seed, len(result.points)) if compare else None
-    from fecbench.paths import check_output_dir
+    from fecbench.host.paths import check_output_dir
 
     folder = check_output_dir(out or Path("results") / (f"{name}-plan-augmented" if augment is not None
                                                         else f"{name}-plan"), "--out")

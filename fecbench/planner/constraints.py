@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from fecbench.errors import SpecError
+from fecbench.inputs.errors import SpecError
 from fecbench.planner import portable
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,

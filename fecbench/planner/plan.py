@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import qmc
 
-from fecbench.errors import SpecError, UserError
+from fecbench.inputs.errors import SpecError, UserError
 from fecbench.planner import portable
 from fecbench.planner.latin import latin_design
 from fecbench.planner.metrics import quality

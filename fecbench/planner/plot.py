@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 from fecbench.planner.plan import Plan
 from fecbench.planner.projections import continuous
 from fecbench.planner.wsp import min_distance

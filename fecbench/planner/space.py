@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from fecbench.errors import SpecError
+from fecbench.inputs.errors import SpecError
+from fecbench.inputs.specs import Section
 from fecbench.planner import portable
 from fecbench.planner.constraints import Constraint, compile_constraint
-from fecbench.specs import Section
 
 METHODS = ("wsp-lhs", "wsp", "lhs", "sobol", "random", "factorial", "list", "fracfact", "ccd", "bbd")
 DEFAULT_METHOD = "wsp-lhs"   # of a design naming none: designs/README.md ("Choosing a method") says why

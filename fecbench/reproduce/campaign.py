@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-from fecbench import run_records
-from fecbench.db import open_readonly
-from fecbench.errors import UserError
-from fecbench.paths import RESULTS_DIR
+from fecbench.host.paths import RESULTS_DIR
+from fecbench.inputs.errors import UserError
+from fecbench.records import run_records
+from fecbench.records.db import open_readonly
+from fecbench.records.status import Status
 from fecbench.reproduce.draws import Draw, Space, draws, space_of
 from fecbench.reproduce.pack import Claim
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
-from fecbench.status import Status
 
 #: Runs needed to trust a measured duration factor.
 MIN_MEASURED = 3

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 from fecbench.runners.commands import options
 
 console = Console()
@@ -70,15 +70,15 @@ def reproduce(
         tls_cert=tls_cert, tls_key=tls_key, insecure=insecure, dashboard=dashboard, console=console)
     machines = Machines(jobs=count, link_backend=link_backend, dask=dask, security=security, dashboard=dashboard,
                         recalibrate=recalibrate)
-    from fecbench.paths import check_output_dir
+    from fecbench.host.paths import check_output_dir
 
     root = check_output_dir(results or profiles.DEFAULT_ROOT, "--results")
     if dry_run:
         _dry_run(loaded, names, seconds, full, root, session)
         return
     if not no_run:
-        from fecbench.affinity import confine_harness
-        from fecbench.errors import require_root
+        from fecbench.host.affinity import confine_harness
+        from fecbench.inputs.errors import require_root
 
         require_root("fecbench reproduce")
         warning = confine_harness()

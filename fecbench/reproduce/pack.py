@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fecbench.errors import SpecError, UserError
-from fecbench.paths import REPO_ROOT
+from fecbench.host.paths import REPO_ROOT
+from fecbench.inputs.errors import SpecError, UserError
+from fecbench.inputs.specs import Section, load_toml
 from fecbench.reproduce import statistics
 from fecbench.runners.experiment.design import parse_size, resolve_path
-from fecbench.specs import Section, load_toml
 
 PACKS_DIR = REPO_ROOT / "reproduce"
 

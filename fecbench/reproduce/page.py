@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from fecbench.paths import slug
+from fecbench.host.paths import slug
 from fecbench.reproduce.evaluate import (
     AT_THRESHOLD,
     NOT_JUDGED,

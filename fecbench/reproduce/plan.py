@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 from fecbench.reproduce.campaign import Campaign
 from fecbench.reproduce.draws import Draw
 from fecbench.reproduce.pack import Claim

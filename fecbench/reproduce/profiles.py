@@ -19,11 +19,11 @@ from typing import Any
 
 import tomli_w
 
-from fecbench.paths import REPO_ROOT, RESULTS_DIR
+from fecbench.host.paths import REPO_ROOT, RESULTS_DIR
+from fecbench.inputs.specs import load_toml
 from fecbench.reproduce.pack import DesignRef, Pack, Profile
 from fecbench.runners.experiment.descriptor import find_descriptor
 from fecbench.runners.experiment.design import resolve_path
-from fecbench.specs import load_toml
 
 DEFAULT_ROOT = RESULTS_DIR / "reproduce"
 

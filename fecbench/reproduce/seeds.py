@@ -14,9 +14,9 @@ are not in the design); ``fecbench reproduce`` finds them again (``recorded``) a
 
 from __future__ import annotations
 
-from fecbench import run_records
-from fecbench.db import open_readonly
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
+from fecbench.records import run_records
+from fecbench.records.db import open_readonly
 from fecbench.reproduce.campaign import Campaign
 from fecbench.runners.experiment.runs import Run, loss_seed, run_key
 

@@ -6,7 +6,7 @@ import functools
 import os
 import subprocess
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 BACKENDS = ("netem", "delayline")
 ENV_VAR = "FECBENCH_LINK_BACKEND"
@@ -33,9 +33,9 @@ def netem_available() -> bool:
 
 def delayline_available() -> tuple[bool, str]:
     try:
-        from fecbench.delayline import binary_path
+        from fecbench.timekeeping.delayline import binary_path
     except ImportError as exc:
-        return False, f"fecbench.delayline is not importable: {exc}"
+        return False, f"fecbench.timekeeping.delayline is not importable: {exc}"
     try:
         path = binary_path()
     except Exception as exc:  # noqa: BLE001 - the wrapper says why the binary is missing

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fecbench.paths import TOPOLOGIES_DIR
+from fecbench.host.paths import TOPOLOGIES_DIR
 from fecbench.topologies.network import Network
 from fecbench.topologies.spec import DirectionSpec, LinkSpec, NodeSpec, Topology, load_topology
 

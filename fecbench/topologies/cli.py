@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 topo_app = typer.Typer(help="Topology specs: show one with values, or build it and check its fidelity.",
                        no_args_is_help=True)
@@ -110,7 +110,7 @@ def check(spec: str = typer.Argument(..., help="Topology spec (TOML)."),
           rate: bool = typer.Option(False, "--rate", help="Also probe each path's rate (1 s of UDP)."),
           json_out: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
     """Build SPEC, compare measured and configured RTT (and rate) per path, tear it down."""
-    from fecbench.errors import require_root
+    from fecbench.inputs.errors import require_root
     from fecbench.topologies.network import Network
 
     require_root("fecbench topo check")
@@ -143,7 +143,7 @@ def bench(link_backend: str | None = typer.Option(None, "--link-backend", help=B
           packets: int = typer.Option(1000, "--packets", min=10, help="Probe datagrams per delay (at 1000 pps)."),
           json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON.")) -> None:
     """Delay error at 10/50/200/400 ms, throughput at 10/100 Mbit/s, delay element CPU, topology times."""
-    from fecbench.errors import require_root
+    from fecbench.inputs.errors import require_root
     from fecbench.topologies import bench as bench_mod
 
     require_root("fecbench link bench")

@@ -1,4 +1,4 @@
-"""The network's endpoint hosts (client and server) and their cgroup (`fecbench.cgroups`): every process
+"""The network's endpoint hosts (client and server) and their cgroup (`fecbench.host.cgroups`): every process
 started on them, through Mininet's popen or their shell, runs in the network's endpoint group."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from fecbench import cgroups
+from fecbench.host import cgroups
 
 
 @functools.cache

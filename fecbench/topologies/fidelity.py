@@ -20,7 +20,7 @@ passing disturbance of the host does not: under heavy disk writes beside it, 3 o
 on this machine read 7-15 ms for a 4 ms path while the delay element itself was 1.2-1.8 ms late, and
 the next check, a second later, passed. Each row keeps how many measurements it took and what the
 failed ones read (`checks`, `failed_checks`); the run's own accuracy is the delay element's lateness
-during the run (`fecbench.lateness`), recorded and flagged per run.
+during the run (`fecbench.timekeeping.lateness`), recorded and flagged per run.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 PROBE_SCRIPT = str(Path(__file__).with_name("probe.py"))  # run as a script: stdlib imports only
 PROBES = 20            # per direction

@@ -7,7 +7,7 @@ data (JSON both ways), so the network hands it to another process (`Network.link
 
 - loss probability (uniform model) and outages: the dropper's memory-mapped configuration
   (`fecbench.dropper.live`), in place: its stream keeps counting (a map write: microseconds);
-- delay: the delay element's control socket (`fecbench.delayline.DelayControl`; delayline backend,
+- delay: the delay element's control socket (`fecbench.timekeeping.delayline.DelayControl`; delayline backend,
   acknowledged), or `tc qdisc replace … netem` (netem backend);
 - rate and queue: `tc qdisc replace … tbf` and its child fifo on the delay node's egress
   (`layout.shaping_commands`), only the parts that change.
@@ -170,7 +170,7 @@ class LinkControl:
 
     def _delay(self, link: str, path: str | None) -> DelaySetter:
         if link not in self._delays:
-            from fecbench.delayline import DelayControl
+            from fecbench.timekeeping.delayline import DelayControl
 
             if path is None:
                 raise RuntimeError(f"link {link} has no delay element")

@@ -3,9 +3,8 @@
 Nodes are Mininet hosts (each in its own network namespace, no OVS, no controller); routers are
 hosts with forwarding on. Each shaped link gets a hidden delay node; per direction: the dropper's
 clsact program on the sending router's egress toward it, then the delay (a delayline process, or
-netem) and tbf on the delay node's egress.
-Every node and process is recorded with `fecbench.cleanup` as soon as it exists.
-"""
+netem) and tbf on the delay node's egress. Every node and process is recorded with `fecbench.host.cleanup` as
+soon as it exists."""
 
 from __future__ import annotations
 
@@ -19,8 +18,9 @@ import threading
 import time
 from typing import Any
 
-from fecbench import cgroups, cleanup, lateness
-from fecbench.errors import UserError, require_root
+from fecbench.host import cgroups, cleanup
+from fecbench.inputs.errors import UserError, require_root
+from fecbench.timekeeping import lateness
 from fecbench.topologies import endpoints, traffic
 from fecbench.topologies.backend import select_backend
 from fecbench.topologies.layout import Layout, as_built, make_layout, shaping_commands
@@ -84,7 +84,7 @@ class Network:
         self._window: dict[tuple[str, str], dict[str, Any]] = {}   # link_stats at the window's start
         self._running = False
         self.dropper_error: str | None = None
-        self.endpoints: cgroups.EndpointGroup | None = None  # the client's and server's cgroup (fecbench.cgroups)
+        self.endpoints: cgroups.EndpointGroup | None = None  # the client's and server's cgroup (fecbench.host.cgroups)
         self.endpoint_error: str | None = None
 
     # --- the runner's view -------------------------------------------------------------------
@@ -199,13 +199,13 @@ class Network:
         run_in_nodes(jobs)
 
     def _start_delaylines(self) -> None:
-        from fecbench import affinity
-        from fecbench.delayline import DelayLine
+        from fecbench.host import affinity
+        from fecbench.timekeeping.delayline import DelayLine
 
         for link_id, dn in self.layout.delay_nodes.items():
             pair = self.shaping[link_id]
             node = self.nodes[dn.name]
-            # Every CPU, also the one a campaign keeps its other processes off (fecbench.affinity).
+            # Every CPU, also the one a campaign keeps its other processes off (fecbench.host.affinity).
             dl = DelayLine.start(dn.toward_a, dn.toward_b, pair["forward"].owd, pair["reverse"].owd,
                                  run_in=["mnexec", "-da", str(node.pid)], name=f"{self.base}-{link_id}",
                                  cpus=affinity.delay_cpus())

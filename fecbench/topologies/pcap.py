@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fecbench import cleanup, marks
+from fecbench.host import cleanup, marks
 from fecbench.topologies.layout import Layout
 
 READY_S = 5.0

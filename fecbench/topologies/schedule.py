@@ -52,8 +52,8 @@ from typing import Any
 import numpy as np
 
 from fecbench.dropper.models import MODELS
-from fecbench.errors import SpecError
-from fecbench.specs import Section, load_toml
+from fecbench.inputs.errors import SpecError
+from fecbench.inputs.specs import Section, load_toml
 from fecbench.topologies.spec import Shaping
 
 DIRECTIONS = ("forward", "reverse", "both")

@@ -18,8 +18,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from fecbench.errors import SpecError, UserError
-from fecbench.specs import Section, load_toml
+from fecbench.inputs.errors import SpecError, UserError
+from fecbench.inputs.specs import Section, load_toml
 
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,15}$")
 FACTOR_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")

@@ -5,7 +5,7 @@
  * of a tracked cgroup became ready; sched_switch notes a tracked thread switched out while still
  * runnable (preempted) and, for the thread switched in, adds the time since it was noted to its slot's
  * histogram. A thread's cgroup is its cgroup in the unified (v2) hierarchy, which every kernel keeps,
- * whether cgroup v2 is the only hierarchy or mounted beside v1 controllers (fecbench.cgroups). */
+ * whether cgroup v2 is the only hierarchy or mounted beside v1 controllers (fecbench.host.cgroups). */
 #include <linux/types.h>
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>

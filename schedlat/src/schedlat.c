@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* schedlat: loader and control tool of the scheduler-latency tracer (called by fecbench.schedlat).
+/* schedlat: loader and control tool of the scheduler-latency tracer (called by fecbench.timekeeping.schedlat).
  *
  *   schedlat attach DIR            load the BPF object, attach its three programs (BTF tracepoints) and
  *                                  pin the links and maps in DIR (a bpffs folder): they stay attached after
@@ -8,7 +8,7 @@
  *   schedlat untrack DIR CGID      stop counting that cgroup
  *   schedlat read DIR SLOT         the slot's histograms as JSON
  *   schedlat clear DIR SLOT        zero the slot
- *   schedlat layout                the shared layout as JSON (fecbench.schedlat checks it), any user
+ *   schedlat layout                the shared layout as JSON (fecbench.timekeeping.schedlat checks it), any user
  *   schedlat selftest              known answers of the bucket function, any user
  * Exit status: 0 ok, 2 user error (message on stderr), 1 anything else. */
 #include <errno.h>

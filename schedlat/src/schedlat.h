@@ -1,5 +1,5 @@
 /* Shared between the BPF program (schedlat.bpf.c) and its loader (schedlat.c), and read by
- * fecbench.schedlat, which checks the layout the loader prints (`schedlat layout`).
+ * fecbench.timekeeping.schedlat, which checks the layout the loader prints (`schedlat layout`).
  *
  * What is measured, per slot (one slot per tracked cgroup: one network's endpoints): how long a
  * thread of the cgroup waited for a CPU once it could run.

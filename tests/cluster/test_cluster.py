@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.paths import REPO_ROOT
+from fecbench.host.paths import REPO_ROOT
 
 if os.environ.get("FECBENCH_CLUSTER") != "1":
     pytest.skip("the many-hosts test bed: make test-cluster", allow_module_level=True)

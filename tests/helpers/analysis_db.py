@@ -1,4 +1,4 @@
-"""Small results databases for the analysis tests, written through fecbench.db (the real schema).
+"""Small results databases for the analysis tests, written through fecbench.records.db (the real schema).
 
 The values are synthetic but shaped like a campaign's: a download design (quic vs two FEC labels,
 four sizes, a few repetitions, common loss seeds) and a messages design (udp, reliable QUIC,
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fecbench import db as dbmod
-from fecbench import run_records
+from fecbench.records import db as dbmod
+from fecbench.records import run_records
 
 FACTORS = {"bw": "REAL", "owd": "REAL", "p": "REAL", "r": "REAL", "k": "REAL", "h": "REAL"}
 DOWNLOAD_LABELS = {"quic": "none", "quic-fec-rs": "rs:30,20", "quic-fec-rlc": "rlc:3,2,20"}

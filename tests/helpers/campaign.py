@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from fecbench.paths import REPO_ROOT
+from fecbench.host.paths import REPO_ROOT
 
 ROOT = REPO_ROOT
 FAKE_DIR = ROOT / "tests" / "fake_impl"
@@ -103,8 +103,8 @@ def leftover_processes(marker: str) -> list[str]:
 def campaign_processes(owner: int, start: int | None = None) -> list[tuple[int, str]]:
     """(PID, command line) of every live process started by fecbench process `owner` (with that start
     time), directly or not, whatever its command line: found by the owner's marker in /proc/PID/environ
-    (fecbench.marks). Zombies are not processes that survive (they hold nothing but a PID)."""
-    from fecbench import marks
+    (fecbench.host.marks). Zombies are not processes that survive (they hold nothing but a PID)."""
+    from fecbench.host import marks
 
     return [(p.pid, p.argv) for p in marks.scan()
             if any(o[0] == owner and (start is None or o[1] == start) for o in p.owners)]
@@ -112,8 +112,9 @@ def campaign_processes(owner: int, start: int | None = None) -> list[tuple[int, 
 
 def endpoint_leftovers(owner: int | None = None) -> set[Path]:
     """Tracer pins and endpoint cgroups of fecbench processes (of `owner` only, if given) that exist now;
-    only those of dead processes are leftovers (fecbench.schedlat, fecbench.cgroups)."""
-    from fecbench import cgroups, cleanup, schedlat
+    only those of dead processes are leftovers (fecbench.timekeeping.schedlat, fecbench.host.cgroups)."""
+    from fecbench.host import cgroups, cleanup
+    from fecbench.timekeeping import schedlat
 
     prefix = cleanup.prefix(owner) if owner is not None else "fb"
     layout = cgroups.detect()

@@ -3,7 +3,7 @@
 A and B are end hosts (10.77.0.1 and 10.77.0.2, one subnet); D holds the delayline bridging its two
 veth ends `da` (towards A) and `db` (towards B). IPv6 is off and the neighbours are static, so the
 only frames on the line are the ones a test sends. Everything carries a per-process prefix, is
-recorded with fecbench.cleanup, and is removed by `close()`.
+recorded with fecbench.host.cleanup, and is removed by `close()`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
-from fecbench import cleanup
+from fecbench.host import cleanup
 
 ADDR_A, ADDR_B = "10.77.0.1", "10.77.0.2"
 

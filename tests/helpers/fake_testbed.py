@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fecbench import schedlat
 from fecbench.runners.run import procs
+from fecbench.timekeeping import schedlat
 
 
 class FakeTestbed:

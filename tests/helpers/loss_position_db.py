@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fecbench import db as dbmod
-from fecbench import run_records
 from fecbench.dropper.dropper import RECORD_DTYPE
+from fecbench.records import db as dbmod
+from fecbench.records import run_records
 
 FORWARD, REVERSE = 20, 8
 #: run -> (label, status, dct_ms, forward positions dropped, reverse positions dropped)

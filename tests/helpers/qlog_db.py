@@ -1,6 +1,6 @@
 """Results databases with runs that kept qlog files, for `fecbench explain` (fecbench.analysis.traces.timeline).
 
-Written through fecbench.db and fecbench.run_records (the real schema): one campaign, one design point, runs
+Written through records.db and records.run_records (the real schema): one campaign, one design point, runs
 described by the test, their qlog files copied as a campaign keeps them (``<db stem>.artifacts/<run key>/``,
 gzip'd, rows in the ``artifacts`` table unless ``listed`` is False), a verdict log per run when given.
 
@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from fecbench import db as dbmod
-from fecbench import run_records
+from fecbench.records import db as dbmod
+from fecbench.records import run_records
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "qlog"
 TQUIC_DOWNLOAD = DATA / "tquic-download"

@@ -1,5 +1,5 @@
-"""The report's accuracy section: how late the endpoints (``fecbench.endpoint_timing``) and the delay
-elements (``fecbench.lateness``) ran during the runs, and which runs that put out of the results."""
+"""The report's accuracy section: how late the endpoints (``fecbench.timekeeping.endpoint_timing``) and the delay
+elements (``fecbench.timekeeping.lateness``) ran during the runs, and which runs that put out of the results."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from fecbench.analysis.tables import endpoint_timing, lateness
 
 def accuracy_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db: Path, frame: pd.DataFrame,
                      figure: Callable[..., None]) -> None:
-    """How late the endpoints (fecbench.endpoint_timing) and the delay elements (fecbench.lateness) ran
+    """How late the endpoints (timekeeping.endpoint_timing) and the delay elements (timekeeping.lateness) ran
     during the runs: one table row each, and a figure of both per run with their bounds."""
     from fecbench.analysis import figures
 

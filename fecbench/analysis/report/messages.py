@@ -12,7 +12,7 @@ import pandas as pd
 
 from fecbench.analysis import ratios, results
 from fecbench.analysis.studies import message_accounting, multipath_study, path_metrics
-from fecbench.paths import slug
+from fecbench.host.paths import slug
 
 FIGURE_NOTES = {
     "rebuffering-ecdf": "ECDF of the total re-buffering time per label.",

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from fecbench.analysis import results
-from fecbench.errors import UserError
-from fecbench.paths import NOTEBOOKS_DIR
+from fecbench.host.paths import NOTEBOOKS_DIR
+from fecbench.inputs.errors import UserError
 
 
 def jupyter_command() -> list[str]:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from fecbench import db as dbmod
 from fecbench.analysis import ratios, results, stats, tables
 from fecbench.analysis.baselines import comparisons, recorded_impls
 from fecbench.analysis.report import accuracy as report_accuracy
@@ -21,9 +20,10 @@ from fecbench.analysis.report import messages as report_messages
 from fecbench.analysis.report import settings as report_settings
 from fecbench.analysis.report.flows import flows_section
 from fecbench.analysis.studies import cross_stack, path_metrics
-from fecbench.errors import UserError
-from fecbench.paths import slug
-from fecbench.status import STATUSES
+from fecbench.host.paths import slug
+from fecbench.inputs.errors import UserError
+from fecbench.records import db as dbmod
+from fecbench.records.status import STATUSES
 
 FIGURE_NOTES = {
     "status": "Runs per label and status.",

@@ -69,7 +69,7 @@ def timelines_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db
     """Each label's median and worst run that kept its qlog (``explain.representatives``): their timelines
     (``fecbench explain``) beside the report, listed with links."""
     from fecbench.analysis.traces import explain
-    from fecbench.errors import UserError
+    from fecbench.inputs.errors import UserError
 
     rows = []
     for rep in explain.representatives(db)[:TIMELINES]:

@@ -26,8 +26,8 @@ import numpy as np
 import tomllib
 
 from fecbench.analysis import results
-from fecbench.errors import UserError
-from fecbench.paths import REPO_ROOT
+from fecbench.host.paths import REPO_ROOT
+from fecbench.inputs.errors import UserError
 
 BACKENDS = ("netem", "delayline")
 DCT_GOAL = 0.05

@@ -15,7 +15,7 @@ from typing import Any
 
 from fecbench.analysis.figures import run_timeline, save
 from fecbench.analysis.traces import timeline
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 
 @dataclass

@@ -41,7 +41,7 @@ from fecbench.analysis import results, tables
 from fecbench.analysis.results import DbLike
 from fecbench.analysis.studies import cross_stack, flows, loss_position
 from fecbench.analysis.traces import losses, qlog, wire
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 #: Marks on a timeline, in the order of its legend: qlog kind (or a dropper's drop) → name.
 MARKS = {"drop": "dropper drop", "repair_drop": "dropper drop (repair)", "lost": "declared lost",

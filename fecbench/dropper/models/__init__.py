@@ -16,7 +16,7 @@ from fecbench.dropper.models.gilbert_elliott import GilbertElliott, ge_from_loss
 from fecbench.dropper.models.none import NoLoss
 from fecbench.dropper.models.trace import Trace
 from fecbench.dropper.models.uniform import Uniform
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 MODELS: dict[str, type[LossModel]] = {m.kind: m for m in (NoLoss, Uniform, GilbertElliott, Trace)}
 

@@ -25,7 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 MASK64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15

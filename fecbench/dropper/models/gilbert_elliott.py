@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from fecbench.dropper.models.base import GE_TABLE_LEN, LossModel, Parameter, random_bits, threshold
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 
 @dataclass(frozen=True)

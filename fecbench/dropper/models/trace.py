@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from fecbench.dropper.models.base import GE_TABLE_LEN, TABLE_PACKETS, LossModel
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ in ``REGISTRY``; a claim names it by ``name`` (``pack.STATISTICS`` are these nam
 
 from __future__ import annotations
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 from fecbench.reproduce.statistics import pairs, points, runs
 from fecbench.reproduce.statistics.base import FLOWS, PAIRS, RUNS, ClaimStatistic, Estimate, Param, Runs
 from fecbench.reproduce.statistics.bootstrap import N_BOOT, verdict

@@ -34,9 +34,9 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from fecbench.inputs.specs import Section
 from fecbench.reproduce.sequential import Sequence
 from fecbench.reproduce.statistics.bootstrap import MIN_PAIRS, N_BOOT
-from fecbench.specs import Section
 
 #: What a statistic reads (``ClaimStatistic.reads``).
 PAIRS, RUNS, FLOWS = "pairs", "runs", "flows"

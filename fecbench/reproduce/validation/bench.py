@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 console = Console()
 POWER_TIMES_S = (1800.0, 3600.0, 7200.0)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fecbench.paths import REPO_ROOT
+from fecbench.host.paths import REPO_ROOT
 from fecbench.reproduce import campaign as cp
 from fecbench.reproduce import draws as dr
 from fecbench.reproduce import evaluate as ev
@@ -139,9 +139,9 @@ def _median_for_share(share: float, threshold: float = 0.99) -> float:
 
 def catalogue(path: Path = WORLDS) -> list[World]:
     """The worlds of ``worlds.toml`` with their claims (a SpecError naming the file and key on a mistake)."""
+    from fecbench.inputs.specs import Section
     from fecbench.reproduce.pack import DesignRef, claims_of
     from fecbench.runners.experiment.design import parse_size
-    from fecbench.specs import Section
 
     top = Section.load(path)
     entries = top.get("claim", list)

@@ -12,12 +12,12 @@ ratio above 1 is the load's doing, on the endpoints or the emulation); the statu
 was (the whole machine's: run it on a quiet machine); where the runs' time went
 (`runners.run.runner.PHASES`, mean seconds per run).
 
-**Accuracy.** Per N: each run's own delay-element lateness (p99 per link direction, `fecbench.lateness`):
+**Accuracy.** Per N: each run's own delay-element lateness (p99 per link direction, `fecbench.timekeeping.lateness`):
 its distribution over runs and how many runs broke the bound; the lateness of every frame of every run
 together (from the delay elements' histograms: p50, p99, p99.9, max, frames above the bound); the fidelity
 probe's RTT error under that load.
 
-**Endpoints.** Per N, the same for the endpoints (`fecbench.endpoint_timing`): each run's p99 wake-up
+**Endpoints.** Per N, the same for the endpoints (`fecbench.timekeeping.endpoint_timing`): each run's p99 wake-up
 latency (median, p99 and max over runs, runs above the bound), every wake-up of every run together (p99,
 p99.9), the median run-queue share.
 
@@ -56,11 +56,11 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from fecbench import db as dbmod
-from fecbench import endpoint_timing
-from fecbench import lateness as latemod
-from fecbench.paths import DESIGNS_DIR, REPO_ROOT
+from fecbench.host.paths import DESIGNS_DIR, REPO_ROOT
+from fecbench.records import db as dbmod
 from fecbench.runners.executors import calibrate
+from fecbench.timekeeping import endpoint_timing
+from fecbench.timekeeping import lateness as latemod
 from fecbench.topologies.fidelity import quantile
 
 BENCH_DESIGN = DESIGNS_DIR / "bench-campaign.toml"
@@ -125,7 +125,7 @@ def read_runs(db: Path) -> list[dict[str, Any]]:
 
 
 def frame_lateness(histograms: list[dict[str, Any]], edges: list[float] | None) -> dict[str, Any] | None:
-    """Every frame of every run together: quantiles (bucket upper edges, as `fecbench.lateness`) and how many
+    """Every frame of every run together: quantiles (bucket upper edges, as `timekeeping.lateness`) and how many
     frames were later than the bound."""
     if not histograms or edges is None:
         return None
@@ -169,7 +169,7 @@ def accuracy(db: Path) -> dict[str, Any]:
     edges = delays[0].get("late_edges_us") if delays else None
     return {"rtt_error_ms": {"p50": round(quantile(errors, 0.5), 3), "p99": round(quantile(errors, 0.99), 3),
                              "max": round(max(errors), 3)} if errors else None,
-            # Each run's own delay-element lateness (fecbench.lateness), per link direction.
+            # Each run's own delay-element lateness (fecbench.timekeeping.lateness), per link direction.
             "run_p99_lateness_ms": {"p50": round(quantile(p99s, 0.5), 3), "p99": round(quantile(p99s, 0.99), 3),
                                     "max": round(max(p99s), 3), "runs_above_bound": len(late_runs)} if p99s else None,
             "frame_lateness_us": frame_lateness(hists, edges), "endpoint_p99_ms": endpoint_accuracy(db)}

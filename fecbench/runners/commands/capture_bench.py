@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from fecbench.run_records import kept_bytes
+from fecbench.records.run_records import kept_bytes
 from fecbench.runners.commands.campaign_bench import BENCH_DESIGN, copy_of, endpoint_accuracy, read_runs, run_campaign
 
 GOAL = 0.02        # |median ratio - 1| within this

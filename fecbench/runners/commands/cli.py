@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 from fecbench.runners.commands import options
 from fecbench.runners.executors.quiet import FIDELITY_RERUNS
 
@@ -95,12 +95,12 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     if dry_run:
         _print_dry_run(prepared, todo, read_statuses(db_path), db_path, estimate)
         return
-    from fecbench.errors import require_root
+    from fecbench.inputs.errors import require_root
 
     require_root("fecbench run")
-    from fecbench.affinity import confine_harness
+    from fecbench.host.affinity import confine_harness
 
-    # This process and what it starts stay off the CPU left to the delay elements (fecbench.affinity).
+    # This process and what it starts stay off the CPU left to the delay elements (fecbench.host.affinity).
     not_confined = confine_harness()
     if not_confined:
         console.print(f"[yellow]warning: {not_confined}[/]")
@@ -160,7 +160,7 @@ def rerun_text(summary: Summary) -> str:
 def check_db_path(db_path: Path) -> Path:
     """A results database's place: an existing file, or a new file in a folder that exists or can be made
     (a folder, a device or a path under /proc is refused, exit 2, before anything runs)."""
-    from fecbench.paths import check_output_file
+    from fecbench.host.paths import check_output_file
 
     return check_output_file(db_path, "--db")
 
@@ -294,7 +294,7 @@ def bench_campaign(jobs: str = typer.Option("1,2,4,8,16,32", "--jobs", help="The
                    ) -> None:
     """Run designs/bench-campaign.toml with --jobs N for each N (speed-up, accuracy of the emulation and the
     endpoints) and a pilot of a full design with each N (its projected wall time where both bounds hold)."""
-    from fecbench.errors import require_root
+    from fecbench.inputs.errors import require_root
     from fecbench.runners.commands.campaign_bench import run_bench
     from fecbench.runners.executors.jobs import parse_jobs
     from fecbench.runners.experiment.prepare import prepare
@@ -324,7 +324,7 @@ def bench_capture(sample: int | None = typer.Option(None, "--sample", min=1, hel
                   ) -> None:
     """Run a design with every capture off and with every capture on (qlog, keys, pcap), paired by run key:
     the median DCT ratio and the endpoints' timing with each (goal: ratio within 2 %, no run above the bound)."""
-    from fecbench.errors import require_root
+    from fecbench.inputs.errors import require_root
     from fecbench.runners.commands.capture_bench import run_capture_bench, text
     from fecbench.runners.experiment.checks import validate
 

@@ -135,7 +135,7 @@ def compare_command(
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
 ) -> None:
     """Two campaigns by run key: the same keys, loss seeds and dropper verdicts? Exit 1 if not."""
-    from fecbench.errors import UserError
+    from fecbench.inputs.errors import UserError
 
     for db in (a, b):
         if not db.is_file():

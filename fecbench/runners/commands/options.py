@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -15,9 +15,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fecbench.errors import UserError
-from fecbench.lateness import from_delay_json
-from fecbench.status import Status
+from fecbench.inputs.errors import UserError
+from fecbench.records.status import Status
+from fecbench.timekeeping.lateness import from_delay_json
 
 console = Console()
 
@@ -27,8 +27,8 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
            json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
            ) -> None:
     """Progress per implementation, failures by kind, fidelity warnings (readable while a campaign runs)."""
-    from fecbench import db as dbmod
-    from fecbench import run_records
+    from fecbench.records import db as dbmod
+    from fecbench.records import run_records
 
     path = db if db is not None else dbmod.newest()
     conn = dbmod.open_readonly(path)
@@ -69,7 +69,7 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
 
 
 def late_runs(conn: sqlite3.Connection) -> dict[str, Any]:
-    """Runs whose own delay-element lateness broke the bound (``fecbench.lateness``), recorded with
+    """Runs whose own delay-element lateness broke the bound (``fecbench.timekeeping.lateness``), recorded with
     their link statistics; the worst p99 among them, the largest p99 of any run (how close the others
     came), and the bound (the largest any run was judged by, flagged or not, as for the endpoints)."""
     keys, worst, largest, bounds = set(), 0.0, None, []
@@ -86,7 +86,7 @@ def late_runs(conn: sqlite3.Connection) -> dict[str, Any]:
 
 
 def endpoint_runs(conn: sqlite3.Connection) -> dict[str, Any]:
-    """Runs whose endpoints waited too long (``fecbench.endpoint_timing``): how many were judged so, the worst
+    """Runs whose endpoints waited too long (``timekeeping.endpoint_timing``): how many were judged so, the worst
     share of its run their excess waits took among them and the largest of any run (how close the others came),
     the largest p99 wake-up latency of any run, the bound and share limit (the largest any was judged by), and how
     many runs were not measured. A run recorded before issue 48 has no excess: judged by its p99 then."""
@@ -106,7 +106,7 @@ def endpoint_runs(conn: sqlite3.Connection) -> dict[str, Any]:
 def mark_running(rows: list[dict[str, Any]]) -> None:
     """A run started and not finished whose campaign process still runs is in flight: status `running`
     (the database says `interrupted`, which it stays if that process dies)."""
-    from fecbench.run_records import runner_alive
+    from fecbench.records.run_records import runner_alive
 
     for row in rows:
         if row["status"] == Status.INTERRUPTED and row.get("finished_at") is None and runner_alive(row.get("runner")):

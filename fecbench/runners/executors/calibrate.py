@@ -9,9 +9,9 @@ seeded by the design: the same runs every time, as `--sample K` draws them) is e
    idle; their results are not kept).
 
 N keeps the results when, during its pilot,
-- no pilot run broke a bound: the endpoints' p99 wake-up latency (`fecbench.endpoint_timing`: the
+- no pilot run broke a bound: the endpoints' p99 wake-up latency (`fecbench.timekeeping.endpoint_timing`: the
   design's `endpoint_bound_ms`, else FECBENCH_ENDPOINT_BOUND_MS, else 2 ms) and the delay elements' p99
-  lateness (`fecbench.lateness`, 0.5 ms; netem keeps none);
+  lateness (`fecbench.timekeeping.lateness`, 0.5 ms; netem keeps none);
 - every pilot run ended as it did serially (ok, or not), and
 - the outcome matches the serial runs, paired by key (the same run meets the same losses): the median
   of the per-run ratios (loaded ÷ serial) of the design's outcome metric within 5 % of 1, and a
@@ -44,7 +44,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fecbench import endpoint_timing, lateness
 from fecbench.runners.executors.engine import Engine, Finished
 from fecbench.runners.executors.selection import sample_runs
 from fecbench.runners.executors.serial import SerialExecutor, TestbedFactory
@@ -54,6 +53,7 @@ from fecbench.runners.run.outcome import Outcome
 from fecbench.runners.run.recorder import Recorder, impls_fingerprint
 from fecbench.runners.run.runner import Runner, run_one
 from fecbench.runners.run.testbed import MininetTestbed, Testbed
+from fecbench.timekeeping import endpoint_timing, lateness
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.\-]{0,252})$|^[0-9a-fA-F:]+$")
 COORDINATOR = "coordinator"

@@ -13,7 +13,7 @@ import signal
 import threading
 from typing import TYPE_CHECKING, Any
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 from fecbench.runners.executors import dask_security
 from fecbench.runners.executors.dask_security import CampaignSecurity
 from fecbench.runners.executors.dask_worker import worker_teardown

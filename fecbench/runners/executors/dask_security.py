@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 if TYPE_CHECKING:
     from cryptography import x509

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from fecbench import __version__
-from fecbench.paths import REPO_ROOT
-from fecbench.provenance import git_sha
+from fecbench.host.paths import REPO_ROOT
+from fecbench.records.provenance import git_sha
 from fecbench.runners.executors import dask_security
 from fecbench.runners.executors.dask_security import CampaignSecurity
 from fecbench.runners.experiment.prepare import Prepared, prepare

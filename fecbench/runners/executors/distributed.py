@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fecbench import cleanup
-from fecbench.errors import UserError
-from fecbench.paths import REPO_ROOT
+from fecbench.host import cleanup
+from fecbench.host.paths import REPO_ROOT
+from fecbench.inputs.errors import UserError
+from fecbench.records.status import Status
 from fecbench.runners.executors import dask_security
 from fecbench.runners.executors.dask_client import connect, require_distributed, teardown_plugin
 from fecbench.runners.executors.dask_security import CampaignSecurity, TlsFiles
@@ -41,7 +42,6 @@ from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.outcome import Outcome
 from fecbench.runners.run.recorder import impls_fingerprint
-from fecbench.status import Status
 
 if TYPE_CHECKING:
 

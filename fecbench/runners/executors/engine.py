@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from fecbench.records.status import Status
 from fecbench.runners.executors.progress import counts_text, progress_bar
 from fecbench.runners.executors.quiet import FIDELITY_RERUNS, Quiet, wait_for_quiet
 from fecbench.runners.executors.selection import runs_to_do
@@ -35,7 +36,6 @@ from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.outcome import Outcome
 from fecbench.runners.run.recorder import Recorder, check_free_space, impls_fingerprint, now_iso, read_statuses
-from fecbench.status import Status
 
 if TYPE_CHECKING:
     from types import FrameType

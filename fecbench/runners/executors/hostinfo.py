@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fecbench import affinity
-from fecbench.delayline import CPUS_ENV as DELAYLINE_CPUS_ENV
+from fecbench.host import affinity
+from fecbench.timekeeping.delayline import CPUS_ENV as DELAYLINE_CPUS_ENV
 
 _TOOLS = {
     "tc": ["tc", "-V"],

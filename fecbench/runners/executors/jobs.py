@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
+from fecbench.records.status import Status
 from fecbench.runners.executors.engine import Finished, RunQueue, Started
 from fecbench.runners.executors.serial import TestbedFactory, log_root_for
 from fecbench.runners.experiment.prepare import Prepared
@@ -24,7 +25,6 @@ from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.outcome import Outcome
 from fecbench.runners.run.runner import Runner, run_one
 from fecbench.runners.run.testbed import MininetTestbed, Testbed
-from fecbench.status import Status
 
 MAX_JOBS = 32
 CANCEL_WAIT_S = 60

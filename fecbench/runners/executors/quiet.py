@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 #: Rounds of re-runs of the runs a campaign flagged `fidelity`, at its end (`fecbench run --reruns`).
 FIDELITY_RERUNS = 3

@@ -6,11 +6,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
+from fecbench.records.status import RETRYABLE, Status
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.recorder import read_statuses
-from fecbench.status import RETRYABLE, Status
 
 
 def select_runs(prepared: Prepared, statuses: dict[str, str], retry: set[str]) -> list[Run]:

@@ -7,13 +7,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fecbench.records.status import Status
 from fecbench.runners.executors.engine import Finished, RunQueue, Started
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.outcome import Outcome
 from fecbench.runners.run.runner import Runner, run_one
 from fecbench.runners.run.testbed import MininetTestbed, Testbed
-from fecbench.status import Status
 
 # Builds a testbed for a topology, at a first point's values, with a link backend (None: probe).
 TestbedFactory = Callable[[Any, dict[str, Any], "str | None"], Testbed]

@@ -10,7 +10,7 @@ import string
 from pathlib import Path
 from typing import Any
 
-from fecbench.errors import SpecError
+from fecbench.inputs.errors import SpecError
 
 # Placeholders an argv template may use; "{server_args}"/"{client_args}" must be whole elements.
 PLACEHOLDERS = frozenset({

@@ -53,9 +53,9 @@ from pathlib import Path
 from statistics import quantiles
 from typing import Any
 
-from fecbench.errors import SpecError
-from fecbench.specs import Section
-from fecbench.status import Status
+from fecbench.inputs.errors import SpecError
+from fecbench.inputs.specs import Section
+from fecbench.records.status import Status
 
 KINDS = ("qlog", "pcap")
 WORDS = ("all", "off", "failed", "outliers")
@@ -128,7 +128,7 @@ def parse_capture(section: Section) -> CapturePolicy:
 
 def parse_option(text: str, policy: CapturePolicy) -> CapturePolicy:
     """`--capture all`, `--capture off`, `--capture qlog=all,pcap=sample:3`: the design's policy, overridden."""
-    from fecbench.errors import UserError
+    from fecbench.inputs.errors import UserError
 
     rules = {"qlog": policy.qlog, "pcap": policy.pcap}
     parts = [p.strip() for p in text.split(",") if p.strip()]

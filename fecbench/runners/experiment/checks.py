@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 from fecbench.runners.experiment.argv_template import render
 from fecbench.runners.experiment.design import Design, ImplEntry
 from fecbench.runners.experiment.prepare import Prepared

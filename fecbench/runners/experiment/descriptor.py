@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fecbench.db import METRIC_COLUMNS
-from fecbench.errors import SpecError, did_you_mean
-from fecbench.paths import REPO_ROOT
+from fecbench.host.paths import REPO_ROOT
+from fecbench.inputs.errors import SpecError, did_you_mean
+from fecbench.inputs.specs import Section, load_toml
+from fecbench.records.db import METRIC_COLUMNS
 from fecbench.runners.experiment.argv_template import (
     PATH_LISTS,
     PLACEHOLDERS,
@@ -28,7 +29,6 @@ from fecbench.runners.experiment.argv_template import (
     render,
 )
 from fecbench.runners.experiment.capture import CaptureArgs, parse_capture_args
-from fecbench.specs import Section, load_toml
 
 WORKLOADS = ("download", "upload", "reqresp", "messages")
 METRIC_SOURCES = ("json", "regex", "measured")

@@ -15,7 +15,7 @@ port = 4433                             # first server port; each run uses port 
 verdict_log = false                     # keep the dropper's per-packet verdict log of every run
 endpoint_bound_ms = 2.0                 # optional: a run whose endpoints' p99 wake-up latency exceeds it is
                                         # flagged `fidelity` (default FECBENCH_ENDPOINT_BOUND_MS, else 2 ms;
-                                        # fecbench/endpoint_timing.py)
+                                        # fecbench/timekeeping/endpoint_timing.py)
 schedule = "topologies/schedules/starlink-handover.toml"  # optional: a link schedule (time-varying links,
                                         # fecbench/topologies/schedule.py); time 0 = each run's client start
 
@@ -55,12 +55,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fecbench.dropper.models import MODELS, model_class
-from fecbench.errors import SpecError, UserError, did_you_mean
-from fecbench.paths import REPO_ROOT
+from fecbench.host.paths import REPO_ROOT
+from fecbench.inputs.errors import SpecError, UserError, did_you_mean
+from fecbench.inputs.specs import DEFAULT_TIMEOUT_S, Section, load_toml, parse_size, spec_hash
 from fecbench.runners.experiment.capture import CapturePolicy, parse_capture
 from fecbench.runners.experiment.descriptor import Descriptor, find_descriptor
 from fecbench.runners.experiment.flows import Flows, parse_flows
-from fecbench.specs import DEFAULT_TIMEOUT_S, Section, load_toml, parse_size, spec_hash
 
 if TYPE_CHECKING:
     from fecbench.dropper import LossModel

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-from fecbench.errors import UserError
-from fecbench.paths import RESULTS_DIR
-from fecbench.run_records import sessions_and_durations
+from fecbench.host.paths import RESULTS_DIR
+from fecbench.inputs.errors import UserError
+from fecbench.records.run_records import sessions_and_durations
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
 

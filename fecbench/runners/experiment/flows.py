@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from fecbench.errors import SpecError
+from fecbench.inputs.errors import SpecError
+from fecbench.inputs.specs import Section, parse_size
 from fecbench.runners.experiment.descriptor import Descriptor, find_descriptor
-from fecbench.specs import Section, parse_size
 
 FLOW_WORKLOADS = ("bulk", "download", "upload", "messages")
 TOOLS = ("iperf3",)

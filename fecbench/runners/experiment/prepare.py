@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fecbench.errors import SpecError, UserError, did_you_mean
+from fecbench.inputs.errors import SpecError, UserError, did_you_mean
+from fecbench.inputs.specs import load_toml
 from fecbench.runners.experiment.design import Design, parse_design
 from fecbench.runners.experiment.runs import Run, enumerate_runs, estimate_seconds
-from fecbench.specs import load_toml
 from fecbench.topologies.spec import Topology
 
 if TYPE_CHECKING:   # the planner loads numpy and scipy: only when a plan is made

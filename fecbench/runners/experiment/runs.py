@@ -127,7 +127,7 @@ def mean_loss(run: Run, design: Design) -> float:
     loss = design.loss
     if MODELS[loss.model].file_key:
         return 0.0  # not read from its file once per run estimated
-    from fecbench.errors import UserError
+    from fecbench.inputs.errors import UserError
 
     try:
         return min(1.0, max(0.0, loss.model_at(run.values, 1 if loss.per_path() else None).loss_rate()))

@@ -29,15 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fecbench import endpoint_timing
 from fecbench.runners.experiment.flows import FlowInstance, FlowSpec
 from fecbench.runners.run import flow_rows, procs
 from fecbench.runners.run.procs import wait_ready
 from fecbench.runners.run.run_metrics import MetricsError, collect_metrics, partial_metrics
 from fecbench.runners.run.testbed import RunProcess, Testbed
+from fecbench.timekeeping import endpoint_timing
 
 if TYPE_CHECKING:
-    from fecbench.cgroups import EndpointGroup
+    from fecbench.host.cgroups import EndpointGroup
 
 IPERF3_READY = r"^Server listening on"
 POLL_S = 0.05

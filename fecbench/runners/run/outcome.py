@@ -8,7 +8,7 @@ from typing import Any
 
 @dataclass
 class Outcome:
-    status: str                              # a fecbench.status.Status value
+    status: str                              # a fecbench.records.status.Status value
     error: str | None = None
     metrics: dict[str, Any] | None = None
     client_wall_ms: float | None = None
@@ -18,7 +18,7 @@ class Outcome:
     fidelity: list[dict[str, Any]] = field(default_factory=list)
     verdict_logs: list[tuple[str, str, bytes]] = field(default_factory=list)
     link_events: list[dict[str, Any]] = field(default_factory=list)   # a link schedule's applied changes
-    # How long the endpoints waited for a CPU during the run (fecbench.endpoint_timing.summary), or
+    # How long the endpoints waited for a CPU during the run (fecbench.timekeeping.endpoint_timing.summary), or
     # {"error": why} where it could not be measured; None: the run started no process.
     endpoints: dict[str, Any] | None = None
     # A run with competing flows: one row per flow and one for the foreground (runners.run.competing.records).

@@ -24,7 +24,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 if TYPE_CHECKING:
     from fecbench.runners.experiment.capture import CapturePolicy, Keeper

@@ -4,7 +4,7 @@ Processes are started through a host's `popen` (Mininet's mnexec, which calls se
 process leads its own process group) or, without a host, directly with a new session. Either way
 `stop()` signals the whole group: SIGTERM, a short grace, then SIGKILL, and waits for the leader,
 so nothing a run started survives it. Output goes to log files; the tails are kept with the run.
-Every process carries this process's marker (fecbench.marks), so `fecbench clean` finds it after a
+Every process carries this process's marker (fecbench.host.marks), so `fecbench clean` finds it after a
 kill -9 even when the harness died between starting it and recording its PID.
 """
 
@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fecbench import cleanup, marks
+from fecbench.host import cleanup, marks
 
 if TYPE_CHECKING:
     from mininet.node import Node
 
-    from fecbench.cgroups import EndpointGroup
+    from fecbench.host.cgroups import EndpointGroup
 
 TAIL_BYTES = 4000
 
@@ -111,7 +111,7 @@ class Process:
 def start(name: str, argv: list[str], log_dir: Path, host: Node | None = None, env: dict[str, str] | None = None,
           cwd: Path | None = None, group: EndpointGroup | None = None) -> Process:
     """Start `argv` in `host` (a Mininet node) or locally, its own process group, output to log files;
-    `group`: the endpoint cgroup to start it in instead of the host's own (fecbench.cgroups)."""
+    `group`: the endpoint cgroup to start it in instead of the host's own (fecbench.host.cgroups)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = log_dir / f"{name}.out", log_dir / f"{name}.err"
     # The marker goes to the process whatever `env` says: `fecbench clean` finds it by the marker even if

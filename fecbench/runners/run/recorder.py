@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from fecbench import __version__, run_records
-from fecbench import db as dbmod
-from fecbench.errors import UserError
-from fecbench.provenance import git_sha
+from fecbench import __version__
+from fecbench.inputs.errors import UserError
+from fecbench.records import db as dbmod
+from fecbench.records import run_records
+from fecbench.records.provenance import git_sha
 from fecbench.runners.experiment.design import Design
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fecbench.db import METRIC_COLUMNS
+from fecbench.records.db import METRIC_COLUMNS
 
 if TYPE_CHECKING:
     from fecbench.runners.experiment.descriptor import Descriptor

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fecbench import endpoint_timing
 from fecbench.dropper.models import NoLoss
+from fecbench.records.status import Status
 from fecbench.runners.experiment.prepare import Prepared, path_of
 from fecbench.runners.experiment.runs import Run, grace_s
 from fecbench.runners.run import link_records, pcap, xquic_qlog
@@ -23,7 +23,7 @@ from fecbench.runners.run.outcome import Outcome
 from fecbench.runners.run.procs import wait_ready
 from fecbench.runners.run.run_metrics import MetricsError, collect_metrics, expected_bytes, partial_metrics
 from fecbench.runners.run.testbed import RunProcess, Testbed
-from fecbench.status import Status
+from fecbench.timekeeping import endpoint_timing
 
 if TYPE_CHECKING:
     from fecbench.dropper import LossModel

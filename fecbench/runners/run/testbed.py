@@ -14,15 +14,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from fecbench import endpoint_timing
 from fecbench.runners.run import procs
+from fecbench.timekeeping import endpoint_timing
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from fecbench.cgroups import EndpointGroup
     from fecbench.dropper import LossModel
-    from fecbench.schedlat import Slot
+    from fecbench.host.cgroups import EndpointGroup
+    from fecbench.timekeeping.schedlat import Slot
     from fecbench.topologies.pcap import Captures
     from fecbench.topologies.schedule import Schedule
     from fecbench.topologies.schedule_apply import ScheduleApplier
@@ -114,8 +114,8 @@ class MininetTestbed:
             self._track_endpoints()
 
     def _track_endpoints(self) -> None:
-        """A slot of the process's scheduler tracer for this network's endpoint group (fecbench.schedlat)."""
-        from fecbench import schedlat
+        """A slot of the process's scheduler tracer for this network's endpoint group (timekeeping.schedlat)."""
+        from fecbench.timekeeping import schedlat
 
         assert self.net.endpoints is not None
         try:
@@ -198,7 +198,7 @@ class MininetTestbed:
     def endpoint_timing(self) -> dict[str, Any]:
         """What the endpoints' threads waited for a CPU since `clear_endpoint_timing`: the tracer slot's
         reading, the histogram edges, the window's wall time and the cgroup's CPU time and pressure in it
-        (the arguments of fecbench.endpoint_timing.summary); {"error": why} when not measured here."""
+        (the arguments of fecbench.timekeeping.endpoint_timing.summary); {"error": why} when not measured here."""
         if self.endpoint_slot is None:
             return {"error": self.endpoint_error or "endpoint timing unavailable"}
         group = self.net.endpoints
@@ -230,7 +230,7 @@ class MininetTestbed:
         of its own (None where endpoint timing is unavailable: the flow then runs in the network's group)."""
         if self.net.endpoints is None:
             return None
-        from fecbench import cgroups
+        from fecbench.host import cgroups
 
         group = cgroups.EndpointGroup.create(flow, parent=self.net.endpoints)
         slot = self.endpoint_slot.tracer.track(group.id) if self.endpoint_slot is not None else None

@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from fecbench.errors import UserError
+from fecbench.inputs.errors import UserError
 
 #: A frame later than this (ms) was not on the designed network. FECBENCH_LATENESS_BOUND_MS replaces it, e.g.
 #: on an emulated machine whose clock is only good to milliseconds.

@@ -1,8 +1,8 @@
-"""How late a run's endpoints ran when they were ready to: summarised and judged, like `fecbench.lateness`
+"""How late a run's endpoints ran when they were ready to: summarised and judged, like `fecbench.timekeeping.lateness`
 judges the delay elements.
 
-During each run the scheduler tracer (`fecbench.schedlat`) counts, for the threads of the network's
-endpoint group (`fecbench.cgroups`: server, client, whatever they start), how long each waited for a CPU:
+During each run the scheduler tracer (`fecbench.timekeeping.schedlat`) counts, for the threads of the network's
+endpoint group (`fecbench.host.cgroups`: server, client, whatever they start), how long each waited for a CPU:
 from a wake-up (timer, packet, futex) to running (`wake`), and from being preempted while runnable to
 running again (`preempt`). A run's summary:
 
@@ -35,7 +35,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from fecbench import lateness
+from fecbench.timekeeping import lateness
 
 #: The default bound on an endpoint's wait for a CPU (ms): the part of each wait beyond it counts as excess;
 #: designs/README.md says how it was chosen.

@@ -39,7 +39,7 @@ link_events(run_key, seq, kind, link, direction, scheduled_s, applied_s, took_ms
             (fecbench.topologies.schedule_apply: times in s after the client's start)
 endpoint_timing(run_key PRIMARY KEY, wakeups, wakeup_p50_ms, wakeup_p99_ms, wakeup_max_ms, runq_share,
                 cpu_share, bound_ms, ok, json)  -- how long the run's endpoint threads waited for a CPU
-            (fecbench.endpoint_timing: wake-up latency quantiles, run-queue share, the bound judged by, and
+            (fecbench.timekeeping.endpoint_timing: wake-up latency quantiles, run-queue share, the bound judged by, and
             in json the whole summary with its histograms, or {"error": why} where it was not measured)
 flows(run_key, flow, role, label, impl, tool, workload, start_s, started_s, ended_s, status, error,
       bytes_down, bytes_up, packets_down, packets_up, dropped_down, dropped_up, dct_ms,
@@ -72,8 +72,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from fecbench.errors import UserError
-from fecbench.specs import DEFAULT_TIMEOUT_S, tomllib
+from fecbench.inputs.errors import UserError
+from fecbench.inputs.specs import DEFAULT_TIMEOUT_S, tomllib
 
 SCHEMA_VERSION = 8
 
@@ -162,7 +162,7 @@ ENDPOINT_COLUMNS = ("wakeups", "wakeup_p50_ms", "wakeup_p99_ms", "wakeup_max_ms"
 
 
 def _add_endpoint_timing(conn: sqlite3.Connection) -> None:
-    """Version 6: how long each run's endpoints waited for a CPU (fecbench.endpoint_timing), which campaign
+    """Version 6: how long each run's endpoints waited for a CPU (fecbench.timekeeping.endpoint_timing), which campaign
     process started each run (so that `fecbench status` tells a run in flight from a lost one), and the
     design's settings after defaults with each campaign, and the flows of runs with competing flows."""
     conn.execute("ALTER TABLE runs ADD COLUMN runner TEXT")
@@ -354,7 +354,7 @@ def insert_points(conn: sqlite3.Connection, campaign_id: int, rows: Iterable[dic
 def campaign_settings(settings_json: str | None, design_text: str | None) -> dict[str, Any]:
     """A campaign's design settings after defaults: those it recorded (schema 6); for a campaign recorded
     before, the time limit its design text set, else the design parser's default (the one source of it,
-    fecbench.specs.DEFAULT_TIMEOUT_S)."""
+    fecbench.inputs.specs.DEFAULT_TIMEOUT_S)."""
     if settings_json:
         return dict(json.loads(settings_json))
     try:

@@ -17,7 +17,7 @@ if sys.version_info >= (3, 11):
 else:  # Ubuntu 22.04's Python 3.10
     import tomli as tomllib
 
-from fecbench.errors import SpecError, did_you_mean
+from fecbench.inputs.errors import SpecError, did_you_mean
 
 #: A design's time limit per run when it sets none (the design parser's default, and what readers of
 #: campaigns recorded before their settings were assume).

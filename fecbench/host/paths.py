@@ -1,7 +1,7 @@
 """Where the checkout's parts are: the one place that computes project paths.
 
 fecbench runs from a checkout (`make bootstrap` builds the native parts in place), so every path
-here is relative to the repository root, the folder above this package.
+here is relative to the repository root, the folder above the `fecbench` package.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]   # fecbench/host/paths.py
 TOPOLOGIES_DIR = REPO_ROOT / "topologies"
 DESIGNS_DIR = REPO_ROOT / "designs"
 IMPLS_DIR = REPO_ROOT / "quic-impls"
@@ -29,7 +29,7 @@ def _check_place(path: Path, option: str, want_dir: bool) -> Path:
     where something of the other kind (or a special file) is, or where it cannot be made or written."""
     import os
 
-    from fecbench.errors import UserError
+    from fecbench.inputs.errors import UserError
 
     path = Path(path)
     resolved = path.resolve()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 
 from fecbench import __version__
-from fecbench.paths import REPO_ROOT
+from fecbench.host.paths import REPO_ROOT
 
 
 def git_sha() -> str:

@@ -4,7 +4,7 @@ One tracer per fecbench process, shared by all its networks. `Tracer.acquire()` 
 the loader (schedlat/build/schedlat) loads the BPF programs on the scheduler's tracepoints and pins them,
 with their maps, under /sys/fs/bpf/fecbench/<prefix>-schedlat (recorded for `fecbench clean`: removing
 that folder detaches them). `release()` detaches it when the last network lets go. Each network tracks
-its endpoint group (`fecbench.cgroups`) in a slot of its own; the runner clears the slot when a run
+its endpoint group (`fecbench.host.cgroups`) in a slot of its own; the runner clears the slot when a run
 starts and reads it when the run ends. The histograms are a memory-mapped BPF array, read and cleared
 in place: no process starts per run. What is counted: schedlat/src/schedlat.h and schedlat/README.md.
 """
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fecbench import bpfsys, cleanup
-from fecbench.paths import REPO_ROOT
+from fecbench.host import bpfsys, cleanup
+from fecbench.host.paths import REPO_ROOT
 
 KINDS = ("wake", "preempt")
 PIN_ROOT = Path("/sys/fs/bpf/fecbench")

@@ -6,7 +6,7 @@ The topology code starts one DelayLine per emulated link, inside the link's hidd
         dl.set_delay(ab_ms=100.0)
         print(dl.stats()["ab"]["tx"])
 
-The process's PID and control socket are recorded with `fecbench.cleanup`, so `fecbench clean` stops
+The process's PID and control socket are recorded with `fecbench.host.cleanup`, so `fecbench clean` stops
 a delayline left behind by a killed fecbench process. `DelayControl` is the one client of the control
 socket's protocol: `DelayLine` uses it, and so do link changes made from another process
 (fecbench.topologies.link_control).
@@ -29,12 +29,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fecbench import affinity, cleanup
-from fecbench.errors import UserError
-from fecbench.paths import DELAYLINE_DIR
+from fecbench.host import affinity, cleanup
+from fecbench.host.paths import DELAYLINE_DIR
+from fecbench.inputs.errors import UserError
 
 MAX_DELAY_MS = 60_000.0  # the binary accepts at most 60 s per direction
-# The CPUs every delay element runs on ("1", "2-3,6"; unset: the campaign's plan, fecbench.affinity). On a
+# The CPUs every delay element runs on ("1", "2-3,6"; unset: the campaign's plan, fecbench.host.affinity). On a
 # machine with few CPUs the delay elements otherwise compete with the endpoints they delay for the same
 # CPU (measured in the 1-vCPU-pinned test-kernels guest: vm/README.md, "Same design, both backends").
 CPUS_ENV = "FECBENCH_DELAYLINE_CPUS"
@@ -205,13 +205,13 @@ class DelayLine:
         ["mnexec", "-da", PID] or ["ip", "netns", "exec", NS]) and wait until it forwards frames.
         max_queue: frames per direction (binary default 100000); rt_priority: SCHED_FIFO priority
         (binary default 10; 0 for normal scheduling, at the cost of millisecond jitter under load);
-        cpus: the CPUs it may run on (default: its starter's; fecbench.affinity)."""
+        cpus: the CPUs it may run on (default: its starter's; fecbench.host.affinity)."""
         ab_us, ba_us = _delay_us("delay a→b", delay_ab_ms), _delay_us("delay b→a", delay_ba_ms)
         if max_queue is not None and not (isinstance(max_queue, int) and 1 <= max_queue <= 10_000_000):
             raise UserError(f"delayline max_queue must be an integer from 1 to 10000000, got {max_queue!r}")
         if rt_priority is not None and not (isinstance(rt_priority, int) and 0 <= rt_priority <= 99):
             raise UserError(f"delayline rt_priority must be an integer from 0 to 99, got {rt_priority!r}")
-        pinned = cpus_from_env()  # an explicit choice wins over the campaign's plan (fecbench.affinity)
+        pinned = cpus_from_env()  # an explicit choice wins over the campaign's plan (fecbench.host.affinity)
         cpus = pinned if pinned is not None else cpus
         if name is None:
             cls._counter += 1

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fecbench import marks
+from fecbench.host import marks
 
 STATE_DIR = Path(os.environ.get("FECBENCH_STATE_DIR", "/run/fecbench"))
 
@@ -165,7 +165,7 @@ def _del_tc_filter(entry: dict[str, Any]) -> None:
 
 
 def remove_cgroup(path: str | Path, wait_s: float = 2.0) -> bool:
-    """rmdir a cgroup (fecbench.cgroups): possible once no process is in it, and a killed process may take
+    """rmdir a cgroup (fecbench.host.cgroups): possible once no process is in it, and a killed process may take
     a moment to leave; True when it is gone."""
     deadline = time.monotonic() + wait_s
     while True:

@@ -1,6 +1,6 @@
 """The records of a campaign's runs in its database: pending, started (by which campaign process),
 finished with everything measured (metrics, link statistics, fidelity, verdict logs, link events,
-endpoint timing, competing flows), and the circuit breaker's record. The schema is in fecbench.db;
+endpoint timing, competing flows), and the circuit breaker's record. The schema is in fecbench.records.db;
 the campaign's Recorder (runners.run.recorder) is the one writer."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from fecbench import db as dbmod
-from fecbench.marks import format_owner, own_owner, parse_owners, running
-from fecbench.status import STATUSES
+from fecbench.host.marks import format_owner, own_owner, parse_owners, running
+from fecbench.records import db as dbmod
+from fecbench.records.status import STATUSES
 
 
 def insert_pending_runs(conn: sqlite3.Connection, rows: Iterable[dict[str, Any]]) -> int:

@@ -1,10 +1,10 @@
-/* Shared between the BPF program (fecdrop.bpf.c) and its loader (fecdrop.c).
+/* Shared between the BPF program (fecdrop.bpf.c) and every file of its loader: configuration, counters, records, the hash.
  *
  * The verdict of the i-th matching packet of a stream is D[i], a pure function of
  * (model, seed, stream, i): see fecdrop_hash(), the models in models/ (registered in models.h) and
  * the Python models in fecbench/dropper/models/, which must stay bit-identical to them. */
-#ifndef FECDROP_H
-#define FECDROP_H
+#ifndef FECDROP_SHARED_H
+#define FECDROP_SHARED_H
 
 /* A model's parameters: up to FD_MODEL_PARAMS 32-bit thresholds, named and ordered by its file in
  * models/ (registered in models.h). */

@@ -16,7 +16,7 @@ class SpecError(UserError):
     def __init__(self, file: str | os.PathLike | None, key: str | None, problem: str,
                  allowed: Any = None, line: int | None = None) -> None:
         if line is None and key and file and str(file).endswith(".toml"):
-            from fecbench.spec_lines import locate
+            from fecbench.inputs.spec_lines import locate
 
             line = locate(file, key)   # file:line in the message, as a user's editor wants it
         self.file, self.key, self.problem, self.allowed, self.line = file, key, problem, allowed, line

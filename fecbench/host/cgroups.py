@@ -3,12 +3,12 @@
 Every process a run starts on a network's client and server hosts (server, client, the descriptor's
 setup commands, fidelity probes, whatever those start) runs in that network's endpoint group, so that:
 
-- the scheduler tracer (`fecbench.schedlat`) counts the wake-up latency of exactly those threads, by the
+- the scheduler tracer (`fecbench.timekeeping.schedlat`) counts the wake-up latency of exactly those threads, by the
   group's id in the unified (v2) hierarchy, which every kernel keeps;
 - the `cpu` controller gives each network's group an equal share of contended CPUs (cgroup v1
   `cpu.shares`, v2 `cpu.weight`, both left at their defaults): a network whose endpoints burst, or
   run many threads, cannot starve the endpoints of the others. The delay elements stay outside (they
-  run at real-time priority, on the CPU `fecbench.affinity` leaves them).
+  run at real-time priority, on the CPU `fecbench.host.affinity` leaves them).
 
 Three layouts, read from /proc/self/mounts (`fecbench doctor` says which one is used):
 - ``unified``: cgroup v2 only (/sys/fs/cgroup is cgroup2); one cgroup identifies and isolates, with the
@@ -19,7 +19,7 @@ Three layouts, read from /proc/self/mounts (`fecbench doctor` says which one is 
 
 A process joins its group before it executes the program (`EndpointGroup.joiner`: a `sh` that writes its
 own PID to the groups' ``cgroup.procs`` and then execs), so threads and children it starts are in the
-group from their first instruction. Groups are recorded with `fecbench.cleanup`; `fecbench clean`
+group from their first instruction. Groups are recorded with `fecbench.host.cleanup`; `fecbench clean`
 removes those of a killed campaign.
 """
 
@@ -31,9 +31,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from fecbench import cleanup
+from fecbench.host import cleanup
 
-ENV = "FECBENCH_ENDPOINT_TIMING"    # off: no endpoint groups and no tracer (fecbench.schedlat)
+ENV = "FECBENCH_ENDPOINT_TIMING"    # off: no endpoint groups and no tracer (fecbench.timekeeping.schedlat)
 MOUNTS = Path("/proc/self/mounts")
 
 

@@ -37,7 +37,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 
 .PHONY: demo test bootstrap apt venv native dropper delayline schedlat noq-proto fecq tquic xquic rquic lint clean-build constraints \
-        test-kernels test-kernels-quick test-debian13 test-debian13-quick container test-cluster
+        test-stress test-kernels test-kernels-quick test-debian13 test-debian13-quick container test-cluster
 
 demo: bootstrap
 	$(FECBENCH) doctor
@@ -61,6 +61,13 @@ test: bootstrap xquic rquic
 	  [ $$rc -eq 0 ] && [ $$rc2 -eq 0 ]
 
 bootstrap: apt venv native
+
+# The tests that touch real networks and clocks, STRESS_ROUNDS rounds beside STRESS_LOAD busy processes: each
+# test's failure count (tests/stress.py). Any failure is a timing-dependent test to fix at its cause.
+STRESS_ROUNDS ?= 3
+STRESS_LOAD ?= 1
+test-stress: bootstrap
+	$(PY) -m tests.stress --rounds $(STRESS_ROUNDS) --load $(STRESS_LOAD) $(STRESS_ARGS)
 
 # Debian 12's stock kernel in QEMU (TCG), as root inside the guest: netem link tests, the clsact
 # dropper against the committed tcx verdict reference, doctor, smoke, kill -9 -> clean -> resume and

@@ -1,7 +1,8 @@
 """What this process created, recorded so that `fecbench clean` can remove a killed process's leftovers.
 
 Every resource name carries a per-process prefix (`prefix()`), and every resource is recorded in a
-state file /run/fecbench/<pid>.json as soon as it exists. `clean()` removes the resources of state
+state file <state dir>/<pid>.json as soon as it exists (`STATE_DIR`: /run/fecbench for root, a folder of the user's
+own otherwise). `clean()` removes the resources of state
 files whose owner process is dead, and nothing else: no pattern matching on names, no broad process kills.
 
 Processes are also marked: a fecbench process that creates resources puts its marker
@@ -20,14 +21,30 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from fecbench.host import marks
 
-STATE_DIR = Path(os.environ.get("FECBENCH_STATE_DIR", "/run/fecbench"))
+
+def _state_dir() -> Path:
+    """Root's records in /run/fecbench; any other user's in a folder of its own ($XDG_RUNTIME_DIR/fecbench, else
+    <tmp>/fecbench-<uid>): a user never shares, nor trips on, root's lock file and records."""
+    if os.environ.get("FECBENCH_STATE_DIR"):
+        return Path(os.environ["FECBENCH_STATE_DIR"])
+    if os.geteuid() == 0:
+        return Path("/run/fecbench")
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.access(runtime, os.W_OK):
+        return Path(runtime) / "fecbench"
+    return Path(tempfile.gettempdir()) / f"fecbench-{os.geteuid()}"
+
+
+STATE_DIR = _state_dir()
 
 
 def prefix(pid: int | None = None) -> str:
@@ -39,13 +56,25 @@ def prefix(pid: int | None = None) -> str:
     return f"fb{(pid or os.getpid()) % 100000}"
 
 
+def own_state_dir() -> Path:
+    """The state folder, made private to this user (0700) if new; one that another user owns or may write to
+    is refused: its records could be someone else's to plant (a shared /tmp)."""
+    STATE_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = STATE_DIR.stat()
+    if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise PermissionError(f"{STATE_DIR}: fecbench's state folder must be this user's own and not writable by "
+                              f"others (owner uid {info.st_uid}, mode {stat.filemode(info.st_mode)}); remove it or "
+                              f"set FECBENCH_STATE_DIR to a folder of your own")
+    return STATE_DIR
+
+
 def state_file(pid: int | None = None) -> Path:
     return STATE_DIR / f"{pid or os.getpid()}.json"
 
 
 @contextlib.contextmanager
 def _locked_state(pid: int | None = None):
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    own_state_dir()
     path = state_file(pid)
     with open(STATE_DIR / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

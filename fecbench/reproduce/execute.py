@@ -119,20 +119,12 @@ class Machines:
             self.jobs = int(self.calibration["chosen"])
 
     def executor(self, campaign: Campaign, target: Target, console: Any) -> Executor:
-        prepared, db = campaign.prepared, target.db
-        if self.dask is not None:
-            from fecbench.runners.executors.distributed import DaskExecutor
+        """The executor `fecbench run` would make for this machine (runners.commands.pipeline.make_executor)."""
+        from fecbench.runners.commands.pipeline import Machine, make_executor
 
-            return DaskExecutor(prepared, db, self.dask, link_backend=self.link_backend, console=console,
-                                security=self.security, dashboard=self.dashboard)
-        n = self.networks(campaign)
-        if n > 1 or self.calibration is not None:   # --jobs auto's choice is recorded, even of 1 network
-            from fecbench.runners.executors.jobs import JobsExecutor
-
-            return JobsExecutor(prepared, db, n, link_backend=self.link_backend, calibration=self.calibration)
-        from fecbench.runners.executors.serial import SerialExecutor
-
-        return SerialExecutor(prepared, db, link_backend=self.link_backend)
+        machine = Machine(jobs=self.jobs, dask=self.dask, link_backend=self.link_backend, security=self.security,
+                          dashboard=self.dashboard)
+        return make_executor(campaign.prepared, target.db, machine, self.networks(campaign), self.calibration, console)
 
     def ran_on(self, executor: Executor) -> None:
         """What a Dask campaign found: the most workers it had ready (the next batch plans with them)."""

@@ -18,7 +18,6 @@ from fecbench.runners.commands import options
 from fecbench.runners.executors.quiet import FIDELITY_RERUNS
 
 if TYPE_CHECKING:
-    from fecbench.runners.executors.engine import Executor, Summary
     from fecbench.runners.experiment.descriptor import Descriptor
     from fecbench.runners.experiment.estimate import CampaignEstimate
     from fecbench.runners.experiment.prepare import Prepared
@@ -67,94 +66,51 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         recalibrate: bool = options.RECALIBRATE,
         ) -> None:
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
-    from fecbench.runners.executors.engine import Engine
-    from fecbench.runners.executors.selection import parse_retry, runs_to_do
-    from fecbench.runners.experiment.checks import validate
+    from fecbench.runners.commands import pipeline
+    from fecbench.runners.executors.selection import parse_retry
     from fecbench.runners.run.recorder import read_statuses
 
     retry_set = parse_retry(retry)
     jobs_count, security = options.machine_options(
         link_backend=link_backend, jobs=jobs, recalibrate=recalibrate, dask=dask, tls_ca_file=tls_ca_file,
         tls_cert=tls_cert, tls_key=tls_key, insecure=insecure, dashboard=dashboard, console=console)
-    prepared = validate(design, accept_short_timeout=accept_short_timeout, dry_run=dry_run)
-    if capture is not None:
-        from fecbench.runners.experiment.capture import parse_option
-
-        prepared.design.capture = parse_option(capture, prepared.design.capture)
-    if not dry_run:
-        from fecbench.runners.run.pcap import require_tools
-
-        require_tools(prepared.design.capture)   # tcpdump and editcap, when runs may keep packet captures
+    machine = pipeline.Machine(jobs=jobs_count, dask=dask, link_backend=link_backend, keep_logs=keep_logs,
+                               security=security, dashboard=dashboard, recalibrate=recalibrate, jobs_pilot=jobs_pilot)
+    # 1. check the inputs, 2. plan the runs, 3. estimate ...
+    prepared = pipeline.check_inputs(design, capture=capture, accept_short_timeout=accept_short_timeout,
+                                     dry_run=dry_run)
     db_path = check_db_path(db or prepared.design.default_db())
-    todo = runs_to_do(prepared, db_path, retry_set, sample)   # the one selection: the engine runs these
-    from fecbench.runners.experiment.estimate import estimate_campaign
-
-    estimate = estimate_campaign(prepared, todo, jobs_count, db_path)
+    todo = pipeline.plan_runs(prepared, db_path, retry_set, sample)   # the one selection: the engine runs these
+    estimate = pipeline.estimate(prepared, todo, machine, db_path)
     for warning in prepared.warnings + estimate.warnings:
         console.print(Text(f"warning: {warning}", style="yellow"))
     if dry_run:
         _print_dry_run(prepared, todo, read_statuses(db_path), db_path, estimate)
         return
+    from fecbench.host.affinity import confine_harness
     from fecbench.inputs.errors import require_root
 
     require_root("fecbench run")
-    from fecbench.host.affinity import confine_harness
-
     # This process and what it starts stay off the CPU left to the delay elements (fecbench.host.affinity).
     not_confined = confine_harness()
     if not_confined:
         console.print(f"[yellow]warning: {not_confined}[/]")
-    executor: Executor
-    calibration = None
+    # ... and decide how to execute, 4. execute ...
     try:
-        if jobs_count is None and not todo:
-            jobs_count = 1
-        if jobs_count is None:
-            from fecbench.runners.executors.calibrations import for_campaign
-
-            calibration = for_campaign(prepared, db_path, link_backend, console, runs=todo, pilot_runs=jobs_pilot,
-                                       recalibrate=recalibrate)
-            jobs_count = calibration["chosen"]
-            kept = set(calibration["recorded"])     # the serial pilot's runs are results already
-            todo = [run for run in todo if run.key not in kept]
-        if dask is not None:
-            from fecbench.runners.executors.distributed import DaskExecutor
-
-            executor = DaskExecutor(prepared, db_path, dask, link_backend=link_backend, keep_logs=keep_logs,
-                                    console=console, security=security, dashboard=dashboard)
-        elif jobs_count > 1 or calibration is not None:
-            from fecbench.runners.executors.jobs import JobsExecutor
-
-            executor = JobsExecutor(prepared, db_path, jobs_count, link_backend=link_backend, keep_logs=keep_logs,
-                                    calibration=calibration)
-        else:
-            from fecbench.runners.executors.serial import SerialExecutor
-
-            executor = SerialExecutor(prepared, db_path, link_backend=link_backend, keep_logs=keep_logs)
-        summary = Engine(prepared, db_path, executor, console, breaker_runs=breaker, todo=todo,
-                         fidelity_reruns=0 if no_retry else reruns).run(retry_set)
+        execution = pipeline.decide_execution(prepared, db_path, todo, machine, console)
+        summary = pipeline.execute(prepared, db_path, execution, console, retry=retry_set, breaker=breaker,
+                                   reruns=0 if no_retry else reruns)
     except KeyboardInterrupt:
         # sys.__stderr__: the progress display may still be redirecting sys.stderr.
-        where = "the runs in flight are" if dask or jobs_count > 1 else "the current run is"
+        where = "the runs in flight are" if dask or jobs_count != 1 else "the current run is"
         print(f"fecbench: interrupted; {where} recorded as interrupted in {db_path}, the network "
               "is torn down; run the same command again to resume", file=sys.__stderr__, flush=True)
         raise typer.Exit(130) from None
-    done = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing to do"
-    console.print(f"{db_path}: {summary.selected} of {summary.total} run(s) executed: {done}"
-                  + (f" ({rerun_text(summary)})" if summary.rounds else ""))
-    for tripped in summary.breakers:
-        console.print(f"[red]circuit breaker: {tripped.text()}[/]")
+    # 5. summarise
+    for style, line in pipeline.summary_lines(db_path, summary):
+        console.print(Text(line, style=style))
     if summary.aborted:
-        console.print(f"[red]campaign stopped: {summary.aborted}[/]")
         raise typer.Exit(1)
-
-
-def rerun_text(summary: Summary) -> str:
-    """What the re-runs of flagged runs did: rounds, re-runs and how many runs ended flagged after them."""
-    first, last = summary.rounds[0], summary.rounds[-1]
-    text = (f"{first['runs']} run(s) flagged fidelity, re-run in {len(summary.rounds)} round(s) ({summary.retried} "
-            f"re-run(s)): {last['still_flagged']} still flagged; every earlier outcome kept in earlier_outcomes")
-    return text + (f"; {summary.rerun_skipped} not re-run before the stop time" if summary.rerun_skipped else "")
 
 
 def check_db_path(db_path: Path) -> Path:

@@ -110,7 +110,8 @@ def test_design_with_a_bad_schedule_exits_2(tmp_path):
     bad = write(tmp_path, '[[change]]\nlink = "bottleneck"\nat_s = 1\noutage_ms = "long"\n')
     design = (ROOT / "designs" / "smoke.toml").read_text().replace("[design]\n", f'[design]\nschedule = "{bad}"\n', 1)
     (tmp_path / "d.toml").write_text(design)
-    done = subprocess.run([sys.executable, "-m", "fecbench", "run", str(tmp_path / "d.toml"), "--dry-run"],
+    done = subprocess.run([sys.executable, "-m", "fecbench", "run", str(tmp_path / "d.toml"), "--dry-run",
+                           "--db", str(tmp_path / "d.sqlite")],
                           capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"{bad}:4: change[0].outage_ms" in done.stderr   # file:line, as an editor wants it
@@ -218,7 +219,8 @@ def test_changes_compose_and_the_dry_run_shows_each_points_timeline(tmp_path):
     assert steps == [(0.8, "set", 35, 4), (1.2, "set", 35, 8), (1.5, "undo", 35, 4), (1.8, "undo", 20, 4)]
     design = (ROOT / "designs" / "smoke.toml").read_text().replace("[design]\n", f'[design]\nschedule = "{spec}"\n', 1)
     (tmp_path / "d.toml").write_text(design)
-    done = subprocess.run([sys.executable, "-m", "fecbench", "run", str(tmp_path / "d.toml"), "--dry-run"],
+    done = subprocess.run([sys.executable, "-m", "fecbench", "run", str(tmp_path / "d.toml"), "--dry-run",
+                           "--db", str(tmp_path / "d.sqlite")],
                           capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
                           env={**os.environ, "COLUMNS": "200"})
     assert done.returncode == 0, done.stdout + done.stderr

@@ -53,10 +53,11 @@ test: bootstrap xquic rquic
 	$(MAKE) lint
 	@# Two passes: the tests that neither measure timing nor load the machine, PYTEST_WORKERS at a time
 	@# (pytest-xdist; they mostly wait on emulated delays), then the `serial` ones alone (tests/conftest.py).
-	@# pytest exits 5 when it collected nothing: that must never count as a pass.
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not serial" $(PYTEST_ARGS); rc=$$?; \
+	@# pytest exits 5 when it collected nothing: that must never count as a pass. Each pass lists its slowest
+	@# tests (--durations), the first place to look when the suite gets slower.
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not serial" --durations=15 $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
-	  $(PY) -m pytest -m serial $(PYTEST_ARGS); rc2=$$?; \
+	  $(PY) -m pytest -m serial --durations=10 $(PYTEST_ARGS); rc2=$$?; \
 	  if [ $$rc2 -eq 5 ]; then echo "pytest collected no serial tests: failing"; exit 1; fi; \
 	  [ $$rc -eq 0 ] && [ $$rc2 -eq 0 ]
 

@@ -27,6 +27,8 @@ BACKEND = os.environ.get("FECBENCH_LINK_BACKEND") or "delayline"
 #: an emulated guest (vm/: QEMU TCG, timing good to about a millisecond) widens it.
 TOLERANCE_MS = float(os.environ.get("FECBENCH_RATE_TOLERANCE_MS") or 0.5)
 HEADERS = 8 + 20 + 14   # UDP, IPv4, Ethernet: what the rate limiter counts beyond the payload
+#: The median gap between departures against one frame time (measured here: within 0.2 % at 0.468-100 Mbit/s).
+GAP_TOLERANCE = float(os.environ.get("FECBENCH_RATE_GAP_TOLERANCE") or 0.02)
 
 pytestmark = pytest.mark.require_root
 
@@ -46,12 +48,25 @@ def burst(net: Network, count: int, size: int, port: int, start_at: float | None
     return json.loads(out.strip().splitlines()[-1])
 
 
-def worst_departure_error_ms(arrivals_ns: list[int], frame_bytes: int, mbit: float) -> float:
-    """The largest distance (ms) between a packet's departure and the configured rate's schedule from the
-    first packet on, beyond one frame time (≤ 0 within it): the bound the tests hold is TOLERANCE_MS."""
+def delay_element_late_ms(net: Network) -> float:
+    """How late the delay element released its latest frame toward the server (ms, since the network was built;
+    netem keeps no count: 0): shown beside the departures, as one of the things that can make them late."""
+    row = next(r for r in net.link_stats() if (r["link"], r["direction"]) == ("bottleneck", "forward"))
+    return ((row.get("lateness") or {}).get("max_us") or 0) / 1000
+
+
+def departures(arrivals_ns: list[int], frame_bytes: int, mbit: float) -> dict[str, float]:
+    """The departures against the configured rate's schedule from the first packet on (ms): `early`, how far the
+    earliest one came before its slot beyond one frame time (what a bucket too large lets through: only the rate
+    limiter's configuration makes it, never a busy machine), `late`, how far the latest one came after it beyond
+    one frame time (what the machine's timers and softirqs add under load: shown, not held to a bound), and the
+    median gap between departures against one frame time (the rate itself, whatever a few late ones did)."""
     frame_ms = frame_bytes * 8 / (mbit * 1e3)
     first = arrivals_ns[0]
-    return max(abs((t - first) / 1e6 - i * frame_ms) for i, t in enumerate(arrivals_ns)) - frame_ms
+    offsets = [(t - first) / 1e6 - i * frame_ms for i, t in enumerate(arrivals_ns)]
+    gaps = sorted((b - a) / 1e6 for a, b in zip(arrivals_ns, arrivals_ns[1:], strict=False))
+    return {"early": -min(offsets) - frame_ms, "late": max(offsets) - frame_ms,
+            "gap_ratio": gaps[len(gaps) // 2] / frame_ms}
 
 
 @pytest.mark.parametrize("mbit, count", [(0.468, 12), (4.0, 40), (100.0, 120)])
@@ -60,11 +75,13 @@ def test_a_link_enforces_its_rate_from_the_first_byte_after_idle(mbit: float, co
     size = 1242
     with Network(load_topology(SINGLE), {"bw": mbit, "owd": 5, "queue": 1000}, backend=BACKEND) as net:
         seen = burst(net, count, size, port=9100)
+        late_ms = delay_element_late_ms(net)
     assert seen["received"] == count and seen["seq"] == list(range(count))
-    error = worst_departure_error_ms(seen["rx_ns"], size + HEADERS, mbit)
-    print(f"{mbit:g} Mbit/s after idle: worst departure {error:+.3f} ms beyond one frame time "
-          f"(bucket {tbf_burst(mbit)} B)")
-    assert error <= TOLERANCE_MS
+    got = departures(seen["rx_ns"], size + HEADERS, mbit)
+    print(f"{mbit:g} Mbit/s after idle: earliest departure {got['early']:+.3f} ms, latest {got['late']:+.3f} ms "
+          f"beyond one frame time, median gap {got['gap_ratio']:.4f} frame times (bucket {tbf_burst(mbit)} B; "
+          f"delay element's latest frame {late_ms:.3f} ms late)")
+    assert got["early"] <= TOLERANCE_MS and abs(got["gap_ratio"] - 1) <= GAP_TOLERANCE
 
 
 @pytest.mark.parametrize("mbit", [0.468, 4.0, 100.0])
@@ -91,14 +108,16 @@ def test_a_link_enforces_its_new_rate_from_the_change_on(mbit: float) -> None:
         in_force_ns = int(applied[("bottleneck", "forward")]["in_force"]["tc"] * 1e9) + offset_ns
         sender.communicate(timeout=60)
         out, _ = recv.communicate(timeout=180)
+        late_ms = delay_element_late_ms(net)
     seen = json.loads(out.strip().splitlines()[-1])
     assert seen["received"] == count
     after = [t for t in seen["rx_ns"] if t > in_force_ns + 0.2e6]   # left after the change was in force
     assert len(after) >= 5, (len(after), count)
-    error = worst_departure_error_ms(after, size + HEADERS, mbit)
-    print(f"{mbit / 2:g} → {mbit:g} Mbit/s: {len(after)} packets after the change, worst departure "
-          f"{error:+.3f} ms beyond one frame time")
-    assert error <= TOLERANCE_MS
+    got = departures(after, size + HEADERS, mbit)
+    print(f"{mbit / 2:g} → {mbit:g} Mbit/s: {len(after)} packets after the change, earliest departure "
+          f"{got['early']:+.3f} ms, latest {got['late']:+.3f} ms beyond one frame time, median gap "
+          f"{got['gap_ratio']:.4f} frame times (delay element's latest frame {late_ms:.3f} ms late)")
+    assert got["early"] <= TOLERANCE_MS and abs(got["gap_ratio"] - 1) <= GAP_TOLERANCE
 
 
 def qdisc_counts(net: Network) -> dict[str, dict]:

@@ -163,10 +163,12 @@ class Network:
         self._attach_droppers()
 
     def _configure_nodes(self) -> None:
+        # IPv6 off before any link is up, the delay node's bridge without multicast: else solicitations, MLD and IGMP
+        # reports (snooping's router discovery) cross the bottleneck queue: a 201st frame after a 200-datagram burst.
         jobs: list[tuple[int, list[str], str | None]] = []
+        sysctl_jobs: list[tuple[int, list[str], str | None]] = []
         for name, np in self.layout.nodes.items():
-            pid = self.nodes[name].pid
-            lines = ["link set dev lo up"]
+            pid, lines = self.nodes[name].pid, ["link set dev lo up"]
             sysctls = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
                        "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"]
             if np.role == "router":
@@ -180,12 +182,13 @@ class Network:
                     lines.append(f"neigh replace {iface.peer_address} lladdr {iface.peer_mac} "
                                  f"dev {iface.name} nud permanent")
             if np.role == "delay" and self.backend == "netem":
-                lines += ["link add name br0 type bridge stp_state 0", "link set dev br0 up"]
+                lines += ["link add br0 type bridge stp_state 0 mcast_snooping 0", "link set br0 multicast off up"]
                 lines += [f"link set dev {i.name} master br0" for i in np.ifaces]
             lines += ["route add " + " ".join(r) for r in np.routes]
             lines += ["rule add " + " ".join(r) for r in np.rules]
             jobs.append((pid, ["ip", "-batch", "-"], "\n".join(lines) + "\n"))
-            jobs.append((pid, ["sysctl", "-q", "-w", *sysctls], None))
+            sysctl_jobs.append((pid, ["sysctl", "-q", "-w", *sysctls], None))
+        run_in_nodes(sysctl_jobs)
         run_in_nodes(jobs)
 
     def _initial_shaping(self) -> None:
@@ -363,15 +366,12 @@ class Network:
             for direction in ("forward", "reverse"):
                 counts = (delay or {}).get("ab" if direction == "forward" else "ba")
                 out.append({
-                    "link": link_id, "direction": direction, "backend": self.backend,
-                    "dropper": dropped[direction],
-                    "delay": delay,
-                    "lateness": lateness.summary(counts, (delay or {}).get("late_edges_us"), wall_ms),
+                    "link": link_id, "direction": direction, "backend": self.backend, "dropper": dropped[direction],
+                    "delay": delay, "lateness": lateness.summary(counts, (delay or {}).get("late_edges_us"), wall_ms),
                     "qdiscs": [{k: q.get(k) for k in ("kind", "bytes", "packets", "drops", "overlimits",
                                                       "backlog", "qlen")}
                                for q in qdiscs.get(direction, [])],
-                    **as_built(self.shaping[link_id][direction], shown, dn.egress(direction)),
-                })
+                    **as_built(self.shaping[link_id][direction], shown, dn.egress(direction))})
         return out
 
     def interface_counters(self, node: str) -> dict[str, dict[str, int]]:

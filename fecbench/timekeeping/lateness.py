@@ -35,20 +35,16 @@ def bound_ms() -> float:
 def env_bound_ms(name: str, default: float) -> float:
     """A bound in ms from the environment variable `name`, else `default`; a value that is not a positive
     number is the user's error (never silently replaced by the default)."""
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        number = float(value)
-    except ValueError:
-        number = float("nan")
-    if not (0 < number < float("inf")):
-        raise UserError(f"{name}={value!r}: expected a positive number of milliseconds, e.g. {name}={default:g}")
-    return number
+    return _env_number(name, default, float("inf"), "a positive number of milliseconds")
 
 
 def env_share(name: str, default: float) -> float:
     """A share (0 < x < 1) from the environment variable `name`, else `default`; anything else is the user's error."""
+    return _env_number(name, default, 1.0, "a share of the run's wall time between 0 and 1")
+
+
+def _env_number(name: str, default: float, high: float, expected: str) -> float:
+    """A number in (0, high) from the environment variable `name`, else `default`; anything else: UserError."""
     value = os.environ.get(name, "").strip()
     if not value:
         return default
@@ -56,9 +52,8 @@ def env_share(name: str, default: float) -> float:
         number = float(value)
     except ValueError:
         number = float("nan")
-    if not (0 < number < 1):
-        raise UserError(f"{name}={value!r}: expected a share of the run's wall time between 0 and 1, e.g. "
-                        f"{name}={default:g}")
+    if not (0 < number < high):
+        raise UserError(f"{name}={value!r}: expected {expected}, e.g. {name}={default:g}")
     return number
 
 

@@ -6,6 +6,7 @@ here is relative to the repository root, the folder above the `fecbench` package
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -61,3 +62,11 @@ def check_output_file(path: Path, option: str) -> Path:
 def check_output_dir(path: Path, option: str) -> Path:
     """A folder fecbench will fill (a report, a plan, a reproduction's results): checked before anything."""
     return _check_place(path, option, want_dir=True)
+
+
+def user_cache_file(env: str, name: str) -> Path:
+    """A file of this machine's fecbench cache: the environment variable `env` if set, else
+    $XDG_CACHE_HOME/fecbench/`name` (~/.cache by default)."""
+    if os.environ.get(env):
+        return Path(os.environ[env])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fecbench" / name

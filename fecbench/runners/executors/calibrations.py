@@ -21,12 +21,12 @@ extend it. A kept choice of 1 network is reused without a pilot (nothing to conf
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fecbench.host.paths import user_cache_file
 from fecbench.runners.executors import calibrate as full
 from fecbench.runners.executors.serial import TestbedFactory
 from fecbench.runners.experiment.prepare import Prepared
@@ -44,10 +44,7 @@ STORE_ENV = "FECBENCH_CALIBRATIONS"
 
 
 def store_path() -> Path:
-    if os.environ.get(STORE_ENV):
-        return Path(os.environ[STORE_ENV])
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "fecbench" / "jobs-calibrations.json"
+    return user_cache_file(STORE_ENV, "jobs-calibrations.json")
 
 
 def machine() -> dict[str, Any]:

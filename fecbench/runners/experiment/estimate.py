@@ -19,14 +19,13 @@ what this machine has measured, divided by the networks that run at once.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-from fecbench.host.paths import RESULTS_DIR
+from fecbench.host.paths import RESULTS_DIR, user_cache_file
 from fecbench.inputs.errors import UserError
 from fecbench.records.run_records import sessions_and_durations
 from fecbench.runners.experiment.prepare import Prepared
@@ -109,10 +108,7 @@ HISTORY_ENV = "FECBENCH_HISTORY"
 
 def history_path() -> Path:
     """The machine's list of the databases its campaigns wrote (one path a line)."""
-    if os.environ.get(HISTORY_ENV):
-        return Path(os.environ[HISTORY_ENV])
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "fecbench" / "databases.txt"
+    return user_cache_file(HISTORY_ENV, "databases.txt")
 
 
 def remember(db: Path) -> None:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Sequence
 from typing import Any
 
-from fecbench.inputs.errors import UserError
+from fecbench.inputs.environment import env_number
 
 #: A frame later than this (ms) was not on the designed network. FECBENCH_LATENESS_BOUND_MS replaces it, e.g.
 #: on an emulated machine whose clock is only good to milliseconds.
@@ -35,26 +34,12 @@ def bound_ms() -> float:
 def env_bound_ms(name: str, default: float) -> float:
     """A bound in ms from the environment variable `name`, else `default`; a value that is not a positive
     number is the user's error (never silently replaced by the default)."""
-    return _env_number(name, default, float("inf"), "a positive number of milliseconds")
+    return env_number(name, default, high=float("inf"), expected="a positive number of milliseconds")
 
 
 def env_share(name: str, default: float) -> float:
     """A share (0 < x < 1) from the environment variable `name`, else `default`; anything else is the user's error."""
-    return _env_number(name, default, 1.0, "a share of the run's wall time between 0 and 1")
-
-
-def _env_number(name: str, default: float, high: float, expected: str) -> float:
-    """A number in (0, high) from the environment variable `name`, else `default`; anything else: UserError."""
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        number = float(value)
-    except ValueError:
-        number = float("nan")
-    if not (0 < number < high):
-        raise UserError(f"{name}={value!r}: expected {expected}, e.g. {name}={default:g}")
-    return number
+    return env_number(name, default, high=1.0, expected="a share of the run's wall time between 0 and 1")
 
 
 def quantile_us(hist: Sequence[int], edges_us: Sequence[float], max_us: float, q: float) -> float | None:

@@ -10,13 +10,12 @@ started the round at are recorded with each re-run (``earlier_outcomes.why_again
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fecbench.inputs.errors import UserError
+from fecbench.inputs.environment import env_number
 
 #: Rounds of re-runs of the runs a campaign flagged `fidelity`, at its end (`fecbench run --reruns`).
 FIDELITY_RERUNS = 3
@@ -62,16 +61,7 @@ class Quiet:
 
 def max_wait_s() -> float:
     """The longest wait: FECBENCH_QUIET_WAIT_S (seconds, 0 or more), else `QUIET_WAIT_S`."""
-    value = os.environ.get(QUIET_WAIT_ENV, "").strip()
-    if not value:
-        return QUIET_WAIT_S
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise UserError(f"{QUIET_WAIT_ENV}={value!r}: expected seconds (0 or more), e.g. {QUIET_WAIT_ENV}=60")
-    return seconds
+    return env_number(QUIET_WAIT_ENV, QUIET_WAIT_S, high=float("inf"), expected="seconds (0 or more)", zero_ok=True)
 
 
 def wait_for_quiet(limit: float = QUIET_PRESSURE, max_wait: float | None = None,

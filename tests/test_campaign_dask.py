@@ -108,6 +108,45 @@ def test_live_workers_are_not_taken_for_dead_when_the_client_refreshes_its_cache
         assert DaskExecutor._addresses(SimpleNamespace(client=client)) == set(cluster.scheduler.workers)
 
 
+def test_a_result_whose_worker_left_is_a_lost_run_not_a_wait_for_ever() -> None:
+    """A run finished on a worker that then left before the coordinator read its outcome (a host killed in
+    the middle of a campaign, issue 52): Dask waits for the run to be computed again, which never happens
+    (runs are pinned to their worker), and the coordinator's unbounded `result()` hung the campaign with 65
+    runs to go. Now: the worker's absence is noticed and the run is lost (run once more elsewhere)."""
+    import threading
+
+    import dask
+    from distributed import Client, LocalCluster, wait
+
+    from fecbench.runners.executors.distributed import WorkerLeft, read_result
+
+    quiet = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
+    with dask.config.set(quiet), LocalCluster(n_workers=2, processes=False, dashboard_address="127.0.0.1:0",
+                                              worker_dashboard_address="127.0.0.1:0") as cluster, \
+            Client(cluster) as client:
+        gone = sorted(cluster.scheduler.workers)[0]
+        future = client.submit(dict, outcome="ok", workers=[gone], allow_other_workers=False, pure=False)
+        wait([future])
+        assert read_result(future, lambda: True) == {"outcome": "ok"}   # read while its worker is there
+        client.sync(next(w for w in cluster.workers.values() if w.address == gone).close)
+        # The read runs in a thread: on the old code it never returns, and the test fails instead of hanging.
+        outcome: list[object] = []
+        reader = threading.Thread(target=lambda: outcome.append(_raised(read_result, future,
+                                                                        lambda: gone in cluster.scheduler.workers)),
+                                  daemon=True)
+        reader.start()
+        reader.join(timeout=120)
+        assert outcome == [WorkerLeft], "reading the result of a run whose worker left did not end"
+
+
+def _raised(function, *args) -> type[BaseException] | None:
+    try:
+        function(*args)
+    except Exception as exc:
+        return type(exc)
+    return None
+
+
 # --- real campaigns (root, Mininet, fecq) ------------------------------------------------------------
 
 def _keys_and_seeds(db: Path) -> dict[str, int]:

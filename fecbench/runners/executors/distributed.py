@@ -24,6 +24,7 @@ import socket
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
 WORKER_WAIT_S = 60          # how long to wait for a first (or, after all died, a new) worker
 POLL_S = 0.5                # how often the coordinator looks for dead and new workers
+READ_S = 5.0                # a finished task's result (a few kB) is read well within this unless its worker left
 
 
 # --- the --dask value ---------------------------------------------------------------------------
@@ -81,6 +83,23 @@ class _Worker:
 
 def _interrupted(run: Run, why: str) -> Finished:
     return Finished(run, Outcome(status=Status.INTERRUPTED, error=why))
+
+
+class WorkerLeft(Exception):
+    """A task finished, but its worker left before the coordinator read the result."""
+
+
+def read_result(future: Future, worker_present: Callable[[], bool]) -> Any:
+    """The result of a task that finished. Its worker may leave before the result is read (a host lost in
+    the middle of a campaign): Dask then waits for the task to be computed again, which never happens, as
+    every task is pinned to its worker (allow_other_workers=False), and an unbounded `result()` waited for
+    ever (issue 52). Read in slices; between them, is the worker still there?"""
+    while True:
+        try:
+            return future.result(timeout=READ_S)
+        except TimeoutError:
+            if not worker_present():
+                raise WorkerLeft from None
 
 
 def _median_ms(values: list[float]) -> float | None:
@@ -176,10 +195,13 @@ class DaskExecutor:
                 continue
             del self.setting_up[future]
             try:
-                self._ready(address, future.result())
+                self._ready(address, read_result(future, lambda a=address: a in self._addresses()))
                 self._setup_took(future)
             except UserError:
                 raise
+            except WorkerLeft:   # set up, then gone: it takes part if it comes back
+                self.setup_sent.pop(future, None)
+                self.seen.discard(address)
             except Exception as exc:
                 raise UserError(f"--dask {self.target}: worker {address} refused: {exc}") from None
         if not self.ready:
@@ -328,9 +350,12 @@ class DaskExecutor:
                 self.seen.discard(address)
                 return []
             try:
-                self._ready(address, future.result())
+                self._ready(address, read_result(future, lambda: address in self._addresses()))
                 self._setup_took(future)
                 self.hosts_changed = True
+            except WorkerLeft:
+                self.setup_sent.pop(future, None)
+                self.seen.discard(address)
             except Exception as exc:  # a late worker that is not comparable is left out, not fatal
                 self.console.print(f"[yellow]worker {address} left out: {exc}[/]")
             return []
@@ -343,7 +368,12 @@ class DaskExecutor:
             return [self._lost(run, f"worker {worker.address} on {worker.host}: Dask cancelled the run (its worker "
                                     "left)")]
         try:
-            result = future.result()
+            result = read_result(future, lambda: worker.address in self._addresses())
+        except WorkerLeft:   # the run ended there, but its outcome left with the worker: run it once more here
+            if worker.address in self.ready:
+                self._worker_gone(self.ready.pop(worker.address))
+            return [self._lost(run, f"worker {worker.address} on {worker.host} left before the run's outcome "
+                                    "was read")]
         except WorkerRefused as exc:  # the worker lost its setup (restarted): the run never started
             if self.ready.pop(worker.address, None) is not None:
                 self._setup(worker.address)

@@ -51,6 +51,7 @@ test: bootstrap xquic rquic
 	$(MAKE) -C schedlat test
 	cargo test --release --locked --manifest-path $(FECQ_DIR)/Cargo.toml
 	$(MAKE) lint
+	$(FECQ_DIR)/build-cache save test
 	@# Two passes: the tests that neither measure timing nor load the machine, PYTEST_WORKERS at a time
 	@# (pytest-xdist; they mostly wait on emulated delays), then the `serial` ones alone (tests/conftest.py).
 	@# pytest exits 5 when it collected nothing: that must never count as a pass. Each pass lists its slowest
@@ -162,11 +163,15 @@ schedlat:
 # The pinned noq-proto release from crates.io (through cargo's registry cache) with fecq's scheduler
 # patch, in $(FECQ_DIR)/build/noq-proto, where $(FECQ_DIR)/Cargo.toml's [patch.crates-io] points:
 # every cargo command on the workspace needs it. Idempotent; offline once the crate is cached.
+# A checkout without fecq's target/ starts from the build cache's copy of a build from the same Cargo.lock, noq-proto
+# patch and toolchain (quic-impls/fecq/build-cache): a fresh clone then compiles fecq's own crates only.
 noq-proto:
+	$(FECQ_DIR)/build-cache restore
 	$(FECQ_DIR)/noq-proto/prepare
 
 fecq: noq-proto
 	cargo build --release --locked --manifest-path $(FECQ_DIR)/Cargo.toml
+	$(FECQ_DIR)/build-cache save build
 
 # Re-pin constraints.txt (after changing dependencies in pyproject.toml): one resolution per supported Python,
 # each marked with its python_version, made by the venv's uv (pinned here too) for a Python that need not be

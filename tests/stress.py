@@ -62,6 +62,19 @@ def failures(junit: Path) -> tuple[int, list[str]]:
     return ran, failed
 
 
+def messages(junit: Path) -> dict[str, str]:
+    """Each failed test's message (its assertion, or the error's first line), by the ids `failures` gives."""
+    if not junit.exists():
+        return {}
+    out = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        problem = case.find("failure") if case.find("failure") is not None else case.find("error")
+        if problem is not None:
+            test = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+            out[test] = (problem.get("message") or problem.text or "").strip()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the whole selection")
@@ -75,21 +88,25 @@ def main(argv: list[str] | None = None) -> int:
     counts: Counter[str] = Counter()
     print(f"{args.rounds} round(s) of {len(selection)} file(s)/id(s), {args.load} busy process(es) beside them, "
           f"{os.cpu_count()} CPUs", flush=True)
-    with tempfile.TemporaryDirectory(prefix="fecbench-stress-") as scratch:
-        for round_no in range(1, args.rounds + 1):
-            junit = Path(scratch) / f"round{round_no}.xml"
-            command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-                       *(["-n", str(args.workers)] if args.workers > 1 else []), *selection]
-            load = start_load(args.load)
-            started = time.monotonic()
-            try:
-                subprocess.run(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            finally:
-                stop_load(load)
-            ran, failed = failures(junit)
-            counts.update(failed)
-            print(f"round {round_no}: {ran} test(s) ran, {len(failed)} failed, {time.monotonic() - started:.0f} s"
-                  + "".join(f"\n  failed: {t}" for t in failed), flush=True)
+    # Each round's report and pytest's output are kept: a failure found once must be readable afterwards.
+    kept = Path(tempfile.mkdtemp(prefix="fecbench-stress-"))
+    print(f"each round's output and report: {kept}", flush=True)
+    for round_no in range(1, args.rounds + 1):
+        junit = kept / f"round{round_no}.xml"
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
+                   *(["-n", str(args.workers)] if args.workers > 1 else []), *selection]
+        load = start_load(args.load)
+        started = time.monotonic()
+        try:
+            with open(kept / f"round{round_no}.log", "w") as log:
+                subprocess.run(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        finally:
+            stop_load(load)
+        ran, failed = failures(junit)
+        counts.update(failed)
+        said = messages(junit)
+        print(f"round {round_no}: {ran} test(s) ran, {len(failed)} failed, {time.monotonic() - started:.0f} s"
+              + "".join(f"\n  failed: {t}\n    {said.get(t, '')[:400]}" for t in failed), flush=True)
     print(f"\nfailures per test over {args.rounds} round(s) with {args.load} busy process(es):")
     for test, n in counts.most_common():
         print(f"  {n}/{args.rounds}  {test}")

@@ -18,6 +18,8 @@ def test_a_round_counts_failures_and_errors_not_skips(tmp_path: Path) -> None:
         '</testsuite></testsuites>')
     assert stress.failures(junit) == (3, ["tests/test_a.py::test_late", "tests/test_b.py::test_setup"])
     assert stress.failures(tmp_path / "missing.xml") == (0, ["(pytest wrote no report: it crashed)"])
+    # What each failure said, printed with it (the round's pytest output is kept too).
+    assert stress.messages(junit) == {"tests/test_a.py::test_late": "late", "tests/test_b.py::test_setup": "boom"}
 
 
 def test_the_default_selection_holds_the_timing_files() -> None:

@@ -372,15 +372,15 @@ def test_a_finite_download_ends_the_fairness_window_and_the_queues_drops_are_the
     series = {r.flow: r.series for r in frame.itertuples()}
     width = float(frame["bin_s"].iloc[0])
 
-    # The download ended when its client exited: before the foreground, after its last data byte; its client
-    # sent nothing after it (its last packet, the close, goes just before the exit: within a second, however
-    # loaded the machine; before issue 49 the end was the foreground's, seconds later).
+    # The download ended when its client exited: after its last data byte (its dct) and before the foreground (before
+    # issue 49 its end was the moment the run looked after the foreground: the foreground's end or later). Packets
+    # of the flow still cross the link after the exit, both ways (what the queue held, the server's answer to the
+    # close, the client host's ICMP answers to those): in a `make test-stress` round its last bins both ways began
+    # 23 ms after the exit. Its last traffic on the link does not bound the exit.
     # iperf3 was stopped once the run saw the foreground's exit: after it (its wall time is from its spawn, a
-    # little after the flows' origin), by however long a loaded machine took to look.
-    assert dl["ended_s"] < fg["ended_s"] and fg["ended_s"] - 0.05 <= tcp["ended_s"] < fg["ended_s"] + 1.0, (fg, tcp)
-    last_down = max(c[0] for c in series["dl"] if c[1] > 0)
-    last_up = max(c[0] for c in series["dl"] if c[2] > 0)
-    assert last_down <= dl["ended_s"] and last_up <= dl["ended_s"] < last_up + width + 1.0, (dl, last_down, last_up)
+    # little after the flows' origin), by however long a loaded machine took to look: well within 10 s, where a
+    # run that waited for its timeout (60 s) would stop it near 60 s.
+    assert dl["ended_s"] < fg["ended_s"] and fg["ended_s"] - 0.05 <= tcp["ended_s"] < fg["ended_s"] + 10.0, (fg, tcp)
     assert dl["ended_s"] - dl["started_s"] >= dl["dct_ms"] / 1000
 
     # The fairness window: exactly from the last start (iperf3's) to the first end (the download's), all three
@@ -404,6 +404,9 @@ def test_a_finite_download_ends_the_fairness_window_and_the_queues_drops_are_the
         assert sum(f[f"dropped_{way}"] for f in table.values()) == model + queue, (way, links)
         assert sum(c[column + 2] for s in series.values() for c in s) == queue, (way, links)
         assert sum(c[column] for s in series.values() for c in s) == model + queue, (way, links)
-    # What got through the queue is what was offered less what the model and the queue dropped: never more.
+    # What got through the queue is what was offered less what the model and the queue dropped: never more (a flow
+    # may lose nothing: 0.2 % of a 1 MB download's ~700 packets is none about one time in four); all flows together
+    # less, as the queue dropped.
     for name, cells in series.items():
-        assert sum(c[7] for c in cells) < sum(c[1] for c in cells), name
+        assert sum(c[7] for c in cells) <= sum(c[1] for c in cells), name
+    assert sum(c[7] for s in series.values() for c in s) < sum(c[1] for s in series.values() for c in s)

@@ -117,8 +117,8 @@ def link_bench(g: Group, backend: str, packets: int) -> dict | None:
 
 
 def bench_ok(g: Group, result: dict | None, max_error_ms: float) -> bool:
-    """netem's figures on this guest: rate >= 0.95 of configured; delay error median within the TCG
-    bound (timing under emulation is only good to about a millisecond: vm/README.md)."""
+    """netem's figures on this guest: every probe received, the delay error median within the TCG bound (timing under
+    emulation is only good to about a millisecond: vm/README.md)."""
     if result is None:
         return False
     ok = True
@@ -127,12 +127,9 @@ def bench_ok(g: Group, result: dict | None, max_error_ms: float) -> bool:
             g.detail.append(f"delay {d['owd_ms']} ms: error median {d['error_median_ms']} ms "
                             f"(bound {max_error_ms}), {d['received']}/{d['packets']} received")
             ok = False
-    for r in result["rate"]:
-        if r["mbit"] > RATE_CHECKED_MBIT:
-            continue   # reported only: an emulated CPU cannot carry 100 Mbit/s, whatever the backend
-        if not r["wire_ratio"] or r["wire_ratio"] < 0.95:
-            g.detail.append(f"rate {r['mbit']} Mbit/s: wire ratio {r['wire_ratio']} < 0.95")
-            ok = False
+    # The rates are reported, not judged here: what a 10 Mbit/s link passes on an emulated CPU is the CPU's (0.79 to
+    # 0.99 in earlier runs, 0.9416 in one CI run); netem's rate is judged by the departure gaps of
+    # tests/test_link_rate.py instead, at rates the emulated CPU carries.
     return ok
 
 
@@ -141,7 +138,6 @@ CLSACT = {"FECBENCH_DROPPER_HOOK": "clsact"}
 TCG_DELAY_BOUND_MS = 2.0
 # Departures under TCG: its timers are good to about a millisecond (vm/README.md).
 TCG_RATE = {"FECBENCH_RATE_TOLERANCE_MS": "3"}
-RATE_CHECKED_MBIT = 10
 
 
 def group_netem_link(g: Group) -> bool:
@@ -161,7 +157,9 @@ def group_netem_link(g: Group) -> bool:
 def group_netem_link_quick(g: Group) -> bool:
     ok = g.pytest(["tests/test_topology_net.py", "-k", "(single_path_rtt or overload) and netem or cli_topo_check"],
                   env=NETEM)
-    ok = g.pytest(["tests/test_link_rate.py", "-k", "queue"], env=NETEM) and ok
+    # The rate limiter from the first byte and across a change at 4 Mbit/s (departure gaps, TCG's tolerance) and the
+    # queue as written.
+    ok = g.pytest(["tests/test_link_rate.py", "-k", "queue or 4.0"], env={**NETEM, **TCG_RATE}) and ok
     return bench_ok(g, link_bench(g, "netem", 1000), TCG_DELAY_BOUND_MS) and ok
 
 

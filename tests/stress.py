@@ -47,6 +47,16 @@ def stop_load(load: list[subprocess.Popen]) -> None:
         process.wait()
 
 
+def _test_id(case: ET.Element) -> str:
+    return f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+
+
+def _problem(case: ET.Element) -> ET.Element | None:
+    """A test case's failure or error, if it has one."""
+    failure = case.find("failure")
+    return failure if failure is not None else case.find("error")
+
+
 def failures(junit: Path) -> tuple[int, list[str]]:
     """(tests run, the ids of those that failed or errored) from a pytest junit file."""
     if not junit.exists():
@@ -57,8 +67,8 @@ def failures(junit: Path) -> tuple[int, list[str]]:
         if case.find("skipped") is not None:
             continue
         ran += 1
-        if case.find("failure") is not None or case.find("error") is not None:
-            failed.append(f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}")
+        if _problem(case) is not None:
+            failed.append(_test_id(case))
     return ran, failed
 
 
@@ -68,10 +78,9 @@ def messages(junit: Path) -> dict[str, str]:
         return {}
     out = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
-        problem = case.find("failure") if case.find("failure") is not None else case.find("error")
+        problem = _problem(case)
         if problem is not None:
-            test = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
-            out[test] = (problem.get("message") or problem.text or "").strip()
+            out[_test_id(case)] = (problem.get("message") or problem.text or "").strip()
     return out
 
 

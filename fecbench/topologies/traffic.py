@@ -57,7 +57,7 @@ def udp_rates(net: Any, src: str, mbit: float, seconds: float = 1.0,
               port: int = 5201) -> tuple[float | None, float | None]:
     """(received, offered): the UDP payload throughput (Mbit/s) the server received, and what the client managed
     to send. A sender on a slow (e.g. emulated) CPU may offer less than the 1.1× `mbit` it was asked for: then the
-    link was not full, and what it passed is to be judged against the offer, not the configured rate."""
+    link was never full (`fecbench link bench` reports both)."""
     server = net.server.popen(["iperf3", "-s", "-1", "-B", net.server_address, "-p", str(port), "-J"],
                               text=True)
     try:

@@ -195,13 +195,12 @@ class DaskExecutor:
                 continue
             del self.setting_up[future]
             try:
-                self._ready(address, read_result(future, lambda a=address: a in self._addresses()))
+                self._ready(address, self._read(future, address))
                 self._setup_took(future)
             except UserError:
                 raise
             except WorkerLeft:   # set up, then gone: it takes part if it comes back
-                self.setup_sent.pop(future, None)
-                self.seen.discard(address)
+                self._setup_void(future, address)
             except Exception as exc:
                 raise UserError(f"--dask {self.target}: worker {address} refused: {exc}") from None
         if not self.ready:
@@ -217,6 +216,15 @@ class DaskExecutor:
         self.most_workers = max(self.most_workers, len(self.ready))
         entry = self.hosts.setdefault(info["host"], {**info["fingerprint"], "workers": []})
         entry["workers"].append({"pid": info["pid"], "prefix": info["prefix"], "address": address})
+
+    def _setup_void(self, future: Future, address: str) -> None:
+        """A set-up whose worker left: forgotten, so that the worker is set up again if it comes back."""
+        self.setup_sent.pop(future, None)
+        self.seen.discard(address)
+
+    def _read(self, future: Future, address: str) -> Any:
+        """A finished task's result, or WorkerLeft when its worker `address` left before it was read."""
+        return read_result(future, lambda: address in self._addresses())
 
     def _setup_took(self, future: Future) -> None:
         sent = self.setup_sent.pop(future, None)
@@ -273,9 +281,8 @@ class DaskExecutor:
         for future, address in list(self.setting_up.items()):
             if address not in present:
                 del self.setting_up[future]
-                self.setup_sent.pop(future, None)
                 future.cancel()
-                self.seen.discard(address)
+                self._setup_void(future, address)
         for address in sorted(present - self.seen):
             self._setup(address)
         return lost
@@ -346,16 +353,14 @@ class DaskExecutor:
         if future in self.setting_up:
             address = self.setting_up.pop(future)
             if future.cancelled():   # its worker left: set it up again if it comes back
-                self.setup_sent.pop(future, None)
-                self.seen.discard(address)
+                self._setup_void(future, address)
                 return []
             try:
-                self._ready(address, read_result(future, lambda: address in self._addresses()))
+                self._ready(address, self._read(future, address))
                 self._setup_took(future)
                 self.hosts_changed = True
             except WorkerLeft:
-                self.setup_sent.pop(future, None)
-                self.seen.discard(address)
+                self._setup_void(future, address)
             except Exception as exc:  # a late worker that is not comparable is left out, not fatal
                 self.console.print(f"[yellow]worker {address} left out: {exc}[/]")
             return []
@@ -368,7 +373,7 @@ class DaskExecutor:
             return [self._lost(run, f"worker {worker.address} on {worker.host}: Dask cancelled the run (its worker "
                                     "left)")]
         try:
-            result = read_result(future, lambda: worker.address in self._addresses())
+            result = self._read(future, worker.address)
         except WorkerLeft:   # the run ended there, but its outcome left with the worker: run it once more here
             if worker.address in self.ready:
                 self._worker_gone(self.ready.pop(worker.address))

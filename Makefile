@@ -37,7 +37,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 
 .PHONY: demo test bootstrap apt venv native dropper delayline schedlat noq-proto fecq tquic xquic rquic lint clean-build constraints \
-        test-stress test-kernels test-kernels-quick test-debian13 test-debian13-quick container test-cluster
+        test-stress test-durations test-kernels test-kernels-quick test-debian13 test-debian13-quick container test-cluster
 
 demo: bootstrap
 	$(FECBENCH) doctor
@@ -53,16 +53,23 @@ test: bootstrap xquic rquic
 	$(MAKE) lint
 	$(FECQ_DIR)/build-cache save test
 	@# Two passes: the tests that neither measure timing nor load the machine, PYTEST_WORKERS at a time
-	@# (pytest-xdist; they mostly wait on emulated delays), then the `serial` ones alone (tests/conftest.py).
-	@# pytest exits 5 when it collected nothing: that must never count as a pass. Each pass lists its slowest
-	@# tests (--durations), the first place to look when the suite gets slower.
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not serial" --durations=15 $(PYTEST_ARGS); rc=$$?; \
+	@# (pytest-xdist; they mostly wait on emulated delays), whole files handed out longest first
+	@# (tests/durations.py), then the `serial` ones alone (tests/conftest.py). pytest exits 5 when it
+	@# collected nothing: that must never count as a pass. Each pass lists its slowest tests (--durations)
+	@# and keeps its junit report in .build/ (`make test-durations` orders the next passes by it).
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial" --durations=15 \
+	    --junitxml=.build/pytest-parallel.xml $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
-	  $(PY) -m pytest -m serial --durations=10 $(PYTEST_ARGS); rc2=$$?; \
+	  $(PY) -m pytest -m serial --durations=10 --junitxml=.build/pytest-serial.xml $(PYTEST_ARGS); rc2=$$?; \
 	  if [ $$rc2 -eq 5 ]; then echo "pytest collected no serial tests: failing"; exit 1; fi; \
 	  [ $$rc -eq 0 ] && [ $$rc2 -eq 0 ]
 
 bootstrap: apt venv native
+
+# tests/file_durations.json from the last `make test`'s junit reports: the order the parallel pass hands files
+# out in (longest first). Refresh and commit it when files were added or grew.
+test-durations:
+	$(PY) -m tests.durations .build/pytest-parallel.xml .build/pytest-serial.xml
 
 # The tests that touch real networks and clocks, STRESS_ROUNDS rounds beside STRESS_LOAD busy processes: each
 # test's failure count (tests/stress.py). Any failure is a timing-dependent test to fix at its cause.

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import durations
+
 #: Whole test files that measure timing (the delay element's accuracy, fidelity probes, endpoint wake-up
 #: latency, deadlines of real-time messages, timeouts, schedulers that follow measured RTTs) or load the
 #: machine themselves (--jobs auto, Dask clusters): `make test` runs them alone, after the others ran in
@@ -65,11 +67,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.name in SERIAL_FILES:
             item.add_marker(pytest.mark.serial)
-    # Files with `slow` tests first (each file's tests kept together and in order, so module fixtures are
-    # made once): pytest-xdist hands tests out in this order, and a two-minute test handed out last would
-    # keep one worker busy alone at the end of the parallel pass.
-    slow_files = {item.path for item in items if "slow" in item.keywords}
-    items.sort(key=lambda item: item.path not in slow_files)
+    # The longest files first, each file's tests kept together and in order (module fixtures made once):
+    # pytest-xdist hands whole files out in this order (`--dist loadfile`), and a two-minute file handed
+    # out last would keep one worker busy alone at the end of the parallel pass (tests/durations.py).
+    durations.longest_files_first(items, durations.load())
     if os.geteuid() == 0:
         return
     skip = pytest.mark.skip(reason="needs root (network namespaces, BPF, Mininet); run the tests as root")

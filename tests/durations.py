@@ -23,10 +23,11 @@ FILE = Path(__file__).resolve().parent / "file_durations.json"
 SLOW_UNMEASURED_S = 30.0
 
 
-def file_of(classname: str) -> str:
-    """tests/test_x.py from a junit classname (`tests.test_x`, `tests.test_x.TestSomething`,
-    `tests.cluster.test_y`): the dotted path up to its first test module."""
-    parts = classname.split(".")
+def file_of(case: ET.Element) -> str:
+    """tests/test_x.py from a junit test case's classname (`tests.test_x`, `tests.test_x.TestSomething`,
+    `tests.cluster.test_y`): the dotted path up to its first test module. A module skipped whole has no
+    classname: its name is the module's."""
+    parts = (case.get("classname") or case.get("name", "")).split(".")
     module = next((i for i, part in enumerate(parts) if part.startswith("test_")), len(parts) - 1)
     return "/".join(parts[:module + 1]) + ".py"
 
@@ -36,7 +37,7 @@ def measured(junits: list[Path]) -> dict[str, float]:
     seconds: dict[str, float] = defaultdict(float)
     for junit in junits:
         for case in ET.parse(junit).getroot().iter("testcase"):
-            seconds[file_of(case.get("classname", ""))] += float(case.get("time", 0))
+            seconds[file_of(case)] += float(case.get("time", 0))
     return dict(seconds)
 
 

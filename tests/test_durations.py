@@ -16,6 +16,7 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testcase classname="tests.test_a" name="test_two" time="2.0"><failure message="x"/></testcase>
 <testcase classname="tests.test_b.TestThing" name="test_three" time="0.25"/>
 <testcase classname="tests.cluster.test_c" name="test_four" time="4"/>
+<testcase classname="" name="tests.cluster.test_d" time="0.000"><skipped message="collection skipped"/></testcase>
 </testsuite></testsuites>
 """
 
@@ -31,7 +32,7 @@ def test_seconds_per_file_from_a_junit_report(tmp_path: Path) -> None:
     junit = tmp_path / "r.xml"
     junit.write_text(JUNIT)
     assert durations.measured([junit]) == {"tests/test_a.py": 3.5, "tests/test_b.py": 0.25,
-                                          "tests/cluster/test_c.py": 4.0}
+                                          "tests/cluster/test_c.py": 4.0, "tests/cluster/test_d.py": 0.0}
 
 
 def test_files_longest_first_each_files_tests_together_in_order() -> None:

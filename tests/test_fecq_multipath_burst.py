@@ -23,6 +23,9 @@ import pytest
 from tests.helpers.campaign import FECQ, fecbench, queue_drops, rows, two_path_design
 
 BURST = range(200, 210)
+#: Runs of each label: how many of the burst's datagrams a run rebuilds depends on where the burst falls
+#: against the blocks (below), so "more rebuilt" is judged over several runs, each run's spread on its own.
+REPETITIONS = 3
 
 
 def _design(tmp_path: Path) -> Path:
@@ -33,7 +36,8 @@ def _design(tmp_path: Path) -> Path:
         tmp_path, "burst", [(10, 10, 10, 10, 3000, 3000)], extra="verdict_log = true",
         loss=f'model = "trace"\nfile = "{tmp_path / "burst.txt"}"\nlinks = ["path1"]\ndirections = ["reverse"]',
         workload='kind = "messages"\nrate = 30\npackets = 8\nduration = 4\nbuffer = 4',
-        impls={"single": f'{common}, paths = "1"', "round-robin": f'{common}, scheduler = "round-robin"'})
+        impls={"single": f'{common}, paths = "1"', "round-robin": f'{common}, scheduler = "round-robin"'},
+        repetitions=REPETITIONS)
 
 
 @pytest.mark.require_root
@@ -44,7 +48,8 @@ def test_round_robin_spreads_a_burst_over_more_blocks_and_rebuilds_more(tmp_path
     out = fecbench("run", str(_design(tmp_path)), "--db", str(db))
     assert out.returncode == 0, out.stdout + out.stderr
     runs = {r["key"]: r for r in rows(db, "SELECT key, label, status FROM runs")}
-    assert sorted((r["label"], r["status"]) for r in runs.values()) == [("round-robin", "ok"), ("single", "ok")]
+    assert sorted((r["label"], r["status"]) for r in runs.values()) == \
+        sorted([("round-robin", "ok"), ("single", "ok")] * REPETITIONS)
     # Exactly the burst was dropped, on path 1's server -> client direction only.
     for r in rows(db, "SELECT run_key, link, direction, data FROM verdict_logs"):
         log = np.load(io.BytesIO(r["data"]), allow_pickle=False)
@@ -52,15 +57,13 @@ def test_round_robin_spreads_a_burst_over_more_blocks_and_rebuilds_more(tmp_path
         expected = list(BURST) if (r["link"], r["direction"]) == ("path1", "reverse") else []
         assert dropped == expected, (runs[r["run_key"]]["label"], r["link"], r["direction"], dropped)
     assert set(queue_drops(db).values()) == {0}, queue_drops(db)
-    seen = {}
+    seen: dict[str, list[dict]] = {"single": [], "round-robin": []}
     for r in rows(db, "SELECT run_key, json FROM metrics"):
         m = json.loads(r["json"])
         path1 = m["paths"][0]["client"]
-        seen[runs[r["run_key"]]["label"]] = {"blocks": m["multipath"]["blocks_with_losses"],
-                                             "rebuilt": path1["recovered"],
-                                             "messages_ok": m["messages_ok"]}
+        seen[runs[r["run_key"]]["label"]].append({"blocks": m["multipath"]["blocks_with_losses"],
+                                                  "rebuilt": path1["recovered"], "messages_ok": m["messages_ok"]})
     print(f"burst of {len(BURST)} on path 1: {seen}")
-    single, rr = seen["single"], seen["round-robin"]
     # Measured (18 runs, queues of 3000, no overflow): single 1 block, 0 rebuilt in every run (the
     # burst takes the tail of one message's block with all its repairs: before such a block counted,
     # as a gap between the blocks repairs showed, single read 0 blocks in 2 of 6 runs); round-robin
@@ -69,8 +72,14 @@ def test_round_robin_spreads_a_burst_over_more_blocks_and_rebuilds_more(tmp_path
     # datagrams), so it is no bound on what was lost. Messages complete: 119 of 120 in both (the
     # spread rebuilds more of the burst, but not enough to save the message it hit). Once (a later run,
     # with other tests' campaigns on the CPUs) single read 2 blocks and round-robin 2 (4 rebuilt vs 0):
-    # a burst that straddles two messages touches two blocks either way, so round-robin's spread shows
-    # as at least as many blocks, and as more rebuilt datagrams.
-    assert 1 <= single["blocks"] <= 2, seen
-    assert rr["blocks"] >= max(2, single["blocks"]), seen
-    assert rr["rebuilt"] > single["rebuilt"], seen
+    # a burst that straddles two messages touches two blocks either way. Each run spreads the burst:
+    # round-robin over at least two blocks, at least as many as on one path.
+    assert all(1 <= s["blocks"] <= 2 for s in seen["single"]), seen
+    assert all(r["blocks"] >= 2 for r in seen["round-robin"]), seen
+    # What a run rebuilds follows where the burst falls against the blocks, which the timing of the
+    # packets between them (acknowledgements, probes) moves: a block is rebuilt when it lost no more
+    # than its ~4 repairs, so a burst split 5 + 5 over two blocks rebuilds nothing (round-robin: 2 blocks,
+    # 0 rebuilt, once in ~30 runs, on a fresh clone's serial pass), one split 6 + 4 rebuilds 4. Over
+    # REPETITIONS runs the spread rebuilds more: that fails only if every round-robin run fell 5 + 5.
+    rebuilt = {label: sum(s["rebuilt"] for s in runs_of) for label, runs_of in seen.items()}
+    assert rebuilt["round-robin"] > rebuilt["single"], seen

@@ -138,16 +138,18 @@ def smoke_copy(tmp_path: Path) -> Path:
 
 
 def two_path_design(tmp_path: Path, name: str, points: list[tuple[float, ...]], *, loss: str, workload: str,
-                    impls: dict[str, str], extra: str = "") -> Path:
+                    impls: dict[str, str], extra: str = "", repetitions: int = 1) -> Path:
     """A design of fecq labels (label -> its args, the inside of an inline table) on the two-path topology
-    at listed points, each (bw_1, bw_2, owd_1, owd_2, queue_1, queue_2); `loss` and `workload` are the
-    bodies of those sections (TOML lines), `extra` more [design] keys. Fidelity is off: these tests read
-    the droppers' verdicts and the endpoints' counters, not the network's timing."""
+    at listed points, each (bw_1, bw_2, owd_1, owd_2, queue_1, queue_2), `repetitions` runs of each;
+    `loss` and `workload` are the bodies of those sections (TOML lines), `extra` more [design] keys.
+    Fidelity is off: these tests read the droppers' verdicts and the endpoints' counters, not the
+    network's timing."""
     (tmp_path / "points.csv").write_text("bw_1,bw_2,owd_1,owd_2,queue_1,queue_2\n"
                                          + "".join(",".join(f"{v:g}" for v in p) + "\n" for p in points))
     sections = [
         "[design]", f'name = "{name}"', f'topology = "{ROOT / "topologies" / "multipath.toml"}"',
-        "repetitions = 1", "seed = 13", "timeout_s = 60", 'fidelity = "off"', textwrap.dedent(extra).strip(), "",
+        f"repetitions = {repetitions}", "seed = 13", "timeout_s = 60", 'fidelity = "off"',
+        textwrap.dedent(extra).strip(), "",
         "[space]", 'method = "list"', 'file = "points.csv"', "[space.factors]",
         "bw = { low = 5, high = 20, per_path = true }", "owd = { low = 5, high = 30, per_path = true }",
         "queue = { low = 10, high = 5000, per_path = true }", "",

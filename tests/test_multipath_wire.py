@@ -61,12 +61,16 @@ def wire_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
-def _shares(db: Path) -> dict[tuple[str, int], dict[int, float]]:
-    """(label, point) -> path -> the server's packets there, as the path's droppers counted them."""
+def _shares(db: Path, *, delivered: bool = False) -> dict[tuple[str, int], dict[int, float]]:
+    """(label, point) -> path -> the server's packets there, as the path's droppers counted them; `delivered`:
+    less those the path dropped (its queue, its loss model), each of which the server sends again."""
     traffic = tables.path_traffic(db)
     out: dict[tuple[str, int], dict[int, float]] = {}
     for row in traffic.itertuples():
-        out.setdefault((str(row.label), int(row.point)), {})[int(row.path)] = float(row.packets_down)
+        packets = float(row.packets_down)
+        if delivered:
+            packets -= float(row.queue_dropped_down) + float(row.dropped_down)
+        out.setdefault((str(row.label), int(row.point)), {})[int(row.path)] = packets
     return out
 
 
@@ -127,13 +131,17 @@ def test_a_multipath_client_sends_its_first_packet_at_once(wire_db: Path) -> Non
 def test_tquic_schedulers_place_data_as_named(wire_db: Path) -> None:
     """tquic: minrtt splits the download over both paths (each its window's worth) and sends it once;
     redundant sends each packet's data on one path and a copy on the other, as far as that path's window lets
-    it: both paths carry a real part and together more packets than the download has."""
-    packets = _shares(wire_db)
+    it: both paths carry a real part and together more packets than the download has. "Once" and "more" count
+    the packets that got through: each one a queue dropped is sent again, and how many a queue drops depends on
+    the machine's load (minrtt on a fresh clone's parallel pass: 171 drops on path 2 against 21-43 elsewhere,
+    12 % more packets sent than on one path, 0.5 % more delivered)."""
+    packets, delivered = _shares(wire_db), _shares(wire_db, delivered=True)
     for point in (0, 1):
-        single = sum(packets[("tquic-sp", point)].values())
-        minrtt, redundant = packets[("tquic-minrtt", point)], packets[("tquic-redundant", point)]
+        single = sum(delivered[("tquic-sp", point)].values())
+        minrtt, redundant = delivered[("tquic-minrtt", point)], delivered[("tquic-redundant", point)]
         assert packets[("tquic-sp", point)].get(2, 0) == 0
-        assert minrtt[2] >= 0.2 * sum(minrtt.values()), (point, minrtt)
+        assert packets[("tquic-minrtt", point)][2] >= 0.2 * sum(packets[("tquic-minrtt", point)].values()), \
+            (point, packets[("tquic-minrtt", point)])
         assert abs(sum(minrtt.values()) - single) <= 0.1 * single, (point, minrtt, single)
         assert min(redundant.values()) >= 0.25 * single, (point, redundant, single)
         assert sum(redundant.values()) >= 1.25 * single, (point, redundant, single)

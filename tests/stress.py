@@ -23,6 +23,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
+from tests import durations
 from tests.conftest import SERIAL_FILES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,7 +49,7 @@ def stop_load(load: list[subprocess.Popen]) -> None:
 
 
 def _test_id(case: ET.Element) -> str:
-    return f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+    return f"{durations.file_of(case)}::{case.get('name')}"
 
 
 def _problem(case: ET.Element) -> ET.Element | None:

@@ -15,11 +15,14 @@ def test_a_round_counts_failures_and_errors_not_skips(tmp_path: Path) -> None:
         '<testcase classname="tests.test_a" name="test_late"><failure message="late"/></testcase>'
         '<testcase classname="tests.test_b" name="test_setup"><error message="boom"/></testcase>'
         '<testcase classname="tests.test_b" name="test_skip"><skipped message="no netem"/></testcase>'
+        '<testcase classname="tests.cluster.test_c.TestHosts" name="test_gone"><failure message="x"/></testcase>'
         '</testsuite></testsuites>')
-    assert stress.failures(junit) == (3, ["tests/test_a.py::test_late", "tests/test_b.py::test_setup"])
+    assert stress.failures(junit) == (4, ["tests/test_a.py::test_late", "tests/test_b.py::test_setup",
+                                          "tests/cluster/test_c.py::test_gone"])
     assert stress.failures(tmp_path / "missing.xml") == (0, ["(pytest wrote no report: it crashed)"])
     # What each failure said, printed with it (the round's pytest output is kept too).
-    assert stress.messages(junit) == {"tests/test_a.py::test_late": "late", "tests/test_b.py::test_setup": "boom"}
+    assert stress.messages(junit) == {"tests/test_a.py::test_late": "late", "tests/test_b.py::test_setup": "boom",
+                                      "tests/cluster/test_c.py::test_gone": "x"}
 
 
 def test_the_default_selection_holds_the_timing_files() -> None:

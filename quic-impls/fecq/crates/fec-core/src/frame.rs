@@ -9,8 +9,12 @@
 //! | 2    | XOR repair   | first id u32, count u8, stride u8                      | 7    |
 //! | 3    | RS repair    | block first id u32, k u8, r u8, repair index u8        | 8    |
 //! | 4    | RLC repair   | repair id u32, first id u32, count u8                  | 10   |
+//! | 5    | plain        | nothing: the payload as is, not a source symbol        | 1    |
 //!
-//! Source symbol ids count the source datagrams of a connection direction from 0. A repair covers
+//! A *plain* datagram is one the sender chose not to protect (fecq: a QUIC packet without
+//! application data, e.g. handshake or ACK-only): it is delivered as received, numbers no symbol
+//! and no repair covers it. Source symbol ids count the source datagrams of a connection direction
+//! from 0. A repair covers
 //! the source ids `first + i * stride` (XOR), `first .. first + k` (RS) or `first .. first + count`
 //! (RLC); RLC coefficients derive from the repair id, so they are not sent.
 //!
@@ -24,6 +28,8 @@ pub const SOURCE_HEADER: usize = 5;
 pub const XOR_REPAIR_HEADER: usize = 7;
 pub const RS_REPAIR_HEADER: usize = 8;
 pub const RLC_REPAIR_HEADER: usize = 10;
+/// Plain (unprotected) datagram header: the kind/ECN byte alone.
+pub const PLAIN_HEADER: usize = 1;
 /// `[ecn][len u16]` in front of the payload inside a protected symbol.
 pub const SYMBOL_PREFIX: usize = 3;
 
@@ -31,12 +37,18 @@ const KIND_SOURCE: u8 = 1;
 const KIND_XOR: u8 = 2;
 const KIND_RS: u8 = 3;
 const KIND_RLC: u8 = 4;
+const KIND_PLAIN: u8 = 5;
 
 /// A parsed datagram, borrowing its payload or repair data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame<'a> {
     Source {
         id: u32,
+        ecn: u8,
+        payload: &'a [u8],
+    },
+    /// Not protected: delivered as is, no symbol id.
+    Plain {
         ecn: u8,
         payload: &'a [u8],
     },
@@ -71,8 +83,14 @@ pub fn parse(datagram: &[u8]) -> Option<Frame<'_>> {
     let first_byte = *datagram.first()?;
     let kind = first_byte >> 4;
     let ecn = first_byte & 0b11;
-    if first_byte & 0b1100 != 0 || (kind != KIND_SOURCE && ecn != 0) {
+    if first_byte & 0b1100 != 0 || (kind != KIND_SOURCE && kind != KIND_PLAIN && ecn != 0) {
         return None;
+    }
+    if kind == KIND_PLAIN {
+        return Some(Frame::Plain {
+            ecn,
+            payload: &datagram[PLAIN_HEADER..],
+        });
     }
     let header = match kind {
         KIND_SOURCE => SOURCE_HEADER,
@@ -118,7 +136,7 @@ pub fn parse(datagram: &[u8]) -> Option<Frame<'_>> {
         Frame::XorRepair { count, stride, .. } => count > 0 && stride > 0,
         Frame::RsRepair { k, r, index, .. } => k > 0 && r > 0 && index < r,
         Frame::RlcRepair { count, .. } => count > 0,
-        Frame::Source { .. } => true,
+        Frame::Source { .. } | Frame::Plain { .. } => true,
     };
     counts_ok.then_some(frame)
 }
@@ -128,6 +146,14 @@ pub fn source(id: u32, ecn: u8, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(SOURCE_HEADER + payload.len());
     out.push(KIND_SOURCE << 4 | (ecn & 0b11));
     out.extend_from_slice(&id.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Frame a plain (unprotected) datagram: the payload behind one kind/ECN byte.
+pub fn plain(ecn: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(PLAIN_HEADER + payload.len());
+    out.push(KIND_PLAIN << 4 | (ecn & 0b11));
     out.extend_from_slice(payload);
     out
 }
@@ -207,6 +233,22 @@ mod tests {
                 payload: b"hello"
             })
         );
+        let d = plain(1, b"ack");
+        assert_eq!(d.len(), PLAIN_HEADER + 3);
+        assert_eq!(
+            parse(&d),
+            Some(Frame::Plain {
+                ecn: 1,
+                payload: b"ack"
+            })
+        );
+        assert_eq!(
+            parse(&plain(0, b"")),
+            Some(Frame::Plain {
+                ecn: 0,
+                payload: b""
+            })
+        );
         let d = xor_repair(10, 5, 4, b"abc");
         assert_eq!(
             parse(&d),
@@ -237,6 +279,8 @@ mod tests {
         assert_eq!(parse(&[0x10, 0, 0]), None);
         assert_eq!(parse(&[0x00, 0, 0, 0, 0]), None);
         assert_eq!(parse(&[0x14, 0, 0, 0, 0]), None);
+        assert_eq!(parse(&[0x54, 1]), None); // plain with reserved bits set
+        assert_eq!(parse(&[0x60, 1]), None); // no kind 6
         assert_eq!(parse(&rs_repair(0, 2, 1, 1, b"abc")), None); // index >= r
         assert_eq!(parse(&xor_repair(0, 0, 1, b"abc")), None);
         assert_eq!(parse(&xor_repair(0, 1, 1, b"ab")), None); // shorter than a prefix

@@ -2,8 +2,10 @@
 //!
 //! An [`Encoder`] turns each outgoing datagram into a framed *source* datagram (a 5-byte header:
 //! kind, ECN bits, symbol id; see [`frame`]) and emits *repair* datagrams as the [`Scheme`]
-//! requires. A [`Decoder`] takes received datagrams in any order, hands back every source payload
-//! once, and recovers lost ones from repairs. Nothing here does IO or reads a clock: the caller
+//! requires; a datagram the caller does not want protected is sent *plain* ([`Encoder::pass`]:
+//! a 1-byte header, no symbol, covered by no repair). A [`Decoder`] takes received datagrams in
+//! any order, hands back every source payload once (and every plain one as received), and
+//! recovers lost sources from repairs. Nothing here does IO or reads a clock: the caller
 //! decides when to [`Encoder::flush`] a partial block.
 //!
 //! Codes: `none` (no header at all), XOR with interleaving, Reed-Solomon (n, k) via
@@ -39,6 +41,8 @@ pub struct EncoderStats {
     pub repair_bytes: u64,
     /// Calls to [`Encoder::flush`] that emitted repairs.
     pub flushes: u64,
+    /// Datagrams sent plain ([`Encoder::pass`]): not source symbols.
+    pub plain_sent: u64,
 }
 
 enum EncoderCode {
@@ -101,6 +105,18 @@ impl Encoder {
             EncoderCode::Rlc(r) => r.on_source(id, ecn, payload, out),
         }
         self.count_repairs(&out[before..]);
+    }
+
+    /// Frame one outgoing datagram *without* protecting it: a plain datagram (1-byte header,
+    /// [`frame::plain`]; with `none`, the payload as is). It is no source symbol: it takes no
+    /// symbol id, no repair covers it, and it brings no repair due nor any closer.
+    pub fn pass(&mut self, payload: &[u8], ecn: u8, out: &mut Vec<Vec<u8>>) {
+        self.stats.plain_sent += 1;
+        if let EncoderCode::None = self.code {
+            out.push(payload.to_vec());
+        } else {
+            out.push(frame::plain(ecn, payload));
+        }
     }
 
     /// Tail mode: frame one outgoing datagram and remember it for later repairs, emitting none
@@ -168,7 +184,7 @@ pub struct Delivered {
     pub ecn: u8,
     /// Rebuilt from repairs rather than received.
     pub recovered: bool,
-    /// Its source symbol id (0 for `none`, which numbers nothing).
+    /// Its source symbol id (0 for `none`, which numbers nothing, and for a plain datagram).
     pub symbol: u32,
 }
 
@@ -177,6 +193,8 @@ pub struct Delivered {
 pub struct DecoderStats {
     /// Source datagrams received and delivered (duplicates excluded).
     pub received_source: u64,
+    /// Plain (unprotected) datagrams received and delivered.
+    pub received_plain: u64,
     /// Repair datagrams received (well-formed ones).
     pub received_repair: u64,
     /// Source datagrams rebuilt from repairs and delivered.
@@ -266,6 +284,16 @@ impl Decoder {
             frame::Frame::Source { id, ecn, payload } => {
                 self.on_source(id, ecn, payload, out);
                 Ok(false)
+            }
+            frame::Frame::Plain { ecn, payload } => {
+                self.stats.received_plain += 1;
+                out.push(Delivered {
+                    payload: payload.to_vec(),
+                    ecn,
+                    recovered: false,
+                    symbol: 0,
+                });
+                return;
             }
             repair => self.on_repair(repair),
         };

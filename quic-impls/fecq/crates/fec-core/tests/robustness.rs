@@ -89,7 +89,7 @@ fn random_bytes_are_counted_malformed() {
         }
         let s = dec.stats();
         assert_eq!(
-            s.malformed + s.received_source + s.received_repair + s.duplicates,
+            s.malformed + s.received_source + s.received_plain + s.received_repair + s.duplicates,
             3000,
             "{text}: every datagram is accounted: {s:?}"
         );

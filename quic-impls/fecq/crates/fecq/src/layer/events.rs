@@ -42,7 +42,7 @@ pub enum FecEventKind {
 /// (first source id covered, symbol within it) of a repair datagram (fec-core framing).
 pub(super) fn repair_ids(datagram: &[u8]) -> Option<(u32, u32)> {
     match frame::parse(datagram)? {
-        Frame::Source { .. } => None,
+        Frame::Source { .. } | Frame::Plain { .. } => None,
         Frame::XorRepair { first, .. } => Some((first, 0)),
         Frame::RsRepair { first, index, .. } => Some((first, u32::from(index))),
         Frame::RlcRepair {

@@ -1,7 +1,9 @@
 -- Wireshark / tshark dissector for fecq's FEC framing (crates/fec-core/src/frame.rs), so that a packet
 -- capture of a fecq run with FEC shows its QUIC packets: every datagram of a FEC scheme starts with one
 -- byte `kind << 4 | ecn`, then a source symbol id (source: the QUIC packet follows, handed to Wireshark's
--- QUIC dissector) or a repair's header and data. Runs without FEC (`fec = "none"`) send plain QUIC.
+-- QUIC dissector), nothing (plain: a QUIC packet fecq did not protect, `--fec-protect stream`'s handshake,
+-- ACK-only and control packets; handed on likewise) or a repair's header and data. Runs without FEC
+-- (`fec = "none"`) send plain QUIC.
 --
 --   tshark -X lua_script:quic-impls/fecq/wireshark/fecq.lua -d udp.port==PORT,fecq -r run.pcapng -Y quic
 --
@@ -9,7 +11,8 @@
 
 local fecq = Proto("fecq", "fecq FEC framing")
 
-local kinds = { [1] = "source", [2] = "XOR repair", [3] = "Reed-Solomon repair", [4] = "RLC repair" }
+local kinds = { [1] = "source", [2] = "XOR repair", [3] = "Reed-Solomon repair", [4] = "RLC repair",
+                [5] = "plain" }
 local f = {
     kind = ProtoField.uint8("fecq.kind", "Kind", base.DEC, kinds, 0xf0),
     ecn = ProtoField.uint8("fecq.ecn", "ECN", base.DEC, nil, 0x03),
@@ -26,8 +29,8 @@ local f = {
 fecq.fields = { f.kind, f.ecn, f.symbol, f.first, f.count, f.stride, f.k, f.r, f.index, f.repair_id, f.data }
 
 local quic = Dissector.get("quic")
--- header length per kind (frame.rs: SOURCE_HEADER, XOR_, RS_, RLC_REPAIR_HEADER)
-local header = { [1] = 5, [2] = 7, [3] = 8, [4] = 10 }
+-- header length per kind (frame.rs: SOURCE_HEADER, XOR_, RS_, RLC_REPAIR_HEADER, PLAIN_HEADER)
+local header = { [1] = 5, [2] = 7, [3] = 8, [4] = 10, [5] = 1 }
 
 function fecq.dissector(tvb, pinfo, tree)
     if tvb:len() < 1 then return 0 end
@@ -39,11 +42,13 @@ function fecq.dissector(tvb, pinfo, tree)
     end
     local sub = tree:add(fecq, tvb(0, header[kind]), "fecq " .. kinds[kind])
     sub:add(f.kind, tvb(0, 1))
-    if kind == 1 then
+    if kind == 1 or kind == 5 then
         sub:add(f.ecn, tvb(0, 1))
-        sub:add(f.symbol, tvb(1, 4))
-        if tvb:len() > 5 then
-            quic:call(tvb(5):tvb(), pinfo, tree)
+        if kind == 1 then
+            sub:add(f.symbol, tvb(1, 4))
+        end
+        if tvb:len() > header[kind] then
+            quic:call(tvb(header[kind]):tvb(), pinfo, tree)
         end
         return tvb:len()
     end

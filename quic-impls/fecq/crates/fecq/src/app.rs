@@ -131,6 +131,7 @@ pub fn metrics_header(common: &Common, workload: &Workload) -> Metrics {
     Metrics {
         workload: workload.name().to_string(),
         fec: common.fec.to_string(),
+        fec_protect: common.fec_protect.to_string(),
         signal: common.signal.to_string(),
         cc: common.cc.to_string(),
         repair_cc: common.repair_cc.to_string(),

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 
 use crate::app::Workload;
 use crate::config::Common;
-use crate::layer::{Blocks, LayerConfig, Multipath, RepairPath, Signal};
+use crate::layer::{Blocks, LayerConfig, Multipath, Protect, RepairPath, Signal};
 use crate::loopback::{self, LossSpec};
 use crate::loss::LossModel;
 use crate::noq_stack::udp::{Handle, NoqUdp};
@@ -56,6 +56,7 @@ fn bench_socket<G: SocketGlue>(
                 repair: RepairPath::Same,
             }),
             tail: None,
+            protect: Protect::Stream,
         },
         rcvbuf: 8 << 20,
         sndbuf: 8 << 20,
@@ -197,6 +198,7 @@ async fn socket_path_us<S: BenchSeam>(scheme: Scheme, n: usize) -> Result<(f64, 
 fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64), String> {
     let common = Common {
         fec,
+        fec_protect: Protect::Stream,
         signal,
         cc: crate::cc::CcAlgo::Cubic,
         repair_cc: crate::cc::RepairCc::Counted,
@@ -241,7 +243,7 @@ fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64
 /// on the other, no loss; single-path framing, or multipath framing (per-path blocks, two paths in
 /// turn). Median of 3.
 fn fec_layer_ns(scheme: Scheme, multipath: bool) -> f64 {
-    use crate::layer::{FecLayer, PathKey, ECN_ECT0};
+    use crate::layer::{Content, FecLayer, PathKey, ECN_ECT0};
     use std::hint::black_box;
 
     let cfg = LayerConfig {
@@ -254,6 +256,7 @@ fn fec_layer_ns(scheme: Scheme, multipath: bool) -> f64 {
             repair: RepairPath::Same,
         }),
         tail: None,
+        protect: Protect::Stream,
     };
     let server: std::net::SocketAddr = "10.0.9.1:443".parse().unwrap();
     let locals: Vec<std::net::IpAddr> = if multipath {
@@ -283,7 +286,14 @@ fn fec_layer_ns(scheme: Scheme, multipath: bool) -> f64 {
                 )
             };
             wire.clear();
-            tx.send(now, to, &input[i % input.len()], ECN_ECT0, &mut wire);
+            tx.send(
+                now,
+                to,
+                &input[i % input.len()],
+                ECN_ECT0,
+                Content::Data,
+                &mut wire,
+            );
             for o in &wire {
                 got.clear();
                 rx.receive(now, from, &o.data, o.ecn, &mut got);

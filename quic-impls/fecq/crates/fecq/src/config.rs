@@ -7,7 +7,7 @@ use clap::Args;
 use fec_core::Scheme;
 
 use crate::cc::{self, CcAlgo, RepairCc, ScaledFactory};
-use crate::layer::Signal;
+use crate::layer::{Protect, Signal};
 use crate::tail::TailArgs;
 
 /// What an endpoint writes to explain itself (crate::qlog): nothing unless asked.
@@ -36,6 +36,11 @@ pub struct Common {
     /// FEC scheme: none | xor:K[:I] | rs:N,K | rlc:N,K,W (both ends must agree)
     #[arg(long, default_value = "none")]
     pub fec: Scheme,
+    /// Which QUIC packets FEC protects: stream (those carrying application data, STREAM or
+    /// DATAGRAM frames: the 2019 paper's FEC protected stream data only) | all (every packet:
+    /// handshake, ACK-only and control packets too)
+    #[arg(long, default_value = "stream")]
+    pub fec_protect: Protect,
     /// How recovered datagrams are shown to congestion control: ce (ECN-CE marked) | hide
     #[arg(long, default_value = "ce")]
     pub signal: Signal,

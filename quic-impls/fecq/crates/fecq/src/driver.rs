@@ -9,7 +9,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::layer::{FecLayer, Incoming, LayerConfig, Outgoing, PathKey};
+use crate::layer::{Content, FecLayer, Incoming, LayerConfig, Outgoing, PathKey};
 use crate::link::{Admit, Link};
 
 /// Datagrams waiting for socket space; beyond this they are dropped (as a full queue would).
@@ -64,8 +64,10 @@ impl Core {
     }
 
     /// The stack's send: `contents` holds one datagram, or several of `segment` bytes each
-    /// (a GSO batch, split here). Refuses new work (`WouldBlock`) while older datagrams wait for
-    /// socket space: the stack retries when the socket is writable.
+    /// (a GSO batch, split here); `content` tells what each datagram carries (crate::content).
+    /// Refuses new work (`WouldBlock`) while older datagrams wait for socket space: the stack
+    /// retries when the socket is writable (nothing asked of `content` then).
+    #[allow(clippy::too_many_arguments)]
     pub fn send(
         &mut self,
         wire: &impl Wire,
@@ -74,12 +76,14 @@ impl Core {
         contents: &[u8],
         segment: Option<usize>,
         ecn: u8,
+        mut content: impl FnMut(&[u8]) -> Content,
     ) -> io::Result<()> {
         self.drain_backlog(wire)?;
         let seg = segment.unwrap_or(contents.len()).max(1);
         for chunk in contents.chunks(seg) {
             self.out.clear();
-            self.layer.send(now, path, chunk, ecn, &mut self.out);
+            let c = content(chunk);
+            self.layer.send(now, path, chunk, ecn, c, &mut self.out);
             self.send_out(wire, now);
         }
         Ok(())
@@ -208,7 +212,7 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layer::Signal;
+    use crate::layer::{Protect, Signal};
     use crate::loss::LossProcess;
     use std::cell::RefCell;
     use std::time::Duration;
@@ -239,7 +243,12 @@ mod tests {
             max_payload: 1200,
             multipath: None,
             tail: None,
+            protect: Protect::Stream,
         }
+    }
+
+    fn data(_: &[u8]) -> Content {
+        Content::Data
     }
 
     #[test]
@@ -251,20 +260,50 @@ mod tests {
         };
         let path = PathKey::new(None, "127.0.0.1:9".parse().unwrap());
         // Two 100-byte datagrams in one batch: 2 sources + 1 XOR repair; room for 2.
-        core.send(&wire, Instant::now(), path, &[7u8; 200], Some(100), 2)
+        core.send(&wire, Instant::now(), path, &[7u8; 200], Some(100), 2, data)
             .unwrap();
         assert_eq!(wire.sent.borrow().len(), 2);
         let e = core
-            .send(&wire, Instant::now(), path, &[1u8; 10], None, 2)
+            .send(&wire, Instant::now(), path, &[1u8; 10], None, 2, data)
             .unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
         *wire.room.borrow_mut() = 10;
-        core.send(&wire, Instant::now(), path, &[1u8; 10], None, 2)
+        core.send(&wire, Instant::now(), path, &[1u8; 10], None, 2, data)
             .unwrap();
         let sent = wire.sent.borrow();
         assert_eq!(sent.len(), 4);
         assert!(sent[2].repair && !sent[3].repair);
         assert_eq!(core.layer().counters(path.remote).wire_datagrams_sent, 4);
+    }
+
+    #[test]
+    fn each_datagram_of_a_batch_is_protected_or_not_as_its_content_says() {
+        let mut core = Core::new(cfg(), None);
+        let wire = Mock {
+            room: RefCell::new(100),
+            sent: RefCell::default(),
+        };
+        let path = PathKey::new(None, "127.0.0.1:9".parse().unwrap());
+        // A batch of 4: control, data, control, data (the first byte tells, here).
+        let batch: Vec<u8> = [0u8, 1, 0, 1].iter().flat_map(|&b| [b; 50]).collect();
+        let content = |d: &[u8]| match d[0] {
+            0 => Content::Control,
+            _ => Content::Data,
+        };
+        core.send(&wire, Instant::now(), path, &batch, Some(50), 2, content)
+            .unwrap();
+        let sent = wire.sent.borrow();
+        let kinds: Vec<(u8, bool)> = sent.iter().map(|o| (o.data[0] >> 4, o.repair)).collect();
+        // plain, source, plain, source, then xor:2's repair over the two sources.
+        assert_eq!(
+            kinds,
+            [(5, false), (1, false), (5, false), (1, false), (2, true)]
+        );
+        let c = core.layer().counters(path.remote);
+        assert_eq!(
+            (c.plain_sent, c.repair_sent, c.wire_datagrams_sent),
+            (2, 1, 5)
+        );
     }
 
     #[test]
@@ -276,7 +315,7 @@ mod tests {
         };
         let path = PathKey::new(None, "127.0.0.1:9".parse().unwrap());
         // One datagram waits in the backlog; then the layer's own flushes pile up behind it.
-        core.send(&wire, Instant::now(), path, &[7u8; 100], None, 2)
+        core.send(&wire, Instant::now(), path, &[7u8; 100], None, 2, data)
             .unwrap();
         for _ in 0..MAX_BACKLOG + 5 {
             core.out.push(Outgoing {
@@ -300,7 +339,7 @@ mod tests {
             sent: RefCell::default(),
         };
         let path = PathKey::new(None, "127.0.0.1:9".parse().unwrap());
-        core.send(&wire, Instant::now(), path, &[7u8; 100], None, 2)
+        core.send(&wire, Instant::now(), path, &[7u8; 100], None, 2, data)
             .unwrap();
         let c = core.layer().counters(path.remote);
         assert_eq!((c.wire_datagrams_sent, c.wire_dropped), (1, 1));

@@ -5,7 +5,8 @@
 //!
 //! - IO-free: `loss` (seeded loss processes), `layer` (the FEC layer: config, datagrams,
 //!   counters, per-connection groups, repair routing, flush and tail decisions, the engine),
-//!   `link` (`fecq loopback`'s simulated link), `driver` (the adapter core: backlog, decoded
+//!   `content` (what a QUIC packet carries, read where the stack seals it: which datagrams
+//!   `--fec-protect stream` protects), `link` (`fecq loopback`'s simulated link), `driver` (the adapter core: backlog, decoded
 //!   queue, link);
 //! - options: `tail`, `cc` (congestion control options and the scaled window), `config`
 //!   (`Common`), `metrics` (the metrics JSON, every key), `multipath` (`MpArgs`), `qlog` (qlog
@@ -24,6 +25,7 @@ pub mod bench;
 pub mod cc;
 pub mod cli;
 pub mod config;
+pub mod content;
 pub mod driver;
 pub mod layer;
 pub mod link;

@@ -17,6 +17,10 @@ pub struct SideStats {
     /// Bytes of those datagrams (UDP payload: QUIC packets, FEC headers, repair symbols).
     pub bytes_sent: u64,
     pub repair_sent: u64,
+    /// QUIC datagrams sent unprotected (`--fec-protect stream`: no STREAM or DATAGRAM frame in
+    /// them; counted in `packets_sent`, not source symbols).
+    #[serde(default)]
+    pub plain_sent: u64,
     /// QUIC packets quinn sent, and their bytes (without FEC headers and repairs).
     pub quic_packets_sent: u64,
     pub quic_bytes_sent: u64,
@@ -118,6 +122,8 @@ pub struct Metrics {
     pub elapsed_ms: Option<f64>,
     pub workload: String,
     pub fec: String,
+    /// `--fec-protect`: which QUIC packets were source symbols (`stream` or `all`).
+    pub fec_protect: String,
     pub signal: String,
     pub cc: String,
     /// `--repair-cc`: whether repairs count against the congestion window.

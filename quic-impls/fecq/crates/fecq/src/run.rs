@@ -77,6 +77,7 @@ fn socket_config<S: Stack>(
             } else {
                 common.tail.cap()
             },
+            protect: common.fec_protect,
         },
         rcvbuf: common.rcvbuf,
         sndbuf: common.sndbuf,

@@ -15,6 +15,10 @@
 //! knows it), so its CE mark reaches that path's congestion controller. Single path, by the remote
 //! address alone. GSO batches that still come (the stacks are told one segment per transmit) are
 //! split by segment size, received GRO batches by stride.
+//!
+//! What each datagram carries (`--fec-protect stream`: only application data is protected) comes
+//! from the packets the stack sealed: its crypto glue records them in the socket's
+//! [`SentPackets`] (crate::content), which [`FecSocket::send`] reads for each datagram.
 
 use std::fmt;
 use std::future::Future;
@@ -28,8 +32,11 @@ use std::time::{Duration, Instant};
 use fec_core::Scheme;
 use tokio::io::Interest;
 
+use crate::content::SentPackets;
 use crate::driver::{Core, Wire};
-use crate::layer::{Counters, FecEvent, Incoming, LayerConfig, Outgoing, PathKey, TailBudget};
+use crate::layer::{
+    Content, Counters, FecEvent, Incoming, LayerConfig, Outgoing, PathKey, Protect, TailBudget,
+};
 use crate::link::Link;
 use crate::qlog::Logs;
 use crate::quic::QuicConn;
@@ -194,6 +201,9 @@ pub struct FecSocket<G: SocketGlue> {
     connections: Mutex<Vec<G::Conn>>,
     /// `--qlog-dir` (None: nothing recorded, nothing written).
     qlog: Option<Arc<Logs>>,
+    /// What the stack's packets carry, recorded by its crypto glue when the layer protects only
+    /// application data (None: every datagram is protected, or there is no FEC).
+    packets: Option<Arc<SentPackets>>,
 }
 
 impl<G: SocketGlue> fmt::Debug for FecSocket<G> {
@@ -266,6 +276,8 @@ impl<G: SocketGlue> FecSocket<G> {
         sock.set_nonblocking(true)?;
         let io = tokio::net::UdpSocket::from_std(sock)?;
         let linked = link.is_some();
+        let packets = (cfg.layer.protect == Protect::Stream && cfg.layer.scheme != Scheme::None)
+            .then(|| Arc::new(SentPackets::new()));
         let socket = Arc::new(FecSocket {
             io,
             state,
@@ -280,6 +292,7 @@ impl<G: SocketGlue> FecSocket<G> {
             backlog_wake: tokio::sync::Notify::new(),
             connections: Mutex::new(Vec::new()),
             qlog: cfg.qlog,
+            packets,
         });
         if socket.qlog.is_some() {
             socket.core.lock().unwrap().layer_mut().record_events();
@@ -299,6 +312,12 @@ impl<G: SocketGlue> FecSocket<G> {
             io: &self.io,
             state: &self.state,
         }
+    }
+
+    /// Where the stack's crypto glue records what its packets carry (crate::content); None when
+    /// the layer needs to know nothing of it (`--fec-protect all`, `--fec none`).
+    pub fn sent_packets(&self) -> Option<&Arc<SentPackets>> {
+        self.packets.as_ref()
     }
 
     /// The endpoint's qlog files (`--qlog-dir`), for the stack's own events.
@@ -423,7 +442,8 @@ impl<G: SocketGlue> FecSocket<G> {
     }
 
     /// The stack's transmit: `contents` from `src_ip` (None: the kernel's choice) to
-    /// `destination`, one datagram or a GSO batch of `segment_size` bytes each, ECN bits `ecn`.
+    /// `destination`, one datagram or a GSO batch of `segment_size` bytes each, ECN bits `ecn`;
+    /// each datagram protected or not as its last packet's record says (crate::content).
     /// `WouldBlock` while older datagrams wait for socket space: the stack retries when the
     /// socket is writable.
     pub fn send(
@@ -435,6 +455,7 @@ impl<G: SocketGlue> FecSocket<G> {
         ecn: u8,
     ) -> io::Result<()> {
         let path = self.key(src_ip, destination);
+        let packets = self.packets.as_deref();
         let mut core = self.core.lock().unwrap();
         let res = core.send(
             &self.wire(),
@@ -443,6 +464,7 @@ impl<G: SocketGlue> FecSocket<G> {
             contents,
             segment_size,
             ecn,
+            |d| packets.map_or(Content::Data, |p| p.take(d)),
         );
         self.write_events(&mut core);
         self.wake_tasks(&mut core);

@@ -9,7 +9,7 @@ use std::net::UdpSocket;
 use std::time::Duration;
 
 use fec_core::Scheme;
-use fecq::layer::{LayerConfig, Signal};
+use fecq::layer::{LayerConfig, Protect, Signal};
 use fecq::noq_stack::udp::NoqUdp;
 use fecq::quinn_stack::udp::QuinnUdp;
 use fecq::socket::{FecSocket, SocketConfig, SocketGlue};
@@ -27,6 +27,7 @@ fn config(multipath: bool) -> SocketConfig {
             max_payload: 1200,
             multipath: multipath.then(|| mp.layer_multipath()),
             tail: None,
+            protect: Protect::Stream,
         },
         rcvbuf: 1 << 20,
         sndbuf: 1 << 20,

@@ -83,6 +83,20 @@ named_enum!(Blocks, "FEC block mode", "path" => Blocks::PerPath, "connection" =>
 named_enum!(RepairPath, "repair path", "same" => RepairPath::Same, "other" => RepairPath::Other,
             "all" => RepairPath::All);
 
+/// Which QUIC datagrams become source symbols (`--fec-protect`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protect {
+    /// Only those that carry application data (a STREAM or DATAGRAM frame: crate::content), as
+    /// the 2019 paper's FEC protected stream data only. The others (handshake CRYPTO, ACK, PING,
+    /// PADDING, flow-control and other control frames) are sent plain: no repair covers them and
+    /// they bring none due.
+    Stream,
+    /// Every QUIC datagram (fecq before issue 59).
+    All,
+}
+
+named_enum!(Protect, "FEC protection", "stream" => Protect::Stream, "all" => Protect::All);
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Multipath {
     pub blocks: Blocks,
@@ -103,6 +117,9 @@ pub struct LayerConfig {
     /// `cap` repairs over its last W datagrams, as many as the congestion window has room for
     /// ([`TailBudget`]). None: block mode, repairs as the scheme says.
     pub tail: Option<usize>,
+    /// Which datagrams are source symbols: those the stack says carry application data
+    /// ([`Protect::Stream`]), or all.
+    pub protect: Protect,
 }
 
 /// What the QUIC stack tells the layer about a path's congestion window, for tail mode.

@@ -10,6 +10,9 @@ pub struct Counters {
     pub wire_bytes_sent: u64,
     /// Repair datagrams sent on this path (whichever path's datagrams they protect).
     pub repair_sent: u64,
+    /// QUIC datagrams sent on this path unprotected (`Protect::Stream`: no application data in
+    /// them), included in `wire_datagrams_sent`: no source symbols.
+    pub plain_sent: u64,
     /// Datagrams the in-process loss model or shaper dropped (loopback only).
     pub wire_dropped: u64,
     /// Datagrams the adapter dropped before the wire: its send backlog was full, or the socket
@@ -35,6 +38,7 @@ impl Counters {
         self.wire_datagrams_sent += o.wire_datagrams_sent;
         self.wire_bytes_sent += o.wire_bytes_sent;
         self.repair_sent += o.repair_sent;
+        self.plain_sent += o.plain_sent;
         self.wire_dropped += o.wire_dropped;
         self.send_dropped += o.send_dropped;
         self.wire_datagrams_received += o.wire_datagrams_received;

@@ -31,6 +31,17 @@ impl fmt::Display for PathKey {
     }
 }
 
+/// What the stack put in a QUIC datagram, as its adapter learnt it (crate::content): whether it
+/// is a source symbol under [`Protect::Stream`](super::Protect::Stream).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Content {
+    /// Application data (a STREAM or DATAGRAM frame), or contents not known: protected.
+    Data,
+    /// Nothing of the application's: handshake (CRYPTO), ACK, PING, PADDING, flow-control and
+    /// other control frames only.
+    Control,
+}
+
 /// A wire datagram to send: on `path` (source address `path.local`, to `path.remote`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outgoing {

@@ -24,6 +24,13 @@
 //! received source datagrams) and hands the datagram to QUIC as if it had arrived there, so the
 //! recovered-loss signal (ECN-CE) reaches the congestion controller of the path that lost it.
 //! With `none` nothing is added: plain QUIC on the wire.
+//!
+//! **Source symbols.** With [`Protect::Stream`] (the default) only the QUIC datagrams the stack
+//! says carry application data ([`Content::Data`]: a STREAM or DATAGRAM frame, crate::content)
+//! are source symbols; the others ([`Content::Control`]: handshake, ACK-only and other control
+//! packets) go out as fec-core *plain* datagrams (a 1-byte header, in the multipath envelope too):
+//! no repair covers them, they bring no repair due, and the flush pace and tail mode do not count
+//! them (a sender that sends only ACKs is quiet). [`Protect::All`]: every datagram is a source.
 
 mod config;
 mod counters;
@@ -41,14 +48,14 @@ use std::time::{Duration, Instant};
 
 use fec_core::{Decoder, DecoderStats, Delivered, Scheme};
 
-pub use config::{Blocks, LayerConfig, Multipath, RepairPath, Signal, TailBudget};
+pub use config::{Blocks, LayerConfig, Multipath, Protect, RepairPath, Signal, TailBudget};
 pub use counters::Counters;
-pub use datagram::{Incoming, Outgoing, PathKey, ECN_CE, ECN_ECT0};
+pub use datagram::{Content, Incoming, Outgoing, PathKey, ECN_CE, ECN_ECT0};
 pub use events::{FecEvent, FecEventKind};
 pub use group::MAX_PATHS;
 
 use group::Groups;
-use route::route;
+use route::{envelope, route};
 use tail::{tail_decision, Tail};
 
 pub struct FecLayer {
@@ -134,17 +141,27 @@ impl FecLayer {
         self.cfg.multipath.is_some() && self.cfg.scheme != Scheme::None
     }
 
-    /// Protect one QUIC datagram sent on `path` with ECN bits `ecn`; pushes the source datagram
-    /// and any repairs now due. Returns false (nothing pushed) if the path cannot be tracked.
+    /// Whether a QUIC datagram with this content is a source symbol (self's doc, "Source
+    /// symbols").
+    pub fn protects(&self, content: Content) -> bool {
+        self.cfg.protect == Protect::All || content == Content::Data
+    }
+
+    /// Send one QUIC datagram on `path` with ECN bits `ecn`, carrying `content` (as the stack's
+    /// adapter learnt it): a source datagram and any repairs now due, or a plain datagram when it
+    /// is not protected ([`FecLayer::protects`]). Returns false (nothing pushed) if the path
+    /// cannot be tracked.
     pub fn send(
         &mut self,
         now: Instant,
         path: PathKey,
         payload: &[u8],
         ecn: u8,
+        content: Content,
         out: &mut Vec<Outgoing>,
     ) -> bool {
         let enveloped = self.enveloped();
+        let protect = self.protects(content);
         let cfg = &self.cfg;
         let Some((group, i)) = self.groups.locate(path, now) else {
             return false;
@@ -157,6 +174,35 @@ impl FecLayer {
             _ => 0,
         };
         let flow = group.flow(f, cfg, i);
+        if !protect {
+            // No source symbol: on its own path, touching neither the flow's block, its pace
+            // nor its last path.
+            self.scratch.clear();
+            let body = if enveloped {
+                self.framed.clear();
+                self.framed.push(i as u8);
+                self.framed.extend_from_slice(payload);
+                &self.framed[..]
+            } else {
+                payload
+            };
+            flow.enc.pass(body, ecn, &mut self.scratch);
+            let flow_id = enveloped.then_some(f as u8);
+            for d in self.scratch.drain(..) {
+                let data = envelope(flow_id, d);
+                let c = &mut group.paths[i].counters;
+                c.wire_datagrams_sent += 1;
+                c.wire_bytes_sent += data.len() as u64;
+                c.plain_sent += 1;
+                out.push(Outgoing {
+                    path,
+                    data,
+                    ecn,
+                    repair: false,
+                });
+            }
+            return true;
+        }
         flow.flush.on_send(now);
         flow.last_path = i;
         flow.since_tail += 1;

@@ -34,15 +34,7 @@ pub(super) fn route(
                 group.rr
             }
         };
-        let data = match flow_id {
-            Some(f) => {
-                let mut v = Vec::with_capacity(d.len() + 1);
-                v.push(f);
-                v.extend_from_slice(&d);
-                v
-            }
-            None => d,
-        };
+        let data = envelope(flow_id, d);
         let c = &mut group.paths[target].counters;
         c.wire_datagrams_sent += 1;
         c.wire_bytes_sent += data.len() as u64;
@@ -55,5 +47,20 @@ pub(super) fn route(
             ecn,
             repair,
         });
+    }
+}
+
+/// A datagram of the encoder's with the multipath envelope byte in front (`flow_id`: Some with
+/// multipath framing), or as it is.
+#[inline]
+pub(super) fn envelope(flow_id: Option<u8>, d: Vec<u8>) -> Vec<u8> {
+    match flow_id {
+        Some(f) => {
+            let mut v = Vec::with_capacity(d.len() + 1);
+            v.push(f);
+            v.extend_from_slice(&d);
+            v
+        }
+        None => d,
     }
 }

@@ -20,6 +20,7 @@ fn cfg(scheme: &str, multipath: Option<Multipath>) -> LayerConfig {
         max_payload: 1200,
         multipath,
         tail: None,
+        protect: Protect::Stream,
     }
 }
 
@@ -46,6 +47,7 @@ fn exchange(
             send_paths[i % send_paths.len()],
             &payload(i),
             ECN_ECT0,
+            Content::Data,
             &mut wire,
         );
     }
@@ -84,7 +86,14 @@ fn single_path_framing_is_fec_core_framing() {
     let path = PathKey::new(None, addr("127.0.0.1:9"));
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for i in 0..4 {
-        layer.send(Instant::now(), path, &payload(i), ECN_ECT0, &mut a);
+        layer.send(
+            Instant::now(),
+            path,
+            &payload(i),
+            ECN_ECT0,
+            Content::Data,
+            &mut a,
+        );
         enc.protect(&payload(i), ECN_ECT0, &mut b);
     }
     let a: Vec<Vec<u8>> = a.into_iter().map(|o| o.data).collect();
@@ -224,7 +233,7 @@ fn tail_send(cap: usize, n: usize, budget: Option<TailBudget>) -> (FecLayer, Vec
     let t0 = Instant::now();
     let mut wire = Vec::new();
     for i in 0..n {
-        tx.send(t0, path, &payload(i), ECN_ECT0, &mut wire);
+        tx.send(t0, path, &payload(i), ECN_ECT0, Content::Data, &mut wire);
         // Not quiet yet: the flush check between sends emits nothing.
         tx.poll_flush(t0, &mut wire);
     }
@@ -283,13 +292,13 @@ fn tail_mode_sends_no_more_repairs_than_new_datagrams_nor_after_acks_only() {
     let t1 = Instant::now() + Duration::from_secs(2);
     let mut more = Vec::new();
     for i in 0..4 {
-        tx.send(t1, path, &payload(i), ECN_ECT0, &mut more);
+        tx.send(t1, path, &payload(i), ECN_ECT0, Content::Data, &mut more);
     }
     tx.set_tail_budget(path, budget(100, 2));
     tx.poll_flush(t1 + Duration::from_secs(1), &mut more);
     assert_eq!(more.iter().filter(|o| o.repair).count(), 0);
     // The `stats` request's flush sends nothing in tail mode.
-    tx.send(t1, path, &payload(9), ECN_ECT0, &mut more);
+    tx.send(t1, path, &payload(9), ECN_ECT0, Content::Data, &mut more);
     tx.flush_now(path.remote, &mut more);
     assert_eq!(more.iter().filter(|o| o.repair).count(), 0);
 }
@@ -392,7 +401,7 @@ fn events_are_recorded_only_when_asked_and_name_blocks_and_symbols() {
     let mut quiet = FecLayer::new(cfg("rs:30,20", None));
     let mut out = Vec::new();
     for i in 0..40 {
-        quiet.send(now, path, &payload(i), ECN_ECT0, &mut out);
+        quiet.send(now, path, &payload(i), ECN_ECT0, Content::Data, &mut out);
     }
     let mut events = Vec::new();
     quiet.take_events(&mut events);
@@ -407,7 +416,7 @@ fn events_are_recorded_only_when_asked_and_name_blocks_and_symbols() {
     rx.record_events();
     let mut wire = Vec::new();
     for i in 0..4 {
-        tx.send(now, path, &payload(i), ECN_ECT0, &mut wire);
+        tx.send(now, path, &payload(i), ECN_ECT0, Content::Data, &mut wire);
     }
     tx.take_events(&mut events);
     let repairs: Vec<(u32, u32)> = events
@@ -455,7 +464,7 @@ fn events_are_recorded_only_when_asked_and_name_blocks_and_symbols() {
     rx.record_events();
     let mut wire = Vec::new();
     for i in 0..200 {
-        tx.send(now, path, &payload(i), ECN_ECT0, &mut wire);
+        tx.send(now, path, &payload(i), ECN_ECT0, Content::Data, &mut wire);
     }
     let mut sources = 0;
     for o in &wire {
@@ -487,4 +496,198 @@ fn events_are_recorded_only_when_asked_and_name_blocks_and_symbols() {
             }
         ]
     );
+}
+
+/// What `tx` puts on the wire for datagrams of these contents (payload i for the i-th), sent
+/// 1 ms apart, then a flush once it has been quiet for a second.
+fn send_contents(tx: &mut FecLayer, path: PathKey, contents: &[Content]) -> Vec<Outgoing> {
+    let t0 = Instant::now();
+    let mut wire = Vec::new();
+    for (i, &c) in contents.iter().enumerate() {
+        let now = t0 + Duration::from_millis(i as u64);
+        tx.send(now, path, &payload(i), ECN_ECT0, c, &mut wire);
+        tx.poll_flush(now, &mut wire);
+    }
+    tx.poll_flush(t0 + Duration::from_secs(1), &mut wire);
+    wire
+}
+
+/// fec-core's kind of each wire datagram (1 source, 4 RLC repair, 5 plain), after the multipath
+/// envelope byte if `enveloped`.
+fn kinds(wire: &[Outgoing], enveloped: bool) -> Vec<u8> {
+    wire.iter()
+        .map(|o| o.data[usize::from(enveloped)] >> 4)
+        .collect()
+}
+
+#[test]
+fn handshake_and_ack_only_datagrams_are_not_protected_under_stream_but_are_under_all() {
+    use Content::Control;
+    let path = PathKey::new(None, addr("10.0.0.2:443"));
+    // A server's first flight (Initial + Handshake datagrams) then ACK-only datagrams: no data.
+    let contents = [Control; 5];
+    let mut stream = FecLayer::new(cfg("rlc:3,2,20", None));
+    let wire = send_contents(&mut stream, path, &contents);
+    assert_eq!(kinds(&wire, false), [5; 5], "plain datagrams, no repair");
+    let c = stream.total();
+    assert_eq!(
+        (c.plain_sent, c.repair_sent, c.wire_datagrams_sent),
+        (5, 0, 5)
+    );
+    // The same under `all`: 5 sources, a repair after every 2, one more for the partial block.
+    let mut all = FecLayer::new(LayerConfig {
+        protect: Protect::All,
+        ..cfg("rlc:3,2,20", None)
+    });
+    let wire_all = send_contents(&mut all, path, &contents);
+    assert_eq!(kinds(&wire_all, false), [1, 1, 4, 1, 1, 4, 1, 4]);
+    assert_eq!((all.total().plain_sent, all.total().repair_sent), (0, 3));
+    // Both deliver every datagram as sent.
+    for wire in [wire, wire_all] {
+        let mut rx = FecLayer::new(cfg("rlc:3,2,20", None));
+        let mut got = Vec::new();
+        let from = PathKey::new(None, addr("10.0.0.1:4000"));
+        for o in &wire {
+            rx.receive(Instant::now(), from, &o.data, o.ecn, &mut got);
+        }
+        let payloads: Vec<Vec<u8>> = got.into_iter().map(|d| d.payload).collect();
+        assert_eq!(payloads, (0..5).map(payload).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn repairs_cover_only_the_datagrams_that_carry_stream_data() {
+    use Content::{Control, Data};
+    let path = PathKey::new(None, addr("10.0.0.2:443"));
+    // Handshake, ACK, data, ACK, data, ACK, ACK: one block of two data datagrams.
+    let contents = [Control, Control, Data, Control, Data, Control, Control];
+    for scheme in ["rlc:3,2,20", "rs:3,2", "xor:2"] {
+        let mut tx = FecLayer::new(cfg(scheme, None));
+        let wire = send_contents(&mut tx, path, &contents);
+        let k = kinds(&wire, false);
+        assert_eq!(&k[..5], [5, 5, 1, 5, 1], "{scheme}");
+        assert!(
+            (2..=4).contains(&k[5]),
+            "{scheme}: a repair right after the block's second source"
+        );
+        assert_eq!(
+            &k[6..],
+            [5, 5],
+            "{scheme}: the ACKs after it bring no repair, nor a flush"
+        );
+        assert_eq!(tx.total().repair_sent, 1, "{scheme}");
+        // The first data datagram is lost: the repair, which covers the data only, rebuilds it.
+        let mut rx = FecLayer::new(cfg(scheme, None));
+        let mut got = Vec::new();
+        let from = PathKey::new(None, addr("10.0.0.1:4000"));
+        for o in wire.iter().filter(|o| o.data != wire[2].data) {
+            rx.receive(Instant::now(), from, &o.data, o.ecn, &mut got);
+        }
+        let rebuilt: Vec<&Incoming> = got.iter().filter(|d| d.recovered).collect();
+        assert_eq!(rebuilt.len(), 1, "{scheme}");
+        assert_eq!(rebuilt[0].payload, payload(2));
+        assert_eq!(got.len(), 7, "{scheme}");
+    }
+    // Under `all` the same sequence is 7 sources: repairs after every 2, and a flush.
+    let mut all = FecLayer::new(LayerConfig {
+        protect: Protect::All,
+        ..cfg("rlc:3,2,20", None)
+    });
+    send_contents(&mut all, path, &contents);
+    assert_eq!(all.total().repair_sent, 4);
+}
+
+#[test]
+fn a_lone_ack_after_the_data_does_not_delay_nor_trigger_its_flush() {
+    let path = PathKey::new(None, addr("10.0.0.2:443"));
+    let mut tx = FecLayer::new(cfg("rlc:3,2,20", None));
+    let t0 = Instant::now();
+    let mut wire = Vec::new();
+    // One data datagram (a 1 kB response), then ACK-only datagrams every 2 ms.
+    tx.send(t0, path, &payload(0), ECN_ECT0, Content::Data, &mut wire);
+    for i in 1..=4u64 {
+        let now = t0 + Duration::from_millis(2 * i);
+        tx.send(
+            now,
+            path,
+            &payload(1),
+            ECN_ECT0,
+            Content::Control,
+            &mut wire,
+        );
+        tx.poll_flush(now, &mut wire);
+    }
+    assert_eq!(
+        tx.total().repair_sent,
+        0,
+        "the flush floor (10 ms) has not passed since the data"
+    );
+    // Past the floor after the data, 3 ms after the last ACK: the partial block's repair.
+    tx.poll_flush(t0 + Duration::from_millis(11), &mut wire);
+    assert_eq!(tx.total().repair_sent, 1);
+    assert_eq!(kinds(&wire, false), [1, 5, 5, 5, 5, 4]);
+}
+
+#[test]
+fn plain_datagrams_keep_the_multipath_envelope_and_their_path() {
+    let mp = Multipath {
+        blocks: Blocks::PerPath,
+        repair: RepairPath::Other,
+    };
+    let paths = two_paths();
+    let mut tx = FecLayer::new(cfg("rs:3,2", Some(mp)));
+    let mut rx = FecLayer::new(cfg("rs:3,2", Some(mp)));
+    let now = Instant::now();
+    let mut wire = Vec::new();
+    // Path 0: data, data (a block: its repair goes on path 1); path 1: an ACK-only datagram.
+    tx.send(
+        now,
+        paths[0],
+        &payload(0),
+        ECN_ECT0,
+        Content::Data,
+        &mut wire,
+    );
+    tx.send(
+        now,
+        paths[1],
+        &payload(1),
+        ECN_ECT0,
+        Content::Control,
+        &mut wire,
+    );
+    tx.send(
+        now,
+        paths[0],
+        &payload(2),
+        ECN_ECT0,
+        Content::Data,
+        &mut wire,
+    );
+    assert_eq!(kinds(&wire, true), [1, 5, 1, 3]);
+    assert_eq!(wire[1].path, paths[1]);
+    assert_eq!(wire[1].data[0], 1, "path 1's flow id");
+    assert_eq!(wire[3].path, paths[1], "the repair on the other path");
+    // Lose path 0's first datagram: rebuilt, and delivered as path 0's; the plain one as path 1's.
+    let mut got = Vec::new();
+    for o in &wire[1..] {
+        let seen = PathKey::new(
+            Some(o.path.remote.ip()),
+            SocketAddr::new(o.path.local.unwrap(), 4000),
+        );
+        rx.receive(now, seen, &o.data, o.ecn, &mut got);
+    }
+    let plain = got.iter().find(|d| d.payload == payload(1)).unwrap();
+    assert_eq!(
+        plain.path.remote.ip(),
+        "10.0.2.1".parse::<IpAddr>().unwrap()
+    );
+    let rebuilt = got.iter().find(|d| d.recovered).unwrap();
+    assert_eq!(rebuilt.payload, payload(0));
+    assert_eq!(
+        rebuilt.path.remote.ip(),
+        "10.0.1.1".parse::<IpAddr>().unwrap()
+    );
+    let c = tx.paths(addr("10.0.9.1:443"));
+    assert_eq!((c[0].1.plain_sent, c[1].1.plain_sent), (0, 1));
 }

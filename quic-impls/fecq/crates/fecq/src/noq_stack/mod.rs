@@ -1,6 +1,7 @@
 //! The noq adapter (noq 1.4, quinn's multipath fork, draft-ietf-quic-multipath): what is specific
 //! to noq, and nothing else — socket glue (`udp`), congestion controller glue (`cc`), transport
-//! configuration and endpoint setup (here), its paths (`paths`: listing, opening, keeping alive).
+//! configuration and endpoint setup (here), crypto glue (`crypto`: what each packet carries, for
+//! `--fec-protect stream`), its paths (`paths`: listing, opening, keeping alive).
 //! With multipath framing (crate::layer: per-path or connection-wide source blocks, repairs on
 //! the same, another or every path).
 //!
@@ -17,6 +18,7 @@
 //! `round-robin`, `highrb`, `backup`.
 
 pub mod cc;
+pub mod crypto;
 pub mod paths;
 pub mod udp;
 
@@ -119,11 +121,20 @@ impl Stack for Noq {
     ) -> Result<Endpoint, String> {
         let transport = Arc::new(self.transport(common, socket.qlog()));
         let server_config = if server {
-            let crypto = noq::crypto::rustls::QuicServerConfig::try_from(tls::server_rustls(
-                &common.capture,
-            )?)
-            .map_err(|e| e.to_string())?;
-            let mut config = ServerConfig::with_crypto(Arc::new(crypto));
+            let inner = Arc::new(
+                noq::crypto::rustls::QuicServerConfig::try_from(tls::server_rustls(
+                    &common.capture,
+                )?)
+                .map_err(|e| e.to_string())?,
+            );
+            let crypto: Arc<dyn noq::crypto::ServerConfig> = match socket.sent_packets() {
+                Some(packets) => Arc::new(crypto::RecordingServer {
+                    inner,
+                    packets: packets.clone(),
+                }),
+                None => inner,
+            };
+            let mut config = ServerConfig::with_crypto(crypto);
             config.transport_config(transport.clone());
             Some(config)
         } else {
@@ -137,11 +148,20 @@ impl Stack for Noq {
         )
         .map_err(|e| format!("endpoint: {e}"))?;
         if !server {
-            let crypto = noq::crypto::rustls::QuicClientConfig::try_from(tls::client_rustls(
-                &common.capture,
-            )?)
-            .map_err(|e| e.to_string())?;
-            let mut client = ClientConfig::new(Arc::new(crypto));
+            let inner = Arc::new(
+                noq::crypto::rustls::QuicClientConfig::try_from(tls::client_rustls(
+                    &common.capture,
+                )?)
+                .map_err(|e| e.to_string())?,
+            );
+            let crypto: Arc<dyn noq::crypto::ClientConfig> = match socket.sent_packets() {
+                Some(packets) => Arc::new(crypto::RecordingClient {
+                    inner,
+                    packets: packets.clone(),
+                }),
+                None => inner,
+            };
+            let mut client = ClientConfig::new(crypto);
             client.transport_config(transport);
             endpoint.set_default_client_config(client);
         }
@@ -196,6 +216,7 @@ impl Stack for Noq {
             side.packets_sent += c.wire_datagrams_sent;
             side.bytes_sent += c.wire_bytes_sent;
             side.repair_sent += c.repair_sent;
+            side.plain_sent += c.plain_sent;
             side.wire_datagrams_received += c.wire_datagrams_received;
             side.recovered += c.recovered;
             side.fec_ignored += c.ignored;

@@ -1,11 +1,13 @@
 //! The quinn adapter (quinn 0.11, single path): what is specific to quinn, and nothing else —
 //! socket glue (`udp`), congestion controller glue (`cc`), transport configuration and endpoint
-//! setup (here). Single path: one FEC flow per peer address, fec-core's wire format unchanged.
+//! setup (here), crypto glue (`crypto`: what each packet carries, for `--fec-protect stream`).
+//! Single path: one FEC flow per peer address, fec-core's wire format unchanged.
 //! qlog (`--qlog-dir`): quinn-proto 0.11 keeps its qlog stream in the `TransportConfig`, so each
 //! connection gets a transport config of its own — the client's at its endpoint, each server
 //! connection's when it is accepted (`Stack::accept`).
 
 pub mod cc;
+pub mod crypto;
 pub mod udp;
 
 use std::net::{IpAddr, SocketAddr};
@@ -57,8 +59,45 @@ fn transport(common: &Common, log: Option<&Arc<ConnLog>>) -> quinn::TransportCon
 
 /// What a server with `--qlog-dir` needs to give each connection its own transport config.
 struct QlogServer {
-    crypto: Arc<QuicServerConfig>,
+    crypto: Arc<dyn quinn::crypto::ServerConfig>,
     common: Common,
+}
+
+/// The server's QUIC crypto: rustls, its packet keys recording what they seal when the socket
+/// needs to know (`--fec-protect stream`: crypto::RecordingServer).
+fn server_crypto(
+    common: &Common,
+    socket: &SocketOf<Quinn>,
+) -> Result<Arc<dyn quinn::crypto::ServerConfig>, String> {
+    let inner = Arc::new(
+        QuicServerConfig::try_from(tls::server_rustls(&common.capture)?)
+            .map_err(|e| e.to_string())?,
+    );
+    Ok(match socket.sent_packets() {
+        Some(packets) => Arc::new(crypto::RecordingServer {
+            inner,
+            packets: packets.clone(),
+        }),
+        None => inner,
+    })
+}
+
+/// The client's QUIC crypto, as [`server_crypto`].
+fn client_crypto(
+    common: &Common,
+    socket: &SocketOf<Quinn>,
+) -> Result<Arc<dyn quinn::crypto::ClientConfig>, String> {
+    let inner = Arc::new(
+        QuicClientConfig::try_from(tls::client_rustls(&common.capture)?)
+            .map_err(|e| e.to_string())?,
+    );
+    Ok(match socket.sent_packets() {
+        Some(packets) => Arc::new(crypto::RecordingClient {
+            inner,
+            packets: packets.clone(),
+        }),
+        None => inner,
+    })
 }
 
 impl Stack for Quinn {
@@ -84,10 +123,7 @@ impl Stack for Quinn {
         let client_log = logs.filter(|_| !server).map(|l| l.open(None, None));
         let transport = Arc::new(transport(common, client_log.as_ref()));
         let server_config = if server {
-            let crypto = Arc::new(
-                QuicServerConfig::try_from(tls::server_rustls(&common.capture)?)
-                    .map_err(|e| e.to_string())?,
-            );
+            let crypto = server_crypto(common, socket)?;
             if let Some(logs) = logs {
                 let _ = logs.stack.set(Box::new(QlogServer {
                     crypto: crypto.clone(),
@@ -108,9 +144,7 @@ impl Stack for Quinn {
         )
         .map_err(|e| format!("endpoint: {e}"))?;
         if !server {
-            let crypto = QuicClientConfig::try_from(tls::client_rustls(&common.capture)?)
-                .map_err(|e| e.to_string())?;
-            let mut client = ClientConfig::new(Arc::new(crypto));
+            let mut client = ClientConfig::new(client_crypto(common, socket)?);
             client.transport_config(transport);
             endpoint.set_default_client_config(client);
         }
@@ -178,6 +212,7 @@ impl Stack for Quinn {
             wire_datagrams_received: fec.wire_datagrams_received,
             recovered: fec.recovered,
             fec_ignored: fec.ignored,
+            plain_sent: fec.plain_sent,
             wire_dropped: fec.wire_dropped,
             datagram_frames_sent: s.frame_tx.datagram,
             send_dropped: fec.send_dropped,

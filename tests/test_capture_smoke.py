@@ -82,8 +82,9 @@ def test_every_run_keeps_captures_tshark_decodes(smoke) -> None:
         captures = {p.name.split(".pcapng")[0]: p for p in files[run["key"]] if ".pcapng" in p.name}
         assert set(captures) == {"client", "bottleneck-bottleneck"}, captures
         for where, path in captures.items():
-            # With FEC, fecq frames each datagram (a source id before the QUIC packet, or a repair): its
-            # dissector hands the QUIC packets on (quic-impls/fecq/wireshark/fecq.lua).
+            # With FEC, fecq frames each datagram (a source id before the QUIC packet, a 1-byte plain header
+            # before a packet it does not protect, or a repair): its dissector hands the QUIC packets on
+            # (quic-impls/fecq/wireshark/fecq.lua).
             fec = run["label"] == "quic-fec-rs"
             decode = ["-X", f"lua_script:{DISSECTOR}", "-d", f"udp.port=={ports[run['key']]},fecq"] if fec else \
                 ["-d", f"udp.port=={ports[run['key']]},quic"]
@@ -95,6 +96,9 @@ def test_every_run_keeps_captures_tshark_decodes(smoke) -> None:
             assert types & ACKS and types & STREAMS, (run["label"], where, sorted(types))
             if fec and run["size"] >= 50_000:
                 assert {"1", "3"} <= {line[1] for line in fields if len(line) > 1}, (where, "sources and RS repairs")
+            if fec:
+                # --fec-protect stream (fecq's default): the handshake and ACK-only packets go out plain.
+                assert "5" in {line[1] for line in fields if len(line) > 1}, (where, "plain datagrams")
 
 
 def test_explain_draws_a_run_of_the_campaign(smoke, tmp_path: Path) -> None:

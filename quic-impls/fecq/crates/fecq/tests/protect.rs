@@ -54,10 +54,12 @@ fn one_kb_download_protects_only_the_packets_with_stream_data() {
         let all = download(&["--fec-protect", "all"], multipath, 1000, no_loss());
         for (name, m) in [("stream", &stream), ("all", &all)] {
             for side in [m.sender.as_ref().unwrap(), m.client.as_ref().unwrap()] {
-                // Every QUIC datagram went out once, as a source or plain (loopback drops none).
-                assert_eq!(
-                    sources(side) + side.plain_sent,
-                    side.quic_packets_sent,
+                // Every QUIC datagram went out once, as a source or plain (loopback drops none); the
+                // layer's counters are read just after QUIC's (Stack::side_stats), so they may
+                // include a datagram or two more.
+                let framed = sources(side) + side.plain_sent;
+                assert!(
+                    (side.quic_packets_sent..=side.quic_packets_sent + 2).contains(&framed),
                     "{name} multipath {multipath}: {side:?}"
                 );
             }
@@ -70,24 +72,27 @@ fn one_kb_download_protects_only_the_packets_with_stream_data() {
             stream.client.as_ref().unwrap(),
             all.client.as_ref().unwrap(),
         );
-        // `all`: nothing plain. `stream`: the server's handshake flight at least is plain, and
-        // the client's packets are plain but for its two requests (download, stats).
+        // `all`: nothing plain. `stream`: the server's handshake flight at least is plain; the
+        // sources on either side are the packets with STREAM frames: the client's two requests and
+        // the server's response and stats reply (each with its FIN, in the same packet or the
+        // next), however many handshake, ACK-only and (multipath) path packets there are.
         assert_eq!(
             (a.plain_sent, ac.plain_sent),
             (0, 0),
             "multipath {multipath}"
         );
         assert!(s.plain_sent >= 2, "multipath {multipath}: {s:?}");
+        for side in [s, sc] {
+            assert!(
+                (1..=4).contains(&sources(side)),
+                "multipath {multipath}: {side:?}"
+            );
+        }
         assert!(
-            (1..=2).contains(&sources(sc)),
-            "multipath {multipath}: {sc:?}"
+            sources(ac) >= sources(sc) + 3,
+            "multipath {multipath}: the client's ACKs were sources under all: {ac:?}"
         );
-        // The server's sources: the response, the stats reply, and nothing else (a STREAM frame
-        // in a packet that also acknowledges makes it one): at most one repair per source.
-        assert!(
-            (1..=3).contains(&sources(s)),
-            "multipath {multipath}: {s:?}"
-        );
+        // At most one repair per source (RLC (3, 2, 20): one per 2, or one per partial block).
         assert!(s.repair_sent >= 1 && s.repair_sent <= sources(s), "{s:?}");
         // Under `all` the handshake and ACK-only packets were sources too, with their repairs.
         assert!(

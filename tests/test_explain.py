@@ -213,3 +213,17 @@ def test_a_recorded_fecq_fec_run_places_every_drop(tmp_path):
     trace = [t for t in timeline.qlog.read_all(fecq_rs_files())[0] if t.vantage == "server"][0]
     walked = wire.walk(trace.events, fecq_rs_verdicts()["len"].astype(float))
     assert not any(np.isnan(w.t_s) for w in walked) and sum(w.repair for w in walked) == 74
+
+
+def test_a_plain_fecq_datagram_is_placed_on_its_coalesced_packets():
+    """fecq's --fec-protect stream sends handshake and control packets plain (one kind byte before the QUIC datagram,
+    two in the multipath envelope): a record of two coalesced packets with that framing is matched whole, so the
+    drops after it are not shifted onto the wrong packets (each was off by one before)."""
+    import numpy as np
+
+    from fecbench.analysis.traces import wire
+
+    sizes = np.array([100.0, 50.0, 40.0])
+    assert wire._source_end(sizes, 0, 28 + 1 + 150) == (2, True)      # IPv4 + UDP, the plain byte, two packets
+    assert wire._source_end(sizes, 0, 48 + 2 + 150) == (2, True)      # IPv6, the envelope and the plain byte
+    assert wire._source_end(sizes, 0, 28 + 5 + 150) == (2, True)      # a protected source datagram, as before

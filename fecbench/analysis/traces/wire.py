@@ -18,8 +18,9 @@ import pandas as pd
 #: What a dropper's length counts beyond the UDP payload: IPv4 / IPv6 and UDP headers, with Ethernet's or not.
 _HEADERS = (28, 42, 48, 62)
 #: What an FEC layer below QUIC puts in front of a QUIC datagram: nothing, fecq's source header (kind byte and
-#: symbol id: quic-impls/fecq/crates/fec-core/src/frame.rs), and its multipath envelope byte before that.
-_SOURCE_FRAMING = (0, 5, 6)
+#: symbol id: quic-impls/fecq/crates/fec-core/src/frame.rs) or its plain header (the kind byte alone: a datagram
+#: no repair covers, ``--fec-protect stream``), and its multipath envelope byte before either.
+_SOURCE_FRAMING = (0, 1, 2, 5, 6)
 _SOURCE_OVERHEADS = tuple(sorted({h + f for h in _HEADERS for f in _SOURCE_FRAMING}))
 _MAX_COALESCED = 8
 

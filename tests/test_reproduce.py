@@ -178,7 +178,9 @@ def test_timeouts_count_as_infinite() -> None:
     assert e.value > 1
 
 
-def test_point_statistics_and_trend() -> None:
+def test_point_block_statistics_and_trend() -> None:
+    """A census reads every cell's seeds (each cell's own ratio of medians); a block statistic each draw's block;
+    a trend each draw's two blocks (issue 58: one estimand each)."""
     rows = []
     for point, bw in enumerate([1.0, 2.0, 4.0, 8.0, 16.0]):
         for seed in range(5):
@@ -188,12 +190,21 @@ def test_point_statistics_and_trend() -> None:
     rows.append({"draw": 9, "cell": 0, "group": "9|1", "value": 50.0, "base": 100.0, "ratio": 0.5, "factor": 3.0})
     sample = pd.DataFrame(rows)
     e = st.get("median_point_ratio").estimate(sample, {"min_seeds": 3}, seed=2)
-    assert e.n == 5 and "1 point(s) with fewer than 3 seeds" in e.note and e.value == pytest.approx(0.5 * 1.02)
-    t = st.get("trend").estimate(sample, {"min_seeds": 3}, seed=2)
-    assert t.value == pytest.approx(-1.0) and t.high < 0
-    assert st.verdict(t.value, t.low, t.high, "<", 0.0, 0) == "holds"
+    assert e.n == 6 and e.value == pytest.approx(float(np.median([2.04, 1.02, 0.51, 0.255, 0.1275, 0.5])))
     share = st.get("share_points_below").estimate(sample, {}, seed=2)
-    assert share.value == pytest.approx(3 / 5)
+    assert share.value == pytest.approx(4 / 6)
+    blocks = st.get("median_block_ratio").estimate(sample, {"min_seeds": 3}, seed=2)
+    assert blocks.n == 6 and blocks.value == e.value      # one block per draw here: the same ratios
+    pairs = []
+    for draw in range(6):     # two blocks per draw, the ratio falling as the bandwidth grows
+        for cell, bw in ((0, 1.0 + draw), (1, 10.0 + draw)):
+            for seed in range(3):
+                ratio = 2.0 / bw * (1 + 0.01 * seed)
+                pairs.append({"draw": draw, "cell": cell, "group": f"{draw}{cell}|1", "value": 100 * ratio,
+                              "base": 100.0, "ratio": ratio, "factor": bw, "value_lo": 100 * ratio,
+                              "value_hi": 100 * ratio, "base_lo": 100.0, "base_hi": 100.0})
+    t = st.get("trend").estimate(pd.DataFrame(pairs), {"min_seeds": 3}, seed=2)
+    assert t.value == pytest.approx(-1.0) and t.n == 6
 
 
 def test_quantile_ratio_is_unpaired() -> None:
@@ -234,7 +245,8 @@ def test_every_claim_statistic_is_complete() -> None:
     for name, stat in st.REGISTRY.items():
         assert isinstance(stat, st.ClaimStatistic) and stat.name == name and st.get(name) is stat
         assert stat.reads in (st.PAIRS, st.RUNS, st.FLOWS), name
-        assert stat.unit in ("pairs", "points", "runs") and stat.sequence_unit and stat.text, name
+        assert stat.unit in ("pairs", "points", "runs", "blocks", "pairs of blocks") and stat.sequence_unit, name
+        assert stat.text and stat.estimand_text, f"{name}: its estimand is written (issue 58)"
         assert all(isinstance(p, st.Param) for p in stat.params), name
         params = _defaults(stat)
         assert stat.min_for_interval >= 3 and stat.first_block(params) >= stat.min_for_interval, name
@@ -246,6 +258,7 @@ def test_every_claim_statistic_is_complete() -> None:
         estimate = stat.estimate(sample, params, seed=1, n_boot=50)
         assert isinstance(estimate, st.Estimate) and estimate.unit == stat.unit and estimate.samples, name
         assert not math.isnan(estimate.value) and estimate.has_interval, (name, estimate)
+        assert estimate.value == stat.estimand(sample, params), f"{name}: the page's number is its estimand's"
         sequence = stat.sequence(sample, params, 0.05)
         if sequence is None:
             assert stat.no_sequence, f"{name}: no confidence sequence and no reason why"
@@ -343,7 +356,7 @@ def test_a_claims_draws_are_its_own_cells_at_each_cells_next_seeds(smoke_prepare
     of its cells; cells drawn uniformly (seeded: the same draws every time), each cell's seeds in turn."""
     pack, campaign = smoke_prepared
     by_id = {c.id: c for c in pack.claims}
-    point_draws = campaign.draws(by_id["median-point-ratio"])
+    point_draws = campaign.draws(by_id["median-block-ratio"])
     first = point_draws[0].units
     assert [u.mine[1] for u in first] == [0, 1, 2] and len({u.mine[0] for u in first}) == 1
     pair_draws = campaign.draws(by_id["ratio-of-medians-1kB"])
@@ -461,7 +474,7 @@ def test_the_page_opens_on_the_verdicts(tmp_path: Path) -> None:
                    st.Estimate(0.6, 0.5, 0.7, 12, "pairs", samples={"ratio": np.array([0.5, np.inf, 1.2])}),
                    sequence=sq.Sequence(0.6, 0.3, 0.9, 12), alpha=0.01, looks=3),
         ev.Verdict(claims["trend-bw"], "defaults", "inconclusive",
-                   st.Estimate(-0.2, -1.0, 0.8, 4, "points", samples={"point_ratio": np.array([1.0, 2.0, 0.5, 1.5]),
+                   st.Estimate(-0.2, -1.0, 0.8, 4, "points", samples={"block_ratio": np.array([1.0, 2.0, 0.5, 1.5]),
                                                                       "factor": np.array([5.0, 8, 12, 20])})),
         ev.Verdict(claims["p95-ratio"], "defaults", "inconclusive",
                    st.Estimate(math.inf, math.nan, math.nan, 2, "runs", "too few",

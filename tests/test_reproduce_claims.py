@@ -18,15 +18,17 @@ CLAIMS = [(name, claim) for name in pack_names() for claim in load_pack(name).cl
 
 #: Words that name a statistic, and the statistics a claim whose text uses them may be judged on.
 NAMES = [
-    (r"\b(mean|average)\b", {"mean_point_ratio"}),
+    (r"\b(mean|average)\b", {"mean_point_ratio", "mean_block_ratio"}),
     (r"ratio of (the two sides' )?medians", {"ratio_of_medians", "flow_ratio_of_medians", "median_point_ratio",
-                                            "share_points_below", "trend", "mean_point_ratio"}),
+                                            "share_points_below", "trend", "mean_point_ratio", "median_block_ratio",
+                                            "share_blocks_below", "mean_block_ratio"}),
     (r"median of (the )?paired ratios|paired ratio", {"median_pair_ratio"}),
     (r"difference of medians", {"difference_of_medians"}),
     (r"spearman|correlation", set()),
     (r"kendall", {"trend"}),
     (r"\bp95\b|percentile|quantile", {"quantile_ratio"}),
     (r"median over (point|points|design points)", {"median_point_ratio"}),
+    (r"block", {"median_block_ratio", "share_blocks_below", "mean_block_ratio", "trend"}),
 ]
 
 

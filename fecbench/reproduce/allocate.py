@@ -13,7 +13,10 @@ needs that many (at least its first block, ``plan.first_block``), so it competes
 start goes early, a costly one waits behind claims a few runs from their verdicts. Within a claim, its
 draws in their order (``draws``: beyond the design's repetitions they take the extra seeds of ``seeds``),
 so no budget is left unused while a claim is undecided; a run that failed or was flagged is run once more
-before its draw counts (``Campaign.todo``).
+before its draw counts (``Campaign.todo``). A census (``statistics.points``) skips the cells its own intervals
+have settled. While some claim is undecided, a share of each batch (``AUDIT_SHARE``) goes on drawing for the
+decided ones, least audited first: their audit (``evaluate.audit``), which re-opens a verdict the later data
+contradict.
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ BATCH_SHARE = 6.0
 #: times its observations (at least ``MIN_UNKNOWN`` draws), last in line but never left without runs.
 UNKNOWN_FACTOR = 10.0
 MIN_UNKNOWN = 50.0
+#: The share of a batch that goes on drawing for claims already decided (their audit: ``evaluate.audit``), while
+#: some claim is still undecided.
+AUDIT_SHARE = 0.1
+#: Verdicts whose claims take audit draws.
+AUDITED = ("holds", "fails", "at the threshold")
 
 
 def observations_to_decide(claim: Claim, v: Verdict) -> tuple[float, bool]:
@@ -104,10 +112,15 @@ def next_batch(claims: list[Claim], campaigns: dict[tuple[str, str], Campaign], 
         by_claim.setdefault(v.claim.id, []).append(v)
     idle: dict[str, str] = {}
     states: dict[str, ClaimState] = {}
+    audited: dict[str, ClaimState] = {}
     for claim in claims:
         mine = by_claim.get(claim.id, [])
         if mine and all(v.decided for v in mine):
             idle[claim.id] = mine[0].stopped if len({v.stopped for v in mine}) == 1 else "decided"
+            campaign = campaigns.get((profiles[0], claim.design)) if profiles else None
+            audit = [v.profile for v in mine if v.verdict in AUDITED]
+            if campaign is not None and audit:
+                audited[claim.id] = ClaimState(claim, campaign.draws(claim), audit, 1.0, first_need=1.0)
             continue
         campaign = campaigns.get((profiles[0], claim.design)) if profiles else None
         if campaign is None:
@@ -115,10 +128,38 @@ def next_batch(claims: list[Claim], campaigns: dict[tuple[str, str], Campaign], 
             continue
         undecided = [p for p in profiles if not any(v.profile == p and v.decided for v in mine)]
         need = need_draws(claim, mine)
-        states[claim.id] = ClaimState(claim, campaign.draws(claim), undecided, need, first_need=need)
+        states[claim.id] = ClaimState(claim, _needed(campaign.draws(claim), mine, undecided), undecided, need,
+                                      first_need=need)
     chosen: dict[tuple[str, str], dict[str, Run]] = {key: {} for key in campaigns}
-    spent = dict.fromkeys(states, 0.0)
-    taken = dict.fromkeys(states, 0)
+    spent = dict.fromkeys(list(states) + list(audited), 0.0)
+    taken = dict.fromkeys(list(states) + list(audited), 0)
+    share = AUDIT_SHARE if audited and states else 0.0
+    total = _fill(states, campaigns, chosen, capacity * (1 - share), ceiling * (1 - share), spent, taken, idle)
+    if total > 0 and audited:   # the decided claims' audit: least audited first, within its share
+        _fill(audited, campaigns, chosen, total * share / (1 - share), total * share / (1 - share), spent, taken,
+              {}, key=lambda state, cost: -spent[state.claim.id])
+    for key, found in chosen.items():
+        seeds.adopt(campaigns[key], [run for run in found.values() if run.index < 0])
+    runs_by = {key: list(found.values()) for key, found in chosen.items()}
+    seconds = {key: sum(campaigns[key].seconds(r) for r in found) for key, found in runs_by.items()}
+    return Selection(runs=runs_by, seconds=seconds, claim_seconds=spent, claim_draws=taken), idle
+
+
+def _needed(draws: list[Draw], verdicts: list[Verdict], profiles: list[str]) -> list[Draw]:
+    """A claim's draws still worth running: a census's cells settled in every undecided profile take no more."""
+    mine = [v for v in verdicts if v.profile in profiles]
+    if not mine or not all(v.settled for v in mine):
+        return draws
+    done = frozenset.intersection(*(v.settled for v in mine))
+    return [draw for draw in draws if draw.group not in done]
+
+
+def _fill(states: dict[str, ClaimState], campaigns: dict[tuple[str, str], Campaign],
+          chosen: dict[tuple[str, str], dict[str, Run]], capacity: float, ceiling: float, spent: dict[str, float],
+          taken: dict[str, int], idle: dict[str, str], key=None) -> float:
+    """Greedy filling of one batch (see ``next_batch``): the seconds chosen."""
+    key = key or _progress
+    states = dict(states)
     total = 0.0
     while states:
         costs = {cid: _next(state, campaigns, chosen) for cid, state in states.items()}
@@ -127,7 +168,7 @@ def next_batch(claims: list[Claim], campaigns: dict[tuple[str, str], Campaign], 
             del states[cid]
         if not states:
             break
-        cid = max(sorted(states), key=lambda i: _progress(states[i], costs[i][1]))
+        cid = max(sorted(states), key=lambda i: key(states[i], costs[i][1]))
         runs, cost = costs[cid]
         assert runs is not None
         state = states[cid]
@@ -136,16 +177,12 @@ def next_batch(claims: list[Claim], campaigns: dict[tuple[str, str], Campaign], 
             continue
         state.cursor += 1
         state.took_one()
-        for key, run in runs:
-            chosen[key][run.key] = run
+        for campaign_key, run in runs:
+            chosen[campaign_key][run.key] = run
         total += cost
         spent[cid] += cost
         taken[cid] += 1
-    for key, found in chosen.items():
-        seeds.adopt(campaigns[key], [run for run in found.values() if run.index < 0])
-    runs_by = {key: list(found.values()) for key, found in chosen.items()}
-    seconds = {key: sum(campaigns[key].seconds(r) for r in found) for key, found in runs_by.items()}
-    return Selection(runs=runs_by, seconds=seconds, claim_seconds=spent, claim_draws=taken), idle
+    return total
 
 
 def _progress(state: ClaimState, cost: float) -> float:

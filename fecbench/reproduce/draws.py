@@ -18,6 +18,11 @@ is the claim's label and at the one whose background is its baseline (the design
 A claim's sample is the *prefix* of its draws whose runs are all done (``samples``): a later draw waits
 for an earlier one, so the observations always come in their drawn order, and the allocator runs a
 claim's draws in that order. Draws stop where a cell would need more seeds than ``seeds_per_cell``.
+
+A statistic over every cell's own value (a *census*: ``statistics.points``) draws no cells at random: every
+cell is judged, so its draws are rounds over all cells in one seeded order, each draw a cell's next block of
+``min_seeds`` seeds; a cell's seeds are read in order (``samples``) and a cell already decided by its own
+interval takes no more (``allocate``).
 """
 
 from __future__ import annotations
@@ -95,6 +100,12 @@ class Unit:
 class Draw:
     units: tuple[Unit, ...]
 
+    @property
+    def group(self) -> str:
+        """The cell of its first unit as a sample names it (``point|size``): a census draw's one cell."""
+        point, _, size, _ = self.units[0].mine
+        return f"{point}|{'' if size is None else size}"
+
     def runs(self) -> list[RunRef]:
         return [ref for unit in self.units for ref in (unit.mine, unit.base)]
 
@@ -140,7 +151,33 @@ def draws(claim: Claim, space: Space) -> list[Draw]:
     factor = claim.params.get("factor") if stat.points_per_observation == 2 else None
     factor_values = None if factor is None else tuple(float(space.points[a][factor]) for a, _, _ in cells)
     labels = (space.foreground,) * 2 if stat.reads == FLOWS else (claim.label, claim.baseline)
+    if stat.census:
+        return list(_census(claim.id, space.seed, cells, block, space.seeds_per_cell, labels))
     return list(_draws(claim.id, space.seed, cells, block, factor_values, space.seeds_per_cell, labels))
+
+
+def _rng(design_seed: int, claim_id: str) -> np.random.Generator:
+    text = f"fecbench-claim-draws-v1:{design_seed}:{claim_id}"
+    return np.random.default_rng(int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big"))
+
+
+@functools.lru_cache(maxsize=256)
+def _census(claim_id: str, design_seed: int, cells: tuple[Cell, ...], block: int, seeds_per_cell: int,
+            labels: tuple[str, str]) -> tuple[Draw, ...]:
+    """A census's draws (a statistic over every cell's own value, ``statistics.points``): rounds over every cell in
+    one seeded order, each draw the cell's next block of seeds; the allocator skips the cells already decided."""
+    if not cells:
+        return ()
+    order = [int(i) for i in _rng(design_seed, claim_id).permutation(len(cells))]
+    out: list[Draw] = []
+    for start in range(0, seeds_per_cell - block + 1, block):
+        for index in order:
+            mine_point, base_point, size = cells[index]
+            out.append(Draw(tuple(Unit((mine_point, rep, size, labels[0]), (base_point, rep, size, labels[1]))
+                                  for rep in range(start, start + block))))
+        if len(out) >= MAX_DRAWS:
+            break
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=256)
@@ -148,8 +185,7 @@ def _draws(claim_id: str, design_seed: int, cells: tuple[Cell, ...], block: int,
            factor_values: tuple[float, ...] | None, seeds_per_cell: int, labels: tuple[str, str]) -> tuple[Draw, ...]:
     if not cells:
         return ()
-    text = f"fecbench-claim-draws-v1:{design_seed}:{claim_id}"
-    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big"))
+    rng = _rng(design_seed, claim_id)
     taken = [0] * len(cells)
 
     def fits(index: int) -> bool:

@@ -9,13 +9,14 @@ family-wise over every verdict the page shows, Bonferroni): **holds** (the inter
 side of its threshold, or within threshold ± tolerance for ``approx``), **fails** (entirely on the other
 side), **at the threshold** (a ``<`` or ``>`` claim with a tolerance whose interval lies inside threshold ±
 tolerance: no budget would decide it), **inconclusive** (it straddles the threshold, or no observations
-yet), **not judged** (the data break an assumption the interval rests on: the two sides' runs were
-excluded at rates that differ, so the survivors are no sample of the population; or the running
-intersection became empty, evidence that the data changed while they came), and **not runnable here**
-(the claim needs something this checkout lacks: never a silent pass). Each verdict says why its claim
-stopped taking runs (``STOPPED``) and carries a drift check (its first half of observations against its
-second). The fixed-sample bootstrap estimate of ``statistics`` stays beside it (the figure's samples; a
-fixed-sample interval for information).
+yet), **not judged** (the data break an assumption the interval rests on: the running intersection became
+empty, or the observations after the verdict, or the later half of those before it, contradict it: the data
+changed while they came, ``audit``), and **not runnable here** (the claim needs something this checkout
+lacks: never a silent pass). A run that failed twice is imputed at the design's limits (``samples``), so a
+verdict holds at both extremes; exclusion rates that differ between the sides are a warning. Each verdict says
+why its claim stopped taking runs (``STOPPED``) and carries a drift check (its first half of observations
+against its second). The number on the page is the statistic's estimand on the values observed
+(``ClaimStatistic.estimand``), with the fixed-sample bootstrap interval beside the anytime-valid one.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ VERDICTS = ("holds", "fails", AT_THRESHOLD, "inconclusive", NOT_JUDGED, NOT_RUNN
 STOPPED = {"holds": "decided", "fails": "decided", AT_THRESHOLD: "at threshold", "inconclusive": "budget",
            NOT_JUDGED: "budget", NOT_RUNNABLE: "not runnable"}
 NO_SEQUENCE_STOP = "no sequential test"
+#: Why a claim whose audit found a change stopped: it is not judged and takes no more runs.
+REOPENED_STOP = "re-opened: the data changed"
+#: The fewest draws a recent window of the audit reads.
+AUDIT_MIN = 10
 #: Observations before a drift check says anything.
 DRIFT_MIN = 10
 
@@ -63,6 +68,9 @@ class Verdict:
     stopped: str = ""                       # why the claim stopped taking runs (STOPPED)
     looks: int = 0                          # evaluations of this claim so far (session's look log)
     drift: str = ""                         # its first half of observations against its second
+    settled: frozenset[str] = frozenset()   # a census's cells whose own interval needs no more seeds
+    decided_at: int = 0                     # the observation at which its running interval first decided
+    audit: str = ""                         # what the observations after the verdict say (``audit``)
 
     def __post_init__(self) -> None:
         if not self.stopped:
@@ -85,7 +93,8 @@ class Verdict:
 
     @property
     def decided(self) -> bool:
-        return self.verdict in ("holds", "fails", AT_THRESHOLD, NOT_RUNNABLE) or self.stopped == NO_SEQUENCE_STOP
+        return self.verdict in ("holds", "fails", AT_THRESHOLD, NOT_RUNNABLE) \
+            or self.stopped in (NO_SEQUENCE_STOP, REOPENED_STOP)
 
 
 def _fmt(value: float) -> str:
@@ -142,12 +151,95 @@ def evaluate_claim(claim: Claim, profile: str, data: Data, space: dr.Space, seed
     if found.observations == 0:
         notes = ["no observations yet", _excluded_text(claim, found), found.waiting]
         return Verdict(claim, profile, "inconclusive", None, "; ".join(n for n in notes if n), alpha=alpha)
-    sample = found.rows if stat.reads == st.PAIRS else samples.runs(found.rows)
+    def read(rows: pd.DataFrame):
+        return rows if stat.reads == st.PAIRS else samples.runs(rows)
+
+    observed = samples.observed(found.rows)
     n_boot = st.N_BOOT if bootstrap else 0
-    estimate = _bootstrap(lambda n: stat.estimate(sample, claim.params, seed=seed, n_boot=n), n_boot)
-    verdict = _judge(claim, profile, estimate, stat.sequence(sample, claim.params, alpha), found, alpha)
+    estimate = _bootstrap(lambda n: stat.estimate(read(observed), claim.params, seed=seed, n_boot=n), n_boot)
+    sequence = stat.sequence(read(found.rows), claim.params, alpha)
+    if sequence is not None:      # the page's number: the estimand on the values observed (one function)
+        sequence.value = estimate.value
+    verdict = _judge(claim, profile, estimate, sequence, found, alpha)
+    if sequence is not None and stat.census:
+        verdict.settled = stat.settled_cells(found.rows, claim.params, alpha, claim.compare, claim.threshold,
+                                             claim.tolerance)
+    if sequence is not None and verdict.verdict in ("holds", "fails", AT_THRESHOLD):
+        audit(verdict, found.rows, read, alpha)
+    if imputed := _imputed_text(claim, found.rows, read, sequence, alpha):
+        verdict.reason = "; ".join(filter(None, [verdict.reason, imputed]))
     verdict.drift = drift(found.rows)
     return verdict
+
+
+def _draws_from(rows: pd.DataFrame, first: int) -> pd.DataFrame:
+    """The rows of the draws from the ``first``-th on (0-based, in drawn order)."""
+    order = sorted(rows["draw"].unique())
+    kept = rows[rows["draw"].isin(order[first:])]
+    kept.attrs.update(rows.attrs)
+    return kept
+
+
+def _decided_at(claim: Claim, rows: pd.DataFrame, read, alpha: float) -> int:
+    """The fewest draws whose running interval decides the claim (a running intersection only narrows, so once
+    decided it stays: found by bisection)."""
+    order = sorted(rows["draw"].unique())
+
+    def decides(n: int) -> bool:
+        s = claim.stat.sequence(read(rows[rows["draw"].isin(order[:n])]), claim.params, alpha)
+        return s is not None and not s.empty and \
+            sq.decide(s.low, s.high, claim.compare, claim.threshold, claim.tolerance) != "inconclusive"
+
+    low, high = 0, len(order)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if decides(mid) else (mid, high)
+    return high
+
+
+def audit(verdict: Verdict, rows: pd.DataFrame, read, alpha: float) -> None:
+    """Drift decides nothing: a verdict stands only while the recent observations do not contradict it: those after
+    the verdict (the audit draws the allocator keeps giving a decided claim) and the last half, quarter and eighth of
+    all of them (a change late in a long sample). Each check is the statistic's own confidence sequence on those
+    draws alone, at the claim's level split over the windows: under unchanged data it covers the value the verdict
+    is about, so it contradicts a true verdict rarely; a contradiction re-opens the claim (not judged, no more runs)
+    and says when and why. Re-opening never makes a verdict, so it costs power, never validity."""
+    claim = verdict.claim
+    n = rows["draw"].nunique()
+    decided = _decided_at(claim, rows, read, alpha)
+    verdict.decided_at = decided
+    windows = [("after the verdict", decided)] if n > decided else []
+    windows += [(f"in the last {part}", n - n // k) for part, k in (("half", 2), ("quarter", 4), ("eighth", 8))
+                if n // k >= AUDIT_MIN]
+    for what, first in windows:
+        s = claim.stat.sequence(read(_draws_from(rows, first)), claim.params, alpha / len(windows))
+        if s is None or s.n == 0:
+            continue
+        text = f"{s.n} {claim.stat.sequence_unit} {what} (from draw {first + 1}): [{_fmt(s.low)}, {_fmt(s.high)}]"
+        if s.empty or sq.contradicts(verdict.verdict, s.low, s.high, claim.compare, claim.threshold, claim.tolerance):
+            was = verdict.verdict
+            verdict.verdict, verdict.stopped = NOT_JUDGED, REOPENED_STOP
+            verdict.reason = "; ".join(filter(None, [
+                f"re-opened: {was} at draw {decided} of {n}, but the {text} contradict it: the data changed "
+                "(drift, or a machine that became busy), so no verdict stands", verdict.reason]))
+            verdict.audit = f"change found: {text}"
+            return
+        if what == "after the verdict":
+            verdict.audit = f"no change: {text}"
+
+
+def _imputed_text(claim: Claim, rows: pd.DataFrame, read, sequence: sq.Sequence | None, alpha: float) -> str:
+    """How many values were imputed at the design's limits (runs failed or flagged twice) and how far they moved
+    each bound of the interval (against the interval without them)."""
+    if rows.empty or "imputed" not in rows or not (rows["imputed"] > 0).any() or sequence is None:
+        return ""
+    count = int(rows["imputed"].sum())
+    without = claim.stat.sequence(read(samples.observed(rows)), claim.params, alpha)
+    moved = "" if without is None or without.n == 0 else \
+        (f": lower bound {_fmt(without.low)} → {_fmt(sequence.low)}, upper {_fmt(without.high)} → "
+         f"{_fmt(sequence.high)} with them")
+    return (f"{count} value(s) imputed at the design's limits (runs failed or flagged twice: each could be anywhere, "
+            f"so the verdict must hold at both extremes){moved}")
 
 
 def _bootstrap(compute, n_boot: int) -> st.Estimate:
@@ -166,7 +258,7 @@ def exclusions_differ(claim: Claim, found: samples.Sample) -> str:
     if stats.exclusions_differ(mine, n, base, n) is None:
         return ""
     return (f"exclusions differ: {claim.label} {mine} of {n}, {claim.baseline} {base} of {n} draws "
-            f"(failed or flagged after a second run): the survivors are not a sample of the claim's population")
+            f"(failed or flagged after a second run)")
 
 
 def _excluded_text(claim: Claim, found: samples.Sample) -> str:
@@ -189,15 +281,14 @@ def _judge(claim: Claim, profile: str, estimate: st.Estimate, sequence: sq.Seque
                                              excluded) if n),
                        None, alpha, NO_SEQUENCE_STOP)
     differ = exclusions_differ(claim, found)
-    if differ:
-        return Verdict(claim, profile, NOT_JUDGED, estimate, differ, sequence, alpha)
     if sequence.empty:
         return Verdict(claim, profile, NOT_JUDGED, estimate,
                        f"the data changed during the run: the running intersection of the interval became empty "
                        f"after observation {sequence.empty_at} of {sequence.n} (drift, or a machine that became "
                        "busy: a coverage failure has probability ≤ α)", sequence, alpha)
     verdict = sq.decide(sequence.low, sequence.high, claim.compare, claim.threshold, claim.tolerance)
-    notes = [f"{sequence.n} {claim.stat.sequence_unit}", estimate.note, excluded, found.waiting]
+    notes = [f"{sequence.n} {claim.stat.sequence_unit}", estimate.note, excluded, found.waiting,
+             f"warning: {differ} (their values are imputed, so the interval covers either way)" if differ else ""]
     if verdict == "inconclusive":
         notes.insert(1, "the interval straddles the threshold")
     return Verdict(claim, profile, verdict, estimate, "; ".join(n for n in notes if n), sequence, alpha)
@@ -259,6 +350,7 @@ def table(verdicts: list[Verdict], profiles: list[str]) -> pd.DataFrame:
         row[f"{v.profile}: stopped"] = v.stopped
         row[f"{v.profile}: note"] = v.reason
         row[f"{v.profile}: drift check"] = v.drift or "–"
+        row[f"{v.profile}: audit"] = v.audit or "–"
         row[f"{v.profile}: fixed-sample bootstrap [95 %]"] = v.bootstrap_text()
     return pd.DataFrame(list(rows.values()))
 

@@ -92,12 +92,12 @@ def _samples(ax: Any, claim: Claim, verdicts: list[Verdict]) -> None:
     for v in verdicts:
         samples = v.estimate.samples if v.estimate is not None else {}
         if "factor" in samples and len(samples["factor"]):
-            ax.plot(samples["factor"], np.clip(samples["point_ratio"], 1e-3, 1e3), "o", ms=3, label=v.profile)
+            ax.plot(samples["factor"], np.clip(samples["block_ratio"], 1e-3, 1e3), "o", ms=3, label=v.profile)
             ax.set_xlabel(str(claim.params.get("factor")))
-            ax.set_ylabel("point ratio of medians")
+            ax.set_ylabel(f"ratio of medians per block of {claim.params.get('min_seeds', 3)} seeds")
             drawn = True
             continue
-        for key in ("ratio", "point_ratio", "label", "baseline"):
+        for key in ("ratio", "point_ratio", "block_ratio", "label", "baseline"):
             values = np.sort(np.asarray(samples.get(key, []), dtype=float))
             values = values[~np.isnan(values)]
             if values.size:
@@ -107,7 +107,7 @@ def _samples(ax: Any, claim: Claim, verdicts: list[Verdict]) -> None:
                         label=f"{v.profile}: {key} ({values.size})")
                 drawn = True
         ax.set_ylabel("ECDF")
-        per = " per point" if "point_ratio" in samples else " per pair"
+        per = " per point" if "point_ratio" in samples else " per block" if "block_ratio" in samples else " per pair"
         ax.set_xlabel(f"{claim.metric}: label and baseline" if "label" in samples
                       else f"{claim.metric} ratio {claim.label} ÷ {claim.baseline}{per}")
     if claim.printed:
@@ -133,7 +133,8 @@ def write(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
     frame.to_csv(outdir / "verdicts.csv", index=False)
     (outdir / "verdicts.json").write_text(json.dumps([{
         "claim": v.claim.id, "profile": v.profile, "verdict": v.verdict, "reason": v.reason, "stopped": v.stopped,
-        "looks": v.looks, "level": 1 - v.alpha, "statistic": v.claim.statistic,
+        "looks": v.looks, "level": 1 - v.alpha, "statistic": v.claim.statistic, "audit": v.audit,
+        "estimand": v.claim.stat.estimand_text,
         "value": None if v.sequence is None else _json(v.sequence.value),
         "cs": None if v.sequence is None else [_json(v.sequence.low), _json(v.sequence.high)],
         "n": None if v.sequence is None else v.sequence.n,
@@ -151,7 +152,8 @@ def write(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
 
 
 def _looked(v: Verdict) -> str:
-    return f"{v.looks} look(s), stopped: {v.stopped}" + (f"; drift check: {v.drift}" if v.drift else "")
+    return (f"{v.looks} look(s), stopped: {v.stopped}" + (f"; drift check: {v.drift}" if v.drift else "")
+            + (f"; audit: {v.audit}" if v.audit else ""))
 
 
 def _level(verdicts: list[Verdict], pack: Pack, names: list[str]) -> str:

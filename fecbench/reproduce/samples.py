@@ -7,9 +7,12 @@ label of the design for a flows claim, whose compared flows are inside each run)
 - a run not finished yet (pending, interrupted, missing), or one that failed or was flagged (``fidelity``)
   and has not been run again yet (``reproduce`` runs such a run once more, same key and seed): the
   sample ends before this draw, so a claim's observations are always the first ones it drew;
-- a run that failed or was flagged again (or is unsupported): the draw is **excluded**, counted for the
-  side whose run it was (``evaluate`` refuses to judge a claim whose sides were excluded at rates that
-  differ: survivors are then not a sample of the population);
+- a run that failed or was flagged again (or is unsupported): its value is missing, maybe *because* of its
+  value (a transfer that fails on its slowest draws), so it is **imputed at the design's limits**, never
+  dropped: a duration anywhere in [0, ∞), any other metric in (−∞, ∞); every interval takes each
+  observation's least favourable end, so a verdict holds at both extremes at once (partial identification,
+  Manski's bounds). The draw is counted for the side whose run it was (``evaluate`` names the imputed values
+  and how far they moved each bound; exclusion rates that differ between the sides are a warning);
 - a run that reached its time limit is **censored**, never dropped: for a duration metric its value lies
   in [``timeout_s``, ∞), for any other metric it is unknown (−∞, ∞). Every value carries its bounds
   (``value_lo``/``value_hi``, ``base_lo``/``base_hi``, ``ratio_lo``/``ratio_hi``); a finished run's
@@ -141,8 +144,11 @@ class Sample:
 
 
 def _bounds(row: dict[str, Any], metric: str) -> tuple[float, float, float]:
-    """(low, high, point value) of a finished run's metric: a timeout is censored (see the module)."""
+    """(low, high, point value) of a run's metric: a timeout is censored, a run excluded (failed or flagged
+    again, unsupported) imputed at the design's limits (see the module)."""
     scale = ratios.CENSORED_METRICS.get(metric)
+    if row["status"] not in FINISHED:     # missing, and maybe because of its value: anywhere it could be
+        return (0.0 if scale else -math.inf), math.inf, math.nan
     if row["status"] == "timeout":
         if scale:
             limit = float(row.get("timeout_s") or 0.0) * scale
@@ -174,21 +180,26 @@ def sample(claim: Claim, data: Data, claim_draws: list[Draw]) -> Sample:
     factor = claim.params.get("factor")
     rows: list[dict[str, Any]] = []
     out = Sample(pd.DataFrame())
+    census = claim.stat.census
+    blocked: set[str] = set()          # a census's cells waiting for a run: their later draws wait too
     for number, draw in enumerate(claim_draws):
+        if census and draw.group in blocked:
+            continue
         pairs = [(unit, index.get(unit.mine), index.get(unit.base)) for unit in draw.units]
         waiting = [why for _, mine, base in pairs for why in _waiting([mine, base], data)]
         if waiting:
-            out.waiting = f"draw {number + 1} waits for a run {waiting[0]}"
-            break
+            out.waiting = out.waiting or f"draw {number + 1} waits for a run {waiting[0]}"
+            if not census:
+                break
+            blocked.add(draw.group)
+            continue
         out.draws += 1
         gone = [(side, row["status"]) for _, mine, base in pairs
                 for side, row in (("label", mine), ("baseline", base)) if row["status"] not in FINISHED]
-        if gone:
-            for side in {side for side, _ in gone}:
-                out.excluded[side] = out.excluded.get(side, 0) + 1
-            for side, status in gone:
-                out.why[f"{side} {status}"] = out.why.get(f"{side} {status}", 0) + 1
-            continue
+        for side in {side for side, _ in gone}:
+            out.excluded[side] = out.excluded.get(side, 0) + 1
+        for side, status in gone:
+            out.why[f"{side} {status}"] = out.why.get(f"{side} {status}", 0) + 1
         if classes is not None and not all(classes(mine, base) for _, mine, base in pairs):
             out.filtered += 1
             continue
@@ -198,20 +209,33 @@ def sample(claim: Claim, data: Data, claim_draws: list[Draw]) -> Sample:
             v_lo, v_hi, v = _bounds(mine, metric)
             b_lo, b_hi, b = _bounds(base, metric)
             point, _, size = unit.mine[:3]
+            imputed = int(mine["status"] not in FINISHED) + int(base["status"] not in FINISHED)
             rows.append({"draw": number, "cell": unit.cell, "group": f"{point}|{'' if size is None else size}",
                          "factor": float(mine[factor]) if factor and mine.get(factor) is not None else math.nan,
                          "value": v, "base": b, "ratio": _ratio_point(v, b, mine, base),
                          "value_lo": v_lo, "value_hi": v_hi, "base_lo": b_lo, "base_hi": b_hi,
                          "ratio_lo": _divide(max(v_lo, 0.0), b_hi) if b_hi > 0 else 0.0,
-                         "ratio_hi": _divide(v_hi, max(b_lo, 0.0)) if b_lo > 0 else math.inf})
+                         "ratio_hi": _divide(v_hi, max(b_lo, 0.0)) if b_lo > 0 else math.inf,
+                         "imputed": imputed})
     out.rows = pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
     for column in ("ratio_lo", "ratio_hi"):
         out.rows[column] = out.rows[column].fillna(0.0 if column == "ratio_lo" else math.inf)
+    out.rows.attrs["cells"] = len({draw.group for draw in claim_draws})
     return out
 
 
+def observed(rows: pd.DataFrame) -> pd.DataFrame:
+    """The units whose two runs gave a value (or a censored one): what a point estimate reads; the imputed
+    ones widen the interval only."""
+    if rows.empty or "imputed" not in rows:
+        return rows
+    kept = rows[rows["imputed"] == 0]
+    kept.attrs.update(rows.attrs)
+    return kept
+
+
 SAMPLE_COLUMNS = ["draw", "cell", "group", "factor", "value", "base", "ratio", "value_lo", "value_hi",
-                  "base_lo", "base_hi", "ratio_lo", "ratio_hi"]
+                  "base_lo", "base_hi", "ratio_lo", "ratio_hi", "imputed"]
 
 
 def _waiting(pair: list[dict[str, Any] | None], data: Data) -> list[str]:
@@ -241,11 +265,15 @@ def _classes(claim: Claim, data: Data):
     column = f"class_{claim.params['loss_direction']}"
     classes = frame.set_index("key")[column].to_dict() if column in frame else {}
 
+    def known(row: dict[str, Any], wanted: list[str]) -> bool:
+        # an imputed run has no verdict log to class it: kept, so its unknown value widens the interval
+        return row["status"] not in FINISHED or classes.get(row["key"]) in wanted
+
     def keeps(mine: dict[str, Any], base: dict[str, Any]) -> bool:
-        if "baseline_class" in claim.where and classes.get(base["key"]) not in claim.where["baseline_class"]:
+        if "baseline_class" in claim.where and not known(base, claim.where["baseline_class"]):
             return False
         if "loss_class" in claim.where:
-            return all(classes.get(row["key"]) in claim.where["loss_class"] for row in (mine, base))
+            return all(known(row, claim.where["loss_class"]) for row in (mine, base))
         return True
     return keeps
 

@@ -311,6 +311,22 @@ def decide(low: float, high: float, compare: str, threshold: float, tolerance: f
     return "inconclusive"
 
 
+def contradicts(verdict: str, low: float, high: float, compare: str, threshold: float, tolerance: float) -> bool:
+    """Whether an interval [low, high] lies wholly outside the values a verdict says the statistic has (an audit's
+    interval against the verdict it audits): ``holds`` of ``<`` says below the threshold, ``fails`` at or above
+    it, ``at the threshold`` inside the band; ``approx`` holds inside the band, fails outside it."""
+    if math.isnan(low) or math.isnan(high):
+        return False
+    band_low, band_high = threshold - tolerance, threshold + tolerance
+    if verdict == "at the threshold" or (compare == "approx" and verdict == "holds"):
+        return high < band_low or low > band_high
+    if compare == "approx":       # fails: outside the band
+        return band_low <= low and high <= band_high
+    if compare == "<":    # holds: below the threshold; fails: at or above it
+        return low >= threshold if verdict == "holds" else high < threshold
+    return high <= threshold if verdict == "holds" else low > threshold    # ">"
+
+
 def decisive_half_width(value: float, compare: str, threshold: float, tolerance: float) -> float:
     """The widest half-width of an interval around ``value`` that ``decide`` gives a verdict (0: none).
 

@@ -7,7 +7,8 @@ object (``get(claim.statistic)``, or ``Claim.stat``).
 - ``bootstrap``: what the fixed-sample estimates share (percentile interval, Wilson floor, the
   verdict rule of a fixed-sample interval);
 - ``pairs``: over pairs of runs (shares, median ratio, ratio and difference of medians);
-- ``points``: over design points (median, mean, share, trend);
+- ``points``: over design points' own values, a census of the claim's cells (median, mean, share);
+- ``blocks``: over blocks of ``min_seeds`` seeds at random cells (median, mean, share, trend);
 - ``runs``: over each side's runs, unpaired (quantile ratio; competing flows' medians).
 
 Adding a statistic: a class in its family's module (or a module of its own beside them) and its line
@@ -17,7 +18,7 @@ in ``REGISTRY``; a claim names it by ``name`` (``pack.STATISTICS`` are these nam
 from __future__ import annotations
 
 from fecbench.inputs.errors import UserError
-from fecbench.reproduce.statistics import pairs, points, runs
+from fecbench.reproduce.statistics import blocks, pairs, points, runs
 from fecbench.reproduce.statistics.base import FLOWS, PAIRS, RUNS, ClaimStatistic, Estimate, Param, Runs
 from fecbench.reproduce.statistics.bootstrap import N_BOOT, verdict
 
@@ -31,7 +32,10 @@ REGISTRY: dict[str, ClaimStatistic] = {s.name: s for s in (
     points.MedianPointRatio(),
     points.MeanPointRatio(),
     points.SharePointsBelow(),
-    points.Trend(),
+    blocks.MedianBlockRatio(),
+    blocks.MeanBlockRatio(),
+    blocks.ShareBlocksBelow(),
+    blocks.Trend(),
     runs.QuantileRatio(),
     runs.FlowRatioOfMedians(),
 )}

@@ -13,6 +13,9 @@
   before an interval (``min_for_interval``, ``first_block``); a draw is one observation of its sequence;
 - the keys a claim may set for it (``params``: name, type, default, checks) besides the ones every
   claim has (``min_seeds``, ``loss_direction``: ``pack``);
+- its estimand, written once (``estimand_text``: a formula over the claim's cells and an unlimited supply
+  of seeds) and evaluated by one function (``estimand``): the page's number, the fixed-sample estimate's
+  value and the bench's truth all come from it, and its confidence sequence covers it;
 - its fixed-sample estimate with a bootstrap interval (``estimate``) and its anytime-valid form
   (``sequence``: a confidence sequence of ``sequential`` for the statistic as named, or None with
   ``no_sequence`` saying why);
@@ -108,17 +111,24 @@ class ClaimStatistic(ABC):
     reads: ClassVar[str] = PAIRS
     unit: ClassVar[str] = "pairs"              # what the fixed-sample estimate counts
     sequence_unit: ClassVar[str] = "pairs"     # what its confidence sequence counts
-    text: ClassVar[str]                        # the page's words: str.format with t, factor, q, label, baseline
+    text: ClassVar[str]                        # the page's words: str.format with t, factor, q, seeds, label, baseline
+    estimand_text: ClassVar[str]               # what it estimates, as a formula over the claim's cells and seeds
     params: ClassVar[tuple[Param, ...]] = ()
     needs_points: ClassVar[bool] = False       # over design points: min_seeds seeds of a point before others
     min_for_interval: ClassVar[int] = MIN_PAIRS
     points_per_observation: ClassVar[int] = 1  # points one observation of the sequence takes (a trend: 2)
     no_sequence: ClassVar[str] = ""            # why it has no anytime-valid interval (sequence gives None)
+    census: ClassVar[bool] = False             # over every cell's own value (``points``), not random draws
 
     @abstractmethod
     def estimate(self, sample: Any, params: dict, *, seed: int = 0, n_boot: int = N_BOOT) -> Estimate:
         """The statistic on ``sample`` (a frame of pairs, or ``Runs``) with its 95 % bootstrap interval
         (seeded: the same sample and seed give the same interval) and what its figure draws."""
+
+    @abstractmethod
+    def estimand(self, sample: Any, params: dict) -> float:
+        """The written estimand (``estimand_text``) evaluated on ``sample``: the page's number from a claim's sample,
+        the bench's truth from a large one (``validation.worlds``): one function for both."""
 
     @abstractmethod
     def sequence(self, sample: Any, params: dict, alpha: float) -> Sequence | None:
@@ -147,7 +157,8 @@ class ClaimStatistic(ABC):
     def describe(self, params: dict, label: str, baseline: str) -> str:
         """What it is, in the page's words."""
         return self.text.format(t=params.get("ratio_threshold", 1.0), factor=params.get("factor"),
-                                q=params.get("q", 0.5), label=label, baseline=baseline)
+                                q=params.get("q", 0.5), seeds=params.get("min_seeds", 3), label=label,
+                                baseline=baseline)
 
     def figure_line(self, params: dict) -> float | None:
         """Where the claim's sample figure draws a reference line (None: none)."""

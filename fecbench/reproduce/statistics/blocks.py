@@ -1,23 +1,22 @@
-"""Statistics over design points: per group (point and size) the ratio of medians of its seeds (groups with
-fewer than ``min_seeds`` seeds left out); ``per_point = "difference"`` takes each point's difference of
-medians instead (re-buffering is often 0). The sample is that of ``pairs`` (one row per pair, with the
-trend's ``factor``).
+"""Statistics over blocks of seeds: each draw of the claim is a uniformly random cell (point and size) measured on a
+block of ``min_seeds`` fresh seeds, and its observation is the block's ratio of medians (``per_point =
+"difference"``: difference of medians, for metrics that are often 0). The block is the unit a paper's figure
+plots when it shows one ratio per configuration from a fixed number of runs (networking2019: "each configuration
+is run 9 times and the median download completion time from these 9 runs is considered"): the estimand keeps the
+block's seed noise, as the figure did. A claim about a design point's *own* ratio (unlimited seeds) is a point
+statistic (``points``).
 
-- ``median_point_ratio``: the median over draws of a point of each one's ratio of medians over ``min_seeds``
-  seeds; ``mean_point_ratio``: their mean;
-- ``share_points_below``: the share of those ratios below 1 (at least its Wilson interval);
-- ``trend``: Kendall's τ between a factor and the point ratios, from pairs of points drawn with different
-  values of the factor (> 0: the ratio grows with the factor).
+Estimands (``B`` the ratio of medians of a block of ``min_seeds`` seeds at a uniformly random cell of the claim):
 
-Interval: the points are resampled, then the seeds of each.
+- ``median_block_ratio``: the median of B;  ``mean_block_ratio``: its mean (no confidence sequence);
+- ``share_blocks_below``: P(B < 1);
+- ``trend``: Kendall's τ = E[sign(B₁ − B₂) · sign(f₁ − f₂)] for two blocks at cells drawn with different values
+  of the factor f (> 0: the ratio grows with the factor).
 
-Anytime-valid: each draw of the claim (``draws``) is a uniformly random point of the claim and a block of
-``min_seeds`` fresh seeds; its observation is the block's ratio of medians (or difference; a censored run
-makes it an interval: ``block_bounds``). So the observations are independent draws of "a point of the
-claim, measured on ``min_seeds`` seeds", and ``median_point_ratio`` and ``share_points_below`` are their
-median and share below 1, as named. ``trend``: each draw is two points whose factor differs, concordant
-or not, a Bernoulli with mean (1 + τ)/2. ``mean_point_ratio``: none (a mean of unbounded ratios has no
-nonparametric confidence sequence): its claims say so and stay inconclusive.
+One function per statistic (``estimand``) gives the page's number from a sample and the bench's truth from a
+large one (``validation.worlds``). Interval: the draws (blocks) resampled. Anytime-valid: the draws are
+independent draws of B (``draws``), so the CS is that of B's median, share below 1 or concordance (each block's
+bounds from its censored runs: ``block_bounds``).
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ FACTOR = Param("factor", str, required=True, choices=FACTORS)
 
 
 def group_ratio(value: np.ndarray, base: np.ndarray, per_point: str = "ratio") -> np.ndarray:
-    """A point's ratio of medians (or, ``per_point = "difference"``, their difference: for metrics that
+    """A group of seeds' ratio of medians (or, ``per_point = "difference"``, their difference: for metrics that
     are often 0, such as re-buffering)."""
     top, bottom = np.median(value, axis=-1), np.median(base, axis=-1)
     if per_point == "difference":
@@ -47,106 +46,100 @@ def group_ratio(value: np.ndarray, base: np.ndarray, per_point: str = "ratio") -
     return divide(top, bottom)
 
 
-def kendall_tau(ratios: np.ndarray, factor: np.ndarray | None) -> np.ndarray:
-    """Kendall's τ (the share of concordant minus discordant pairs of points with different factor values and
-    ratios) per row, over the points whose ratio is known; NaN for fewer than 3 of them."""
-    assert factor is not None
-    x = np.atleast_2d(ratios)
-    f = np.atleast_2d(np.broadcast_to(factor, x.shape))
-    out = np.full(x.shape[0], math.nan)
-    for i in range(x.shape[0]):
-        known = ~np.isnan(x[i])
-        if known.sum() < 3:
-            continue
-        r, g = x[i][known], f[i][known]
-        signs = np.sign(r[:, None] - r[None, :]) * np.sign(g[:, None] - g[None, :])
-        upper = np.triu(np.ones_like(signs, dtype=bool), 1)
-        compared = upper & (np.sign(g[:, None] - g[None, :]) != 0)
-        if compared.sum():
-            out[i] = float(signs[compared].sum() / compared.sum())
-    return out if np.ndim(ratios) > 1 else out[:1]
-
-
 def block_bounds(sample: pd.DataFrame, per_point: str = "ratio") -> pd.DataFrame:
-    """One row per (draw, cell): the block's ratio of medians (``per_point = "difference"``: difference)
-    with its bounds from its runs' bounds, its factor, in drawn order."""
+    """One row per (draw, cell): the block's ratio of medians (``per_point = "difference"``: difference) with its
+    bounds from its runs' bounds, its factor, in drawn order."""
     if sample.empty:
         return pd.DataFrame(columns=["draw", "cell", "value", "low", "high", "factor"])
     rows = []
     for (draw, cell), g in sample.groupby(["draw", "cell"], sort=True):
-        med = {c: float(np.median(g[c].to_numpy(float))) for c in ("value", "base", "value_lo", "value_hi",
-                                                                     "base_lo", "base_hi")}
-        if per_point == "difference":
-            value = med["value"] - med["base"] if not (math.isinf(med["value"]) and math.isinf(med["base"])) \
-                else math.nan
-            low, high = med["value_lo"] - med["base_hi"], med["value_hi"] - med["base_lo"]
-        else:   # the report's ratio of medians and its bounds (fecbench.analysis.stats): one definition
-            value = float(divide(med["value"], med["base"]))
-            low, high = ratio_bounds((max(med["value_lo"], 0.0), med["value_hi"]), (med["base_lo"], med["base_hi"]))
-            low = 0.0 if math.isnan(low) else low
-        rows.append({"draw": draw, "cell": cell, "value": value, "low": -math.inf if math.isnan(low) else low,
-                     "high": math.inf if math.isnan(high) else high, "factor": float(g["factor"].iloc[0])})
+        low, value, high = seed_bounds(g, per_point)
+        rows.append({"draw": draw, "cell": cell, "value": value, "low": low, "high": high,
+                     "factor": float(g["factor"].iloc[0])})
     return pd.DataFrame(rows)
 
 
-class PointStatistic(ClaimStatistic):
-    """A statistic over the per-point ratios: ``over_points`` over their last axis (NaN ratios left out)."""
+def block_values(sample: pd.DataFrame, per_point: str = "ratio") -> pd.DataFrame:
+    """One row per (draw, cell): the block's ratio (difference) of medians of its values, its factor."""
+    if sample.empty:
+        return pd.DataFrame(columns=["draw", "cell", "value", "factor"])
+    grouped = sample.groupby(["draw", "cell"], sort=True)
+    return pd.DataFrame([{"draw": draw, "cell": cell, "factor": float(g["factor"].iloc[0]),
+                          "value": float(group_ratio(g["value"].to_numpy(float), g["base"].to_numpy(float), per_point))}
+                         for (draw, cell), g in grouped])
 
-    unit = "points"
+
+def seed_bounds(g: pd.DataFrame, per_point: str = "ratio") -> tuple[float, float, float]:
+    """(low, value, high) of a group of seeds' ratio (difference) of medians, from its runs' bounds."""
+    med = {c: float(np.median(g[c].to_numpy(float))) for c in ("value", "base", "value_lo", "value_hi",
+                                                                 "base_lo", "base_hi")}
+    if per_point == "difference":
+        value = med["value"] - med["base"] if not (math.isinf(med["value"]) and math.isinf(med["base"])) \
+            else math.nan
+        low, high = med["value_lo"] - med["base_hi"], med["value_hi"] - med["base_lo"]
+    else:   # the report's ratio of medians and its bounds (fecbench.analysis.stats): one definition
+        value = float(divide(med["value"], med["base"]))
+        low, high = ratio_bounds((max(med["value_lo"], 0.0), med["value_hi"]), (med["base_lo"], med["base_hi"]))
+        low = 0.0 if math.isnan(low) else low
+    return -math.inf if math.isnan(low) else low, value, math.inf if math.isnan(high) else high
+
+
+def concordance_values(blocks: pd.DataFrame) -> np.ndarray:
+    """Per trend draw: sign(B₁ − B₂) · sign(f₁ − f₂) from the blocks' values (NaN where a value is unknown)."""
+    first, second = blocks[blocks["cell"] == 0], blocks[blocks["cell"] == 1]
+    both = first.merge(second, on="draw", suffixes=("_1", "_2"))
+    with np.errstate(invalid="ignore"):
+        return (np.sign(both["value_1"].to_numpy(float) - both["value_2"].to_numpy(float))
+                * np.sign(both["factor_1"].to_numpy(float) - both["factor_2"].to_numpy(float)))
+
+
+class BlockStatistic(ClaimStatistic):
+    """A statistic over the blocks' ratios: ``over_blocks_values`` over their last axis (NaN ratios left out)."""
+
+    unit = "blocks"
     sequence_unit = "blocks of seeds"
     params = (PER_POINT,)
     needs_points = True
     min_for_interval = MIN_POINTS
-    uses_factor = False            # the points' factor (a trend's) read from the sample
 
     @abstractmethod
-    def over_points(self, ratios: np.ndarray, factor: np.ndarray | None) -> np.ndarray:
-        """The statistic over the last axis of per-point ratios (NaN ratios left out)."""
+    def over_values(self, ratios: np.ndarray) -> np.ndarray:
+        """The statistic over the last axis of block ratios (NaN ratios left out)."""
 
     @abstractmethod
     def over_blocks(self, blocks: pd.DataFrame, alpha: float) -> sq.Sequence:
         """The confidence sequence over the blocks (``block_bounds``: bounds per block, in drawn order)."""
 
-    def resampled(self, boots: np.ndarray, factor: np.ndarray | None) -> np.ndarray:
-        """The statistic of each bootstrap resample (rows)."""
-        return self.over_points(boots, factor)
+    def observations(self, sample: pd.DataFrame, params: dict) -> np.ndarray:
+        """What the estimand averages over: one value per draw (its block's ratio; a trend's concordance)."""
+        return block_values(sample, params.get("per_point", "ratio"))["value"].to_numpy(float)
+
+    def estimand(self, sample: pd.DataFrame, params: dict) -> float:
+        values = self.observations(sample, params)
+        return float(self.over_values(values[None, :])[0]) if values.size else math.nan
 
     def widen(self, low: float, high: float, value: float, n: int) -> tuple[float, float]:
         return low, high
 
     def estimate(self, sample: pd.DataFrame, params: dict, *, seed: int = 0, n_boot: int = N_BOOT) -> Estimate:
-        min_seeds = int(params.get("min_seeds", 3))
-        per_point = params.get("per_point", "ratio")
-        groups = [(key, g) for key, g in sample.groupby("group", sort=True)]
-        kept = [(key, g) for key, g in groups if len(g) >= min_seeds]
-        left_out = len(groups) - len(kept)
-        note = f"{left_out} point(s) with fewer than {min_seeds} seeds left out" if left_out else ""
-        ratios = np.array([float(group_ratio(g["value"].to_numpy(float), g["base"].to_numpy(float), per_point))
-                           for _, g in kept])
-        factor = np.array([float(g["factor"].iloc[0]) for _, g in kept]) if self.uses_factor else None
-        samples = {"point_ratio": ratios}
-        if factor is not None:
-            samples["factor"] = factor
+        values = self.observations(sample, params) if not sample.empty else np.array([])
+        shown = block_values(sample, params.get("per_point", "ratio"))
+        samples = {"block_ratio": shown["value"].to_numpy(float)}
+        if self.points_per_observation == 2:     # a trend's figure: each block's ratio against its factor
+            samples["factor"] = shown["factor"].to_numpy(float)
+        if values.size == 0:
+            return Estimate(math.nan, math.nan, math.nan, 0, self.unit, "no blocks", samples)
+        value = self.estimand(sample, params)
         need = self.min_for_interval
-        if not kept:
-            return Estimate(math.nan, math.nan, math.nan, 0, self.unit, note or "no points", samples)
-        value = float(self.over_points(ratios[None, :], factor)[0])
-        if len(kept) < need:
-            return Estimate(value, math.nan, math.nan, len(kept), self.unit,
-                            "; ".join(filter(None, [note, f"{len(kept)} points: too few for an interval (≥ {need})"])),
-                            samples)
+        if values.size < need:
+            return Estimate(value, math.nan, math.nan, values.size, self.unit,
+                            f"{values.size} {self.unit}: too few for an interval (≥ {need})", samples)
         rng = np.random.default_rng(seed)
-        boot_points = np.empty((len(kept), n_boot))
-        for i, (_, g) in enumerate(kept):
-            idx = rng.integers(0, len(g), size=(n_boot, len(g)))
-            boot_points[i] = group_ratio(g["value"].to_numpy(float)[idx], g["base"].to_numpy(float)[idx], per_point)
-        chosen = rng.integers(0, len(kept), size=(n_boot, len(kept)))
-        boots = boot_points[chosen, np.arange(n_boot)[:, None]]
-        boot_factor = factor[chosen] if factor is not None else None
-        low, high = interval(np.asarray(self.resampled(boots, boot_factor), dtype=float))
+        boots = values[rng.integers(0, values.size, size=(n_boot, values.size))]
+        low, high = interval(np.asarray(self.over_values(boots), dtype=float))
         if not math.isnan(low):
-            low, high = self.widen(low, high, value, len(kept))
-        return Estimate(value, low, high, len(kept), self.unit, note, samples)
+            low, high = self.widen(low, high, value, values.size)
+        return Estimate(value, low, high, values.size, self.unit, "", samples)
 
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence | None:
         if sample.empty:
@@ -154,11 +147,12 @@ class PointStatistic(ClaimStatistic):
         return self.over_blocks(block_bounds(sample, params.get("per_point", "ratio")), alpha)
 
 
-class MedianPointRatio(PointStatistic):
-    name = "median_point_ratio"
-    text = "median over design points of each point's ratio of medians"
+class MedianBlockRatio(BlockStatistic):
+    name = "median_block_ratio"
+    text = "median over draws of a cell of the ratio of medians of a block of {seeds} seeds"
+    estimand_text = "median of B, B = med(label) ÷ med(baseline) over a block of min_seeds seeds at a uniform cell"
 
-    def over_points(self, ratios: np.ndarray, factor: np.ndarray | None) -> np.ndarray:
+    def over_values(self, ratios: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             return np.nanmedian(ratios, axis=-1)
 
@@ -173,12 +167,13 @@ class MedianPointRatio(PointStatistic):
         return 1.0
 
 
-class MeanPointRatio(PointStatistic):
-    name = "mean_point_ratio"
-    text = "mean over design points of each point's ratio of medians"
-    no_sequence = "a mean of unbounded ratios has no nonparametric confidence sequence (the median over points has one)"
+class MeanBlockRatio(BlockStatistic):
+    name = "mean_block_ratio"
+    text = "mean over draws of a cell of the ratio of medians of a block of {seeds} seeds"
+    estimand_text = "mean of B (as median_block_ratio)"
+    no_sequence = "a mean of unbounded ratios has no nonparametric confidence sequence (the median of B has one)"
 
-    def over_points(self, ratios: np.ndarray, factor: np.ndarray | None) -> np.ndarray:
+    def over_values(self, ratios: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             return np.nanmean(ratios, axis=-1)
 
@@ -189,11 +184,12 @@ class MeanPointRatio(PointStatistic):
         return None
 
 
-class SharePointsBelow(PointStatistic):
-    name = "share_points_below"
-    text = "share of design points whose ratio of medians is below 1"
+class ShareBlocksBelow(BlockStatistic):
+    name = "share_blocks_below"
+    text = "share of draws of a cell whose ratio of medians over a block of {seeds} seeds is below 1"
+    estimand_text = "P(B < 1) (B as median_block_ratio)"
 
-    def over_points(self, ratios: np.ndarray, factor: np.ndarray | None) -> np.ndarray:
+    def over_values(self, ratios: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             known = ~np.isnan(ratios)
             return np.sum((ratios < 1) & known, axis=-1) / np.sum(known, axis=-1)
@@ -210,22 +206,23 @@ class SharePointsBelow(PointStatistic):
         return with_wilson(low, high, value, n)
 
 
-class Trend(PointStatistic):
+class Trend(BlockStatistic):
     name = "trend"
-    text = "Kendall's τ between {factor} and each point's ratio of medians (pairs of points)"
+    text = "Kendall's τ between {factor} and the ratio of medians of blocks of {seeds} seeds (pairs of cells)"
+    estimand_text = ("E[sign(B₁ − B₂) · sign(f₁ − f₂)], two blocks (as median_block_ratio) at cells drawn with "
+                     "different values of the factor f")
     params = (PER_POINT, FACTOR)
-    sequence_unit = "pairs of points"
+    unit = "pairs of blocks"
+    sequence_unit = "pairs of blocks"
     min_for_interval = MIN_TREND_POINTS
     points_per_observation = 2
-    uses_factor = True
 
-    def over_points(self, ratios: np.ndarray, factor: np.ndarray | None) -> np.ndarray:
+    def observations(self, sample: pd.DataFrame, params: dict) -> np.ndarray:
+        return concordance_values(block_values(sample, params.get("per_point", "ratio")))
+
+    def over_values(self, ratios: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore"):
-            return kendall_tau(ratios, factor)
-
-    def resampled(self, boots: np.ndarray, factor: np.ndarray | None) -> np.ndarray:
-        assert factor is not None
-        return np.array([kendall_tau(boots[b], factor[b])[0] for b in range(len(boots))])
+            return np.nanmean(ratios, axis=-1)
 
     def over_blocks(self, blocks: pd.DataFrame, alpha: float) -> sq.Sequence:
         first, second = blocks[blocks["cell"] == 0], blocks[blocks["cell"] == 1]

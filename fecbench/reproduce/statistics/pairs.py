@@ -73,21 +73,32 @@ class PairStatistic(ClaimStatistic):
         """The pairs the statistic counts."""
         return len(sample)
 
+    def kept(self, sample: pd.DataFrame) -> pd.DataFrame:
+        """The pairs it reads (two-median statistics leave out the pairs whose two sides timed out)."""
+        if not self.both_censored_out or sample.empty:
+            return sample
+        censored = np.isinf(sample["value"].to_numpy(float)) & np.isinf(sample["base"].to_numpy(float))
+        return sample[~censored]
+
+    def estimand(self, sample: pd.DataFrame, params: dict) -> float:
+        sample = self.kept(sample)
+        if len(sample) == 0:
+            return math.nan
+        value, base, ratio = (sample[c].to_numpy(float) for c in ("value", "base", "ratio"))
+        return float(self.value(value, base, ratio, params))
+
     def widen(self, low: float, high: float, value: float, n: int) -> tuple[float, float]:
         """The bootstrap interval, widened where the bootstrap alone says too little."""
         return low, high
 
     def estimate(self, sample: pd.DataFrame, params: dict, *, seed: int = 0, n_boot: int = N_BOOT) -> Estimate:
-        if self.both_censored_out:
-            # as floats: a campaign with no finished pair gives empty columns of object dtype
-            censored = np.isinf(sample["value"].to_numpy(float)) & np.isinf(sample["base"].to_numpy(float))
-            sample = sample[~censored]
+        sample = self.kept(sample)
         kept = self.counted(sample, params)
         samples = {"ratio": sample["ratio"].to_numpy(float)}
         if len(sample) == 0:
             return Estimate(math.nan, math.nan, math.nan, 0, self.unit, "no pairs", samples)
         value, base, ratio = (sample[c].to_numpy(float) for c in ("value", "base", "ratio"))
-        point = float(self.value(value, base, ratio, params))
+        point = self.estimand(sample, params)
         if kept < MIN_PAIRS:
             return Estimate(point, math.nan, math.nan, kept, self.unit, f"{kept} pairs: too few for an interval "
                             f"(≥ {MIN_PAIRS})", samples)
@@ -154,6 +165,8 @@ class SharePairs(PairStatistic):
 
 class SharePairsBelow(SharePairs):
     name = "share_pairs_below"
+    estimand_text = ("P(X ÷ Y < t): X, Y the label's and baseline's value on one seed at a uniform cell (ties = "
+                     "\"exclude\": given X ÷ Y ≠ 1)")
     text = "share of pairs (same point, seed, size) whose ratio label ÷ baseline is below {t:g}"
 
     def hit(self, ratio: np.ndarray, threshold: float) -> np.ndarray:
@@ -165,6 +178,7 @@ class SharePairsBelow(SharePairs):
 
 class SharePairsAbove(SharePairs):
     name = "share_pairs_above"
+    estimand_text = "P(X ÷ Y > t) (X, Y as share_pairs_below)"
     text = "share of pairs whose ratio label ÷ baseline is above {t:g}"
 
     def hit(self, ratio: np.ndarray, threshold: float) -> np.ndarray:
@@ -176,6 +190,7 @@ class SharePairsAbove(SharePairs):
 
 class MedianPairRatio(PairStatistic):
     name = "median_pair_ratio"
+    estimand_text = "median of X ÷ Y (X, Y as share_pairs_below)"
     text = "median of the per-run ratios label ÷ baseline"
 
     def value(self, value: np.ndarray, base: np.ndarray, ratio: np.ndarray, params: dict) -> np.ndarray:
@@ -205,6 +220,7 @@ class TwoMedians(PairStatistic):
 
 class RatioOfMedians(TwoMedians):
     name = "ratio_of_medians"
+    estimand_text = "median(X) ÷ median(Y), each over the claim's population (a uniform cell, one seed)"
     text = "median of the label ÷ median of the baseline (each side's median, unpaired)"
 
     def value(self, value: np.ndarray, base: np.ndarray, ratio: np.ndarray, params: dict) -> np.ndarray:
@@ -213,6 +229,7 @@ class RatioOfMedians(TwoMedians):
 
 class DifferenceOfMedians(TwoMedians):
     name = "difference_of_medians"
+    estimand_text = "median(X) − median(Y) (as ratio_of_medians)"
     text = "median of the label − median of the baseline (each side's median, unpaired)"
     how = "difference"
 

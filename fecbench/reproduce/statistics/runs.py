@@ -34,10 +34,17 @@ class QuantileRatio(ClaimStatistic):
     unit = "runs"
     sequence_unit = "runs"
     text = "quantile {q:g} of the label ÷ that of the baseline (unpaired)"
+    estimand_text = "Q_q(X) ÷ Q_q(Y): each side's q quantile over the claim's population (a uniform cell, one seed)"
     params = (Param("q", float, required=True, min=0.0, max=1.0),)
 
     def q(self, params: dict) -> float:
         return float(params["q"])
+
+    def estimand(self, sample: Runs, params: dict) -> float:
+        if min(len(sample.label), len(sample.base)) == 0:
+            return math.nan
+        q = self.q(params)
+        return float(divide(quantile(np.asarray(sample.label, float), q), quantile(np.asarray(sample.base, float), q)))
 
     def estimate(self, sample: Runs, params: dict, *, seed: int = 0, n_boot: int = N_BOOT) -> Estimate:
         q = self.q(params)
@@ -46,7 +53,7 @@ class QuantileRatio(ClaimStatistic):
         n = min(len(label), len(base))
         if n == 0:
             return Estimate(math.nan, math.nan, math.nan, 0, self.unit, "no runs on one side", samples)
-        value = float(divide(quantile(label, q), quantile(base, q)))
+        value = self.estimand(sample, params)
         if n < MIN_PAIRS:
             return Estimate(value, math.nan, math.nan, n, self.unit, f"{n} runs on a side: too few for an interval",
                             samples)
@@ -69,6 +76,8 @@ class FlowRatioOfMedians(QuantileRatio):
     name = "flow_ratio_of_medians"
     reads = FLOWS
     text = "median foreground DCT with background {label} ÷ with background {baseline}"
+    estimand_text = ("median(F_label) ÷ median(F_baseline): the foreground flow's DCT with each background, over the "
+                     "claim's population")
     params = (Param("role", str, "foreground"),)
 
     def q(self, params: dict) -> float:

@@ -74,18 +74,25 @@ WORLDS = Path(__file__).with_name("worlds.toml")
 @dataclass
 class World:
     """A synthetic world (see the module): ``median[size]`` the median ratio fec ÷ quic of a cell of that size
-    (``after``: from half the budget on, drift), ``fails``: fec's run fails when its value is above this
-    quantile of its cell's (its second run too), ``skew``: the ratio's size follows the baseline's."""
+    (``after``: from half the budget on, or ``drift_to``: reached linearly at the budget's end, drift),
+    ``fails``: fec's run fails when its value is above this quantile of its cell's (its second run too),
+    ``base_fails``: quic's run fails at random at this rate (its second run too), ``skew``: the ratio's size
+    follows the baseline's; ``point_scale`` / ``point_spread``: per design point (in the order of p), a factor on
+    the median and the log ratio's sd (default 1 and ``SPREAD``)."""
     name: str
     text: str
     median: dict[int, float]
-    claims: list[tuple[Claim, float | None]]        # each claim and its truth (None: from the draws)
+    claims: list[tuple[Claim, float | None]]        # each claim and its truth (None: from its estimand)
     after: dict[int, float] | None = None
+    drift_to: dict[int, float] | None = None
     fails: float | None = None
+    base_fails: float = 0.0
     skew: bool = False
+    point_scale: tuple[float, ...] = ()
+    point_spread: tuple[float, ...] = ()
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
     frame: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["key"]))
-    switch_at: int = 10 ** 9                        # the answer at which ``after`` takes over
+    answers: int = 10 ** 9                          # the answers a replay's budget buys (its time axis)
 
     def __post_init__(self) -> None:
         self.frame.attrs.update(factors=["p"], labels=["quic", "fec"], sizes=list(SIZES))
@@ -95,25 +102,47 @@ class World:
     classes = pd.DataFrame(columns=["run_key"])
     flows = pd.DataFrame(columns=["run_key"])
 
+    def medians_at(self, when: float) -> dict[int, float]:
+        """The cells' medians by size at a fraction ``when`` of the budget."""
+        if self.drift_to is not None:
+            return {size: m + (self.drift_to[size] - m) * min(max(when, 0.0), 1.0) for size, m in self.median.items()}
+        return self.after if self.after is not None and when >= 0.5 else self.median
+
+    def spread(self, point: int) -> float:
+        return self.point_spread[point] if point < len(self.point_spread) else SPREAD
+
+    def centre(self, point: int, size: int, medians: dict[int, float]) -> float:
+        """The log of a cell's median ratio."""
+        return math.log(medians[size] * (self.point_scale[point] if point < len(self.point_scale) else 1.0))
+
+    def pairs(self, point: int, size: int, n: int, rng: np.random.Generator, medians: dict[int, float]
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """(baseline DCT, ratio) of ``n`` units of one cell."""
+        z = rng.standard_normal((n, 2))
+        base = 100.0 * (size / 1000) ** 0.5 * (1 + 0.2 * point) * np.exp(BASE_SPREAD * z[:, 0])
+        centre = self.centre(point, size, medians)
+        if self.skew:   # the ratio follows the baseline: small baselines a little better, large ones much worse
+            return base, np.exp(centre + np.where(z[:, 0] > 0.3, 1.5, -0.1) + 0.05 * z[:, 1])
+        return base, np.exp(centre + self.spread(point) * z[:, 1])
+
     def pair(self, point: int, size: int, rng: np.random.Generator, medians: dict[int, float]) -> tuple[float, float]:
         """(baseline DCT, ratio) of one unit."""
-        z = rng.standard_normal(2)
-        base = 100.0 * (size / 1000) ** 0.5 * (1 + 0.2 * point) * math.exp(BASE_SPREAD * z[0])
-        centre = math.log(medians[size])
-        if self.skew:   # the ratio follows the baseline: small baselines a little better, large ones much worse
-            return base, math.exp(centre + (1.5 if z[0] > 0.3 else -0.1) + 0.05 * z[1])
-        return base, math.exp(centre + SPREAD * z[1])
+        base, ratio = self.pairs(point, size, 1, rng, medians)
+        return float(base[0]), float(ratio[0])
 
     def answer(self, run: Any, order: int, again: bool = False) -> dict[str, Any]:
-        medians = self.after if self.after is not None and order >= self.switch_at else self.median
+        medians = self.medians_at(order / self.answers)
         unit = (run.point, run.repetition, run.size)
         if unit not in self.units:   # both labels of a unit share its draw (common random numbers)
-            self.units[unit] = self.pair(run.point, run.size, self.rng, medians)
-        base, ratio = self.units[unit]
+            self.units[unit] = (*self.pair(run.point, run.size, self.rng, medians), float(self.rng.random()))
+        base, ratio, chance = self.units[unit]
         value = base if run.label == "quic" else base * ratio
         status = "ok"
-        if run.label == "fec" and self.fails is not None and ratio > _quantile_ratio(medians[run.size], self.fails,
-                                                                                   self.skew):
+        if run.label == "fec" and self.fails is not None \
+                and ratio > _quantile_ratio(math.exp(self.centre(run.point, run.size, medians)), self.fails,
+                                            self.skew, self.spread(run.point)):
+            status = "failed"
+        if run.label == "quic" and chance < self.base_fails:     # at random, and again when run once more
             status = "failed"
         return {"key": run.key, "recorded_key": run.key, "point": run.point, "repetition": run.repetition,
                 "size": run.size, "label": run.label, "status": status, "p": run.values.get("p"),
@@ -121,11 +150,11 @@ class World:
                 "started_at": f"{order:012d}"}
 
 
-def _quantile_ratio(median: float, q: float, skew: bool) -> float:
+def _quantile_ratio(median: float, q: float, skew: bool, spread: float = SPREAD) -> float:
     """The ratio above which a fraction 1 − q of a cell's ratios lie."""
     from scipy.stats import norm
 
-    return math.inf if skew else median * math.exp(SPREAD * float(norm.ppf(q)))
+    return math.inf if skew else median * math.exp(spread * float(norm.ppf(q)))
 
 
 def _median_for_share(share: float, threshold: float = 0.99) -> float:
@@ -170,7 +199,11 @@ def catalogue(path: Path = WORLDS) -> list[World]:
         worlds.append(World(w.get("name", str), w.get("text", str), median,
                             [(claims[n], truth[n]) for n in names],
                             after=sizes(w.get("after", dict)) if "after" in w else None,
-                            fails=w.get("fails", float, None), skew=w.get("skew", bool, False)))
+                            drift_to=sizes(w.get("drift_to", dict)) if "drift_to" in w else None,
+                            fails=w.get("fails", float, None), base_fails=w.get("base_fails", float, 0.0),
+                            skew=w.get("skew", bool, False),
+                            point_scale=tuple(float(v) for v in w.get("point_scale", list, [])),
+                            point_spread=tuple(float(v) for v in w.get("point_spread", list, []))))
         w.done()
     return worlds
 
@@ -181,49 +214,89 @@ def _pack(world: World) -> Pack:
                 default_profile="synthetic", claims=[c for c, _ in world.claims])
 
 
-def truths(world: World, campaign: cp.Campaign) -> dict[str, list[float]]:
-    """Each claim's truth (two for a drifting world: before and after), the statistic as named over its
-    population: TRUTH_DRAWS of its draws answered without failures."""
-    out: dict[str, list[float]] = {}
-    for claim, fixed in world.claims:
-        if fixed is not None:
-            out[claim.id] = [fixed]
-            continue
-        values = []
-        for medians in [world.median] + ([world.after] if world.after else []):
-            rng = np.random.default_rng(99)
-            space = campaign.space
-            cells = dr.claim_cells(claim, space)
-            rows = []
-            for i in range(TRUTH_DRAWS):
-                point, _, size = cells[int(rng.integers(len(cells)))]
-                base, ratio = world.pair(point, size, rng, medians)
-                rows.append({"draw": i, "cell": 0, "group": f"{point}|{size}", "factor": math.nan,
-                             "value": base * ratio, "base": base, "ratio": ratio})
-            sample = pd.DataFrame(rows)
-            read = sample if claim.stat.reads == "pairs" else _runs(sample)
-            values.append(float(claim.stat.estimate(read, claim.params, n_boot=1).value))
-        out[claim.id] = values
-    return out
+#: Seeds per cell of a census's truth (a cell's own ratio of medians over an unlimited supply of seeds).
+TRUTH_SEEDS = 20_000
+#: The budget fractions at which a drifting world's truth is computed (a look after every fifteenth).
+TIMES = tuple(i / 15 for i in range(16))
 
 
-def _runs(sample: pd.DataFrame) -> Any:
+def population(claim: Claim, world: World, space: dr.Space, medians: dict[int, float], rng: np.random.Generator
+               ) -> Any:
+    """A large sample of the claim's population as its estimand defines it, answered without failures: every cell on
+    TRUTH_SEEDS seeds for a census; else TRUTH_DRAWS draws of a uniform cell (a block of ``min_seeds`` seeds each
+    over blocks; two cells whose factor differs for a trend), one seed each otherwise. Written here, apart from the
+    draws and confidence sequences it checks."""
+    stat = claim.stat
+    cells = dr.claim_cells(claim, space)
+    factor = claim.params.get("factor")
+
+    def rows(draw: int, cell: int, point: int, size: int, n: int) -> dict[str, np.ndarray]:
+        base, ratio = world.pairs(point, size, n, rng, medians)
+        value = float(space.points[point][factor]) if factor else math.nan
+        return {"draw": np.full(n, draw), "cell": np.full(n, cell), "group": np.full(n, f"{point}|{size}"),
+                "factor": np.full(n, value), "value": base * ratio, "base": base, "ratio": ratio}
+
+    parts = []
+    if stat.census:
+        parts = [rows(i, 0, point, size, TRUTH_SEEDS) for i, (point, _, size) in enumerate(cells)]
+    elif not stat.needs_points:   # one seed per draw: TRUTH_DRAWS draws of uniform cells
+        chosen = rng.integers(len(cells), size=TRUTH_DRAWS)
+        for index, (point, _, size) in enumerate(cells):
+            parts.append(rows(0, 0, point, size, int((chosen == index).sum())))
+    else:                         # a block of min_seeds seeds per cell drawn; a trend's two cells, factors apart
+        block = stat.seeds_per_point(claim.params)
+        for i in range(TRUTH_DRAWS):
+            picks = [cells[int(rng.integers(len(cells)))]]
+            if stat.points_per_observation == 2:
+                first = float(space.points[picks[0][0]][factor])
+                others = [c for c in cells if float(space.points[c[0]][factor]) != first]
+                picks.append(others[int(rng.integers(len(others)))])
+            parts += [rows(i, j, point, size, block) for j, (point, _, size) in enumerate(picks)]
+    sample = pd.DataFrame({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
+    if not stat.needs_points:
+        sample["draw"] = np.arange(len(sample))
+    sample.attrs["cells"] = len(cells)
+    if stat.reads == "pairs":
+        return sample
     from fecbench.reproduce import statistics as st
 
     return st.Runs(sample["value"].to_numpy(float), sample["base"].to_numpy(float))
 
 
+def truths(world: World, campaign: cp.Campaign) -> dict[str, list[float]]:
+    """Each claim's truth, its statistic's estimand (``ClaimStatistic.estimand``) on a large sample of its population
+    (``population``); a drifting world's at each of ``TIMES`` (else one)."""
+    times = TIMES if world.drift_to is not None or world.after is not None else (0.0,)
+    out: dict[str, list[float]] = {}
+    for claim, fixed in world.claims:
+        if fixed is not None:
+            out[claim.id] = [fixed] * len(times)
+            continue
+        out[claim.id] = [float(claim.stat.estimand(population(claim, world, campaign.space, world.medians_at(t),
+                                                              np.random.default_rng(99)), claim.params))
+                         for t in times]
+    return out
+
+
+def truth_at(truth: list[float], when: float) -> float:
+    """A claim's truth at a fraction ``when`` of the budget (the nearest time it was computed at)."""
+    if len(truth) == 1:
+        return truth[0]
+    return truth[min(range(len(truth)), key=lambda i: abs(TIMES[i] - when))]
+
+
 def false_against(verdict: ev.Verdict, truth: float) -> bool:
     """Whether a verdict contradicts the truth: holds on the wrong side (or on the threshold), fails on the right
-    side (or on it), at the threshold outside the band; an ≈ claim holding outside its band or failing inside."""
+    side (not on it: "fails" of "< t" says ≥ t), at the threshold outside the band; an ≈ claim holding outside its
+    band or failing inside."""
     c, said = verdict.claim, verdict.verdict
     inside = abs(truth - c.threshold) <= c.tolerance + 1e-12
     if c.compare == "approx":
         return (said == "holds" and not inside) or (said == "fails" and inside)
     true_side = truth < c.threshold if c.compare == "<" else truth > c.threshold
-    on = truth == c.threshold
-    return ((said == "holds" and (not true_side or on)) or (said == "fails" and (true_side or on))
-            or (said == ev.AT_THRESHOLD and not inside))
+    # "fails" of "< t" says the value is at or above t: at a truth exactly on t it is right
+    return (said == "holds" and not true_side) or (said == "fails" and true_side) \
+        or (said == ev.AT_THRESHOLD and not inside)
 
 
 @dataclass
@@ -237,6 +310,13 @@ class Result:
     @property
     def rate(self) -> float:
         return self.false / max(1, self.replays)
+
+    @property
+    def undecided(self) -> float:
+        """The share of final verdicts that decided nothing (inconclusive, not judged): the price in power."""
+        counts = [n for final in self.finals.values() for n in final.values()]
+        open_ = [n for final in self.finals.values() for k, n in final.items() if k in ("inconclusive", ev.NOT_JUDGED)]
+        return sum(open_) / max(1, sum(counts))
 
 
 def prepared_campaign(folder: Path) -> cp.Campaign:
@@ -255,15 +335,23 @@ def run_world(world: World, campaign: cp.Campaign, replays: int, budget_s: float
     for i in range(replays):
         world.rng = np.random.default_rng([seed, i])
         world.units = {}
-        world.switch_at = int(budget_s / RUN_S / 2) if world.after else 10 ** 9
+        world.answers = int(budget_s / RUN_S)
         looks = replay.simulate(pack, "synthetic", {("synthetic", "worlds"): campaign}, {"worlds": world}, budget_s,
                                 "new", look_every_s=budget_s / 15)
-        # Each look's verdicts against the truth of their time (a drifting world's changes half-way).
-        false += any(false_against(v, truth[v.claim.id][-1 if look.machine_s >= budget_s / 2 else 0])
+        # Each look's verdicts against the truth of their time (a drifting world's changes as the budget goes).
+        false += any(false_against(v, truth_at(truth[v.claim.id], look.machine_s / budget_s))
                      for look in looks for v in look.verdicts)
         for v in looks[-1].verdicts:
             finals[v.claim.id][v.verdict] = finals[v.claim.id].get(v.verdict, 0) + 1
     return Result(world, replays, false, truth, finals)
+
+
+def _claim_line(cid: str, r: Result) -> str:
+    """A claim's truth (its first and last for a drifting world) and its final verdicts over the replays."""
+    values = r.truths[cid]
+    shown = [values[0], values[-1]] if len(set(values)) > 1 else [values[0]]
+    return (f"{cid} {' → '.join(f'{t:.3g}' for t in shown)} → "
+            + ", ".join(f"{k} {n}" for k, n in sorted(r.finals[cid].items())))
 
 
 def bench_worlds(replays: int = 200, budget_s: float = 900.0, only: list[str] | None = None,
@@ -281,12 +369,11 @@ def bench_worlds(replays: int = 200, budget_s: float = 900.0, only: list[str] | 
             results.append(run_world(world, campaign, replays, budget_s))
     table = Table(title=f"false verdicts over {replays} replays, {budget_s / 60:g} min of machine time each "
                         "(a look after every fifteenth); stated level 0.05 family-wise per world")
-    for col in ("world", "claims: truth → final verdicts", "false", "rate [95 % Wilson]"):
+    for col in ("world", "claims: truth → final verdicts", "false", "rate [95 % Wilson]", "undecided"):
         table.add_column(col)
     for r in results:
         low, high = replay.wilson(r.false, r.replays)
-        claims = "; ".join(f"{cid} {'/'.join(f'{t:.3g}' for t in r.truths[cid])} → "
-                           + ", ".join(f"{k} {n}" for k, n in sorted(r.finals[cid].items())) for cid in r.finals)
-        table.add_row(r.world.name, claims, f"{r.false}/{r.replays}", f"{r.rate:.3f} [{low:.3f}, {high:.3f}]")
+        table.add_row(r.world.name, "; ".join(_claim_line(cid, r) for cid in r.finals), f"{r.false}/{r.replays}",
+                      f"{r.rate:.3f} [{low:.3f}, {high:.3f}]", f"{r.undecided:.2f}")
     console.print(table)
     return results

@@ -10,8 +10,8 @@ side of its threshold, or within threshold ± tolerance for ``approx``), **fails
 side), **at the threshold** (a ``<`` or ``>`` claim with a tolerance whose interval lies inside threshold ±
 tolerance: no budget would decide it), **inconclusive** (it straddles the threshold, or no observations
 yet), **not judged** (the data break an assumption the interval rests on: the running intersection became
-empty, or the observations after the verdict, or the later half of those before it, contradict it: the data
-changed while they came, ``audit``), and **not runnable here** (the claim needs something this checkout
+empty, the draws are not alike over time (``exchangeable``), or the recent draws contradict the verdict: the
+data changed while they came, ``audit``), and **not runnable here** (the claim needs something this checkout
 lacks: never a silent pass). A run that failed twice is imputed at the design's limits (``samples``), so a
 verdict holds at both extremes; exclusion rates that differ between the sides are a warning. Each verdict says
 why its claim stopped taking runs (``STOPPED``) and carries a drift check (its first half of observations
@@ -164,6 +164,8 @@ def evaluate_claim(claim: Claim, profile: str, data: Data, space: dr.Space, seed
     if sequence is not None and stat.census:
         verdict.settled = stat.settled_cells(found.rows, claim.params, alpha, claim.compare, claim.threshold,
                                              claim.tolerance)
+    if sequence is not None and not stat.census and verdict.verdict != NOT_JUDGED:
+        exchangeable(verdict, found.rows, alpha, seed)
     if sequence is not None and verdict.verdict in ("holds", "fails", AT_THRESHOLD):
         audit(verdict, found.rows, read, alpha)
     if imputed := _imputed_text(claim, found.rows, read, sequence, alpha):
@@ -294,16 +296,39 @@ def _judge(claim: Claim, profile: str, estimate: st.Estimate, sequence: sq.Seque
     return Verdict(claim, profile, verdict, estimate, "; ".join(n for n in notes if n), sequence, alpha)
 
 
+def per_draw(rows: pd.DataFrame) -> np.ndarray:
+    """Each draw's ratio of medians of its units, in drawn order (NaN where undefined)."""
+    if rows.empty:
+        return np.array([])
+    return rows.groupby("draw", sort=True).apply(
+        lambda g: _ratio(float(np.median(g["value"])), float(np.median(g["base"]))), include_groups=False
+    ).to_numpy(float)
+
+
+def exchangeable(verdict: Verdict, rows: pd.DataFrame, alpha: float, seed: int) -> None:
+    """Whether the claim's draws stayed alike over time (``sequential.exchangeability``: each draw ranked among the
+    earlier ones, an anytime test at the claim's level); when not, no verdict stands on them (not judged, no more
+    runs). A census is left out: its draws go round its cells in a fixed order, alike by construction only within a
+    round; its cells' own running intervals say when their data changed."""
+    wealth, at = sq.exchangeability(per_draw(rows), seed)
+    if wealth < 1 / alpha:
+        return
+    was = verdict.verdict
+    verdict.verdict, verdict.stopped = NOT_JUDGED, REOPENED_STOP
+    text = (f"the draws are not alike over time: ranking each draw among the earlier ones, a test martingale reached "
+            f"{wealth:.3g} ≥ 1/α = {1 / alpha:.3g} at draw {at} of {len(rows['draw'].unique())}")
+    verdict.reason = "; ".join(filter(None, [f"{'re-opened: ' + was + ', but ' if was != 'inconclusive' else ''}"
+                                             f"{text}: the data changed (drift, or a machine that became busy), so no "
+                                             "verdict stands", verdict.reason]))
+    verdict.audit = f"change found: {text}"
+
+
 def drift(rows: pd.DataFrame) -> str:
     """The claim's first half of observations against its second (each draw's ratio of medians): medians
     and a Mann-Whitney test, for the page (a check of the assumption that the draws are alike over time)."""
     from scipy.stats import mannwhitneyu
 
-    if rows.empty:
-        return ""
-    per_draw = rows.groupby("draw", sort=True).apply(
-        lambda g: _ratio(float(np.median(g["value"])), float(np.median(g["base"]))), include_groups=False)
-    values = per_draw.to_numpy(float)
+    values = per_draw(rows)
     values = values[~np.isnan(values)]
     if len(values) < DRIFT_MIN:
         return ""

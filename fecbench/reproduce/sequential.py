@@ -281,6 +281,32 @@ def concordance_censored(first: tuple[np.ndarray, np.ndarray], second: tuple[np.
     return agree.astype(float), (~disagree).astype(float)
 
 
+#: The bets of the exchangeability martingale, both ways (new draws smaller or larger than the earlier ones).
+EXCHANGE_BETS = (-0.6, -0.3, -0.15, 0.15, 0.3, 0.6)
+
+
+def exchangeability(values: np.ndarray, seed: int) -> tuple[float, int]:
+    """An anytime test that draws in order are exchangeable (alike over time): a conformal test martingale (Vovk,
+    Nouretdinov & Gammerman, ICML 2003). Each draw's conformal p-value, the share of the draws so far at or above it
+    (ties broken at random, seeded), is uniform and independent of the earlier ones when the draws are exchangeable;
+    a mixture of bets ``1 + λ (2p − 1)`` on them, over λ both ways, is then a nonnegative martingale of mean 1, so
+    by Ville's inequality it ever reaches 1/α with probability ≤ α. A drift makes new draws rank low (or high)
+    among the earlier ones and the bets win. The martingale's largest value and the draw (1-based) where it was."""
+    values = np.nan_to_num(np.asarray(values, float), nan=np.inf)
+    if values.size == 0:
+        return 1.0, 0
+    rng = np.random.default_rng(seed)
+    ties = rng.random(values.size)
+    p = np.empty(values.size)
+    for i, value in enumerate(values):
+        past = values[: i + 1]
+        p[i] = (np.count_nonzero(past > value) + ties[i] * np.count_nonzero(past == value)) / (i + 1)
+    bets = np.asarray(EXCHANGE_BETS)[:, None]
+    wealth = np.cumprod(1 + bets * (2 * p[None, :] - 1), axis=1).mean(axis=0)
+    at = int(np.argmax(wealth))
+    return float(wealth[at]), at + 1
+
+
 def decide(low: float, high: float, compare: str, threshold: float, tolerance: float) -> str:
     """holds / fails / at the threshold / inconclusive from an anytime-valid interval.
 

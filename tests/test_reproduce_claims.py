@@ -60,7 +60,9 @@ def test_the_readmes_fidelity_table_is_the_packs() -> None:
 def test_the_issue_47_readings_are_in_the_packs() -> None:
     """What the re-reading changed, each checked where it lives (issue 47's list)."""
     n19 = {c.id: c for c in load_pack("networking2019").claims}
-    assert n19["fig5-mss-small-better"].where.get("baseline_class") == ["loss"]
+    # any loss of the baseline run: "loss" alone is the exclusive class with none among the last 10 packets, which
+    # for a 1-10 kB download keeps only runs that lost early (handshake) packets (issue 59, item 1)
+    assert sorted(n19["fig5-mss-small-better"].where.get("baseline_class")) == ["loss", "tail loss"]
     assert n19["fig6-no-loss-low-bandwidth-worse"].where.get("loss_class") == ["no loss"]
     assert n19["fig8-fec-costs-without-loss"].where.get("size") is None        # every size
     assert all(c.params["min_seeds"] == 9 for c in n19.values() if c.stat.needs_points and c.id != "fig6-no-loss-"

@@ -1,17 +1,26 @@
-"""`fecbench compare A.sqlite B.sqlite`: two campaigns of one design, run by key. Did they run the same runs
-on the same losses? The same keys, the same loss seed per key, and where both kept the droppers' verdict
-logs, the same verdicts per key and dropper at every packet both runs saw (a dropper decides packet n by
-(seed, stream, n): fewer or more packets, not other verdicts). Statuses and hosts are shown, not judged:
-a run flagged on one machine may pass on another. Exit status 0 when the two agree, 1 when they differ.
+"""`fecbench compare A.sqlite B.sqlite`: two campaigns of one design. What changed between them, said first: each
+database's recorded provenance side by side (fecbench version and commit, each implementation's version and build,
+kernel, link backend, machine: fecbench.analysis.studies.campaign_provenance). Did they run the same runs on the
+same losses? The same keys, the same loss seed per key, and where both kept the droppers' verdict logs, the same
+verdicts per key and dropper at every packet both runs saw (a dropper decides packet n by (seed, stream, n): fewer
+or more packets, not other verdicts). Statuses and hosts are shown, not judged: a run flagged on one machine may
+pass on another. Exit status 0 when the two agree, 1 when they differ.
 
-Its use: a campaign on many hosts against the same design on one (designs/README.md, "Many hosts"), two
-link backends, a resumed campaign against a fresh one.
+With `--margin 5%`: did the results move? Per group (label, size, `--by` factors), a metric's change B against A,
+paired by run key, with an interval and a verdict against the margin (fecbench.analysis.studies.campaign_change);
+exit status 0 equivalent, 1 differs, 3 undecided. Bad input (not a results database, not the same design, an
+unknown metric, factor or label) is one line on stderr and exit status 2, in either mode.
+
+Its uses: a campaign on many hosts against the same design on one (designs/README.md, "Many hosts"), two
+link backends, a resumed campaign against a fresh one; a stack's CI against a baseline database, fecbench's own
+numbers across versions.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,22 +137,103 @@ def text(c: Comparison, a: Path, b: Path) -> list[str]:
     return lines
 
 
+def _metric_lines(result: Any) -> list[str]:
+    """The metric comparison as a short table (fecbench.analysis.studies.campaign_change.Comparison)."""
+    from fecbench.analysis import stats
+    from fecbench.analysis.studies import campaign_change as cc
+
+    level = f"{result.level * 100:g} %"
+    lines = [f"{result.metric}: {result.statistic}; {level} bootstrap interval; margin ±{result.margin}; "
+             f"{result.direction}"]
+    rows = [("group", "n", "A median", "B median", "change", f"{level} interval", "verdict")]
+    for g in result.groups:
+        n = "" if g.mode in (cc.ONLY_A, cc.ONLY_B) else f"{g.n} {'pairs' if g.mode == 'paired' else 'runs/side'}"
+        interval = "–" if any(math.isnan(x) for x in g.interval) else \
+            f"[{stats.describe((g.interval[0],) * 2, 4)}, {stats.describe((g.interval[1],) * 2, 4)}]"
+        rows.append((g.name, n, stats.describe(g.a_median, 4), stats.describe(g.b_median, 4),
+                     stats.describe(g.change, 4), interval, g.verdict + (f": {g.needs}" if g.needs else "")))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
+              for row in rows]
+    for g in result.groups:
+        if any(g.left_out.values()):
+            lines.append(f"left out of {g.name}: " + "; ".join(
+                f"{side.upper()} " + ", ".join(f"{n} {why}" for why, n in counts.items())
+                for side, counts in g.left_out.items() if counts))
+        if g.exclusions_p is not None:
+            lines.append(f"exclusions differ in {g.name}: A and B lost runs at different rates (Fisher's exact test "
+                         f"p = {g.exclusions_p:.2g}): what is left is not a sample of the same runs")
+    words = {cc.EQUIVALENT: f"equivalent: every group the same within {result.margin}",
+             cc.DIFFERS: "differs: " + ", ".join(f"{g.name} {g.verdict}" for g in result.groups
+                                                 if g.verdict in cc.DIFFERENT),
+             cc.UNDECIDED: "undecided: not enough data for " + ", ".join(g.name for g in result.groups
+                                                                        if g.verdict == cc.NOT_ENOUGH)}
+    lines.append(f"{words[result.exit_code]} (exit {result.exit_code})")
+    return lines
+
+
 def compare_command(
-    a: Path = typer.Argument(..., help="A results database.", show_default=False, metavar="A.sqlite"),
+    a: Path = typer.Argument(..., help="A results database (the reference).", show_default=False,
+                             metavar="A.sqlite"),
     b: Path = typer.Argument(..., help="Another results database of the same design.", show_default=False,
                              metavar="B.sqlite"),
+    margin: str = typer.Option(None, "--margin", help="Compare the metric too, per group, with this margin: "
+                               "e.g. 5% (a ratio within 1 ± 5 %); for a count also a number, e.g. 3.",
+                               show_default=False),
+    metric: str = typer.Option("dct_ms", "--metric", help="The metric (a typed metric column; an integer one, "
+                               "e.g. recovered or repair_sent, is compared by its difference)."),
+    by: list[str] = typer.Option([], "--by", help="Also group by this factor of the design (or point); "
+                                 "repeatable.", show_default=False),
+    label: list[str] = typer.Option([], "--label", help="A_LABEL=B_LABEL: B's label B_LABEL stands for A's "
+                                    "A_LABEL (its runs compared unpaired); repeatable.", show_default=False),
+    seed: int = typer.Option(0, "--seed", help="The bootstrap's seed."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
 ) -> None:
-    """Two campaigns by run key: the same keys, loss seeds and dropper verdicts? Exit 1 if not."""
+    """Two campaigns of one design: what changed between them (provenance side by side), the same runs on the
+    same losses (keys, loss seeds, dropper verdicts), and with --margin whether a metric moved, per group
+    (label, size, --by factors), paired by run key.
+
+    Exit status: without --margin, 0 when the two ran the same runs on the same losses, 1 when not. With
+    --margin: 0 equivalent (every group the same within the margin), 1 differs (some group worse, better, or
+    only in one campaign), 3 undecided (some group without enough data, none differs). 2: bad input (not a
+    results database, not the same design, an unknown metric, factor or label), one line on stderr.
+    """
+    from fecbench.analysis.studies import campaign_provenance as cp
     from fecbench.inputs.errors import UserError
 
     for db in (a, b):
         if not db.is_file():
             raise UserError(f"{db}: no such results database")
+    if margin is None and (by or label or metric != "dct_ms"):
+        raise UserError("--metric, --by and --label compare a metric: give its --margin too, e.g. --margin 5%")
+    mapping = {}
+    for item in label:
+        left, sep, right = item.partition("=")
+        if not sep or not left or not right:
+            raise UserError(f"--label {item!r}: A_LABEL=B_LABEL")
+        mapping[left] = right
     result = compare(a, b)
+    rows = cp.side_by_side(cp.provenance(a), cp.provenance(b))
+    metrics = None
+    if margin is not None:
+        from fecbench.analysis import results
+        from fecbench.analysis.studies import campaign_change as cc
+
+        metrics = cc.compare(results.load(a), results.load(b), metric=metric, margin=cc.Margin.parse(margin),
+                             by=[f for item in by for f in item.split(",") if f], labels=mapping, seed=seed)
+    code = metrics.exit_code if metrics is not None else (0 if result.same else 1)
     if json_out:
-        print(json.dumps(result.as_json(), indent=1))
+        out = {"provenance": [row.as_json() for row in rows], "changed": cp.changed(rows), **result.as_json()}
+        if metrics is not None:
+            out["metric_comparison"] = metrics.as_json()
+        out["exit_code"] = code
+        print(json.dumps(out, indent=1))
     else:
-        for line in text(result, a, b):
+        lines = cp.text(rows)
+        if metrics is None:
+            lines += text(result, a, b)
+        else:
+            lines += ["key check: " + line for line in text(result, a, b)[2:]] + _metric_lines(metrics)
+        for line in lines:
             print(line)
-    raise typer.Exit(0 if result.same else 1)
+    raise typer.Exit(code)

@@ -6,7 +6,7 @@ object (``get(claim.statistic)``, or ``Claim.stat``).
 - ``base``: the contract, the samples (``Estimate``, ``Runs``, ``ordered``), a claim key (``Param``);
 - ``bootstrap``: what the fixed-sample estimates share (percentile interval, Wilson floor, the
   verdict rule of a fixed-sample interval);
-- ``pairs``: over pairs of runs (shares, median ratio, ratio and difference of medians);
+- ``pairs``: over pairs of runs (shares, median ratio, ratio and difference of medians, the paired sign);
 - ``points``: over design points' own values, a census of the claim's cells (median, mean, share);
 - ``blocks``: over blocks of ``min_seeds`` seeds at random cells (median, mean, share, trend);
 - ``runs``: over each side's runs, unpaired (quantile ratio; competing flows' medians).
@@ -29,6 +29,7 @@ REGISTRY: dict[str, ClaimStatistic] = {s.name: s for s in (
     pairs.MedianPairRatio(),
     pairs.RatioOfMedians(),
     pairs.DifferenceOfMedians(),
+    pairs.SharePairsLess(),
     points.MedianPointRatio(),
     points.MeanPointRatio(),
     points.SharePointsBelow(),

@@ -237,3 +237,36 @@ class DifferenceOfMedians(TwoMedians):
         with np.errstate(invalid="ignore"):
             return np.median(value, axis=-1) - np.median(base, axis=-1)
 
+
+
+class SharePairsLess(PairStatistic):
+    """The paired sign: of the pairs whose two values differ, the share where the label's is smaller. For metrics
+    that are often 0 on both sides (re-buffering), where both medians are 0 and their difference says nothing of
+    the tails the passage is about: it compares the two ECDFs pair by pair."""
+    name = "share_pairs_less"
+    text = "share of pairs whose values differ (same point, seed, size) in which the label's is the smaller"
+    estimand_text = "P(X < Y given X ≠ Y) (X, Y as share_pairs_below)"
+
+    def value(self, value: np.ndarray, base: np.ndarray, ratio: np.ndarray, params: dict) -> np.ndarray:
+        differ = value != base
+        with np.errstate(invalid="ignore"):
+            return np.sum((value < base) & differ, axis=-1) / np.sum(differ, axis=-1)
+
+    def counted(self, sample: pd.DataFrame, params: dict) -> int:
+        return int((sample["value"].to_numpy(float) != sample["base"].to_numpy(float)).sum())
+
+    def widen(self, low: float, high: float, value: float, n: int) -> tuple[float, float]:
+        return with_wilson(low, high, value, n)
+
+    def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
+                            alpha: float) -> float:
+        return sq.fewest_for_share(compare, threshold, tolerance, alpha)
+
+    def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
+        sample = ordered(sample)
+        v_lo, v_hi, b_lo, b_hi = (_column(sample, c) for c in ("value_lo", "value_hi", "base_lo", "base_hi"))
+        tied = (v_lo == v_hi) & (b_lo == b_hi) & (v_lo == b_lo)      # surely equal: not counted
+        return sq.share_censored((v_hi < b_lo)[~tied], (v_lo < b_hi)[~tied], alpha)
+
+    def figure_line(self, params: dict) -> float | None:
+        return None

@@ -61,8 +61,10 @@ def test_side_by_side_verdicts() -> None:
     assert same["a_over_b_low"] <= 1 <= same["a_over_b_high"] and same["seeds_all_finished"] == SEEDS
     assert (opposite["effect_a"], opposite["effect_b"], opposite["stacks"]) == ("slower", "faster", "disagree")
     assert opposite["a_over_b"] == pytest.approx(2.0, rel=0.05) and opposite["a_over_b_low"] > 1
-    assert list(frame["bw"]) == [2.0, 3.0]
+    assert list(frame["point_key"]) == ["0", "1"] and "bw" not in frame   # the point's factors once, apart:
+    assert cross_stack.points(runs({}), frame).to_dict("list") == {"point": ["0", "1"], "bw": [2.0, 3.0]}
     table = cross_stack.table(frame)
+    assert list(table["point"]) == ["0", "1"]
     assert table.iloc[0]["A: FEC ÷ no FEC"] == "fecq-rs ÷ fecq" and table.iloc[1]["stacks"].startswith("disagree")
     # The same seed gives the same intervals.
     again = cross_stack.side_by_side(runs({"fecq-rs": {0: 0.7, 1: 1.4}, "xquic-rs": {0: 0.7, 1: 0.7}}), seed=3)
@@ -115,3 +117,19 @@ def test_bootstrap_ratio_of_ratios() -> None:
     low, high = stats.bootstrap_ratio_of_ratios(a, a, 2 * a, a, seed=1)
     assert low == high == pytest.approx(0.5)  # A's ratio is 1, B's 2 on every resample
     assert np.isnan(stats.bootstrap_ratio_of_ratios(a[:2], a[:2], a[:2], a[:2])[0])
+
+
+def test_stacks_are_matched_code_family_against_code_family() -> None:
+    """Issue 62: RS × XOR and XOR × RS rows crossed every FEC label of one stack with every one of the other; a
+    row compares RS with RS, XOR with XOR (each stack's own spelling), on the same multipath setting."""
+    extra = {"fecq-xor": ("fecq", {"fec": "xor:4", "initial_window": "32"}),
+             "xquic-xor": ("xquic", {"fec": "xor", "cc": "cubic"}),
+             "xquic-mp": ("xquic", {"fec": "none", "cc": "cubic", "multipath": "on"}),
+             "xquic-mp-rs": ("xquic", {"fec": "rs", "cc": "cubic", "multipath": "on"})}
+    frame = runs({}, extra=extra)
+    assert cross_stack.twins(frame) == {"fecq-rs": "fecq", "fecq-xor": "fecq", "xquic-mp-rs": "xquic-mp",
+                                        "xquic-rs": "xquic", "xquic-xor": "xquic"}
+    assert cross_stack.matches(frame) == [("fecq-rs", "xquic-rs"), ("fecq-xor", "xquic-xor")]
+    rows = cross_stack.side_by_side(frame)
+    assert len(rows) == 2 * 2 and set(zip(rows["label_a"], rows["label_b"], strict=True)) == {
+        ("fecq-rs", "xquic-rs"), ("fecq-xor", "xquic-xor")}

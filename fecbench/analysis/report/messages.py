@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fecbench.analysis import ratios, results
+from fecbench.analysis import baselines, ratios, results
 from fecbench.analysis.studies import message_accounting, multipath_study, path_metrics
 from fecbench.host.paths import slug
 
@@ -47,7 +47,7 @@ def messages_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db:
     tables["messages accounting (sums)"] = message_accounting.summary(accounting)
     if not accounting.empty:
         figure("message-fate", figures.message_fate(accounting))
-    twins = multipath_study.twins(messages)
+    twins = multipath_study.twins(messages, baselines.recorded_impls(db))
     if twins:
         _multipath(tables, notes, db, messages, twins, figure)
         return

@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 from fecbench.analysis import ratios, results, stats, tables
-from fecbench.analysis.baselines import comparisons, recorded_impls
+from fecbench.analysis.baselines import BASELINES_NOTE, comparisons, recorded_impls
+from fecbench.analysis.baselines import table as baselines_table
 from fecbench.analysis.report import accuracy as report_accuracy
 from fecbench.analysis.report import evidence, sentences
 from fecbench.analysis.report import messages as report_messages
@@ -89,10 +90,10 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
           progress=None) -> Report:
     """Write the report of ``db`` into ``outdir`` and return what was written.
 
-    ``baseline`` (default ``quic``, else the first label) is the label every other label is compared
-    with; for messages runs the default is ``udp`` when present; on a multipath campaign, the label
-    that kept its data on path 1. ``progress`` is called with each
-    step's name (the CLI shows it).
+    ``baseline``: the label every other label is compared with; None: each label with its own stack's twins
+    (``fecbench.analysis.baselines``: without FEC; on a single path), a label with neither with ``quic`` (else
+    the first label) when of its stack; for messages runs ``udp`` when present. ``progress`` is called with
+    each step's name (the CLI shows it).
     """
     import matplotlib
 
@@ -138,7 +139,6 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
         figure("loss-fidelity", figures.loss_fidelity(stats))
 
     downloads = frame[frame["workload"].isin(("download", "upload", "reqresp"))]  # every workload with a DCT
-    # Multipath campaigns: the default baseline is the label that stayed on path 1 (single path).
     traffic = tables.path_traffic(db)
     single_path = tables.single_path_label(traffic[traffic["workload"] == "download"])
     if single_path is not None:
@@ -158,8 +158,13 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
         report.tables["DCT medians (ms)"] = _pivot_medians(ratios.censored_medians(downloads, "dct_ms"))
         report.notes["DCT medians (ms)"] = ("Median DCT per label and size over the runs that finished or timed "
                                             "out (censored at timeout_s: ≥ when half or more timed out).")
-        groups, unpaired = comparisons(recorded_impls(db), sorted(set(downloads["label"])),
-                                       single_path or choose_baseline(labels, ("quic",)), baseline)
+        # Each label against its own stack's twins (no FEC; single path), or every label against --baseline.
+        impls, present = recorded_impls(db), sorted(set(downloads["label"]))
+        default = choose_baseline(labels, ("quic",))
+        groups, missing = comparisons(impls, present, default, baseline)
+        if baseline is None:
+            report.headline["comparisons: each label and its baselines"] = baselines_table(impls, present, default)
+            report.notes["comparisons: each label and its baselines"] = BASELINES_NOTE
         findings: list[str] = []
         for base, compared in sorted(groups.items()):   # each label within its own implementation
             tag = "" if len(groups) == 1 else f"-vs-{slug(base)}"
@@ -167,9 +172,8 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
             flagged = None if with_flagged is None else with_flagged[with_flagged["key"].isin(mine["key"])]
             findings += _download_ratios(report, mine, base, outdir, figure, tag, flagged)
         report.sentences[:0] = findings   # what the comparisons rest on, first
-        report.sentences += [f"{label}: no label of the same implementation without FEC to compare it with (set "
-                             "baseline = \"LABEL\" in its [[impl]] to compare it with another)." for label in unpaired]
-        cross_stack.section(report.headline, report.notes, downloads, seed=REPORT_SEED)  # two FEC stacks
+        report.sentences += missing   # every comparison that cannot be made, and why
+        cross_stack.section(report.headline, report.notes, downloads, seed=REPORT_SEED, impls=impls)  # two stacks
     messages_base = baseline or choose_baseline(labels, ("udp", "quic"))
     report_messages.messages_section(report.tables, report.notes, db, frame, messages_base, figure)
     report.sentences += sentences.messages(frame, messages_base)
@@ -232,7 +236,7 @@ def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir:
     figure(f"dct-point-ratio-ecdf{tag}", figures.point_ratio_ecdf(points))
     figure(f"dct-ratio-ecdf{tag}", figures.ratio_ecdf(pairs))
     for label in sorted(points["label"].unique()):
-        figure(f"dct-ratio-vs-factors-{slug(label)}", figures.ratio_vs_factors(points, label=label),
+        figure(f"dct-ratio-vs-factors-{slug(label)}{tag}", figures.ratio_vs_factors(points, label=label),
                f"Ratio of median DCTs {label} / {base} per design point against each design factor; bars: "
                f"{points.attrs['level']:.0%} bootstrap interval over the point's seeds; ▲/▼: the label's/the "
                "baseline's median timed out (bound).")

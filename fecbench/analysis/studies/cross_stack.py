@@ -1,14 +1,18 @@
 """Two FEC stacks' findings side by side (``designs/cross-stack.toml``: fecq and XQUIC).
 
 A result about FEC may be a property of FEC or of the stack that implements it. So each stack's FEC
-label is compared with **its own no-FEC twin** first — the label of the same implementation with
-``fec = "none"`` that shares the most other arguments with it (two equally close ones: no twin) — on
-the same points and loss seeds (common random numbers), and only then are the stacks' ratios compared:
+label is compared with **its own no-FEC twin** first (``fecbench.analysis.baselines.fec_twin``, the
+report's rule: the label of the same implementation without FEC whose every other argument, multipath and
+paths included, is the same) on the same points and loss seeds (common random numbers), and only then are
+the stacks' ratios compared, code family against code family (RS ↔ RS, XOR ↔ XOR: ``baselines.family``
+reads each stack's spelling, fecq ``rs:30,20``, XQUIC ``rs``) on the same multipath setting:
 
 - ``twins(runs)``: FEC label → its no-FEC twin;
 - ``stack_points(runs)``: per twin pair, design point and size, the ratio of median DCTs FEC ÷ no FEC
   with its bootstrap interval (``fecbench.ratios.point_ratios``: timeouts censored);
-- ``side_by_side(runs)``: one row per point, size and pair of FEC labels of two implementations: each
+- ``matches(runs)``: the pairs of FEC labels of two implementations the table compares (same family,
+  same multipath setting);
+- ``side_by_side(runs)``: one row per point, size and matched pair: each
   stack's ratio and interval; the ratio of the two ratios (stack A's ÷ stack B's) with a bootstrap
   interval over the seeds where all four runs finished (the four resampled together); each stack's
   effect, from its interval and a tolerance (default 2 %): ``faster`` (interval below 1 − tol),
@@ -17,59 +21,59 @@ the same points and loss seeds (common random numbers), and only then are the st
   ``agree`` (the same effect), ``disagree`` (one faster, the other slower), ``differ`` (other
   different effects, and the A ÷ B interval excludes 1: the effects' sizes measurably differ) or
   ``consistent`` (different effects, but the A ÷ B interval holds 1: the data cannot tell them apart).
-- ``section(...)``: the report's table (``fecbench report``).
+  Each row names its point by a key (``point``); ``points(runs, frame)`` gives each key's factors once.
+- ``section(...)``: the report's tables (``fecbench report``).
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fecbench.analysis import ratios, results, stats
+from fecbench.analysis import baselines, ratios, results, stats
 
 #: The seeds of a point (and the bootstrap) the report's other tables use.
 BY = ("point", "size")
 
 
-def _args(text: object) -> dict[str, object]:
-    try:
-        value = json.loads(text) if isinstance(text, str) and text else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+def _impls(runs: pd.DataFrame, impls: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    known = set(runs["label"])
+    return {k: v for k, v in (baselines.from_runs(runs) if impls is None else impls).items() if k in known}
 
 
-def _fec(args: dict[str, object]) -> str:
-    return str(args.get("fec", "none"))
+def twins(runs: pd.DataFrame, impls: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
+    """Each FEC label → its no-FEC twin (``baselines.fec_twin``; ``impls``: ``baselines.recorded_impls(db)``,
+    default read from the runs' ``impl_args``)."""
+    found = baselines.twins(_impls(runs, impls))
+    return dict(sorted(baselines.of_kind(found, baselines.FEC).items()))
 
 
-def twins(runs: pd.DataFrame) -> dict[str, str]:
-    """Each FEC label (argument ``fec`` set and not ``none``) → its no-FEC twin (see above)."""
-    labels = runs.drop_duplicates("label").set_index("label")
-    args = {label: _args(text) for label, text in labels["impl_args"].items()}
-    out: dict[str, str] = {}
-    for label, mine in args.items():
-        if "fec" not in mine or _fec(mine) == "none":
+def matches(runs: pd.DataFrame, impls: dict[str, dict[str, Any]] | None = None) -> list[tuple[str, str]]:
+    """The pairs (A, B) of FEC labels with a twin, of two implementations, the same code family and the same
+    multipath setting (A's implementation first in name order)."""
+    impls = _impls(runs, impls)
+    found = twins(runs, impls)
+    out = []
+    for a, b in itertools.combinations(sorted(found), 2):
+        one, two = impls[a], impls[b]
+        if one.get("name") == two.get("name") or baselines.family(one) != baselines.family(two) \
+                or baselines.is_multipath(one) != baselines.is_multipath(two):
             continue
-        candidates = [c for c in args if labels.at[c, "impl"] == labels.at[label, "impl"]
-                      and "fec" in args[c] and _fec(args[c]) == "none"]
-        shared = {c: sum(mine.get(k) == v for k, v in args[c].items() if k != "fec") for c in candidates}
-        ranked = sorted(candidates, key=lambda c: -shared[c])
-        if ranked and (len(ranked) == 1 or shared[ranked[0]] > shared[ranked[1]]):
-            out[label] = ranked[0]
-    return dict(sorted(out.items()))
+        out.append((a, b) if str(one.get("name")) <= str(two.get("name")) else (b, a))
+    return sorted(out)
 
 
-def stack_points(runs: pd.DataFrame, *, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
+def stack_points(runs: pd.DataFrame, *, seed: int = 0, level: float = 0.95,
+                 impls: dict[str, dict[str, Any]] | None = None) -> pd.DataFrame:
     """``ratios.point_ratios`` of every FEC label against its twin, with its ``impl`` (empty frame
     without twins)."""
     impl_of = runs.drop_duplicates("label").set_index("label")["impl"]
     frames = []
-    for label, base in twins(runs).items():
+    for label, base in twins(runs, impls).items():
         pairs = ratios.pairs(runs, baseline=base, labels=[label], metric="dct_ms")
         frames.append(ratios.point_ratios(pairs, by=BY, level=level, seed=seed).assign(impl=impl_of[label]))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -117,22 +121,18 @@ def _finished(runs: pd.DataFrame, label: str, base: str) -> pd.DataFrame:
 
 
 def side_by_side(runs: pd.DataFrame, *, seed: int = 0, level: float = 0.95, n_boot: int = 2000,
-                 tolerance: float = TOLERANCE) -> pd.DataFrame:
-    """One row per design point, size and pair of FEC labels of two implementations (see above)."""
+                 tolerance: float = TOLERANCE, impls: dict[str, dict[str, Any]] | None = None) -> pd.DataFrame:
+    """One row per design point, size and matched pair of FEC labels (``matches``; see above)."""
     runs = results.with_network(runs)
-    points = stack_points(runs, seed=seed, level=level)
+    points = stack_points(runs, seed=seed, level=level, impls=impls)
     if points.empty:
         return pd.DataFrame()
-    found = twins(runs)
+    found = twins(runs, impls)
+    keys = [k for k in ("network", "workload", "point", "repetition", "loss_seed", "size") if k in runs]
     rows = []
-    labels = sorted(points["label"].unique())
-    for a, b in itertools.combinations(labels, 2):
+    for a, b in matches(runs, impls):
         mine, theirs = points[points["label"] == a], points[points["label"] == b]
-        if mine["impl"].iloc[0] == theirs["impl"].iloc[0]:
-            continue
-        both = _finished(runs, a, found[a]).merge(_finished(runs, b, found[b]),
-                                                  on=[k for k in ("network", "workload", "point", "repetition",
-                                                                  "loss_seed", "size") if k in runs])
+        both = _finished(runs, a, found[a]).merge(_finished(runs, b, found[b]), on=keys)
         joined = mine.merge(theirs, on=["network", "point", "workload", "size"], suffixes=("_a", "_b"))
         for row in joined.itertuples(index=False):
             seeds = both[(both["network"] == row.network) & (both["size"] == row.size)]
@@ -155,11 +155,30 @@ def side_by_side(runs: pd.DataFrame, *, seed: int = 0, level: float = 0.95, n_bo
                 "stacks": agreement(effect_a, effect_b, ci), "seeds_all_finished": len(seeds),
                 "a_over_b": between, "a_over_b_low": ci[0], "a_over_b_high": ci[1]})
     out = pd.DataFrame(rows)
+    if len(out):
+        out.insert(0, "point_key", _keys(out))
     factors = [f for f in runs.attrs.get("factors", []) if f in runs]
-    if len(out) and factors:  # the point's factor values, to read the table without the design
-        out = out.merge(runs[["network", *factors]].drop_duplicates("network"), on="network", how="left")
     out.attrs.update(level=level, n_boot=n_boot, seed=seed, factors=factors, tolerance=tolerance)
     return out
+
+
+def _keys(frame: pd.DataFrame) -> list[str]:
+    """Each row's point key: its point number, with its network's first characters where one number names
+    several networks (campaigns of several designs)."""
+    per_point = frame.groupby("point")["network"].nunique()
+    return [str(p) if per_point[p] == 1 else f"{p}/{str(n)[-8:]}" for p, n in zip(frame["point"], frame["network"],
+                                                                                   strict=True)]
+
+
+def points(runs: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
+    """The design points of ``side_by_side``'s rows, once each: their key and each factor's value."""
+    if frame.empty:
+        return pd.DataFrame()
+    runs = results.with_network(runs)
+    factors = frame.attrs.get("factors", [])
+    keyed = frame[["point_key", "network"]].drop_duplicates("point_key")
+    out = keyed.merge(runs[["network", *factors]].drop_duplicates("network"), on="network", how="left")
+    return out.drop(columns="network").rename(columns={"point_key": "point"}).reset_index(drop=True)
 
 
 def _interval(low: float, high: float) -> str:
@@ -172,10 +191,8 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
 
     if frame.empty:
         return frame
-    factors = frame.attrs.get("factors", [])
     return pd.DataFrame({
-        "point": [f"{p} ({', '.join(f'{f} {row[f]:g}' for f in factors)})" if factors else str(p)
-                  for p, (_, row) in zip(frame["point"], frame.iterrows(), strict=True)],
+        "point": frame["point_key"],
         "size": frame["size"].map(format_size),
         "A: FEC ÷ no FEC": [f"{a} ÷ {t}" for a, t in zip(frame["label_a"], frame["twin_a"], strict=True)],
         "A: ratio [interval]": [f"{stats.describe((lo, hi))} {_interval(cl, ch)}" for lo, hi, cl, ch in
@@ -193,23 +210,29 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
                                          strict=True)]})
 
 
-NOTE = ("Each stack's FEC label against its own no-FEC twin (same implementation, fec = none, the most "
-        "arguments in common) on the same points and loss seeds: ratio of median DCTs FEC ÷ no FEC with its "
+NOTE = ("Each stack's FEC label against its own no-FEC twin (same implementation, every argument but the FEC "
+        "ones the same) on the same points and loss seeds, and the stacks matched code family against code family "
+        "(RS with RS, XOR with XOR) on the same multipath setting: ratio of median DCTs FEC ÷ no FEC with its "
         "{level:.0%} bootstrap interval (timeouts censored, as the headline). A ÷ B: stack A's ratio over stack "
         "B's, interval from a bootstrap over the seeds where all four runs finished. Effect: faster / slower "
         "when the interval lies below {low:g} / above {high:g}, negligible inside [{low:g}, {high:g}], no "
         "clear effect otherwise. Stacks: agree (same effect), disagree (one faster, one slower), differ "
         "(different effects and A ÷ B excludes 1), consistent (different effects but A ÷ B holds 1: the data "
-        "cannot tell them apart).")
+        "cannot tell them apart). Point: the key of the table of points below.")
 
 
-def section(tables: dict[str, pd.DataFrame], notes: dict[str, str], runs: pd.DataFrame, *, seed: int = 0) -> None:
-    """Add the cross-stack table of ``runs`` (downloads) to a report, when two implementations each
-    have a FEC label and its twin."""
-    frame = side_by_side(runs, seed=seed)
+def section(tables: dict[str, pd.DataFrame], notes: dict[str, str], runs: pd.DataFrame, *, seed: int = 0,
+            impls: dict[str, dict[str, Any]] | None = None) -> None:
+    """Add the cross-stack table of ``runs`` (downloads) and its points to a report, when two implementations
+    each have a FEC label of one family and its twin."""
+    frame = side_by_side(runs, seed=seed, impls=impls)
     if frame.empty:
         return
     name = "cross-stack: FEC ÷ no FEC per stack, per point"
     tables[name] = table(frame)
     tolerance = frame.attrs["tolerance"]
     notes[name] = NOTE.format(level=frame.attrs["level"], low=1 - tolerance, high=1 + tolerance)
+    where = points(runs, frame)
+    if where.shape[1] > 1:
+        tables["cross-stack: the points"] = where
+        notes["cross-stack: the points"] = "Each point of the cross-stack table once: its key and its factors' values."

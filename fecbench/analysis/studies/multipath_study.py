@@ -2,8 +2,9 @@
 
 A campaign like ``designs/thesis2018-multipath.toml`` runs several multipath labels (round-robin,
 min-RTT, with and without FEC) next to single-path ones. Each multipath label is compared with its
-**single-path twin**: the single-path label of the same implementation whose every argument it
-repeats with the same value, the multipath ones aside (``sp-rs`` = fecq ``fec = rs:30,20`` is the
+**single-path twin** (``fecbench.analysis.baselines``, the report's rule): the single-path label of the
+same implementation with the same FEC code whose every argument it repeats with the same value, the
+multipath ones aside (``sp-rs`` = fecq ``fec = rs:30,20`` is the
 twin of ``mp-rr-rs`` = the same plus ``multipath = on, scheduler = round-robin``), on the same
 design points and loss patterns. Comparing ``mp-rr-rs`` with a single path *without* FEC would mix
 two effects.
@@ -16,45 +17,23 @@ client's wall time are shown against its twin's.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fecbench.analysis import ratios
+from fecbench.analysis import baselines, ratios
 
 
-def _args(text: object) -> dict[str, str]:
-    try:
-        value = json.loads(text) if isinstance(text, str) and text else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def is_multipath(args: dict[str, str]) -> bool:
-    """Whether a label's arguments ask for multipath (the descriptors' shared ``multipath`` argument)."""
-    return str(args.get("multipath", "off")) == "on"
-
-
-def twins(runs: pd.DataFrame) -> dict[str, str]:
-    """Each multipath label → its single-path twin: among the single-path labels of the same
-    implementation whose arguments the multipath label all has, with the same values, the one with
-    the most arguments. A label without such a twin, or with two equally close ones, has none."""
-    labels = runs.drop_duplicates("label").set_index("label")
-    args = {label: _args(text) for label, text in labels["impl_args"].items()}
-    single = [label for label in args if not is_multipath(args[label])]
-    out: dict[str, str] = {}
-    for label, mine in args.items():
-        if not is_multipath(mine):
-            continue
-        fits = [s for s in single if labels.at[s, "impl"] == labels.at[label, "impl"]
-                and all(mine.get(k) == v for k, v in args[s].items() if k != "multipath")]
-        closest = sorted(fits, key=lambda s: -len(args[s]))
-        if closest and (len(closest) == 1 or len(args[closest[0]]) > len(args[closest[1]])):
-            out[label] = closest[0]
-    return dict(sorted(out.items()))
+def twins(runs: pd.DataFrame, impls: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
+    """Each multipath label → its single-path twin (``baselines.single_path_twin``: the same implementation,
+    multipath off, the same FEC code, every argument the single-path label sets set alike in the multipath
+    label; of several, the one setting the most; two equally close: none), or the design's named one.
+    ``impls``: ``baselines.recorded_impls(db)`` (default: read from the runs' ``impl_args``)."""
+    known = set(runs["label"])
+    impls = {k: v for k, v in (baselines.from_runs(runs) if impls is None else impls).items() if k in known}
+    return dict(sorted(baselines.of_kind(baselines.twins(impls), baselines.SINGLE_PATH).items()))
 
 
 def pairs(runs: pd.DataFrame, metric: str, by: Sequence[str] = ("point", "rep"),

@@ -12,7 +12,8 @@ without it, found in that folder; ``fecbench.analysis.traces.qlog`` reads them) 
   ``summary``: the numbers (DCT, losses by cause as far as recorded, repairs, recoveries, max cwnd, min
   and median smoothed RTT);
 - ``twin(db, run)``: the run's twin without FEC on the same losses (``cross_stack.twins``: the same
-  implementation's no-FEC label; same design, workload, point, repetition and size: the same loss seed).
+  implementation's no-FEC label with the same other arguments, `baselines.fec_twin`; same design, workload,
+  point, repetition and size: the same loss seed).
 
 The data sender is the server for downloads and messages, the client for uploads. A dropper's verdict log
 (``verdict_log = true``) orders packets, it has no clock: the n-th packet it saw in the data direction is
@@ -37,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fecbench.analysis import results, tables
+from fecbench.analysis import baselines, results, tables
 from fecbench.analysis.results import DbLike
 from fecbench.analysis.studies import cross_stack, flows, loss_position
 from fecbench.analysis.traces import losses, qlog, wire
@@ -387,7 +388,7 @@ def summarise(run: dict[str, Any], events: pd.DataFrame, marks: pd.DataFrame, ca
 def twin(db: DbLike, run: dict[str, Any]) -> dict[str, Any]:
     """The run's twin without FEC on the same losses (a FEC run's no-FEC twin; a no-FEC run's one FEC label)."""
     runs = results.load(db)
-    twins = cross_stack.twins(runs)
+    twins = cross_stack.twins(runs, baselines.recorded_impls(db))
     label = str(run["label"])
     other = twins.get(label)
     if other is None:

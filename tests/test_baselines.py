@@ -174,6 +174,12 @@ def _two_path_db(path: Path) -> Path:
                                  "repetition, loss_seed, status) VALUES (?, 1, ?, ?, ?, ?, 'download', ?, ?, ?, 'ok')",
                                  (key, point, impl, label, json.dumps(args), size, rep, rep + 1))
                     conn.execute("INSERT INTO metrics (run_key, dct_ms) VALUES (?, ?)", (key, dct))
+                    on_2 = 400 if args.get("multipath") == "on" else 0   # the data's packets on path 2
+                    for number, packets in ((1, 800 - on_2), (2, on_2)):
+                        conn.execute("INSERT INTO link_stats (run_key, link, direction, seen, matched, dropped, "
+                                     "model) VALUES (?, ?, 'reverse', ?, ?, 0, ?)",
+                                     (key, f"path{number}", packets, packets,
+                                      json.dumps({"model": "uniform", "path": number})))
     conn.close()
     return path
 
@@ -200,3 +206,22 @@ def test_the_report_compares_each_stack_with_its_own_twins(tmp_path: Path) -> No
     assert set(cross["point"]) == {"0", "1", "2", "3"}
     where = written.headline["cross-stack: the points"]
     assert list(where.columns) == ["point", "bw_1", "owd_2"] and len(where) == 4
+
+
+def test_the_multipath_notebook_compares_each_stack_with_its_own_single_path(tmp_path: Path) -> None:
+    """Issue 62: notebook 04 took XQUIC's single-path label as every label's baseline and divided fecq's runs by
+    XQUIC's (0.707 where fecq's own ratio was 0.570); each multipath label against its own stack's, as the report."""
+    import nbformat
+
+    from tests.test_notebooks import execute, text_output
+
+    nb = nbformat.read(Path(__file__).resolve().parent.parent / "notebooks" / "04-multipath.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(   # what the notebook compared, read back
+        "import json\nprint('HEADLINE', json.dumps(headline[['label', 'baseline', 'size', "
+        "'median ratio over points']].astype(str).values.tolist()))"))
+    nbformat.write(nb, tmp_path / "04.ipynb")
+    out = text_output(execute(tmp_path / "04.ipynb", _two_path_db(tmp_path / "two.sqlite"), tmp_path / "nb"))
+    rows = json.loads(next(line for line in out.splitlines() if line.startswith("HEADLINE"))[len("HEADLINE "):])
+    assert {(label, base, ratio) for label, base, _, ratio in rows} == {("fecq-mp", "fecq-sp", "0.5"),
+                                                                       ("xquic-mp", "xquic-sp", "0.8")}, rows
+    assert len(rows) == 4   # two sizes each

@@ -225,8 +225,8 @@ def test_multipath_notebook_on_real_multipath_campaign(multipath_db, tmp_path):
     """The database of the real multipath smoke campaign (Mininet, per-path droppers, tquic and
     multipath fecq) through 04-multipath, and through 01 and 02, which must handle per-path factors too."""
     execute(ROOT / "notebooks" / "04-multipath.ipynb", Path(multipath_db), tmp_path / "04")
+    # fecq-mp-rs has no fecq single-path twin in this design (issue 62: never tquic's): said, not drawn.
     assert set(pngs(tmp_path / "04")) == {"dct-ecdf", "dct-ratio-ecdf", "dct-ratio-vs-asymmetry-tquic-mp-minrtt",
-                                          "dct-ratio-vs-asymmetry-fecq-mp-rs",
                                           "path-share-down", "path-share-up", "path-share-vs-capacity"}
     for notebook in ("01-campaign-overview", "02-download-ratios"):
         execute(ROOT / "notebooks" / f"{notebook}.ipynb", Path(multipath_db), tmp_path / notebook)

@@ -18,8 +18,9 @@ def report(
     db: Path = typer.Argument(None, help="Results database (default: the newest results/*.sqlite)."),
     output: Path = typer.Option(None, "-o", "--output", help="Output directory "
                                 "(default: results/<db stem>-report/)."),
-    baseline: str = typer.Option(None, "--baseline", help="Label the others are compared with "
-                                 "(default: quic; udp for messages runs)."),
+    baseline: str = typer.Option(None, "--baseline", help="Label every other label is compared with (default: "
+                                 "each label with its own implementation's no-FEC and single-path twins, "
+                                 "designs/README.md 'Baselines'; udp for messages runs)."),
     open_notebook: bool = typer.Option(False, "--open-notebook", help="Instead of writing a report, "
                                        "start Jupyter in notebooks/ on this database (FECBENCH_DB)."),
     port: int = typer.Option(8888, "--port", min=1, max=65535, help="With --open-notebook: the port Jupyter "

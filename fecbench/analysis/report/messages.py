@@ -47,9 +47,13 @@ def messages_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db:
     tables["messages accounting (sums)"] = message_accounting.summary(accounting)
     if not accounting.empty:
         figure("message-fate", figures.message_fate(accounting))
-    twins = multipath_study.twins(messages, baselines.recorded_impls(db))
+    impls = {k: v for k, v in baselines.recorded_impls(db).items() if k in set(messages["label"])}
+    twins = multipath_study.twins(messages, impls)
     if twins:
         _multipath(tables, notes, db, messages, twins, figure)
+        missing = [c for c in baselines.twins(impls) if c.kind == baselines.SINGLE_PATH and c.baseline is None]
+        notes["multipath messages: each label against its single-path twin"] += "".join(
+            f" {c.label}: not compared ({c.why})." for c in missing)
         return
     if len(messages["label"].unique()) > 1 and base in set(messages["label"]):
         pairs = ratios.pairs(messages, baseline=base, by=["point", "rep"], metric="bytes_app")

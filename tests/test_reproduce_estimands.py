@@ -166,3 +166,34 @@ def test_a_rebuffering_claim_sees_the_tails_where_both_medians_are_0() -> None:
     s = claim.stat.sequence(sample, claim.params, 0.05)
     assert sq.decide(s.low, s.high, claim.compare, claim.threshold, claim.tolerance) == "holds", s
     assert claim.stat.estimand(sample, claim.params) == pytest.approx(0.75, abs=0.06)
+
+
+def test_an_unpaired_claim_classes_each_run_by_its_own_log() -> None:
+    """Issue 59 (7): Starlink's table splits each stack's uploads by where *their own* losses fell; a claim over each
+    side's runs (quantile_ratio) keeps a run of the label's class whatever its twin's class. On main 9207253 a unit
+    was kept only when both runs were of the class: half the label's tail-loss runs were left out."""
+    from fecbench.reproduce import samples
+
+    claim = next(c for c in load_pack("starlink-uploads").claims if c.id == "tail-median-better")
+    rng = np.random.default_rng(7)
+    rows, classes = [], []
+    for rep in range(200):
+        for label in ("quic", "quic-fec-tail"):
+            tail = rng.random() < 0.5
+            rows.append(_run(0, rep, label, 400.0 if tail else 100.0))
+            classes.append({"run_key": rows[-1]["key"], "class_forward": "tail loss" if tail else "no loss"})
+    frame = pd.DataFrame(rows)
+    frame["recorded_key"] = frame["key"]
+
+    class Recording:
+        flows = pd.DataFrame(columns=["run_key"])
+
+    Recording.classes = pd.DataFrame(classes)
+    data = ev.Data.replayed(frame, Recording())
+    space = dr.Space(points={0: {}}, sizes=(1000,), seed=58, repetitions=200)
+    found = samples.sample(claim, data, dr.draws(claim, space))
+    tails = {r["run_key"] for r in classes if r["class_forward"] == "tail loss"}
+    runs = samples.runs(found.rows)
+    label_tails = sum(1 for r in rows if r["key"] in tails and r["label"] == "quic-fec-tail")
+    assert len(runs.label) == label_tails and len(runs.base) == len(tails) - label_tails
+    assert set(runs.label) == {400.0} and set(runs.base) == {400.0}

@@ -19,7 +19,8 @@ label of the design for a flows claim, whose compared flows are inside each run)
   bounds are its value. The confidence sequences take each bound where it is least favourable;
 - a ``loss_class`` (``baseline_class``) filter keeps a draw's unit only when its runs' (its baseline run's)
   loss class is one of those asked: the observations are then draws from the claim's population given
-  that class.
+  that class. A statistic over each side's runs, unpaired, classes each run by its own log: a run outside
+  the class leaves its side only (a pair needs both).
 
 The sample frame has one row per unit: ``draw`` (its position in the claim's draws), ``cell`` (0, or 1 for
 a trend's second cell), ``group`` (point|size), ``factor`` (a trend's), the bounds above and the point
@@ -181,6 +182,7 @@ def sample(claim: Claim, data: Data, claim_draws: list[Draw]) -> Sample:
     rows: list[dict[str, Any]] = []
     out = Sample(pd.DataFrame())
     census = claim.stat.census
+    unpaired = claim.stat.reads != st.PAIRS    # each side's runs on their own: each run classed by its own log
     blocked: set[str] = set()          # a census's cells waiting for a run: their later draws wait too
     for number, draw in enumerate(claim_draws):
         if census and draw.group in blocked:
@@ -200,14 +202,15 @@ def sample(claim: Claim, data: Data, claim_draws: list[Draw]) -> Sample:
             out.excluded[side] = out.excluded.get(side, 0) + 1
         for side, status in gone:
             out.why[f"{side} {status}"] = out.why.get(f"{side} {status}", 0) + 1
-        if classes is not None and not all(classes(mine, base) for _, mine, base in pairs):
+        kept = [classes(mine, base) if classes is not None else (True, True) for _, mine, base in pairs]
+        if not all(k[0] or k[1] if unpaired else k[0] and k[1] for k in kept):
             out.filtered += 1
             continue
-        for unit, mine, base in pairs:
+        for (unit, mine, base), (keep_mine, keep_base) in zip(pairs, kept, strict=True):
             if values is not None:
                 mine, base = ({**r, "dct_ms": values.get(str(r["key"]), math.nan)} for r in (mine, base))
-            v_lo, v_hi, v = _bounds(mine, metric)
-            b_lo, b_hi, b = _bounds(base, metric)
+            v_lo, v_hi, v = _bounds(mine, metric) if keep_mine else (math.nan,) * 3
+            b_lo, b_hi, b = _bounds(base, metric) if keep_base else (math.nan,) * 3
             point, _, size = unit.mine[:3]
             imputed = int(mine["status"] not in FINISHED) + int(base["status"] not in FINISHED)
             rows.append({"draw": number, "cell": unit.cell, "group": f"{point}|{'' if size is None else size}",
@@ -269,12 +272,13 @@ def _classes(claim: Claim, data: Data):
         # an imputed run has no verdict log to class it: kept, so its unknown value widens the interval
         return row["status"] not in FINISHED or classes.get(row["key"]) in wanted
 
-    def keeps(mine: dict[str, Any], base: dict[str, Any]) -> bool:
+    def keeps(mine: dict[str, Any], base: dict[str, Any]) -> tuple[bool, bool]:
+        """Whether each run of a unit is in the claim's population (a pair needs both)."""
         if "baseline_class" in claim.where and not known(base, claim.where["baseline_class"]):
-            return False
+            return False, False
         if "loss_class" in claim.where:
-            return all(known(row, claim.where["loss_class"]) for row in (mine, base))
-        return True
+            return known(mine, claim.where["loss_class"]), known(base, claim.where["loss_class"])
+        return True, True
     return keeps
 
 
@@ -293,7 +297,11 @@ def flows_missing(data: Data) -> list[str]:
 
 
 def runs(rows: pd.DataFrame) -> st.Runs:
-    """Each side's values, unpaired, in drawn order, with their bounds."""
-    def col(name: str) -> np.ndarray:
-        return rows[name].to_numpy(float) if len(rows) else np.array([])
-    return st.Runs(col("value_hi"), col("base_hi"), col("value_lo"), col("base_lo"))
+    """Each side's values, unpaired, in drawn order, with their bounds; a side's run outside the claim's loss class
+    (NaN) left out of that side only."""
+    def col(name: str, side: str) -> np.ndarray:
+        if not len(rows):
+            return np.array([])
+        values, kept = rows[name].to_numpy(float), ~np.isnan(rows[f"{side}_hi"].to_numpy(float))
+        return values[kept]
+    return st.Runs(col("value_hi", "value"), col("base_hi", "base"), col("value_lo", "value"), col("base_lo", "base"))

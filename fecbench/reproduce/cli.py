@@ -41,15 +41,17 @@ def reproduce(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the runs the budget buys; run nothing."),
     link_backend: str = typer.Option(None, "--link-backend", help="netem | delayline (default: probe)."),
     fidelity: bool = typer.Option(False, "--fidelity", help="Print every pack's fidelity table (Markdown: each "
-                                  "claim's quote, what is judged, what of the paper's setup differs) and exit."),
+                                  "claim's quote, what is judged, its reading, the setup it is judged on) and exit."),
 ) -> None:
     """Re-run a seed paper's experiments and say, claim by claim, whether they hold."""
     started = time.monotonic()
     from fecbench.reproduce import pack as pack_mod
 
     if fidelity:
+        from fecbench.reproduce.validation.fidelity import fidelity_table
+
         packs = [pack_mod.load_pack(name) for name in ([pack] if pack else pack_mod.pack_names())]
-        print(pack_mod.fidelity_table([p for p in packs if pack or p.cites_papers]))
+        print(fidelity_table([p for p in packs if pack or p.cites_papers]))
         return
     if pack is None:
         _list(pack_mod)

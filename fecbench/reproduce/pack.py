@@ -66,6 +66,7 @@ class Claim:
     needs: str | None = None          # what a claim needs that this checkout lacks (set at load)
     tolerance_source: str = ""        # where its margin (tolerance) comes from
     note: str = ""                    # how it reads its passage, and what of the paper's setup differs
+    dropped: str = ""                 # what the paper left out of its results (its setup record: ``fidelity``)
 
     @property
     def stat(self) -> statistics.ClaimStatistic:
@@ -283,6 +284,7 @@ def _claim(entry: Section, papers: dict[str, str], designs: dict[str, DesignRef]
                   paper_value=None if paper_value is None else float(paper_value),
                   paper_text=entry.get("paper_text", str, ""), printed={k: float(v) for k, v in printed.items()},
                   tolerance_source=tolerance_source, note=entry.get("note", str, ""),
+                  dropped=entry.get("dropped", str, ""),
                   needs=entry.get("needs", str, None))
     entry.done()
     if not ref.present:
@@ -340,22 +342,3 @@ def _factor_filter(section: Section, key: str, value: Any) -> Any:
         raise SpecError(section.file, section.key(key), f"bad filter {value!r}",
                         "a number, a list of numbers, or {min = …, max = …}")
     return [float(v) for v in values]
-
-
-def fidelity_table(packs: list[Pack]) -> str:
-    """Every claim of ``packs`` as a reader of the papers checks it (reproduce/README.md, "Fidelity"): its
-    quote (at most 20 words), what is judged (statistic, comparison, where), and its reading and what of the
-    paper's setup differs (its note), as one Markdown table."""
-    rows = ["| pack | claim | the paper says | judged | reading, setup differences |", "|---|---|---|---|---|"]
-    for pack in packs:
-        for c in pack.claims:
-            words = c.source.quote.split()
-            quote = " ".join(words[:20]) + (" …" if len(words) > 20 else "")
-            expected = (f"≈ {c.threshold:g} ± {c.tolerance:g}" if c.compare == "approx"
-                        else f"{c.compare} {c.threshold:g}")
-            where = ", ".join(f"{k} {v}" for k, v in c.where.items())
-            judged = f"{c.statistic} ({c.metric}, {c.label} ÷ {c.baseline}{', ' + where if where else ''}) {expected}"
-            note = c.note or (f"not judged here: {c.needs}" if c.needs else "as the paper")
-            cells = [pack.name, c.id, f"{c.source.section} {c.source.figure}: “{quote}”", judged, note]
-            rows.append("| " + " | ".join(cell.replace("|", "/").replace("\n", " ") for cell in cells) + " |")
-    return "\n".join(rows)

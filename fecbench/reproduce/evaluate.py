@@ -307,16 +307,17 @@ def per_draw(rows: pd.DataFrame) -> np.ndarray:
 
 def exchangeable(verdict: Verdict, rows: pd.DataFrame, alpha: float, seed: int) -> None:
     """Whether the claim's draws stayed alike over time (``sequential.exchangeability``: each draw ranked among the
-    earlier ones, an anytime test at the claim's level); when not, no verdict stands on them (not judged, no more
-    runs). A census is left out: its draws go round its cells in a fixed order, alike by construction only within a
-    round; its cells' own running intervals say when their data changed."""
-    wealth, at = sq.exchangeability(per_draw(rows), seed)
+    earlier draws of its cell, an anytime test at the claim's level); when not, no verdict stands on them (not
+    judged, no more runs). A census is left out: its cells' own running intervals watch their data."""
+    cells = rows.groupby("draw", sort=True)["group"].agg(lambda g: "/".join(sorted(set(g)))).to_numpy() \
+        if len(rows) else None
+    wealth, at = sq.exchangeability(per_draw(rows), seed, cells)
     if wealth < 1 / alpha:
         return
     was = verdict.verdict
     verdict.verdict, verdict.stopped = NOT_JUDGED, REOPENED_STOP
-    text = (f"the draws are not alike over time: ranking each draw among the earlier ones, a test martingale reached "
-            f"{wealth:.3g} ≥ 1/α = {1 / alpha:.3g} at draw {at} of {len(rows['draw'].unique())}")
+    text = (f"the draws are not alike over time: ranking each draw among its cell's earlier ones, a test martingale "
+            f"reached {wealth:.3g} ≥ 1/α = {1 / alpha:.3g} at draw {at} of {len(rows['draw'].unique())}")
     verdict.reason = "; ".join(filter(None, [f"{'re-opened: ' + was + ', but ' if was != 'inconclusive' else ''}"
                                              f"{text}: the data changed (drift, or a machine that became busy), so no "
                                              "verdict stands", verdict.reason]))

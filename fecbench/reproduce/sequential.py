@@ -285,22 +285,28 @@ def concordance_censored(first: tuple[np.ndarray, np.ndarray], second: tuple[np.
 EXCHANGE_BETS = (-0.6, -0.3, -0.15, 0.15, 0.3, 0.6)
 
 
-def exchangeability(values: np.ndarray, seed: int) -> tuple[float, int]:
+def exchangeability(values: np.ndarray, seed: int, groups: np.ndarray | None = None) -> tuple[float, int]:
     """An anytime test that draws in order are exchangeable (alike over time): a conformal test martingale (Vovk,
-    Nouretdinov & Gammerman, ICML 2003). Each draw's conformal p-value, the share of the draws so far at or above it
-    (ties broken at random, seeded), is uniform and independent of the earlier ones when the draws are exchangeable;
-    a mixture of bets ``1 + λ (2p − 1)`` on them, over λ both ways, is then a nonnegative martingale of mean 1, so
-    by Ville's inequality it ever reaches 1/α with probability ≤ α. A drift makes new draws rank low (or high)
-    among the earlier ones and the bets win. The martingale's largest value and the draw (1-based) where it was."""
+    Nouretdinov & Gammerman, ICML 2003). Each draw's conformal p-value, the share of the earlier draws *of its own
+    group* (its cell) at or above it, itself included (ties broken at random, seeded), is uniform and independent of
+    the earlier ones when each cell's draws are exchangeable, whatever order the cells were drawn in (a run of one
+    cell's draws by chance is no change); a mixture of bets ``1 + λ (2p − 1)`` on them, over λ both ways, is then a
+    nonnegative martingale of mean 1, so by Ville's inequality it ever reaches 1/α with probability ≤ α. A drift
+    makes new draws rank low (or high) among their cell's earlier ones and the bets win. The martingale's largest
+    value and the draw (1-based) where it was."""
     values = np.nan_to_num(np.asarray(values, float), nan=np.inf)
     if values.size == 0:
         return 1.0, 0
+    groups = np.zeros(values.size, dtype=int) if groups is None else np.asarray(groups)
     rng = np.random.default_rng(seed)
     ties = rng.random(values.size)
     p = np.empty(values.size)
-    for i, value in enumerate(values):
-        past = values[: i + 1]
-        p[i] = (np.count_nonzero(past > value) + ties[i] * np.count_nonzero(past == value)) / (i + 1)
+    seen: dict[object, list[float]] = {}
+    for i, (value, group) in enumerate(zip(values.tolist(), groups.tolist(), strict=True)):
+        past = seen.setdefault(group, [])
+        past.append(value)
+        mine = np.asarray(past)
+        p[i] = (np.count_nonzero(mine > value) + ties[i] * np.count_nonzero(mine == value)) / len(mine)
     bets = np.asarray(EXCHANGE_BETS)[:, None]
     wealth = np.cumprod(1 + bets * (2 * p[None, :] - 1), axis=1).mean(axis=0)
     at = int(np.argmax(wealth))

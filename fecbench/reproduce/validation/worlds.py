@@ -370,7 +370,7 @@ def bench_worlds(replays: int = 200, budget_s: float = 900.0, only: list[str] | 
     table = Table(title=f"false verdicts over {replays} replays, {budget_s / 60:g} min of machine time each "
                         "(a look after every fifteenth); stated level 0.05 family-wise per world")
     for col in ("world", "claims: truth → final verdicts", "false", "rate [95 % Wilson]", "undecided"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")     # a claim's id whole, however narrow the console (a CI log)
     for r in results:
         low, high = replay.wilson(r.false, r.replays)
         table.add_row(r.world.name, "; ".join(_claim_line(cid, r) for cid in r.finals), f"{r.false}/{r.replays}",

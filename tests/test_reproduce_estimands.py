@@ -212,3 +212,17 @@ def test_a_chance_run_of_one_cells_draws_is_no_change() -> None:
         fired_pooled += sq.exchangeability(values, i)[0] >= 60
         fired_cells += sq.exchangeability(values, i, cells)[0] >= 60
     assert fired_pooled > 30 and fired_cells <= 3, (fired_pooled, fired_cells)
+
+
+def test_a_trend_within_each_technology_pairs_cells_of_one_technology() -> None:
+    """Issue 59 (4): rQUIC's "the gain grows with the loss rate" is said of each technology; its draws paired a
+    Wi-Fi cell with a satellite one (a ratio's level differs by technology, so such pairs measured the technology).
+    With `within = "bw"`, every draw's two cells share the bandwidth and differ in the loss rate."""
+    from fecbench.runners.experiment.prepare import prepare
+
+    claim = next(c for c in load_pack("rquic2021").claims if c.id == "fig5-gain-grows-with-loss")
+    assert claim.params["within"] == "bw"
+    space = dr.space_of(prepare(ROOT / "designs" / "rquic2021.toml", require_built=False))
+    pairs = [(space.points[d.units[0].mine[0]], space.points[d.units[-1].mine[0]]) for d in dr.draws(claim, space)[:200]]
+    assert pairs and all(a["bw"] == b["bw"] and a["p"] != b["p"] for a, b in pairs)
+    assert len({a["bw"] for a, _ in pairs}) == 3

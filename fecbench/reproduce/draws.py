@@ -3,11 +3,12 @@
 A claim covers *cells*: the design points its ``where`` keeps, crossed with its sizes, each with the same
 weight. Its observations come from draws made for it alone, from a generator seeded by the design's seed
 and the claim's id (numpy PCG64): draw t picks a cell uniformly at random and takes that cell's next
-seeds, one for a statistic over pairs or runs, ``min_seeds`` for one over points (a block: the point's
-ratio of medians), and a trend's draw picks two cells whose factor differs (the second uniformly among
-those). So a claim's observations are independent draws from its population, "a uniformly random cell of
-the claim, on fresh seeds", whatever other claims ask for: every confidence sequence of ``sequential``
-applies to them as it stands. Runs are shared where two claims' draws name the same (point, seed, size),
+seeds, one for a statistic over pairs or runs, ``min_seeds`` for one over blocks (the block's ratio of
+medians), and a trend's draw picks two cells whose factor differs (the second uniformly among those; with
+``within``, among those that share that factor's value: a trend within each technology). So a claim's
+observations are independent draws from its population, "a uniformly random cell of the claim, on fresh
+seeds", whatever other claims ask for: every confidence sequence of ``sequential`` applies to them as it
+stands. Runs are shared where two claims' draws name the same (point, seed, size),
 which the design makes one run (common random numbers), never in proportions that another claim's data
 chose.
 
@@ -150,10 +151,12 @@ def draws(claim: Claim, space: Space) -> list[Draw]:
     cells = tuple(claim_cells(claim, space))
     factor = claim.params.get("factor") if stat.points_per_observation == 2 else None
     factor_values = None if factor is None else tuple(float(space.points[a][factor]) for a, _, _ in cells)
+    within = claim.params.get("within") if factor is not None else None
+    groups = tuple(str(space.points[a][within]) for a, _, _ in cells) if within else None
     labels = (space.foreground,) * 2 if stat.reads == FLOWS else (claim.label, claim.baseline)
     if stat.census:
         return list(_census(claim.id, space.seed, cells, block, space.seeds_per_cell, labels))
-    return list(_draws(claim.id, space.seed, cells, block, factor_values, space.seeds_per_cell, labels))
+    return list(_draws(claim.id, space.seed, cells, block, factor_values, space.seeds_per_cell, labels, groups))
 
 
 def _rng(design_seed: int, claim_id: str) -> np.random.Generator:
@@ -182,7 +185,8 @@ def _census(claim_id: str, design_seed: int, cells: tuple[Cell, ...], block: int
 
 @functools.lru_cache(maxsize=256)
 def _draws(claim_id: str, design_seed: int, cells: tuple[Cell, ...], block: int,
-           factor_values: tuple[float, ...] | None, seeds_per_cell: int, labels: tuple[str, str]) -> tuple[Draw, ...]:
+           factor_values: tuple[float, ...] | None, seeds_per_cell: int, labels: tuple[str, str],
+           groups: tuple[str, ...] | None = None) -> tuple[Draw, ...]:
     if not cells:
         return ()
     rng = _rng(design_seed, claim_id)
@@ -206,9 +210,13 @@ def _draws(claim_id: str, design_seed: int, cells: tuple[Cell, ...], block: int,
                 break
             out.append(Draw(take(first, 0)))
             continue
-        others = [i for i in range(len(cells)) if factor_values[i] != factor_values[first]]
+        others = [i for i in range(len(cells)) if factor_values[i] != factor_values[first]
+                  and (groups is None or groups[i] == groups[first])]
         if not others:
-            break
+            if not any(factor_values[i] != factor_values[j] and (groups is None or groups[i] == groups[j])
+                       for i in range(len(cells)) for j in range(len(cells))):
+                break         # no two cells to compare at all
+            continue          # this cell has no partner within its group: drawn again
         second = others[int(rng.integers(len(others)))]
         if not (fits(first) and fits(second)):
             break

@@ -34,6 +34,8 @@ from fecbench.reproduce.statistics.bootstrap import MIN_POINTS, MIN_TREND_POINTS
 
 PER_POINT = Param("per_point", str, "ratio", choices=("ratio", "difference"))
 FACTOR = Param("factor", str, required=True, choices=FACTORS)
+#: A trend within each value of another factor (e.g. each technology's bandwidth): a draw's two cells share it.
+WITHIN = Param("within", str, None, choices=FACTORS)
 
 
 def group_ratio(value: np.ndarray, base: np.ndarray, per_point: str = "ratio") -> np.ndarray:
@@ -210,8 +212,8 @@ class Trend(BlockStatistic):
     name = "trend"
     text = "Kendall's τ between {factor} and the ratio of medians of blocks of {seeds} seeds (pairs of cells)"
     estimand_text = ("E[sign(B₁ − B₂) · sign(f₁ − f₂)], two blocks (as median_block_ratio) at cells drawn with "
-                     "different values of the factor f")
-    params = (PER_POINT, FACTOR)
+                     "different values of the factor f (and the same value of `within`, where set)")
+    params = (PER_POINT, FACTOR, WITHIN)
     unit = "pairs of blocks"
     sequence_unit = "pairs of blocks"
     min_for_interval = MIN_TREND_POINTS

@@ -249,7 +249,9 @@ def population(claim: Claim, world: World, space: dr.Space, medians: dict[int, f
             picks = [cells[int(rng.integers(len(cells)))]]
             if stat.points_per_observation == 2:
                 first = float(space.points[picks[0][0]][factor])
-                others = [c for c in cells if float(space.points[c[0]][factor]) != first]
+                within = claim.params.get("within")
+                others = [c for c in cells if float(space.points[c[0]][factor]) != first
+                          and (not within or space.points[c[0]][within] == space.points[picks[0][0]][within])]
                 picks.append(others[int(rng.integers(len(others)))])
             parts += [rows(i, j, point, size, block) for j, (point, _, size) in enumerate(picks)]
     sample = pd.DataFrame({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})

@@ -223,6 +223,7 @@ def test_a_trend_within_each_technology_pairs_cells_of_one_technology() -> None:
     claim = next(c for c in load_pack("rquic2021").claims if c.id == "fig5-gain-grows-with-loss")
     assert claim.params["within"] == "bw"
     space = dr.space_of(prepare(ROOT / "designs" / "rquic2021.toml", require_built=False))
-    pairs = [(space.points[d.units[0].mine[0]], space.points[d.units[-1].mine[0]]) for d in dr.draws(claim, space)[:200]]
+    drawn = dr.draws(claim, space)[:200]
+    pairs = [(space.points[d.units[0].mine[0]], space.points[d.units[-1].mine[0]]) for d in drawn]
     assert pairs and all(a["bw"] == b["bw"] and a["p"] != b["p"] for a, b in pairs)
     assert len({a["bw"] for a, _ in pairs}) == 3

@@ -69,7 +69,6 @@ class Verdict:
     looks: int = 0                          # evaluations of this claim so far (session's look log)
     drift: str = ""                         # its first half of observations against its second
     settled: frozenset[str] = frozenset()   # a census's cells whose own interval needs no more seeds
-    decided_at: int = 0                     # the observation at which its running interval first decided
     audit: str = ""                         # what the observations after the verdict say (``audit``)
 
     def __post_init__(self) -> None:
@@ -151,6 +150,7 @@ def evaluate_claim(claim: Claim, profile: str, data: Data, space: dr.Space, seed
     if found.observations == 0:
         notes = ["no observations yet", _excluded_text(claim, found), found.waiting]
         return Verdict(claim, profile, "inconclusive", None, "; ".join(n for n in notes if n), alpha=alpha)
+
     def read(rows: pd.DataFrame):
         return rows if stat.reads == st.PAIRS else samples.runs(rows)
 
@@ -209,7 +209,6 @@ def audit(verdict: Verdict, rows: pd.DataFrame, read, alpha: float) -> None:
     claim = verdict.claim
     n = rows["draw"].nunique()
     decided = _decided_at(claim, rows, read, alpha)
-    verdict.decided_at = decided
     windows = [("after the verdict", decided)] if n > decided else []
     windows += [(f"in the last {part}", n - n // k) for part, k in (("half", 2), ("quarter", 4), ("eighth", 8))
                 if n // k >= AUDIT_MIN]
@@ -219,12 +218,8 @@ def audit(verdict: Verdict, rows: pd.DataFrame, read, alpha: float) -> None:
             continue
         text = f"{s.n} {claim.stat.sequence_unit} {what} (from draw {first + 1}): [{_fmt(s.low)}, {_fmt(s.high)}]"
         if s.empty or sq.contradicts(verdict.verdict, s.low, s.high, claim.compare, claim.threshold, claim.tolerance):
-            was = verdict.verdict
-            verdict.verdict, verdict.stopped = NOT_JUDGED, REOPENED_STOP
-            verdict.reason = "; ".join(filter(None, [
-                f"re-opened: {was} at draw {decided} of {n}, but the {text} contradict it: the data changed "
-                "(drift, or a machine that became busy), so no verdict stands", verdict.reason]))
-            verdict.audit = f"change found: {text}"
+            _reopen(verdict, f"re-opened: {verdict.verdict} at draw {decided} of {n}, but the {text} contradict it",
+                    text)
             return
         if what == "after the verdict":
             verdict.audit = f"no change: {text}"
@@ -314,14 +309,18 @@ def exchangeable(verdict: Verdict, rows: pd.DataFrame, alpha: float, seed: int) 
     wealth, at = sq.exchangeability(per_draw(rows), seed, cells)
     if wealth < 1 / alpha:
         return
-    was = verdict.verdict
-    verdict.verdict, verdict.stopped = NOT_JUDGED, REOPENED_STOP
     text = (f"the draws are not alike over time: ranking each draw among its cell's earlier ones, a test martingale "
             f"reached {wealth:.3g} ≥ 1/α = {1 / alpha:.3g} at draw {at} of {len(rows['draw'].unique())}")
-    verdict.reason = "; ".join(filter(None, [f"{'re-opened: ' + was + ', but ' if was != 'inconclusive' else ''}"
-                                             f"{text}: the data changed (drift, or a machine that became busy), so no "
+    was = verdict.verdict
+    _reopen(verdict, f"re-opened: {was}, but {text}" if was != "inconclusive" else text, text)
+
+
+def _reopen(verdict: Verdict, why: str, found: str) -> None:
+    """No verdict stands on data that changed: not judged, no more runs, and why (the audit's finding)."""
+    verdict.verdict, verdict.stopped = NOT_JUDGED, REOPENED_STOP
+    verdict.reason = "; ".join(filter(None, [f"{why}: the data changed (drift, or a machine that became busy), so no "
                                              "verdict stands", verdict.reason]))
-    verdict.audit = f"change found: {text}"
+    verdict.audit = f"change found: {found}"
 
 
 def drift(rows: pd.DataFrame) -> str:

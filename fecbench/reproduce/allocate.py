@@ -115,14 +115,13 @@ def next_batch(claims: list[Claim], campaigns: dict[tuple[str, str], Campaign], 
     audited: dict[str, ClaimState] = {}
     for claim in claims:
         mine = by_claim.get(claim.id, [])
+        campaign = campaigns.get((profiles[0], claim.design)) if profiles else None
         if mine and all(v.decided for v in mine):
             idle[claim.id] = mine[0].stopped if len({v.stopped for v in mine}) == 1 else "decided"
-            campaign = campaigns.get((profiles[0], claim.design)) if profiles else None
             audit = [v.profile for v in mine if v.verdict in AUDITED]
             if campaign is not None and audit:
                 audited[claim.id] = ClaimState(claim, campaign.draws(claim), audit, 1.0, first_need=1.0)
             continue
-        campaign = campaigns.get((profiles[0], claim.design)) if profiles else None
         if campaign is None:
             idle[claim.id] = "not runnable"
             continue

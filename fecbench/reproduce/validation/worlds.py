@@ -280,11 +280,16 @@ def truths(world: World, campaign: cp.Campaign) -> dict[str, list[float]]:
     return out
 
 
-def truth_at(truth: list[float], when: float) -> float:
-    """A claim's truth at a fraction ``when`` of the budget (the nearest time it was computed at)."""
+def truths_of_look(truth: list[float], when: float) -> list[float]:
+    """A claim's truths over the look interval that ends at a fraction ``when`` of the budget (the times it was
+    computed at from one look interval before ``when`` to ``when``, else the nearest): a verdict is false only when
+    it contradicts all of them. No change test sees a change before there are data after it: a drift that crosses
+    the threshold between two looks is the next look's to find (issue 58's audit), not this one's."""
     if len(truth) == 1:
-        return truth[0]
-    return truth[min(range(len(truth)), key=lambda i: abs(TIMES[i] - when))]
+        return truth
+    step = TIMES[1]
+    window = [t for time, t in zip(TIMES, truth, strict=True) if when - step - 1e-9 <= time <= when + 1e-9]
+    return window or [truth[min(range(len(truth)), key=lambda i: abs(TIMES[i] - when))]]
 
 
 def false_against(verdict: ev.Verdict, truth: float) -> bool:
@@ -340,8 +345,8 @@ def run_world(world: World, campaign: cp.Campaign, replays: int, budget_s: float
         world.answers = int(budget_s / RUN_S)
         looks = replay.simulate(pack, "synthetic", {("synthetic", "worlds"): campaign}, {"worlds": world}, budget_s,
                                 "new", look_every_s=budget_s / 15)
-        # Each look's verdicts against the truth of their time (a drifting world's changes as the budget goes).
-        false += any(false_against(v, truth_at(truth[v.claim.id], look.machine_s / budget_s))
+        # Each look's verdicts against the truths of their look interval (a drifting world's change as the budget goes).
+        false += any(all(false_against(v, t) for t in truths_of_look(truth[v.claim.id], look.machine_s / budget_s))
                      for look in looks for v in look.verdicts)
         for v in looks[-1].verdicts:
             finals[v.claim.id][v.verdict] = finals[v.claim.id].get(v.verdict, 0) + 1

@@ -62,6 +62,7 @@ fn bench_socket<G: SocketGlue>(
         sndbuf: 8 << 20,
         default_local: None,
         qlog: None,
+        test_send_delay: std::time::Duration::ZERO,
     };
     FecSocket::bind("127.0.0.1:0".parse().unwrap(), cfg, None)
 }
@@ -214,6 +215,7 @@ fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64
         keepalive: 0.2,
         initial_window: None,
         max_window: None,
+        test_send_delay_us: 0,
         tail: crate::tail::TailArgs::default(),
         capture: crate::config::Capture::default(),
     };

@@ -98,6 +98,11 @@ pub struct Common {
     /// Largest congestion window in packets of 1200 bytes (default: none; quic-go of 2018: 107)
     #[arg(long, value_parser = clap::value_parser!(u64).range(2..=1_000_000))]
     pub max_window: Option<u64>,
+    /// TEST ONLY, never in a measurement: sleep this many microseconds before each datagram this
+    /// endpoint's stack sends (0, the default: off). A deliberately slowed build for fecbench's CI
+    /// recipe test (ci-recipes/README.md), which its compare must catch
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub test_send_delay_us: u64,
     /// Tail FEC options (--fec-mode, --tail-max): crate::tail.
     #[command(flatten)]
     pub tail: TailArgs,

@@ -83,6 +83,7 @@ fn socket_config<S: Stack>(
         sndbuf: common.sndbuf,
         default_local,
         qlog,
+        test_send_delay: Duration::from_micros(common.test_send_delay_us),
     })
 }
 

@@ -169,6 +169,8 @@ pub struct SocketConfig {
     pub default_local: Option<IpAddr>,
     /// `--qlog-dir`: the endpoint's qlog files (crate::qlog); the layer then records its events.
     pub qlog: Option<Arc<Logs>>,
+    /// `--test-send-delay-us` (TEST ONLY): a sleep before each datagram the stack sends; zero: none.
+    pub test_send_delay: Duration,
 }
 
 /// Bytes of the receive buffer for one (possibly GRO-coalesced) receive of up to `gro_segments`
@@ -204,6 +206,8 @@ pub struct FecSocket<G: SocketGlue> {
     /// What the stack's packets carry, recorded by its crypto glue when the layer protects only
     /// application data (None: every datagram is protected, or there is no FEC).
     packets: Option<Arc<SentPackets>>,
+    /// `--test-send-delay-us` (TEST ONLY: a deliberately slowed build); zero: none.
+    test_send_delay: Duration,
 }
 
 impl<G: SocketGlue> fmt::Debug for FecSocket<G> {
@@ -293,6 +297,7 @@ impl<G: SocketGlue> FecSocket<G> {
             connections: Mutex::new(Vec::new()),
             qlog: cfg.qlog,
             packets,
+            test_send_delay: cfg.test_send_delay,
         });
         if socket.qlog.is_some() {
             socket.core.lock().unwrap().layer_mut().record_events();
@@ -454,6 +459,11 @@ impl<G: SocketGlue> FecSocket<G> {
         segment_size: Option<usize>,
         ecn: u8,
     ) -> io::Result<()> {
+        if !self.test_send_delay.is_zero() {
+            // TEST ONLY (`--test-send-delay-us`): a slow sender, one sleep per datagram of the batch.
+            let datagrams = segment_size.map_or(1, |s| contents.len().div_ceil(s.max(1)).max(1));
+            std::thread::sleep(self.test_send_delay * u32::try_from(datagrams).unwrap_or(u32::MAX));
+        }
         let path = self.key(src_ip, destination);
         let packets = self.packets.as_deref();
         let mut core = self.core.lock().unwrap();

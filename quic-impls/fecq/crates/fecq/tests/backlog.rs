@@ -33,6 +33,7 @@ fn config(multipath: bool) -> SocketConfig {
         sndbuf: 1 << 20,
         default_local: None,
         qlog: None,
+        test_send_delay: Duration::ZERO,
     }
 }
 

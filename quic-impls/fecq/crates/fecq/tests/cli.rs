@@ -528,3 +528,19 @@ fn a_client_stopped_by_sigterm_writes_its_metrics_with_the_servers_counters() {
     );
     assert!(m["dct_ms"].is_null());
 }
+
+/// `--test-send-delay-us` (TEST ONLY: fecbench's CI recipe test slows a build with it) is off
+/// unless asked, and bounded: a value beyond a second is a usage error.
+#[test]
+fn test_send_delay_is_off_by_default() {
+    assert_eq!(support::common(&[]).test_send_delay_us, 0);
+    assert_eq!(
+        support::common(&["--test-send-delay-us", "2000"]).test_send_delay_us,
+        2000
+    );
+    let out = fecq()
+        .args(["check-args", "server", "--test-send-delay-us", "2000000"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

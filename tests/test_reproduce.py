@@ -127,6 +127,8 @@ def test_the_cli_exits_2_on_a_bad_pack(tmp_path: Path) -> None:
     assert done.returncode == 2 and "no reproduction pack 'no-such-pack'" in done.stderr
     done = fecbench("reproduce", "smoke", "--budget", "soon", "--dry-run")
     assert done.returncode == 2 and "--budget 'soon'" in done.stderr
+    done = fecbench("reproduce", "smoke", "--error", "fdp", "--dry-run")
+    assert done.returncode == 2 and "--error 'fdp': choose fwer or fdr" in done.stderr
 
 
 def test_budget_text() -> None:

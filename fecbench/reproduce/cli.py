@@ -40,6 +40,10 @@ def reproduce(
     no_run: bool = typer.Option(False, "--no-run", help="Run nothing: the verdicts of what the databases hold."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the runs the budget buys; run nothing."),
     link_backend: str = typer.Option(None, "--link-backend", help="netem | delayline (default: probe)."),
+    error: str = typer.Option("fwer", "--error", help="How the page's verdicts share its 5 % error level: fwer "
+                              "(family-wise: the chance of any false verdict, Bonferroni) or fdr (false-discovery: "
+                              "the expected share of false verdicts among those shown, Benjamini–Yekutieli on each "
+                              "claim's anytime p-value; more verdicts when many claims decide). The page names it."),
     fidelity: bool = typer.Option(False, "--fidelity", help="Print every pack's fidelity table (Markdown: each "
                                   "claim's quote, what is judged, its reading, the setup it is judged on) and exit."),
 ) -> None:
@@ -57,7 +61,10 @@ def reproduce(
         _list(pack_mod)
         return
     from fecbench.reproduce import plan, profiles, session
+    from fecbench.reproduce.statistics.error_control import RULES
 
+    if error not in RULES:
+        raise UserError(f"--error {error!r}: choose {' or '.join(RULES)}")
     loaded = pack_mod.load_pack(pack)
     names = list(dict.fromkeys(profile)) if profile else [loaded.default_profile]
     for name in names:
@@ -87,7 +94,7 @@ def reproduce(
         if warning:
             console.print(f"[yellow]warning: {warning}[/]")
     outcome = session.reproduce(loaded, names, budget=seconds, full=full, machines=machines, root=root,
-                                console=console, run=not no_run, started=started)
+                                console=console, run=not no_run, started=started, rule=error)
     _print_verdicts(outcome)
 
 

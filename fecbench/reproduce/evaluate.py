@@ -37,6 +37,7 @@ from fecbench.reproduce import sequential as sq
 from fecbench.reproduce import statistics as st
 from fecbench.reproduce.pack import Claim, Pack
 from fecbench.reproduce.samples import Data
+from fecbench.reproduce.statistics import error_control as ec
 
 NOT_RUNNABLE = "not runnable here"
 AT_THRESHOLD = "at the threshold"
@@ -111,31 +112,70 @@ def page_alpha(pack: Pack, profiles: list[str]) -> float:
 
 
 def evaluate(pack: Pack, dbs: dict[tuple[str, str], Path], profiles: list[str],
-             spaces: dict[tuple[str, str], dr.Space], seed: int = 2019, bootstrap: bool = True) -> list[Verdict]:
+             spaces: dict[tuple[str, str], dr.Space], seed: int = 2019, bootstrap: bool = True,
+             rule: str = ec.FAMILY_WISE) -> list[Verdict]:
     """A verdict for every claim and profile; ``dbs`` and ``spaces`` (each design's, ``draws``) by (profile,
-    design alias)."""
+    design alias). ``rule``: how the verdicts share the page's α (``error_control``): family-wise, each at
+    ``page_alpha``; false-discovery, each at the Benjamini–Yekutieli level of the claims' anytime p-values."""
     cache: dict[Path, Data] = {}
     alpha = page_alpha(pack, profiles)
+    if rule == ec.FALSE_DISCOVERY:
+        m = max(1, len(pack.claims) * max(1, len(profiles)))
+        floor = ec.smallest_level(m, sq.ALPHA)
+        p_values = [p_value(judged, data, space, floor)
+                    for _, judged, data, space, _ in _runnable(pack, dbs, profiles, spaces, cache)]
+        alpha = ec.step_up(p_values, m, sq.ALPHA)[1]
     out = []
+    for profile, claim in ((profile, claim) for profile in profiles for claim in pack.claims):
+        db, space = dbs.get((profile, claim.design)), spaces.get((profile, claim.design))
+        if claim.needs:
+            out.append(Verdict(claim, profile, NOT_RUNNABLE, None, f"needs {claim.needs}", alpha=alpha))
+            continue
+        if db is None or not db.is_file() or space is None:
+            out.append(Verdict(claim, profile, "inconclusive", None, "no runs yet (no database)", alpha=alpha))
+            continue
+        data = cache.setdefault(db, Data(db))
+        judged = pack.profiles[profile].judged(claim) if profile in pack.profiles else claim
+        verdict = evaluate_claim(judged, profile, data, space, group_seed(seed, [pack.name, claim.id, profile]),
+                                 alpha=alpha, bootstrap=bootstrap)
+        if judged is not claim:   # the page's claim, with the labels this profile judged it on
+            verdict.claim = claim
+            verdict.reason = "; ".join(filter(None, [f"judged on {judged.label} ÷ {judged.baseline}",
+                                                     verdict.reason]))
+        out.append(verdict)
+    return out
+
+
+def _runnable(pack: Pack, dbs: dict[tuple[str, str], Path], profiles: list[str],
+              spaces: dict[tuple[str, str], dr.Space], cache: dict[Path, Data]):
+    """(profile, the claim as the profile judges it, its data, its space, the page's claim) of every claim that
+    has runs to judge."""
     for profile in profiles:
         for claim in pack.claims:
             db, space = dbs.get((profile, claim.design)), spaces.get((profile, claim.design))
-            if claim.needs:
-                out.append(Verdict(claim, profile, NOT_RUNNABLE, None, f"needs {claim.needs}", alpha=alpha))
+            if claim.needs or db is None or not db.is_file() or space is None:
                 continue
-            if db is None or not db.is_file() or space is None:
-                out.append(Verdict(claim, profile, "inconclusive", None, "no runs yet (no database)", alpha=alpha))
-                continue
-            data = cache.setdefault(db, Data(db))
             judged = pack.profiles[profile].judged(claim) if profile in pack.profiles else claim
-            verdict = evaluate_claim(judged, profile, data, space, group_seed(seed, [pack.name, claim.id, profile]),
-                                     alpha=alpha, bootstrap=bootstrap)
-            if judged is not claim:   # the page's claim, with the labels this profile judged it on
-                verdict.claim = claim
-                verdict.reason = "; ".join(filter(None, [f"judged on {judged.label} ÷ {judged.baseline}",
-                                                         verdict.reason]))
-            out.append(verdict)
-    return out
+            yield profile, judged, cache.setdefault(db, Data(db)), space, claim
+
+
+def p_value(claim: Claim, data: Data, space: dr.Space, floor: float) -> float:
+    """The claim's anytime p-value (``error_control.anytime_p``): the smallest level in [``floor``, α] at which
+    its confidence sequence on the draws done decides it; 1 with no observations or no sequence."""
+    stat = claim.stat
+    if stat.reads == st.FLOWS and samples.flows_missing(data):
+        return 1.0
+    found = samples.sample(claim, data, dr.draws(claim, space))
+    if found.observations == 0:
+        return 1.0
+    read = found.rows if stat.reads == st.PAIRS else samples.runs(found.rows)
+
+    def decides(level: float) -> bool:
+        s = stat.sequence(read, claim.params, level)
+        return s is not None and not s.empty and \
+            sq.decide(s.low, s.high, claim.compare, claim.threshold, claim.tolerance) != "inconclusive"
+
+    return ec.anytime_p(decides, floor, sq.ALPHA)
 
 
 def evaluate_claim(claim: Claim, profile: str, data: Data, space: dr.Space, seed: int, *,

@@ -32,6 +32,7 @@ from fecbench.reproduce.evaluate import (
 )
 from fecbench.reproduce.pack import Claim, Pack
 from fecbench.reproduce.sequential import ALPHA
+from fecbench.reproduce.statistics.error_control import FAMILY_WISE, level_text
 
 COLOURS = {"holds": "#1a7f37", "fails": "#cf222e", AT_THRESHOLD: "#0969da", "inconclusive": "#9a6700",
            NOT_JUDGED: "#8250df", NOT_RUNNABLE: "#57606a"}
@@ -123,8 +124,9 @@ def _samples(ax: Any, claim: Claim, verdicts: list[Verdict]) -> None:
 
 
 def write(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, outdir: Path, *,
-          ran: list | None = None, budget: float | None = None, full: bool = False) -> Path:
-    """The page, its figures and verdicts.json / verdicts.csv in ``outdir``; the page's path."""
+          ran: list | None = None, budget: float | None = None, full: bool = False, rule: str = FAMILY_WISE) -> Path:
+    """The page, its figures and verdicts.json / verdicts.csv in ``outdir``; the page's path. ``rule``: how the
+    verdicts shared the page's α (``error_control``), which the page names."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -133,7 +135,7 @@ def write(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
     frame.to_csv(outdir / "verdicts.csv", index=False)
     (outdir / "verdicts.json").write_text(json.dumps([{
         "claim": v.claim.id, "profile": v.profile, "verdict": v.verdict, "reason": v.reason, "stopped": v.stopped,
-        "looks": v.looks, "level": 1 - v.alpha, "statistic": v.claim.statistic, "audit": v.audit,
+        "looks": v.looks, "level": 1 - v.alpha, "error_rule": rule, "statistic": v.claim.statistic, "audit": v.audit,
         "estimand": v.claim.stat.estimand_text,
         "value": None if v.sequence is None else _json(v.sequence.value),
         "cs": None if v.sequence is None else [_json(v.sequence.low), _json(v.sequence.high)],
@@ -147,7 +149,7 @@ def write(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
         if any(v.verdict != NOT_RUNNABLE for v in mine):
             figures[claim.id] = claim_figure(claim, mine, outdir / "figures" / f"{slug(claim.id)}.png")
     path = outdir / "index.html"
-    path.write_text(_html(pack, names, verdicts, targets, figures, ran or [], budget, full), encoding="utf-8")
+    path.write_text(_html(pack, names, verdicts, targets, figures, ran or [], budget, full, rule), encoding="utf-8")
     return path
 
 
@@ -156,14 +158,11 @@ def _looked(v: Verdict) -> str:
             + (f"; audit: {v.audit}" if v.audit else ""))
 
 
-def _level(verdicts: list[Verdict], pack: Pack, names: list[str]) -> str:
-    """The page's one statement of its error level."""
+def _level(verdicts: list[Verdict], pack: Pack, names: list[str], rule: str) -> str:
+    """The page's one statement of its error level, for the rule it used (``error_control``)."""
     alpha = min((v.alpha for v in verdicts), default=ALPHA)
-    count = len(pack.claims) * len(names)
-    return (f"<p><b>Error level.</b> The probability that any verdict on this page is false (holds or fails "
-            f"against the truth), at any look, is at most {100 * ALPHA:g} %: α = {ALPHA:g} split evenly over the "
-            f"{count} verdicts shown ({len(pack.claims)} claims × {len(names)} profile(s)), each interval at level "
-            f"{100 * (1 - alpha):.3g} %.</p>")
+    decided = sum(v.verdict in ("holds", "fails", AT_THRESHOLD) for v in verdicts)
+    return f"<p><b>Error level.</b> {level_text(rule, ALPHA, len(pack.claims) * len(names), alpha, decided)}</p>"
 
 
 def hosts_text(targets: dict, budget: float | None) -> str:
@@ -209,7 +208,7 @@ def _json(value: float) -> float | str | None:
 
 
 def _html(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, figures: dict[str, Path],
-          ran: list, budget: float | None, full: bool) -> str:
+          ran: list, budget: float | None, full: bool, rule: str) -> str:
     esc = html.escape
     by = {(v.claim.id, v.profile): v for v in verdicts}
     run_text = "--full" if full else (f"--budget {budget / 60:g}m" if budget else "evaluation of the databases only")
@@ -224,7 +223,7 @@ def _html(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
              f"(default {esc(pack.default_profile)}). Generated "
              f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}.</p>",
              f"<p>{esc(hosts_text(targets, budget))}</p>",
-             _level(verdicts, pack, names),
+             _level(verdicts, pack, names, rule),
              "<h2>Verdicts</h2><table><tr><th>claim</th><th>statement</th><th>expected</th>"
              "<th>the paper's value</th>" + "".join(f"<th>profile {esc(n)}</th>" for n in names) + "</tr>"]
     for claim in pack.claims:

@@ -26,6 +26,7 @@ from fecbench.reproduce import campaign as cp
 from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce import sequential as sq
 from fecbench.reproduce.pack import Pack
+from fecbench.reproduce.statistics.error_control import FAMILY_WISE
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.runners.run.recorder import read_retried, read_statuses
 
@@ -81,9 +82,10 @@ def reserve_s(pack: Pack, names: list[str]) -> float:
 
 
 def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool, machines: execute.Machines,
-              root: Path, console: Any, run: bool = True, started: float | None = None) -> Outcome:
+              root: Path, console: Any, run: bool = True, started: float | None = None,
+              rule: str = FAMILY_WISE) -> Outcome:
     """The whole command (see the module). ``budget`` in seconds from ``started`` (time.monotonic()),
-    None with ``full``; ``machines``: where the runs run."""
+    None with ``full``; ``machines``: where the runs run; ``rule``: how the page's verdicts share its α."""
     started = time.monotonic() if started is None else started
     targets, campaigns = prepare_campaigns(pack, names, root, checks=run)
     selection = None
@@ -100,22 +102,23 @@ def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool,
     elif run:
         assert budget is not None
         deadline = started + budget - reserve_s(pack, names)
-        ran, idle, planned, selection = _batches(pack, names, targets, campaigns, deadline, machines, console, looks)
+        ran, idle, planned, selection = _batches(pack, names, targets, campaigns, deadline, machines, console, looks,
+                                                 rule)
     dbs = {key: target.db for key, target in targets.items()}
-    verdicts = ev.evaluate(pack, dbs, names, _prepared(campaigns))
+    verdicts = ev.evaluate(pack, dbs, names, _prepared(campaigns), rule=rule)
     _stopped(verdicts, idle, "budget" if run and budget is not None else "full designs run" if run else
              "not run (evaluation only)")
     ev.count_looks(looks, verdicts)
     _what_it_would_take(verdicts, campaigns)
     ran = execute.merge(ran)   # one row per campaign over its batches: one count of runs left pending
     html = page.write(pack, names, verdicts, targets, root / pack.name, ran=ran, budget=budget,
-                      full=full)
+                      full=full, rule=rule)
     return Outcome(pack=pack, profiles=names, targets=targets, selection=selection, ran=ran, verdicts=verdicts,
                    html=html, seconds=time.monotonic() - started, budget=budget, planned=planned, idle=idle)
 
 
 def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadline: float,
-             machines: execute.Machines, console: Any, looks: Path) -> tuple:
+             machines: execute.Machines, console: Any, looks: Path, rule: str) -> tuple:
     """Look, choose the next batch, run it; until every claim stopped or the time is spent."""
     dbs = {key: target.db for key, target in targets.items()}
     ran: list[execute.Ran] = []
@@ -123,7 +126,7 @@ def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadl
     planned: dict[str, Any] = {"batches": 0, "runs": 0, "estimated_s": 0.0}
     selection = None
     while True:
-        verdicts = ev.evaluate(pack, dbs, names, _prepared(campaigns), bootstrap=False)
+        verdicts = ev.evaluate(pack, dbs, names, _prepared(campaigns), bootstrap=False, rule=rule)
         ev.count_looks(looks, verdicts)
         left = deadline - time.monotonic() - len(campaigns) * execute.CAMPAIGN_START_S
         if left < MIN_LEFT_S:

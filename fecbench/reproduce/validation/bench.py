@@ -205,14 +205,21 @@ def bench_worlds(
     replays: int = typer.Option(200, "--replays", help="Replays per world."),
     budget: str = typer.Option("15m", "--budget", help="Machine time replayed per replay (every run 1 s)."),
     world: list[str] = typer.Option(None, "--world", help="Only these worlds (default: every one)."),
+    error: str = typer.Option("fwer", "--error", help="How a world's verdicts share α: fwer or fdr (as `fecbench "
+                              "reproduce --error`); fdr counts the replays whose share of false verdicts is > 0 "
+                              "and their mean share."),
 ) -> None:
     """False verdicts on synthetic worlds whose truth is known (reproduce/README.md, "Validation")."""
     from fecbench.reproduce import plan
+    from fecbench.reproduce.statistics.error_control import RULES
     from fecbench.reproduce.validation import worlds
+
+    if error not in RULES:
+        raise UserError(f"--error {error!r}: choose {' or '.join(RULES)}")
 
     known = [w.name for w in worlds.catalogue()]
     if unknown := [w for w in world or [] if w not in known]:
         raise UserError(f"--world {unknown[0]!r}: no such world (worlds: {', '.join(known)})")
     if replays < 1:
         raise UserError("--replays: at least 1")
-    worlds.bench_worlds(replays, plan.parse_budget(budget), list(world) if world else None, console)
+    worlds.bench_worlds(replays, plan.parse_budget(budget), list(world) if world else None, console, error)

@@ -38,7 +38,9 @@ from fecbench.analysis.studies import flows, loss_position
 from fecbench.reproduce import allocate, execute, plan, seeds
 from fecbench.reproduce import campaign as cp
 from fecbench.reproduce import evaluate as ev
+from fecbench.reproduce import sequential as sq
 from fecbench.reproduce.pack import Pack
+from fecbench.reproduce.statistics import error_control as ec
 from fecbench.runners.experiment.runs import Run
 
 DECIDED = ("holds", "fails", ev.AT_THRESHOLD)
@@ -149,8 +151,9 @@ def fresh(campaign: cp.Campaign) -> cp.Campaign:
 
 def simulate(pack: Pack, profile: str, campaigns: dict[tuple[str, str], cp.Campaign],
              worlds: dict[str, World], budget_s: float, allocator: str = "new",
-             look_every_s: float | None = None) -> list[Look]:
-    """Machine time and verdicts at each look until the budget is spent (or no claim takes runs)."""
+             look_every_s: float | None = None, rule: str = ec.FAMILY_WISE) -> list[Look]:
+    """Machine time and verdicts at each look until the budget is spent (or no claim takes runs); ``rule``: how the
+    page's verdicts share its α (``error_control``)."""
     campaigns = {key: fresh(c) for key, c in campaigns.items()}
     frames: dict[str, list[dict]] = {alias: [] for alias in worlds}
     alpha = ev.page_alpha(pack, [profile])
@@ -161,7 +164,7 @@ def simulate(pack: Pack, profile: str, campaigns: dict[tuple[str, str], cp.Campa
         for key in campaigns:
             queue += [(key, run) for run in chosen.runs.get(key, [])]
     while True:
-        verdicts = _judge(pack, profile, campaigns, worlds, frames, alpha)
+        verdicts = _judge(pack, profile, campaigns, worlds, frames, alpha, rule)
         looks.append(Look(spent, verdicts))
         left = budget_s - spent - len(campaigns) * execute.CAMPAIGN_START_S
         if left <= 0:
@@ -194,19 +197,25 @@ def simulate(pack: Pack, profile: str, campaigns: dict[tuple[str, str], cp.Campa
             if spent >= budget_s:
                 break
         if spent >= budget_s:
-            looks.append(Look(spent, _judge(pack, profile, campaigns, worlds, frames, alpha)))
+            looks.append(Look(spent, _judge(pack, profile, campaigns, worlds, frames, alpha, rule)))
             break
     return looks
 
 
 def _judge(pack: Pack, profile: str, campaigns: dict, worlds: dict[str, World], frames: dict[str, list[dict]],
-           alpha: float) -> list[ev.Verdict]:
+           alpha: float, rule: str) -> list[ev.Verdict]:
     out = []
     data = {}
     for alias, rows in frames.items():
         frame = pd.DataFrame(rows) if rows else worlds[alias].frame.iloc[0:0]
         frame.attrs.update(worlds[alias].frame.attrs)
         data[alias] = ev.Data.replayed(frame, worlds[alias])   # loss classes and flows: those of the runs drawn
+    if rule == ec.FALSE_DISCOVERY:   # as ``evaluate``: the Benjamini–Yekutieli level of the claims' p-values
+        m = len(pack.claims)
+        floor = ec.smallest_level(m, sq.ALPHA)
+        alpha = ec.step_up([ev.p_value(pack.profiles[profile].judged(c) if profile in pack.profiles else c,
+                                       data[c.design], campaigns[(profile, c.design)].space, floor)
+                            for c in pack.claims if not c.needs and c.design in data], m, sq.ALPHA)[1]
     for claim in pack.claims:
         if claim.needs or claim.design not in data:
             out.append(ev.Verdict(claim, profile, ev.NOT_RUNNABLE, None, claim.needs or "no recorded runs"))

@@ -31,6 +31,7 @@ from fecbench.reproduce import campaign as cp
 from fecbench.reproduce import draws as dr
 from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce.pack import Claim, Pack, Profile
+from fecbench.reproduce.statistics import error_control as ec
 from fecbench.reproduce.validation import replay
 
 DESIGN = f"""[design]
@@ -313,6 +314,7 @@ class Result:
     false: int
     truths: dict[str, list[float]]
     finals: dict[str, dict[str, int]]
+    fdp: float = 0.0    # the mean share of false verdicts among the decided ones at the last look (the page's)
 
     @property
     def rate(self) -> float:
@@ -334,23 +336,29 @@ def prepared_campaign(folder: Path) -> cp.Campaign:
     return cp.Campaign("synthetic", "worlds", folder / "worlds.sqlite", prepare(design), {})
 
 
-def run_world(world: World, campaign: cp.Campaign, replays: int, budget_s: float, seed: int = 46) -> Result:
+def run_world(world: World, campaign: cp.Campaign, replays: int, budget_s: float, seed: int = 46,
+              rule: str = ec.FAMILY_WISE) -> Result:
     pack = _pack(world)
     truth = truths(world, campaign)
-    false = 0
+    false, fdp = 0, 0.0
     finals: dict[str, dict[str, int]] = {c.id: {} for c, _ in world.claims}
     for i in range(replays):
         world.rng = np.random.default_rng([seed, i])
         world.units = {}
         world.answers = int(budget_s / RUN_S)
         looks = replay.simulate(pack, "synthetic", {("synthetic", "worlds"): campaign}, {"worlds": world}, budget_s,
-                                "new", look_every_s=budget_s / 15)
+                                "new", look_every_s=budget_s / 15, rule=rule)
         # Each look's verdicts against the truths of their look interval (a drifting world's change as the budget goes).
         false += any(all(false_against(v, t) for t in truths_of_look(truth[v.claim.id], look.machine_s / budget_s))
                      for look in looks for v in look.verdicts)
         for v in looks[-1].verdicts:
             finals[v.claim.id][v.verdict] = finals[v.claim.id].get(v.verdict, 0) + 1
-    return Result(world, replays, false, truth, finals)
+        last = looks[-1]
+        shown = [v for v in last.verdicts if v.verdict in replay.DECIDED]
+        wrong = sum(all(false_against(v, t) for t in truths_of_look(truth[v.claim.id], last.machine_s / budget_s))
+                    for v in shown)
+        fdp += wrong / max(1, len(shown))
+    return Result(world, replays, false, truth, finals, fdp / max(1, replays))
 
 
 def _claim_line(cid: str, r: Result) -> str:
@@ -362,7 +370,7 @@ def _claim_line(cid: str, r: Result) -> str:
 
 
 def bench_worlds(replays: int = 200, budget_s: float = 900.0, only: list[str] | None = None,
-                 console: Any = None) -> list[Result]:
+                 console: Any = None, rule: str = ec.FAMILY_WISE) -> list[Result]:
     """Every world of the catalogue (or ``only`` those), ``replays`` each: the rows of README's table."""
     from rich.console import Console
     from rich.table import Table
@@ -373,14 +381,14 @@ def bench_worlds(replays: int = 200, budget_s: float = 900.0, only: list[str] | 
     with tempfile.TemporaryDirectory() as folder:
         campaign = prepared_campaign(Path(folder))
         for world in worlds:
-            results.append(run_world(world, campaign, replays, budget_s))
+            results.append(run_world(world, campaign, replays, budget_s, rule=rule))
     table = Table(title=f"false verdicts over {replays} replays, {budget_s / 60:g} min of machine time each "
-                        "(a look after every fifteenth); stated level 0.05 family-wise per world")
-    for col in ("world", "claims: truth → final verdicts", "false", "rate [95 % Wilson]", "undecided"):
+                        f"(a look after every fifteenth); stated level 0.05 per world ({rule})")
+    for col in ("world", "claims: truth → final verdicts", "false", "rate [95 % Wilson]", "mean FDP", "undecided"):
         table.add_column(col, overflow="fold")     # a claim's id whole, however narrow the console (a CI log)
     for r in results:
         low, high = replay.wilson(r.false, r.replays)
         table.add_row(r.world.name, "; ".join(_claim_line(cid, r) for cid in r.finals), f"{r.false}/{r.replays}",
-                      f"{r.rate:.3f} [{low:.3f}, {high:.3f}]", f"{r.undecided:.2f}")
+                      f"{r.rate:.3f} [{low:.3f}, {high:.3f}]", f"{r.fdp:.3f}", f"{r.undecided:.2f}")
     console.print(table)
     return results

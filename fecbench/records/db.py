@@ -314,6 +314,12 @@ def find_campaign(conn: sqlite3.Connection, design_hash: str) -> int | None:
     return int(row[0]) if row else None
 
 
+def design_texts(conn: sqlite3.Connection) -> list[str]:
+    """The design text of every campaign of the database, the first recorded first."""
+    return [str(r[0]) for r in conn.execute("SELECT design_text FROM campaigns WHERE design_text IS NOT NULL "
+                                            "ORDER BY id")]
+
+
 def insert_campaign(conn: sqlite3.Connection, **fields: Any) -> int:
     """Insert a campaign row; dict/list values are stored as JSON text."""
     fields = {k: json.dumps(v, sort_keys=True, default=str) if isinstance(v, (dict, list)) else v

@@ -63,9 +63,11 @@ def check_inputs(design: Path, *, capture: str | None = None, accept_short_timeo
 
 # --- 2. plan the runs --------------------------------------------------------------------------------------
 def plan_runs(prepared: Prepared, db_path: Path, retry: set[str], sample: int | None = None) -> list[Run]:
-    """The one selection of the runs to do (pending, interrupted, the statuses to retry, a seeded sample)."""
-    from fecbench.runners.executors.selection import runs_to_do
+    """The one selection of the runs to do (pending, interrupted, the statuses to retry, a seeded sample); a
+    campaign given more repetitions keeps the keys of the runs its database holds (`continue_recorded`)."""
+    from fecbench.runners.executors.selection import continue_recorded, runs_to_do
 
+    continue_recorded(prepared, db_path)
     return runs_to_do(prepared, db_path, retry, sample)
 
 

@@ -34,7 +34,7 @@ def identity(prepared: Prepared, impls: dict[str, Any]) -> dict[str, Any]:
     """What makes results comparable: fecbench version and commit, design, topology, implementations."""
     return {
         "fecbench": __version__, "git_sha": git_sha(), "design_hash": prepared.design.hash,
-        "experiment_hash": prepared.experiment_hash,
+        "experiment_hash": prepared.experiment_hash, "repetitions_as": prepared.repetitions_as,
         "impls": {label: {"version": info.get("version"), "descriptor": info.get("descriptor"),
                           "binaries": {k: (v or {}).get("sha256") for k, v in info.get("binaries", {}).items()},
                           "files": {k: _in_checkout((v or {}).get("path"))
@@ -137,6 +137,8 @@ def worker_setup(token: str, design_path: str, relative: str | None, expected: d
         if why or not credentials["encrypted"]:
             raise WorkerRefused(f"this worker may not take part: {why or 'it accepts unencrypted connections'}")
     prepared = prepare(_find_design(design_path, relative, design_text))
+    if expected.get("repetitions_as") is not None:   # a campaign extended: keyed as its database's runs
+        prepared.rekey(expected["repetitions_as"])
     impls = impls_fingerprint(prepared.design)
     problems = differences(expected, identity(prepared, impls))
     if problems:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from fecbench.inputs.errors import UserError
 from fecbench.records.status import RETRYABLE, Status
+from fecbench.runners.experiment.design import written_repetitions
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
-from fecbench.runners.run.recorder import read_statuses
+from fecbench.runners.run.recorder import read_design_texts, read_statuses
 
 
 def select_runs(prepared: Prepared, statuses: dict[str, str], retry: set[str]) -> list[Run]:
@@ -28,6 +29,28 @@ def runs_to_do(prepared: Prepared, db_path: Path, retry: set[str], sample: int |
         wanted = {run.key for run in todo}
         todo = [run for run in only if run.key in wanted]
     return todo
+
+
+def continue_recorded(prepared: Prepared, db_path: Path) -> int | None:
+    """A campaign extended: when none of the design's runs is in the database but the runs of the same design
+    with the `repetitions` one of its campaigns wrote are, key the runs as those were (`Prepared.rekey`), so
+    that the runs it holds are found, keys unchanged, and only the new repetitions are to do. Returns the
+    repetitions the runs are now keyed with (0: a design that wrote none), None when they were not rekeyed.
+    A design whose `repetitions` did not change keeps its own keys; any other change to what the experiment
+    hash reads ([space], [loss], [workload], the seed, the topology) still makes every run new."""
+    statuses = read_statuses(db_path)
+    if not statuses or any(run.key in statuses for run in prepared.runs):
+        return None
+    own = written_repetitions(prepared.design.text)
+    for written in dict.fromkeys(written_repetitions(text) for text in read_design_texts(db_path)):
+        if written == own:
+            continue
+        prepared.rekey(written)
+        if any(run.key in statuses for run in prepared.runs):
+            return written
+    if prepared.repetitions_as is not None:
+        prepared.rekey(None)
+    return None
 
 
 def sample_runs(todo: list[Run], k: int | None, seed: int) -> list[Run]:

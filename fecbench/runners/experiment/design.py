@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 from fecbench.dropper.models import MODELS, model_class
 from fecbench.host.paths import REPO_ROOT
 from fecbench.inputs.errors import SpecError, UserError, did_you_mean
-from fecbench.inputs.specs import DEFAULT_TIMEOUT_S, Section, load_toml, parse_size, spec_hash
+from fecbench.inputs.specs import DEFAULT_TIMEOUT_S, Section, load_toml, parse_size, spec_hash, tomllib
 from fecbench.runners.experiment.capture import CapturePolicy, parse_capture
 from fecbench.runners.experiment.descriptor import Descriptor, find_descriptor
 from fecbench.runners.experiment.flows import Flows, parse_flows
@@ -182,13 +182,22 @@ class Design:
         """Hash of the design file's text (recorded with the campaign)."""
         return spec_hash(self.text)
 
-    def experiment_hash(self, topology_text: str) -> str:
+    def experiment_hash(self, topology_text: str, repetitions_as: int | None = None) -> str:
         """Hash of what defines the experiment a run belongs to: everything but the implementation list
         and run-control settings, plus the topology spec. Adding an implementation or changing the
-        timeout keeps the keys (and the results) of the runs already done."""
+        timeout keeps the keys (and the results) of the runs already done.
+
+        `repetitions` is hashed as the design writes it, unless `repetitions_as` says what a campaign's
+        runs were first keyed with (its design then wrote another number; 0: it wrote none):
+        `executors.selection.continue_recorded` finds it in the database, so that a campaign given more
+        (or fewer) repetitions keeps the keys of the runs it holds and adds only the new repetitions."""
         design = {k: v for k, v in self.data.get("design", {}).items()
                   if k not in ("timeout_s", "order", "fidelity", "fidelity_rate", "port", "impl_dirs",
                                "verdict_log", "endpoint_bound_ms")}
+        if repetitions_as is not None:
+            design.pop("repetitions", None)
+            if repetitions_as:
+                design["repetitions"] = repetitions_as
         content = {"design": design, "space": self.data.get("space"), "loss": self.data.get("loss"),
                    "workload": self.workload.params(), "topology": topology_text}
         if self.schedule is not None:  # only then: the keys of designs without a schedule stay as they were
@@ -290,6 +299,15 @@ def _parse_workload(section: Section, file: Path) -> Workload:
     )
     section.done()
     return workload
+
+
+def written_repetitions(text: str) -> int:
+    """The `repetitions` a design's text writes in its [design] table (0: none, or not a design text)."""
+    try:
+        value = tomllib.loads(text).get("design", {}).get("repetitions", 0)
+    except (tomllib.TOMLDecodeError, AttributeError):
+        return 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def parse_design(path: str | Path) -> Design:

@@ -36,6 +36,14 @@ class Prepared:
     rtt_ms: dict[int, float] = field(default_factory=dict)       # per point, path 1
     rate_mbit: dict[int, float | None] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)             # what a user should know before running
+    repetitions_as: int | None = None   # the repetitions the runs are keyed with, when not the design's (rekey)
+
+    def rekey(self, repetitions_as: int | None) -> None:
+        """Key the runs as a campaign first keyed them with `repetitions_as` repetitions (None: the design's
+        own; 0: a design that wrote none; `Design.experiment_hash`): same runs, loss seeds and order."""
+        self.repetitions_as = repetitions_as
+        self.experiment_hash = self.design.experiment_hash(topology_key(self.design), repetitions_as)
+        self.runs = enumerate_runs(self.design, self.points, self.experiment_hash)
 
     def estimate(self, run: Run, capped: bool = True) -> float:
         """The duration model's estimate of a run (at most its time limit unless not `capped`)."""
@@ -120,13 +128,17 @@ def prepare(design_path: str | Path, *, require_built: bool = True) -> Prepared:
         rtt_ms[point] = topology.configured_rtt(0, resolved)
         rate_mbit[point] = topology.path_rate(0, resolved)
 
-    # The parsed topology, not its text: editing a comment must not orphan the results already obtained.
-    experiment_hash = design.experiment_hash(json.dumps(load_toml(design.topology_path), sort_keys=True,
-                                                        default=str))
+    experiment_hash = design.experiment_hash(topology_key(design))
     runs = enumerate_runs(design, points, experiment_hash)
     return Prepared(design=design, topology=topology, topology_text=topology_text, space=space, plan=plan,
                     points=points, factor_types=factor_types, experiment_hash=experiment_hash, runs=runs,
                     rtt_ms=rtt_ms, rate_mbit=rate_mbit, warnings=warnings)
+
+
+def topology_key(design: Design) -> str:
+    """The topology as the experiment hash reads it: the parsed spec, not its text (editing a comment must
+    not orphan the results already obtained)."""
+    return json.dumps(load_toml(design.topology_path), sort_keys=True, default=str)
 
 
 def loss_link_paths(design: Design, topology: Topology) -> dict[str, int | None]:

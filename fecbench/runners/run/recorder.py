@@ -81,6 +81,19 @@ def read_retried(db_path: Path, statuses: Iterable[str]) -> set[str]:
         conn.close()
 
 
+def read_design_texts(db_path: Path) -> list[str]:
+    """The design text of each campaign the database holds, the first recorded first."""
+    if not db_path.exists():
+        return []
+    conn = dbmod.open_readonly(db_path)
+    try:
+        return dbmod.design_texts(conn)
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
+
+
 def _manifest(plan: Plan) -> dict[str, Any]:
     manifest = getattr(plan, "manifest", {}) or {}
     return json.loads(json.dumps(manifest, default=str))

@@ -25,6 +25,10 @@ def report(
                                        "start Jupyter in notebooks/ on this database (FECBENCH_DB)."),
     port: int = typer.Option(8888, "--port", min=1, max=65535, help="With --open-notebook: the port Jupyter "
                              "listens on (on 127.0.0.1 only; tunnel it with ssh -L to reach it from elsewhere)."),
+    against: Path = typer.Option(None, "--against", help="Another campaign of the same design (another version "
+                                 "of a stack or of fecbench): both side by side, what changed first, the ECDFs of "
+                                 "the per-run ratios in both (versions-ratio-ecdf.png) and of this ÷ that by run "
+                                 "key (versions-change-ecdf.png).", show_default=False, metavar="OTHER.sqlite"),
 ) -> None:
     """Figures (PNG) and one self-contained HTML page with summary and medians tables.
 
@@ -36,9 +40,11 @@ def report(
     db = db if db is not None else report_mod.default_db()
     if open_notebook:
         raise typer.Exit(report_mod.open_notebook(db, port=port))
+    if against is not None:
+        report_mod.check_against(db, against)
     with console.status("report") as status:
         written = report_mod.build(db, output if output is None else check_output_dir(output, "--output"),
-                                   baseline=baseline,
+                                   baseline=baseline, against=against,
                                    progress=lambda name: status.update(f"report: {name}"))
     for sentence in written.sentences:
         console.print(sentence, markup=False, highlight=False)

@@ -45,7 +45,7 @@ from fecbench.analysis.figures.distributions import metric_ecdf, metric_vs_facto
 from fecbench.analysis.figures.flow_plots import flow_shares, foreground_dct_box, jain_box
 from fecbench.analysis.figures.message_plots import message_fate
 from fecbench.analysis.figures.path_plots import path_share, path_share_vs_capacity
-from fecbench.analysis.figures.ratio_plots import point_ratio_ecdf, ratio_ecdf, ratio_vs_factors
+from fecbench.analysis.figures.ratio_plots import point_ratio_ecdf, ratio_ecdf, ratio_vs_factors, versions_ratio_ecdf
 from fecbench.analysis.figures.style import (
     FACTOR_TITLES,
     LABEL_PALETTE,
@@ -72,5 +72,5 @@ __all__ = [
     "loss_fidelity", "message_fate", "metric_ecdf", "metric_title", "metric_vs_factor", "path_share",
     "path_share_vs_capacity", "point_ratio_ecdf", "ratio_ecdf", "ratio_vs_factors", "run_accuracy", "run_timeline",
     "save",
-    "size_palette", "status_bars", "styled",
+    "size_palette", "status_bars", "styled", "versions_ratio_ecdf",
 ]

@@ -265,3 +265,49 @@ def ratio_vs_factors(pairs: pd.DataFrame, factors: Sequence[str] | None = None, 
         what = "median of the per-run ratios of each design point" if per_point else "every pair of runs"
     fig.suptitle(f"{metric} ratio {label} / {baseline} against each factor\n({what})")
     return fig
+
+
+@styled
+def versions_ratio_ecdf(pairs: pd.DataFrame, *, title: str | None = None, ncols: int = 3) -> Figure:
+    """Two campaigns of one design side by side (``fecbench report THIS --against OTHER``): per label, the
+    ECDF of the per-run ratio ``label / baseline`` of each campaign, one colour per size, a solid line for
+    the first version of ``pairs["version"]`` (its order of appearance) and a dashed one for the second.
+
+    ``pairs``: ``ratios.pairs`` frames of both campaigns with a ``version`` column; timeouts are drawn as
+    ``ratio_ecdf`` draws them (the label's at +∞, the baseline's at 0), the rest counted in the legend."""
+    versions = list(dict.fromkeys(pairs["version"]))
+    exact = pairs["ratio"].where((pairs["outcome"] == "finished") & np.isfinite(pairs["ratio"]) & (pairs["ratio"] > 0))
+    if exact.notna().sum() == 0:
+        fig, axes = grid(1, 1)
+        return empty(fig, axes[0], "no paired ok runs to compare in either campaign")
+    below, above = pairs["outcome"] == "baseline timed out", pairs["outcome"] == "label timed out"
+    labels = sorted(pairs["label"].unique())
+    fig, axes = grid(len(labels), ncols, width=4.6)
+    data, order = with_size_names(pairs)
+    colors = size_palette(sizes_of(pairs))
+    styles = dict(zip(versions, ("-", "--"), strict=False))
+    for ax, label in zip(axes, labels, strict=False):
+        mine = data["label"] == label
+        baseline = str(data.loc[mine, "baseline"].iloc[0])
+        log2_axis(ax, "x", exact.dropna())
+        xlim = ax.get_xlim()
+        for name in order:
+            for version in versions:
+                sub = mine & (data["size_name"] == name) & (data["version"] == version)
+                if not sub.any():
+                    continue
+                values = exact[sub & exact.notna()].to_numpy(dtype=float)
+                count = int((sub & (exact.notna() | below | above)).sum())
+                median = f", median {np.median(values):.3g}" if len(values) else ""
+                censored_ecdf(ax, values, int(below[sub].sum()), int(above[sub].sum()), xlim, color=colors[name],
+                              linestyle=styles[version], label=f"{name} {version} ({count}{median})")
+        ax.set_xlim(xlim)
+        ax.axvline(1.0, color="0.2", linestyle=":", linewidth=1)
+        ax.legend(title="size, campaign (pairs)", loc="upper left", frameon=False, fontsize=7)
+        ax.set_xlabel(f"{_metric_name(pairs)} ratio {label} / {baseline} (per run)")
+        ax.set_ylabel("ECDF")
+        ax.set_ylim(0, 1.02)
+        ax.set_title(f"{label} vs {baseline}")
+    fig.suptitle(title or wrap(f"per-run {_metric_name(pairs)} ratio, two campaigns of one design: "
+                               + " (solid) against ".join(versions) + " (dashed)", 90))
+    return fig

@@ -25,6 +25,9 @@ Figures (from :mod:`fecbench.analysis`, the same code as the notebooks):
   and p95 DCT per loss-position class and label (``fecbench.analysis.studies.loss_position``).
 - with a link schedule: a table of the changes applied per link, direction and kind, with the median
   and largest distance between applied and scheduled time (``results.link_events``).
+- with ``--against OTHER.sqlite`` (another campaign of the design: another version of a stack or of fecbench):
+  both side by side, ``versions-ratio-ecdf.png`` and ``versions-change-ecdf.png``, what changed between them
+  first (``fecbench.analysis.report.versions``).
 
 The page opens with plain-language sentences (``report.sentences``): per label and size, "faster than
 BASE at X of Y points (median ratio R, 95 % interval [a, b])", and what was excluded; then the headline
@@ -57,6 +60,8 @@ from fecbench.analysis.report.page import (
                                            point_table,
                                            slug,
 )
+from fecbench.analysis.report.versions import check_against
 
-__all__ = ["FIGURE_NOTES", "HEADLINE_NOTE", "REPORT_SEED", "Report", "build", "choose_baseline", "default_db",
+__all__ = ["FIGURE_NOTES", "HEADLINE_NOTE", "REPORT_SEED", "Report", "build", "check_against", "choose_baseline",
+           "default_db",
            "headline_table", "jupyter_command", "open_notebook", "point_table", "slug"]

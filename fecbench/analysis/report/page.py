@@ -16,7 +16,7 @@ from fecbench.analysis import ratios, results, stats, tables
 from fecbench.analysis.baselines import BASELINES_NOTE, comparisons, recorded_impls
 from fecbench.analysis.baselines import table as baselines_table
 from fecbench.analysis.report import accuracy as report_accuracy
-from fecbench.analysis.report import evidence, sentences
+from fecbench.analysis.report import evidence, sentences, versions
 from fecbench.analysis.report import messages as report_messages
 from fecbench.analysis.report import settings as report_settings
 from fecbench.analysis.report.flows import flows_section
@@ -87,13 +87,13 @@ def choose_baseline(labels: list[str], preferred: tuple[str, ...]) -> str | None
 
 
 def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | None = None,
-          progress=None) -> Report:
+          progress=None, against: str | Path | None = None) -> Report:
     """Write the report of ``db`` into ``outdir`` and return what was written.
 
     ``baseline``: the label every other label is compared with; None: each label with its own stack's twins
     (``fecbench.analysis.baselines``: without FEC; on a single path), a label with neither with ``quic`` (else
     the first label) when of its stack; for messages runs ``udp`` when present. ``progress`` is called with
-    each step's name (the CLI shows it).
+    each step's name (the CLI shows it). ``against``: another campaign of the design, drawn beside (report.versions).
     """
     import matplotlib
 
@@ -139,6 +139,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
         figure("loss-fidelity", figures.loss_fidelity(stats))
 
     downloads = frame[frame["workload"].isin(("download", "upload", "reqresp"))]  # every workload with a DCT
+    groups: dict[str, list[str]] = {}
     traffic = tables.path_traffic(db)
     single_path = tables.single_path_label(traffic[traffic["workload"] == "download"])
     if single_path is not None:
@@ -174,6 +175,8 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
         report.sentences[:0] = findings   # what the comparisons rest on, first
         report.sentences += missing   # every comparison that cannot be made, and why
         cross_stack.section(report.headline, report.notes, downloads, seed=REPORT_SEED, impls=impls)  # two stacks
+    if against is not None:
+        versions.section(report, db, Path(against), downloads, groups, figure)
     messages_base = baseline or choose_baseline(labels, ("udp", "quic"))
     report_messages.messages_section(report.tables, report.notes, db, frame, messages_base, figure)
     report.sentences += sentences.messages(frame, messages_base)

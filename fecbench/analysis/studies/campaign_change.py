@@ -306,6 +306,13 @@ def _paired_rows(both: pd.DataFrame, metric: str, columns: list[str]) -> pd.Data
         return ratios.pairs(frame, baseline="A", by=["group_label", *columns], metric=metric, labels=["B"])
 
 
+def key_pairs(frame_a: pd.DataFrame, frame_b: pd.DataFrame, metric: str = "dct_ms") -> pd.DataFrame:
+    """The runs of B paired with A's by run key, as ``ratios.pairs`` of B against A: the pairs ``compare`` takes
+    its paired change from (``group_label`` each run's label, ``size``), for ``fecbench report --against``."""
+    both, columns = prepare(frame_a, frame_b, metric, [], {})
+    return _paired_rows(both, metric, columns)
+
+
 def _counts(runs: pd.DataFrame) -> dict[str, int]:
     return {str(k): int(v) for k, v in runs.loc[~runs["usable"], "why"].value_counts().sort_index().items()}
 

@@ -227,3 +227,32 @@ def test_a_trend_within_each_technology_pairs_cells_of_one_technology() -> None:
     pairs = [(space.points[d.units[0].mine[0]], space.points[d.units[-1].mine[0]]) for d in drawn]
     assert pairs and all(a["bw"] == b["bw"] and a["p"] != b["p"] for a, b in pairs)
     assert len({a["bw"] for a, _ in pairs}) == 3
+
+
+def test_claims_that_quote_an_average_are_means_or_say_why_not() -> None:
+    """Issue 59 (4): a claim whose passage states an average is judged on a mean, or its note points to README's
+    "Averages", whose table gives the runs any valid bound on a mean would need (recomputed here from its inputs)."""
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "reproduce" / "README.md").read_text()
+    section = text[text.index("### Averages"):text.index("Verdicts: **holds**")]
+    rows = [line.split("|")[1:-1] for line in section.splitlines() if line.startswith("| ") and "claim(s)" not in line]
+    listed: dict[str, int] = {}
+    for claims, limit, mean, margin, alpha, runs in rows:
+        pack, *ids = claims.replace(",", " ").split()
+        parts = [float(x) for x in alpha.split("÷")]
+        assert parts[1] == len(load_pack(pack).claims), (pack, alpha)   # the page's α split over the pack's claims
+        level = parts[0] / math.prod(parts[1:])
+        need = sq.fewest_for_bounded_mean(float(limit.split()[0]), float(mean.split()[0]),
+                                          float(margin.split()[0]), level)
+        assert int(runs.replace(",", "")) == need, (claims, need)
+        listed.update({f"{pack}/{i}": need for i in ids})
+    found = set()
+    for pack in pack_names():
+        for claim in load_pack(pack).claims:
+            said = f"{claim.source.quote if claim.source else ''} {claim.paper_text}"
+            if re.search(r"\b(average|averaged|on average)\b", said, re.I):
+                found.add(f"{pack}/{claim.id}")
+                assert claim.statistic.startswith("mean_") or (
+                    f"{pack}/{claim.id}" in listed and "Averages" in claim.note), (pack, claim.id)
+    assert set(listed) <= found, set(listed) - found

@@ -400,6 +400,16 @@ def fewest_for_quantile(q: float, alpha: float, both_sides: bool = False) -> flo
     return fewest(bounded)
 
 
+def fewest_for_bounded_mean(limit: float, mean: float, margin: float, alpha: float) -> float:
+    """The fewest observations with which *any* confidence bound valid for every distribution on [0, ``limit``]
+    (its only bound on a run: the time limit) can, more often than not, put a mean ``mean`` a relative ``margin``
+    below the value it must exclude: mass p = margin·mean ÷ (limit − mean) moved to the limit raises the mean by that
+    margin, and goes unseen in t observations with probability (1 − p)^t, so the bound must keep covering unless
+    (1 − p)^t ≤ 2α: t ≥ log(1 / 2α) ÷ −log(1 − p) (reproduce/README.md, "Averages")."""
+    p = margin * mean / (limit - mean)
+    return float(math.ceil(math.log(1 / (2 * alpha)) / -math.log1p(-p)))
+
+
 def fewest_for_share(compare: str, threshold: float, tolerance: float, alpha: float) -> float:
     """The fewest observations that can decide a claim on a share: all of them hits, none, or hits at the
     threshold's rate, whichever ``decide`` answers first (a lower bound, as for a quantile)."""

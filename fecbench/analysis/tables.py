@@ -194,8 +194,10 @@ def link_events(db: DbLike) -> pd.DataFrame:
 
 def lateness(db: DbLike) -> pd.DataFrame:
     """Each run's emulation accuracy per link and direction (``fecbench.timekeeping.lateness``): frames the delay
-    element sent during the run, p50/p99/max/mean lateness (µs), the bound and ``ok``. Joins on
-    ``run_key``; empty for netem runs and campaigns recorded before the delay element counted it."""
+    element sent during the run, p50/p99/max/mean lateness (µs), the bound and ``ok``, and what judged it: the
+    frames the p99 needs (``quantile_frames``), the run's wall time, its latest frame's lateness beyond the bound
+    and the share of the wall time that may take (``lateness.judge`` reads them). Joins on ``run_key``; empty for
+    netem runs and campaigns recorded before the delay element counted it."""
     frame = results.frame(db, "link_stats", ["run_key", "link", "direction", "delay_json"],
                           order_by=["run_key", "link", "direction"])
     rows = []
@@ -203,7 +205,8 @@ def lateness(db: DbLike) -> pd.DataFrame:
         late = from_delay_json(row.delay_json)
         if late:
             rows.append({"run_key": row.run_key, "link": row.link, "direction": row.direction, **late})
-    columns = ["run_key", "link", "direction", "frames", "p50_us", "p99_us", "max_us", "mean_us", "bound_ms", "ok"]
+    columns = ["run_key", "link", "direction", "frames", "p50_us", "p99_us", "max_us", "mean_us", "bound_ms", "ok",
+               "quantile_frames", "wall_ms", "worst_excess_ms", "worst_limit"]
     return pd.DataFrame(rows, columns=columns)
 
 

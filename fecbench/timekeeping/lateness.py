@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 from fecbench.inputs.environment import env_number
@@ -133,3 +133,79 @@ def schedule_summary(events: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     return {"events": len(values), "p50_ms": values[(len(values) - 1) // 2], "max_ms": worst_ms,
             "worst": f"{worst['kind']} on {worst['link']} {worst['direction']} at {worst['scheduled_s']:g} s",
             "bound_ms": bound, "ok": worst_ms <= bound}
+
+
+# --- how runs were judged, in words: `fecbench status`, the report and --jobs auto's calibration say the same ---
+
+def judge(directions: Iterable[tuple[Hashable, dict[str, Any] | None]]) -> dict[str, Any]:
+    """How a set of runs' delay elements were judged: `directions` are (run key, one direction's `summary`) pairs.
+    Counts the runs measured and flagged (by the p99 over `QUANTILE_FRAMES` frames or more, by the latest frame),
+    and the largest p99 (with its frames) where the p99 was judged and where too few frames left it unjudged;
+    the bound, frame count and share the runs were judged by (the largest recorded). JSON-able (a calibration
+    records it); `criterion_text` says it."""
+    runs: set[Hashable] = set()
+    by_p99: set[Hashable] = set()
+    by_worst: set[Hashable] = set()
+    judged_runs: set[Hashable] = set()
+    few_runs: set[Hashable] = set()
+    judged_max: tuple[float, int] | None = None
+    few_max: tuple[float, int] | None = None
+    flagged_max: tuple[float, int] | None = None
+    bounds, frame_counts, limits = [], [], []
+    for key, late in directions:
+        if not late or late.get("p99_us") is None or late.get("bound_ms") is None:
+            continue
+        runs.add(key)
+        p99 = (float(late["p99_us"]) / 1000, int(late.get("frames") or 0))
+        bound = float(late["bound_ms"])
+        bounds.append(bound)
+        needed = int(late.get("quantile_frames") or QUANTILE_FRAMES) if "worst_excess_ms" in late else 0
+        frame_counts.append(needed)
+        if late.get("worst_limit") is not None:
+            limits.append(float(late["worst_limit"]))
+        if p99[1] >= needed:
+            judged_runs.add(key)
+            judged_max = max(judged_max or p99, p99)
+        else:
+            few_runs.add(key)
+            few_max = max(few_max or p99, p99)
+        if late.get("ok") is not False:
+            continue
+        wall, excess = late.get("wall_ms"), late.get("worst_excess_ms")
+        if wall and excess is not None and excess > float(late.get("worst_limit") or 0) * wall:
+            by_worst.add(key)
+        if (p99[1] >= needed and p99[0] > bound) or key not in by_worst:
+            by_p99.add(key)
+            flagged_max = max(flagged_max or p99, p99)
+    return {"runs": len(runs), "flagged": len(by_p99 | by_worst), "flagged_p99": len(by_p99),
+            "flagged_worst": len(by_worst - by_p99), "bound_ms": max(bounds, default=None),
+            "quantile_frames": max(frame_counts, default=QUANTILE_FRAMES), "worst_limit": max(limits, default=None),
+            "judged_runs": len(judged_runs), "judged_max": judged_max, "few_runs": len(few_runs),
+            "few_max": few_max, "flagged_max": flagged_max}
+
+
+def criterion_text(judged: dict[str, Any] | None) -> str:
+    """`judge`'s runs in words: how many were flagged of how many, by which criterion (its n, its bound), the
+    largest p99 where it was judged, and the largest where too few frames left it unjudged (and why)."""
+    if not judged or not judged.get("runs"):
+        return "delay elements: no lateness measured (netem counts none)"
+    bound, needed, limit = judged["bound_ms"], judged["quantile_frames"], judged.get("worst_limit")
+    rule = f"p99 lateness ≤ {bound:g} ms" + (f" where a direction sent n ≥ {needed:,} frames" if needed else "")
+    if limit is not None:
+        rule += f"; latest frame ≤ {100 * limit:g} % of the run's wall time beyond {bound:g} ms"
+    parts = [f"delay elements: {judged['flagged']} of {judged['runs']} run(s) flagged ({rule})"]
+    if judged["flagged_p99"]:
+        p99, frames = judged["flagged_max"]
+        parts.append(f"{judged['flagged_p99']} by the p99 (worst {p99:.3g} ms, n = {frames:,})")
+    if judged["flagged_worst"]:
+        parts.append(f"{judged['flagged_worst']} by the latest frame")
+    if judged["judged_max"] is not None:
+        p99, frames = judged["judged_max"]
+        parts.append(f"p99 at most {p99:.3g} ms where judged (n ≥ {needed:,})" if needed
+                     else f"p99 at most {p99:.3g} ms")
+    if judged["few_max"] is not None:
+        p99, frames = judged["few_max"]
+        how = "judged by its latest frame alone" if limit is not None else "not judged"
+        parts.append(f"{judged['few_runs']} run(s) with a direction of too few frames for the p99 criterion "
+                     f"(n < {needed:,}; {how}): p99 up to {p99:.3g} ms (n = {frames:,})")
+    return "; ".join(parts)

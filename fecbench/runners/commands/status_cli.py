@@ -17,7 +17,7 @@ from rich.table import Table
 
 from fecbench.inputs.errors import UserError
 from fecbench.records.status import Status
-from fecbench.timekeeping.lateness import from_delay_json
+from fecbench.timekeeping.lateness import criterion_text, from_delay_json, judge
 
 console = Console()
 
@@ -72,9 +72,10 @@ def late_runs(conn: sqlite3.Connection) -> dict[str, Any]:
     """Runs whose own delay-element lateness broke the bound (``fecbench.timekeeping.lateness``), recorded with
     their link statistics; the worst p99 among them, the largest p99 of any run (how close the others
     came), and the bound (the largest any run was judged by, flagged or not, as for the endpoints)."""
-    keys, worst, largest, bounds = set(), 0.0, None, []
+    keys, worst, largest, bounds, directions = set(), 0.0, None, [], []
     for key, text in conn.execute("SELECT run_key, delay_json FROM link_stats WHERE delay_json LIKE '%lateness%'"):
         late = from_delay_json(text) or {}
+        directions.append((key, late))
         if late.get("bound_ms") is not None:
             bounds.append(float(late["bound_ms"]))
         if late.get("p99_us") is not None:
@@ -82,7 +83,9 @@ def late_runs(conn: sqlite3.Connection) -> dict[str, Any]:
         if late.get("ok") is False:
             keys.add(key)
             worst = max(worst, float(late.get("p99_us") or 0) / 1000)
-    return {"runs": len(keys), "worst_p99_ms": worst, "max_p99_ms": largest, "bound_ms": max(bounds, default=None)}
+    judged = judge(directions)
+    return {"runs": len(keys), "worst_p99_ms": worst, "max_p99_ms": largest, "bound_ms": max(bounds, default=None),
+            "judged": judged, "criterion": criterion_text(judged) if judged["runs"] else None}
 
 
 def endpoint_runs(conn: sqlite3.Connection) -> dict[str, Any]:
@@ -252,10 +255,9 @@ def _print_status(path: Path, summary: dict[str, Any]) -> None:
                       "(a passing disturbance of the host; what the failed measurement read is in fidelity.json)")
     late = summary["lateness_warnings"]
     if late["runs"]:
-        console.print(f"[magenta]emulation accuracy: {late['runs']} run(s) had a delay element's p99 lateness "
-                      f"above {late['bound_ms']:g} ms (worst p99 {late['worst_p99_ms']:.3g} ms): the network "
-                      "delayed packets longer than configured during those runs; recorded as fidelity "
-                      "(fecbench run --retry fidelity re-runs them)[/]")
+        console.print(f"[magenta]emulation accuracy: {late['criterion']}: the network delayed packets longer than "
+                      "configured during the runs flagged; recorded as fidelity (fecbench run --retry fidelity re-runs "
+                      "them)[/]", highlight=False)
     ends = summary["endpoint_warnings"]
     if ends["runs"]:
         worst = "" if ends["worst_share"] is None else f" (worst {100 * ends['worst_share']:.2g} % of its run)"
@@ -263,15 +265,13 @@ def _print_status(path: Path, summary: dict[str, Any]) -> None:
         console.print(f"[magenta]endpoint timing: {ends['runs']} run(s) had their endpoints' waits for a CPU beyond "
                       f"{ends['bound_ms']:g} ms add up to{limit}{worst}: enough to change their times; recorded as "
                       "fidelity (fecbench run --retry fidelity re-runs them)[/]")
-    within = [f"delay elements' p99 lateness at most {late['max_p99_ms']:.3g} ms in every run (bound "
-              f"{late['bound_ms']:g} ms)"] if (not late["runs"] and late.get("max_p99_ms") is not None
-                                             and late["bound_ms"] is not None) else []
+    within = [late["criterion"]] if not late["runs"] and late.get("criterion") else []
     if not ends["runs"] and ends["max_share"] is not None and ends["share_limit"] is not None:
         within.append(f"endpoints' waits beyond {ends['bound_ms']:g} ms at most {100 * ends['max_share']:.2g} % of a "
                       f"run (limit {100 * ends['share_limit']:g} %; p99 wake-up latency at most "
                       f"{ends['max_p99_ms']:.3g} ms)")
-    if within:   # how close the runs came, where none broke a bound
-        console.print("timekeeping: " + "; ".join(within))
+    for line in within:   # how close the runs came, where none broke a bound, and by which criterion
+        console.print("timekeeping: " + line)
     if ends["not_measured"]:
         console.print(f"endpoint timing: {ends['not_measured']} run(s) not measured (fecbench doctor says why)")
     if "timing" in summary:

@@ -98,7 +98,7 @@ def _result(run: Run, outcome: Outcome, metric: str) -> dict[str, Any]:
             "value": float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None,
             "endpoint_p99_ms": ends.get("wakeup_p99_ms"), "endpoint_ok": ends.get("ok"),
             "lateness_p99_ms": max((x["p99_us"] / 1000 for x in late), default=None),
-            "lateness_ok": all(x.get("ok") is not False for x in late)}
+            "lateness_ok": all(x.get("ok") is not False for x in late), "lateness": late}
 
 
 def execute(prepared: Prepared, pilot: list[Run], fillers: list[Run], jobs: int, link_backend: str | None,
@@ -218,7 +218,8 @@ def summarise(jobs: int, results: dict[str, dict[str, Any]], serial: dict[str, d
     beyond = sum(1 for r in values if r["endpoint_ok"] is False or not r["lateness_ok"])
     row: dict[str, Any] = {"jobs": jobs, "runs": len(values), "ok": sum(r["status"] == "ok" for r in values),
                            "endpoint_p99_ms": max(ends, default=None), "lateness_p99_ms": max(late, default=None),
-                           "beyond_bound": beyond, "unmeasured_endpoints": len(values) - len(ends)}
+                           "beyond_bound": beyond, "unmeasured_endpoints": len(values) - len(ends),
+                           "lateness": lateness.judge((r["key"], x) for r in values for x in r.get("lateness", []))}
     why = []
     if beyond:
         why.append(f"{beyond} pilot run(s) beyond a bound")

@@ -32,6 +32,7 @@ from fecbench.runners.executors.serial import TestbedFactory
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.testbed import MininetTestbed
+from fecbench.timekeeping.lateness import criterion_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -161,8 +162,10 @@ def row_text(row: dict[str, Any]) -> str:
     def ms(value: float | None) -> str:
         return "-" if value is None else f"{value:.3g} ms"
 
+    late = (f"; {criterion_text(row['lateness'])}" if row.get("lateness") and row["lateness"].get("runs")
+            else f", delay elements {ms(row['lateness_p99_ms'])}")   # netem, or a calibration kept from before
     text = (f"--jobs auto: {row['jobs']} network(s): {row['ok']} of {row['runs']} pilot runs ok, worst p99 "
-            f"endpoints {ms(row['endpoint_p99_ms'])}, delay elements {ms(row['lateness_p99_ms'])}")
+            f"endpoints {ms(row['endpoint_p99_ms'])}{late}")
     if row["jobs"] > 1:
         text += f", median ratio to serial {row.get('median_ratio')}, Wilcoxon p {row.get('wilcoxon_p')}"
         text += f" (measurement {row['tries']})" if row["tries"] > 1 else ""

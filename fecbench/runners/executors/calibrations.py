@@ -32,7 +32,7 @@ from fecbench.runners.executors.serial import TestbedFactory
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.testbed import MininetTestbed
-from fecbench.timekeeping.lateness import criterion_text
+from fecbench.timekeeping.lateness import QUANTILE_FRAMES, criterion_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -178,7 +178,8 @@ def row_text(row: dict[str, Any]) -> str:
 def choice_text(c: dict[str, Any]) -> str:
     """The choice of --jobs auto and what it rests on, in one line."""
     rule = (f"{c['metric']} within {c['ratio_tolerance']:.0%} of serial; bounds: endpoints p99 ≤ "
-            f"{c['endpoint_bound_ms']:g} ms, delay elements p99 ≤ {c['bound_ms']:g} ms")
+            f"{c['endpoint_bound_ms']:g} ms, delay elements p99 ≤ {c['bound_ms']:g} ms where a direction sent n ≥ "
+            f"{QUANTILE_FRAMES:,} frames, and the latest frame's share of the run")
     if c.get("reused"):
         r = c["reused"]
         how = (f"confirmed by a paired pilot of {len(c['pilot'])} runs" if c["pilot"] else "1 network: nothing to "

@@ -85,7 +85,8 @@ def test_the_command_and_its_bad_input(tmp_path: Path) -> None:
     new = campaign(tmp_path / "v2.sqlite", 1.05)
     out = fecbench("report", str(new), "--against", str(old), "-o", str(tmp_path / "out"))
     assert out.returncode == 0, out.stdout + out.stderr
-    assert re.search(r"against v1\.sqlite: fec at 50 kB: DCT here ÷ there by run key 0\.875", " ".join(out.stdout.split()))
+    said = " ".join(out.stdout.split())
+    assert re.search(r"against v1\.sqlite: fec at 50 kB: DCT here ÷ there by run key 0\.875", said), said
     assert (tmp_path / "out" / "versions-ratio-ecdf.png").is_file()
     other = make_table_db(tmp_path / "other.sqlite", [(5, "quic", 1000, 0, "ok", 100.0)], name="elsewhere")
     for against, why in ((other, "not the same design"), (tmp_path / "none.sqlite", "no such results database")):

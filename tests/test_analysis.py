@@ -322,7 +322,7 @@ def test_ratio_ecdf_draws_censored_pairs_beyond_the_axis_and_says_so(hand_pairs)
 
 
 def test_point_ratio_ecdf_names_its_statistic(hand_pairs):
-    points = ratios.point_ratios(hand_pairs, n_boot=50)
+    points = ratios.point_ratios(hand_pairs)
     fig = figures.point_ratio_ecdf(points)
     ax = next(ax for ax in fig.axes if ax.axison)
     assert curve_ends(ax) == [pytest.approx((1 / 3, 2 / 3))]  # exact, >= (at +inf), <= (at 0); undefined left out
@@ -336,7 +336,7 @@ def test_point_ratio_ecdf_names_its_statistic(hand_pairs):
 
 
 def test_ratio_vs_factors_marks_censored_points(hand_pairs):
-    points = ratios.point_ratios(hand_pairs, n_boot=50)
+    points = ratios.point_ratios(hand_pairs)
     fig = figures.ratio_vs_factors(points, ["bw"], label="fec")
     ax = fig.axes[0]
     marks = {}
@@ -383,7 +383,7 @@ def test_report_on_campaign_with_timeouts_hides_nothing(tmp_path):
 
 def test_point_ratio_ecdf_counts_points_without_usable_pair(tmp_path):
     table = {(0, 0): (100, 50), (0, 1): (200, 100), (1, 0): (100, "failed"), (1, 1): (120, "failed")}
-    points = ratios.point_ratios(ratios.pairs(make_table_db(tmp_path / "f.sqlite", table_rows(table))), n_boot=50)
+    points = ratios.point_ratios(ratios.pairs(make_table_db(tmp_path / "f.sqlite", table_rows(table))))
     ax = next(ax for ax in figures.point_ratio_ecdf(points).axes if ax.axison)
     assert curve_ends(ax) == [(0.0, 1.0)]  # the point with a usable pair, drawn
     assert "2 points: 1 exact left out: 1 without a usable pair" in note_text(ax)

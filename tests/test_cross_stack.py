@@ -12,7 +12,7 @@ import pytest
 from fecbench.analysis import stats
 from fecbench.analysis.studies import cross_stack
 
-SEEDS = 12
+SEEDS = 12   # at least stats.MIN_SEEDS_FOR_INTERVAL: every point has its interval
 
 
 def runs(effects: dict[str, dict[int, float]], *, extra: dict[str, tuple[str, dict]] | None = None) -> pd.DataFrame:
@@ -81,7 +81,7 @@ def test_negligible_effect_and_differing_stacks() -> None:
 
 @pytest.mark.parametrize("low, high, effect", [
     (0.5, 0.9, "faster"), (1.1, 1.3, "slower"), (0.99, 1.01, "negligible"), (0.7, 1.1, "no clear effect"),
-    (0.97, 1.01, "no clear effect"), (float("nan"), 1.2, "undetermined"),
+    (0.97, 1.01, "no clear effect"), (float("nan"), 1.2, "not enough to say"),
 ])
 def test_effect_from_the_interval(low: float, high: float, effect: str) -> None:
     assert cross_stack.effect(low, high) == effect
@@ -90,8 +90,8 @@ def test_effect_from_the_interval(low: float, high: float, effect: str) -> None:
 @pytest.mark.parametrize("a, b, between, verdict", [
     ("faster", "faster", (0.5, 2.0), "agree"), ("faster", "slower", (0.5, 2.0), "disagree"),
     ("faster", "no clear effect", (0.8, 1.1), "consistent"), ("faster", "negligible", (0.5, 0.8), "differ"),
-    ("faster", "undetermined", (0.5, 0.8), "undetermined"), ("slower", "negligible", (float("nan"),) * 2,
-                                                             "undetermined"),
+    ("faster", "not enough to say", (0.5, 0.8), "not enough to say"), ("slower", "negligible", (float("nan"),) * 2,
+                                                             "not enough to say"),
 ])
 def test_agreement(a: str, b: str, between: tuple[float, float], verdict: str) -> None:
     assert cross_stack.agreement(a, b, between) == verdict

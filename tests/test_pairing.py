@@ -39,7 +39,7 @@ def test_a_label_added_later_pairs_with_the_runs_already_there(tmp_path: Path) -
                                                                    "loss_seed": "baseline_seed"}), on="baseline_key")
     assert (both["loss_seed"] == both["baseline_seed"]).all()
     assert len(results.paired(frame, baseline="quic", labels=["quic-fec-rs-free"])) == len(pairs)
-    points = ratios.point_ratios(pairs, n_boot=20)
+    points = ratios.point_ratios(pairs)
     assert sorted(points["point"].unique()) == list(range(POINTS))
 
 

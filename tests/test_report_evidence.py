@@ -74,12 +74,12 @@ def test_a_headline_from_too_few_pairs_says_so() -> None:
     points = pd.DataFrame({"label": "fec", "size": 10_000, "workload": "download", "point": [0, 1],
                            "seeds": [2, 1], "ratio": [1.9, 2.0], "ratio_low": [1.9, 2.0], "ratio_high": [1.9, 2.0],
                            "state": "exact", "ci_low": np.nan, "ci_high": np.nan})
-    said = sentences.downloads(points, rows, "quic", seed=1)
+    said = sentences.downloads(points, rows, "quic")
     assert said[0] == ("fec against quic for 10 kB downloads: from 3 of 60 pairs at 2 of 2 design points: not enough "
                        "to say (fewer than 10 usable pairs; what was left out and why: below).")
     one_point = points.assign(seeds=[12, 0])
     enough = rows.assign(outcome=["finished"] * 12 + ["excluded"] * 48)
-    said = sentences.downloads(one_point, enough, "quic", seed=1)
+    said = sentences.downloads(one_point, enough, "quic")
     assert said[0].endswith("from 12 of 60 pairs at 1 of 2 design points: not enough to say (1 of the design's "
                             "points without a usable pair; what was left out and why: below).")
 
@@ -95,7 +95,7 @@ def test_the_reports_point_ratio_is_reproduces(tmp_path: Path) -> None:
             for (p, r), pair in table.items() for lab, v in zip(("quic", "fec"), pair, strict=True)]
     db = make_table_db(tmp_path / "one.sqlite", rows)
     pairs = ratios.pairs(db, baseline="quic")
-    points = ratios.point_ratios(pairs, n_boot=10).set_index("point")
+    points = ratios.point_ratios(pairs).set_index("point")
     sample = pairs.assign(draw=0, cell=pairs["point"], factor=0.0,
                           value=pairs["value"].fillna(np.inf), base=pairs["baseline_value"],
                           value_lo=pairs["ratio_low"] * 0 + pairs["value"].fillna(pairs["limit"]),

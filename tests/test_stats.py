@@ -98,3 +98,25 @@ def test_group_seed_depends_on_key_not_on_order():
     assert stats.group_seed(0, ["h", "download", "fec", "3", "1000"]) == \
         stats.group_seed(0, ["h", "download", "fec", "3", "1000"])
     assert stats.group_seed(0, ["a"]) != stats.group_seed(1, ["a"]) != stats.group_seed(0, ["b"])
+
+
+def test_a_medians_order_statistic_interval_needs_its_n_and_covers() -> None:
+    """Issue 62 (2): no interval from fewer values than the method needs; coverage ≥ 95 % on a skewed law."""
+    assert stats.fewest_for_median_interval(0.95) == 6 and stats.fewest_for_median_interval(0.975) == 7
+    assert all(math.isnan(v) for v in stats.median_order_interval([1, 2, 3, 4, 5]))
+    assert stats.median_order_interval(np.arange(1, 7)) == (1.0, 6.0)       # six values: the extremes
+    assert stats.median_order_interval(np.arange(1, 101)) == (40.0, 61.0)   # the textbook pair for n = 100
+    assert stats.median_order_interval([1, 2, 3, INF, INF, INF, INF]) == (1.0, INF)   # censored keep their rank
+    rng = np.random.default_rng(62)
+    true = float(np.exp(0.0))   # the lognormal(0, 1) median
+    hits = [low <= true <= high for low, high in (stats.median_order_interval(rng.lognormal(0, 1, 9))
+                                                   for _ in range(2000))]
+    assert np.mean(hits) >= 0.95 - 3 * math.sqrt(0.05 * 0.95 / 2000)
+    # the per-point bootstrap from its minimum of seeds on: coverage on skewed, paired data
+    hits = 0
+    for i in range(300):
+        z, e = rng.normal(size=(2, stats.MIN_SEEDS_FOR_INTERVAL))
+        low, high = stats.bootstrap_ratio_of_medians(0.8 * np.exp(0.5 * z), np.exp(0.5 * (0.9 * z + 0.44 * e)),
+                                                     n_boot=500, seed=i, min_pairs=stats.MIN_SEEDS_FOR_INTERVAL)
+        hits += low <= 0.8 <= high
+    assert hits / 300 >= 0.93, hits

@@ -25,9 +25,10 @@ Per-point ratio of medians, the statistic of Michel et al. 2019 §IV-B ("each co
 both medians are over the same loss seeds — and computes ``median(label) / median(baseline)``
 with timeouts censored. It is exact when fewer than half the runs of each side timed out, else a
 bound (``state`` ``at least`` / ``at most``) or ``undefined``. ``seeds`` is the number of pairs used;
-``ci_low``/``ci_high`` a percentile bootstrap interval over those seeds (``n_boot`` resamples at
-``level``, seeded per point from ``seed``: reproducible). The median of the per-run ratios stays
-available (``run_ratio_median`` and its bounds), as do the per-run ratios themselves (``pairs``).
+``ci_low``/``ci_high`` a percentile bootstrap interval over those seeds, both sides of a seed resampled together
+(``n_boot`` resamples at ``level``, seeded per point from ``seed``: reproducible), none with fewer than
+``stats.MIN_SEEDS_FOR_INTERVAL`` seeds (``min_seeds`` in the attrs: "too few seeds"). The median of the per-run
+ratios stays available (``run_ratio_median`` and its bounds), as do the per-run ratios themselves (``pairs``).
 
 ``summary`` reduces the points to one row per label and size (the report's headline): the
 median over the points of the per-point ratio and the share of points where the label did better
@@ -152,7 +153,7 @@ def point_ratios(pair_frame: pd.DataFrame, by: Sequence[str] = ("point", "size")
     the medians of each
     side (``label_median``, ``baseline_median``: exact or NaN, with ``_low``/``_high`` bounds), the
     ratio (``ratio``, ``ratio_low``, ``ratio_high``, ``state``), the bootstrap interval (``ci_low``,
-    ``ci_high``), the median of the per-run ratios (``run_ratio_median`` and bounds) and the
+    ``ci_high``; NaN under ``min_seeds``), the median of the per-run ratios (``run_ratio_median`` and bounds) and the
     point's factor values.
     """
     by = [c for c in by if c in pair_frame.columns]
@@ -170,7 +171,8 @@ def point_ratios(pair_frame: pd.DataFrame, by: Sequence[str] = ("point", "size")
         ratio = stats.ratio_bounds(label_median, base_median)
         ci = stats.bootstrap_ratio_of_medians(
             np.where(label_to, np.inf, used["value"]), np.where(base_to, np.inf, used["baseline_value"]),
-            n_boot=n_boot, level=level, seed=stats.group_seed(seed, [str(k) for k in key]))
+            n_boot=n_boot, level=level, seed=stats.group_seed(seed, [str(k) for k in key]),
+            min_pairs=stats.MIN_SEEDS_FOR_INTERVAL)
         run_ratio = (float(used["ratio_low"].median()), float(used["ratio_high"].median())) if len(used) \
             else stats.NAN_BOUNDS
         counts = group["outcome"].value_counts()
@@ -198,7 +200,8 @@ def point_ratios(pair_frame: pd.DataFrame, by: Sequence[str] = ("point", "size")
         out = out.sort_values([("point" if c == "network" else c) for c in group_cols], kind="stable",
                               ignore_index=True)
     out.attrs.update(pair_frame.attrs)
-    out.attrs.update(statistic="ratio of medians", n_boot=n_boot, level=level, seed=seed)
+    out.attrs.update(statistic="ratio of medians", n_boot=n_boot, level=level, seed=seed,
+                     min_seeds=stats.MIN_SEEDS_FOR_INTERVAL)
     return out
 
 

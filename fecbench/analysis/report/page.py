@@ -56,9 +56,11 @@ HEADLINE_NOTE = (
     "stays exact while fewer than half the runs of a side timed out; otherwise the point's ratio is only "
     "known to be ≥ or ≤ a bound (undefined when both sides' medians timed out), and the statistics over "
     "points are shown as ranges. Pairs with a failed, unsupported, interrupted or missing run are "
-    "excluded from their point and counted. Per-point values with {level:.0%} bootstrap intervals "
-    "({n_boot} resamples of the seeds, seed {seed}; none with fewer than 3 seeds): point-ratios.csv; every pair: "
-    "pairs.csv.")
+    "excluded from their point and counted. Per-point values with {level:.0%} intervals over the point's seeds "
+    "(a percentile bootstrap, both runs of a seed resampled together, {n_boot} resamples, seed {seed}; none with "
+    "fewer than {min_seeds} seeds: too few for it): point-ratios.csv; every pair: pairs.csv. The interval of a "
+    "median over design points is over the points: two of their order statistics (distribution-free; none under "
+    "6 points).")
 
 
 @dataclass
@@ -209,12 +211,12 @@ def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir:
     pairs = ratios.pairs(downloads, baseline=base, metric="dct_ms")
     points = ratios.point_ratios(pairs, seed=REPORT_SEED)
     report.sentences += [f"unpaired: {why}" for why in pairs.attrs.get("unpaired", {}).values()]
-    report.sentences += sentences.downloads(points, pairs, base, REPORT_SEED)
+    report.sentences += sentences.downloads(points, pairs, base)
     findings = _evidence(report, pairs, downloads, base, tag, figure, with_flagged)
     name = f"DCT: ratio of medians label / {base} per design point"
     report.headline[name] = headline_table(ratios.summary(points))
     report.notes[name] = HEADLINE_NOTE.format(level=points.attrs["level"], n_boot=points.attrs["n_boot"],
-                                              seed=REPORT_SEED)
+                                              seed=REPORT_SEED, min_seeds=points.attrs["min_seeds"])
     accounting = ratios.accounting(pairs).reset_index()
     accounting["size"] = accounting["size"].map(figures.format_size)
     report.headline[f"DCT pairs against {base}: finished, timed out, excluded"] = accounting
@@ -379,8 +381,9 @@ def point_table(points: pd.DataFrame) -> pd.DataFrame:
         "seeds": points["seeds"],
         "ratio of medians": [stats.describe((lo, hi)) for lo, hi in zip(points["ratio_low"], points["ratio_high"],
                                                                       strict=True)],
-        f"{level:.0%} bootstrap interval": [
-            "none" if math.isnan(lo) or math.isnan(hi) else f"[{lo:.3g}, {hi:.3g}]"
+        f"{level:.0%} interval over its seeds": [
+            f"none: too few seeds (an interval needs {points.attrs.get('min_seeds', '?')})"
+            if math.isnan(lo) or math.isnan(hi) else f"[{lo:.3g}, {hi:.3g}]"
             for lo, hi in zip(points["ci_low"], points["ci_high"], strict=True)],
         "median per-run ratio": [stats.describe((lo, hi)) for lo, hi in zip(points["run_ratio_low"],
                                                                           points["run_ratio_high"], strict=True)],

@@ -8,11 +8,14 @@ pairs run, the points with a usable pair of the design's points. One resting on 
 on fewer than all the design's points, says so instead of a ratio ("from 3 of 60 pairs at 1 of 2 points: not
 enough to say"). A point is counted faster when its ratio of medians (``ratios.point_ratios``) is below 1; a
 point whose ratio is only a bound (timeouts) counts when the bound decides, and the count becomes a range
-otherwise. The median ratio is the median over the points (as the headline table), its interval a percentile
-bootstrap over the points (a point whose label median timed out counts at +inf, one whose baseline median did at
-0, an undefined one not at all), seeded: the same database gives the same sentence; with fewer than 3 points,
-each point's ratio with its bootstrap interval over its seeds instead. Then what was left out: pairs excluded
-and why, pairs censored by the time limit.
+otherwise. The median ratio is the median over the points (as the headline table), its interval one over the
+design points, said so: two order statistics of the points' ratios (``stats.median_order_interval``,
+distribution-free; a point whose label median timed out counts at +inf, one whose baseline median did at 0, an
+undefined one not at all), none under the 6 points it needs at 95 %. With fewer points, each point's own interval
+over its seeds decides instead (none under 7 seeds: "too few seeds"), and the label is faster or slower only at
+the points whose own interval says so. "Faster" and "slower" are said only when an interval says so; an estimate
+at its interval's edge is said to be. Then what was left out: pairs excluded and why, pairs censored by the time
+limit.
 
 Messages, per label: the share of pairs (same point and seed) where the label received more data
 than the baseline and where it re-buffered less, with the median ratio of data received.
@@ -25,7 +28,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from fecbench.analysis import ratios
+from fecbench.analysis import ratios, stats
 from fecbench.analysis.figures.style import format_size
 
 N_BOOT = 2000
@@ -42,15 +45,6 @@ def _placed(points: pd.DataFrame) -> np.ndarray:
     return out[~np.isnan(out)]
 
 
-def _interval(values: np.ndarray, seed: int) -> tuple[float, float]:
-    if values.size < 3:
-        return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    medians = np.median(values[rng.integers(0, values.size, (N_BOOT, values.size))], axis=1)
-    low, high = np.quantile(medians, [0.025, 0.975], method="inverted_cdf")
-    return float(low), float(high)
-
-
 def _num(value: float) -> str:
     return "∞" if math.isinf(value) else f"{value:.3g}"
 
@@ -59,7 +53,7 @@ def _count(low: int, high: int) -> str:
     return f"{low}" if low == high else f"{low}–{high}"
 
 
-def downloads(points: pd.DataFrame, pairs: pd.DataFrame, base: str, seed: int) -> list[str]:
+def downloads(points: pd.DataFrame, pairs: pd.DataFrame, base: str) -> list[str]:
     """One sentence per label and size of ``ratios.point_ratios``, then one per label on what was left out."""
     out = []
     what = {"download": "downloads", "upload": "uploads", "reqresp": "request/response sequences"}
@@ -76,26 +70,7 @@ def downloads(points: pd.DataFrame, pairs: pd.DataFrame, base: str, seed: int) -
             out.append(f"{label} against {base} for {format_size(size)} {kind}: {evidence}: not enough to say "
                        f"({'; '.join(short)}; what was left out and why: below).")
             continue
-        sure = int((group["ratio_high"] < 1).sum())
-        maybe = int((group["ratio_low"] < 1).sum())
-        placed = _placed(group)
-        median = float(np.median(placed)) if placed.size else math.nan
-        low, high = _interval(placed, seed)
-        if math.isnan(low) and len(group) < 3:   # too few points for an interval over them: each point's own
-            interval = "; " + ", ".join(f"point {p}: {_num(r)} [{_num(lo)}, {_num(hi)}]" for p, r, lo, hi in zip(
-                group["point"], group["ratio"], group["ci_low"], group["ci_high"], strict=True))
-        else:
-            interval = f", 95 % interval [{_num(low)}, {_num(high)}]" if not math.isnan(low) else ""
-        at = f"{_count(sure, maybe)} of {len(group)} design points"
-        if not math.isnan(low) and low <= 1 <= high:   # the interval holds 1: say so, whatever the count
-            out.append(f"{label}: no clear difference from {base} for {format_size(size)} {kind} (median ratio "
-                       f"{_num(median)}{interval}; faster at {at}; {evidence}).")
-        elif not math.isnan(low) and low > 1:
-            out.append(f"{label} was slower than {base} for {format_size(size)} {kind} (median ratio "
-                       f"{_num(median)}{interval}; faster at {at}; {evidence}).")
-        else:
-            out.append(f"{label} was faster than {base} at {at} for {format_size(size)} {kind} (median ratio "
-                       f"{_num(median)}{interval}; {evidence}).")
+        out.append(_verdict(label, base, f"{format_size(size)} {kind}", group, evidence))
     for label, group in pairs.groupby("label", sort=True):
         excluded = group[group["outcome"] == "excluded"]["excluded_why"].value_counts().sort_index()
         censored = int(group["outcome"].isin(ratios.OUTCOMES[1:4]).sum())
@@ -105,6 +80,47 @@ def downloads(points: pd.DataFrame, pairs: pd.DataFrame, base: str, seed: int) -
                 + f"; censored at the time limit: {censored}.")
         out.append(text)
     return out
+
+
+def _verdict(label: str, base: str, what: str, group: pd.DataFrame, evidence: str) -> str:
+    """One sentence: faster / slower / no clear difference only as an interval says, else not enough to say."""
+    sure, maybe = int((group["ratio_high"] < 1).sum()), int((group["ratio_low"] < 1).sum())
+    placed = _placed(group)
+    median = float(np.median(placed)) if placed.size else math.nan
+    low, high = stats.median_order_interval(placed)
+    at = f"{_count(sure, maybe)} of {len(group)} design points"
+    if math.isnan(low):   # too few points for an interval over them: each point's own interval over its seeds
+        need = stats.fewest_for_median_interval()
+        own = "; ".join(f"point {p}: {_num(r)} " + (f"[{_num(lo)}, {_num(hi)}]{_edge(r, lo, hi)}" if not math.isnan(lo)
+                                                  else "(too few seeds for an interval)")
+                        for p, r, lo, hi in zip(group["point"], group["ratio"], group["ci_low"], group["ci_high"],
+                                                strict=True))
+        faster, slower = int((group["ci_high"] < 1).sum()), int((group["ci_low"] > 1).sum())
+        said = (f"median ratio {_num(median)}; too few design points for an interval over them ({len(group)}, "
+                f"it needs {need}); each point's own 95 % interval over its seeds: {own}")
+        for word, count in (("faster", faster), ("slower", slower)):
+            if count == len(group):
+                return (f"{label} was {word} than {base} at {count} of {len(group)} design points for {what} "
+                        f"({said}; {evidence}).")
+        if group["ci_low"].isna().any():
+            return (f"{label} against {base} for {what}: not enough to say ({said}; faster by their own intervals "
+                    f"at {faster}, slower at {slower}; {evidence}).")
+        return (f"{label}: no clear difference from {base} for {what} ({said}; faster by their own intervals at "
+                f"{faster}, slower at {slower}; {evidence}).")
+    interval = (f", 95 % interval over the {placed.size} design points [{_num(low)}, {_num(high)}]"
+                f"{_edge(median, low, high)}")
+    if low <= 1 <= high:   # the interval holds 1: say so, whatever the count
+        return (f"{label}: no clear difference from {base} for {what} (median ratio {_num(median)}{interval}; "
+                f"faster at {at}; {evidence}).")
+    if low > 1:
+        return (f"{label} was slower than {base} for {what} (median ratio {_num(median)}{interval}; faster at {at}; "
+                f"{evidence}).")
+    return f"{label} was faster than {base} at {at} for {what} (median ratio {_num(median)}{interval}; {evidence})."
+
+
+def _edge(value: float, low: float, high: float) -> str:
+    """A word when the estimate is one of its interval's ends (few values: the order statistics are the extremes)."""
+    return " (the estimate at its interval's edge: few values)" if value in (low, high) else ""
 
 
 def messages(frame: pd.DataFrame, base: str | None) -> list[str]:

@@ -17,7 +17,8 @@ reads each stack's spelling, fecq ``rs:30,20``, XQUIC ``rs``) on the same multip
   interval over the seeds where all four runs finished (the four resampled together); each stack's
   effect, from its interval and a tolerance (default 2 %): ``faster`` (interval below 1 − tol),
   ``slower`` (above 1 + tol), ``negligible`` (inside 1 ± tol), ``no clear effect`` (none of these:
-  holds 1, or straddles a bound), ``undetermined`` (no interval); and the verdict ``stacks``:
+  holds 1, or straddles a bound), ``not enough to say`` (no interval: fewer seeds than the report's minimum for
+  one, ``stats.MIN_SEEDS_FOR_INTERVAL``, the headline's rule); and the verdict ``stacks``:
   ``agree`` (the same effect), ``disagree`` (one faster, the other slower), ``differ`` (other
   different effects, and the A ÷ B interval excludes 1: the effects' sizes measurably differ) or
   ``consistent`` (different effects, but the A ÷ B interval holds 1: the data cannot tell them apart).
@@ -84,11 +85,15 @@ def stack_points(runs: pd.DataFrame, *, seed: int = 0, level: float = 0.95,
 TOLERANCE = 0.02
 
 
+#: An effect or a verdict without an interval (too few seeds): the report's words for it everywhere.
+NOT_ENOUGH = "not enough to say"
+
+
 def effect(low: float, high: float, tolerance: float = TOLERANCE) -> str:
     """What a ratio's interval says about FEC: ``faster``, ``slower``, ``negligible``, ``no clear
-    effect`` or ``undetermined`` (see above)."""
+    effect`` or ``not enough to say`` (see above)."""
     if math.isnan(low) or math.isnan(high):
-        return "undetermined"
+        return NOT_ENOUGH
     if high < 1 - tolerance:
         return "faster"
     if low > 1 + tolerance:
@@ -98,15 +103,15 @@ def effect(low: float, high: float, tolerance: float = TOLERANCE) -> str:
 
 def agreement(a: str, b: str, between: tuple[float, float] = (math.nan, math.nan)) -> str:
     """The stacks' verdict from their effects and the interval of A ÷ B (see above)."""
-    if "undetermined" in (a, b):
-        return "undetermined"
+    if NOT_ENOUGH in (a, b):
+        return NOT_ENOUGH
     if a == b:
         return "agree"
     if {a, b} == {"faster", "slower"}:
         return "disagree"
     low, high = between
     if math.isnan(low) or math.isnan(high):
-        return "undetermined"
+        return NOT_ENOUGH
     return "consistent" if low <= 1 <= high else "differ"
 
 
@@ -140,6 +145,7 @@ def side_by_side(runs: pd.DataFrame, *, seed: int = 0, level: float = 0.95, n_bo
             between = (np.median(quad[0]) / np.median(quad[1])) / (np.median(quad[2]) / np.median(quad[3])) \
                 if len(seeds) else math.nan
             ci = stats.bootstrap_ratio_of_ratios(*quad, n_boot=n_boot, level=level,
+                                                 min_pairs=stats.MIN_SEEDS_FOR_INTERVAL,
                                                  seed=stats.group_seed(seed, [row.network, row.point, row.size,
                                                                               a, b]))
             effect_a = effect(row.ci_low_a, row.ci_high_a, tolerance)

@@ -5,8 +5,9 @@ An undecided claim may take more seeds than its design lists. A run of repetitio
 ``loss_seed(design seed, point, r)`` (the same for every implementation and every profile: common
 random numbers, and a profile keeps the design's seed), its key ``run_key(experiment hash, point
 values, implementation, workload, size, r)`` with the campaign's own experiment hash. The design
-file is not changed: a design with more repetitions would hash to another experiment and every run
-already recorded would get a new key. So the runs already done keep their keys and loss seeds, and
+file is not changed, so the runs already done keep their keys and loss seeds (a design given more repetitions
+later keeps them too: ``selection.continue_recorded`` keys its runs as the database's were, and those keys are
+these extension keys, so the extra seeds reproduce ran are found as done), and
 the extra runs join the same campaign in the same database, recorded as such by their repetition
 (≥ the ``repetitions`` the campaign records). ``fecbench run FILE --db DB`` leaves them alone (they
 are not in the design); ``fecbench reproduce`` finds them again (``recorded``) and resumes them.

@@ -27,6 +27,7 @@ from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce import sequential as sq
 from fecbench.reproduce.pack import Pack
 from fecbench.reproduce.statistics.error_control import FAMILY_WISE
+from fecbench.runners.executors.selection import continue_recorded
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.runners.run.recorder import read_retried, read_statuses
 
@@ -66,6 +67,7 @@ def prepare_campaigns(pack: Pack, names: list[str], root: Path, *, checks: bool 
             target = profiles.write(pack, profile, ref, root)
             # The one validation pass `fecbench run` makes (without its implementations' own checks on --no-run)
             prepared = validate(target.design) if checks else prepare(target.design)
+            continue_recorded(prepared, target.db)   # a database `fecbench run` extended: its runs' own keys
             campaign = cp.Campaign(profile=name, alias=alias, db=target.db, prepared=prepared,
                                    statuses=read_statuses(target.db), retried=read_retried(target.db, cp.RUN_AGAIN),
                                    label_map=profile.label_map)

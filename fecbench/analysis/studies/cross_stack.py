@@ -23,6 +23,9 @@ reads each stack's spelling, fecq ``rs:30,20``, XQUIC ``rs``) on the same multip
   different effects, and the A ÷ B interval excludes 1: the effects' sizes measurably differ) or
   ``consistent`` (different effects, but the A ÷ B interval holds 1: the data cannot tell them apart).
   Each row names its point by a key (``point``); ``points(runs, frame)`` gives each key's factors once.
+- ``recovery(runs)``: per FEC label of the table, whether the packets its FEC rebuilt spare the sender's loss
+  declarations and retransmissions, from each stack's own counters against its twin on the same points and seeds
+  (XQUIC's do not: its receiver never acknowledges a rebuilt packet's number, quic-impls/xquic/README.md).
 - ``section(...)``: the report's tables (``fecbench report``).
 """
 
@@ -216,6 +219,51 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
                                          strict=True)]})
 
 
+#: Each stack's counters of what its sender declared lost and sent again (those it has: units differ by stack).
+SENDER_COUNTERS = (("lost", "declared lost", "packets"), ("retransmitted_packets", "retransmitted", "packets"),
+                   ("retransmitted_bytes", "retransmitted", "bytes"))
+
+
+def recovery(runs: pd.DataFrame, impls: dict[str, dict[str, Any]] | None = None) -> pd.DataFrame:
+    """Per FEC label of the cross-stack table: packets rebuilt per run (``recovered``) and, per sender counter the
+    stack has, its mean per run with FEC and with its twin over the same points and seeds (both runs ok), and
+    the share of rebuilt packets the first packet counter was spared: (without − with) ÷ rebuilt (a bytes counter is
+    shown, not divided). ``spares``: yes (≥ ½ of the rebuilt packets spared), no (< 0.2), partly, or why it is
+    not known."""
+    found = twins(runs, impls)
+    keys = [k for k in ("network", "workload", "point", "repetition", "loss_seed", "size") if k in runs]
+    ok = runs[runs["status"] == "ok"]
+    rows = []
+    for label in sorted({label for pair in matches(runs, impls) for label in pair}):
+        twin = found[label]
+        counters = [(c, what, unit) for c, what, unit in SENDER_COUNTERS if c in ok and ok[c].notna().any()]
+        columns = [c for c, _, _ in counters] + (["recovered"] if "recovered" in ok else [])
+        both = ok[ok["label"] == label][keys + columns].merge(ok[ok["label"] == twin][keys + columns], on=keys,
+                                                             suffixes=("", "_twin"))
+        rebuilt = float(both["recovered"].mean()) if "recovered" in both and both["recovered"].notna().any() \
+            else math.nan
+        row = {"label": label, "impl": _impl(runs, label), "twin": twin, "pairs": len(both), "rebuilt": rebuilt}
+        spared = math.nan
+        for column, what, unit in counters:
+            if both[column].isna().all():   # a counter this stack does not report
+                continue
+            mine, theirs = float(both[column].mean()), float(both[f"{column}_twin"].mean())
+            row[f"{what} ({unit}) with / without"] = f"{mine:.3g} / {theirs:.3g}"
+            if unit == "packets" and rebuilt > 0 and math.isnan(spared):
+                spared = (theirs - mine) / rebuilt
+        row["spared per rebuilt"] = spared
+        row["spares"] = ("no counter of rebuilt packets" if math.isnan(rebuilt) else "nothing rebuilt"
+                         if rebuilt == 0 else "no sender counter" if math.isnan(spared) else "yes" if spared >= 0.5
+                         else "no: rebuilt packets are still declared lost and sent again" if spared < 0.2
+                         else "partly")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _impl(runs: pd.DataFrame, label: str) -> str:
+    return str(runs.loc[runs["label"] == label, "impl"].iloc[0]) if "impl" in runs else label
+
+
 NOTE = ("Each stack's FEC label against its own no-FEC twin (same implementation, every argument but the FEC "
         "ones the same) on the same points and loss seeds, and the stacks matched code family against code family "
         "(RS with RS, XOR with XOR) on the same multipath setting: ratio of median DCTs FEC ÷ no FEC with its "
@@ -235,9 +283,24 @@ def section(tables: dict[str, pd.DataFrame], notes: dict[str, str], runs: pd.Dat
     if frame.empty:
         return
     name = "cross-stack: FEC ÷ no FEC per stack, per point"
-    tables[name] = table(frame)
+    spares = recovery(runs, impls)
+    said = dict(zip(spares["label"], spares["spares"], strict=True)) if len(spares) else {}
+    shown = table(frame)
+    shown["rebuilt packets spare losses (A / B)"] = [f"{said.get(a, '?')} / {said.get(b, '?')}"
+                                                    for a, b in zip(frame["label_a"], frame["label_b"], strict=True)]
+    tables[name] = shown
     tolerance = frame.attrs["tolerance"]
     notes[name] = NOTE.format(level=frame.attrs["level"], low=1 - tolerance, high=1 + tolerance)
+    if len(spares):
+        tables["cross-stack: what rebuilt packets spare, per stack"] = spares
+        notes["cross-stack: what rebuilt packets spare, per stack"] = (
+            "From each stack's own counters, FEC label against its no-FEC twin on the same points and seeds (both "
+            "runs ok), means per run: packets FEC rebuilt, what the sender declared lost and sent again. Spared per "
+            "rebuilt: (without − with) ÷ rebuilt, in packets. A stack whose rebuilt packets are still declared lost "
+            "(XQUIC: its receiver hands a rebuilt packet's frames to the stream without acknowledging its packet "
+            "number, so the sender's loss detection declares it lost, retransmits it and counts a congestion loss; "
+            "quic-impls/xquic/README.md) gains from FEC only the time to deliver, never the retransmission, and "
+            "that decides every comparison across the stacks.")
     where = points(runs, frame)
     if where.shape[1] > 1:
         tables["cross-stack: the points"] = where

@@ -77,13 +77,26 @@ def run_statuses(conn: sqlite3.Connection, keys: Iterable[str] | None = None) ->
 
 def start_run(conn: sqlite3.Connection, key: str, started_at: str, link_backend: str, host: str,
               runner: str | None = None) -> None:
-    """Mark a run as started: a crash from here on leaves it 'interrupted', never half 'ok'. `runner` names
-    the campaign process that started it (`runner_name`)."""
+    """Mark a run as started: status 'running' until it finishes, never half 'ok'; a crash from here on leaves it
+    'running', which the next campaign on the database records 'interrupted' (`interrupt_left_over`). `runner`
+    names the campaign process that started it (`runner_name`)."""
     with dbmod.transaction(conn):
-        conn.execute("UPDATE runs SET status='interrupted', error='started, not finished', "
+        conn.execute("UPDATE runs SET status='running', error='started, not finished', "
                      "started_at=?, finished_at=NULL, duration_s=NULL, attempts=attempts+1, "
                      "link_backend=?, host=?, runner=? WHERE key=?", (started_at, link_backend, host, runner, key))
         _delete_results(conn, key)
+
+
+def interrupt_left_over(conn: sqlite3.Connection) -> int:
+    """Runs left 'running' by a campaign process that is gone (killed, crashed, its host rebooted): recorded
+    'interrupted', as a run stopped by Ctrl-C is. One whose process still runs (or runs on another host, which
+    this host cannot tell) is left alone. Returns how many were."""
+    rows = conn.execute("SELECT key, runner FROM runs WHERE status = 'running'").fetchall()
+    gone = [key for key, runner in rows if runner_alive(runner) is False or not runner]
+    with dbmod.transaction(conn):
+        conn.executemany("UPDATE runs SET status='interrupted', error='started, not finished: its campaign "
+                         "process ended before it did' WHERE key=? AND status='running'", [(k,) for k in gone])
+    return len(gone)
 
 
 def runner_name() -> str:
@@ -232,6 +245,17 @@ def retried_keys(conn: sqlite3.Connection, statuses: Iterable[str]) -> set[str]:
     wanted = list(statuses)
     marks = ", ".join("?" * len(wanted))
     rows = conn.execute(f"SELECT DISTINCT run_key FROM earlier_outcomes WHERE status IN ({marks})", wanted)
+    return {str(key) for (key,) in rows}
+
+
+#: Why a twin's first outcome was kept aside (``fecbench run --twins``; ``earlier_outcomes.why_again`` starts with
+#: its status, then this in parentheses): what the report looks for.
+TWIN = "twin: the same key run again by --twins"
+
+
+def again_for(conn: sqlite3.Connection, why: str) -> set[str]:
+    """The runs run again for a reason containing ``why`` (an earlier outcome kept with it)."""
+    rows = conn.execute("SELECT DISTINCT run_key FROM earlier_outcomes WHERE instr(why_again, ?) > 0", (why,))
     return {str(key) for (key,) in rows}
 
 

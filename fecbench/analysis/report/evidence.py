@@ -11,8 +11,11 @@ flagged more often, so the survivors are not a sample of the comparison's popula
   include_fidelity=True)``: a flagged run's own outcome taken as data), side by side;
 - ``flagged_vs_ok``: per label and size, each flagged run's metric against the median of the same label's ok runs
   at the same network and size; when they differ (a sign test at 5 %, 5 runs or more), a sentence says which way;
-- ``attempts``: the runs run again after a flag (their earlier outcomes, kept with their metrics), each
-  attempt's metric against the run's last.
+- ``attempts``: the runs run again after a flag, or as twins (their earlier outcomes, kept with their metrics),
+  each attempt's metric against the run's last;
+- ``twin_spreads``: per label and size, how far a run repeats itself (``fecbench run --twins N``: the same key,
+  point and loss seed run twice): the 90th percentile of |log(second ÷ first)|, which the report's sentences set
+  beside every effect (an effect smaller than that is not a finding until it repeats).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import pandas as pd
 
 from fecbench.analysis import ratios, results, stats
 from fecbench.analysis.figures.style import format_size
+from fecbench.records.run_records import TWIN
 
 #: Runs a flagged-vs-ok comparison needs before it says anything.
 MIN_FLAGGED = 5
@@ -129,6 +133,8 @@ def attempts(db, frame: pd.DataFrame, metric: str = "dct_ms") -> pd.DataFrame:
     if "earlier_outcomes" not in results.table_names(db):
         return pd.DataFrame()
     earlier = results.frame(db, "earlier_outcomes", ["run_key", "attempt", "status", "fidelity_json", "why_again"])
+    if earlier.empty:
+        return pd.DataFrame()
     rows = []
     last = frame.set_index("key")
     for row in earlier.itertuples(index=False):
@@ -138,6 +144,7 @@ def attempts(db, frame: pd.DataFrame, metric: str = "dct_ms") -> pd.DataFrame:
         now = last.loc[row.run_key]
         value, final = kept.get(metric), now.get(metric)
         rows.append({"key": row.run_key, "label": now["label"], "size": now["size"], "attempt": row.attempt,
+                     "twin": TWIN in str(row.why_again or ""),
                      "earlier status": row.status, "final status": now["status"], f"earlier {metric}": value,
                      f"final {metric}": final,
                      "final ÷ earlier": (final / value) if value and final and value > 0 else math.nan})
@@ -159,3 +166,43 @@ def attempts_summary(table: pd.DataFrame, metric: str = "dct_ms") -> pd.DataFram
                      f"changed > {ATTEMPT_TOLERANCE:.0%}": int((change > ATTEMPT_TOLERANCE).sum()),
                      "final status ok": int((group["final status"] == "ok").sum())})
     return pd.DataFrame(rows)
+
+
+def twin_spreads(table: pd.DataFrame, metric: str = "dct_ms") -> pd.DataFrame:
+    """Per label and size of ``attempts``' twins (both attempts ok with the metric): twins, the median and the 90th
+    percentile of |log(second ÷ first)| as a share (``spread``: e^q90 − 1), and the range of second ÷ first."""
+    if table.empty or "twin" not in table:
+        return pd.DataFrame()
+    twins = table[table["twin"] & (table["earlier status"] == "ok") & (table["final status"] == "ok")
+                  & table["final ÷ earlier"].notna()]
+    rows = []
+    for (label, size), group in twins.groupby(["label", "size"], sort=True):
+        change = np.abs(np.log(group["final ÷ earlier"].to_numpy(float)))
+        rows.append({"label": label, "size": size, "twins": len(group),
+                     "median |change|": float(np.expm1(np.median(change))),
+                     "spread (90 %)": float(np.expm1(np.quantile(change, 0.9))),
+                     "second ÷ first, min–max": f"{group['final ÷ earlier'].min():.3g}–"
+                                               f"{group['final ÷ earlier'].max():.3g}"})
+    return pd.DataFrame(rows)
+
+
+def attempts_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db, frame: pd.DataFrame) -> None:
+    """The runs run again (after a flag, or asked for) and the twins: each earlier attempt's DCT against the
+    run's last."""
+    tried = attempts(db, frame)
+    if tried.empty:
+        return
+    name = "attempts compared (runs run again)"
+    tables[name] = attempts_summary(tried)
+    notes[name] = (f"Per label: the earlier attempts of runs run again (earlier_outcomes, with the metrics each "
+                   f"kept) against the run's last attempt, on the same key and loss seed: how much the DCT changed, "
+                   f"and how many changed by more than {ATTEMPT_TOLERANCE:.0%}. A flag whose re-run measured the "
+                   "same did not change the answer; one whose re-run differs did.")
+    spreads = twin_spreads(tried)
+    if len(spreads):
+        name = "twins: how far a run repeats itself"
+        tables[name] = spreads.assign(size=spreads["size"].map(format_size))
+        notes[name] = ("Runs run again under their own key by --twins (the same point, seed and loss seed): the "
+                       "second attempt's DCT over the first. Seeded losses drop the n-th packet of a direction; when "
+                       "timing changes which packet is the n-th, the twins differ. Spread: 90 % of the twins differ "
+                       "by less. An effect smaller than its label's or baseline's spread is said to be so.")

@@ -169,11 +169,12 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
             report.headline["comparisons: each label and its baselines"] = baselines_table(impls, present, default)
             report.notes["comparisons: each label and its baselines"] = BASELINES_NOTE
         findings: list[str] = []
+        spreads = evidence.twin_spreads(evidence.attempts(db, downloads))   # --twins: how far a run repeats itself
         for base, compared in sorted(groups.items()):   # each label within its own implementation
             tag = "" if len(groups) == 1 else f"-vs-{slug(base)}"
             mine = downloads[downloads["label"].isin([base, *compared])]
             flagged = None if with_flagged is None else with_flagged[with_flagged["key"].isin(mine["key"])]
-            findings += _download_ratios(report, mine, base, outdir, figure, tag, flagged)
+            findings += _download_ratios(report, mine, base, outdir, figure, tag, flagged, spreads)
         report.sentences[:0] = findings   # what the comparisons rest on, first
         report.sentences += missing   # every comparison that cannot be made, and why
         cross_stack.section(report.headline, report.notes, downloads, seed=REPORT_SEED, impls=impls)  # two stacks
@@ -183,7 +184,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
     report_messages.messages_section(report.tables, report.notes, db, frame, messages_base, figure)
     report.sentences += sentences.messages(frame, messages_base)
 
-    _attempts(report, db, frame)
+    evidence.attempts_section(report.tables, report.notes, db, frame)
     flows_section(report.tables, report.notes, db, figure)
     report_settings.losses_section(report.tables, report.notes, db, frame)
     report_settings.settings_section(report.tables, report.notes, db)
@@ -201,7 +202,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
 
 
 def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir: Path, figure, tag: str = "",
-                     with_flagged: pd.DataFrame | None = None) -> list[str]:
+                     with_flagged: pd.DataFrame | None = None, spreads: pd.DataFrame | None = None) -> list[str]:
     """The headline (ratio of medians per point, timeouts censored), the pair accounting, the ratio
     figures and the CSV files of a campaign's downloads against ``base``; what the comparison rests on
     (report.evidence: exclusions by side, with and without the flagged runs, flagged against ok runs), whose
@@ -211,7 +212,7 @@ def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir:
     pairs = ratios.pairs(downloads, baseline=base, metric="dct_ms")
     points = ratios.point_ratios(pairs, seed=REPORT_SEED)
     report.sentences += [f"unpaired: {why}" for why in pairs.attrs.get("unpaired", {}).values()]
-    report.sentences += sentences.downloads(points, pairs, base)
+    report.sentences += sentences.downloads(points, pairs, base, spreads)
     findings = _evidence(report, pairs, downloads, base, tag, figure, with_flagged)
     name = f"DCT: ratio of medians label / {base} per design point"
     report.headline[name] = headline_table(ratios.summary(points))
@@ -292,19 +293,6 @@ def _evidence(report: Report, pairs: pd.DataFrame, downloads: pd.DataFrame, base
                                   "the DCT); near 1, it removed good data. Sign test of as many above as below.")
             findings += [evidence.flagged_sentence(row) for _, row in compared[compared["differ"]].iterrows()]
     return findings
-
-
-def _attempts(report: Report, db: Path, frame: pd.DataFrame) -> None:
-    """The runs run again (after a flag, or asked for): each earlier attempt's DCT against the run's last."""
-    tried = evidence.attempts(db, frame)
-    if tried.empty:
-        return
-    name = "attempts compared (runs run again)"
-    report.tables[name] = evidence.attempts_summary(tried)
-    report.notes[name] = (f"Per label: the earlier attempts of runs run again (earlier_outcomes, with the metrics each "
-                          f"kept) against the run's last attempt, on the same key and loss seed: how much the DCT "
-                          f"changed, and how many changed by more than {evidence.ATTEMPT_TOLERANCE:.0%}. A flag whose "
-                          "re-run measured the same did not change the answer; one whose re-run differs did.")
 
 
 def _loss_position(report: Report, db: Path, figure) -> None:

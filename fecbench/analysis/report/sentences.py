@@ -53,8 +53,10 @@ def _count(low: int, high: int) -> str:
     return f"{low}" if low == high else f"{low}–{high}"
 
 
-def downloads(points: pd.DataFrame, pairs: pd.DataFrame, base: str) -> list[str]:
-    """One sentence per label and size of ``ratios.point_ratios``, then one per label on what was left out."""
+def downloads(points: pd.DataFrame, pairs: pd.DataFrame, base: str, twins: pd.DataFrame | None = None) -> list[str]:
+    """One sentence per label and size of ``ratios.point_ratios``, then one per label on what was left out;
+    ``twins`` (``evidence.twin_spreads``): how far a run of the label or the baseline repeats itself, said beside
+    the effect."""
     out = []
     what = {"download": "downloads", "upload": "uploads", "reqresp": "request/response sequences"}
     for (label, size), every in points.groupby(["label", "size"], sort=True):
@@ -70,7 +72,8 @@ def downloads(points: pd.DataFrame, pairs: pd.DataFrame, base: str) -> list[str]
             out.append(f"{label} against {base} for {format_size(size)} {kind}: {evidence}: not enough to say "
                        f"({'; '.join(short)}; what was left out and why: below).")
             continue
-        out.append(_verdict(label, base, f"{format_size(size)} {kind}", group, evidence))
+        said = _verdict(label, base, f"{format_size(size)} {kind}", group, evidence)
+        out.append(said[:-1] + _twins(twins, [label, base], size, _placed(group)) + ".")
     for label, group in pairs.groupby("label", sort=True):
         excluded = group[group["outcome"] == "excluded"]["excluded_why"].value_counts().sort_index()
         censored = int(group["outcome"].isin(ratios.OUTCOMES[1:4]).sum())
@@ -116,6 +119,20 @@ def _verdict(label: str, base: str, what: str, group: pd.DataFrame, evidence: st
         return (f"{label} was slower than {base} for {what} (median ratio {_num(median)}{interval}; faster at {at}; "
                 f"{evidence}).")
     return f"{label} was faster than {base} at {at} for {what} (median ratio {_num(median)}{interval}; {evidence})."
+
+
+def _twins(twins: pd.DataFrame | None, labels: list[str], size: int, ratios_: np.ndarray) -> str:
+    """The twins' spread beside the effect: the widest of the label's and the baseline's at this size, and whether
+    the effect (the median ratio's distance from 1) is smaller."""
+    if twins is None or twins.empty or not ratios_.size:
+        return ""
+    mine = twins[twins["label"].isin(labels) & (twins["size"] == size)]
+    if mine.empty:
+        return ""
+    spread, n = float(mine["spread (90 %)"].max()), int(mine["twins"].sum())
+    effect = abs(float(np.median(ratios_)) - 1)
+    return (f"; twins (the same key run twice, {n}) differ by up to {spread:.1%} (90 %)"
+            + (": the effect is smaller than that, not a finding until it repeats" if effect < spread else ""))
 
 
 def _edge(value: float, low: float, high: float) -> str:

@@ -63,6 +63,9 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
                                    "each attempt's outcome is kept in earlier_outcomes, the run's status is its last "
                                    "attempt's (0: keep them flagged)."),
         no_retry: bool = typer.Option(False, "--no-retry", help="Same as --reruns 0."),
+        twins: int = typer.Option(0, "--twins", min=0, help="At the end, run N of the campaign's ok runs again "
+                                  "under their keys (seeded; none twice): how far a run repeats itself, which the "
+                                  "report gives beside every effect. Each first outcome is kept in earlier_outcomes."),
         recalibrate: bool = options.RECALIBRATE,
         ) -> None:
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
@@ -114,6 +117,13 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         console.print(Text(line, style=style))
     if summary.aborted:
         raise typer.Exit(1)
+    if twins:
+        twinned = pipeline.twins(prepared, db_path, twins, machine, execution.jobs, console,
+                                 reruns=0 if no_retry else reruns)
+        done = "no ok run left to twin" if twinned is None else \
+            ", ".join(f"{k} {v}" for k, v in sorted(twinned.counts.items())) or "none ran"
+        console.print(f"twins: {twins} asked, {0 if twinned is None else twinned.selected} run again under their keys "
+                      f"({done}); each first outcome kept in earlier_outcomes")
 
 
 def check_db_path(db_path: Path) -> Path:

@@ -125,6 +125,21 @@ def execute(prepared: Prepared, db_path: Path, execution: Execution, console: Co
                   fidelity_reruns=reruns).run(retry)
 
 
+def twins(prepared: Prepared, db_path: Path, n: int, machine: Machine, jobs: int, console: Console, *,
+          reruns: int = 0) -> Summary | None:
+    """``--twins N``: N of the campaign's ok runs run again under their keys on as many networks as the campaign
+    used (``selection.twins``: seeded, none twinned twice), each first outcome kept aside; None when none is left."""
+    from fecbench.runners.executors import selection
+    from fecbench.runners.executors.engine import Engine
+
+    todo = selection.twins(prepared, db_path, n)
+    if not todo:
+        return None
+    executor = make_executor(prepared, db_path, machine, jobs, None, console)
+    return Engine(prepared, db_path, executor, console, todo=todo, fidelity_reruns=reruns,
+                  asked=selection.TWIN).run({"ok"})
+
+
 # --- 5. summarise ------------------------------------------------------------------------------------------
 def summary_lines(db_path: Path, summary: Summary) -> list[tuple[str, str]]:
     """(rich style, line) of what the campaign did: counts, re-runs of flagged runs, breakers, why it stopped."""

@@ -215,7 +215,7 @@ class Engine:
                  breaker_runs: int = BREAKER_RUNS, sample: int | None = None, only: list[Run] | None = None,
                  stop_at: float | None = None, todo: list[Run] | None = None,
                  fidelity_reruns: int = FIDELITY_RERUNS, on_finished: Callable[[Finished], None] | None = None,
-                 quiet_wait: Callable[[], Quiet] = wait_for_quiet) -> None:
+                 quiet_wait: Callable[[], Quiet] = wait_for_quiet, asked: str | None = None) -> None:
         from rich.console import Console
 
         self.prepared, self.db_path, self.executor = prepared, db_path, executor
@@ -238,6 +238,7 @@ class Engine:
         # Finished runs to run again -> why (kept in earlier_outcomes as each starts again: one never reached keeps
         # its outcome) and whether this campaign's summary counted it (a re-run of a flagged run).
         self.again_why: dict[str, tuple[str, bool]] = {}
+        self.asked = asked or "asked for by --retry or a reproduction"   # why finished runs in `retry` run again
         # `on_finished`: told of every outcome once recorded (the calibration's serial pilot reads them).
         self.on_finished = on_finished
         self.finished_statuses: dict[str, str] = {}
@@ -269,8 +270,8 @@ class Engine:
             from fecbench.runners.experiment.estimate import remember
 
             remember(self.db_path)   # later estimates on this machine learn from it, wherever it is
-            self.again_why = {run.key: (f"{before[run.key]}: run again (asked for by --retry or a reproduction)",
-                                        False) for run in todo if before.get(run.key) in retry}
+            self.again_why = {run.key: (f"{before[run.key]}: run again ({self.asked})", False)
+                              for run in todo if before.get(run.key) in retry}
             try:
                 self._cycle(todo, summary)
                 self._retry_fidelity(todo, summary)

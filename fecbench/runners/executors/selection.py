@@ -1,5 +1,13 @@
 """The one selection of a campaign's runs: those still to do in its database, what `--retry` adds, a pilot's
-sample, a caller's order (`fecbench run`, `fecbench reproduce` and `--jobs auto` select through it)."""
+sample, a caller's order (`fecbench run`, `fecbench reproduce` and `--jobs auto` select through it), and the
+twins a campaign runs again under their keys (`--twins`).
+
+Twins measure how far a run repeats itself. Seeded losses drop the n-th packet of a direction; when timing changes
+which packet is the n-th (an ACK sent a little earlier, a timer that fired a little later), two runs with the same
+key, point and loss seed can measure different times. `--twins N` runs N of the campaign's ok runs again at its
+end (a seeded sample: the same design picks the same runs), each first outcome kept in `earlier_outcomes` with
+its metrics and the reason `TWIN`, the second becoming the run's (either is a fair draw of the same key); the
+report sets their spread beside every effect (`fecbench.analysis.report.evidence.twin_spreads`)."""
 
 from __future__ import annotations
 
@@ -7,6 +15,8 @@ import random
 from pathlib import Path
 
 from fecbench.inputs.errors import UserError
+from fecbench.records import run_records
+from fecbench.records.db import open_readonly
 from fecbench.records.status import RETRYABLE, Status
 from fecbench.runners.experiment.design import written_repetitions
 from fecbench.runners.experiment.prepare import Prepared
@@ -70,3 +80,27 @@ def parse_retry(text: str | None) -> set[str]:
     if unknown:
         raise UserError(f"--retry: unknown status {sorted(unknown)[0]!r} (allowed: {', '.join(RETRYABLE)})")
     return wanted
+
+
+TWIN = run_records.TWIN
+
+
+def twins(prepared: Prepared, db_path: Path, n: int) -> list[Run]:
+    """N of the campaign's runs that finished ok and were not twinned before, drawn at random (seeded by the design
+    seed), in campaign order; fewer when fewer are left."""
+    statuses, done = read_statuses(db_path), twinned(db_path)
+    candidates = [run for run in prepared.runs if statuses.get(run.key) == Status.OK and run.key not in done]
+    chosen = {run.key for run in random.Random(f"fecbench-twins:{prepared.design.seed}").sample(
+        candidates, min(n, len(candidates)))}
+    return [run for run in prepared.runs if run.key in chosen]
+
+
+def twinned(db_path: Path) -> set[str]:
+    """The runs of a database already run again as twins."""
+    if not db_path.is_file():
+        return set()
+    conn = open_readonly(db_path)
+    try:
+        return run_records.again_for(conn, TWIN)
+    finally:
+        conn.close()

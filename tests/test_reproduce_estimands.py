@@ -231,7 +231,8 @@ def test_a_trend_within_each_technology_pairs_cells_of_one_technology() -> None:
 
 def test_claims_that_quote_an_average_are_means_or_say_why_not() -> None:
     """Issue 59 (4): a claim whose passage states an average is judged on a mean, or its note points to README's
-    "Averages", whose table gives the runs any valid bound on a mean would need (recomputed here from its inputs)."""
+    "Averages", whose table gives the runs any valid bound on a mean would need (recomputed here from its inputs).
+    A claim not runnable here is judged on nothing yet."""
     import re
 
     text = (Path(__file__).resolve().parents[1] / "reproduce" / "README.md").read_text()
@@ -251,7 +252,7 @@ def test_claims_that_quote_an_average_are_means_or_say_why_not() -> None:
     for pack in pack_names():
         for claim in load_pack(pack).claims:
             said = f"{claim.source.quote if claim.source else ''} {claim.paper_text}"
-            if re.search(r"\b(average|averaged|on average)\b", said, re.I):
+            if re.search(r"\b(average|averaged|on average)\b", said, re.I) and not claim.needs:
                 found.add(f"{pack}/{claim.id}")
                 assert claim.statistic.startswith("mean_") or (
                     f"{pack}/{claim.id}" in listed and "Averages" in claim.note), (pack, claim.id)

@@ -10,7 +10,7 @@ step-up (Ann. Stat. 2001) controls the false-discovery rate under any dependence
 sorted, the k smallest are decided when p₍ₖ₎ ≤ k α / (m H_m), H_m = 1 + ½ + … + 1/m. e-BH (Wang & Ramdas 2022)
 would need each claim's e-process; ours are intervals built by interval arithmetic over cells and running
 intersections, whose level-α decisions give p-values, not e-values (1/p is not an e-value), so the step-up is BY's.
-It helps a page where many claims decide (k > H_m: a 75-claim page gains from its sixth decision on); the
+It helps a page where many claims decide (k > H_m: a 42-claim page gains from its fifth decision on); the
 family-wise rule is the default and the page names the one it used."""
 
 from __future__ import annotations

@@ -119,4 +119,4 @@ def test_full_disk(tmp_path: Path) -> None:
     saved = keep / "full.sqlite"
     if saved.exists():
         statuses = [r["status"] for r in rows(saved, "SELECT status FROM runs")]
-        assert set(statuses) <= {"ok", "failed", "interrupted", "pending"}
+        assert set(statuses) <= {"ok", "failed", "running", "interrupted", "pending"}

@@ -78,8 +78,9 @@ def test_kill_9_clean_and_resume(tmp_path: Path) -> None:
     before = {r["key"]: r["status"] for r in rows(db, "SELECT key, status FROM runs")}
     assert len(before) == 16
     assert sum(s == "ok" for s in before.values()) >= 5
-    assert sum(s == "interrupted" for s in before.values()) <= 1
-    assert set(before.values()) <= {"ok", "interrupted", "pending", "fidelity"}
+    # the run in flight when it was killed stays `running` in the raw database until a campaign finds it left over
+    assert sum(s in ("running", "interrupted") for s in before.values()) <= 1
+    assert set(before.values()) <= {"ok", "running", "interrupted", "pending", "fidelity"}
 
     out = fecbench("clean")
     assert out.returncode == 0, out.stderr
@@ -100,7 +101,7 @@ def test_kill_9_clean_and_resume(tmp_path: Path) -> None:
     # make a point's RTT check fail; that is the fidelity probe's business, not this test's).
     assert {r["status"] for r in after} <= {"ok", "fidelity"}
     for r in after:  # the runs finished before the kill were not run again
-        assert r["attempts"] == (2 if before[r["key"]] == "interrupted" else 1)
+        assert r["attempts"] == (2 if before[r["key"]] in ("running", "interrupted") else 1)
     ok = sum(r["status"] == "ok" for r in after)
     assert ok >= 5 and len(rows(db, "SELECT run_key FROM metrics")) == ok
     assert len(rows(db, "SELECT run_key FROM link_stats")) == 2 * ok
@@ -148,7 +149,7 @@ def test_kill_9_of_a_dask_coordinator_then_clean_ends_its_workers_and_their_runs
     assert len(after) == 16 and {r["key"] for r in after} == set(before)
     assert {r["status"] for r in after} <= {"ok", "fidelity"}
     for r in after:  # every run exactly once: those finished before the kill were not run again
-        assert r["attempts"] == (2 if before[r["key"]] == "interrupted" else 1), (r, before[r["key"]])
+        assert r["attempts"] == (2 if before[r["key"]] in ("running", "interrupted") else 1), (r, before[r["key"]])
     assert len(rows(db, "SELECT run_key FROM metrics")) == sum(r["status"] == "ok" for r in after)
 
 

@@ -289,7 +289,7 @@ def test_db_lifecycle_no_duplicates(tmp_path: Path) -> None:
     assert run_records.insert_pending_runs(conn, rows) == 3
     assert run_records.insert_pending_runs(conn, rows) == 0
     run_records.start_run(conn, "k0", "2026-01-01T00:00:00Z", "delayline", "host")
-    assert run_records.run_statuses(conn)["k0"] == "interrupted"  # a crash here leaves it resumable
+    assert run_records.run_statuses(conn)["k0"] == "running"  # a crash here leaves it resumable (to do again)
     run_records.finish_run(conn, "k0", status="ok", error=None, server_log_tail="s", client_log_tail="c",
                      finished_at="t", duration_s=1.5, metrics={"dct_ms": 12.5, "lost": 2, "extra": "x"},
                      client_wall_ms=100.0,

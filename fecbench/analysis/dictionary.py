@@ -26,8 +26,9 @@ COLUMNS: dict[str, tuple[str, str, str]] = {
     "repetition": ("", "runs.repetition", "the repetition at the point (0-based)"),
     "loss_seed": ("", "runs.loss_seed", "the seed of the run's loss pattern: the same for every label of a "
                                         "point and repetition"),
-    "status": ("", "runs.status", "ok, failed, timeout, unsupported, fidelity (flagged), interrupted, pending; "
-                                  "with include_fidelity a flagged run's own outcome"),
+    "status": ("", "runs.status", "ok, failed, timeout, unsupported, fidelity (flagged), interrupted, running "
+                                  "(started, not finished), pending; with include_fidelity a flagged run's own "
+                                  "outcome"),
     "error": ("", "runs.error", "why a run is not ok (a flag's reason for a flagged run)"),
     "started_at": ("UTC ISO 8601", "runs.started_at", "when the run started"),
     "finished_at": ("UTC ISO 8601", "runs.finished_at", "when it ended"),

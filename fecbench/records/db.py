@@ -14,12 +14,13 @@ points(campaign_id, point, <one column per factor: REAL for numbers, TEXT for ch
        PRIMARY KEY (campaign_id, point))
 runs(key TEXT PRIMARY KEY, campaign_id, point, impl, label, impl_args (JSON), workload,
      size (bytes, NULL for messages), repetition, loss_seed,
-     status  -- pending | ok | failed | timeout | unsupported | fidelity | interrupted
+     status  -- pending | running (started, not finished) | ok | failed | timeout | unsupported | fidelity |
+                interrupted (stopped, or left running by a campaign process that died: the next campaign says so)
      error, server_log_tail, client_log_tail, started_at, finished_at, duration_s (run wall time),
      attempts, link_backend, host,
      phases_json  -- where the run's wall time went: seconds per phase (runners.run.runner.PHASES)
      runner  -- "<hostname> <pid>:<start time>" of the campaign process that started it: a run still
-                'interrupted' without finished_at whose runner lives is running (fecbench status))
+                'running' whose runner is gone was interrupted (fecbench status; the next campaign records it so))
 metrics(run_key PRIMARY KEY REFERENCES runs(key), dct_ms, handshake_ms, bytes_app, packets_sent,
         bytes_sent, repair_sent, recovered, lost, retransmitted_bytes, congestion_events,
         cwnd_final, rtt_ms, rebuffering_ms, messages_late, messages_corrupt,

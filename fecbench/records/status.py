@@ -13,8 +13,10 @@ class Status(StrEnum):
     UNSUPPORTED = "unsupported"  # the implementation said so (exit status 127)
     FIDELITY = "fidelity"        # the network measured did not match the design
     INTERRUPTED = "interrupted"  # Ctrl-C, a killed campaign or worker: redone by the next `fecbench run`
+    RUNNING = "running"          # started, not finished: in flight, or left by a campaign process that died (the
+    #                              next campaign on the database records it `interrupted`; to do, as one)
 
 
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
-# What --retry may ask to run again (pending and interrupted runs are always redone).
-RETRYABLE: tuple[str, ...] = tuple(s.value for s in Status if s not in (Status.PENDING, Status.OK))
+# What --retry may ask to run again (pending, interrupted and left-over running runs are always redone).
+RETRYABLE: tuple[str, ...] = tuple(s.value for s in Status if s not in (Status.PENDING, Status.OK, Status.RUNNING))

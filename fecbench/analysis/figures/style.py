@@ -47,7 +47,8 @@ PATH_PALETTE = "Set2"
 FINE_RATIO_TICKS = [0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.8, 2, 2.5]
 NICE_RATIO_TICKS = [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10, 20]
 STATUS_COLORS = {"ok": "#4c9a2a", "failed": "#c0392b", "timeout": "#e67e22", "unsupported": "#95a5a6",
-                 "fidelity": "#8e44ad", "interrupted": "#f1c40f", "pending": "#d0d3d4"}
+                 "fidelity": "#8e44ad", "interrupted": "#f1c40f", "running": "#85c1e9",
+                 "pending": "#d0d3d4"}
 
 
 def styled(func: Callable[..., Figure]) -> Callable[..., Figure]:

@@ -66,7 +66,7 @@ def reconcile(drops: int, declared: int, spurious: int, recovered: object) -> di
 def run_losses(db: DbLike) -> pd.DataFrame:
     """Per run: drops by cause and direction, the sender's declared and spurious losses, FEC's recoveries."""
     links = link_losses(db)
-    rows = results.run_metrics_json(db, exclude_status=("pending", "interrupted"))
+    rows = results.run_metrics_json(db, exclude_status=("pending", "running", "interrupted"))
     sums = links.groupby(["run_key", "direction"])[["dropper", "outage", "queue"]].sum() if len(links) else None
     records = []
     for key, workload, text in rows:

@@ -107,13 +107,18 @@ def endpoint_runs(conn: sqlite3.Connection) -> dict[str, Any]:
 
 
 def mark_running(rows: list[dict[str, Any]]) -> None:
-    """A run started and not finished whose campaign process still runs is in flight: status `running`
-    (the database says `interrupted`, which it stays if that process dies)."""
+    """A run started and not finished (the database says `running`) is in flight while its campaign process runs;
+    one whose process is gone, or that this host cannot tell of, is `interrupted` (as the next campaign will record
+    it). A database of an older fecbench says `interrupted` for a run in flight: `running` while its process runs."""
     from fecbench.records.run_records import runner_alive
 
     for row in rows:
-        if row["status"] == Status.INTERRUPTED and row.get("finished_at") is None and runner_alive(row.get("runner")):
-            row["status"], row["error"] = "running", None
+        if row["status"] not in (Status.RUNNING, Status.INTERRUPTED) or row.get("finished_at") is not None:
+            continue
+        if runner_alive(row.get("runner")):
+            row["status"], row["error"] = Status.RUNNING.value, None
+        elif row["status"] == Status.RUNNING:
+            row["status"] = Status.INTERRUPTED.value
 
 
 def _campaign_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -222,7 +227,7 @@ def _print_status(path: Path, summary: dict[str, Any]) -> None:
     console.print(f"[bold]{path}[/]: {summary['total']} run(s): "
                   + ", ".join(f"{k} {v}" for k, v in sorted(summary["statuses"].items())))
     table = Table(title="per implementation label")
-    statuses = ["running", *(s.value for s in Status if s != Status.PENDING), Status.PENDING.value]
+    statuses = ["running", *(s.value for s in Status if s not in (Status.PENDING, Status.RUNNING)), "pending"]
     table.add_column("label", overflow="fold")
     for s in statuses:
         table.add_column(s, justify="right", overflow="fold")

@@ -20,6 +20,7 @@ from fecbench.inputs.errors import UserError
 from fecbench.records import db as dbmod
 from fecbench.records import run_records
 from fecbench.records.provenance import git_sha
+from fecbench.records.status import Status
 from fecbench.runners.experiment.design import Design
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
@@ -56,12 +57,15 @@ def check_free_space(folder: Path, minimum: int = MIN_FREE_BYTES) -> None:
 
 
 def read_statuses(db_path: Path) -> dict[str, str]:
-    """key -> status of the runs already in a results database (empty if it does not exist yet)."""
+    """key -> status of the runs already in a results database (empty if it does not exist yet). A run started and
+    not finished (`running`) reads as `interrupted`: not done, to do again, as every caller (the selection of the
+    runs to do, a reproduction's) counted it when the database said so."""
     if not db_path.exists():
         return {}
     conn = dbmod.open_readonly(db_path)  # a UserError if it is not a database this fecbench can use
     try:
-        return run_records.run_statuses(conn)
+        return {key: Status.INTERRUPTED.value if status == Status.RUNNING else status
+                for key, status in run_records.run_statuses(conn).items()}
     except sqlite3.Error as exc:
         raise UserError(f"{db_path}: cannot use this results database: {exc}") from None
     finally:
@@ -152,6 +156,7 @@ class Recorder:
 def _open_campaign(conn: sqlite3.Connection, prepared: Prepared, link_backend: str, host_info: dict[str, Any],
                    impls_info: dict[str, Any]) -> int:
     design = prepared.design
+    run_records.interrupt_left_over(conn)   # runs a campaign process that died left `running`
     with dbmod.transaction(conn):
         campaign_id = dbmod.find_campaign(conn, design.hash)
         if campaign_id is None:

@@ -185,3 +185,35 @@ def test_a_point_without_usable_pair_is_still_counted(tmp_path):
     assert points.loc[1, "seeds"] == 0 and points.loc[1, "state"] == "no data" and points.loc[1, "excluded"] == 2
     row = ratios.summary(points.reset_index()).iloc[0]
     assert (row["points"], row["points_without_seeds"], row["excluded_pairs"]) == (1, 1, 2)
+
+
+def test_pairs_of_two_databases_concatenated_keep_their_factors_and_baselines(tmp_path):
+    """Issue 62 item 5: the loader's frames carry their factors in ``attrs``, which ``pd.concat`` drops when the
+    frames' attrs differ (two stacks' pairs, each against its own baseline): the ratios still find the factors
+    (from the columns) and keep each baseline's comparisons apart."""
+    one = make_download_db(tmp_path / "one.sqlite", points=4, seed=1)
+    two = make_download_db(tmp_path / "two.sqlite", points=3, seed=2)
+    first, second = ratios.pairs(one, baseline="quic"), ratios.pairs(two, baseline="quic-fec-rs")
+    both = pd.concat([first, second], ignore_index=True)
+    assert both.attrs == {}     # what pandas does: attrs that differ are dropped
+    factors = ["bw", "owd", "p", "r", "k", "h"]
+    assert ratios.factor_names(both) == factors
+    points = ratios.point_ratios(both, seed=1)
+    assert set(factors) <= set(points.columns) and points[factors].notna().all().all()
+    assert points.attrs["factors"] == factors
+    alone = ratios.point_ratios(first, seed=1)
+    mine = points[points["baseline"] == "quic"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(mine[alone.columns], alone, check_dtype=False)
+    table = ratios.summary(points, by=("label", "baseline", "size"))
+    assert set(zip(table["label"], table["baseline"], strict=True)) == {
+        ("quic-fec-rs", "quic"), ("quic-fec-rlc", "quic"), ("quic", "quic-fec-rs"), ("quic-fec-rlc", "quic-fec-rs")}
+    # One database against two baselines: the same label's comparisons are not pooled.
+    same = pd.concat([first, ratios.pairs(one, baseline="quic-fec-rs")], ignore_index=True)
+    rlc = ratios.point_ratios(same, seed=1)
+    rlc = rlc[rlc["label"] == "quic-fec-rlc"]
+    assert len(rlc) == 2 * len(alone[alone["label"] == "quic-fec-rlc"])
+    assert (rlc["seeds"] <= 3).all()     # 3 repetitions a point: never both baselines' pairs at once
+    # runs frames concatenated without their attrs pair as one database's do
+    runs = pd.concat([results.load(one)], ignore_index=True)
+    runs.attrs = {}
+    pd.testing.assert_frame_equal(ratios.pairs(runs, baseline="quic"), first)

@@ -12,7 +12,7 @@ side, with its ``outcome``:
 - ``both timed out``: the per-run ratio is undefined; both runs still count in the per-point medians.
 - ``excluded``: a side ``failed``, was ``unsupported``, failed the ``fidelity`` check (or ran with
   its endpoints or delay elements later than their bounds: ``endpoints late``, ``emulation late``), was
-  ``interrupted``, is still ``pending``, has no run (``missing``) or ended ok without the metric;
+  ``interrupted``, is still ``pending`` or ``running``, has no run (``missing``) or ended ok without the metric;
   ``excluded_why`` names the side and the reason (e.g. ``label failed``). For a metric that is not
   a duration (data received, re-buffering), a timeout cannot be bounded and is excluded too.
 
@@ -65,6 +65,24 @@ def _states(runs: pd.DataFrame, metric: str) -> pd.Series:
     has_metric = runs[metric].notna()
     state = state.mask((runs["status"] == "ok") & has_metric, "ok")
     return state.mask((runs["status"] == "ok") & ~has_metric, f"ok without {metric}")
+
+
+#: The columns of a ``pairs`` frame that are no factor (the factors of its points follow them).
+PAIR_COLUMNS = frozenset(["database", "point", "label", "baseline", "outcome", "excluded_why", "status",
+                          "baseline_status", "value", "baseline_value", "limit", "baseline_limit", "ratio",
+                          "ratio_low", "ratio_high", "key", "baseline_key", *results.CONDITION])
+#: The columns of a ``results.load`` frame that are no factor.
+RUN_FRAME_COLUMNS = frozenset([*results.RUN_COLUMNS, *results.METRIC_COLUMNS, *results.JSON_METRICS,
+                               *results.DERIVED_COLUMNS, *results.TIMING_COLUMNS])
+
+
+def factor_names(frame: pd.DataFrame, others: frozenset[str] = PAIR_COLUMNS) -> list[str]:
+    """The factor columns of a frame: those its ``attrs`` name (present), else, for a frame whose ``attrs`` were
+    lost (``pd.concat`` of frames whose attrs differ keeps none), every column that is not one of ``others``."""
+    named = frame.attrs.get("factors")
+    if named is not None:
+        return [f for f in named if f in frame.columns]
+    return [c for c in frame.columns if c not in others]
 
 
 def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -129,17 +147,17 @@ def pairs(db_or_frame: str | os.PathLike | pd.DataFrame, baseline: str = "quic",
     out["ratio"] = out["ratio_low"].where(out["outcome"] == "finished")
     out.insert(out.columns.get_loc("label") + 1, "baseline", baseline)
 
-    factor_names = [f for f in frame.attrs.get("factors", []) if f not in keys]
-    if factor_names:
-        point_factors = frame[["network", *factor_names]].drop_duplicates("network")
+    factors = [f for f in factor_names(frame, RUN_FRAME_COLUMNS) if f not in keys]
+    if factors:
+        point_factors = frame[["network", *factors]].drop_duplicates("network")
         out = out.merge(point_factors, on="network", how="left")
     columns = [*keys, "point", "label", "baseline", "outcome", "excluded_why", "status", "baseline_status", "value",
                "baseline_value", "limit", "baseline_limit", "ratio", "ratio_low", "ratio_high", "key",
-               "baseline_key", *factor_names]
+               "baseline_key", *factors]
     out = out[columns].sort_values(["label", *keys], kind="stable").reset_index(drop=True)
     alone = results.unpaired(frame, baseline, keys, compared)
     results.warn_unpaired(alone)
-    out.attrs.update(factors=factor_names, metric=metric, baseline=baseline, censored=bool(scale), unpaired=alone,
+    out.attrs.update(factors=factors, metric=metric, baseline=baseline, censored=bool(scale), unpaired=alone,
                      labels=frame.attrs.get("labels", []), sizes=frame.attrs.get("sizes", []))
     return out
 
@@ -159,8 +177,10 @@ def point_ratios(pair_frame: pd.DataFrame, by: Sequence[str] = ("point", "size")
     by = [c for c in by if c in pair_frame.columns]
     per_point = "point" in by    # a point is its network: two designs may number the same point differently
     by = ["network" if c == "point" else c for c in by]
-    group_cols = [*(["database"] if "database" in pair_frame.columns else []), "workload", "label", *by]
-    factor_names = list(pair_frame.attrs.get("factors", []))
+    # Pairs against several baselines (two stacks' pairs concatenated) keep each label's comparisons apart.
+    against = ["baseline"] if pair_frame["baseline"].nunique(dropna=False) > 1 else []
+    group_cols = [*(["database"] if "database" in pair_frame.columns else []), "workload", "label", *against, *by]
+    factors = factor_names(pair_frame)
     rows = []
     for key, group in pair_frame.groupby(group_cols, dropna=False, sort=True):
         used = group[group["outcome"] != "excluded"]
@@ -188,7 +208,7 @@ def point_ratios(pair_frame: pd.DataFrame, by: Sequence[str] = ("point", "size")
                              ("ratio", ratio), ("run_ratio_median", run_ratio)):
             row.update({name: stats.exact(bounds), f"{name}_low": bounds[0], f"{name}_high": bounds[1]})
         row.update(state=stats.state(ratio), ci_low=ci[0], ci_high=ci[1])
-        row.update({f: group[f].iloc[0] for f in factor_names})
+        row.update({f: group[f].iloc[0] for f in factors})
         if per_point:
             row["point"] = group["point"].iloc[0]
         rows.append(row)
@@ -200,7 +220,7 @@ def point_ratios(pair_frame: pd.DataFrame, by: Sequence[str] = ("point", "size")
         out = out.sort_values([("point" if c == "network" else c) for c in group_cols], kind="stable",
                               ignore_index=True)
     out.attrs.update(pair_frame.attrs)
-    out.attrs.update(statistic="ratio of medians", n_boot=n_boot, level=level, seed=seed,
+    out.attrs.update(factors=factors, statistic="ratio of medians", n_boot=n_boot, level=level, seed=seed,
                      min_seeds=stats.MIN_SEEDS_FOR_INTERVAL)
     return out
 

@@ -36,7 +36,9 @@ the per-point ratio of medians, the share of points where the label did better, 
 and pairs were censored or excluded and why (``fecbench.analysis.ratios``: a run that reached the design's
 ``timeout_s`` is censored there, never dropped; the bootstrap intervals are seeded with
 ``REPORT_SEED``, so a report is reproducible). ``point-ratios.csv`` and ``pairs.csv`` beside the
-page hold every point's statistics and every pair (per-run ratios, outcomes, exclusion reasons).
+page hold every point's statistics and every pair (per-run ratios, outcomes, exclusion reasons); a campaign
+compared against several baselines (each stack's own) gets a pair of files per baseline,
+``point-ratios-vs-<baseline>.csv`` and ``pairs-vs-<baseline>.csv``, each headline's note naming its own.
 
 ``fecbench report --open-notebook [DB]`` starts Jupyter (JupyterLab, else the classic notebook) in
 ``notebooks/`` with ``FECBENCH_DB`` set to the database, which every notebook's parameters cell

@@ -58,7 +58,7 @@ HEADLINE_NOTE = (
     "points are shown as ranges. Pairs with a failed, unsupported, interrupted or missing run are "
     "excluded from their point and counted. Per-point values with {level:.0%} intervals over the point's seeds "
     "(a percentile bootstrap, both runs of a seed resampled together, {n_boot} resamples, seed {seed}; none with "
-    "fewer than {min_seeds} seeds: too few for it): point-ratios.csv; every pair: pairs.csv. The interval of a "
+    "fewer than {min_seeds} seeds: too few for it): {points_csv}; every pair: {pairs_csv}. The interval of a "
     "median over design points is over the points: two of their order statistics (distribution-free; none under "
     "6 points).")
 
@@ -216,8 +216,10 @@ def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir:
     findings = _evidence(report, pairs, downloads, base, tag, figure, with_flagged)
     name = f"DCT: ratio of medians label / {base} per design point"
     report.headline[name] = headline_table(ratios.summary(points))
+    points_csv, pairs_csv = f"point-ratios{tag}.csv", f"pairs{tag}.csv"   # the files written below
     report.notes[name] = HEADLINE_NOTE.format(level=points.attrs["level"], n_boot=points.attrs["n_boot"],
-                                              seed=REPORT_SEED, min_seeds=points.attrs["min_seeds"])
+                                              seed=REPORT_SEED, min_seeds=points.attrs["min_seeds"],
+                                              points_csv=points_csv, pairs_csv=pairs_csv)
     accounting = ratios.accounting(pairs).reset_index()
     accounting["size"] = accounting["size"].map(figures.format_size)
     report.headline[f"DCT pairs against {base}: finished, timed out, excluded"] = accounting
@@ -234,7 +236,7 @@ def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir:
         "headline; a pair where one side timed out counts as a bound, one where both did as undefined.")
     if len(points) <= 24:  # a few fixed points (DA2GC, MSS): every point with its interval
         report.headline[f"DCT ratio of medians per point (label / {base})"] = point_table(points)
-    for file, table in ((f"point-ratios{tag}.csv", points), (f"pairs{tag}.csv", pairs)):
+    for file, table in ((points_csv, points), (pairs_csv, pairs)):
         report.files[file] = outdir / file
         table.to_csv(outdir / file, index=False)
     if not pairs["outcome"].isin(["finished", "label timed out", "baseline timed out"]).any():

@@ -108,6 +108,13 @@ MISTAKES: list[tuple[str, list[tuple[str, str]], list[str]]] = [
     ("topology missing", [(str(SINGLE), str(ROOT / "topologies" / "singel.toml"))], ["design.topology", "not found"]),
     ("per-path factor on one path", [("p = { low = 0.01, high = 0.05 }", "p = { low = 0.01, high = 0.05 }\n"
                                       "bw_2 = { low = 1, high = 2 }")], ["unknown factor 'bw_2'"]),
+    # issue 62 item 5: was "unknown factor 'owd_2' … did you mean 'owd_2'?"
+    ("per_path on a factor of one path", [(str(SINGLE), str(MULTIPATH)),
+                                          ('owd = { low = 2, high = 5, unit = "ms" }',
+                                           'owd_1 = { low = 2, high = 5, unit = "ms" }\n'
+                                           'owd_2 = { low = 2, high = 5, unit = "ms", per_path = true }')],
+     ["space.factors.owd_2", "'owd_2' is already one path's factor", "makes one factor per path of it (owd_2_1, "
+      "owd_2_2), which nothing reads", "write 'owd_2' without per_path", "or name it 'owd' with per_path = true"]),
 ]
 
 

@@ -89,6 +89,17 @@ def readable_names(design: Design, topology: Topology) -> list[str]:
     return sorted(names)
 
 
+def per_path_twice(base: str, paths: int, valid: list[str]) -> str:
+    """`per_path = true` on a factor named for one path already (`owd_2`): it made `owd_2_1`…, which nothing reads."""
+    made = ", ".join(f"{base}_{p}" for p in range(1, paths + 1))
+    stem = base.rstrip("0123456789").removesuffix("_")
+    every = all(f"{stem}_{p}" in valid for p in range(1, paths + 1))
+    whole = (f"; or name it {stem!r} with per_path = true for every path's ("
+             + ", ".join(f"{stem}_{p}" for p in range(1, paths + 1)) + ")") if every else ""
+    return (f"{base!r} is already one path's factor, and per_path = true makes one factor per path of it ({made}), "
+            f"which nothing reads: write {base!r} without per_path{whole}")
+
+
 def _factor_error(design: Design, f: Factor, problem: str, allowed: object = None) -> SpecError:
     return SpecError(design.path, f"space.factors.{f.base}", problem, allowed)
 
@@ -101,6 +112,8 @@ def check_and_scale(design: Design, topology: Topology, space: Space) -> dict[st
     scales: dict[str, float] = {}
     for f in space.factors:
         readers = found[f.name]
+        if not readers and f.path is not None and f.base in valid:
+            raise _factor_error(design, f, per_path_twice(f.base, topology.paths, valid))
         if not readers:
             synonym = SYNONYMS.get(f.base.lower().rstrip("_0123456789"))
             close = [synonym] if synonym in valid else difflib.get_close_matches(f.base, valid, n=2, cutoff=0.5)

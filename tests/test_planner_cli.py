@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -71,3 +72,20 @@ def test_augment_without_add_is_a_user_error(tmp_path):
     (tmp_path / "tiny.toml").write_text(DESIGN)
     result = fecbench("tiny.toml", "--augment", "x.csv", cwd=tmp_path)
     assert result.returncode == 2 and "--add" in result.stderr
+
+
+def test_plan_writes_where_the_user_is_and_says_so(tmp_path):
+    """Issue 62 item 5: `plan` writes into results/ of the current folder (as `fecbench run` its database), never the
+    checkout's from elsewhere; its help and its last line say where."""
+    (tmp_path / "tiny.toml").write_text(DESIGN)
+    where = tmp_path / "elsewhere"
+    where.mkdir()
+    result = subprocess.run([sys.executable, "-m", "fecbench", "plan", str(tmp_path / "tiny.toml")], cwd=where,
+                            capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "400"})
+    assert result.returncode == 0, result.stderr
+    assert (where / "results" / "tiny-plan" / "points.csv").is_file()
+    assert f"wrote {where / 'results' / 'tiny-plan' / 'points.csv'}" in result.stdout
+    assert "results/ in the current folder; --out to choose" in result.stdout
+    helped = subprocess.run([sys.executable, "-m", "fecbench", "plan", "--help"], capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "COLUMNS": "400"})
+    assert "in the current folder" in " ".join(helped.stdout.split())

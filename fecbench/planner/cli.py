@@ -18,7 +18,9 @@ def plan(
     seed: int = typer.Option(None, "--seed", help="Design seed (default: [design] seed, else 0)."),
     paths: int = typer.Option(None, "--paths", help="Paths of a multipath design (default: from the "
                                                     "design's topology, else 1)."),
-    out: Path = typer.Option(None, "--out", help="Output folder (default: results/<design name>-plan/)."),
+    out: Path = typer.Option(None, "--out", help="Output folder (default: results/<design name>-plan/ in the "
+                             "current folder, where `fecbench run` puts results/<design name>.sqlite; never the "
+                             "checkout's unless you are in it)."),
     compare: bool = typer.Option(False, "--compare", help="Also print the metrics of wsp-lhs, WSP, LHS, Sobol "
                                                           "and uniform random designs of the same size."),
     augment: Path = typer.Option(None, "--augment", help="Existing points (CSV) to extend with --add points."),
@@ -101,7 +103,8 @@ def plan(
             paths == campaign.topology.paths:
         _print_applied(console, campaign)
         _print_hosts(console, campaign)
-    console.print(f"wrote {csv_path} and {manifest_path}" + (f" and {figure}" if figure else ""))
+    console.print(f"wrote {csv_path.resolve()} and {manifest_path.name}" + (f" and {figure.name}" if figure else "")
+                  + ("" if out else " (the default folder: results/ in the current folder; --out to choose)"))
 
 
 def _print_hosts(console: Any, campaign: Any) -> None:

@@ -233,6 +233,23 @@ def sessions_and_durations(path: Any) -> tuple[list[tuple[Any, ...]], list[tuple
     return sessions, runs
 
 
+def measured_durations(path: Any) -> dict[str, float]:
+    """key -> duration_s of a database's runs that ran to their end (ok, timeout, or flagged: a real duration):
+    what a campaign's own runs took here (runners.experiment.estimate). Empty for none; never writes."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.Error:
+        return {}
+    try:
+        rows = conn.execute("SELECT key, duration_s FROM runs WHERE status IN ('ok', 'timeout', 'fidelity') "
+                            "AND duration_s > 0").fetchall()
+    except sqlite3.Error:
+        return {}
+    finally:
+        conn.close()
+    return {str(key): float(seconds) for key, seconds in rows}
+
+
 def kept_bytes(path: Any) -> int:
     """Bytes of artifacts a campaign's runs kept (0 for a database without the table)."""
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:

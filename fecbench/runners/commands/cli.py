@@ -156,7 +156,8 @@ def _print_dry_run(prepared: Prepared, todo: list[Run], statuses: dict[str, str]
     shown = todo[:40]
     for run in shown:
         table.add_row(str(run.index), str(run.point), run.label, run.workload, str(run.size or "-"),
-                      str(run.repetition), str(run.loss_seed), f"{prepared.estimate(run):.1f}",
+                      str(run.repetition), str(run.loss_seed),
+                      f"{estimate.per_run.get(run.key, prepared.estimate(run)):.1f}",
                       statuses.get(run.key, "new"))
     console.print(table)
     if len(todo) > len(shown):

@@ -1,7 +1,10 @@
 """How long a campaign will take here: the duration model (runners.experiment.runs.estimate_seconds) corrected by
 what this machine has measured, divided by the networks that run at once.
 
-- Each run's estimate is the model times the median of measured ÷ modelled duration of the ok runs of
+- Once some of the campaign's own runs are done (its database), a run's estimate is what they measured: the
+  median duration of its point's runs of the same label, workload and size (other repetitions), else the model
+  times the median of measured ÷ modelled over the campaign's runs of that label, workload and size (3 or more).
+- Otherwise each run's estimate is the model times the median of measured ÷ modelled duration of the ok runs of
   the same implementation and workload in this machine's results databases (results/*.sqlite, every database
   a campaign of this machine wrote wherever it is: the machine's list of them, FECBENCH_HISTORY, default
   ~/.cache/fecbench/databases.txt, and the campaign's own), preferring runs done with the same number of
@@ -27,7 +30,7 @@ from statistics import median
 
 from fecbench.host.paths import RESULTS_DIR, user_cache_file
 from fecbench.inputs.errors import UserError
-from fecbench.records.run_records import sessions_and_durations
+from fecbench.records.run_records import measured_durations, sessions_and_durations
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
 
@@ -77,6 +80,39 @@ class History:
 
     def build_s(self, jobs: int) -> float:
         return jobs * (median(self.build) if self.build else BUILD_S)
+
+
+@dataclass
+class Measured:
+    """What the campaign's own runs already done measured (its database): durations per point, label, workload and
+    size, and measured ÷ modelled per label, workload and size."""
+    at_point: dict[tuple, list[float]] = field(default_factory=lambda: defaultdict(list))
+    ratios: dict[tuple, list[float]] = field(default_factory=lambda: defaultdict(list))
+    runs: int = 0
+
+    def seconds(self, prepared: Prepared, run: Run) -> float | None:
+        """The run's estimate from the campaign's own measured runs, or None when they say nothing of it."""
+        same = self.at_point.get((run.label, run.workload, run.size, run.point))
+        if same:
+            return median(same)
+        ratios = self.ratios.get((run.label, run.workload, run.size), [])
+        return prepared.estimate(run) * median(ratios) if len(ratios) >= MIN_RUNS else None
+
+
+def measured_here(prepared: Prepared, db_path: Path | None) -> Measured:
+    """The campaign's runs its database holds a duration of (ok, timeout or flagged)."""
+    measured = Measured()
+    durations = measured_durations(db_path) if db_path is not None and db_path.is_file() else {}
+    for run in prepared.runs if durations else []:
+        seconds = durations.get(run.key)
+        if seconds is None:
+            continue
+        measured.runs += 1
+        measured.at_point[(run.label, run.workload, run.size, run.point)].append(seconds)
+        model = prepared.estimate(run)
+        if model > 0:
+            measured.ratios[(run.label, run.workload, run.size)].append(seconds / model)
+    return measured
 
 
 def _read(db: Path, history: History) -> None:
@@ -157,10 +193,16 @@ class CampaignEstimate:
     measured_runs: int            # runs of this machine the factors rest on
     slowdown_measured: bool       # the wall ÷ schedule factor comes from campaigns with this N
     warnings: list[str] = field(default_factory=list)
+    own_runs: int = 0             # the campaign's own runs done whose durations the estimates use
+    per_run: dict[str, float] = field(default_factory=dict)   # run key -> its estimate (s)
 
     def text(self) -> str:
         basis = (f"corrected by {self.measured_runs} runs measured on this machine" if self.measured_runs
                  else "the model alone (no runs measured on this machine yet)")
+        if self.own_runs:
+            basis = (f"from the {self.own_runs} run(s) of this campaign already measured (their point's runs of "
+                     f"the same label and size, else their label and size)"
+                     + ("" if not self.measured_runs else f", else {basis}"))
         at_once = "" if self.jobs == 1 else f" with {self.jobs} networks"
         basis += "" if self.slowdown_measured else f" (no campaign with {self.jobs} network(s) measured here yet)"
         return (f"estimated {_duration(self.wall_s)} for {self.runs} run(s){at_once}, {basis}"
@@ -173,8 +215,13 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
-def run_seconds(prepared: Prepared, run: Run, history: History, jobs: int) -> tuple[float, float, int]:
-    """(estimate, uncapped estimate, runs measured) of one run with `jobs` networks busy."""
+def run_seconds(prepared: Prepared, run: Run, history: History, jobs: int,
+                own: Measured | None = None) -> tuple[float, float, int]:
+    """(estimate, uncapped estimate, runs measured on this machine: 0 when `own`, the campaign's own measured runs,
+    gave it) of one run with `jobs` networks busy."""
+    seconds = own.seconds(prepared, run) if own is not None and run.impl.supports(run.workload) else None
+    if seconds is not None:
+        return seconds, seconds, 0
     factor, measured = history.factor(run.impl.name, run.workload, jobs)
     return prepared.estimate(run) * factor, prepared.estimate(run, capped=False) * factor, measured
 
@@ -192,10 +239,13 @@ def estimate_campaign(prepared: Prepared, todo: list[Run], jobs: int | None, db_
         jobs = chosen or 1
     seconds, limit_hits, measured, durations = 0.0, defaultdict(list), 0, []
     limit = prepared.design.timeout_s
+    own = measured_here(prepared, db_path)
+    per_run: dict[str, float] = {}
     for run in todo:
-        estimate, uncapped, used = run_seconds(prepared, run, history, jobs)
+        estimate, uncapped, used = run_seconds(prepared, run, history, jobs, own)
         seconds += estimate
         durations.append(estimate)
+        per_run[run.key] = estimate
         measured = max(measured, used)
         if run.impl.supports(run.workload) and uncapped >= limit:
             limit_hits[(run.label, run.size)].append(uncapped)
@@ -206,7 +256,8 @@ def estimate_campaign(prepared: Prepared, todo: list[Run], jobs: int | None, db_
                         f"design.timeout_s = {limit:g} s: they would end timeout (raise timeout_s)")
     wall = wall_seconds(durations, jobs, history)
     result = CampaignEstimate(runs=len(todo), jobs=jobs, serial_s=seconds, wall_s=wall, measured_runs=measured,
-                              slowdown_measured=history.slower(jobs)[1], warnings=warnings)
+                              slowdown_measured=history.slower(jobs)[1], warnings=warnings,
+                              own_runs=own.runs if per_run and own.runs else 0, per_run=per_run)
     if wall > LONG_S:
         result.warnings.append(_long_advice(result, history, durations))
     return result
@@ -257,5 +308,6 @@ def hosts_projection(prepared: Prepared, todo: list[Run], jobs: int | None, db_p
     chose last for the design, else 1); those networks per host."""
     history = machine_history(db_path)
     per_host = jobs if jobs is not None else history.auto_jobs.get(prepared.design.name, 1)
-    durations = [run_seconds(prepared, run, history, per_host)[0] for run in todo]
+    own = measured_here(prepared, db_path)
+    durations = [run_seconds(prepared, run, history, per_host, own)[0] for run in todo]
     return sum(durations), {h: on_hosts(durations, per_host, h, history) for h in counts}, per_host

@@ -39,7 +39,8 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 4
 
 .PHONY: demo test bootstrap apt venv native dropper delayline schedlat noq-proto fecq tquic xquic rquic lint clean-build constraints \
-        test-stress test-durations test-kernels test-kernels-quick test-debian13 test-debian13-quick container test-cluster
+        test-stress test-durations test-kernels test-kernels-quick test-debian13 test-debian13-quick container test-cluster \
+        golden golden-record
 
 demo: bootstrap
 	$(FECBENCH) doctor
@@ -110,6 +111,16 @@ CLUSTER_DIR ?= /var/tmp/fecbench-cluster
 test-cluster: bootstrap
 	distros/cluster root
 	FECBENCH_CLUSTER=1 FECBENCH_CLUSTER_DIR=$(CLUSTER_DIR) $(PY) -m pytest -p no:cacheprovider -v -s tests/cluster
+
+# fecbench's golden campaigns (golden/README.md): each golden design run again and compared with its recorded
+# database by `fecbench compare --margin` (GOLDEN_MARGIN, default 10%); any group that moved fails (4-5 min).
+# golden-record re-records them (NAMES: some only); add a line to golden/CHANGELOG.md.
+NAMES ?=
+golden: bootstrap
+	golden/check $(NAMES)
+
+golden-record: bootstrap
+	golden/check --record $(NAMES)
 
 # The container image (distros/Containerfile) with podman or docker, then doctor and smoke inside it with the
 # privileges distros/README.md lists. Where no engine runs, make test-debian13 runs the same content.

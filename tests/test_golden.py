@@ -1,0 +1,76 @@
+"""fecbench's golden campaigns (golden/, issue 60 item 4): every golden design has its recorded database, small, of
+that very design, named in golden/CHANGELOG.md (a re-recording needs its line); the stage (golden/check, `make
+golden`) fails when a re-run moved and passes when it did not. The stage's real campaigns run in `.ci/run`; here a
+stand-in for `fecbench run` hands the stage the recording itself, or the recording with every completion time 1.5 ×
+(as a slower link, e.g. a changed link rate, makes them), and the stage's own compare judges it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.campaign import ROOT
+
+GOLDEN = ROOT / "golden"
+DESIGNS = sorted(GOLDEN.glob("*.toml"))
+
+
+def test_every_golden_design_has_a_small_recording_of_itself() -> None:
+    from fecbench.runners.experiment.design import parse_design
+
+    assert {d.stem for d in DESIGNS} == {"networking2019-small", "rquic-wifi", "short-messages", "two-path"}
+    for design in DESIGNS:
+        db = design.with_suffix(".sqlite")
+        assert db.is_file(), f"{design} has no recording: make golden-record NAMES={design.stem}"
+        assert db.stat().st_size < 1_000_000, f"{db}: {db.stat().st_size} bytes"
+        with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True) as conn:
+            hashes = {row[0] for row in conn.execute("SELECT design_hash FROM campaigns")}
+            kinds = {row[0] for row in conn.execute("SELECT kind FROM artifacts")}
+        assert hashes == {parse_design(design).hash}, f"{db} was recorded from another {design.name}: re-record it"
+        assert "pcap" not in kinds
+
+
+def test_every_golden_database_is_named_in_the_changelog() -> None:
+    changelog = (GOLDEN / "CHANGELOG.md").read_text()
+    for design in DESIGNS:
+        digest = hashlib.sha256(design.with_suffix(".sqlite").read_bytes()).hexdigest()[:12]
+        assert digest in changelog, (f"golden/{design.stem}.sqlite ({digest}) was re-recorded without a line in "
+                                     "golden/CHANGELOG.md saying why")
+
+
+STAND_IN = """#!{python}
+# `fecbench run DESIGN --db DB` hands over DESIGN's golden recording (its DCTs times SCALE); the rest is fecbench's.
+import os, shutil, sqlite3, sys
+from pathlib import Path
+args = sys.argv[1:]
+if args[:1] == ["run"]:
+    design, db = Path(args[1]), Path(args[args.index("--db") + 1])
+    shutil.copy(design.with_suffix(".sqlite"), db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE metrics SET dct_ms = dct_ms * ?", (float(os.environ["SCALE"]),))
+    sys.exit(0)
+os.execv({fecbench!r}, [{fecbench!r}, *args])
+"""
+
+
+@pytest.mark.parametrize(("scale", "expected"), [(1.0, 0), (1.5, 1)])
+def test_the_stage_fails_when_a_number_moved(tmp_path: Path, scale: float, expected: int) -> None:
+    stand_in = tmp_path / "fecbench"
+    stand_in.write_text(STAND_IN.format(python=sys.executable, fecbench=str(Path(sys.executable).parent / "fecbench")))
+    stand_in.chmod(stand_in.stat().st_mode | stat.S_IEXEC)
+    out = subprocess.run([str(GOLDEN / "check"), "--out", str(tmp_path / "out"), "two-path"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300, check=False,
+                         env={**os.environ, "FECBENCH": str(stand_in), "SCALE": str(scale), "COLUMNS": "200"})
+    assert out.returncode == expected, out.stdout[-3000:] + out.stderr[-2000:]
+    compare = (tmp_path / "out" / "two-path" / "compare.txt").read_text()
+    if expected:
+        assert "differs: " in compare and "worse" in compare and "re-record it" in out.stdout
+    else:
+        assert "equivalent: every group the same within 10 %" in compare

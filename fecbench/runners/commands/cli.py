@@ -92,6 +92,11 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
         console.print(Text(f"warning: {warning}", style="yellow"))
     if dry_run:
         _print_dry_run(prepared, todo, read_statuses(db_path), db_path, estimate)
+        if jobs_count is None and todo and dask is None:   # --jobs auto: what its calibration will run first
+            from fecbench.runners.executors.calibrations import plan_text
+
+            console.print(Text(plan_text(prepared, link_backend, todo, estimate.per_run, pilot_runs=jobs_pilot,
+                                         recalibrate=recalibrate)))
         return
     from fecbench.host.affinity import confine_harness
     from fecbench.inputs.errors import require_root

@@ -157,6 +157,41 @@ def for_campaign(prepared: Prepared, db_path: Path, link_backend: str | None, co
     return calibration
 
 
+def plan_text(prepared: Prepared, link_backend: str | None, runs: list[Run], seconds: dict[str, float], *,
+              pilot_runs: int = full.PILOT_RUNS, recalibrate: bool = False) -> str:
+    """What `--jobs auto` will run before the campaign (`fecbench run --dry-run --jobs auto`): the pilot's runs, the
+    networks it tries and about how long, from `seconds` (run key -> its estimate; the model's where missing)."""
+    from fecbench.runners.experiment.estimate import duration_text, schedule_seconds
+
+    def took(pilot: list[Run], jobs: int = 1) -> float:
+        return schedule_seconds([seconds.get(r.key, prepared.estimate(r)) for r in pilot], jobs)
+
+    found = None if recalibrate else find(prepared, link_backend)
+    if found is not None and found["chosen"] == 1:
+        return (f"--jobs auto: reuses this machine's calibration of {found['design']} ({found['age_h']:.1f} h old): "
+                "1 network, nothing to confirm: no pilot")
+    confirm_text = ""
+    if found is not None:
+        pilot = full.pilot_of(prepared, CONFIRM_RUNS, runs)[0]
+        confirm_text = (f"--jobs auto: confirms this machine's calibration of {found['design']} "
+                        f"({found['age_h']:.1f} h old, {found['chosen']} networks) first: {len(pilot)} of the runs "
+                        f"to do serially (kept as results, about {duration_text(took(pilot))}), then the same on "
+                        f"{found['chosen']} networks "
+                        f"(thrown away, about {duration_text(took(pilot, found['chosen']))}); if that changes the "
+                        "results, a full calibration follows: ")
+    pilot = full.pilot_of(prepared, pilot_runs, runs)[0]
+    tried = [jobs for jobs in full.CANDIDATES if 1 < jobs <= len(prepared.runs)]
+    rounds = [took(pilot, jobs) for jobs in tried]
+    loaded = (f"then the same {len(pilot)} runs on {', '.join(map(str, tried))} networks at once, the networks "
+              f"kept busy by other runs (thrown away), each N measured up to {full.TRIES} times and stopping at the "
+              f"first that changes the results: about {duration_text(rounds[0])} to "
+              f"{duration_text(full.TRIES * sum(rounds))} more") if tried else "no other N to try"
+    return ((confirm_text or "--jobs auto: calibrates first: ")
+            + f"a serial pilot of {len(pilot)} of the runs to do (kept as results: about "
+            + f"{duration_text(took(pilot))}), "
+            + loaded + f"; N is the largest that keeps the results, kept for this machine for {MAX_AGE_H} h")
+
+
 def row_text(row: dict[str, Any]) -> str:
     """One measured row of a calibration or confirmation, for the console."""
     def ms(value: float | None) -> str:

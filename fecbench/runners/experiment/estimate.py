@@ -209,6 +209,11 @@ class CampaignEstimate:
                 + (f"; one after the other {_duration(self.serial_s)}" if self.jobs > 1 else ""))
 
 
+def duration_text(seconds: float) -> str:
+    """A duration as the estimates say it: s under 2 min, min under 1.5 h, else h."""
+    return _duration(seconds)
+
+
 def _duration(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s"
@@ -235,7 +240,7 @@ def estimate_campaign(prepared: Prepared, todo: list[Run], jobs: int | None, db_
         chosen = history.auto_jobs.get(prepared.design.name)
         if chosen is None:
             warnings.append("--jobs auto: no earlier calibration of this design here; estimated for one network "
-                            "(calibration itself adds ~16 serial pilot runs)")
+                            "(the calibration runs first: --dry-run says what it runs and about how long)")
         jobs = chosen or 1
     seconds, limit_hits, measured, durations = 0.0, defaultdict(list), 0, []
     limit = prepared.design.timeout_s

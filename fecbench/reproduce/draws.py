@@ -4,8 +4,8 @@ A claim covers *cells*: the design points its ``where`` keeps, crossed with its 
 weight. Its observations come from draws made for it alone, from a generator seeded by the design's seed
 and the claim's id (numpy PCG64): draw t picks a cell uniformly at random and takes that cell's next
 seeds, one for a statistic over pairs or runs, ``min_seeds`` for one over blocks (the block's ratio of
-medians), and a trend's draw picks two cells whose factor differs (the second uniformly among those; with
-``within``, among those that share that factor's value: a trend within each technology). So a claim's
+medians), and a trend's draw picks two cells of one size whose factor differs (the second uniformly among those;
+with ``within``, among those that share that factor's value: a trend within each technology). So a claim's
 observations are independent draws from its population, "a uniformly random cell of the claim, on fresh
 seeds", whatever other claims ask for: every confidence sequence of ``sequential`` applies to them as it
 stands. Runs are shared where two claims' draws name the same (point, seed, size),
@@ -152,7 +152,10 @@ def draws(claim: Claim, space: Space) -> list[Draw]:
     factor = claim.params.get("factor") if stat.points_per_observation == 2 else None
     factor_values = None if factor is None else tuple(float(space.points[a][factor]) for a, _, _ in cells)
     within = claim.params.get("within") if factor is not None else None
-    groups = tuple(str(space.points[a][within]) for a, _, _ in cells) if within else None
+    # a trend's two cells share their size (a bandwidth trend never sets a 10 kB cell against a 50 kB one) and
+    # the value of `within`, where set
+    groups = tuple(f"{size}|{space.points[a][within] if within else ''}" for a, _, size in cells) \
+        if factor is not None else None
     labels = (space.foreground,) * 2 if stat.reads == FLOWS else (claim.label, claim.baseline)
     if stat.census:
         return list(_census(claim.id, space.seed, cells, block, space.seeds_per_cell, labels))

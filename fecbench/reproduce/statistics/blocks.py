@@ -212,7 +212,7 @@ class Trend(BlockStatistic):
     name = "trend"
     text = "Kendall's τ between {factor} and the ratio of medians of blocks of {seeds} seeds (pairs of cells)"
     estimand_text = ("E[sign(B₁ − B₂) · sign(f₁ − f₂)], two blocks (as median_block_ratio) at cells drawn with "
-                     "different values of the factor f (and the same value of `within`, where set)")
+                     "different values of the factor f, of one size (and the same value of `within`, where set)")
     params = (PER_POINT, FACTOR, WITHIN)
     unit = "pairs of blocks"
     sequence_unit = "pairs of blocks"

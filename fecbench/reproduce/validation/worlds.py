@@ -252,6 +252,7 @@ def population(claim: Claim, world: World, space: dr.Space, medians: dict[int, f
                 first = float(space.points[picks[0][0]][factor])
                 within = claim.params.get("within")
                 others = [c for c in cells if float(space.points[c[0]][factor]) != first
+                          and c[2] == picks[0][2]   # the same size, as the draws pair them
                           and (not within or space.points[c[0]][within] == space.points[picks[0][0]][within])]
                 picks.append(others[int(rng.integers(len(others)))])
             parts += [rows(i, j, point, size, block) for j, (point, _, size) in enumerate(picks)]

@@ -279,3 +279,20 @@ def test_bad_input_exits_2_with_one_line(case: str, tmp_path: Path) -> None:
     assert out.returncode == 2, out.stdout + out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.startswith("fecbench: error: ")
+
+
+def test_without_a_common_key_the_loss_seeds_are_compared_by_point_and_repetition(tmp_path: Path) -> None:
+    """Issue 62 (5): two databases whose keys differ (an extended campaign against one run whole) but whose seeds
+    are the same said "loss seeds: 0 of 0 the same"."""
+    from fecbench.runners.commands import compare_cli
+
+    a = smoke_like(tmp_path / "a.sqlite")
+    b = smoke_like(tmp_path / "b.sqlite")
+    with sqlite3.connect(b) as conn:
+        for table, column in (("runs", "key"), ("metrics", "run_key")):
+            conn.execute(f"UPDATE {table} SET {column} = {column} || '-other'")
+    found = compare_cli.compare(a, b)
+    assert found.common == 0
+    line = next(x for x in compare_cli.text(found, a, b) if x.startswith("loss seeds"))
+    n = len(results.load(a)[["point", "repetition"]].drop_duplicates())
+    assert line == f"loss seeds: no key in both to pair by; by point and repetition, {n} of {n} the same", line

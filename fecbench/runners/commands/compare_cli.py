@@ -38,6 +38,8 @@ class Comparison:
     only_a: list[str] = field(default_factory=list)
     only_b: list[str] = field(default_factory=list)
     seeds_differ: list[str] = field(default_factory=list)
+    # without a common key: the loss seeds matched by (point, repetition) instead, (the same, of how many)
+    seeds_by_point: tuple[int, int] = (0, 0)
     logged: int = 0                                   # common keys whose droppers' verdicts both kept
     verdicts_differ: list[str] = field(default_factory=list)
     droppers_differ: list[str] = field(default_factory=list)   # keys logged by other droppers on each side
@@ -51,7 +53,8 @@ class Comparison:
 
     def as_json(self) -> dict[str, Any]:
         return {"same": self.same, "keys": list(self.keys), "common": self.common, "only_a": self.only_a,
-                "only_b": self.only_b, "seeds_differ": self.seeds_differ, "verdicts_compared": self.logged,
+                "only_b": self.only_b, "seeds_differ": self.seeds_differ, "seeds_by_point": list(self.seeds_by_point),
+                "verdicts_compared": self.logged,
                 "verdicts_differ": self.verdicts_differ, "droppers_differ": self.droppers_differ,
                 "statuses": self.statuses, "status_pairs": self.status_pairs,
                 "hosts": {"a": self.hosts[0], "b": self.hosts[1]}}
@@ -62,7 +65,7 @@ def _load(db: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[tuple[str
 
     from fecbench.analysis import results
 
-    columns = ["key", "loss_seed", "status", "host"]
+    columns = ["key", "loss_seed", "status", "host", "point", "repetition"]
     runs = {row[0]: dict(zip(columns, row, strict=True)) for row in results.rows(db, "runs", columns)}
     logs: dict[str, dict[tuple[str, str], Any]] = {}
     if "verdict_logs" in results.table_names(db):
@@ -86,6 +89,11 @@ def compare(a: Path, b: Path) -> Comparison:
     common = sorted(runs_a.keys() & runs_b.keys())
     out = Comparison(keys=(len(runs_a), len(runs_b)), common=len(common),
                      only_a=sorted(runs_a.keys() - runs_b.keys()), only_b=sorted(runs_b.keys() - runs_a.keys()))
+    if not common:   # no key to pair by (another experiment hash): are the losses the same all the same?
+        seeds_a = {(r["point"], r["repetition"]): r["loss_seed"] for r in runs_a.values()}
+        seeds_b = {(r["point"], r["repetition"]): r["loss_seed"] for r in runs_b.values()}
+        both = seeds_a.keys() & seeds_b.keys()
+        out.seeds_by_point = (sum(seeds_a[k] == seeds_b[k] for k in both), len(both))
     pairs: Counter[str] = Counter()
     for key in common:
         ra, rb = runs_a[key], runs_b[key]
@@ -118,8 +126,11 @@ def text(c: Comparison, a: Path, b: Path) -> list[str]:
              f"B {b}: {c.keys[1]} run(s) on " + ", ".join(f"{h} ({n})" for h, n in sorted(c.hosts[1].items())),
              f"keys: {c.common} in both" + (f"; only in A: {len(c.only_a)} ({_few(c.only_a)})" if c.only_a else "")
              + (f"; only in B: {len(c.only_b)} ({_few(c.only_b)})" if c.only_b else ""),
-             f"loss seeds: {c.common - len(c.seeds_differ)} of {c.common} the same"
-             + (f"; differ: {_few(c.seeds_differ)}" if c.seeds_differ else "")]
+             (f"loss seeds: {c.common - len(c.seeds_differ)} of {c.common} the same"
+              + (f"; differ: {_few(c.seeds_differ)}" if c.seeds_differ else "")) if c.common else
+             (f"loss seeds: no key in both to pair by; by point and repetition, {c.seeds_by_point[0]} of "
+              f"{c.seeds_by_point[1]} the same" if c.seeds_by_point[1] else
+              "loss seeds: no key in both, and no point and repetition in both, to compare by")]
     if c.logged or c.droppers_differ:
         lines.append(f"dropper verdicts: {c.logged - len(c.verdicts_differ)} of {c.logged} key(s) logged on both "
                      "sides agree at every packet both runs saw"

@@ -57,6 +57,7 @@ def test_a_run_without_qlog_says_how_to_keep_them(tquic_db):
     out = _fecbench("explain", str(db), keys["tquic-bbr"])
     assert out.returncode == 2
     assert "--capture qlog=all" in out.stderr and "Traceback" not in out.stderr
+    assert f"--only {keys['tquic-bbr'][:16]}" in " ".join(out.stderr.split())   # that run again, qlog kept
     out = _fecbench("explain", str(db), "ffffffff")
     assert out.returncode == 2 and "no run with key" in out.stderr
 

@@ -81,7 +81,8 @@ def explain(
 ) -> None:
     """One run's timeline from its kept qlog: congestion window, bytes in flight, smoothed RTT and sending
     rate over time, with dropper drops, declared losses, repairs and recoveries as marks (PNG), and its
-    numbers (text). Needs the run's qlog: `fecbench run DESIGN --capture qlog=all`."""
+    numbers (text). Needs the run's qlog: `fecbench run DESIGN --capture qlog=all`, or that run alone again
+    with its key and loss seed: `fecbench run DESIGN --db again.sqlite --only KEY --capture qlog=all`."""
     from fecbench.analysis.traces import explain as explain_mod
 
     written = explain_mod.explain(db, run_key, output if output is None else check_output_dir(output, "--output"),

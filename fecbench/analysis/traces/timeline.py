@@ -122,9 +122,10 @@ def qlog_files(db: DbLike, key: str, impl: str | None = None) -> list[Path]:
             raise NoQlog(f"run {key[:12]} has no qlog: {impl} is not asked for any (its impl.toml has no [capture] "
                          "qlog arguments), so `fecbench explain` cannot draw its runs; explain a run of an "
                          "implementation whose impl.toml has them")
-        raise NoQlog(f"run {key[:12]} has no qlog kept in {root / key} (the campaign kept none for it). Keep "
-                     "them: `fecbench run DESIGN --capture qlog=all` (or `[capture] qlog = \"all\"` in the "
-                     "design), then explain a run of that campaign")
+        raise NoQlog(f"run {key[:12]} has no qlog kept in {root / key} (the campaign kept none for it). Run it "
+                     f"again with its key and loss seed, its qlog kept: `fecbench run DESIGN --db again.sqlite --only "
+                     f"{key[:16]} --capture qlog=all`, then `fecbench explain again.sqlite {key[:16]}` (or keep "
+                     "every run's: `[capture] qlog = \"all\"` in the design)")
     return files
 
 

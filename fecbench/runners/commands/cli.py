@@ -52,6 +52,9 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
                                         "and matches the same runs done serially."),
         sample: int | None = typer.Option(None, "--sample", min=1, help="A pilot: only K of the runs to do, "
                                           "drawn at random (seeded by the design); the others stay pending."),
+        only: str | None = typer.Option(None, "--only", help="Only these runs: KEY[,KEY...] (a key or enough of "
+                                        "it to be one run's). One run again with its key and loss seed, e.g. into a "
+                                        "new --db with --capture qlog=all to explain it."),
         jobs_pilot: int = typer.Option(16, "--jobs-pilot", min=1, help="--jobs auto: runs of the design in its "
                                        "calibration pilot (each run serially and with N networks)."),
         capture: str | None = typer.Option(None, "--capture", help="What runs keep to explain themselves, "
@@ -83,7 +86,7 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     prepared = pipeline.check_inputs(design, capture=capture, accept_short_timeout=accept_short_timeout,
                                      dry_run=dry_run)
     db_path = check_db_path(db or prepared.design.default_db())
-    todo = pipeline.plan_runs(prepared, db_path, retry_set, sample)   # the one selection: the engine runs these
+    todo = pipeline.plan_runs(prepared, db_path, retry_set, sample, only)   # the one selection: the engine runs these
     if prepared.repetitions_as is not None:
         console.print(f"{db_path}: the campaign's runs keep the keys of its first design "
                       f"(repetitions = {prepared.repetitions_as or 'not written'}); only the new runs are to do")

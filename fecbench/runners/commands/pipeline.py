@@ -62,13 +62,15 @@ def check_inputs(design: Path, *, capture: str | None = None, accept_short_timeo
 
 
 # --- 2. plan the runs --------------------------------------------------------------------------------------
-def plan_runs(prepared: Prepared, db_path: Path, retry: set[str], sample: int | None = None) -> list[Run]:
-    """The one selection of the runs to do (pending, interrupted, the statuses to retry, a seeded sample); a
-    campaign given more repetitions keeps the keys of the runs its database holds (`continue_recorded`)."""
-    from fecbench.runners.executors.selection import continue_recorded, runs_to_do
+def plan_runs(prepared: Prepared, db_path: Path, retry: set[str], sample: int | None = None,
+              only: str | None = None) -> list[Run]:
+    """The one selection of the runs to do (pending, interrupted, the statuses to retry, a seeded sample, `--only`
+    these keys); a campaign given more repetitions keeps the keys of the runs its database holds
+    (`continue_recorded`)."""
+    from fecbench.runners.executors.selection import continue_recorded, only_keys, runs_to_do
 
     continue_recorded(prepared, db_path)
-    return runs_to_do(prepared, db_path, retry, sample)
+    return runs_to_do(prepared, db_path, retry, sample, only_keys(prepared, only))
 
 
 # --- 3. estimate and decide how to execute -----------------------------------------------------------------

@@ -72,6 +72,23 @@ def sample_runs(todo: list[Run], k: int | None, seed: int) -> list[Run]:
     return [run for run in todo if run.key in chosen]
 
 
+def only_keys(prepared: Prepared, text: str | None) -> list[Run] | None:
+    """`--only KEY[,KEY…]`: the design's runs whose keys start with these prefixes, one run each (a prefix that
+    matches none or several is refused, exit 2): one run again with its key and loss seed, e.g. into a new database
+    with its captures kept (`fecbench explain`'s advice)."""
+    if not text:
+        return None
+    out = []
+    for prefix in (part.strip() for part in text.split(",") if part.strip()):
+        found = [run for run in prepared.runs if run.key.startswith(prefix)]
+        if len(found) != 1:
+            raise UserError(f"--only {prefix!r}: {'no run' if not found else f'{len(found)} runs'} of "
+                            f"{prepared.design.path.name} with a key starting so (give a key, or enough of it to be "
+                            "one run's: `fecbench status DB` and the report name keys)")
+        out += found
+    return out
+
+
 def parse_retry(text: str | None) -> set[str]:
     if not text:
         return set()

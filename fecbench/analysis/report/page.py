@@ -16,7 +16,7 @@ from fecbench.analysis import ratios, results, stats, tables
 from fecbench.analysis.baselines import BASELINES_NOTE, comparisons, recorded_impls
 from fecbench.analysis.baselines import table as baselines_table
 from fecbench.analysis.report import accuracy as report_accuracy
-from fecbench.analysis.report import evidence, sentences, versions
+from fecbench.analysis.report import caveats, evidence, sentences, versions
 from fecbench.analysis.report import messages as report_messages
 from fecbench.analysis.report import settings as report_settings
 from fecbench.analysis.report.flows import flows_section
@@ -176,6 +176,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
             flagged = None if with_flagged is None else with_flagged[with_flagged["key"].isin(mine["key"])]
             findings += _download_ratios(report, mine, base, outdir, figure, tag, flagged, spreads)
         report.sentences[:0] = findings   # what the comparisons rest on, first
+        report.sentences += caveats.multipath(db, downloads, impls)   # what a multipath comparison leaves out
         report.sentences += missing   # every comparison that cannot be made, and why
         cross_stack.section(report.headline, report.notes, downloads, seed=REPORT_SEED, impls=impls)  # two stacks
     if against is not None:

@@ -138,7 +138,12 @@ def _rows(text: str) -> list[list[str]]:
 
 
 def _ticked(cell: str) -> list[str]:
-    return re.findall(r"`([^`]+)`", cell)
+    """The backticked names of a cell, `a.{b,c}` standing for `a.b`, `a.c`."""
+    names = []
+    for token in re.findall(r"`([^`]+)`", cell):
+        group = re.fullmatch(r"(.+)\.\{([^}]+)\}", token)
+        names += [f"{group[1]}.{n.strip()}" for n in group[2].split(",")] if group else [token]
+    return names
 
 
 def _layers() -> list[tuple[str, list[str]]]:

@@ -225,3 +225,31 @@ def test_the_multipath_notebook_compares_each_stack_with_its_own_single_path(tmp
     assert {(label, base, ratio) for label, base, _, ratio in rows} == {("fecq-mp", "fecq-sp", "0.5"),
                                                                        ("xquic-mp", "xquic-sp", "0.8")}, rows
     assert len(rows) == 4   # two sizes each
+
+
+def test_the_download_notebook_compares_as_the_report_on_a_two_stack_multipath_database(tmp_path: Path) -> None:
+    """Issue 62 (7): notebook 02 took one baseline ("quic", else the first label) for every label; on the two-stack
+    multipath campaign it now makes the report's comparisons, each label against its own stack's twins, with the
+    report's numbers."""
+    import nbformat
+
+    from tests.test_notebooks import execute, text_output
+
+    db = _two_path_db(tmp_path / "two.sqlite")
+    written = build(db, tmp_path / "report")
+    nb = nbformat.read(Path(__file__).resolve().parent.parent / "notebooks" / "02-download-ratios.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "import json\nprint('HEADLINE', json.dumps(headline_table(ratios.summary(points))[['label', 'size', "
+        "'median ratio over points']].astype(str).values.tolist()))"))
+    nbformat.write(nb, tmp_path / "02.ipynb")
+    out = text_output(execute(tmp_path / "02.ipynb", db, tmp_path / "nb"))
+    rows = json.loads(next(line for line in out.splitlines() if line.startswith("HEADLINE"))[len("HEADLINE "):])
+    notebook = {(label, size): ratio for label, size, ratio in rows}
+    report = {}
+    for name, table in written.headline.items():
+        if name.startswith("DCT: ratio of medians label / "):
+            base = name[len("DCT: ratio of medians label / "):-len(" per design point")]
+            report.update({(f"{label} ÷ {base}", str(size)): str(ratio) for label, size, ratio in
+                           table[["label", "size", "median ratio over points"]].astype(str).values.tolist()})
+    assert notebook == report and len(report) >= 8, (notebook, report)
+    assert {"fecq-mp ÷ fecq-sp", "xquic-mp ÷ xquic-sp"} <= {label for label, _ in notebook}

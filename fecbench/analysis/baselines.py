@@ -217,3 +217,21 @@ BASELINES_NOTE = ("Every comparison the headline makes, within one implementatio
                   "twin (every other argument the same, multipath and paths included), a multipath label against "
                   "its single-path twin (same FEC code, multipath off); a comparison that cannot be made says why "
                   "(– : none). A design names another with baseline = \"LABEL\" in the label's [[impl]].")
+
+
+def compared_pairs(runs: pd.DataFrame, impls: dict[str, dict[str, Any]], default: str | None,
+                   explicit: str | None = None, metric: str = "dct_ms") -> tuple[pd.DataFrame, list[str]]:
+    """The report's comparisons as one frame of ``ratios.pairs`` (what the notebooks read): each label against its
+    own stack's twins, or every label against ``explicit``. With more than one baseline each pair's ``label`` is
+    "LABEL ÷ BASE", so that a label compared twice (with FEC and multipath: its no-FEC and its single-path twin)
+    stays two rows of every table and figure. Also the sentences of the comparisons that cannot be made."""
+    from fecbench.analysis import ratios
+
+    groups, missing = comparisons(impls, sorted(set(runs["label"])), default, explicit)
+    frames = []
+    for base, labels in sorted(groups.items()):
+        pairs = ratios.pairs(runs[runs["label"].isin([base, *labels])], baseline=base, metric=metric)
+        frames.append(pairs.assign(label=pairs["label"] + " ÷ " + base) if len(groups) > 1 else pairs)
+    if len(frames) == 1:
+        return frames[0], missing
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), missing

@@ -53,7 +53,7 @@ def test_worlds_judged_at_the_false_discovery_level_say_no_falsehood() -> None:
     from fecbench.reproduce.validation import worlds
 
     for name in ("overlap-0.25", "thresholds"):
-        fwer, fdr = (worlds.bench_worlds(replays=3, budget_s=600.0, only=[name], rule=rule)[0]
+        fwer, fdr = (worlds.bench_worlds(replays=2, budget_s=600.0, only=[name], rule=rule)[0]
                      for rule in (ec.FAMILY_WISE, ec.FALSE_DISCOVERY))
         assert fdr.false == 0 and fdr.fdp == 0 and fwer.false == 0, (name, fdr.finals)
         if name == "overlap-0.25":

@@ -425,7 +425,7 @@ def test_synthetic_worlds_give_no_false_verdict() -> None:
     overlapping claims of truth 0.333 and 0.25, thresholds, skewed ratios, failures by value, drift."""
     from fecbench.reproduce.validation import worlds
 
-    results = worlds.bench_worlds(replays=4, budget_s=600.0)
+    results = worlds.bench_worlds(replays=2, budget_s=600.0)
     assert {r.world.name for r in results} == {w.name for w in worlds.catalogue()}
     assert all(r.false == 0 for r in results), [(r.world.name, r.false) for r in results]
     for name in ("failures-by-value", "failures-equal-rates"):   # values missing because of their value: no verdict

@@ -120,11 +120,9 @@ def evaluate(pack: Pack, dbs: dict[tuple[str, str], Path], profiles: list[str],
     cache: dict[Path, Data] = {}
     alpha = page_alpha(pack, profiles)
     if rule == ec.FALSE_DISCOVERY:
-        m = max(1, len(pack.claims) * max(1, len(profiles)))
-        floor = ec.smallest_level(m, sq.ALPHA)
-        p_values = [p_value(judged, data, space, floor)
-                    for _, judged, data, space, _ in _runnable(pack, dbs, profiles, spaces, cache)]
-        alpha = ec.step_up(p_values, m, sq.ALPHA)[1]
+        alpha = discovery_alpha([(judged, data, space) for _, judged, data, space, _ in
+                                 _runnable(pack, dbs, profiles, spaces, cache)],
+                                max(1, len(pack.claims) * max(1, len(profiles))))
     out = []
     for profile, claim in ((profile, claim) for profile in profiles for claim in pack.claims):
         db, space = dbs.get((profile, claim.design)), spaces.get((profile, claim.design))
@@ -159,6 +157,21 @@ def _runnable(pack: Pack, dbs: dict[tuple[str, str], Path], profiles: list[str],
             yield profile, judged, cache.setdefault(db, Data(db)), space, claim
 
 
+def discovery_alpha(judged: list[tuple[Claim, Data, dr.Space]], m: int) -> float:
+    """The level every verdict of a page of ``m`` is judged at under the false-discovery rule: Benjamini–Yekutieli's
+    step-up over the anytime p-values of the claims with runs (``judged``: each as its profile judges it)."""
+    floor = ec.smallest_level(m, sq.ALPHA)
+    return ec.step_up([p_value(claim, data, space, floor) for claim, data, space in judged], m, sq.ALPHA)[1]
+
+
+def _decides(claim: Claim, observations, level: float) -> bool:
+    """Whether the claim's confidence sequence at ``level`` on ``observations`` (what its statistic reads) decides
+    it: holds, fails or at the threshold."""
+    s = claim.stat.sequence(observations, claim.params, level)
+    return s is not None and not s.empty and \
+        sq.decide(s.low, s.high, claim.compare, claim.threshold, claim.tolerance) != "inconclusive"
+
+
 def p_value(claim: Claim, data: Data, space: dr.Space, floor: float) -> float:
     """The claim's anytime p-value (``error_control.anytime_p``): the smallest level in [``floor``, α] at which
     its confidence sequence on the draws done decides it; 1 with no observations or no sequence."""
@@ -169,13 +182,7 @@ def p_value(claim: Claim, data: Data, space: dr.Space, floor: float) -> float:
     if found.observations == 0:
         return 1.0
     read = found.rows if stat.reads == st.PAIRS else samples.runs(found.rows)
-
-    def decides(level: float) -> bool:
-        s = stat.sequence(read, claim.params, level)
-        return s is not None and not s.empty and \
-            sq.decide(s.low, s.high, claim.compare, claim.threshold, claim.tolerance) != "inconclusive"
-
-    return ec.anytime_p(decides, floor, sq.ALPHA)
+    return ec.anytime_p(lambda level: _decides(claim, read, level), floor, sq.ALPHA)
 
 
 def evaluate_claim(claim: Claim, profile: str, data: Data, space: dr.Space, seed: int, *,
@@ -228,9 +235,7 @@ def _decided_at(claim: Claim, rows: pd.DataFrame, read, alpha: float) -> int:
     order = sorted(rows["draw"].unique())
 
     def decides(n: int) -> bool:
-        s = claim.stat.sequence(read(rows[rows["draw"].isin(order[:n])]), claim.params, alpha)
-        return s is not None and not s.empty and \
-            sq.decide(s.low, s.high, claim.compare, claim.threshold, claim.tolerance) != "inconclusive"
+        return _decides(claim, read(rows[rows["draw"].isin(order[:n])]), alpha)
 
     low, high = 0, len(order)
     while high - low > 1:

@@ -38,7 +38,6 @@ from fecbench.analysis.studies import flows, loss_position
 from fecbench.reproduce import allocate, execute, plan, seeds
 from fecbench.reproduce import campaign as cp
 from fecbench.reproduce import evaluate as ev
-from fecbench.reproduce import sequential as sq
 from fecbench.reproduce.pack import Pack
 from fecbench.reproduce.statistics import error_control as ec
 from fecbench.runners.experiment.runs import Run
@@ -211,11 +210,9 @@ def _judge(pack: Pack, profile: str, campaigns: dict, worlds: dict[str, World], 
         frame.attrs.update(worlds[alias].frame.attrs)
         data[alias] = ev.Data.replayed(frame, worlds[alias])   # loss classes and flows: those of the runs drawn
     if rule == ec.FALSE_DISCOVERY:   # as ``evaluate``: the Benjamini–Yekutieli level of the claims' p-values
-        m = len(pack.claims)
-        floor = ec.smallest_level(m, sq.ALPHA)
-        alpha = ec.step_up([ev.p_value(pack.profiles[profile].judged(c) if profile in pack.profiles else c,
-                                       data[c.design], campaigns[(profile, c.design)].space, floor)
-                            for c in pack.claims if not c.needs and c.design in data], m, sq.ALPHA)[1]
+        alpha = ev.discovery_alpha([(pack.profiles[profile].judged(c) if profile in pack.profiles else c,
+                                     data[c.design], campaigns[(profile, c.design)].space)
+                                    for c in pack.claims if not c.needs and c.design in data], len(pack.claims))
     for claim in pack.claims:
         if claim.needs or claim.design not in data:
             out.append(ev.Verdict(claim, profile, ev.NOT_RUNNABLE, None, claim.needs or "no recorded runs"))

@@ -284,7 +284,7 @@ def test_bad_input_exits_2_with_one_line(case: str, tmp_path: Path) -> None:
 def test_without_a_common_key_the_loss_seeds_are_compared_by_point_and_repetition(tmp_path: Path) -> None:
     """Issue 62 (5): two databases whose keys differ (an extended campaign against one run whole) but whose seeds
     are the same said "loss seeds: 0 of 0 the same"."""
-    from fecbench.runners.commands import compare_cli
+    from fecbench.cli import compare as compare_cli
 
     a = smoke_like(tmp_path / "a.sqlite")
     b = smoke_like(tmp_path / "b.sqlite")

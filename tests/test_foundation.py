@@ -127,7 +127,7 @@ def test_doctor_probes_this_kernel() -> None:
 def test_doctor_shows_xquic_built_or_how_to_build_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """XQUIC is not part of bootstrap: doctor shows whether it is built, and its absence (with the
     command that builds it) never fails doctor."""
-    from fecbench import doctor
+    from fecbench.cli import doctor
 
     monkeypatch.setattr(doctor, "ROOT", tmp_path)
     checks = {c.name: c for c in doctor.check_artefacts()}

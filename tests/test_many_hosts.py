@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from fecbench.cli.compare import compare
 from fecbench.host import cleanup
 from fecbench.records import db as dbmod
 from fecbench.records.status import Status
-from fecbench.runners.commands.compare_cli import compare
 from fecbench.runners.executors.engine import Engine, Finished, RunQueue, Started
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.runners.experiment.runs import Run

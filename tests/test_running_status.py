@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from fecbench.cli.status import mark_running
 from fecbench.host import cleanup
 from fecbench.records import db as dbmod
 from fecbench.records import run_records
 from fecbench.records.status import RETRYABLE, Status
-from fecbench.runners.commands.status_cli import mark_running
 from fecbench.runners.executors.selection import runs_to_do
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.runners.run.recorder import Recorder, read_statuses

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from fecbench.cli.topo import parse_sets
 from fecbench.inputs.errors import SpecError, UserError
-from fecbench.topologies.cli import parse_sets
 from fecbench.topologies.layout import (
     built,
     built_mismatches,

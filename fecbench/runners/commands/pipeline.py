@@ -1,5 +1,5 @@
 """A campaign's route, step by step: check the inputs → plan the runs → estimate and decide how to execute →
-execute → summarise. `fecbench run` is these steps in order (commands/cli.py); `reproduce` and `bench campaign`
+execute → summarise. `fecbench run` is these steps in order (cli/run.py); `reproduce` and `bench campaign`
 take the steps they share with it (the executor for a choice of machine, the engine) from here.
 """
 

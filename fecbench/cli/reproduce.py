@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from fecbench.cli import options
 from fecbench.inputs.errors import UserError
-from fecbench.runners.commands import options
 
 console = Console()
 VERDICT_STYLE = {"holds": "green", "fails": "red", "at the threshold": "blue", "inconclusive": "yellow",

@@ -7,21 +7,21 @@ import sys
 import typer
 from rich.console import Console
 
-from fecbench.analysis.cli import bench_backends as bench_backends_command
-from fecbench.analysis.cli import explain as explain_command
-from fecbench.analysis.cli import export as export_command
-from fecbench.analysis.cli import report as report_command
-from fecbench.dropper.cli import app as dropper_app
+from fecbench.cli.bench import bench_verdicts as bench_verdicts_command
+from fecbench.cli.bench import bench_worlds as bench_worlds_command
+from fecbench.cli.compare import compare_command
+from fecbench.cli.dropper import app as dropper_app
+from fecbench.cli.plan import plan as plan_command
+from fecbench.cli.report import bench_backends as bench_backends_command
+from fecbench.cli.report import explain as explain_command
+from fecbench.cli.report import export as export_command
+from fecbench.cli.report import report as report_command
+from fecbench.cli.reproduce import reproduce as reproduce_command
+from fecbench.cli.run import bench_app
+from fecbench.cli.run import register as register_runner_commands
+from fecbench.cli.topo import link_app, topo_app
 from fecbench.inputs.errors import UserError
-from fecbench.planner.cli import plan as plan_command
 from fecbench.records.provenance import version_text
-from fecbench.reproduce.cli import reproduce as reproduce_command
-from fecbench.reproduce.validation.bench import bench_verdicts as bench_verdicts_command
-from fecbench.reproduce.validation.bench import bench_worlds as bench_worlds_command
-from fecbench.runners.commands.cli import bench_app
-from fecbench.runners.commands.cli import register as register_runner_commands
-from fecbench.runners.commands.compare_cli import compare_command
-from fecbench.topologies.cli import link_app, topo_app
 
 app = typer.Typer(
     help="fecbench: emulate networks, inject seeded losses, run FEC-enabled QUIC, record and analyse runs.",
@@ -46,10 +46,10 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     pass
 
 
-@app.command()
-def doctor(json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON.")) -> None:
+@app.command("doctor")
+def doctor_command(json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON.")) -> None:
     """What this machine can do, and how to fix what it cannot."""
-    from fecbench import doctor as doctor_mod
+    from fecbench.cli import doctor as doctor_mod
 
     raise typer.Exit(doctor_mod.main(json_out))
 

@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fecbench.cli import options
 from fecbench.inputs.errors import UserError
-from fecbench.runners.commands import options
 from fecbench.runners.executors.quiet import FIDELITY_RERUNS
 
 if TYPE_CHECKING:
@@ -371,7 +371,7 @@ def _print_bench(figures: dict[str, Any]) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add `run`, `status`, `impls`, `dask` and `bench` to the root CLI."""
-    from fecbench.runners.commands.status_cli import status
+    from fecbench.cli.status import status
 
     app.command("run")(run)
     app.command("status")(status)

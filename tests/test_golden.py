@@ -25,7 +25,7 @@ DESIGNS = sorted(GOLDEN.glob("*.toml"))
 def test_every_golden_design_has_a_small_recording_of_itself() -> None:
     from fecbench.runners.experiment.design import parse_design
 
-    assert {d.stem for d in DESIGNS} == {"networking2019-small", "rquic-wifi", "short-messages", "two-path"}
+    assert {d.stem for d in DESIGNS} == {"networking2019-small", "no-loss", "rquic-wifi", "short-messages", "two-path"}
     for design in DESIGNS:
         db = design.with_suffix(".sqlite")
         assert db.is_file(), f"{design} has no recording: make golden-record NAMES={design.stem}"
@@ -86,3 +86,41 @@ def test_the_stage_fails_when_a_number_moved(tmp_path: Path, scale: float, noise
         assert "undecided" in compare and "golden two-path: undecided" in out.stdout, out.stdout[-2000:]
     else:
         assert "equivalent: every group the same within 10 %" in compare
+
+
+SLOWER_LINK = """#!{python}
+# `fecbench` with one deliberate fault: every shaped link's rate halved where the topology resolves the design's
+# values, as a regression in fecbench's own link code would do it (the link is then built, read back and checked
+# as resolved: nothing but the numbers can show it). The rest is fecbench's.
+import dataclasses, sys
+from fecbench.topologies import spec
+resolve = spec.Topology.resolve
+def halved(self, values):
+    out = resolve(self, values)
+    for pair in out.values():
+        for direction, shaping in pair.items():
+            if shaping.bw is not None:
+                pair[direction] = dataclasses.replace(shaping, bw=shaping.bw / 2)
+    return out
+spec.Topology.resolve = halved
+from fecbench.cli import main
+sys.argv[0] = "fecbench"
+main()
+"""
+
+
+@pytest.mark.skipif(not os.environ.get("FECBENCH_GOLDEN_STAGE"),
+                    reason="real golden campaigns on a quiet machine: run by the golden stage (make golden, .ci/run)")
+def test_the_stage_fails_on_a_changed_link_rate(tmp_path: Path) -> None:
+    """Issue 60: the stage's lossless campaign (no-loss, 10 real runs) with fecbench's link rate halved by a
+    deliberate fault: the compare finds the download times worse and the stage fails (exit 1, 'differs')."""
+    fault = tmp_path / "fecbench"
+    fault.write_text(SLOWER_LINK.format(python=sys.executable))
+    fault.chmod(fault.stat().st_mode | stat.S_IEXEC)
+    out = subprocess.run([str(GOLDEN / "check"), "--out", str(tmp_path / "out"), "no-loss"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600, check=False,
+                         env={**os.environ, "FECBENCH": str(fault), "COLUMNS": "200"})
+    assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-2000:]
+    compare = (tmp_path / "out" / "no-loss" / "compare.txt").read_text()
+    assert "differs: " in compare and "worse" in compare, compare
+    assert "re-record it" in out.stdout

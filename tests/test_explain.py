@@ -3,6 +3,8 @@ on results databases whose runs kept the recorded tquic qlog (tests/data/qlog) o
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import subprocess
 import sys
 
@@ -62,12 +64,18 @@ def test_a_run_without_qlog_says_how_to_keep_them(tquic_db):
     assert out.returncode == 2 and "no run with key" in out.stderr
 
 
-def test_an_implementation_asked_for_no_qlog(tquic_db, monkeypatch):
+def test_an_implementation_asked_for_no_qlog(tquic_db, monkeypatch, tmp_path):
     db, keys = tquic_db
-    assert timeline.writes_qlog("tquic") is True      # quic-impls/tquic/impl.toml: [capture] qlog
-    assert timeline.writes_qlog("xquic") is True      # its text events, converted (runners.run.xquic_qlog)
-    assert timeline.writes_qlog("no-such-impl") is None
-    monkeypatch.setattr(timeline, "writes_qlog", lambda impl: False)
+    assert timeline.writes_qlog(db, "tquic") is True      # quic-impls/tquic/impl.toml: [capture] qlog, as recorded
+    assert timeline.writes_qlog(db, "no-such-impl") is None
+    # An old database whose fingerprint has no qlog_capable: the descriptor text it kept says (not today's file).
+    old = tmp_path / "old.sqlite"
+    make_db(old, [{"label": "x", "impl": "tquic", "qlog_capable": None}])
+    with sqlite3.connect(old) as conn:
+        conn.execute("UPDATE campaigns SET impls_json = ?",
+                     (json.dumps({"x": {"name": "tquic", "descriptor": "[impl]\nname = 'tquic'\n"}}),))
+    assert timeline.writes_qlog(old, "tquic") is False
+    monkeypatch.setattr(timeline, "writes_qlog", lambda db, impl: False)
     with pytest.raises(timeline.NoQlog, match="xquic is not asked for any"):
         timeline.qlog_files(db, keys["tquic-bbr"], "xquic")
 
@@ -228,3 +236,19 @@ def test_a_plain_fecq_datagram_is_placed_on_its_coalesced_packets():
     assert wire._source_end(sizes, 0, 28 + 1 + 150) == (2, True)      # IPv4 + UDP, the plain byte, two packets
     assert wire._source_end(sizes, 0, 48 + 2 + 150) == (2, True)      # IPv6, the envelope and the plain byte
     assert wire._source_end(sizes, 0, 28 + 5 + 150) == (2, True)      # a protected source datagram, as before
+
+
+def test_analysis_never_loads_todays_descriptors():
+    """Issue 61 (6): an old database is read by what it recorded, so nothing in analysis/ imports the campaigns
+    layer (its descriptors, designs, runners) to interpret a run."""
+    import ast
+
+    from fecbench.host.paths import REPO_ROOT
+
+    found = []
+    for path in sorted((REPO_ROOT / "fecbench" / "analysis").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.name}:{node.lineno} {n}" for n in names if n.startswith("fecbench.runners")]
+    assert not found, found

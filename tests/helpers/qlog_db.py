@@ -54,13 +54,15 @@ def _key(*parts: object) -> str:
 
 def make_db(path: Path, runs: list[dict[str, Any]], *, listed: bool = True) -> dict[str, str]:
     """Record ``runs`` (dicts: label, impl, args, size, repetition, metrics, qlogs: files to keep, verdicts: a
-    record array for the reverse direction, link_path, flows) and return label → run key (``label#N`` for
-    repetitions N > 0)."""
+    record array for the reverse direction, link_path, flows; qlog_capable: what the campaign records of its
+    implementation, default True) and return label → run key (``label#N`` for repetitions N > 0)."""
+    impls = {run["label"]: {"name": run.get("impl", "fecq"), "qlog_capable": run.get("qlog_capable", True)}
+             for run in runs}
     conn = dbmod.connect(path)
     with dbmod.transaction(conn):
         cid = dbmod.insert_campaign(conn, name="explain", design_path="designs/explain.toml", design_text="# test",
                                     design_hash=_key("explain"), fecbench_version="test", git_sha="test",
-                                    created_at="2026-01-01T00:00:00Z", host_json={}, impls_json={}, plan_json={},
+                                    created_at="2026-01-01T00:00:00Z", host_json={}, impls_json=impls, plan_json={},
                                     seed=7, repetitions=1, topology="single", link_backend="delayline")
         dbmod.ensure_factor_columns(conn, {"bw": "REAL"})
         dbmod.insert_points(conn, cid, [{"point": 0, "bw": 10.0}])

@@ -29,6 +29,7 @@ clocks differ by the handshake's first flight).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import tomllib
 
 from fecbench.analysis import baselines, results, tables
 from fecbench.analysis.results import DbLike
@@ -92,15 +94,33 @@ def artifacts_dir(db: DbLike) -> Path:
     return path.resolve().parent / f"{path.stem}.artifacts"
 
 
-def writes_qlog(impl: str) -> bool | None:
-    """Whether an implementation's descriptor says how to ask it for qlog (None: no descriptor found here)."""
-    from fecbench.runners.experiment import descriptor
+def writes_qlog(db: DbLike, impl: str) -> bool | None:
+    """Whether the campaign asked the implementation for qlog, by what the database recorded of it (its
+    fingerprint's ``qlog_capable``; before that was recorded, the ``[capture] qlog`` arguments of the descriptor
+    text it kept): an old run is read by its own rules, never by today's descriptors. None: nothing recorded."""
+    found = None
+    for camp in results.campaigns(db).to_dict("records"):
+        try:
+            impls = json.loads(camp.get("impls_json") or "{}")
+        except ValueError:
+            continue
+        for label, entry in impls.items() if isinstance(impls, dict) else ():
+            if not isinstance(entry, dict) or impl not in (entry.get("name"), label):
+                continue
+            if isinstance(entry.get("qlog_capable"), bool):
+                found = bool(found) or entry["qlog_capable"]
+            elif isinstance(entry.get("descriptor"), str):
+                found = bool(found) or _asks_for_qlog(entry["descriptor"])
+    return found
 
+
+def _asks_for_qlog(text: str) -> bool | None:
+    """A recorded descriptor text's ``[capture] qlog`` arguments (None: the text does not parse)."""
     try:
-        found = descriptor.discover().get(impl)
-        return None if found is None else descriptor.load_descriptor(found).capture.qlog_capable
-    except Exception:       # a descriptor that does not load says nothing about this database's run
+        capture = tomllib.loads(text).get("capture") or {}
+    except tomllib.TOMLDecodeError:
         return None
+    return bool(capture.get("qlog")) if isinstance(capture, dict) else None
 
 
 def kept_qlog(db: DbLike, key: str) -> list[Path]:
@@ -118,7 +138,7 @@ def qlog_files(db: DbLike, key: str, impl: str | None = None) -> list[Path]:
     root = artifacts_dir(db)
     files = [f for f in kept_qlog(db, key) if not f.name.startswith("flow-")]
     if not files:
-        if impl is not None and writes_qlog(impl) is False:
+        if impl is not None and writes_qlog(db, impl) is False:
             raise NoQlog(f"run {key[:12]} has no qlog: {impl} is not asked for any (its impl.toml has no [capture] "
                          "qlog arguments), so `fecbench explain` cannot draw its runs; explain a run of an "
                          "implementation whose impl.toml has them")

@@ -12,6 +12,7 @@ from fecbench.host.paths import REPO_ROOT
 PACKAGE = REPO_ROOT / "fecbench"
 MAX_LINES = 450
 MAX_ROOM = 15     # modules in one folder (its __init__ counted), the top level included
+MAX_FUNCTION_LINES = 80   # a function (nested ones too), its decorators left out: split longer ones into steps
 
 
 def _modules() -> dict[str, Path]:
@@ -103,6 +104,22 @@ def test_modules_stay_small() -> None:
     big = {str(p.relative_to(REPO_ROOT)): n for p in PACKAGE.rglob("*.py")
            if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not big, f"modules over {MAX_LINES} lines (split them by concept): {big}"
+
+
+def long_functions(source: str, limit: int = MAX_FUNCTION_LINES) -> list[tuple[str, int, int]]:
+    """(name, first line, lines) of every function or method longer than `limit` lines, nested ones included."""
+    return [(node.name, node.lineno, n) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and (n := node.end_lineno - node.lineno + 1) > limit]
+
+
+def test_no_function_is_longer_than_80_lines() -> None:
+    """No exceptions: a long function is split into named helpers that read as its steps (issue 61)."""
+    long = [f"{p.relative_to(REPO_ROOT)}:{line} {name} ({n} lines)" for p in sorted(PACKAGE.rglob("*.py"))
+            for name, line, n in long_functions(p.read_text())]
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them into steps):\n" + "\n".join(long)
+    nested = "def outer():\n    def inner():\n" + "        x = 1\n" * 3 + "    return inner\n"
+    assert long_functions(nested, 3) == [("outer", 1, 6), ("inner", 2, 4)]
 
 
 def test_no_room_holds_more_than_fifteen_modules() -> None:

@@ -46,8 +46,7 @@ def plan(
         raise UserError("--augment FILE and --add K go together")
 
     from fecbench.inputs.specs import Section
-    from fecbench.planner import augment as augment_mod
-    from fecbench.planner import make_plan, parse_space
+    from fecbench.planner import parse_space
 
     root = Section.load(design)
     # A whole design (a topology and implementations): validated as `run` validates it, and what each run
@@ -64,17 +63,8 @@ def plan(
     space = parse_space(root.section("space", required=True), paths=paths)
 
     units = _network_units(campaign, space) if campaign is not None else None
-    with console.status("planning…", spinner="dots"), tempfile.TemporaryDirectory() as scratch:
-        start = time.perf_counter()
-        if augment is not None:
-            existing = _written_units(augment, units[0], Path(scratch)) if units else augment
-            result = augment_mod.augment_plan(space, existing, add, seed)
-            result.manifest["augmented_from"] = str(augment)
-        else:
-            result = make_plan(space, seed)
-        seconds = time.perf_counter() - start
-        if units is not None:   # points.csv and the manifest in the units the network applies
-            result = result.in_units(*units)
+    with console.status("planning…", spinner="dots"):
+        result, seconds = _make_points(space, seed, augment, add, units)
         comparison = _compare(space, seed, len(result.points)) if compare else None
     from fecbench.host.paths import check_output_dir
 
@@ -87,13 +77,7 @@ def plan(
         figure = pair_plot(result, folder / "pairs.png")
 
     if json_out:
-        report: dict[str, Any] = {"points_csv": str(csv_path), "manifest": result.manifest,
-                                  "seconds": round(seconds, 3)}
-        if comparison is not None:
-            report["compare"] = comparison
-        if figure is not None:
-            report["plot"] = str(figure)
-        print(json.dumps(report, indent=2))
+        _print_json(result, csv_path, seconds, comparison, figure)
         return
     _print_points(console, result.points)
     _print_metrics(console, result.manifest, seconds)
@@ -105,6 +89,35 @@ def plan(
         _print_hosts(console, campaign)
     console.print(f"wrote {csv_path.resolve()} and {manifest_path.name}" + (f" and {figure.name}" if figure else "")
                   + ("" if out else " (the default folder: results/ in the current folder; --out to choose)"))
+
+
+def _make_points(space: Any, seed: int, augment: Path | None, add: int | None, units: Any) -> tuple[Any, float]:
+    """The plan (made, or --augment's points extended by --add), in the network's units when a campaign gives
+    them, and the seconds its making took."""
+    from fecbench.planner import augment as augment_mod
+    from fecbench.planner import make_plan
+
+    with tempfile.TemporaryDirectory() as scratch:
+        start = time.perf_counter()
+        if augment is not None:
+            existing = _written_units(augment, units[0], Path(scratch)) if units else augment
+            result = augment_mod.augment_plan(space, existing, add, seed)
+            result.manifest["augmented_from"] = str(augment)
+        else:
+            result = make_plan(space, seed)
+        seconds = time.perf_counter() - start
+        if units is not None:   # points.csv and the manifest in the units the network applies
+            result = result.in_units(*units)
+    return result, seconds
+
+
+def _print_json(result: Any, csv_path: Path, seconds: float, comparison: Any, figure: Path | None) -> None:
+    report: dict[str, Any] = {"points_csv": str(csv_path), "manifest": result.manifest, "seconds": round(seconds, 3)}
+    if comparison is not None:
+        report["compare"] = comparison
+    if figure is not None:
+        report["plot"] = str(figure)
+    print(json.dumps(report, indent=2))
 
 
 def _print_hosts(console: Any, campaign: Any) -> None:

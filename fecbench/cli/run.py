@@ -18,6 +18,8 @@ from fecbench.inputs.errors import UserError
 from fecbench.runners.executors.quiet import FIDELITY_RERUNS
 
 if TYPE_CHECKING:
+    from fecbench.runners.commands.pipeline import Execution, Machine
+    from fecbench.runners.executors.engine import Summary
     from fecbench.runners.experiment.descriptor import Descriptor
     from fecbench.runners.experiment.estimate import CampaignEstimate
     from fecbench.runners.experiment.prepare import Prepared
@@ -74,7 +76,6 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
     from fecbench.runners.commands import pipeline
     from fecbench.runners.executors.selection import parse_retry
-    from fecbench.runners.run.recorder import read_statuses
 
     retry_set = parse_retry(retry)
     jobs_count, security = options.machine_options(
@@ -94,44 +95,71 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     for warning in prepared.warnings + estimate.warnings:
         console.print(Text(f"warning: {warning}", style="yellow"))
     if dry_run:
-        _print_dry_run(prepared, todo, read_statuses(db_path), db_path, estimate)
-        if jobs_count is None and todo and dask is None:   # --jobs auto: what its calibration will run first
-            from fecbench.runners.executors.calibrations import plan_text
-
-            console.print(Text(plan_text(prepared, link_backend, todo, estimate.per_run, pilot_runs=jobs_pilot,
-                                         recalibrate=recalibrate)))
+        _dry_run(prepared, todo, db_path, estimate, machine)
         return
-    from fecbench.host.affinity import confine_harness
-    from fecbench.inputs.errors import require_root
-
-    require_root("fecbench run")
-    # This process and what it starts stay off the CPU left to the delay elements (fecbench.host.affinity).
-    not_confined = confine_harness()
-    if not_confined:
-        console.print(f"[yellow]warning: {not_confined}[/]")
-    # ... and decide how to execute, 4. execute ...
-    try:
-        execution = pipeline.decide_execution(prepared, db_path, todo, machine, console)
-        summary = pipeline.execute(prepared, db_path, execution, console, retry=retry_set, breaker=breaker,
-                                   reruns=0 if no_retry else reruns)
-    except KeyboardInterrupt:
-        # sys.__stderr__: the progress display may still be redirecting sys.stderr.
-        where = "the runs in flight are" if dask or jobs_count != 1 else "the current run is"
-        print(f"fecbench: interrupted; {where} recorded as interrupted in {db_path}, the network "
-              "is torn down; run the same command again to resume", file=sys.__stderr__, flush=True)
-        raise typer.Exit(130) from None
-    # 5. summarise
+    _confine()
+    # ... and decide how to execute, 4. execute, 5. summarise
+    execution, summary = _execute(prepared, db_path, todo, machine, retry_set, breaker,
+                                  reruns=0 if no_retry else reruns)
     for style, line in pipeline.summary_lines(db_path, summary):
         console.print(Text(line, style=style))
     if summary.aborted:
         raise typer.Exit(1)
     if twins:
-        twinned = pipeline.twins(prepared, db_path, twins, machine, execution.jobs, console,
-                                 reruns=0 if no_retry else reruns)
-        done = "no ok run left to twin" if twinned is None else \
-            ", ".join(f"{k} {v}" for k, v in sorted(twinned.counts.items())) or "none ran"
-        console.print(f"twins: {twins} asked, {0 if twinned is None else twinned.selected} run again under their keys "
-                      f"({done}); each first outcome kept in earlier_outcomes")
+        _twins(prepared, db_path, twins, machine, execution.jobs, reruns=0 if no_retry else reruns)
+
+
+def _dry_run(prepared: Prepared, todo: list[Run], db_path: Path, estimate: CampaignEstimate,
+             machine: Machine) -> None:
+    """--dry-run: the runs and an estimated duration; with --jobs auto, what its calibration will run first."""
+    from fecbench.runners.run.recorder import read_statuses
+
+    _print_dry_run(prepared, todo, read_statuses(db_path), db_path, estimate)
+    if machine.jobs is None and todo and machine.dask is None:   # --jobs auto: what its calibration will run first
+        from fecbench.runners.executors.calibrations import plan_text
+
+        console.print(Text(plan_text(prepared, machine.link_backend, todo, estimate.per_run,
+                                     pilot_runs=machine.jobs_pilot, recalibrate=machine.recalibrate)))
+
+
+def _confine() -> None:
+    """Root, and this process and what it starts off the CPU left to the delay elements (fecbench.host.affinity)."""
+    from fecbench.host.affinity import confine_harness
+    from fecbench.inputs.errors import require_root
+
+    require_root("fecbench run")
+    not_confined = confine_harness()
+    if not_confined:
+        console.print(f"[yellow]warning: {not_confined}[/]")
+
+
+def _execute(prepared: Prepared, db_path: Path, todo: list[Run], machine: Machine, retry_set: set[str], breaker: int,
+             reruns: int) -> tuple[Execution, Summary]:
+    """Decide how to execute and execute; an interrupt (Ctrl-C) leaves a resumable campaign, exit 130."""
+    from fecbench.runners.commands import pipeline
+
+    try:
+        execution = pipeline.decide_execution(prepared, db_path, todo, machine, console)
+        summary = pipeline.execute(prepared, db_path, execution, console, retry=retry_set, breaker=breaker,
+                                   reruns=reruns)
+    except KeyboardInterrupt:
+        # sys.__stderr__: the progress display may still be redirecting sys.stderr.
+        where = "the runs in flight are" if machine.dask or machine.jobs != 1 else "the current run is"
+        print(f"fecbench: interrupted; {where} recorded as interrupted in {db_path}, the network "
+              "is torn down; run the same command again to resume", file=sys.__stderr__, flush=True)
+        raise typer.Exit(130) from None
+    return execution, summary
+
+
+def _twins(prepared: Prepared, db_path: Path, twins: int, machine: Machine, jobs: int, reruns: int) -> None:
+    """--twins N: N of the campaign's ok runs again under their keys."""
+    from fecbench.runners.commands import pipeline
+
+    twinned = pipeline.twins(prepared, db_path, twins, machine, jobs, console, reruns=reruns)
+    done = "no ok run left to twin" if twinned is None else \
+        ", ".join(f"{k} {v}" for k, v in sorted(twinned.counts.items())) or "none ran"
+    console.print(f"twins: {twins} asked, {0 if twinned is None else twinned.selected} run again under their keys "
+                  f"({done}); each first outcome kept in earlier_outcomes")
 
 
 def check_db_path(db_path: Path) -> Path:

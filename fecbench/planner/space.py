@@ -27,6 +27,7 @@ from fecbench.inputs.errors import SpecError
 from fecbench.inputs.specs import Section
 from fecbench.planner import portable
 from fecbench.planner.constraints import Constraint, compile_constraint
+from fecbench.planner.factor import Factor, log_map
 
 METHODS = ("wsp-lhs", "wsp", "lhs", "sobol", "random", "factorial", "list", "fracfact", "ccd", "bbd")
 DEFAULT_METHOD = "wsp-lhs"   # of a design naming none: designs/README.md ("Choosing a method") says why
@@ -36,102 +37,6 @@ FACTOR_KEYS = ("type", "low", "high", "levels", "value", "scale", "unit", "per_p
 SCALES = ("linear", "log")
 CLASSICAL = ("fracfact", "ccd", "bbd")  # need the optional `pydoe` package (extra `doe`)
 CHOICE_COORDINATE = portable.lattice_half_sqrt2()  # ~1/√2 on the lattice: two levels ~1 apart
-
-
-def log_map(low: float, high: float, u: Any) -> np.ndarray:
-    """low * (high / low) ** u, with exact operations and fecbench's own exp and log (portable.py)."""
-    return low * np.asarray(portable.exp(np.asarray(u, dtype=float) * portable.log(high / low)))
-
-
-@dataclass(frozen=True)
-class Factor:
-    name: str                      # column name after per-path expansion (bw_1)
-    base: str                      # name as declared (bw)
-    path: int | None               # 1..paths for a per-path factor, else None
-    kind: str                      # float | int | choice | fixed
-    low: float | None = None
-    high: float | None = None
-    scale: str = "linear"
-    unit: str = ""
-    levels: tuple | None = None    # choice levels, or the only values a numeric factor may take
-    value: Any = None              # fixed factors, and the one value of a factor that can take only one
-
-    @property
-    def varying(self) -> bool:
-        """False for a constant however it is written: `value`, one level, or low == high. A constant is
-        no dimension of the design (WSP would spread points along an axis mapping to one value)."""
-        return self.kind != "fixed" and self.value is None
-
-    @property
-    def n_levels(self) -> int | None:
-        """Number of distinct values the factor can take (None for a continuous factor)."""
-        if self.levels is not None:
-            return len(self.levels)
-        if self.kind == "int":
-            return int(self.high - self.low) + 1
-        return None
-
-    # --- unit <-> natural ---------------------------------------------------------------------
-    def natural(self, u: np.ndarray) -> np.ndarray:
-        """Map unit coordinates (any in [0, 1]) to natural values, quantising int and choice factors."""
-        u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
-        if self.levels is not None:  # choice levels, or the explicit levels of a numeric factor
-            k = len(self.levels)
-            index = np.minimum((u * k).astype(np.int64), k - 1)
-            dtype = {"choice": object, "int": np.int64}.get(self.kind, float)
-            return np.asarray(self.levels, dtype=dtype)[index]
-        if self.kind == "int":
-            if self.scale == "log":
-                raw = np.rint(log_map(self.low, self.high, u))
-            else:
-                raw = self.low + np.floor(u * (self.high - self.low + 1))
-            return np.clip(raw, self.low, self.high).astype(np.int64)
-        if self.scale == "log":
-            return np.clip(portable.round_significant(log_map(self.low, self.high, u)), self.low, self.high)
-        return np.clip(portable.round_significant(self.low + u * (self.high - self.low)), self.low, self.high)
-
-    def unit_of(self, values: Any) -> np.ndarray:
-        """Unit coordinates of natural values (choice level i of k -> (i + 0.5) / k)."""
-        if self.kind == "choice":
-            index = {level: i for i, level in enumerate(self.levels)}
-            return np.array([(index[v] + 0.5) / len(self.levels) for v in values], dtype=float)
-        v = np.asarray(values, dtype=float)
-        if self.high == self.low:
-            return np.full(v.shape, 0.5)
-        if self.scale == "log":
-            return np.asarray(portable.log(v / self.low)) / portable.log(self.high / self.low)
-        return (v - self.low) / (self.high - self.low)
-
-    def lattice_unit_of(self, values: Any) -> np.ndarray:
-        """Unit coordinates of values on the lattice, from which `natural` gives the values back
-        (an int factor with a wide range may need its coordinate moved by a lattice step or two)."""
-        u = portable.lattice(self.unit_of(values))
-        if self.kind != "int" or self.levels is not None:
-            return u
-        v = np.asarray(values)
-        for _ in range(4):
-            back = self.natural(u)
-            low, high = back < v, back > v
-            if not (low.any() or high.any()):
-                break
-            u = np.clip(u + portable.LATTICE_STEP * (low.astype(float) - high.astype(float)), 0.0, 1.0)
-        return u
-
-    def embed_width(self) -> int:
-        return len(self.levels) if self.kind == "choice" else 1
-
-    def to_json(self) -> dict[str, Any]:
-        out = {"name": self.name, "kind": self.kind}
-        for key in ("low", "high", "value"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        if self.kind in ("float", "int"):
-            out["scale"] = self.scale
-        if self.levels is not None:
-            out["levels"] = list(self.levels)
-        if self.unit:
-            out["unit"] = self.unit
-        return out
 
 
 @dataclass(frozen=True)
@@ -372,17 +277,30 @@ def parse_space(section: Section, paths: int = 1) -> Space:
     section.done()   # an unknown key first: "point = 5" is a typo before it is a missing "points"
     if not factors_section.data:
         raise factors_section.error(None, "declare at least one factor")
+    factors = _factors(factors_section, section, paths)
+    single = method != "list" and not any(f.varying for f in factors)
+    _check_points(section, method, points, factors, single, mirror, candidates)
+    list_file = _list_file(section, method, file)
+    _check_method(section, method, factors, single, options)
+    names = [f.name for f in factors]
+    constraints = []
+    for i, text in enumerate(raw_constraints):
+        if not isinstance(text, str):
+            raise section.error(f"constraints[{i}]", f"a constraint must be a string expression, got {text!r}")
+        constraints.append(compile_constraint(text, names, section.file, f"{section.key('constraints')}[{i}]"))
+    return Space(method=method, points=points, factors=tuple(factors), paths=paths, candidates=candidates,
+                 mirror=mirror, constraints=tuple(constraints), list_file=list_file, options=options,
+                 file=str(section.file) if section.file else None)
 
-    def err(key: str, problem: str, allowed: Any = None) -> SpecError:
-        return section.error(key, problem, allowed)
 
+def _factors(factors_section: Section, section: Section, paths: int) -> list[Factor]:
+    """The declared factors, a per-path one repeated for each of the `paths` paths; no name twice."""
     specs: list[dict[str, Any]] = []
     for name, raw in factors_section.data.items():
         if not name.isidentifier():
             raise factors_section.error(name, "a factor name must be an identifier (letters, digits, _)")
         specs.extend(_parse_factor(name, raw, factors_section))
     factors_section.done()
-
     factors: list[Factor] = []
     for spec in specs:
         per_path = spec.pop("per_path")
@@ -394,12 +312,18 @@ def parse_space(section: Section, paths: int = 1) -> Space:
     names = [f.name for f in factors]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise err("factors", f"factor {duplicates[0]!r} is declared twice (per-path expansion adds _1.._{paths})")
-    single = method != "list" and not any(f.varying for f in factors)
+        raise section.error("factors", f"factor {duplicates[0]!r} is declared twice (per-path expansion adds "
+                            f"_1.._{paths})")
+    return factors
+
+
+def _check_points(section: Section, method: str, points: int | None, factors: list[Factor], single: bool,
+                  mirror: bool, candidates: int | None) -> None:
+    """`points`, `mirror` and `candidates` against the method and the factors."""
+    err = section.error
     if single and points not in (None, 1):
         raise err("points", f"every factor is fixed: the design is one point, not {points} (for more runs of "
                   "it, raise design.repetitions)")
-
     if mirror and not any(f.path is not None for f in factors):
         raise err("mirror", "mirror = true needs per-path factors (per_path = true) and paths ≥ 2")
     if mirror and method in ("factorial", *CLASSICAL):
@@ -407,22 +331,29 @@ def parse_space(section: Section, paths: int = 1) -> Space:
                   [*SAMPLED, "list"])
     if mirror and points is not None and method != "list" and points % 2:
         raise err("points", f"with mirror = true the design has pairs of points: points must be even, got {points}")
-
     if method in SAMPLED and points is None and not single:
         raise err("points", f"method = {method!r} needs the number of points")
     if candidates is not None and method not in ("wsp", "wsp-lhs"):
         raise err("candidates", "candidates is only used by method = \"wsp\" or \"wsp-lhs\"")
-    if method == "list":
-        if file is None:
-            raise err("file", "method = \"list\" needs file = \"points.csv\"")
-        base = Path(section.file).parent if section.file else Path.cwd()
-        list_file = (base / file) if not Path(file).is_absolute() else Path(file)
-        if not list_file.is_file():
-            raise err("file", f"file not found: {list_file}")
-    else:
-        list_file = None
+
+
+def _list_file(section: Section, method: str, file: str | None) -> Path | None:
+    """method = "list": its points file (relative to the design file), which must exist; else no file."""
+    if method != "list":
         if file is not None:
-            raise err("file", "file is only used by method = \"list\"")
+            raise section.error("file", "file is only used by method = \"list\"")
+        return None
+    if file is None:
+        raise section.error("file", "method = \"list\" needs file = \"points.csv\"")
+    base = Path(section.file).parent if section.file else Path.cwd()
+    list_file = (base / file) if not Path(file).is_absolute() else Path(file)
+    if not list_file.is_file():
+        raise section.error("file", f"file not found: {list_file}")
+    return list_file
+
+
+def _check_method(section: Section, method: str, factors: list[Factor], single: bool, options: dict[str, Any]) -> None:
+    """What the factorial and classical methods need (levels; numeric factors; a generator)."""
     if method == "factorial" and not single:
         for f in factors:
             if f.varying and f.levels is None:
@@ -434,15 +365,6 @@ def parse_space(section: Section, paths: int = 1) -> Space:
                 raise SpecError(section.file, f"space.factors.{f.base}",
                                 f"method = {method!r} handles numeric factors only; use wsp, lhs or factorial")
         if method == "fracfact" and options["generator"] is None:
-            raise err("generator", "method = \"fracfact\" needs a generator, e.g. \"a b ab\"")
+            raise section.error("generator", "method = \"fracfact\" needs a generator, e.g. \"a b ab\"")
     if options["generator"] is not None and method != "fracfact":
-        raise err("generator", "generator is only used by method = \"fracfact\"")
-
-    constraints = []
-    for i, text in enumerate(raw_constraints):
-        if not isinstance(text, str):
-            raise err(f"constraints[{i}]", f"a constraint must be a string expression, got {text!r}")
-        constraints.append(compile_constraint(text, names, section.file, f"{section.key('constraints')}[{i}]"))
-    return Space(method=method, points=points, factors=tuple(factors), paths=paths, candidates=candidates,
-                 mirror=mirror, constraints=tuple(constraints), list_file=list_file, options=options,
-                 file=str(section.file) if section.file else None)
+        raise section.error("generator", "generator is only used by method = \"fracfact\"")

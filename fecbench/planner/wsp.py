@@ -135,6 +135,33 @@ def trim(points: np.ndarray, n: int, mirror: np.ndarray | None = None) -> np.nda
     return keep
 
 
+class _Search:
+    """The WSP passes of one d_min search over the candidates, and how many points each keeps (a point
+    with its mirrored copy counts twice)."""
+
+    def __init__(self, embedded: np.ndarray, n: int, start_order: np.ndarray, perm: np.ndarray | None) -> None:
+        self.cols = np.ascontiguousarray(embedded.T)
+        self.self_gap = np.sqrt(np.square(embedded - embedded[:, perm]).sum(axis=1)) if perm is not None else None
+        self.per_point = 2 if perm is not None else 1
+        self.slack = max(2, int(np.ceil(n * TRIM_SLACK)))
+        self.n, self.start_order, self.perm = n, start_order, perm
+        self.passes = 0
+
+    def run(self, d: float) -> list[int]:
+        self.passes += 1
+        excluded, start = None, int(self.start_order[0])
+        if self.self_gap is not None:
+            excluded = self.self_gap < d
+            allowed = self.start_order[~excluded[self.start_order]]
+            if len(allowed) == 0:
+                return []
+            start = int(allowed[0])
+        return wsp_pass(self.cols, start, d, self.n + self.slack + self.per_point, self.perm, excluded)
+
+    def count(self, kept: list[int]) -> int:
+        return len(kept) * self.per_point
+
+
 def wsp_design(embedded: np.ndarray, n: int, start_order: np.ndarray,
                mirror: list[int] | None = None) -> WspResult:
     """Select exactly n points (counting mirrored copies) from the candidates by WSP + d_min search.
@@ -142,36 +169,31 @@ def wsp_design(embedded: np.ndarray, n: int, start_order: np.ndarray,
     `start_order` lists candidates by distance to the centre: a pass starts from the first one
     allowed (with a mirror, a candidate closer than d_min to its own copy is not allowed).
     """
-    cols = np.ascontiguousarray(embedded.T)
     perm = np.asarray(mirror) if mirror is not None else None
-    self_gap = np.sqrt(np.square(embedded - embedded[:, perm]).sum(axis=1)) if perm is not None else None
-    per_point = 2 if perm is not None else 1
-    slack = max(2, int(np.ceil(n * TRIM_SLACK)))
-    passes = 0
+    search = _Search(embedded, n, start_order, perm)
+    lo, hi = _bracket(search)
+    options, lo, hi = _interpolate(search, lo, hi)
+    # 3. The count is a noisy function of d_min: scan around the crossing for larger d_min values
+    #    that still keep n points (or a few more, trimmed below).
+    centre = lo[0] if search.count(lo[1]) == n or lo[0] <= 0 else float(np.sqrt(lo[0] * hi[0]))
+    for step in np.linspace(SCAN_BELOW, SCAN_ABOVE, SCAN_STEPS):
+        d = centre * (1.0 + step)
+        if d > lo[0]:
+            options.append((d, search.run(d)))
+    _, d_min, rows, trimmed = _best(search, embedded, options)
+    return WspResult(indices=rows, d_min=d_min, passes=search.passes, trimmed=trimmed)
 
-    def run(d: float) -> list[int]:
-        nonlocal passes
-        passes += 1
-        excluded, start = None, int(start_order[0])
-        if self_gap is not None:
-            excluded = self_gap < d
-            allowed = start_order[~excluded[start_order]]
-            if len(allowed) == 0:
-                return []
-            start = int(allowed[0])
-        return wsp_pass(cols, start, d, n + slack + per_point, perm, excluded)
 
-    def count(kept: list[int]) -> int:
-        return len(kept) * per_point
-
-    # 1. Bracket the crossing with geometric steps: lo keeps ≥ n points, hi keeps < n.
+def _bracket(search: _Search) -> tuple[tuple[float, list[int]], tuple[float, list[int]]]:
+    """1. Bracket the crossing with geometric steps: lo keeps ≥ n points, hi keeps < n."""
+    n, cols = search.n, search.cols
     diameter = float(np.sqrt(cols.shape[0]))
     d = diameter * 0.9 * portable.exp(portable.log(n) * (-1.0 / max(cols.shape[0], 1)))
     lo: tuple[float, list[int]] | None = None
     hi: tuple[float, list[int]] | None = None
     while lo is None or hi is None:
-        kept = run(d)
-        if count(kept) >= n:
+        kept = search.run(d)
+        if search.count(kept) >= n:
             lo = (d, kept)
             d *= 1.25
         else:
@@ -180,11 +202,18 @@ def wsp_design(embedded: np.ndarray, n: int, start_order: np.ndarray,
         if d > 2 * diameter:
             hi = (d, [])
         elif d < 1e-9 and lo is None:
-            kept = run(0.0)
-            if count(kept) < n:
-                raise ValueError(f"only {count(kept)} distinct candidate points: cannot place {n}")
+            kept = search.run(0.0)
+            if search.count(kept) < n:
+                raise ValueError(f"only {search.count(kept)} distinct candidate points: cannot place {n}")
             lo = (0.0, kept)
-    # 2. Locate the crossing of the count's trend (count ~ d^-D) by interpolation in log-log space.
+    return lo, hi
+
+
+def _interpolate(search: _Search, lo: tuple[float, list[int]], hi: tuple[float, list[int]]) \
+        -> tuple[list[tuple[float, list[int]]], tuple[float, list[int]], tuple[float, list[int]]]:
+    """2. Locate the crossing of the count's trend (count ~ d^-D) by interpolation in log-log space; the
+    passes that kept n points or more, and the bracket narrowed."""
+    n, count = search.n, search.count
     options = [lo]
     for _ in range(INTERPOLATIONS):
         (d_lo, k_lo), (d_hi, k_hi) = lo, hi
@@ -192,22 +221,23 @@ def wsp_design(embedded: np.ndarray, n: int, start_order: np.ndarray,
             break
         t = portable.log(count(k_lo) / n) / portable.log(count(k_lo) / count(k_hi))
         d = portable.exp(portable.log(d_lo) + min(max(t, 0.1), 0.9) * portable.log(d_hi / d_lo))
-        kept = run(d)
+        kept = search.run(d)
         if count(kept) >= n:
             lo = (d, kept)
             options.append(lo)
         else:
             hi = (d, kept)
-    # 3. The count is a noisy function of d_min: scan around the crossing for larger d_min values
-    #    that still keep n points (or a few more, trimmed below).
-    centre = lo[0] if count(lo[1]) == n or lo[0] <= 0 else float(np.sqrt(lo[0] * hi[0]))
-    for step in np.linspace(SCAN_BELOW, SCAN_ABOVE, SCAN_STEPS):
-        d = centre * (1.0 + step)
-        if d > lo[0]:
-            options.append((d, run(d)))
+    return options, lo, hi
+
+
+def _best(search: _Search, embedded: np.ndarray, options: list[tuple[float, list[int]]]) \
+        -> tuple[float, float, np.ndarray, int]:
+    """The design with the largest minimum distance among the passes keeping n to n + slack points, each
+    trimmed to n: (its minimum distance, its pass's d_min, its rows, the points trimmed)."""
+    n, perm, count = search.n, search.perm, search.count
     best: tuple[float, float, np.ndarray, int] | None = None
     for d, kept in options:
-        if not n <= count(kept) <= n + slack:
+        if not n <= count(kept) <= n + search.slack:
             continue
         rows = np.asarray(kept)
         keep = trim(embedded[rows], n, perm)
@@ -219,4 +249,4 @@ def wsp_design(embedded: np.ndarray, n: int, start_order: np.ndarray,
         rows = np.asarray(kept)
         keep = trim(embedded[rows], n, perm)
         best = (0.0, d, rows[keep], len(rows) - len(keep))
-    return WspResult(indices=best[2], d_min=best[1], passes=passes, trimmed=best[3])
+    return best

@@ -209,22 +209,36 @@ def _json(value: float) -> float | str | None:
 
 def _html(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, figures: dict[str, Path],
           ran: list, budget: float | None, full: bool, rule: str) -> str:
-    esc = html.escape
     by = {(v.claim.id, v.profile): v for v in verdicts}
     run_text = "--full" if full else (f"--budget {budget / 60:g}m" if budget else "evaluation of the databases only")
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{esc(pack.title)}</title><style>"
-             "body{font-family:sans-serif;max-width:1250px;margin:2em auto;padding:0 1em;color:#222}"
-             "table{border-collapse:collapse;font-size:.85em;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;"
-             "padding:.25em .5em;vertical-align:top}th{background:#f2f2f2}.v{font-weight:bold;color:#fff;"
-             "border-radius:3px;padding:0 .3em}blockquote{color:#555;border-left:3px solid #ccc;margin:.5em 0;"
-             "padding-left:.8em}img{max-width:100%}p.small{font-size:.85em;color:#555}</style></head><body>",
-             f"<h1>{esc(pack.title)}</h1>",
-             f"<p>Pack <code>{esc(pack.name)}</code> ({esc(run_text)}); profiles: {esc(', '.join(names))} "
-             f"(default {esc(pack.default_profile)}). Generated "
-             f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}.</p>",
-             f"<p>{esc(hosts_text(targets, budget))}</p>",
-             _level(verdicts, pack, names, rule),
-             "<h2>Verdicts</h2><table><tr><th>claim</th><th>statement</th><th>expected</th>"
+    parts = [*_head(pack, names, verdicts, targets, budget, rule, run_text), *_verdicts_table(pack, names, by),
+             *_profiles(pack, names), *_campaigns(targets, ran), *_claims(pack, names, by, figures),
+             "</body></html>"]
+    return "\n".join(parts)
+
+
+def _head(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, budget: float | None, rule: str,
+          run_text: str) -> list[str]:
+    """The page's head and its opening: the pack, how it ran, the hosts, the level verdicts are at."""
+    esc = html.escape
+    return [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{esc(pack.title)}</title><style>"
+            "body{font-family:sans-serif;max-width:1250px;margin:2em auto;padding:0 1em;color:#222}"
+            "table{border-collapse:collapse;font-size:.85em;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;"
+            "padding:.25em .5em;vertical-align:top}th{background:#f2f2f2}.v{font-weight:bold;color:#fff;"
+            "border-radius:3px;padding:0 .3em}blockquote{color:#555;border-left:3px solid #ccc;margin:.5em 0;"
+            "padding-left:.8em}img{max-width:100%}p.small{font-size:.85em;color:#555}</style></head><body>",
+            f"<h1>{esc(pack.title)}</h1>",
+            f"<p>Pack <code>{esc(pack.name)}</code> ({esc(run_text)}); profiles: {esc(', '.join(names))} "
+            f"(default {esc(pack.default_profile)}). Generated "
+            f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}.</p>",
+            f"<p>{esc(hosts_text(targets, budget))}</p>",
+            _level(verdicts, pack, names, rule)]
+
+
+def _verdicts_table(pack: Pack, names: list[str], by: dict) -> list[str]:
+    """Verdicts: one row per claim, one column per profile, and how to read them."""
+    esc = html.escape
+    parts = ["<h2>Verdicts</h2><table><tr><th>claim</th><th>statement</th><th>expected</th>"
              "<th>the paper's value</th>" + "".join(f"<th>profile {esc(n)}</th>" for n in names) + "</tr>"]
     for claim in pack.claims:
         cells = []
@@ -247,7 +261,13 @@ def _html(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
                  "Stopped: why the claim took no more runs (decided, at threshold, budget, not runnable, no "
                  "sequential test, no units left). Drift check: the claim's first half of draws against its "
                  "second.</p>")
-    parts.append("<h2>Profiles</h2><ul>")
+    return parts
+
+
+def _profiles(pack: Pack, names: list[str]) -> list[str]:
+    """Profiles: what each changes in the designs, and its sources."""
+    esc = html.escape
+    parts = ["<h2>Profiles</h2><ul>"]
     for name in names:
         profile = pack.profiles[name]
         overrides = ", ".join([f"{k} = {v}" for k, v in profile.set.items()] + [f"no {k}" for k in profile.unset])
@@ -255,9 +275,15 @@ def _html(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
                      f"{esc(profile.description)} <i>{esc(overrides or 'the designs as they are')}</i>"
                      + "".join(f"<br><span class='small'>source: {esc(s)}</span>" for s in profile.sources)
                      + "</li>")
-    parts.append("</ul><h2>Campaigns</h2><table><tr><th>profile</th><th>design</th><th>runs started this time "
-                 "(their outcomes)</th><th>the database now (as fecbench status counts it)</th>"
-                 "<th>minutes (estimated)</th><th>resume or complete with</th></tr>")
+    return parts
+
+
+def _campaigns(targets: dict, ran: list) -> list[str]:
+    """Campaigns: per profile and design, the runs started this time, the database now, how to resume."""
+    esc = html.escape
+    parts = ["</ul><h2>Campaigns</h2><table><tr><th>profile</th><th>design</th><th>runs started this time "
+             "(their outcomes)</th><th>the database now (as fecbench status counts it)</th>"
+             "<th>minutes (estimated)</th><th>resume or complete with</th></tr>"]
     done = {(r.target.profile, r.target.alias): r for r in ran}
     for key, target in targets.items():
         r = done.get(key)
@@ -273,7 +299,13 @@ def _html(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
         parts.append(f"<tr><td>{esc(key[0])}</td><td>{esc(key[1])}</td><td>{esc(what)}</td>"
                      f"<td>{esc(database_counts(target.db))}</td><td>{minutes}</td>"
                      f"<td><code>{esc(target.resume_command())}</code></td></tr>")
-    parts.append("</table><h2>Claims</h2>")
+    return parts
+
+
+def _claims(pack: Pack, names: list[str], by: dict, figures: dict[str, Path]) -> list[str]:
+    """Claims: each with its passage, its statistic, its verdict per profile and its figure."""
+    esc = html.escape
+    parts = ["</table><h2>Claims</h2>"]
     for claim in pack.claims:
         src = claim.source
         parts.append(f"<h3 id='{esc(slug(claim.id))}'>{esc(claim.id)}: {esc(claim.text)}</h3>"
@@ -292,5 +324,4 @@ def _html(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
         if claim.id in figures:
             data = base64.b64encode(figures[claim.id].read_bytes()).decode("ascii")
             parts.append(f"<img alt='{esc(claim.id)}' src='data:image/png;base64,{data}'>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    return parts

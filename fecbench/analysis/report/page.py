@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import html
-import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,6 +19,7 @@ from fecbench.analysis.report import caveats, evidence, sentences, versions
 from fecbench.analysis.report import messages as report_messages
 from fecbench.analysis.report import settings as report_settings
 from fecbench.analysis.report.flows import flows_section
+from fecbench.analysis.report.ratio_tables import headline_table, pivot_medians, point_table, share_text
 from fecbench.analysis.studies import cross_stack, path_metrics
 from fecbench.host.paths import slug
 from fecbench.inputs.errors import UserError
@@ -122,63 +122,12 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
         report.figures[name] = figures.save(fig, outdir / f"{name}.png")
         notes[name] = note or FIGURE_NOTES.get(name.split("-vs-")[0], "")   # -vs-BASE: one per baseline
 
-    camps = results.campaigns(db)
-    report.tables["campaigns"] = camps[["id", "name", "created_at", "design_hash", "git_sha", "seed",
-                                        "repetitions", "topology", "link_backend"]].assign(
-        design_hash=camps["design_hash"].str[:12])
-    report.tables["runs per status"] = results.status_counts(frame)
-    figure("status", figures.status_bars(frame))
-    fid = tables.fidelity(db)
-    if not fid.empty:
-        figure("fidelity", figures.fidelity_scatter(fid))
-        report.tables["fidelity"] = pd.DataFrame({
-            "checks": [len(fid)], "out of tolerance": [int((fid["ok"] == False).sum())],  # noqa: E712
-            "median RTT measured/configured": [fid["rtt_ratio"].median()],
-            "median rate measured/configured": [fid["rate_ratio"].median()]})
-    report_accuracy.accuracy_section(report.tables, report.notes, db, frame, figure)
-    stats = tables.link_stats(db)
-    if stats["expected_loss"].notna().any():
-        figure("loss-fidelity", figures.loss_fidelity(stats))
-
+    _what_ran(report, db, frame, figure)
     downloads = frame[frame["workload"].isin(("download", "upload", "reqresp"))]  # every workload with a DCT
+    _paths(report, db, figure)
     groups: dict[str, list[str]] = {}
-    traffic = tables.path_traffic(db)
-    single_path = tables.single_path_label(traffic[traffic["workload"] == "download"])
-    if single_path is not None:
-        figure("path-share-down", figures.path_share(traffic),
-               "Mean share of each run's server → client packets on each path, per label and file size.")
-    per_path = path_metrics.path_metrics(db)
-    if not per_path.empty:
-        report.tables["per-path endpoint metrics (medians)"] = (
-            per_path[per_path["status"] == "ok"].groupby(["label", "side", "path"])
-            [["share_sent", "packets_sent", "repair_sent", "recovered", "lost", "congestion_events", "rtt_ms"]]
-            .median().reset_index())
-        report.notes["per-path endpoint metrics (medians)"] = (
-            "What each endpoint counted on each path (multipath runs, fecbench export --table paths): share of "
-            "its datagrams sent there, repairs sent, datagrams the peer lost there and FEC rebuilt, QUIC losses.")
     if (downloads["status"] == "ok").any():
-        figure("dct-ecdf", figures.metric_ecdf(downloads, "dct_ms", per_size=True))
-        report.tables["DCT medians (ms)"] = _pivot_medians(ratios.censored_medians(downloads, "dct_ms"))
-        report.notes["DCT medians (ms)"] = ("Median DCT per label and size over the runs that finished or timed "
-                                            "out (censored at timeout_s: ≥ when half or more timed out).")
-        # Each label against its own stack's twins (no FEC; single path), or every label against --baseline.
-        impls, present = recorded_impls(db), sorted(set(downloads["label"]))
-        default = choose_baseline(labels, ("quic",))
-        groups, missing = comparisons(impls, present, default, baseline)
-        if baseline is None:
-            report.headline["comparisons: each label and its baselines"] = baselines_table(impls, present, default)
-            report.notes["comparisons: each label and its baselines"] = BASELINES_NOTE
-        findings: list[str] = []
-        spreads = evidence.twin_spreads(evidence.attempts(db, downloads))   # --twins: how far a run repeats itself
-        for base, compared in sorted(groups.items()):   # each label within its own implementation
-            tag = "" if len(groups) == 1 else f"-vs-{slug(base)}"
-            mine = downloads[downloads["label"].isin([base, *compared])]
-            flagged = None if with_flagged is None else with_flagged[with_flagged["key"].isin(mine["key"])]
-            findings += _download_ratios(report, mine, base, outdir, figure, tag, flagged, spreads)
-        report.sentences[:0] = findings   # what the comparisons rest on, first
-        report.sentences += caveats.multipath(db, downloads, impls)   # what a multipath comparison leaves out
-        report.sentences += missing   # every comparison that cannot be made, and why
-        cross_stack.section(report.headline, report.notes, downloads, seed=REPORT_SEED, impls=impls)  # two stacks
+        groups = _downloads(report, db, downloads, labels, baseline, outdir, figure, with_flagged)
     if against is not None:
         versions.section(report, db, Path(against), downloads, groups, figure)
     messages_base = baseline or choose_baseline(labels, ("udp", "quic"))
@@ -200,6 +149,80 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
     step("index.html")
     report.html.write_text(_html(db, frame, report, notes), encoding="utf-8")
     return report
+
+
+def _what_ran(report: Report, db: Path, frame: pd.DataFrame, figure) -> None:
+    """The campaigns, the runs per status, and whether the emulation held (fidelity, accuracy, losses)."""
+    from fecbench.analysis import figures
+
+    camps = results.campaigns(db)
+    report.tables["campaigns"] = camps[["id", "name", "created_at", "design_hash", "git_sha", "seed",
+                                        "repetitions", "topology", "link_backend"]].assign(
+        design_hash=camps["design_hash"].str[:12])
+    report.tables["runs per status"] = results.status_counts(frame)
+    figure("status", figures.status_bars(frame))
+    fid = tables.fidelity(db)
+    if not fid.empty:
+        figure("fidelity", figures.fidelity_scatter(fid))
+        report.tables["fidelity"] = pd.DataFrame({
+            "checks": [len(fid)], "out of tolerance": [int((fid["ok"] == False).sum())],  # noqa: E712
+            "median RTT measured/configured": [fid["rtt_ratio"].median()],
+            "median rate measured/configured": [fid["rate_ratio"].median()]})
+    report_accuracy.accuracy_section(report.tables, report.notes, db, frame, figure)
+    link_stats = tables.link_stats(db)
+    if link_stats["expected_loss"].notna().any():
+        figure("loss-fidelity", figures.loss_fidelity(link_stats))
+
+
+def _paths(report: Report, db: Path, figure) -> None:
+    """Multipath runs: each path's share of the packets, and what each endpoint counted on each path."""
+    from fecbench.analysis import figures
+
+    traffic = tables.path_traffic(db)
+    single_path = tables.single_path_label(traffic[traffic["workload"] == "download"])
+    if single_path is not None:
+        figure("path-share-down", figures.path_share(traffic),
+               "Mean share of each run's server → client packets on each path, per label and file size.")
+    per_path = path_metrics.path_metrics(db)
+    if not per_path.empty:
+        report.tables["per-path endpoint metrics (medians)"] = (
+            per_path[per_path["status"] == "ok"].groupby(["label", "side", "path"])
+            [["share_sent", "packets_sent", "repair_sent", "recovered", "lost", "congestion_events", "rtt_ms"]]
+            .median().reset_index())
+        report.notes["per-path endpoint metrics (medians)"] = (
+            "What each endpoint counted on each path (multipath runs, fecbench export --table paths): share of "
+            "its datagrams sent there, repairs sent, datagrams the peer lost there and FEC rebuilt, QUIC losses.")
+
+
+def _downloads(report: Report, db: Path, downloads: pd.DataFrame, labels: list[str], baseline: str | None,
+               outdir: Path, figure, with_flagged: pd.DataFrame | None) -> dict[str, list[str]]:
+    """The runs with a DCT: their ECDF and medians, each label against its baselines (the headline, first
+    sentences), the cross-stack table; returns the comparisons made (baseline -> labels compared with it)."""
+    from fecbench.analysis import figures
+
+    figure("dct-ecdf", figures.metric_ecdf(downloads, "dct_ms", per_size=True))
+    report.tables["DCT medians (ms)"] = pivot_medians(ratios.censored_medians(downloads, "dct_ms"))
+    report.notes["DCT medians (ms)"] = ("Median DCT per label and size over the runs that finished or timed "
+                                        "out (censored at timeout_s: ≥ when half or more timed out).")
+    # Each label against its own stack's twins (no FEC; single path), or every label against --baseline.
+    impls, present = recorded_impls(db), sorted(set(downloads["label"]))
+    default = choose_baseline(labels, ("quic",))
+    groups, missing = comparisons(impls, present, default, baseline)
+    if baseline is None:
+        report.headline["comparisons: each label and its baselines"] = baselines_table(impls, present, default)
+        report.notes["comparisons: each label and its baselines"] = BASELINES_NOTE
+    findings: list[str] = []
+    spreads = evidence.twin_spreads(evidence.attempts(db, downloads))   # --twins: how far a run repeats itself
+    for base, compared in sorted(groups.items()):   # each label within its own implementation
+        tag = "" if len(groups) == 1 else f"-vs-{slug(base)}"
+        mine = downloads[downloads["label"].isin([base, *compared])]
+        flagged = None if with_flagged is None else with_flagged[with_flagged["key"].isin(mine["key"])]
+        findings += _download_ratios(report, mine, base, outdir, figure, tag, flagged, spreads)
+    report.sentences[:0] = findings   # what the comparisons rest on, first
+    report.sentences += caveats.multipath(db, downloads, impls)   # what a multipath comparison leaves out
+    report.sentences += missing   # every comparison that cannot be made, and why
+    cross_stack.section(report.headline, report.notes, downloads, seed=REPORT_SEED, impls=impls)  # two stacks
+    return groups
 
 
 def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir: Path, figure, tag: str = "",
@@ -230,7 +253,7 @@ def _download_ratios(report: Report, downloads: pd.DataFrame, base: str, outdir:
         "excluded": runs["excluded"],
         "median per-run ratio": [stats.describe(b) for b in zip(runs["median_ratio_low"], runs["median_ratio_high"],
                                                                  strict=True)],
-        "pairs with ratio < 1": [_share(lo, hi) for lo, hi in zip(runs["below_1_low"], runs["below_1_high"],
+        "pairs with ratio < 1": [share_text(lo, hi) for lo, hi in zip(runs["below_1_low"], runs["below_1_high"],
                                                                   strict=True)]})
     report.notes[f"DCT ratio label / {base}"] = (
         "Per-run ratios (each pair of runs on the same point, loss seed and size), for comparison with the "
@@ -334,65 +357,6 @@ def _link_schedule(report: Report, db: Path) -> None:
     report.notes[name] = (f"Changes of the link schedule as applied during the runs; error: applied - scheduled "
                           f"time (after the client's start). {failed} change(s) could not be applied "
                           "(results.link_events: kind error).")
-
-
-def _share(low: float, high: float) -> str:
-    """A share's bounds as a percentage (``83.3 %``, ``8.33–50 %``)."""
-    text = stats.describe((100 * low, 100 * high), 3)
-    return text if text == "–" else f"{text} %"
-
-
-def headline_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """``ratios.summary`` as the report shows it: bounds as text (``≥ 2.1``, ``0.8–0.95``)."""
-    from fecbench.analysis.figures import format_size
-
-    rows = []
-    for row in summary.itertuples(index=False):
-        seeds = f"{row.seeds_min}" if row.seeds_min == row.seeds_max else f"{row.seeds_min}–{row.seeds_max}"
-        rows.append({
-            "label": row.label, "size": format_size(row.size),
-            "points": f"{row.points}" + (f" (+{row.points_without_seeds} without a usable pair)"
-                                         if row.points_without_seeds else ""),
-            "seeds per point": seeds,
-            "median ratio over points": stats.describe((row.median_ratio_low, row.median_ratio_high)),
-            "points with ratio < 1": _share(row.below_1_low, row.below_1_high),
-            "points exact": row.exact, "label median timed out (≥)": row.at_least,
-            "baseline median timed out (≤)": row.at_most, "both (undefined)": row.undefined,
-            "pairs with a timeout": row.timed_out_pairs, "pairs excluded": row.excluded_pairs})
-    return pd.DataFrame(rows)
-
-
-def point_table(points: pd.DataFrame) -> pd.DataFrame:
-    """``ratios.point_ratios`` as the report shows it, one row per point, size and label."""
-    from fecbench.analysis.figures import format_size
-
-    level = points.attrs.get("level", 0.95)
-    return pd.DataFrame({
-        "label": points["label"], "point": points["point"], "size": points["size"].map(format_size),
-        "seeds": points["seeds"],
-        "ratio of medians": [stats.describe((lo, hi)) for lo, hi in zip(points["ratio_low"], points["ratio_high"],
-                                                                      strict=True)],
-        f"{level:.0%} interval over its seeds": [
-            f"none: too few seeds (an interval needs {points.attrs.get('min_seeds', '?')})"
-            if math.isnan(lo) or math.isnan(hi) else f"[{lo:.3g}, {hi:.3g}]"
-            for lo, hi in zip(points["ci_low"], points["ci_high"], strict=True)],
-        "median per-run ratio": [stats.describe((lo, hi)) for lo, hi in zip(points["run_ratio_low"],
-                                                                          points["run_ratio_high"], strict=True)],
-        "finished": points["finished"], "timed out (label/baseline/both)": [
-            f"{a}/{b}/{c}" for a, b, c in zip(points["label_timeouts"], points["baseline_timeouts"],
-                                              points["both_timeouts"], strict=True)],
-        "excluded": [f"{n} ({why})" if n else "0" for n, why in zip(points["excluded"], points["excluded_why"],
-                                                                      strict=True)]})
-
-
-def _pivot_medians(table: pd.DataFrame) -> pd.DataFrame:
-    from fecbench.analysis.figures import format_size
-
-    table = table.assign(text=[stats.describe(b, 4) for b in zip(table["median_low"], table["median_high"],
-                                                                   strict=True)])
-    pivot = table.pivot(index="label", columns="size", values="text")
-    pivot.columns = [format_size(c) for c in pivot.columns]
-    return pivot
 
 
 def _html(db: Path, frame: pd.DataFrame, report: Report, notes: dict[str, str]) -> str:

@@ -188,8 +188,10 @@ class Descriptor:
         hashes = {}
         for key, path in self.binaries().items():
             hashes[key] = {"path": str(path) if path else None, "sha256": sha256_file(path) if path else None}
+        # qlog_capable: what reading a run of it later needs to know, recorded so that no reader loads today's
+        # descriptor to interpret an old database (issue 61).
         return {"descriptor_path": str(self.path), "descriptor": self.text, "version": self.version(),
-                "binaries": hashes}
+                "binaries": hashes, "qlog_capable": self.capture.qlog_capable}
 
 
 def sha256_file(path: Path) -> str:
@@ -233,20 +235,43 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
     text = path.read_text() if path.exists() else ""
     top = Section(load_toml(path), path)
     name = name or path.parent.name
+    impl = _impl_table(top.section("impl", required=True), path)
+    allowed = PLACEHOLDERS if impl["client_binary"] else PLACEHOLDERS - {"client_binary"}
+    caps = _capabilities(top.section("capabilities", required=True), path)
+    args = _args(top.section("args"), path, allowed, caps["multipath"])
+    if unknown := [arg for arg in caps["fec_args"] if arg not in args]:
+        raise SpecError(path, "capabilities.fec_args", f"{unknown[0]!r} is not a declared argument", sorted(args))
+    server = _server(top.section("server", required=True), path, allowed)
+    client = _client(top.section("client", required=True), path, allowed, caps["workloads"])
+    metrics = _metrics(top.section("metrics"), path, allowed)
+    check = top.section("check")
+    check_argv = check.get("argv", list, [])
+    for i, argv in enumerate(check_argv):
+        check_template(argv, path, f"{check.key('argv')}[{i}]", allowed)
+    check.done()
+    capture = parse_capture_args(top.section("capture"))
+    top.done()
+    return Descriptor(name=name, path=path, text=text, **impl, **caps, args=args, **server, **client, **metrics,
+                      check_argv=check_argv, capture=capture)
 
-    impl = top.section("impl", required=True)
+
+def _impl_table(impl: Section, path: Path) -> dict[str, Any]:
+    """[impl]: what the implementation is, how it is built and versioned."""
     description = impl.get("description", str, "")
     binary = impl.get("binary", str)
     client_binary = impl.get("client_binary", str, None)
-    allowed = PLACEHOLDERS if client_binary else PLACEHOLDERS - {"client_binary"}
     version_argv = check_template(impl.get("version", list, ["{binary}", "--version"]), path,
                                   impl.key("version"), frozenset({"binary", "client_binary", "dir"}))
     build = impl.get("build", list, [])
     for i, argv in enumerate(build):
         check_template(argv, path, f"{impl.key('build')}[{i}]", frozenset({"dir"}))
     impl.done()
+    return {"description": description, "binary": binary, "client_binary": client_binary,
+            "version_argv": version_argv, "build": build}
 
-    caps = top.section("capabilities", required=True)
+
+def _capabilities(caps: Section, path: Path) -> dict[str, Any]:
+    """[capabilities]: workloads, codes, multipath, the FEC arguments."""
     workloads = caps.get("workloads", list)
     for w in workloads:
         if w not in WORKLOADS:
@@ -255,41 +280,52 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
     multipath = caps.get("multipath", bool, False)
     fec_args = caps.get("fec_args", list, [])  # the arguments that choose and tune FEC (the first: the code)
     caps.done()
+    return {"workloads": workloads, "codes": codes, "multipath": multipath, "fec_args": fec_args}
 
+
+def _args(args_section: Section, path: Path, allowed: frozenset[str], multipath: bool) -> dict[str, ArgSpec]:
+    """[args.NAME]: the arguments a design may give, each checked."""
     args: dict[str, ArgSpec] = {}
-    args_section = top.section("args")
     for arg_name in list(args_section.data):
-        a = args_section.section(arg_name)
-        argv, choices = _arg_argv(a, path, allowed)
-        spec = ArgSpec(
-            name=arg_name,
-            argv=argv,
-            to=a.get("to", str, "both", choices=ARG_TARGETS),
-            choices=choices,
-            pattern=a.get("pattern", str, None),
-            default=a.get("default", (str, int, float), None),
-            paths=a.get("paths", bool, False),
-        )
-        if spec.paths and spec.pattern is None and spec.choices is None:
-            raise SpecError(path, a.key("paths"), "a path count needs a pattern or choices of positive integers")
-        fragments = spec.argv.values() if isinstance(spec.argv, dict) else [spec.argv]
-        if not multipath and any(set(fields(part)) & PATH_LISTS for f in fragments for part in f):
-            raise SpecError(path, a.key("argv"), "lists the paths ({client_addresses}/{server_addresses}) "
-                            "but capabilities.multipath is false")
-        if spec.default is not None and spec.choices is not None and spec.default not in spec.choices:
-            raise SpecError(path, a.key("default"), f"unknown value {spec.default!r}", spec.choices)
-        if spec.pattern is not None:
-            try:
-                re.compile(spec.pattern)
-            except re.error as exc:
-                raise SpecError(path, a.key("pattern"), f"invalid regex: {exc}") from None
-        a.done()
-        args[arg_name] = spec
+        args[arg_name] = _arg(args_section.section(arg_name), arg_name, path, allowed, multipath)
     args_section.done()
-    if unknown := [name for name in fec_args if name not in args]:
-        raise SpecError(path, "capabilities.fec_args", f"{unknown[0]!r} is not a declared argument", sorted(args))
+    return args
 
-    server = top.section("server", required=True)
+
+def _arg(a: Section, arg_name: str, path: Path, allowed: frozenset[str], multipath: bool) -> ArgSpec:
+    argv, choices = _arg_argv(a, path, allowed)
+    spec = ArgSpec(
+        name=arg_name,
+        argv=argv,
+        to=a.get("to", str, "both", choices=ARG_TARGETS),
+        choices=choices,
+        pattern=a.get("pattern", str, None),
+        default=a.get("default", (str, int, float), None),
+        paths=a.get("paths", bool, False),
+    )
+    if spec.paths and spec.pattern is None and spec.choices is None:
+        raise SpecError(path, a.key("paths"), "a path count needs a pattern or choices of positive integers")
+    fragments = spec.argv.values() if isinstance(spec.argv, dict) else [spec.argv]
+    if not multipath and any(set(fields(part)) & PATH_LISTS for f in fragments for part in f):
+        raise SpecError(path, a.key("argv"), "lists the paths ({client_addresses}/{server_addresses}) "
+                        "but capabilities.multipath is false")
+    if spec.default is not None and spec.choices is not None and spec.default not in spec.choices:
+        raise SpecError(path, a.key("default"), f"unknown value {spec.default!r}", spec.choices)
+    if spec.pattern is not None:
+        _check_regex(spec.pattern, path, a.key("pattern"))
+    a.done()
+    return spec
+
+
+def _check_regex(pattern: str, path: Path, key: str) -> None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise SpecError(path, key, f"invalid regex: {exc}") from None
+
+
+def _server(server: Section, path: Path, allowed: frozenset[str]) -> dict[str, Any]:
+    """[server]: its argv, environment, setup commands and readiness."""
     server_argv = check_template(server.get("argv"), path, server.key("argv"), allowed)
     server_env = _env(server, path)
     server_setup = server.get("setup", list, [])
@@ -299,13 +335,14 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
     ready_pattern = server.get("ready", str, None)
     ready_delay_s = server.get("ready_delay_s", float, 0.0, min=0, max=60)
     if ready_pattern is not None:
-        try:
-            re.compile(ready_pattern)
-        except re.error as exc:
-            raise SpecError(path, server.key("ready"), f"invalid regex: {exc}") from None
+        _check_regex(ready_pattern, path, server.key("ready"))
     server.done()
+    return {"server_argv": server_argv, "server_env": server_env, "server_setup": server_setup,
+            "server_files": server_files, "ready_pattern": ready_pattern, "ready_delay_s": ready_delay_s}
 
-    client = top.section("client", required=True)
+
+def _client(client: Section, path: Path, allowed: frozenset[str], workloads: list[str]) -> dict[str, Any]:
+    """[client]: its environment and one [client.WORKLOAD] argv per declared workload."""
     client_argv: dict[str, list[str]] = {}
     client_env = _env(client, path)
     for workload in workloads:
@@ -317,8 +354,11 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
         client_argv[workload] = check_template(table.get("argv"), path, table.key("argv"), allowed)
         table.done()
     client.done()
+    return {"client_argv": client_argv, "client_env": client_env}
 
-    metrics = top.section("metrics")
+
+def _metrics(metrics: Section, path: Path, allowed: frozenset[str]) -> dict[str, Any]:
+    """[metrics]: where a run's metrics come from, and what the stack cannot report."""
     sources = metrics.get("source", (str, list), "json")
     sources = [sources] if isinstance(sources, str) else sources
     for value in sources:
@@ -327,6 +367,32 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
     if not sources or len(set(sources)) != len(sources):
         raise SpecError(path, metrics.key("source"), "needs one source, or a list of distinct sources",
                         METRIC_SOURCES)
+    patterns, scale = _metric_patterns(metrics, path, sources)
+    stream = metrics.get("stream", str, "both", choices=("stdout", "stderr", "both"))
+    required = metrics.get("required", list, [])
+    unavailable = metrics.get("unavailable", list, [])
+    for i, metric in enumerate(unavailable):
+        if metric not in METRIC_COLUMNS:
+            raise SpecError(path, f"{metrics.key('unavailable')}[{i}]", f"not a typed metric: {metric!r}",
+                            sorted(METRIC_COLUMNS))
+    download_file = metrics.get("download_file", str, "{download_path}")
+    check_template([download_file], path, metrics.key("download_file"), allowed)
+    files = metrics.get("files", list, [])
+    for i, template in enumerate(files):
+        if not isinstance(template, str):
+            raise SpecError(path, f"{metrics.key('files')}[{i}]",
+                            "must be a file template, e.g. '{run_dir}/server.out'")
+        check_template([template], path, f"{metrics.key('files')}[{i}]", allowed)
+    if files and "regex" not in sources:
+        raise SpecError(path, metrics.key("files"), "only the regex source reads files: add 'regex' to source")
+    metrics.done()
+    return {"metrics_sources": sources, "metric_patterns": patterns, "metric_scale": scale, "metric_stream": stream,
+            "required_metrics": required, "unavailable_metrics": list(unavailable), "download_file": download_file,
+            "metric_files": files}
+
+
+def _metric_patterns(metrics: Section, path: Path, sources: list[str]) -> tuple[list[str], dict[str, float]]:
+    """[metrics] patterns (regexes with named groups) and the scale of their metrics."""
     patterns = metrics.get("patterns", list, [])
     for i, pattern in enumerate(patterns):
         try:
@@ -345,43 +411,7 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
                             sorted(groups) or "none")
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0:
             raise SpecError(path, f"{metrics.key('scale')}.{metric}", f"must be a number > 0, got {factor!r}")
-    stream = metrics.get("stream", str, "both", choices=("stdout", "stderr", "both"))
-    required = metrics.get("required", list, [])
-    unavailable = metrics.get("unavailable", list, [])
-    for i, name in enumerate(unavailable):
-        if name not in METRIC_COLUMNS:
-            raise SpecError(path, f"{metrics.key('unavailable')}[{i}]", f"not a typed metric: {name!r}",
-                            sorted(METRIC_COLUMNS))
-    download_file = metrics.get("download_file", str, "{download_path}")
-    check_template([download_file], path, metrics.key("download_file"), allowed)
-    files = metrics.get("files", list, [])
-    for i, template in enumerate(files):
-        if not isinstance(template, str):
-            raise SpecError(path, f"{metrics.key('files')}[{i}]",
-                            "must be a file template, e.g. '{run_dir}/server.out'")
-        check_template([template], path, f"{metrics.key('files')}[{i}]", allowed)
-    if files and "regex" not in sources:
-        raise SpecError(path, metrics.key("files"), "only the regex source reads files: add 'regex' to source")
-    metrics.done()
-    check = top.section("check")
-    check_argv = check.get("argv", list, [])
-    for i, argv in enumerate(check_argv):
-        check_template(argv, path, f"{check.key('argv')}[{i}]", allowed)
-    check.done()
-    capture = parse_capture_args(top.section("capture"))
-    top.done()
-
-    return Descriptor(
-        name=name, path=path, text=text, description=description, binary=binary,
-        client_binary=client_binary, version_argv=version_argv, build=build, workloads=workloads,
-        codes=codes, fec_args=fec_args, multipath=multipath, args=args, server_argv=server_argv,
-        server_env=server_env,
-        server_setup=server_setup, server_files=server_files, ready_pattern=ready_pattern, ready_delay_s=ready_delay_s,
-        client_argv=client_argv, client_env=client_env, metrics_sources=sources, metric_patterns=patterns,
-        metric_scale={k: float(v) for k, v in scale.items()},
-        metric_stream=stream, required_metrics=required, unavailable_metrics=list(unavailable),
-        download_file=download_file, metric_files=files,
-        check_argv=check_argv, capture=capture)
+    return patterns, {k: float(v) for k, v in scale.items()}
 
 
 def search_dirs(extra: list[Path] | None = None) -> list[Path]:

@@ -22,7 +22,7 @@ running again (`preempt`). A run's summary:
   the design's ``endpoint_bound_ms`` if it sets one, else ``FECBENCH_ENDPOINT_BOUND_MS``, else
   `ENDPOINT_BOUND_MS`. A run above it is flagged as a failed fidelity check is (`judge`): status
   ``fidelity``, metrics kept, excluded from ratios, counted in ``fecbench status``, re-run at the end of
-  its campaign and by ``--retry fidelity``.
+  its campaign and by ``--retry fidelity`` (the `endpoints` check of `fecbench.timekeeping.checks`).
 
 Why not the p99 wake-up latency (the flag until issue 48): a 30 ms run has a few hundred wake-ups, so its
 "p99" is one of its largest few, and one late wake-up anywhere flagged it whatever it changed, while a run
@@ -35,7 +35,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from fecbench.timekeeping import lateness
+from fecbench.timekeeping import checks, lateness
 
 #: The default bound on an endpoint's wait for a CPU (ms): the part of each wait beyond it counts as excess;
 #: designs/README.md says how it was chosen.
@@ -147,39 +147,13 @@ def merged_quantiles(histograms: Sequence[Sequence[Sequence[int]]], qs: Sequence
 
 def judge(status: str, endpoints: dict[str, Any] | None, link_stats: list[dict[str, Any]],
           link_events: Sequence[dict[str, Any]] = ()) -> str | None:
-    """Why a finished run's measurements are not to be trusted, or None: the endpoints' waits beyond their
-    bound adding up to more than their share of the run, a delay element that delayed frames beyond its bound
-    (`lateness.summary`), a link whose rate limiter or queue the kernel did not hold as asked, a link schedule
-    change in force later than its bound. Judged for runs that ended ok or by a timeout (a timeout may be the
-    load's doing); the caller gives such a run the status ``fidelity``."""
-    if status not in ("ok", "timeout"):
-        return None
-    reasons = []
-    if endpoints and endpoints.get("ok") is False:
-        reasons.append(endpoints_reason(endpoints))
-    for stat in link_stats:
-        late = (stat.get("delay") or {}).get("lateness") or {}
-        if late.get("ok") is False:
-            reasons.append(f"emulation: {lateness.reason(late)} on {stat.get('link')} {stat.get('direction')}")
-        wrong = (stat.get("delay") or {}).get("mismatch")
-        if wrong:
-            reasons.append(f"emulation: {stat.get('link')} {stat.get('direction')} not as asked: {'; '.join(wrong)}")
-    schedule = lateness.schedule_summary(link_events)
-    if schedule and not schedule["ok"]:
-        reasons.append(f"emulation: link schedule change {schedule['worst']} in force {schedule['max_ms']:.3g} ms "
-                       f"late > bound {schedule['bound_ms']:g} ms")
-    return "; ".join(reasons) or None
-
-
-def endpoints_reason(endpoints: dict[str, Any]) -> str:
-    """The flag's words for a run whose endpoints waited too long, with its numbers."""
-    if endpoints.get("excess_ms") is None:   # recorded before issue 48: judged by the p99
-        return (f"endpoints: p99 wake-up latency {endpoints['wakeup_p99_ms']:.3g} ms > bound "
-                f"{endpoints['bound_ms']:g} ms (the client and server waited for a CPU)")
-    return (f"endpoints: waits beyond {endpoints['bound_ms']:g} ms added up to {endpoints['excess_ms']:.3g} ms, "
-            f"{100 * endpoints['excess_share']:.2g} % of the run's {endpoints['wall_ms']:.0f} ms > "
-            f"{100 * endpoints['excess_limit']:g} % (the client and server waited for a CPU long enough to change "
-            "its times)")
+    """Why a finished run's measurements are not to be trusted, or None: the checks after a run of
+    `fecbench.timekeeping.checks` (the endpoints' waits beyond their bound adding up to more than their share of
+    the run, a delay element that delayed frames beyond its bound, a link whose rate limiter or queue the kernel
+    did not hold as asked, a link schedule change in force later than its bound), their reasons joined. Judged
+    for runs that ended ok or by a timeout; the caller gives such a run the status ``fidelity``."""
+    return checks.untrusted(checks.Measured(status=status, endpoints=endpoints, link_stats=link_stats,
+                                            link_events=link_events))
 
 
 def from_json(text: Any) -> dict[str, Any] | None:

@@ -82,6 +82,12 @@ def summary(direction: dict[str, Any] | None, edges_us: Sequence[float] | None,
             "ok": None if p99 is None else quantile_ok and worst_ok}
 
 
+def flagged(late: dict[str, Any] | None) -> bool:
+    """A direction's lateness flags its run (`summary`'s ``ok`` is False): the `delay-lateness` check of
+    `fecbench.timekeeping.checks`, and what `judge` counts."""
+    return bool(late) and late.get("ok") is False
+
+
 def reason(late: dict[str, Any]) -> str:
     """Why a direction's lateness flags its run, with the numbers (`summary`'s ``ok`` is False)."""
     frames, p99_ms = late.get("frames") or 0, (late.get("p99_us") or 0) / 1000
@@ -169,7 +175,7 @@ def judge(directions: Iterable[tuple[Hashable, dict[str, Any] | None]]) -> dict[
         else:
             few_runs.add(key)
             few_max = max(few_max or p99, p99)
-        if late.get("ok") is not False:
+        if not flagged(late):
             continue
         wall, excess = late.get("wall_ms"), late.get("worst_excess_ms")
         if wall and excess is not None and excess > float(late.get("worst_limit") or 0) * wall:

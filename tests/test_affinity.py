@@ -16,11 +16,11 @@ from fecbench.host import affinity
 def test_cpu_lists_and_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     assert affinity.parse_list("0-3,6") == {0, 1, 2, 3, 6} and affinity.parse_list("1") == {1}
     monkeypatch.delenv(affinity.ENV, raising=False)
-    assert affinity.plan({0, 1}) == {"harness": [0], "delay": [0, 1], "reserved": 1}
-    assert affinity.plan({0, 2, 5}) == {"harness": [0, 2], "delay": [0, 2, 5], "reserved": 5}
-    assert affinity.plan({3}) is None  # one CPU: nothing to leave to the delay elements
+    assert affinity.cpu_sets({0, 1}) == {"harness": [0], "delay": [0, 1], "reserved": 1}
+    assert affinity.cpu_sets({0, 2, 5}) == {"harness": [0, 2], "delay": [0, 2, 5], "reserved": 5}
+    assert affinity.cpu_sets({3}) is None  # one CPU: nothing to leave to the delay elements
     monkeypatch.setenv(affinity.ENV, "off")
-    assert affinity.plan({0, 1}) is None
+    assert affinity.cpu_sets({0, 1}) is None
     assert affinity.preemption_model()  # a name, or "unknown": never raises
 
 

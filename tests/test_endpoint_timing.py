@@ -28,7 +28,7 @@ MS = 1_000_000
 
 
 def test_python_buckets_match_the_loader() -> None:
-    layout = schedlat.Layout.read()
+    layout = schedlat.SharedLayout.read()
     assert layout.buckets == schedlat.BUCKETS and layout.upper_ns == schedlat.upper_edges()
     assert subprocess.run([str(schedlat.binary()), "selftest"], capture_output=True, check=False).returncode == 0
     for ns in (0, 1000, 1151, 1152, 999_999, 10**6, 2**35, 2**40):
@@ -245,7 +245,7 @@ def test_a_run_with_cpu_hogs_beside_its_endpoints_is_flagged(tmp_path: Path) -> 
     for case in ("idle", "hogged"):
         hog = None
         if case == "hogged":   # the CPU the campaign's processes (and so the client) get first
-            cpu = min(affinity.plan()["harness"] if affinity.plan() else os.sched_getaffinity(0))
+            cpu = min(affinity.cpu_sets()["harness"] if affinity.cpu_sets() else os.sched_getaffinity(0))
             hog = subprocess.Popen([sys.executable, "-c", RT_HOG % cpu])
         try:
             db = tmp_path / f"{case}.sqlite"

@@ -63,7 +63,7 @@ def parse_list(text: str) -> set[int]:
     return cpus
 
 
-def plan(cpus: set[int] | None = None) -> dict[str, Any] | None:
+def cpu_sets(cpus: set[int] | None = None) -> dict[str, Any] | None:
     """Where a campaign's processes go: `harness` (every CPU but the last) and `delay` (every CPU);
     None when it cannot help (one CPU) or is turned off."""
     cpus = all_cpus() if cpus is None else cpus
@@ -75,7 +75,7 @@ def plan(cpus: set[int] | None = None) -> dict[str, Any] | None:
 def confine_harness() -> str | None:
     """Keep this process (the calling thread, and every thread and process it starts from now on) off
     the CPU left to the delay elements; None, or why it could not."""
-    chosen = plan()
+    chosen = cpu_sets()
     if chosen is None:
         return None
     try:

@@ -42,7 +42,9 @@ def enabled() -> bool:
 
 
 @dataclass(frozen=True)
-class Layout:
+class Hierarchy:
+    """Which cgroup hierarchies this machine mounts: the one that identifies a run's processes and the one
+    that isolates them."""
     kind: str               # unified | hybrid | legacy
     v2: Path | None         # the cgroup2 hierarchy (None: legacy, not mounted yet)
     cpu: Path | None        # the hierarchy whose cpu controller isolates the groups (None: no isolation)
@@ -64,15 +66,15 @@ def _mounts(text: str) -> list[tuple[str, str, set[str]]]:
     return out
 
 
-def detect(mounts_text: str | None = None) -> Layout:
+def detect(mounts_text: str | None = None) -> Hierarchy:
     """The cgroup layout of this machine (from /proc/self/mounts, or the given text)."""
     mounts = _mounts(MOUNTS.read_text() if mounts_text is None else mounts_text)
     v2 = next((Path(point) for point, kind, _ in mounts if kind == "cgroup2"), None)
     v1_cpu = next((Path(point) for point, kind, opts in mounts if kind == "cgroup" and "cpu" in opts), None)
     if v2 is not None and not any(kind == "cgroup" for _, kind, _ in mounts):
         cpu = v2 if "cpu" in _words(v2 / "cgroup.subtree_control") else None
-        return Layout("unified", v2, cpu, 2 if cpu else None)
-    return Layout("hybrid" if v2 is not None else "legacy", v2, v1_cpu, 1 if v1_cpu else None)
+        return Hierarchy("unified", v2, cpu, 2 if cpu else None)
+    return Hierarchy("hybrid" if v2 is not None else "legacy", v2, v1_cpu, 1 if v1_cpu else None)
 
 
 def _words(path: Path) -> set[str]:
@@ -82,7 +84,7 @@ def _words(path: Path) -> set[str]:
         return set()
 
 
-def v2_root(layout: Layout) -> Path:
+def v2_root(layout: Hierarchy) -> Path:
     """The mounted cgroup2 hierarchy; on a legacy machine, fecbench's own mount (made once, kept)."""
     if layout.v2 is not None:
         return layout.v2
@@ -100,11 +102,11 @@ class EndpointGroup:
     """One network's endpoint group: a v2 cgroup (identity) and, on hybrid and legacy machines, a v1
     ``cpu`` cgroup of the same name (isolation)."""
 
-    def __init__(self, name: str, dirs: list[Path], layout: Layout) -> None:
+    def __init__(self, name: str, dirs: list[Path], layout: Hierarchy) -> None:
         self.name, self.dirs, self.layout = name, dirs, layout
 
     @classmethod
-    def create(cls, name: str, layout: Layout | None = None, parent: EndpointGroup | None = None) -> EndpointGroup:
+    def create(cls, name: str, layout: Hierarchy | None = None, parent: EndpointGroup | None = None) -> EndpointGroup:
         """Make the group's cgroups (OSError when this machine cannot); with `parent`, inside the parent's (a
         competing flow's processes: measured apart, sharing the network's CPU share)."""
         if parent is not None:
@@ -116,7 +118,7 @@ class EndpointGroup:
         return cls._make(name, dirs, layout)
 
     @classmethod
-    def _make(cls, name: str, dirs: list[Path], layout: Layout) -> EndpointGroup:
+    def _make(cls, name: str, dirs: list[Path], layout: Hierarchy) -> EndpointGroup:
         made: list[Path] = []
         try:
             for path in dirs:

@@ -76,7 +76,7 @@ def _loader(*args: str) -> str:
 
 
 @dataclass(frozen=True)
-class Layout:
+class SharedLayout:
     """The shared layout (schedlat.h) as the loader that built the BPF object prints it."""
     slots: int
     buckets: int
@@ -86,7 +86,7 @@ class Layout:
     upper_ns: tuple[int, ...]    # each bucket's upper edge (exclusive)
 
     @classmethod
-    def read(cls) -> Layout:
+    def read(cls) -> SharedLayout:
         data = json.loads(_loader("layout"))
         return cls(slots=data["slots"], buckets=data["buckets"], slot_size=data["slot_size"],
                    hist_size=data["hist_size"], buckets_offset=data["buckets_offset"],
@@ -100,7 +100,7 @@ class Tracer:
     _shared: Tracer | None = None
     _users = 0
 
-    def __init__(self, pin: Path, layout: Layout) -> None:
+    def __init__(self, pin: Path, layout: SharedLayout) -> None:
         self.pin, self.layout = pin, layout
         self.view = bpfsys.mmap_pinned(pin / "results", layout.slot_size, layout.slots)
         self.free = list(range(layout.slots))
@@ -120,7 +120,7 @@ class Tracer:
 
         if os.geteuid() != 0:
             raise Unavailable("the scheduler tracer needs root")
-        layout = Layout.read()
+        layout = SharedLayout.read()
         ensure_bpffs()
         pin = PIN_ROOT / f"{cleanup.prefix()}-schedlat"
         if pin.exists():  # left by this PID's earlier life (a recycled PID: that owner is dead)

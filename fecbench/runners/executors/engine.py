@@ -36,6 +36,7 @@ from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.outcome import Outcome
 from fecbench.runners.run.recorder import Recorder, check_free_space, impls_fingerprint, now_iso, read_statuses
+from fecbench.timekeeping.checks import FLAGGED
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -286,11 +287,12 @@ class Engine:
         return summary
 
     def _retry_fidelity(self, todo: list[Run], summary: Summary) -> None:
-        """Runs this campaign flagged `fidelity` (the network or the endpoints did not keep to the design) run
-        again at its end, one at a time once the machine is quieter (`quiet`), in up to `fidelity_reruns` rounds:
-        each attempt's outcome is kept (earlier_outcomes) as it starts again, the last one is the run's."""
+        """Runs this campaign flagged (`FLAGGED`: a check of timekeeping.checks found that the network or the
+        endpoints did not keep to the design) run again at its end, one at a time once the machine is quieter
+        (`quiet`), in up to `fidelity_reruns` rounds: each attempt's outcome is kept (earlier_outcomes) as it
+        starts again, the last one is the run's."""
         for round_no in range(1, self.fidelity_reruns + 1):
-            again = [run for run in todo if self.finished_statuses.get(run.key) == Status.FIDELITY]
+            again = [run for run in todo if self.finished_statuses.get(run.key) == FLAGGED]
             if not again or summary.aborted or summary.out_of_time or self._past_stop():
                 break
             quiet = self.quiet_wait()
@@ -302,7 +304,7 @@ class Engine:
                                "flagged)")
             before = summary.retried
             self._cycle(again, summary, one_at_a_time=True)
-            still = sum(self.finished_statuses.get(run.key) == Status.FIDELITY for run in again)
+            still = sum(self.finished_statuses.get(run.key) == FLAGGED for run in again)
             not_reached = len(self.again_why)          # the stop time came first: still flagged, not re-run
             summary.rerun_skipped += not_reached
             summary.rounds.append({"round": round_no, "runs": len(again), "ran": summary.retried - before,
@@ -382,7 +384,7 @@ class Engine:
             if why is not None:
                 self.recorder.keep_earlier(each.run, why)
             if counted:
-                self.summary.counts[Status.FIDELITY] -= 1   # its outcome is the new attempt's
+                self.summary.counts[FLAGGED] -= 1   # its outcome is the new attempt's
                 self.summary.retried += 1
             self.recorder.started(each.run, each.backend, each.host)
             self.started_at[each.run.key] = time.monotonic()

@@ -1,4 +1,5 @@
-"""What executing one run gives back, wherever it ran: status, error, metrics, logs and link records."""
+"""What executing one run gives back, wherever it ran: status, error, metrics, logs and link records; and what
+each of its phases observed on the way (`PhaseOutcome`)."""
 
 from __future__ import annotations
 
@@ -27,3 +28,16 @@ class Outcome:
     phases: dict[str, float] = field(default_factory=dict)
     # What the run kept to explain itself (runners.experiment.capture): kind, path under the artifacts folder, bytes.
     artifacts: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PhaseOutcome:
+    """What one phase's IO step observed (runners.run.phases), as plain data: runners.run.judge says what it means."""
+    phase: str                               # setup, server (started and ready), flows, client, stop, collect
+    exit_code: int | None = None             # its process's exit status (stop: the server's, seen as the client
+    #                                          ended); None: no process, or still running
+    timed_out: bool = False                  # still running at its time limit (then killed)
+    wall_ms: float | None = None             # its process's wall time, start to exit (or to its kill)
+    error: str | None = None                 # why it could not do its job, in its words
+    metrics: dict[str, Any] | None = None    # collect: the metrics read (runners.run.judge.metrics_wanted)
+    notes: tuple[str, ...] = ()              # stop: what the packet captures said (they do not change the status)

@@ -1,37 +1,33 @@
 """Executing one run on a testbed: shape the links for its point, check fidelity, seed the droppers
 with its loss seed, start the implementation's server and client, and collect metrics, link
 statistics and verdict logs into an Outcome. Never raises for an implementation's fault.
+
+The run's phases are IO steps (runners.run.phases) that hand back what they observed; its status and why
+come from one pure function of that (runners.run.judge), never from here.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fecbench.dropper.models import NoLoss
 from fecbench.records.status import Status
 from fecbench.runners.experiment.prepare import Prepared, path_of
-from fecbench.runners.experiment.runs import Run, grace_s
-from fecbench.runners.run import link_records, pcap, xquic_qlog
-from fecbench.runners.run.competing import CompetingFlows, wait_foreground
+from fecbench.runners.experiment.runs import Run
+from fecbench.runners.run import judge, link_records, pcap, phases, xquic_qlog
+from fecbench.runners.run.competing import CompetingFlows
+from fecbench.runners.run.judge import Seen
 from fecbench.runners.run.link_records import LossLinks
-from fecbench.runners.run.outcome import Outcome
-from fecbench.runners.run.procs import wait_ready
-from fecbench.runners.run.run_metrics import MetricsError, collect_metrics, expected_bytes, partial_metrics
+from fecbench.runners.run.outcome import Outcome, PhaseOutcome
 from fecbench.runners.run.testbed import RunProcess, Testbed
 from fecbench.timekeeping import endpoint_timing
 
 if TYPE_CHECKING:
     from fecbench.dropper import LossModel
-    from fecbench.runners.experiment.descriptor import Descriptor
-
-# The contract's exit status of a client that gave up at its time limit ({timeout_s}), as timeout(1).
-EXIT_TIMEOUT = 124
-
 
 
 #: Where a run's wall time goes, in order (Outcome.phases, runs.phases_json, `fecbench status --timing`):
@@ -152,130 +148,103 @@ class Runner:
         return outcome
 
     def _execute(self, run: Run) -> Outcome:
-        from fecbench.runners.experiment.argv_template import render
-
-        descriptor = run.impl.descriptor
+        """The run's phases in order, each IO step handing back what it observed (`seen`); its status and why
+        are `judge.judge`'s, decided from that alone. A phase that stops the run ends it there."""
+        seen = Seen()
         if not run.impl.supports(run.workload):
             # Nothing to start (no [client.<workload>] argv): as if the client had exited 127.
-            return Outcome(status=Status.UNSUPPORTED,
-                           error=f"implementation {run.impl.name!r} does not declare workload {run.workload!r} "
-                                 f"(capabilities.workloads in {descriptor.path})")
+            seen.unsupported = (f"implementation {run.impl.name!r} does not declare workload {run.workload!r} "
+                                f"(capabilities.workloads in {run.impl.descriptor.path})")
+            return self.stopped_outcome(seen, None)
         clock = self.clock
         self.pcap_notes = []
         run_dir = self.log_root / run.key[:16]
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
         clock.lap("setup")
-        fidelity = self.configure(run)
-        bad = [row for row in fidelity if row.get("ok") is not None and not row.get("ok")]
-        if bad:
-            text = "; ".join(_mismatch(row) for row in bad)
-            return Outcome(status=Status.FIDELITY, error=f"network does not match the design: {text}",
-                           fidelity=fidelity)
-
-        values = self.placeholders(run, run_dir)
-        arg_lists = descriptor.arg_lists(run.impl.args, values)
-        self.add_capture_args(run, run_dir, values, arg_lists)
-        if descriptor.server_files and run.size is not None and run.workload == "download":
-            www = run_dir / "www"
-            www.mkdir()
-            (www / str(run.size)).write_bytes(os.urandom(run.size))
-        timeout = self.design.timeout_s
-        server_env = {k: v.format_map(values) for k, v in descriptor.server_env.items()}
-        client_env = {k: v.format_map(values) for k, v in descriptor.client_env.items()}
-        server = client = applier = competing = None
-        link_events: list[dict[str, Any]] = []
-        failed_setup = self.setup(descriptor, values, run_dir)
+        seen.fidelity = self.configure(run)
+        if judge.stopped(seen):
+            return self.stopped_outcome(seen, None)
+        plan = self.plan(run, run_dir)
+        seen.timeout_s, seen.grace_s, seen.expected_bytes = plan.timeout_s, plan.grace_s, plan.expected_bytes
+        seen.setup = phases.run_setup(self.testbed, plan, self.processes)
         clock.lap("setup")
-        if failed_setup:
-            return Outcome(status=Status.FAILED, error=failed_setup, fidelity=fidelity)
+        if judge.stopped(seen):
+            return self.stopped_outcome(seen, None)
         # Packet captures (when the campaign may keep them) run from before the server until after the client.
         self.pcap_notes = pcap.start(self.testbed, self.keeper, run.key, run_dir)
         # The run's own accuracy: the delay elements count lateness, the tracer the endpoints' waits, from here.
         self.testbed.clear_lateness()
         self.testbed.clear_endpoint_timing()
+        started = phases.Started(processes=self.processes)
         try:
-            server = self.testbed.start_process("server", "server", render(descriptor.server_argv, values, arg_lists),
-                                                run_dir, env=server_env, cwd=run_dir)
-            self.processes.append(server)
-            not_ready = wait_ready(server, descriptor.ready_pattern, descriptor.ready_delay_s, timeout)
-            clock.lap("server")
-            if not_ready:
-                server.stop()
-                status = Status.UNSUPPORTED if server.poll() == 127 else Status.FAILED
-                return Outcome(status=status, error=not_ready, server_log=server.log_tail(), fidelity=fidelity)
-            competing, not_started, origin = self.start_flows(run, run_dir, values)
-            if not_started:
-                return Outcome(status=Status.FAILED, error=not_started, server_log=server.log_tail(), fidelity=fidelity)
-            # The design's link schedule (if any) counts its time from the client's start.
-            applier = self.testbed.apply_schedule(self.design.schedule, run.loss_seed, timeout)
-            client = self.testbed.start_process("client", "client",
-                                                render(descriptor.client_argv[run.workload], values, arg_lists),
-                                                run_dir, env=client_env, cwd=run_dir)
-            self.processes.append(client)
-            if competing is not None:
-                competing.started_foreground(max(origin, client.started), client)
-            code = wait_foreground(client, competing, timeout + grace_s(timeout))
-            clock.lap("client")
-            if competing is not None:
-                competing.finish(client.started + timeout + grace_s(timeout))
-            link_events = applier.stop() if applier else []
-            server_code = server.poll()
-            client.stop()
-            server.stop()
+            self.run_processes(run, plan, seen, started)
         finally:
-            if applier is not None:
-                applier.stop()  # undo the schedule's changes whatever happened
-            if competing is not None:
-                competing.stop_all()
-            for process in (client, server):
-                if process is not None:
-                    process.stop()
-                    with contextlib.suppress(ValueError):
-                        self.processes.remove(process)
-            self.pcap_notes += self.testbed.stop_captures()
+            seen.stop = phases.stop(self.testbed, started)
+            self.pcap_notes += seen.stop.notes
             clock.lap("stop")
+        if judge.stopped(seen):
+            return self.stopped_outcome(seen, started.server)
+        # A killed client's wall time ends at its kill: known once stopped.
+        seen.client = replace(seen.client, wall_ms=seen.stop.wall_ms)
+        outcome = self.collect(run, plan, seen, started)
+        clock.lap("collect")
+        return outcome
 
+    def stopped_outcome(self, seen: Seen, server: RunProcess | None) -> Outcome:
+        """The outcome of a run a phase stopped before its client ran."""
+        verdict = judge.judge(seen)
+        return Outcome(status=verdict.status, error=verdict.why, fidelity=seen.fidelity,
+                       server_log=server.log_tail() if server is not None else None)
+
+    def plan(self, run: Run, run_dir: Path) -> phases.RunPlan:
+        """What the run starts (runners.run.phases.RunPlan), its capture folders and served file made."""
+        descriptor = run.impl.descriptor
+        values = self.placeholders(run, run_dir)
+        arg_lists = descriptor.arg_lists(run.impl.args, values)
+        self.add_capture_args(run, run_dir, values, arg_lists)
+        plan = phases.plan_run(descriptor, run, values, arg_lists, run_dir, self.design.timeout_s)
+        phases.write_files(plan)
+        return plan
+
+    def run_processes(self, run: Run, plan: phases.RunPlan, seen: Seen, started: phases.Started) -> None:
+        """Server, competing flows, link schedule and client, each phase's observation in `seen`; returns early
+        when one stops the run. The caller stops what was started, whatever happened."""
+        seen.server = phases.start_server(self.testbed, plan, started)
+        self.clock.lap("server")
+        if seen.server.error:
+            return
+        started.competing, not_started, started.flows_origin = self.start_flows(run, plan.run_dir, plan.values)
+        seen.flows = PhaseOutcome("flows", error=not_started)
+        if not_started:
+            return
+        # The design's link schedule (if any) counts its time from the client's start.
+        started.applier = self.testbed.apply_schedule(self.design.schedule, run.loss_seed, plan.timeout_s)
+        seen.client = phases.run_client(self.testbed, plan, started)
+        self.clock.lap("client")
+        if started.competing is not None:
+            started.competing.finish(started.client.started + plan.timeout_s + plan.grace_s)
+        seen.link_events = started.applier.stop() if started.applier else []
+
+    def collect(self, run: Run, plan: phases.RunPlan, seen: Seen, started: phases.Started) -> Outcome:
+        """What the run leaves: endpoint timing, link statistics (and verdict logs), its metrics as the way its
+        processes ended asks (`judge.metrics_wanted`), its competing flows; then its verdict (`judge.judge`)."""
+        client, server = started.client, started.server
         outcome = Outcome(status=Status.OK, client_wall_ms=client.wall_ms, server_log=server.log_tail(),
-                          client_log=client.log_tail(), fidelity=fidelity, link_events=link_events)
-        outcome.endpoints = self.endpoint_summary()
-        outcome.link_stats = self.link_stats(run)
+                          client_log=client.log_tail(), fidelity=seen.fidelity, link_events=seen.link_events)
+        outcome.endpoints = seen.endpoints = self.endpoint_summary()
+        outcome.link_stats = seen.link_stats = self.link_stats(run)
         if self.design.verdict_log:
             outcome.verdict_logs = self.verdict_logs()
-        if link_events:
+        if seen.link_events:
             link_records.count_outage_drops(self.losses, run, outcome)
-        if code is None or code == EXIT_TIMEOUT:
-            # Its own time limit or the harness's: `timeout`, with what arrived until then if it says so.
-            outcome.status = Status.TIMEOUT
-            outcome.metrics = partial_metrics(descriptor, values)
-            outcome.error = (f"client still running {grace_s(timeout):g} s after timeout_s = {timeout:g} s (killed)"
-                             if code is None else
-                             f"client gave up at timeout_s = {timeout:g} s (exit status {EXIT_TIMEOUT})")
-            outcome.error += so_far(outcome.metrics, expected_bytes(run, values), client.wall_ms)
-        elif code == 127:
-            outcome.status = Status.UNSUPPORTED
-            outcome.error = "client exited with status 127 (unsupported combination)"
-        elif code != 0:
-            outcome.status, outcome.error = Status.FAILED, f"client exited with status {code}"
-            outcome.metrics = partial_metrics(descriptor, values)
-            reason = (outcome.metrics or {}).get("error")
-            if isinstance(reason, str) and reason.strip():
-                outcome.error += f": {reason.strip()[:500]}"
-        elif server_code is not None:
-            outcome.status, outcome.error = Status.FAILED, f"server exited with status {server_code} during the run"
-        else:
-            try:
-                outcome.metrics = collect_metrics(descriptor, run, values, client)
-            except MetricsError as exc:
-                outcome.status, outcome.error = Status.FAILED, f"metrics: {exc}"
-        if competing is not None:
-            self.record_flows(outcome, competing, run, values, client)
-        untrusted = endpoint_timing.judge(outcome.status, outcome.endpoints, outcome.link_stats, outcome.link_events)
-        if untrusted:
-            # Kept with its metrics, but not as a result: excluded from ratios, re-run by --retry fidelity.
-            was = f" (the run itself ended {outcome.status}: {outcome.error})" if outcome.error else ""
-            outcome.status, outcome.error = Status.FIDELITY, untrusted + was
-        clock.lap("collect")
+        seen.collect = phases.read_metrics(judge.metrics_wanted(seen), run.impl.descriptor, run, plan.values, client)
+        outcome.metrics = seen.collect.metrics
+        if started.competing is not None:
+            self.record_flows(outcome, started.competing, run, plan.values, client, judge.ended(seen))
+            seen.flows_failure = started.competing.failure()
+        verdict = judge.judge(seen)
+        outcome.status, outcome.error = verdict.status, verdict.why
         return outcome
 
     def add_capture_args(self, run: Run, run_dir: Path, values: dict[str, Any],
@@ -322,18 +291,15 @@ class Runner:
         if note:
             outcome.error = f"{outcome.error}; {note}" if outcome.error else None
 
-    def record_flows(self, outcome: Outcome, competing: CompetingFlows | None, run: Run, values: dict[str, Any],
-                     client: RunProcess) -> None:
-        """The run's flows table (the foreground's row with its status and DCT); a flow that failed fails
-        the run, naming it."""
+    def record_flows(self, outcome: Outcome, competing: CompetingFlows, run: Run, values: dict[str, Any],
+                     client: RunProcess, ended: judge.Verdict) -> None:
+        """The run's flows table (the foreground's row with how its processes ended, and its DCT); a flow that
+        failed fails the run (`judge.judge`: the ``flow-failed`` rule)."""
         outcome.flows = competing.records({"label": run.label, "impl": run.impl.name, "workload": run.workload,
-                                           "port": values["port"], "status": outcome.status,
-                                           "error": outcome.error, "ended_s": (client.wall_ms or 0) / 1000,
+                                           "port": values["port"], "status": ended.status,
+                                           "error": ended.why, "ended_s": (client.wall_ms or 0) / 1000,
                                            "dct_ms": (outcome.metrics or {}).get("dct_ms")})
         self.testbed.close_flow_groups()
-        failure = competing.failure()
-        if failure and outcome.status == Status.OK:
-            outcome.status, outcome.error = Status.FAILED, failure
 
     def start_flows(self, run: Run, run_dir: Path, values: dict[str, Any]) -> tuple[Any, str | None, float]:
         """The run's competing flows, started up to the foreground's start (runners.run.competing.start)."""
@@ -351,26 +317,6 @@ class Runner:
             return raw
         return endpoint_timing.summary(**raw, design_bound=self.design.endpoint_bound_ms)
 
-    def setup(self, descriptor: Descriptor, values: dict[str, Any], run_dir: Path) -> str | None:
-        """Run the descriptor's `[server] setup` commands (e.g. make a certificate) in the run folder,
-        on the server host; None when they all succeed, else why the run failed."""
-        from fecbench.runners.experiment.argv_template import render
-
-        for i, template in enumerate(descriptor.server_setup):
-            argv = render(template, values, {})
-            process = self.testbed.start_process("server", f"setup{i}", argv, run_dir, cwd=run_dir)
-            self.processes.append(process)
-            try:
-                code = process.wait(self.design.timeout_s)
-            finally:
-                process.stop(grace_s=0.5)
-                self.processes.remove(process)
-            if code != 0:
-                what = f"still running after {self.design.timeout_s:g} s" if code is None \
-                    else f"exited with status {code}"
-                return f"server setup command {argv[0]} {what}: {process.output()[-500:]}"
-        return None
-
     def link_stats(self, run: Run) -> list[dict[str, Any]]:
         return link_records.link_stats(self.testbed, self.losses, run)
 
@@ -383,20 +329,6 @@ class Runner:
         self.processes.clear()
         self.testbed.stop_captures()
         self.testbed.close_flow_groups()
-
-
-def so_far(metrics: dict[str, Any] | None, size: int | None, wall_ms: float | None) -> str:
-    """What a timed-out run got: the bytes the client reports and the elapsed time (its own, else the
-    client process's wall time)."""
-    metrics = metrics or {}
-    parts = []
-    got = metrics.get("bytes_app")
-    if isinstance(got, (int, float)) and not isinstance(got, bool):
-        parts.append(f"{int(got)} of {size} bytes received" if size is not None else f"{int(got)} bytes received")
-    elapsed = metrics.get("elapsed_ms", wall_ms)
-    if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool):
-        parts.append(f"after {elapsed / 1000:.1f} s")
-    return f": {', '.join(parts)}" if parts else ""
 
 
 def run_one(runner: Runner, run: Run) -> tuple[Outcome, bool]:
@@ -415,19 +347,3 @@ def run_one(runner: Runner, run: Run) -> tuple[Outcome, bool]:
     if outcome.status == Status.OK and not runner.keep_logs:
         shutil.rmtree(run_dir, ignore_errors=True)
     return outcome, False
-
-
-def _mismatch(row: dict[str, Any]) -> str:
-    """What a failed fidelity row measured against what was configured: RTT, and the rate if probed."""
-    def ms(value: float | None) -> str:
-        return "none" if value is None else f"{value:.3f}"
-
-    text = (f"path {row['path']}: RTT {ms(row.get('rtt_measured_ms'))} ms measured, "
-            f"{ms(row.get('rtt_configured_ms'))} ms configured")
-    if row.get("rate_configured_mbit"):
-        text += (f", rate {ms(row.get('rate_measured_mbit'))} Mbit/s measured, "
-                 f"{ms(row.get('rate_configured_mbit'))} configured")
-    if row.get("probes_sent") and row.get("probes_received") != row.get("probes_sent"):
-        text += f", {row.get('probes_received')} of {row['probes_sent']} probes back"
-    return text
-

@@ -21,11 +21,11 @@ use fec_core::Scheme;
 use serde_json::{json, Value};
 
 use crate::app::Workload;
-use crate::config::Common;
 use crate::layer::{Blocks, LayerConfig, Multipath, Protect, RepairPath, Signal};
+use crate::link::loss::LossModel;
 use crate::loopback::{self, LossSpec};
-use crate::loss::LossModel;
 use crate::noq_stack::udp::{Handle, NoqUdp};
+use crate::options::config::Common;
 use crate::quinn_stack::udp::QuinnUdp;
 use crate::socket::{FecSocket, SocketConfig, SocketGlue};
 
@@ -34,7 +34,7 @@ pub const SCHEMES: [&str; 5] = ["none", "xor:5", "xor:5:4", "rs:30,20", "rlc:3,2
 
 /// Datagrams of a deterministic pseudo-random content.
 fn datagrams(n: usize) -> Vec<Vec<u8>> {
-    let mut rng = crate::loss::SplitMix64::new(42);
+    let mut rng = crate::link::loss::SplitMix64::new(42);
     (0..n)
         .map(|_| (0..SYMBOL).map(|_| rng.next_u64() as u8).collect())
         .collect()
@@ -201,8 +201,8 @@ fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64
         fec,
         fec_protect: Protect::Stream,
         signal,
-        cc: crate::cc::CcAlgo::Cubic,
-        repair_cc: crate::cc::RepairCc::Counted,
+        cc: crate::options::cc::CcAlgo::Cubic,
+        repair_cc: crate::options::cc::RepairCc::Counted,
         reorder_packets: 3,
         reorder_time: 1.125,
         ack_eliciting_threshold: None,
@@ -216,8 +216,8 @@ fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64
         initial_window: None,
         max_window: None,
         test_send_delay_us: 0,
-        tail: crate::tail::TailArgs::default(),
-        capture: crate::config::Capture::default(),
+        tail: crate::options::tail::TailArgs::default(),
+        capture: crate::options::config::Capture::default(),
     };
     let spec = LossSpec {
         p: loss,

@@ -9,20 +9,20 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::app::messages::{self, Mode};
+use crate::app::transfer::ReqResp;
 use crate::app::{self, Workload};
-use crate::config::Common;
+use crate::link::loss::LossModel;
 use crate::loopback::{self, LossSpec};
-use crate::loss::LossModel;
-use crate::messages::{self, Mode};
-use crate::metrics::{ms, Metrics};
-use crate::multipath::MpArgs;
 use crate::noq_stack::Noq;
+use crate::options::config::Common;
+use crate::options::metrics::{ms, Metrics};
+use crate::options::multipath::MpArgs;
 use crate::quic::QuicEndpoint;
 use crate::quinn_stack::Quinn;
 use crate::run::{self, ClientSetup};
 use crate::stack::Stack;
 use crate::stop::{Stop, STOPPED_PREFIX};
-use crate::transfer::ReqResp;
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
@@ -224,11 +224,11 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// Run to completion, then drop whatever tasks are left (connection drivers, flush timers)
 /// without waiting for them: exit promptly after SIGTERM or the end of a run. The qlog files
-/// still open are flushed first (crate::qlog; nothing to do without `--qlog-dir`).
+/// still open are flushed first (crate::options::qlog; nothing to do without `--qlog-dir`).
 fn block_on<T>(fut: impl std::future::Future<Output = T>) -> T {
     let rt = runtime();
     let out = rt.block_on(fut);
-    crate::qlog::flush_all();
+    crate::options::qlog::flush_all();
     rt.shutdown_background();
     out
 }

@@ -213,7 +213,7 @@ impl Core {
 mod tests {
     use super::*;
     use crate::layer::{Protect, Signal};
-    use crate::loss::LossProcess;
+    use crate::link::loss::LossProcess;
     use std::cell::RefCell;
     use std::time::Duration;
 

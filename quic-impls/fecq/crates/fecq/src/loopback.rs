@@ -9,12 +9,12 @@ use std::sync::Arc;
 use serde_json::json;
 
 use crate::app::{self, Workload};
-use crate::config::Common;
+use crate::link::loss::{LossModel, LossProcess};
 use crate::link::Link;
-use crate::loss::{LossModel, LossProcess};
-use crate::metrics::Metrics;
-use crate::multipath::MpArgs;
 use crate::noq_stack::Noq;
+use crate::options::config::Common;
+use crate::options::metrics::Metrics;
+use crate::options::multipath::MpArgs;
 use crate::quic::QuicEndpoint;
 use crate::quinn_stack::Quinn;
 use crate::run::{self, ClientSetup};

@@ -7,17 +7,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::app::{self, StatsFn, Workload, TIMEOUT_PREFIX};
-use crate::config::Common;
 use crate::layer::LayerConfig;
 use crate::link::Link;
-use crate::metrics::{ms, path_reports, Metrics};
-use crate::multipath::MpArgs;
-use crate::qlog::{self, Logs};
+use crate::options::config::Common;
+use crate::options::metrics::{ms, path_reports, Metrics};
+use crate::options::multipath::MpArgs;
+use crate::options::qlog::{self, Logs};
+use crate::options::transport::QUIC_MTU;
 use crate::quic::{Closed, QuicConn, QuicEndpoint};
 use crate::socket::{FecSocket, SocketConfig};
 use crate::stack::{SocketOf, Stack};
 use crate::stop::{Stop, STOPPED_PREFIX};
-use crate::transport::QUIC_MTU;
 
 /// Where a client binds and the paths it opens.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,7 +37,7 @@ impl ClientSetup {
         }
     }
 
-    /// One path per `--local-addresses` entry (crate::multipath), from a socket on the wildcard
+    /// One path per `--local-addresses` entry (crate::options::multipath), from a socket on the wildcard
     /// address: each path's datagrams carry their own source address.
     pub fn multipath(mp: &MpArgs, server: SocketAddr) -> Self {
         ClientSetup {

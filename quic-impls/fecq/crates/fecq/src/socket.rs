@@ -38,7 +38,7 @@ use crate::layer::{
     Content, Counters, FecEvent, Incoming, LayerConfig, Outgoing, PathKey, Protect, TailBudget,
 };
 use crate::link::Link;
-use crate::qlog::Logs;
+use crate::options::qlog::Logs;
 use crate::quic::QuicConn;
 
 /// What the shared socket needs from a QUIC stack. quinn-udp and noq-udp have the same API in
@@ -167,7 +167,7 @@ pub struct SocketConfig {
     /// it learns it, and the topology's policy routing must send them by path 1 (which the layer
     /// then keys them as).
     pub default_local: Option<IpAddr>,
-    /// `--qlog-dir`: the endpoint's qlog files (crate::qlog); the layer then records its events.
+    /// `--qlog-dir`: the endpoint's qlog files (crate::options::qlog); the layer then records its events.
     pub qlog: Option<Arc<Logs>>,
     /// `--test-send-delay-us` (TEST ONLY): a sleep before each datagram the stack sends; zero: none.
     pub test_send_delay: Duration,

@@ -3,8 +3,8 @@
 //! holding only what is specific to its crate:
 //! - socket glue: a [`SocketGlue`] (its UDP crate's calls) and its `AsyncUdpSocket` over the
 //!   shared [`FecSocket`] (crate::socket);
-//! - congestion controller glue: its `ControllerFactory` for crate::cc::ScaledFactory;
-//! - transport configuration: crate::transport's settings, plus its own;
+//! - congestion controller glue: its `ControllerFactory` for crate::options::cc::ScaledFactory;
+//! - transport configuration: crate::options::transport's settings, plus its own;
 //! - endpoint setup and what it does with a connection: this trait;
 //! - the application-facing calls: crate::quic's traits, from one macro.
 //!
@@ -15,9 +15,9 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use crate::config::Common;
 use crate::layer::Multipath;
-use crate::metrics::{MultipathInfo, SideStats};
+use crate::options::config::Common;
+use crate::options::metrics::{MultipathInfo, SideStats};
 use crate::quic::{Handshake, QuicConn, QuicEndpoint};
 use crate::socket::{FecSocket, SocketGlue};
 
@@ -47,7 +47,7 @@ pub trait Stack: Send + Sync + 'static {
 
     /// The server's next incoming connection (None once the endpoint is closed). The default is
     /// the endpoint's own accept; a stack whose qlog is set per endpoint, not per connection
-    /// (quinn), gives each connection its own (`--qlog-dir`, crate::qlog).
+    /// (quinn), gives each connection its own (`--qlog-dir`, crate::options::qlog).
     fn accept(
         &self,
         endpoint: &Self::Endpoint,

@@ -3,10 +3,10 @@
 //! the metrics say what was asked.
 
 use fecq::app::Workload;
-use fecq::config::Common;
+use fecq::link::loss::LossModel;
 use fecq::loopback::{self, LossSpec};
-use fecq::loss::LossModel;
-use fecq::metrics::Metrics;
+use fecq::options::config::Common;
+use fecq::options::metrics::Metrics;
 
 mod support;
 use support::{common, rt};

@@ -4,13 +4,13 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use fecq::app::messages::{Mode, Params};
 use fecq::app::{self, Workload};
-use fecq::config::Common;
+use fecq::link::loss::{LossModel, LossProcess};
 use fecq::link::Link;
 use fecq::loopback::{self, LossSpec};
-use fecq::loss::{LossModel, LossProcess};
-use fecq::messages::{Mode, Params};
-use fecq::metrics::Metrics;
+use fecq::options::config::Common;
+use fecq::options::metrics::Metrics;
 use fecq::quinn_stack::Quinn;
 use fecq::run::{self, ClientSetup};
 use fecq::stop::Stop;
@@ -188,7 +188,7 @@ fn malformed_datagrams_are_ignored() {
             ));
             // Garbage from one socket: random bytes, every first byte, truncated headers.
             let junk = std::net::UdpSocket::bind(any).unwrap();
-            let mut rng = fecq::loss::SplitMix64::new(9);
+            let mut rng = fecq::link::loss::SplitMix64::new(9);
             let mut sent = 0u64;
             for i in 0..3000u32 {
                 let len = (rng.next_u64() % 1500) as usize;

@@ -264,12 +264,12 @@ fn fecq_has_no_module_circle() {
     // The graph is the real one (the parser found the seam's edges), not an empty one.
     let has = |from: &str, to: &str| g.get(from).is_some_and(|d| d.contains(to));
     assert!(
-        has("run", "stack") && has("run", "app") && has("app", "transfer"),
+        has("run", "stack") && has("run", "app") && has("app", "app::transfer"),
         "{g:#?}"
     );
     assert!(has("quinn_stack", "quinn_stack::udp") && has("quinn_stack::udp", "socket"));
     assert!(has("noq_stack::udp", "noq_stack::paths") && has("layer", "layer::route"));
-    assert!(has("layer::route", "layer::group") && has("transport", "config"));
+    assert!(has("layer::route", "layer::group") && has("options::transport", "options::config"));
     assert!(!has("socket", "quinn_stack") && !has("layer", "socket"));
     assert!(g.values().map(BTreeSet::len).sum::<usize>() > 80, "{g:#?}");
 }

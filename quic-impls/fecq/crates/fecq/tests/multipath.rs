@@ -2,13 +2,13 @@
 //! the loopback interface) with a seeded loss process per path and direction. Every downloaded
 //! byte is verified by the client (a position-dependent pattern).
 
+use fecq::app::messages::{Mode, Params};
 use fecq::app::Workload;
-use fecq::config::Common;
+use fecq::link::loss::LossModel;
 use fecq::loopback::{self, LossSpec};
-use fecq::loss::LossModel;
-use fecq::messages::{Mode, Params};
-use fecq::metrics::Metrics;
-use fecq::multipath::MpArgs;
+use fecq::options::config::Common;
+use fecq::options::metrics::Metrics;
+use fecq::options::multipath::MpArgs;
 
 mod support;
 use support::rt;
@@ -228,8 +228,8 @@ fn round_robin_alternates_where_lowest_id_fills_path_1() {
 /// path they arrive and rebuild what path 1 lost.
 #[test]
 fn repairs_on_the_other_path_recover_an_outage_of_a_path() {
+    use fecq::link::loss::LossProcess;
     use fecq::link::Link;
-    use fecq::loss::LossProcess;
 
     let recovered_on_path_1 = |repair: &str| {
         let (c, mp) = opts(&[
@@ -273,8 +273,8 @@ fn repairs_on_the_other_path_recover_an_outage_of_a_path() {
 /// which lost nothing, has none.
 #[test]
 fn recovered_losses_signal_the_path_that_lost_them() {
+    use fecq::link::loss::{LossModel, LossProcess};
     use fecq::link::Link;
-    use fecq::loss::{LossModel, LossProcess};
 
     let (c, mp) = opts(&["--fec", "rs:30,20", "--signal", "ce"]);
     let server_link = Link::new(Box::new(|i| {
@@ -307,8 +307,8 @@ fn recovered_losses_signal_the_path_that_lost_them() {
 /// (1 s) and the download completes on path 2.
 #[test]
 fn backup_scheduler_uses_path_2_only_once_path_1_is_gone() {
+    use fecq::link::loss::LossProcess;
     use fecq::link::Link;
-    use fecq::loss::LossProcess;
 
     let sent = |m: &Metrics| -> Vec<u64> {
         m.paths

@@ -3,12 +3,12 @@
 //! handshake, ACK-only and control packets go out plain and bring no repair; `all` protects every
 //! packet, as fecq did before.
 
+use fecq::app::messages::{Mode, Params};
 use fecq::app::Workload;
-use fecq::config::Common;
+use fecq::link::loss::LossModel;
 use fecq::loopback::{self, LossSpec};
-use fecq::loss::LossModel;
-use fecq::messages::{Mode, Params};
-use fecq::metrics::{Metrics, SideStats};
+use fecq::options::config::Common;
+use fecq::options::metrics::{Metrics, SideStats};
 
 mod support;
 use support::{opts, rt};

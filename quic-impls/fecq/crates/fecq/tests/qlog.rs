@@ -1,4 +1,4 @@
-//! `--qlog-dir` and `--keylog-file` (crate::qlog) on both stacks: every record of every qlog file
+//! `--qlog-dir` and `--keylog-file` (crate::options::qlog) on both stacks: every record of every qlog file
 //! parses, the header says what the file is and whose view it holds, the stack's own events
 //! (packets sent, recovery metrics) and fecq's FEC events are there on one clock, FEC's recoveries
 //! under loss match the metrics, and the key log holds the secrets QUIC needs, in NSS format.

@@ -2,10 +2,10 @@
 //! for the messages workload (one tail per burst). A lost last datagram of a download: the layer's
 //! unit tests (layer.rs) and tests/test_fecq_tail.py (real topology, scripted loss).
 
+use fecq::app::messages::{Mode, Params};
 use fecq::app::Workload;
+use fecq::link::loss::LossModel;
 use fecq::loopback::{self, LossSpec};
-use fecq::loss::LossModel;
-use fecq::messages::{Mode, Params};
 
 mod support;
 use support::{common, rt};

@@ -6,14 +6,14 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use fecq::app::pattern::pattern_byte;
+use fecq::app::transfer::ReqResp;
 use fecq::app::Workload;
+use fecq::link::loss::LossModel;
 use fecq::loopback::{self, LossSpec};
-use fecq::loss::LossModel;
-use fecq::metrics::Metrics;
-use fecq::pattern::pattern_byte;
+use fecq::options::metrics::Metrics;
 use fecq::quinn_stack::Quinn;
 use fecq::run::{self, ClientSetup};
-use fecq::transfer::ReqResp;
 
 mod support;
 use support::{opts, rt};

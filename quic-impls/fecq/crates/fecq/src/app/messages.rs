@@ -16,12 +16,12 @@
 //! its duration grows with the number of successive messages that could not be delivered).
 //! Packets are accounted for as well: on time, after their message's deadline, or missing; the
 //! missing ones of late, corrupted and lost messages are split by where they went with the
-//! sender's counters (see `MessageReport::add_sender`, crate::metrics).
+//! sender's counters (see `MessageReport::add_sender`, crate::options::metrics).
 
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use crate::metrics::MessageReport;
+use crate::options::metrics::MessageReport;
 use crate::quic::{QuicConn, QuicRecv, QuicSend};
 
 /// Bytes of one message packet (header included), small enough for one DATAGRAM frame at the

@@ -8,15 +8,18 @@
 //! Both sides are generic over the QUIC stack (crate::quic); the roles that set up endpoints and
 //! connections are crate::run.
 
+pub mod messages;
+pub mod pattern;
+pub mod transfer;
+
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::config::Common;
-use crate::messages;
-use crate::metrics::{ms, ExchangeReport, Metrics, SideStats};
-use crate::pattern::{first_mismatch, send_pattern};
+use crate::options::config::Common;
+use crate::options::metrics::{ms, ExchangeReport, Metrics, SideStats};
 use crate::quic::{QuicConn, QuicRecv, QuicSend};
-use crate::transfer::{self, ReqResp};
+use pattern::{first_mismatch, send_pattern};
+use transfer::ReqResp;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Workload {

@@ -1,5 +1,5 @@
 //! Client-sent data: the `upload` and request/response (`exchange`) requests of the application
-//! protocol (app.rs). Every byte a side sends is the position-dependent pattern (crate::pattern,
+//! protocol (app.rs). Every byte a side sends is the position-dependent pattern (crate::app::pattern,
 //! from offset 0 on each stream) and the receiving side checks every byte.
 //!
 //!   `upload SIZE\n` + SIZE bytes, FIN   -> the server checks them, then replies `ok SIZE\n`, FIN
@@ -14,8 +14,8 @@
 //! stream to the response's FIN; exchanges are sequential (the next stream is opened after the
 //! previous response ended).
 
-use crate::metrics::{ms, ExchangeReport};
-use crate::pattern::{receive_pattern, send_pattern};
+use crate::app::pattern::{receive_pattern, send_pattern};
+use crate::options::metrics::{ms, ExchangeReport};
 use crate::quic::{QuicConn, QuicRecv, QuicSend};
 
 /// The stream reset code of a request the server refused (corrupt, short or long data).

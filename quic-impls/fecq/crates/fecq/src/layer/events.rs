@@ -1,4 +1,4 @@
-//! What the layer did, as events for a trace (fecq's qlog, crate::qlog): recorded only when asked
+//! What the layer did, as events for a trace (fecq's qlog, crate::options::qlog): recorded only when asked
 //! for ([`super::FecLayer::record_events`]), so a layer without a trace formats and keeps nothing.
 
 use std::net::SocketAddr;

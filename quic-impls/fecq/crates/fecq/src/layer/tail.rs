@@ -1,4 +1,4 @@
-//! Tail mode's decision when a sender goes quiet: how many repairs now, or wait (crate::tail has
+//! Tail mode's decision when a sender goes quiet: how many repairs now, or wait (crate::options::tail has
 //! the options and the why).
 
 use super::config::TailBudget;

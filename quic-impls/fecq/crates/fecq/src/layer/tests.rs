@@ -392,7 +392,7 @@ fn names_parse_and_print() {
         .contains("same, other, all"));
 }
 
-/// The events a trace gets (crate::qlog): none unless asked for; repairs with their block and
+/// The events a trace gets (crate::options::qlog): none unless asked for; repairs with their block and
 /// symbol; a loss rebuilt (by the repair's arrival) and signalled once; symbols given up.
 #[test]
 fn events_are_recorded_only_when_asked_and_name_blocks_and_symbols() {

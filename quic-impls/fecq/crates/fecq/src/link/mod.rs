@@ -4,11 +4,13 @@
 //! sends what [`Link::pop_due`] releases when its time comes. One loss process and one queue per
 //! path (in the order paths are first used), each with its own seed.
 
+pub mod loss;
+
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::layer::{Outgoing, PathKey};
-use crate::loss::LossProcess;
+use crate::link::loss::LossProcess;
 
 /// `fecq loopback --rate-mbit`: a simulated bottleneck on the send side. Datagrams leave at
 /// `bytes_per_sec` in FIFO order (each departs when the previous one has been "serialised");
@@ -140,7 +142,7 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::loss::LossModel;
+    use crate::link::loss::LossModel;
 
     fn out(i: u8, path: PathKey) -> Outgoing {
         Outgoing {

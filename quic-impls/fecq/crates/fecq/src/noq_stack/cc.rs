@@ -1,5 +1,5 @@
 //! noq's congestion controller glue: its controllers (one per path) wrapped so that the window
-//! they report is fecq's (crate::cc::Scaled: scaled for repair traffic exactly as under quinn,
+//! they report is fecq's (crate::options::cc::Scaled: scaled for repair traffic exactly as under quinn,
 //! bounded, unlimited and unpaced with `--cc none`). Only the trait differs between the stacks.
 
 use std::any::Any;
@@ -11,7 +11,7 @@ use noq::congestion::{
 };
 use noq_proto::RttEstimator;
 
-use crate::cc::{config_with_initial, CcAlgo, CeEpisodes, Scaled, ScaledFactory};
+use crate::options::cc::{config_with_initial, CcAlgo, CeEpisodes, Scaled, ScaledFactory};
 
 impl ControllerFactory for ScaledFactory {
     fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Controller> {

@@ -27,14 +27,14 @@ use std::sync::Arc;
 
 use noq::{ClientConfig, Connection, Endpoint, EndpointConfig, ServerConfig};
 
-use crate::config::Common;
 use crate::layer::{Multipath, MAX_PATHS};
-use crate::metrics::{ms, MultipathInfo, PathSide, SideStats};
-use crate::multipath::{seconds, MpArgs, Scheduler};
-use crate::qlog::Logs;
+use crate::options::config::Common;
+use crate::options::metrics::{ms, MultipathInfo, PathSide, SideStats};
+use crate::options::multipath::{seconds, MpArgs, Scheduler};
+use crate::options::qlog::Logs;
+use crate::options::tls;
+use crate::options::transport::transport_config;
 use crate::stack::{SocketOf, Stack};
-use crate::tls;
-use crate::transport::transport_config;
 use paths::{open_path, quic_paths, remote_address, spawn_pinger};
 
 /// noq as fecq's QUIC stack, with the multipath options.
@@ -60,7 +60,7 @@ fn scheduler(s: Scheduler) -> noq_proto::PathScheduler {
     }
 }
 
-/// noq-proto asks for each connection's qlog: a file in `--qlog-dir` (crate::qlog).
+/// noq-proto asks for each connection's qlog: a file in `--qlog-dir` (crate::options::qlog).
 struct QlogFactory(Arc<Logs>);
 
 impl noq_proto::QlogFactory for QlogFactory {

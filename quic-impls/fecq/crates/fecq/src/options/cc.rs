@@ -197,7 +197,7 @@ pub struct Scaled {
     limits: WindowLimits,
     /// `--cc none`: the window is [`UNLIMITED_WINDOW`] whatever the inner controller says.
     unlimited: bool,
-    /// Tail FEC (crate::tail): an upper bound of the stack's bytes in flight, and whether it had
+    /// Tail FEC (crate::options::tail): an upper bound of the stack's bytes in flight, and whether it had
     /// nothing more to send at its last transmission (see `window_state`).
     in_flight: u64,
     app_limited: bool,

@@ -6,11 +6,11 @@ use std::time::Duration;
 use clap::Args;
 use fec_core::Scheme;
 
-use crate::cc::{self, CcAlgo, RepairCc, ScaledFactory};
 use crate::layer::{Protect, Signal};
-use crate::tail::TailArgs;
+use crate::options::cc::{self, CcAlgo, RepairCc, ScaledFactory};
+use crate::options::tail::TailArgs;
 
-/// What an endpoint writes to explain itself (crate::qlog): nothing unless asked.
+/// What an endpoint writes to explain itself (crate::options::qlog): nothing unless asked.
 #[derive(Args, Clone, Debug, Default)]
 pub struct Capture {
     /// Write one qlog file per connection (JSON-SEQ, `<server|client>-<ODCID>.sqlog`) into this
@@ -103,10 +103,10 @@ pub struct Common {
     /// recipe test (ci-recipes/README.md), which its compare must catch
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub test_send_delay_us: u64,
-    /// Tail FEC options (--fec-mode, --tail-max): crate::tail.
+    /// Tail FEC options (--fec-mode, --tail-max): crate::options::tail.
     #[command(flatten)]
     pub tail: TailArgs,
-    /// qlog and key log (--qlog-dir, --keylog-file): crate::qlog.
+    /// qlog and key log (--qlog-dir, --keylog-file): crate::options::qlog.
     #[command(flatten)]
     pub capture: Capture,
 }
@@ -187,7 +187,7 @@ impl Common {
         }
     }
 
-    /// Fraction of the congestion window left to QUIC packets (crate::cc::window_scale).
+    /// Fraction of the congestion window left to QUIC packets (crate::options::cc::window_scale).
     pub fn window_scale(&self) -> f64 {
         if !self.tail.scales_window() {
             return 1.0;
@@ -199,7 +199,7 @@ impl Common {
         Duration::from_secs_f64(self.timeout)
     }
 
-    /// The congestion controller every stack builds (crate::cc, the stack's glue).
+    /// The congestion controller every stack builds (crate::options::cc, the stack's glue).
     pub fn controller(&self) -> ScaledFactory {
         ScaledFactory {
             algo: self.cc,

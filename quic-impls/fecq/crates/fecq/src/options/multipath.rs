@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::layer::{Blocks, Multipath, RepairPath, MAX_PATHS};
-use crate::metrics::MultipathInfo;
+use crate::options::metrics::MultipathInfo;
 
 /// Packet schedulers (noq-proto patched: noq-proto/noq-proto-1.4.0-scheduler.patch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -28,8 +28,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use crate::config::Capture;
 use crate::layer::{FecEvent, FecEventKind, Signal};
+use crate::options::config::Capture;
 
 /// RFC 7464's record separator, in front of every JSON-SEQ record.
 const RS: u8 = 0x1e;

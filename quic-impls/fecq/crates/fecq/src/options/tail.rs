@@ -10,7 +10,7 @@
 //! before quinn's probe timeout would have retransmitted them.
 //!
 //! Window accounting: the repairs of a tail go into room the window had left (window − bytes in
-//! flight, see crate::cc), so quinn's window is not scaled by 1 / (1 + r) in tail mode (that scaling
+//! flight, see crate::options::cc), so quinn's window is not scaled by 1 / (1 + r) in tail mode (that scaling
 //! pays for repairs sent *while* quinn sends). Quinn does not see the tail's repairs: if the
 //! application writes again before they are acknowledged, up to `--tail-max` datagrams more than
 //! the window may be in flight for one RTT.

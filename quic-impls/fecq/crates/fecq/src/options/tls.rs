@@ -10,8 +10,8 @@ use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvi
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
-use crate::config::Capture;
-use crate::qlog::KeyLogFile;
+use crate::options::config::Capture;
+use crate::options::qlog::KeyLogFile;
 
 pub const ALPN: &[u8] = b"fecq";
 
@@ -19,7 +19,7 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// The TLS secrets go to `--keylog-file` when it is given (crate::qlog).
+/// The TLS secrets go to `--keylog-file` when it is given (crate::options::qlog).
 fn key_log(capture: &Capture) -> Result<Option<Arc<dyn rustls::KeyLog>>, String> {
     Ok(KeyLogFile::open(capture)?.map(|k| k as Arc<dyn rustls::KeyLog>))
 }

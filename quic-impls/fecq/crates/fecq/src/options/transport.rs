@@ -15,13 +15,13 @@ pub const SEND_WINDOW: u64 = 32 << 20;
 pub const DATAGRAM_BUFFER: usize = 8 << 20;
 
 /// `$q::TransportConfig` (`$q`: quinn or noq) with fecq's settings from `$common`
-/// (crate::config::Common): loss detection thresholds, the ACK frequency asked of the peer, fecq's
-/// congestion controller (crate::cc), no path MTU discovery (every QUIC datagram at most
+/// (crate::options::config::Common): loss detection thresholds, the ACK frequency asked of the peer, fecq's
+/// congestion controller (crate::options::cc), no path MTU discovery (every QUIC datagram at most
 /// [`QUIC_MTU`], the FEC header on top), the idle timeout, the connection's keep-alive
 /// (`$keep_alive`: an `Option<Duration>`), flow control and datagram buffers.
 macro_rules! transport_config {
     ($q:ident, $common:expr, keep_alive: $keep_alive:expr) => {{
-        let common: &$crate::config::Common = $common;
+        let common: &$crate::options::config::Common = $common;
         let mut t = $q::TransportConfig::default();
         t.packet_threshold(common.reorder_packets);
         t.time_threshold(common.reorder_time);
@@ -35,18 +35,20 @@ macro_rules! transport_config {
         }));
         t.congestion_controller_factory(std::sync::Arc::new(common.controller()));
         t.mtu_discovery_config(None);
-        t.initial_mtu($crate::transport::QUIC_MTU);
+        t.initial_mtu($crate::options::transport::QUIC_MTU);
         t.max_idle_timeout(Some($q::IdleTimeout::from($q::VarInt::from_u32(
             common.idle_timeout_ms(),
         ))));
         t.keep_alive_interval($keep_alive);
         t.stream_receive_window($q::VarInt::from_u32(
-            $crate::transport::STREAM_RECEIVE_WINDOW,
+            $crate::options::transport::STREAM_RECEIVE_WINDOW,
         ));
-        t.receive_window($q::VarInt::from_u32($crate::transport::RECEIVE_WINDOW));
-        t.send_window($crate::transport::SEND_WINDOW);
-        t.datagram_receive_buffer_size(Some($crate::transport::DATAGRAM_BUFFER));
-        t.datagram_send_buffer_size($crate::transport::DATAGRAM_BUFFER);
+        t.receive_window($q::VarInt::from_u32(
+            $crate::options::transport::RECEIVE_WINDOW,
+        ));
+        t.send_window($crate::options::transport::SEND_WINDOW);
+        t.datagram_receive_buffer_size(Some($crate::options::transport::DATAGRAM_BUFFER));
+        t.datagram_send_buffer_size($crate::options::transport::DATAGRAM_BUFFER);
         t
     }};
 }

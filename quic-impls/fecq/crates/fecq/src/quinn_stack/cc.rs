@@ -1,5 +1,5 @@
 //! quinn's congestion controller glue: its controllers wrapped so that the window they report is
-//! fecq's (crate::cc::Scaled: scaled for repair traffic, bounded, unlimited with `--cc none`), and
+//! fecq's (crate::options::cc::Scaled: scaled for repair traffic, bounded, unlimited with `--cc none`), and
 //! what tail mode reads of a connection's controller.
 
 use std::any::Any;
@@ -11,8 +11,8 @@ use quinn::congestion::{
 };
 use quinn_proto::RttEstimator;
 
-use crate::cc::{config_with_initial, CcAlgo, CeEpisodes, Scaled, ScaledFactory};
 use crate::layer::TailBudget;
+use crate::options::cc::{config_with_initial, CcAlgo, CeEpisodes, Scaled, ScaledFactory};
 
 impl ControllerFactory for ScaledFactory {
     fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Controller> {
@@ -104,7 +104,7 @@ impl Controller for ScaledWindow {
     }
 }
 
-/// What a quinn connection tells tail mode now (crate::cc::Scaled::window_state): its window
+/// What a quinn connection tells tail mode now (crate::options::cc::Scaled::window_state): its window
 /// room, bytes in flight, app-limited flag and the data frames it has sent. None if its
 /// controller is not fecq's wrapper: the tail is then bounded by its cap only.
 pub fn tail_budget(conn: &quinn::Connection) -> Option<TailBudget> {
@@ -124,7 +124,7 @@ pub fn tail_budget(conn: &quinn::Connection) -> Option<TailBudget> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cc::{window_scale, RepairCc, WindowLimits, UNLIMITED_WINDOW};
+    use crate::options::cc::{window_scale, RepairCc, WindowLimits, UNLIMITED_WINDOW};
 
     #[test]
     fn none_is_unlimited_and_unpaced_and_repairs_count_only_when_asked() {

@@ -16,14 +16,14 @@ use std::sync::Arc;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{ClientConfig, Endpoint, EndpointConfig, ServerConfig};
 
-use crate::config::Common;
 use crate::layer::Multipath;
-use crate::metrics::{MultipathInfo, SideStats};
-use crate::qlog::ConnLog;
+use crate::options::config::Common;
+use crate::options::metrics::{MultipathInfo, SideStats};
+use crate::options::qlog::ConnLog;
+use crate::options::tls;
+use crate::options::transport::transport_config;
 use crate::quic::{Handshake, QuicEndpoint};
 use crate::stack::{SocketOf, Stack};
-use crate::tls;
-use crate::transport::transport_config;
 
 /// quinn as fecq's QUIC stack.
 #[derive(Clone, Copy, Debug, Default)]

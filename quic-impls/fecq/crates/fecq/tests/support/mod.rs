@@ -7,8 +7,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use clap::Parser;
-use fecq::config::Common;
-use fecq::multipath::MpArgs;
+use fecq::options::config::Common;
+use fecq::options::multipath::MpArgs;
 
 #[derive(Parser)]
 struct Opts {

@@ -1,6 +1,6 @@
 """A campaign's route, step by step: check the inputs → plan the runs → estimate and decide how to execute →
 execute → summarise. `fecbench run` is these steps in order (cli/run.py); `reproduce` and `bench campaign`
-take the steps they share with it (the executor for a choice of machine, the engine) from here.
+take the steps they share with it from here (the machine and its executor: `runners.executors`).
 """
 
 from __future__ import annotations
@@ -9,26 +9,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fecbench.runners.executors import Machine, make_executor
+
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.console import Console
 
-    from fecbench.runners.executors.engine import Executor, Summary
+    from fecbench.runners.executors.engine import Executor, Finished, Summary
     from fecbench.runners.experiment.estimate import CampaignEstimate
     from fecbench.runners.experiment.prepare import Prepared
     from fecbench.runners.experiment.runs import Run
-
-
-@dataclass
-class Machine:
-    """Where and how the runs execute: one network here, N networks here (None: --jobs auto), or a Dask cluster."""
-    jobs: int | None = 1
-    dask: str | None = None
-    link_backend: str | None = None
-    keep_logs: bool = False
-    security: Any = None
-    dashboard: bool = False
-    recalibrate: bool = False
-    jobs_pilot: int = 16
 
 
 @dataclass
@@ -98,33 +89,16 @@ def decide_execution(prepared: Prepared, db_path: Path, todo: list[Run], machine
     return Execution(executor, todo, calibration, jobs)
 
 
-def make_executor(prepared: Prepared, db_path: Path, machine: Machine, jobs: int,
-                  calibration: dict[str, Any] | None, console: Console) -> Executor:
-    """A Dask executor when a cluster is named; N networks here when N > 1 or a calibration chose (its choice is
-    recorded, even of one network); else one network here."""
-    if machine.dask is not None:
-        from fecbench.runners.executors.distributed import DaskExecutor
-
-        return DaskExecutor(prepared, db_path, machine.dask, link_backend=machine.link_backend,
-                            keep_logs=machine.keep_logs, console=console, security=machine.security,
-                            dashboard=machine.dashboard)
-    if jobs > 1 or calibration is not None:
-        from fecbench.runners.executors.jobs import JobsExecutor
-
-        return JobsExecutor(prepared, db_path, jobs, link_backend=machine.link_backend, keep_logs=machine.keep_logs,
-                            calibration=calibration)
-    from fecbench.runners.executors.serial import SerialExecutor
-
-    return SerialExecutor(prepared, db_path, link_backend=machine.link_backend, keep_logs=machine.keep_logs)
-
-
 # --- 4. execute --------------------------------------------------------------------------------------------
 def execute(prepared: Prepared, db_path: Path, execution: Execution, console: Console, *, retry: set[str],
-            breaker: int = 5, reruns: int = 0) -> Summary:
+            breaker: int = 5, reruns: int = 0, stop_at: float | None = None,
+            on_finished: Callable[[Finished], None] | None = None) -> Summary:
+    """The engine runs the execution's runs (``stop_at``: none starts after it, time.monotonic(); ``on_finished``:
+    told of each outcome the engine records as the run's)."""
     from fecbench.runners.executors.engine import Engine
 
     return Engine(prepared, db_path, execution.executor, console, breaker_runs=breaker, todo=execution.todo,
-                  fidelity_reruns=reruns).run(retry)
+                  fidelity_reruns=reruns, stop_at=stop_at, on_finished=on_finished).run(retry)
 
 
 def twins(prepared: Prepared, db_path: Path, n: int, machine: Machine, jobs: int, console: Console, *,

@@ -1,2 +1,57 @@
 """Where runs execute: the campaign engine, one network, N networks, --jobs auto's calibration, a Dask cluster
-(and who may talk to it), the host fingerprint."""
+(and who may talk to it), the host fingerprint.
+
+Here, once: the machine a command chose for its runs (`Machine`) and the executor for it (`make_executor`);
+`fecbench run`, `fecbench reproduce` and the twins of a campaign all make theirs so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from fecbench.runners.executors.dask_security import CampaignSecurity
+    from fecbench.runners.executors.engine import Executor
+    from fecbench.runners.experiment.prepare import Prepared
+
+
+@dataclass
+class Machine:
+    """Where and how the runs execute: one network here, N networks here (None: --jobs auto), or a Dask cluster."""
+    jobs: int | None = 1
+    dask: str | None = None
+    link_backend: str | None = None
+    keep_logs: bool = False
+    security: CampaignSecurity | None = None
+    dashboard: bool = False
+    recalibrate: bool = False
+    jobs_pilot: int = 16
+    # Learnt as campaigns run (a command that runs several plans the next ones with them): --jobs auto's calibration
+    # once made (it chose `jobs`; every executor made on its choice records it), and the most workers a tls:// cluster
+    # had ready.
+    calibration: dict[str, Any] | None = None
+    workers: int | None = None
+
+
+def make_executor(prepared: Prepared, db_path: Path, machine: Machine, jobs: int,
+                  calibration: dict[str, Any] | None, console: Console) -> Executor:
+    """A Dask executor when a cluster is named; N networks here when N > 1 or a calibration chose (its choice is
+    recorded, even of one network); else one network here."""
+    if machine.dask is not None:
+        from fecbench.runners.executors.distributed import DaskExecutor
+
+        return DaskExecutor(prepared, db_path, machine.dask, link_backend=machine.link_backend,
+                            keep_logs=machine.keep_logs, console=console, security=machine.security,
+                            dashboard=machine.dashboard)
+    if jobs > 1 or calibration is not None:
+        from fecbench.runners.executors.jobs import JobsExecutor
+
+        return JobsExecutor(prepared, db_path, jobs, link_backend=machine.link_backend, keep_logs=machine.keep_logs,
+                            calibration=calibration)
+    from fecbench.runners.executors.serial import SerialExecutor
+
+    return SerialExecutor(prepared, db_path, link_backend=machine.link_backend, keep_logs=machine.keep_logs)

@@ -9,14 +9,17 @@ campaigns that have measurements, else 1 (the model was fitted on this machine).
 
 A run that failed or was flagged is to do once more (same key and seed; ``Campaign.todo``): the claims
 whose draws read it wait for that second outcome (``samples``).
+
+What a campaign knows of its database: read once (``read``), then kept up to date from the outcomes the engine
+reports as it records them (``record``); read again only where those do not say everything.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
+from typing import TYPE_CHECKING
 
 from fecbench.host.paths import RESULTS_DIR
 from fecbench.inputs.errors import UserError
@@ -27,6 +30,10 @@ from fecbench.reproduce.draws import Draw, Space, draws, space_of
 from fecbench.reproduce.pack import Claim
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
+from fecbench.runners.run.recorder import read_retried, read_statuses
+
+if TYPE_CHECKING:
+    from fecbench.runners.executors.engine import Finished
 
 #: Runs needed to trust a measured duration factor.
 MIN_MEASURED = 3
@@ -48,6 +55,8 @@ class Campaign:
     measured: int = 0                 # runs the factors come from
     retried: set[str] = field(default_factory=set)   # runs already run again (RUN_AGAIN)
     label_map: dict[str, str] = field(default_factory=dict)   # the profile's claim label → design label
+    # measured ÷ estimated seconds of the ok runs the factors come from, per (label, size)
+    ratios: dict[tuple[str, int | None], list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.by_unit = {(r.point, r.repetition, r.size, r.label): r for r in self.prepared.runs}
@@ -74,9 +83,32 @@ class Campaign:
         return draws(claim, self.space)
 
 
+def read(campaign: Campaign) -> None:
+    """What the databases hold: the campaign's statuses, its runs already run again, the measured durations (in its
+    own database and in the design's usual one)."""
+    campaign.statuses = read_statuses(campaign.db)
+    campaign.retried = read_retried(campaign.db, RUN_AGAIN)
+    measured_durations(campaign, [campaign.db, usual_db(campaign.prepared)])
+
+
+def record(campaign: Campaign, finished: list[Finished]) -> None:
+    """What the engine wrote in the campaign's database, from the outcomes it reported of the runs it ran to their
+    end, in their order (each recorded as the run's status): a run that starts while failed or flagged has that
+    outcome kept aside (``retried``: the allocator's second run of it, a flagged run's re-run round), an ok run
+    its measured duration."""
+    for done in finished:
+        key = done.run.key
+        if campaign.statuses.get(key) in RUN_AGAIN:
+            campaign.retried.add(key)
+        campaign.statuses[key] = str(done.outcome.status)
+        if done.outcome.status == Status.OK and done.duration_s is not None and done.duration_s > 0:
+            _measured(campaign, (done.run.point, done.run.repetition, done.run.size, done.run.label), done.duration_s)
+    _factors(campaign)
+
+
 def measured_durations(campaign: Campaign, dbs: list[Path]) -> None:
     """Set the campaign's duration factors from the ok runs of ``dbs`` (same design points)."""
-    ratios: dict[tuple[str, int | None], list[float]] = defaultdict(list)
+    campaign.ratios = {}
     for db in dbs:
         try:
             con = open_readonly(db)
@@ -87,14 +119,23 @@ def measured_durations(campaign: Campaign, dbs: list[Path]) -> None:
         finally:
             con.close()
         for point, rep, size, label, seconds in rows:
-            run = campaign.by_unit.get((point, rep, size, label))
-            estimate = campaign.prepared.estimate(run) if run is not None else 0.0
-            if estimate > 0:
-                ratios[(label, size)].append(float(seconds) / estimate)
-    every = [r for values in ratios.values() for r in values]
+            _measured(campaign, (point, rep, size, label), seconds)
+    _factors(campaign)
+
+
+def _measured(campaign: Campaign, unit: tuple, seconds: float) -> None:
+    """One ok run's measured seconds (its unit: point, repetition, size, label) against the model's."""
+    run = campaign.by_unit.get(unit)
+    estimate = campaign.prepared.estimate(run) if run is not None else 0.0
+    if estimate > 0:
+        campaign.ratios.setdefault((unit[3], unit[2]), []).append(float(seconds) / estimate)
+
+
+def _factors(campaign: Campaign) -> None:
+    every = [r for values in campaign.ratios.values() for r in values]
     campaign.measured = len(every)
     campaign.factor = median(every) if len(every) >= MIN_MEASURED else 1.0
-    campaign.factors = {k: median(v) for k, v in ratios.items() if len(v) >= MIN_MEASURED}
+    campaign.factors = {k: median(v) for k, v in campaign.ratios.items() if len(v) >= MIN_MEASURED}
 
 
 def share_factors(campaigns: list[Campaign]) -> None:

@@ -1,6 +1,7 @@
 """Running a pack's chosen runs within its time budget: one ordinary campaign per (profile, design).
 
-Each campaign runs its chosen runs in the plan's order (``Engine(only=…)``) on one network, or on N
+Each campaign runs its chosen runs in the plan's order through ``fecbench run``'s steps (the machine's executor:
+``runners.executors.make_executor``; the engine: ``runners.commands.pipeline.execute``) on one network, or on N
 (``--jobs N``; ``auto``: calibrated once, on the first campaign, as ``fecbench run --jobs auto`` does,
 its serial pilot drawn from the runs the budget chose and kept as results; and at most
 ``MESSAGES_MAX_JOBS`` networks for real-time messages, whose endpoints suffer first: designs/README.md,
@@ -21,24 +22,28 @@ import contextlib
 import signal
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from fecbench.reproduce.campaign import RUN_AGAIN, Campaign
 from fecbench.reproduce.profiles import Target
-from fecbench.runners.executors.engine import Engine
+from fecbench.runners.commands.pipeline import Execution, execute
+from fecbench.runners.executors import Machine, make_executor
+from fecbench.runners.executors.engine import Executor, Finished
+from fecbench.runners.executors.quiet import FIDELITY_RERUNS
 from fecbench.runners.executors.selection import runs_to_do
 from fecbench.runners.experiment.runs import Run
-
-if TYPE_CHECKING:
-    from fecbench.runners.executors.dask_security import CampaignSecurity
-    from fecbench.runners.executors.engine import Executor
 
 MESSAGES_MAX_JOBS = 4
 #: What a campaign costs besides its runs: Python, planning, building the network(s).
 CAMPAIGN_START_S = 8.0
 #: A campaign's time share may overrun its estimate by this factor before it stops starting runs.
 SHARE_MARGIN = 1.25
+#: ``--jobs auto``: runs of the serial pilot, drawn from those the budget chose.
+PILOT_RUNS = 8
+
+#: ``Machine`` under the name the command-line module imports it by (one class: `fecbench run`'s).
+Machines = Machine
 
 
 class BudgetSpent(KeyboardInterrupt):
@@ -76,75 +81,48 @@ class Ran:
     stopped: bool = False            # the deadline interrupted it
     jobs: int = 1
     reruns: int = 0                  # re-runs of runs it flagged (fecbench.runners.executors.engine: rounds at the end)
+    # The outcomes the engine recorded as its runs', in order; ``whole``: they are all it wrote (not so when the
+    # deadline or an abort stopped it: see ``session._record``).
+    finished: list[Finished] = field(default_factory=list)
+    whole: bool = True
 
 
 def jobs_for(campaign: Campaign, jobs: int) -> int:
     return min(jobs, MESSAGES_MAX_JOBS) if campaign.prepared.design.workload.kind == "messages" else jobs
 
 
-@dataclass
-class Machines:
-    """Where a pack's runs run: ``jobs`` networks on this machine (None: ``--jobs auto``, calibrated on the
-    first campaign that runs) or a Dask cluster (``dask``: local:N or tls://HOST:PORT, with the campaign's
-    credentials, as ``fecbench run --dask``)."""
-    jobs: int | None = 1
-    link_backend: str | None = None
-    dask: str | None = None
-    security: CampaignSecurity | None = None
-    dashboard: bool = False
-    recalibrate: bool = False
-    dask_workers: int | None = None   # tls://: the most workers a campaign of this command had ready
-    calibration: dict[str, Any] | None = None   # --jobs auto: recorded with every campaign run on its choice
+def networks(machine: Machine, campaign: Campaign | None = None) -> int:
+    """Runs at once (planning the budget; what runs at once is the executor's business)."""
+    if machine.dask is not None:
+        from fecbench.runners.executors.distributed import parse_target
 
-    def networks(self, campaign: Campaign | None = None) -> int:
-        """Runs at once (planning the budget; what runs at once is the executor's business)."""
-        if self.dask is not None:
-            from fecbench.runners.executors.distributed import parse_target
-
-            kind, value = parse_target(self.dask)
-            return int(value) if kind == "local" else self.dask_workers or 1
-        jobs = self.jobs or 1
-        return jobs_for(campaign, jobs) if campaign is not None else jobs
-
-    def parallel(self, campaign: Campaign | None = None) -> float:
-        """Runs' worth of machine time per second of wall time: a fifth is lost to sharing the machine."""
-        n = self.networks(campaign)
-        return n * 0.8 if n > 1 else 1.0
-
-    def settle(self, campaign: Campaign, target: Target, runs: list[Run], console: Any) -> None:
-        """``--jobs auto`` is calibrated once, on the first campaign that runs."""
-        if self.jobs is None:
-            self.calibration = calibrate_jobs(campaign, target, runs, self.link_backend, console,
-                                              recalibrate=self.recalibrate)
-            self.jobs = int(self.calibration["chosen"])
-
-    def executor(self, campaign: Campaign, target: Target, console: Any) -> Executor:
-        """The executor `fecbench run` would make for this machine (runners.commands.pipeline.make_executor)."""
-        from fecbench.runners.commands.pipeline import Machine, make_executor
-
-        machine = Machine(jobs=self.jobs, dask=self.dask, link_backend=self.link_backend, security=self.security,
-                          dashboard=self.dashboard)
-        return make_executor(campaign.prepared, target.db, machine, self.networks(campaign), self.calibration, console)
-
-    def ran_on(self, executor: Executor) -> None:
-        """What a Dask campaign found: the most workers it had ready (the next batch plans with them)."""
-        workers = getattr(executor, "most_workers", 0)
-        if workers:
-            self.dask_workers = max(self.dask_workers or 0, workers)
+        kind, value = parse_target(machine.dask)
+        return int(value) if kind == "local" else machine.workers or 1
+    jobs = machine.jobs or 1
+    return jobs_for(campaign, jobs) if campaign is not None else jobs
 
 
-def calibrate_jobs(campaign: Campaign, target: Target, runs: list[Run], link_backend: str | None, console: Any,
-                   pilot_runs: int = 8, recalibrate: bool = False) -> dict[str, Any]:
-    """``--jobs auto``: the calibration ``runners.executors.calibrations`` makes (or reuses) on this campaign's
-    design, its serial pilot drawn from ``runs`` (those the budget chose) and recorded as results."""
+def parallel(machine: Machine, campaign: Campaign | None = None) -> float:
+    """Runs' worth of machine time per second of wall time: a fifth is lost to sharing the machine."""
+    n = networks(machine, campaign)
+    return n * 0.8 if n > 1 else 1.0
+
+
+def settle(machine: Machine, campaign: Campaign, target: Target, runs: list[Run], console: Any) -> None:
+    """``--jobs auto`` is calibrated once, on the first campaign that runs: the calibration
+    ``runners.executors.calibrations`` makes (or reuses) on its design, its serial pilot drawn from ``runs`` (those
+    the budget chose) and recorded as results. The machine keeps its choice and the calibration."""
+    if machine.jobs is not None:
+        return
     from fecbench.runners.executors.calibrations import for_campaign
 
     todo = runs_to_do(campaign.prepared, target.db, set(), only=runs)
-    return for_campaign(campaign.prepared, target.db, link_backend, console, runs=todo, pilot_runs=pilot_runs,
-                        recalibrate=recalibrate)
+    machine.calibration = for_campaign(campaign.prepared, target.db, machine.link_backend, console, runs=todo,
+                                       pilot_runs=PILOT_RUNS, recalibrate=machine.recalibrate)
+    machine.jobs = int(machine.calibration["chosen"])
 
 
-def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machines: Machines, deadline: float | None,
+def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine, deadline: float | None,
             console: Any) -> list[Ran]:
     """Run each campaign's chosen runs in turn (see the module for the time rules)."""
     done: list[Ran] = []
@@ -152,9 +130,9 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machines: Machin
     for index, (target, campaign, runs) in enumerate(items):
         if not runs:
             continue
-        machines.settle(campaign, target, runs, console)
-        n = machines.networks(campaign)
-        estimated = sum(campaign.seconds(r) for r in runs) / machines.parallel(campaign) + CAMPAIGN_START_S
+        settle(machine, campaign, target, runs, console)
+        n = networks(machine, campaign)
+        estimated = sum(campaign.seconds(r) for r in runs) / parallel(machine, campaign) + CAMPAIGN_START_S
         started = time.monotonic()
         stop_at = None
         if deadline is not None:
@@ -167,33 +145,44 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machines: Machin
                 continue
         console.print(f"[bold]{target.profile} / {campaign.prepared.design.name}[/]: {len(runs)} run(s), "
                       f"estimated {estimated / 60:.1f} min → {target.db}")
-        executor = machines.executor(campaign, target, console)
-        engine = Engine(campaign.prepared, target.db, executor, console, only=runs, stop_at=stop_at)
+        executor = make_executor(campaign.prepared, target.db, machine, n, machine.calibration, console)
+        finished: list[Finished] = []
         try:
             with deadline_alarm(deadline):
                 # A failed or flagged run the allocator chose runs once more (its first outcome kept aside).
-                summary = engine.run(set(RUN_AGAIN))
-            machines.ran_on(executor)
+                todo = runs_to_do(campaign.prepared, target.db, set(RUN_AGAIN), only=runs)
+                summary = execute(campaign.prepared, target.db, Execution(executor, todo, machine.calibration, n),
+                                  console, retry=set(RUN_AGAIN), reruns=FIDELITY_RERUNS, stop_at=stop_at,
+                                  on_finished=finished.append)
+            _ran_on(machine, executor)
         except BudgetSpent:
-            done.append(Ran(target, len(runs), {}, time.monotonic() - started, estimated, stopped=True, jobs=n))
+            done.append(Ran(target, len(runs), {}, time.monotonic() - started, estimated, stopped=True, jobs=n,
+                            finished=finished, whole=False))
             console.print("[yellow]time budget spent: the runs in flight are recorded interrupted (redone next "
                           "time)[/]")
             break
         took = time.monotonic() - started
         saved += estimated - took
         done.append(Ran(target, summary.selected, dict(summary.counts), took, estimated,
-                        out_of_time=summary.out_of_time, jobs=n, reruns=summary.retried))
+                        out_of_time=summary.out_of_time, jobs=n, reruns=summary.retried, finished=finished,
+                        whole=not summary.aborted))
     return done
 
 
+def _ran_on(machine: Machine, executor: Executor) -> None:
+    """What a Dask campaign found: the most workers it had ready (the next batch plans with them)."""
+    workers = getattr(executor, "most_workers", 0)
+    if workers:
+        machine.workers = max(machine.workers or 0, workers)
+
+
 def merge(ran: list[Ran]) -> list[Ran]:
-    """One ``Ran`` per campaign over the batches (counts and times added)."""
+    """One ``Ran`` per campaign over the batches (counts, times and outcomes added)."""
     out: dict[tuple[str, str], Ran] = {}
     for r in ran:
         key = (r.target.profile, r.target.alias)
         if key not in out:
-            out[key] = Ran(r.target, r.selected, dict(r.counts), r.seconds, r.estimated, r.out_of_time, r.stopped,
-                           r.jobs, r.reruns)
+            out[key] = replace(r, counts=dict(r.counts), finished=list(r.finished))
             continue
         m = out[key]
         m.selected += r.selected
@@ -204,4 +193,6 @@ def merge(ran: list[Ran]) -> list[Ran]:
         m.out_of_time = r.out_of_time   # the last batch's: runs of earlier ones left pending were chosen again
         m.stopped = m.stopped or r.stopped
         m.reruns += r.reruns
+        m.finished += r.finished
+        m.whole = m.whole and r.whole
     return list(out.values())

@@ -3,12 +3,14 @@
 1. Each (profile, design) of the pack becomes a design file and database (``profiles.write``), is
    prepared (every mistake reported before anything runs) and its implementations' own argument
    checks are run.
-2. With a budget, batch after batch: the verdicts so far (a look: ``evaluate``, anytime-valid), the
-   next batch for the undecided claims (``allocate.next_batch``: most progress per second, extra seeds
-   beyond the design's), its runs (``execute.run_all``), until every claim has stopped or the time
-   is spent. A batch is a sixth of the machine time left (at least ``allocate.BATCH_MIN_S``). The time the
-   verdicts and the page need is kept aside (``EVALUATION_S`` plus a little per claim and profile).
-   ``--full`` runs everything the designs list (``plan.select``); ``run = False`` runs nothing.
+2. With a budget, batch after batch, four steps: evaluate (the verdicts so far, a look: ``evaluate``,
+   anytime-valid) → allocate (the next batch for the undecided claims: ``allocate.next_batch``, most
+   progress per second, extra seeds beyond the design's) → execute (its runs through ``fecbench run``'s
+   steps: ``execute.run_all``) → record (what they did, in the campaigns: ``campaign.record``), until
+   every claim has stopped or the time is spent. A batch is a sixth of the machine time left (at least
+   ``allocate.BATCH_MIN_S``). The time the verdicts and the page need is kept aside (``EVALUATION_S``
+   plus a little per claim and profile). ``--full`` runs everything the designs list (``plan.select``);
+   ``run = False`` runs nothing.
 3. A verdict per claim and profile (``evaluate``; each evaluation counted as a look in
    ``looks.json``), and the page (``page.write``).
 """
@@ -27,9 +29,9 @@ from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce import sequential as sq
 from fecbench.reproduce.pack import Pack
 from fecbench.reproduce.statistics.error_control import FAMILY_WISE
+from fecbench.runners.executors import Machine
 from fecbench.runners.executors.selection import continue_recorded
 from fecbench.runners.experiment.prepare import prepare
-from fecbench.runners.run.recorder import read_retried, read_statuses
 
 #: Seconds kept for the verdicts and the page, plus per claim and profile (a bootstrap and a figure).
 EVALUATION_S = 20.0
@@ -53,6 +55,22 @@ class Outcome:
     idle: dict[str, str] = field(default_factory=dict)     # why claims took no run in the last batch
 
 
+@dataclass
+class Runs:
+    """What the runs of a reproduction did: each campaign's batches, the last selection, why claims took no run in
+    the last batch, and what was planned."""
+    ran: list[execute.Ran] = field(default_factory=list)
+    selection: plan.Selection | None = None
+    idle: dict[str, str] = field(default_factory=dict)
+    planned: dict[str, Any] = field(default_factory=dict)
+
+    def add_batch(self, selection: plan.Selection) -> None:
+        """One batch more: its runs and their estimated seconds."""
+        self.planned["batches"] += 1
+        self.planned["runs"] += sum(len(r) for r in selection.runs.values())
+        self.planned["estimated_s"] += sum(selection.seconds.values())
+
+
 def prepare_campaigns(pack: Pack, names: list[str], root: Path, *, checks: bool = True
                       ) -> tuple[dict[tuple[str, str], profiles.Target], dict[tuple[str, str], cp.Campaign]]:
     """Every (profile, design) of the pack that exists here, written, prepared and measured."""
@@ -68,11 +86,10 @@ def prepare_campaigns(pack: Pack, names: list[str], root: Path, *, checks: bool 
             # The one validation pass `fecbench run` makes (without its implementations' own checks on --no-run)
             prepared = validate(target.design) if checks else prepare(target.design)
             continue_recorded(prepared, target.db)   # a database `fecbench run` extended: its runs' own keys
-            campaign = cp.Campaign(profile=name, alias=alias, db=target.db, prepared=prepared,
-                                   statuses=read_statuses(target.db), retried=read_retried(target.db, cp.RUN_AGAIN),
+            campaign = cp.Campaign(profile=name, alias=alias, db=target.db, prepared=prepared, statuses={},
                                    label_map=profile.label_map)
             seeds.recorded(campaign)  # extra seeds an earlier budget drew: part of the campaign again
-            cp.measured_durations(campaign, [target.db, cp.usual_db(prepared)])
+            cp.read(campaign)
             targets[(name, alias)] = target
             campaigns[(name, alias)] = campaign
     cp.share_factors(list(campaigns.values()))
@@ -83,98 +100,125 @@ def reserve_s(pack: Pack, names: list[str]) -> float:
     return EVALUATION_S + EVALUATION_PER_CLAIM_S * len(pack.claims) * len(names)
 
 
-def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool, machines: execute.Machines,
+def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool, machines: Machine,
               root: Path, console: Any, run: bool = True, started: float | None = None,
               rule: str = FAMILY_WISE) -> Outcome:
     """The whole command (see the module). ``budget`` in seconds from ``started`` (time.monotonic()),
-    None with ``full``; ``machines``: where the runs run; ``rule``: how the page's verdicts share its α."""
+    None with ``full``; ``machines``: where the runs run (`fecbench run`'s ``Machine``); ``rule``: how the page's
+    verdicts share its α."""
     started = time.monotonic() if started is None else started
     targets, campaigns = prepare_campaigns(pack, names, root, checks=run)
-    selection = None
-    ran: list[execute.Ran] = []
-    planned: dict[str, Any] = {}
     looks = root / pack.name / "looks.json"
-    idle: dict[str, str] = {}
+    runs = Runs()
     if run and budget is None:
-        selection = plan.select(pack.claims, campaigns, None, full=full)
-        planned = {"runs": sum(len(r) for r in selection.runs.values()),
-                   "estimated_s": sum(selection.seconds.values())}
-        items = [(targets[key], campaigns[key], selection.runs.get(key, [])) for key in campaigns]
-        ran = execute.run_all(items, machines=machines, deadline=None, console=console)
+        runs = _full(pack, targets, campaigns, full, machines, console)
     elif run:
         assert budget is not None
         deadline = started + budget - reserve_s(pack, names)
-        ran, idle, planned, selection = _batches(pack, names, targets, campaigns, deadline, machines, console, looks,
-                                                 rule)
+        runs = _batches(pack, names, targets, campaigns, deadline, machines, console, looks, rule)
     dbs = {key: target.db for key, target in targets.items()}
     verdicts = ev.evaluate(pack, dbs, names, _prepared(campaigns), rule=rule)
-    _stopped(verdicts, idle, "budget" if run and budget is not None else "full designs run" if run else
+    _stopped(verdicts, runs.idle, "budget" if run and budget is not None else "full designs run" if run else
              "not run (evaluation only)")
     ev.count_looks(looks, verdicts)
     _what_it_would_take(verdicts, campaigns)
-    ran = execute.merge(ran)   # one row per campaign over its batches: one count of runs left pending
+    ran = execute.merge(runs.ran)   # one row per campaign over its batches: one count of runs left pending
     html = page.write(pack, names, verdicts, targets, root / pack.name, ran=ran, budget=budget,
                       full=full, rule=rule)
-    return Outcome(pack=pack, profiles=names, targets=targets, selection=selection, ran=ran, verdicts=verdicts,
-                   html=html, seconds=time.monotonic() - started, budget=budget, planned=planned, idle=idle)
+    return Outcome(pack=pack, profiles=names, targets=targets, selection=runs.selection, ran=ran, verdicts=verdicts,
+                   html=html, seconds=time.monotonic() - started, budget=budget, planned=runs.planned,
+                   idle=runs.idle)
 
 
-def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadline: float,
-             machines: execute.Machines, console: Any, looks: Path, rule: str) -> tuple:
-    """Look, choose the next batch, run it; until every claim stopped or the time is spent."""
+def _full(pack: Pack, targets: dict, campaigns: dict, full: bool, machine: Machine, console: Any) -> Runs:
+    """``--full``: every run the designs list, in one go (no look before the verdicts)."""
+    selection = plan.select(pack.claims, campaigns, None, full=full)
+    planned = {"runs": sum(len(r) for r in selection.runs.values()), "estimated_s": sum(selection.seconds.values())}
+    ran = execute.run_all(_items(targets, campaigns, selection), machine=machine, deadline=None, console=console)
+    return Runs(ran, selection=selection, planned=planned)
+
+
+def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadline: float, machine: Machine,
+             console: Any, looks: Path, rule: str) -> Runs:
+    """Batch after batch until every claim stopped or the time is spent: evaluate (a look) → allocate the next
+    batch → execute it → record in the campaigns what it did."""
     dbs = {key: target.db for key, target in targets.items()}
-    ran: list[execute.Ran] = []
-    idle: dict[str, str] = {}
-    planned: dict[str, Any] = {"batches": 0, "runs": 0, "estimated_s": 0.0}
-    selection = None
+    runs = Runs(planned={"batches": 0, "runs": 0, "estimated_s": 0.0})
     while True:
-        verdicts = ev.evaluate(pack, dbs, names, _prepared(campaigns), bootstrap=False, rule=rule)
-        ev.count_looks(looks, verdicts)
+        verdicts = _evaluate(pack, names, dbs, campaigns, looks, rule)
         left = deadline - time.monotonic() - len(campaigns) * execute.CAMPAIGN_START_S
         if left < MIN_LEFT_S:
             break
-        parallel = machines.parallel()
-        capacity = min(left * plan.FILL, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE)) * parallel
-        selection, idle = allocate.next_batch(pack.claims, campaigns, verdicts, capacity, left * plan.FILL * parallel)
-        if not any(selection.runs.values()):
+        runs.selection, runs.idle = _allocate(pack, campaigns, verdicts, left, machine)
+        if not any(runs.selection.runs.values()):
             break
-        if machines.jobs is None:   # --jobs auto, not calibrated yet (with --dask, jobs is 1)
-            # --jobs auto: calibrated on this batch's runs (its serial pilot's are results), then the batch is
-            # planned again for the networks chosen.
-            first = next(key for key, runs in selection.runs.items() if runs)
-            try:
-                with execute.deadline_alarm(deadline):
-                    machines.settle(campaigns[first], targets[first], selection.runs[first], console)
-            except execute.BudgetSpent:
-                console.print("[yellow]time budget spent while calibrating --jobs auto: the pilot's runs in "
-                              "flight are recorded interrupted (redone next time)[/]")
+        if machine.jobs is None:   # --jobs auto, not calibrated yet (with --dask, jobs is 1)
+            if not _calibrate(targets, campaigns, runs.selection, machine, deadline, console):
                 break
-            _measured(campaigns, targets)
-            continue
-        planned["batches"] += 1
-        planned["runs"] += sum(len(r) for r in selection.runs.values())
-        planned["estimated_s"] += sum(selection.seconds.values())
-        items = [(targets[key], campaigns[key], selection.runs.get(key, [])) for key in campaigns]
-        done = execute.run_all(items, machines=machines, deadline=deadline, console=console)
-        ran += done
-        _measured(campaigns, targets)
+            continue   # the batch planned again for the networks chosen
+        runs.add_batch(runs.selection)
+        done = execute.run_all(_items(targets, campaigns, runs.selection), machine=machine, deadline=deadline,
+                               console=console)
+        runs.ran += done
+        _record(campaigns, done)
         if any(r.stopped for r in done) or not any(r.counts for r in done):
             break
-    return ran, idle, planned, selection
+    return runs
+
+
+def _evaluate(pack: Pack, names: list[str], dbs: dict, campaigns: dict, looks: Path, rule: str) -> list[ev.Verdict]:
+    """A look: the verdicts so far (anytime-valid, no bootstrap), counted in ``looks.json``."""
+    verdicts = ev.evaluate(pack, dbs, names, _prepared(campaigns), bootstrap=False, rule=rule)
+    ev.count_looks(looks, verdicts)
+    return verdicts
+
+
+def _allocate(pack: Pack, campaigns: dict, verdicts: list[ev.Verdict], left: float, machine: Machine) -> tuple:
+    """The next batch: a sixth of the machine time left (at least ``allocate.BATCH_MIN_S``), within what is left."""
+    parallel = execute.parallel(machine)
+    capacity = min(left * plan.FILL, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE)) * parallel
+    return allocate.next_batch(pack.claims, campaigns, verdicts, capacity, left * plan.FILL * parallel)
+
+
+def _calibrate(targets: dict, campaigns: dict, selection: plan.Selection, machine: Machine, deadline: float,
+               console: Any) -> bool:
+    """--jobs auto: calibrated on this batch's first campaign's runs (its serial pilot's are results); False when the
+    budget ended first."""
+    first = next(key for key, runs in selection.runs.items() if runs)
+    try:
+        with execute.deadline_alarm(deadline):
+            execute.settle(machine, campaigns[first], targets[first], selection.runs[first], console)
+    except execute.BudgetSpent:
+        console.print("[yellow]time budget spent while calibrating --jobs auto: the pilot's runs in "
+                      "flight are recorded interrupted (redone next time)[/]")
+        return False
+    # The calibration records its pilot's runs itself and hands back no outcomes: what they did is read back.
+    cp.read(campaigns[first])
+    cp.share_factors(list(campaigns.values()))
+    return True
+
+
+def _record(campaigns: dict, done: list[execute.Ran]) -> None:
+    """What a batch did, in the campaigns that ran: from the outcomes the engine reported. A campaign the deadline
+    or an abort stopped is read back from its database: the deadline can fall between a write and its report, and
+    an abort leaves a Dask run lost with its worker recorded interrupted, never reported."""
+    for ran in done:
+        campaign = campaigns[(ran.target.profile, ran.target.alias)]
+        if ran.whole:
+            cp.record(campaign, ran.finished)
+        else:
+            cp.read(campaign)
+    cp.share_factors(list(campaigns.values()))
+
+
+def _items(targets: dict, campaigns: dict, selection: plan.Selection) -> list:
+    """Each campaign with its target and the runs chosen for it."""
+    return [(targets[key], campaigns[key], selection.runs.get(key, [])) for key in campaigns]
 
 
 def _prepared(campaigns: dict) -> dict:
     """Each campaign's design space (``draws.Space``), for the claims' draws."""
     return {key: campaign.space for key, campaign in campaigns.items()}
-
-
-def _measured(campaigns: dict, targets: dict) -> None:
-    """What the databases now hold: each campaign's statuses, runs already run again, measured durations."""
-    for key, campaign in campaigns.items():
-        campaign.statuses = read_statuses(targets[key].db)
-        campaign.retried = read_retried(targets[key].db, cp.RUN_AGAIN)
-        cp.measured_durations(campaign, [targets[key].db, cp.usual_db(campaign.prepared)])
-    cp.share_factors(list(campaigns.values()))
 
 
 def _stopped(verdicts: list[ev.Verdict], idle: dict[str, str], why: str) -> None:

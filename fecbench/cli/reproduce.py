@@ -72,12 +72,12 @@ def reproduce(
     if full and budget is not None:
         raise UserError("--budget and --full: choose one")
     seconds = None if full else plan.parse_budget(budget or "30m")
-    from fecbench.reproduce.execute import Machines
+    from fecbench.runners.executors import Machine
 
     count, security = options.machine_options(
         link_backend=link_backend, jobs=jobs, recalibrate=recalibrate, dask=dask, tls_ca_file=tls_ca_file,
         tls_cert=tls_cert, tls_key=tls_key, insecure=insecure, dashboard=dashboard, console=console)
-    machines = Machines(jobs=count, link_backend=link_backend, dask=dask, security=security, dashboard=dashboard,
+    machine = Machine(jobs=count, link_backend=link_backend, dask=dask, security=security, dashboard=dashboard,
                         recalibrate=recalibrate)
     from fecbench.host.paths import check_output_dir
 
@@ -93,7 +93,7 @@ def reproduce(
         warning = confine_harness()
         if warning:
             console.print(f"[yellow]warning: {warning}[/]")
-    outcome = session.reproduce(loaded, names, budget=seconds, full=full, machines=machines, root=root,
+    outcome = session.reproduce(loaded, names, budget=seconds, full=full, machine=machine, root=root,
                                 console=console, run=not no_run, started=started, rule=error)
     _print_verdicts(outcome)
 

@@ -42,9 +42,6 @@ SHARE_MARGIN = 1.25
 #: ``--jobs auto``: runs of the serial pilot, drawn from those the budget chose.
 PILOT_RUNS = 8
 
-#: ``Machine`` under the name the command-line module imports it by (one class: `fecbench run`'s).
-Machines = Machine
-
 
 class BudgetSpent(KeyboardInterrupt):
     """The budget's deadline came with runs in flight: the engine records them interrupted."""

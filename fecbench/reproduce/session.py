@@ -100,22 +100,22 @@ def reserve_s(pack: Pack, names: list[str]) -> float:
     return EVALUATION_S + EVALUATION_PER_CLAIM_S * len(pack.claims) * len(names)
 
 
-def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool, machines: Machine,
+def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool, machine: Machine,
               root: Path, console: Any, run: bool = True, started: float | None = None,
               rule: str = FAMILY_WISE) -> Outcome:
     """The whole command (see the module). ``budget`` in seconds from ``started`` (time.monotonic()),
-    None with ``full``; ``machines``: where the runs run (`fecbench run`'s ``Machine``); ``rule``: how the page's
+    None with ``full``; ``machine``: where the runs run (`fecbench run`'s ``Machine``); ``rule``: how the page's
     verdicts share its α."""
     started = time.monotonic() if started is None else started
     targets, campaigns = prepare_campaigns(pack, names, root, checks=run)
     looks = root / pack.name / "looks.json"
     runs = Runs()
     if run and budget is None:
-        runs = _full(pack, targets, campaigns, full, machines, console)
+        runs = _full(pack, targets, campaigns, full, machine, console)
     elif run:
         assert budget is not None
         deadline = started + budget - reserve_s(pack, names)
-        runs = _batches(pack, names, targets, campaigns, deadline, machines, console, looks, rule)
+        runs = _batches(pack, names, targets, campaigns, deadline, machine, console, looks, rule)
     dbs = {key: target.db for key, target in targets.items()}
     verdicts = ev.evaluate(pack, dbs, names, _prepared(campaigns), rule=rule)
     _stopped(verdicts, runs.idle, "budget" if run and budget is not None else "full designs run" if run else

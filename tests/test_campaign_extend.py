@@ -17,7 +17,7 @@ from fecbench.host.paths import REPO_ROOT
 from fecbench.records.status import Status
 from fecbench.reproduce.campaign import Campaign as ReproduceCampaign
 from fecbench.reproduce.seeds import extension_run
-from fecbench.runners.commands.pipeline import plan_runs
+from fecbench.runners.commands.pipeline import choose_runs
 from fecbench.runners.executors.dask_worker import identity
 from fecbench.runners.executors.engine import Engine
 from fecbench.runners.executors.selection import continue_recorded
@@ -103,7 +103,7 @@ def test_extending_a_campaign_runs_only_the_new_repetitions_with_reproduces_keys
 
     def run(path: Path) -> tuple[Any, Any]:
         prepared = prepare(path)
-        todo = plan_runs(prepared, db, set())
+        todo = choose_runs(prepared, db, set())
         executor = SerialExecutor(prepared, db, link_backend=None,
                                   testbed_factory=lambda topology, values, backend: FakeTestbed(topology, values,
                                                                                                backend))

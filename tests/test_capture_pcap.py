@@ -9,7 +9,6 @@ import csv
 import gzip
 import shutil
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from fecbench.topologies import load_topology
 from fecbench.topologies.layout import make_layout
 from fecbench.topologies.pcap import capture_points, comment, packet_bound, tcpdump_argv
 from tests.helpers.campaign import ROOT, fecbench, rows
+from tests.helpers.designs import MULTIPATH, design_file
 
 TQUIC = ROOT / "quic-impls" / "tquic" / "build" / "bin" / "tquic_client"
 ACK, CRYPTO, STREAMS = 0x02, 0x06, set(range(0x08, 0x10))
@@ -105,7 +105,7 @@ def test_campaign_refused_without_tcpdump(monkeypatch: pytest.MonkeyPatch) -> No
 @pytest.mark.parametrize("rule", ["all", "off"])
 def test_runner_captures_from_before_the_server_to_after_the_client(tmp_path: Path, rule: str) -> None:
     from fecbench.runners.experiment.prepare import prepare
-    from fecbench.runners.run.runner import Runner
+    from fecbench.runners.run.lifecycle import Runner
     from tests.helpers.campaign import fake_design
     from tests.helpers.fake_testbed import FakeTestbed
 
@@ -127,40 +127,6 @@ def test_runner_captures_from_before_the_server_to_after_the_client(tmp_path: Pa
 
 # --- a real campaign ----------------------------------------------------------------------------------
 
-DESIGN = """
-[design]
-name = "pcap-real"
-topology = "{topology}"
-repetitions = 1
-seed = 11
-timeout_s = 20
-fidelity = "off"
-
-[space.factors]
-bw = {{ value = 10, unit = "Mbit/s", per_path = true }}
-owd = {{ value = 5, unit = "ms", per_path = true }}
-p = {{ value = 0.01, per_path = true }}
-
-[loss]
-model = "uniform"
-p = "p_{{path}}"
-
-[workload]
-kind = "download"
-sizes = ["100kB"]
-
-[[impl]]
-name = "tquic"
-label = "tquic-sp"
-args = {{ multipath = "off" }}
-
-[[impl]]
-name = "tquic"
-label = "tquic-mp"
-args = {{ multipath = "on" }}
-"""
-
-
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Path]], dict[str, int]]:
     """The campaign, with every run's capture kept: database, {label: {where: kept file}}, {label: port}."""
@@ -171,8 +137,13 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     assert TQUIC.exists(), f"{TQUIC} is missing: build it with `make native`"
     assert shutil.which("tshark"), "tshark is missing: make apt"
     folder = tmp_path_factory.mktemp("pcap")
-    design = folder / "pcap-real.toml"
-    design.write_text(textwrap.dedent(DESIGN.format(topology=ROOT / "topologies" / "multipath.toml")))
+    factors = {"bw": {"value": 10, "unit": "Mbit/s", "per_path": True},
+               "owd": {"value": 5, "unit": "ms", "per_path": True}, "p": {"value": 0.01, "per_path": True}}
+    impls = [("tquic", "tquic-sp", {"multipath": "off"}), ("tquic", "tquic-mp", {"multipath": "on"})]
+    design = design_file(folder / "pcap-real.toml", topology=MULTIPATH, seed=11, timeout_s=20,
+                         settings={"fidelity": "off"}, method=None, factors=factors,
+                         loss={"model": "uniform", "p": "p_{path}"}, workload={"kind": "download", "sizes": ["100kB"]},
+                         impls=impls)
     db = folder / "pcap-real.sqlite"
     out = fecbench("run", str(design), "--db", str(db), "--capture", "pcap=all,qlog=off", timeout=240)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]

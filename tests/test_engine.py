@@ -352,7 +352,7 @@ def test_implementation_time_limit_is_a_timeout_with_what_arrived(tmp_path: Path
 def test_each_run_records_where_its_time_went(tmp_path: Path) -> None:
     """runs.phases_json: seconds per runner phase, within the run's duration; the fidelity check only for
     the first run of each point (per-point fidelity); `status --timing` sums them up."""
-    from fecbench.runners.run.runner import PHASES
+    from fecbench.runners.run.lifecycle import PHASES
 
     camp = Campaign(tmp_path, {"ok": {}, "fail": {"behave": "fail"}}, points=3)
     camp.run()

@@ -16,9 +16,9 @@ from rich.console import Console
 
 from fecbench.host import cleanup
 from fecbench.inputs.errors import SpecError, UserError
+from fecbench.reproduce import budgeting, profiles
 from fecbench.reproduce import campaign as cp
 from fecbench.reproduce import evaluate as ev
-from fecbench.reproduce import plan, profiles
 from fecbench.reproduce import sequential as sq
 from fecbench.reproduce import statistics as st
 from fecbench.reproduce.pack import Claim, Source, load_pack, pack_names
@@ -132,11 +132,11 @@ def test_the_cli_exits_2_on_a_bad_pack(tmp_path: Path) -> None:
 
 
 def test_budget_text() -> None:
-    assert plan.parse_budget("30m") == 1800 and plan.parse_budget("1h30m") == 5400
-    assert plan.parse_budget("90s") == 90 and plan.parse_budget("2") == 120
+    assert budgeting.parse_budget("30m") == 1800 and budgeting.parse_budget("1h30m") == 5400
+    assert budgeting.parse_budget("90s") == 90 and budgeting.parse_budget("2") == 120
     for bad in ("", "m", "0s", "3 days"):
         with pytest.raises(UserError):
-            plan.parse_budget(bad)
+            budgeting.parse_budget(bad)
 
 
 # --- statistics and verdicts ------------------------------------------------------------------------------------
@@ -377,22 +377,22 @@ def test_a_claims_draws_are_its_own_cells_at_each_cells_next_seeds(smoke_prepare
 def test_selection_fits_the_capacity_and_shares_it(smoke_prepared) -> None:
     pack, campaign = smoke_prepared
     campaigns = {("defaults", "smoke"): campaign}
-    everything = plan.select(pack.claims, campaigns, None, full=True)
+    everything = budgeting.select(pack.claims, campaigns, None, full=True)
     assert len(everything.runs[("defaults", "smoke")]) == len(campaign.prepared.runs)
     half = everything.seconds[("defaults", "smoke")] / 2
-    some = plan.select(pack.claims, campaigns, half)
+    some = budgeting.select(pack.claims, campaigns, half)
     assert 0 < some.seconds[("defaults", "smoke")] <= half
     share = half / len([c for c in pack.claims if c.design == "smoke"])
     for claim in pack.claims:
         if claim.design != "smoke":
             continue
-        block = campaign.draws(claim)[:plan.first_block(claim)]
-        cost = sum(campaign.seconds(run) for draw in block for run in plan.draw_runs(claim, campaign, draw))
+        block = campaign.draws(claim)[:budgeting.first_block(claim)]
+        cost = sum(campaign.seconds(run) for draw in block for run in budgeting.draw_runs(claim, campaign, draw))
         taken = some.claim_draws[claim.id]
         # A claim whose first block fits an equal share gets it whole; none gets part of its first block.
         assert taken >= len(block) if cost <= share else taken in (0,) or taken >= len(block), claim.id
     campaign.statuses = {r.key: "ok" for r in campaign.prepared.runs}
-    assert plan.select(pack.claims, campaigns, None, full=True).runs[("defaults", "smoke")] == []
+    assert budgeting.select(pack.claims, campaigns, None, full=True).runs[("defaults", "smoke")] == []
 
 
 def test_measured_durations_scale_the_model(smoke_prepared, tmp_path: Path) -> None:

@@ -27,8 +27,8 @@ def _claim(statistic: str, compare: str, threshold: float, **kw) -> Claim:
                  params={"min_seeds": 3, "loss_direction": "any", **kw})
 
 
-def _space(points: int, repetitions: int) -> dr.Space:
-    return dr.Space(points={p: {"p": 0.01 * (p + 1)} for p in range(points)}, sizes=(1000,), seed=58,
+def _space(points: int, repetitions: int) -> dr.DrawSpace:
+    return dr.DrawSpace(points={p: {"p": 0.01 * (p + 1)} for p in range(points)}, sizes=(1000,), seed=58,
                     repetitions=repetitions)
 
 
@@ -190,7 +190,7 @@ def test_an_unpaired_claim_classes_each_run_by_its_own_log() -> None:
 
     Recording.classes = pd.DataFrame(classes)
     data = ev.Data.replayed(frame, Recording())
-    space = dr.Space(points={0: {}}, sizes=(1000,), seed=58, repetitions=200)
+    space = dr.DrawSpace(points={0: {}}, sizes=(1000,), seed=58, repetitions=200)
     found = samples.sample(claim, data, dr.draws(claim, space))
     tails = {r["run_key"] for r in classes if r["class_forward"] == "tail loss"}
     runs = samples.runs(found.rows)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from fecbench.records.status import Status
-from fecbench.reproduce import allocate, plan, profiles, seeds
+from fecbench.reproduce import allocate, budgeting, profiles, seeds
 from fecbench.reproduce import campaign as cp
 from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce import sequential as sq
@@ -346,7 +346,7 @@ def test_a_claim_with_nothing_measured_needs_at_least_what_could_decide_it(smoke
     units, seconds, _ = allocate.projection(one_kb, [dataclasses.replace(fresh, claim=one_kb)], campaigns)
     campaign = campaigns[("defaults", "smoke")]
     draws = campaign.draws(one_kb)[:50]
-    runs = [r for d in draws for r in plan.draw_runs(one_kb, campaign, d)]
+    runs = [r for d in draws for r in budgeting.draw_runs(one_kb, campaign, d)]
     assert {r.size for r in runs} == {1000}
     assert seconds / units == pytest.approx(sum(campaign.seconds(r) for r in runs) / len(draws))
 

@@ -168,8 +168,8 @@ def test_outage_drops_are_counted_like_the_models(tmp_path) -> None:
     from fecbench.dropper.live import drops_with_outages, expected_verdicts
     from fecbench.runners.experiment.prepare import prepare
     from fecbench.runners.run import link_records
+    from fecbench.runners.run.lifecycle import Runner
     from fecbench.runners.run.outcome import Outcome
-    from fecbench.runners.run.runner import Runner
     from fecbench.topologies.schedule_apply import outage_ranges
     from tests.helpers.campaign import fake_design
     from tests.helpers.fake_testbed import FakeTestbed

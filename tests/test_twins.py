@@ -13,7 +13,7 @@ from rich.console import Console
 from fecbench.analysis import results
 from fecbench.analysis.report import evidence, sentences
 from fecbench.host import cleanup
-from fecbench.runners.commands.pipeline import plan_runs
+from fecbench.runners.commands.pipeline import choose_runs
 from fecbench.runners.executors import selection
 from fecbench.runners.executors.engine import Engine
 from fecbench.runners.executors.serial import SerialExecutor
@@ -37,7 +37,7 @@ def test_twins_run_again_under_their_keys_and_the_report_measures_their_spread(t
     """Real runs of the fake implementation (no root): 8 runs, then 3 twins, then 3 more, never the same twice."""
     prepared = prepare(fake_design(tmp_path / "camp.toml", {"quic": {}, "fec": {}}, points=4))
     db = tmp_path / "camp.sqlite"
-    _engine(prepared, db, plan_runs(prepared, db, set())).run(set())
+    _engine(prepared, db, choose_runs(prepared, db, set())).run(set())
     first = selection.twins(prepared, db, 3)
     assert len(first) == 3 and [r.key for r in first] == [r.key for r in selection.twins(prepared, db, 3)]  # seeded
     summary = _engine(prepared, db, first, asked=selection.TWIN).run({"ok"})

@@ -230,7 +230,7 @@ DERIVED_COLUMNS = ("campaign", "design_hash", "timeout_s", "network", "flagged",
 
 def _own_status(error: object) -> str:
     """The status a fidelity-flagged run's run itself ended with: ``timeout`` when its flag says so, else ``ok``
-    (fecbench.runners.run.runner keeps the run's own outcome in the flag's words)."""
+    (fecbench.runners.run.lifecycle keeps the run's own outcome in the flag's words)."""
     return "timeout" if isinstance(error, str) and "(the run itself ended timeout" in error else "ok"
 
 

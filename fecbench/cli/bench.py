@@ -44,14 +44,14 @@ def bench_verdicts(
     seed: int = typer.Option(35, "--seed", help="Seed of the replays' draws."),
 ) -> None:
     """Claims decided against machine time (old vs new allocator), A/A false verdicts, power."""
+    from fecbench.reproduce import budgeting, profiles, session
     from fecbench.reproduce import campaign as cp
     from fecbench.reproduce import pack as pack_mod
-    from fecbench.reproduce import plan, profiles, session
 
     loaded = pack_mod.load_pack(pack)
     name = profile or loaded.default_profile
     loaded.profile(name)
-    seconds = plan.parse_budget(budget)
+    seconds = budgeting.parse_budget(budget)
     root = results or profiles.DEFAULT_ROOT
     targets, campaigns = session.prepare_campaigns(loaded, [name], root, checks=False)
     dbs = {alias: Path(path) for alias, path in (_alias(text) for text in db or [])}
@@ -210,7 +210,7 @@ def bench_worlds(
                               "and their mean share."),
 ) -> None:
     """False verdicts on synthetic worlds whose truth is known (reproduce/README.md, "Validation")."""
-    from fecbench.reproduce import plan
+    from fecbench.reproduce import budgeting
     from fecbench.reproduce.statistics.error_control import RULES
     from fecbench.reproduce.validation import worlds
 
@@ -222,4 +222,4 @@ def bench_worlds(
         raise UserError(f"--world {unknown[0]!r}: no such world (worlds: {', '.join(known)})")
     if replays < 1:
         raise UserError("--replays: at least 1")
-    worlds.bench_worlds(replays, plan.parse_budget(budget), list(world) if world else None, console, error)
+    worlds.bench_worlds(replays, budgeting.parse_budget(budget), list(world) if world else None, console, error)

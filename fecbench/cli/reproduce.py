@@ -60,7 +60,7 @@ def reproduce(
     if pack is None:
         _list(pack_mod)
         return
-    from fecbench.reproduce import plan, profiles, session
+    from fecbench.reproduce import budgeting, profiles, session
     from fecbench.reproduce.statistics.error_control import RULES
 
     if error not in RULES:
@@ -71,7 +71,7 @@ def reproduce(
         loaded.profile(name)
     if full and budget is not None:
         raise UserError("--budget and --full: choose one")
-    seconds = None if full else plan.parse_budget(budget or "30m")
+    seconds = None if full else budgeting.parse_budget(budget or "30m")
     from fecbench.runners.executors import Machine
 
     count, security = options.machine_options(
@@ -114,19 +114,19 @@ def _list(pack_mod) -> None:
 def _dry_run(pack, names: list[str], seconds: float | None, full: bool, root: Path, session) -> None:
     """--full: every run the designs list; a budget: the first batch the adaptive allocation would start with
     (the next ones depend on the verdicts its runs give)."""
-    from fecbench.reproduce import allocate, plan
+    from fecbench.reproduce import allocate, budgeting
     from fecbench.reproduce import evaluate as ev
 
     targets, campaigns = session.prepare_campaigns(pack, names, root, checks=False)
     idle: dict[str, str] = {}
     if seconds is None:
-        selection = plan.select(pack.claims, campaigns, None, full=full)
+        selection = budgeting.select(pack.claims, campaigns, None, full=full)
         title = f"{pack.name}: the full pack"
     else:
         left = max(0.0, seconds - session.reserve_s(pack, names))
         verdicts = ev.evaluate(pack, {key: t.db for key, t in targets.items()}, names,
                                {key: c.space for key, c in campaigns.items()}, bootstrap=False)
-        capacity = min(left * plan.FILL, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE))
+        capacity = min(left * budgeting.FILL, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE))
         selection, idle = allocate.next_batch(pack.claims, campaigns, verdicts, capacity)
         title = (f"{pack.name}: the first batch of a budget of {seconds / 60:g} min ({capacity / 60:.1f} min of runs; "
                  "the next batches follow the verdicts)")

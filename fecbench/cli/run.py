@@ -87,7 +87,7 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     prepared = pipeline.check_inputs(design, capture=capture, accept_short_timeout=accept_short_timeout,
                                      dry_run=dry_run)
     db_path = check_db_path(db or prepared.design.default_db())
-    todo = pipeline.plan_runs(prepared, db_path, retry_set, sample, only)   # the one selection: the engine runs these
+    todo = pipeline.choose_runs(prepared, db_path, retry_set, sample, only)   # the one selection: the engine runs these
     if prepared.repetitions_as is not None:
         console.print(f"{db_path}: the campaign's runs keep the keys of its first design "
                       f"(repetitions = {prepared.repetitions_as or 'not written'}); only the new runs are to do")

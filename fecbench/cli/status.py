@@ -201,9 +201,9 @@ def overhead(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def phase_times(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Over ok runs that recorded them (schema ≥ 5): where the wall time went, per phase of the runner
-    (runners.run.runner.PHASES) and `between` (the run's recorded duration minus its phases: handing it to
+    (runners.run.lifecycle.PHASES) and `between` (the run's recorded duration minus its phases: handing it to
     a network and back); mean, median and p90 seconds, and each phase's share of the summed wall time."""
-    from fecbench.runners.run.runner import PHASES
+    from fecbench.runners.run.lifecycle import PHASES
 
     timed = []
     for row in rows:
@@ -290,7 +290,7 @@ def _print_status(path: Path, summary: dict[str, Any]) -> None:
                           _fmt(t.get("overhead_p90_s")), _fmt(t.get("harness_median_s")))
         console.print(table)
     if summary.get("phases"):
-        table = Table(title="where the wall time of ok runs went, per phase (runners.run.runner.PHASES)")
+        table = Table(title="where the wall time of ok runs went, per phase (runners.run.lifecycle.PHASES)")
         for col in ("phase", "runs", "mean s", "median s", "p90 s", "share of wall"):
             table.add_column(col, justify="right", overflow="fold")
         for p in summary["phases"]:

@@ -18,7 +18,7 @@ runs(key TEXT PRIMARY KEY, campaign_id, point, impl, label, impl_args (JSON), wo
                 interrupted (stopped, or left running by a campaign process that died: the next campaign says so)
      error, server_log_tail, client_log_tail, started_at, finished_at, duration_s (run wall time),
      attempts, link_backend, host,
-     phases_json  -- where the run's wall time went: seconds per phase (runners.run.runner.PHASES)
+     phases_json  -- where the run's wall time went: seconds per phase (runners.run.lifecycle.PHASES)
      runner  -- "<hostname> <pid>:<start time>" of the campaign process that started it: a run still
                 'running' whose runner is gone was interrupted (fecbench status; the next campaign records it so))
 metrics(run_key PRIMARY KEY REFERENCES runs(key), dct_ms, handshake_ms, bytes_app, packets_sent,

@@ -4,7 +4,7 @@ Above the campaigns and the analysis (it runs the one and reads with the other),
 
 - ``pack``: a pack's files (designs, stack profiles, claims) loaded and checked;
 - ``profiles``: a design under a profile, as an ordinary design file and database;
-- ``plan``: measured durations, each claim's most informative runs, what a budget buys;
+- ``budgeting``: measured durations, each claim's most informative runs, what a budget buys;
 - ``statistics``: the claim statistics, one object each (estimate, bootstrap and anytime-valid intervals,
   what it needs from the plan, its words), registered once (pure);
 - ``execute``: the chosen runs, campaign by campaign, within the deadline;

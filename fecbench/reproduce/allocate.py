@@ -9,7 +9,7 @@ both labels). The batch is filled greedily: always the next draw of the claim wi
 progress per second, 1 / (draws still needed × seconds per draw); the most promising draw goes in even when
 it alone is more than a batch, if the time left allows it. A claim never needs fewer observations than the
 fewest that could decide it (``fewest_observations``: every one agreeing), and one with nothing measured yet
-needs that many (at least its first block, ``plan.first_block``), so it competes like the others: a cheap
+needs that many (at least its first block, ``budgeting.first_block``), so it competes like the others: a cheap
 start goes early, a costly one waits behind claims a few runs from their verdicts. Within a claim, its
 draws in their order (``draws``: beyond the design's repetitions they take the extra seeds of ``seeds``),
 so no budget is left unused while a claim is undecided; a run that failed or was flagged is run once more
@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 from fecbench.reproduce import seeds
 from fecbench.reproduce import sequential as sq
+from fecbench.reproduce.budgeting import Selection, draw_runs, first_block
 from fecbench.reproduce.campaign import Campaign
 from fecbench.reproduce.draws import Draw
 from fecbench.reproduce.evaluate import Verdict
 from fecbench.reproduce.pack import Claim
-from fecbench.reproduce.plan import Selection, draw_runs, first_block
 from fecbench.runners.experiment.runs import Run
 
 #: The smallest batch of machine time, and the share of what is left a batch takes.

@@ -26,7 +26,7 @@ from fecbench.inputs.errors import UserError
 from fecbench.records import run_records
 from fecbench.records.db import open_readonly
 from fecbench.records.status import Status
-from fecbench.reproduce.draws import Draw, Space, draws, space_of
+from fecbench.reproduce.draws import Draw, DrawSpace, draws, space_of
 from fecbench.reproduce.pack import Claim
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
@@ -76,7 +76,7 @@ class Campaign:
         return 1.0 + len(again) / max(1, len(finished))
 
     @property
-    def space(self) -> Space:
+    def space(self) -> DrawSpace:
         return space_of(self.prepared)
 
     def draws(self, claim: Claim) -> list[Draw]:

@@ -57,7 +57,7 @@ def extra_repetitions(repetitions: int) -> int:
 
 
 @dataclass(frozen=True)
-class Space:
+class DrawSpace:
     """What a claim's draws depend on in its design: the points (their factor values), sizes, seed and
     repetitions, the competing flows' selection factor and the foreground label."""
     points: dict[int, dict[str, Any]]
@@ -73,18 +73,18 @@ class Space:
         return self.repetitions + extra_repetitions(self.repetitions)
 
 
-def space_from_runs(frame: Any, seed: int = 0) -> Space:
+def space_from_runs(frame: Any, seed: int = 0) -> DrawSpace:
     """The space a results frame (``analysis.results.load``) ran: its points and their factor values, its sizes
     and repetitions (for claims judged on a database without its design file)."""
     factors = list(frame.attrs.get("factors", []))
     points = {int(p): {f: g[f].iloc[0] for f in factors} for p, g in frame.groupby("point")}
     sizes = tuple(sorted({int(s) for s in frame["size"].dropna()})) or (None,)
-    return Space(points=points, sizes=sizes, seed=seed, repetitions=int(frame["repetition"].max()) + 1)
+    return DrawSpace(points=points, sizes=sizes, seed=seed, repetitions=int(frame["repetition"].max()) + 1)
 
 
-def space_of(prepared: Prepared) -> Space:
+def space_of(prepared: Prepared) -> DrawSpace:
     design = prepared.design
-    return Space(points=prepared.points, sizes=tuple(design.workload.sizes) or (None,), seed=design.seed,
+    return DrawSpace(points=prepared.points, sizes=tuple(design.workload.sizes) or (None,), seed=design.seed,
                  repetitions=design.repetitions, select=design.flows.select if design.flows else None,
                  foreground=design.impls[0].label if design.impls else "")
 
@@ -117,14 +117,14 @@ def matches(value: float, wanted: object) -> bool:
     return any(math.isclose(value, w, rel_tol=1e-9, abs_tol=1e-12) for w in wanted)  # type: ignore[union-attr]
 
 
-def claim_points(claim: Claim, space: Space) -> list[int]:
+def claim_points(claim: Claim, space: DrawSpace) -> list[int]:
     """The design points a claim's filters keep."""
     factors = {k: v for k, v in claim.where.items() if k not in ("size", "loss_class", "baseline_class")}
     return [p for p, values in sorted(space.points.items())
             if all(k in values and matches(float(values[k]), v) for k, v in factors.items())]
 
 
-def claim_cells(claim: Claim, space: Space) -> list[Cell]:
+def claim_cells(claim: Claim, space: DrawSpace) -> list[Cell]:
     """The claim's cells: its points × its sizes (the design's when it names none), equal weights; for a flows
     claim, each point with the claim's background paired with the point that differs only in it."""
     sizes = claim.sizes() or list(space.sizes) or [None]
@@ -144,7 +144,7 @@ def claim_cells(claim: Claim, space: Space) -> list[Cell]:
     return [(a, b, size) for a, b in pairs for size in sizes]
 
 
-def draws(claim: Claim, space: Space) -> list[Draw]:
+def draws(claim: Claim, space: DrawSpace) -> list[Draw]:
     """The claim's draws in order (see the module)."""
     stat = claim.stat
     block = stat.seeds_per_point(claim.params)

@@ -112,7 +112,7 @@ def page_alpha(pack: Pack, profiles: list[str]) -> float:
 
 
 def evaluate(pack: Pack, dbs: dict[tuple[str, str], Path], profiles: list[str],
-             spaces: dict[tuple[str, str], dr.Space], seed: int = 2019, bootstrap: bool = True,
+             spaces: dict[tuple[str, str], dr.DrawSpace], seed: int = 2019, bootstrap: bool = True,
              rule: str = ec.FAMILY_WISE) -> list[Verdict]:
     """A verdict for every claim and profile; ``dbs`` and ``spaces`` (each design's, ``draws``) by (profile,
     design alias). ``rule``: how the verdicts share the page's α (``error_control``): family-wise, each at
@@ -145,7 +145,7 @@ def evaluate(pack: Pack, dbs: dict[tuple[str, str], Path], profiles: list[str],
 
 
 def _runnable(pack: Pack, dbs: dict[tuple[str, str], Path], profiles: list[str],
-              spaces: dict[tuple[str, str], dr.Space], cache: dict[Path, Data]):
+              spaces: dict[tuple[str, str], dr.DrawSpace], cache: dict[Path, Data]):
     """(profile, the claim as the profile judges it, its data, its space, the page's claim) of every claim that
     has runs to judge."""
     for profile in profiles:
@@ -157,7 +157,7 @@ def _runnable(pack: Pack, dbs: dict[tuple[str, str], Path], profiles: list[str],
             yield profile, judged, cache.setdefault(db, Data(db)), space, claim
 
 
-def discovery_alpha(judged: list[tuple[Claim, Data, dr.Space]], m: int) -> float:
+def discovery_alpha(judged: list[tuple[Claim, Data, dr.DrawSpace]], m: int) -> float:
     """The level every verdict of a page of ``m`` is judged at under the false-discovery rule: Benjamini–Yekutieli's
     step-up over the anytime p-values of the claims with runs (``judged``: each as its profile judges it)."""
     floor = ec.smallest_level(m, sq.ALPHA)
@@ -172,7 +172,7 @@ def _decides(claim: Claim, observations, level: float) -> bool:
         sq.decide(s.low, s.high, claim.compare, claim.threshold, claim.tolerance) != "inconclusive"
 
 
-def p_value(claim: Claim, data: Data, space: dr.Space, floor: float) -> float:
+def p_value(claim: Claim, data: Data, space: dr.DrawSpace, floor: float) -> float:
     """The claim's anytime p-value (``error_control.anytime_p``): the smallest level in [``floor``, α] at which
     its confidence sequence on the draws done decides it; 1 with no observations or no sequence."""
     stat = claim.stat
@@ -185,7 +185,7 @@ def p_value(claim: Claim, data: Data, space: dr.Space, floor: float) -> float:
     return ec.anytime_p(lambda level: _decides(claim, read, level), floor, sq.ALPHA)
 
 
-def evaluate_claim(claim: Claim, profile: str, data: Data, space: dr.Space, seed: int, *,
+def evaluate_claim(claim: Claim, profile: str, data: Data, space: dr.DrawSpace, seed: int, *,
                    alpha: float = sq.ALPHA, bootstrap: bool = True) -> Verdict:
     """One claim's verdict from its anytime-valid interval at level 1 − ``alpha`` (``bootstrap``: with the
     fixed-sample estimate beside it, for the page)."""

@@ -9,7 +9,7 @@
    steps: ``execute.run_all``) → record (what they did, in the campaigns: ``campaign.record``), until
    every claim has stopped or the time is spent. A batch is a sixth of the machine time left (at least
    ``allocate.BATCH_MIN_S``). The time the verdicts and the page need is kept aside (``EVALUATION_S``
-   plus a little per claim and profile). ``--full`` runs everything the designs list (``plan.select``);
+   plus a little per claim and profile). ``--full`` runs everything the designs list (``budgeting.select``);
    ``run = False`` runs nothing.
 3. A verdict per claim and profile (``evaluate``; each evaluation counted as a look in
    ``looks.json``), and the page (``page.write``).
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fecbench.reproduce import allocate, execute, page, plan, profiles, seeds
+from fecbench.reproduce import allocate, budgeting, execute, page, profiles, seeds
 from fecbench.reproduce import campaign as cp
 from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce import sequential as sq
@@ -41,11 +41,11 @@ MIN_LEFT_S = 5.0
 
 
 @dataclass
-class Outcome:
+class Reproduction:
     pack: Pack
     profiles: list[str]
     targets: dict[tuple[str, str], profiles.Target]
-    selection: plan.Selection | None
+    selection: budgeting.Selection | None
     ran: list[execute.Ran]
     verdicts: list[ev.Verdict]
     html: Path | None
@@ -60,11 +60,11 @@ class Runs:
     """What the runs of a reproduction did: each campaign's batches, the last selection, why claims took no run in
     the last batch, and what was planned."""
     ran: list[execute.Ran] = field(default_factory=list)
-    selection: plan.Selection | None = None
+    selection: budgeting.Selection | None = None
     idle: dict[str, str] = field(default_factory=dict)
     planned: dict[str, Any] = field(default_factory=dict)
 
-    def add_batch(self, selection: plan.Selection) -> None:
+    def add_batch(self, selection: budgeting.Selection) -> None:
         """One batch more: its runs and their estimated seconds."""
         self.planned["batches"] += 1
         self.planned["runs"] += sum(len(r) for r in selection.runs.values())
@@ -102,7 +102,7 @@ def reserve_s(pack: Pack, names: list[str]) -> float:
 
 def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool, machine: Machine,
               root: Path, console: Any, run: bool = True, started: float | None = None,
-              rule: str = FAMILY_WISE) -> Outcome:
+              rule: str = FAMILY_WISE) -> Reproduction:
     """The whole command (see the module). ``budget`` in seconds from ``started`` (time.monotonic()),
     None with ``full``; ``machine``: where the runs run (`fecbench run`'s ``Machine``); ``rule``: how the page's
     verdicts share its α."""
@@ -125,14 +125,14 @@ def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool,
     ran = execute.merge(runs.ran)   # one row per campaign over its batches: one count of runs left pending
     html = page.write(pack, names, verdicts, targets, root / pack.name, ran=ran, budget=budget,
                       full=full, rule=rule)
-    return Outcome(pack=pack, profiles=names, targets=targets, selection=runs.selection, ran=ran, verdicts=verdicts,
-                   html=html, seconds=time.monotonic() - started, budget=budget, planned=runs.planned,
-                   idle=runs.idle)
+    return Reproduction(pack=pack, profiles=names, targets=targets, selection=runs.selection, ran=ran,
+                        verdicts=verdicts, html=html, seconds=time.monotonic() - started, budget=budget,
+                        planned=runs.planned, idle=runs.idle)
 
 
 def _full(pack: Pack, targets: dict, campaigns: dict, full: bool, machine: Machine, console: Any) -> Runs:
     """``--full``: every run the designs list, in one go (no look before the verdicts)."""
-    selection = plan.select(pack.claims, campaigns, None, full=full)
+    selection = budgeting.select(pack.claims, campaigns, None, full=full)
     planned = {"runs": sum(len(r) for r in selection.runs.values()), "estimated_s": sum(selection.seconds.values())}
     ran = execute.run_all(_items(targets, campaigns, selection), machine=machine, deadline=None, console=console)
     return Runs(ran, selection=selection, planned=planned)
@@ -176,11 +176,11 @@ def _evaluate(pack: Pack, names: list[str], dbs: dict, campaigns: dict, looks: P
 def _allocate(pack: Pack, campaigns: dict, verdicts: list[ev.Verdict], left: float, machine: Machine) -> tuple:
     """The next batch: a sixth of the machine time left (at least ``allocate.BATCH_MIN_S``), within what is left."""
     parallel = execute.parallel(machine)
-    capacity = min(left * plan.FILL, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE)) * parallel
-    return allocate.next_batch(pack.claims, campaigns, verdicts, capacity, left * plan.FILL * parallel)
+    capacity = min(left * budgeting.FILL, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE)) * parallel
+    return allocate.next_batch(pack.claims, campaigns, verdicts, capacity, left * budgeting.FILL * parallel)
 
 
-def _calibrate(targets: dict, campaigns: dict, selection: plan.Selection, machine: Machine, deadline: float,
+def _calibrate(targets: dict, campaigns: dict, selection: budgeting.Selection, machine: Machine, deadline: float,
                console: Any) -> bool:
     """--jobs auto: calibrated on this batch's first campaign's runs (its serial pilot's are results); False when the
     budget ended first."""
@@ -211,13 +211,13 @@ def _record(campaigns: dict, done: list[execute.Ran]) -> None:
     cp.share_factors(list(campaigns.values()))
 
 
-def _items(targets: dict, campaigns: dict, selection: plan.Selection) -> list:
+def _items(targets: dict, campaigns: dict, selection: budgeting.Selection) -> list:
     """Each campaign with its target and the runs chosen for it."""
     return [(targets[key], campaigns[key], selection.runs.get(key, [])) for key in campaigns]
 
 
 def _prepared(campaigns: dict) -> dict:
-    """Each campaign's design space (``draws.Space``), for the claims' draws."""
+    """Each campaign's design space (``draws.DrawSpace``), for the claims' draws."""
     return {key: campaign.space for key, campaign in campaigns.items()}
 
 

@@ -17,7 +17,7 @@ recording's ``duration_s`` of machine time; each campaign in a batch costs ``exe
 more.
 
 Allocators: ``new`` is ``fecbench reproduce``'s (look, ``allocate.next_batch``, run the batch, again);
-``old`` is the earlier one (``plan.select`` on the whole budget, claims in turn by least time used,
+``old`` is the earlier one (``budgeting.select`` on the whole budget, claims in turn by least time used,
 the design's repetitions only), looked at on the same schedule. Both are judged by the same
 anytime-valid verdicts (``evaluate``), so the difference is the allocation.
 """
@@ -35,7 +35,7 @@ import pandas as pd
 
 from fecbench.analysis import results
 from fecbench.analysis.studies import flows, loss_position
-from fecbench.reproduce import allocate, execute, plan, seeds
+from fecbench.reproduce import allocate, budgeting, execute, seeds
 from fecbench.reproduce import campaign as cp
 from fecbench.reproduce import evaluate as ev
 from fecbench.reproduce.pack import Pack
@@ -159,7 +159,7 @@ def simulate(pack: Pack, profile: str, campaigns: dict[tuple[str, str], cp.Campa
     spent, order, looks = 0.0, 0, []
     queue: list[tuple[tuple[str, str], Run]] = []
     if allocator == "old":
-        chosen = plan.select(pack.claims, campaigns, budget_s)
+        chosen = budgeting.select(pack.claims, campaigns, budget_s)
         for key in campaigns:
             queue += [(key, run) for run in chosen.runs.get(key, [])]
     while True:

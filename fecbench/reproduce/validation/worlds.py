@@ -221,7 +221,7 @@ TRUTH_SEEDS = 20_000
 TIMES = tuple(i / 15 for i in range(16))
 
 
-def population(claim: Claim, world: World, space: dr.Space, medians: dict[int, float], rng: np.random.Generator
+def population(claim: Claim, world: World, space: dr.DrawSpace, medians: dict[int, float], rng: np.random.Generator
                ) -> Any:
     """A large sample of the claim's population as its estimand defines it, answered without failures: every cell on
     TRUTH_SEEDS seeds for a census; else TRUTH_DRAWS draws of a uniform cell (a block of ``min_seeds`` seeds each

@@ -10,7 +10,7 @@ over the serial pass (N = 1) of both; how many runs were in flight on average (s
 span); each run's download time against its own serial one (the same run meets the same losses: a
 ratio above 1 is the load's doing, on the endpoints or the emulation); the statuses; how busy each CPU
 was (the whole machine's: run it on a quiet machine); where the runs' time went
-(`runners.run.runner.PHASES`, mean seconds per run).
+(`runners.run.lifecycle.PHASES`, mean seconds per run).
 
 **Accuracy.** Per N: each run's own delay-element lateness (p99 per link direction, `fecbench.timekeeping.lateness`):
 its distribution over runs and how many runs broke the bound; the lateness of every frame of every run

@@ -53,7 +53,7 @@ def check_inputs(design: Path, *, capture: str | None = None, accept_short_timeo
 
 
 # --- 2. plan the runs --------------------------------------------------------------------------------------
-def plan_runs(prepared: Prepared, db_path: Path, retry: set[str], sample: int | None = None,
+def choose_runs(prepared: Prepared, db_path: Path, retry: set[str], sample: int | None = None,
               only: str | None = None) -> list[Run]:
     """The one selection of the runs to do (pending, interrupted, the statuses to retry, a seeded sample, `--only`
     these keys); a campaign given more repetitions keeps the keys of the runs its database holds

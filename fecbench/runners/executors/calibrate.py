@@ -49,9 +49,9 @@ from fecbench.runners.executors.selection import sample_runs
 from fecbench.runners.executors.serial import SerialExecutor, TestbedFactory
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
+from fecbench.runners.run.lifecycle import Runner, run_one
 from fecbench.runners.run.outcome import Outcome
 from fecbench.runners.run.recorder import Recorder, impls_fingerprint
-from fecbench.runners.run.runner import Runner, run_one
 from fecbench.runners.run.testbed import MininetTestbed, Testbed
 from fecbench.timekeeping import endpoint_timing, lateness
 

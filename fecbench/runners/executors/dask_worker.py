@@ -24,8 +24,8 @@ from fecbench.runners.executors import dask_security
 from fecbench.runners.executors.dask_security import CampaignSecurity
 from fecbench.runners.experiment.prepare import Prepared, prepare
 from fecbench.runners.experiment.runs import Run
+from fecbench.runners.run.lifecycle import Runner, run_one
 from fecbench.runners.run.recorder import impls_fingerprint
-from fecbench.runners.run.runner import Runner, run_one
 from fecbench.runners.run.testbed import MininetTestbed
 
 # --- what must be the same on every host ---------------------------------------------------------

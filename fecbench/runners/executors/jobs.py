@@ -22,8 +22,8 @@ from fecbench.runners.executors.engine import Finished, RunQueue, Started
 from fecbench.runners.executors.serial import TestbedFactory, log_root_for
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
+from fecbench.runners.run.lifecycle import Runner, run_one
 from fecbench.runners.run.outcome import Outcome
-from fecbench.runners.run.runner import Runner, run_one
 from fecbench.runners.run.testbed import MininetTestbed, Testbed
 
 MAX_JOBS = 32

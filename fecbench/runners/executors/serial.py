@@ -11,8 +11,8 @@ from fecbench.records.status import Status
 from fecbench.runners.executors.engine import Finished, RunQueue, Started
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
+from fecbench.runners.run.lifecycle import Runner, run_one
 from fecbench.runners.run.outcome import Outcome
-from fecbench.runners.run.runner import Runner, run_one
 from fecbench.runners.run.testbed import MininetTestbed, Testbed
 
 # Builds a testbed for a topology, at a first point's values, with a link backend (None: probe).

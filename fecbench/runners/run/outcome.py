@@ -24,7 +24,7 @@ class Outcome:
     endpoints: dict[str, Any] | None = None
     # A run with competing flows: one row per flow and one for the foreground (runners.run.competing.records).
     flows: list[dict[str, Any]] = field(default_factory=list)
-    # Where the run's wall time went (seconds per phase: runners.run.runner.PHASES), measured where it ran.
+    # Where the run's wall time went (seconds per phase: runners.run.lifecycle.PHASES), measured where it ran.
     phases: dict[str, float] = field(default_factory=dict)
     # What the run kept to explain itself (runners.experiment.capture): kind, path under the artifacts folder, bytes.
     artifacts: list[dict[str, Any]] = field(default_factory=list)

@@ -27,6 +27,7 @@ block a paper's figure plotted says so (``blocks``).
 from __future__ import annotations
 
 import math
+import warnings
 from abc import abstractmethod
 
 import numpy as np
@@ -151,7 +152,9 @@ class MedianPointRatio(PointStatistic):
     estimand_text = "median over the K cells of R_c = median(X_c) ÷ median(Y_c), each over unlimited seeds"
 
     def over_cells(self, values: np.ndarray, params: dict) -> np.ndarray:
-        with np.errstate(invalid="ignore"):
+        # A draw whose cells have no value yet gives NaN (counted as undecided), not a warning on the user's screen.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
             return np.nanmedian(values, axis=-1)
 
     def bounds(self, lows: np.ndarray, highs: np.ndarray, k: int, params: dict) -> tuple[float, float]:

@@ -4,13 +4,13 @@ the droppers' verdict logs agree on every packet index both runs sent, and equal
 from __future__ import annotations
 
 import io
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.helpers.campaign import FECQ, TOPOLOGY, fecbench, rows
+from tests.helpers.campaign import FECQ, fecbench, rows
+from tests.helpers.designs import QUIC_AND_RS, UNIFORM_P, design_file
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 
@@ -20,42 +20,9 @@ def test_verdict_logs_agree_across_implementations(tmp_path: Path) -> None:
         pytest.skip("fecq is not built (make bootstrap)")
     from fecbench.dropper import Uniform, reference_verdicts
 
-    design = tmp_path / "crn.toml"
-    design.write_text(textwrap.dedent(f"""
-        [design]
-        name = "crn"
-        topology = "{TOPOLOGY}"
-        repetitions = 2
-        seed = 11
-        timeout_s = 30
-        verdict_log = true
-
-        [space]
-        method = "wsp"
-        points = 1
-        [space.factors]
-        bw = {{ low = 10, high = 20 }}
-        owd = {{ low = 5, high = 10 }}
-        p = {{ low = 0.08, high = 0.1 }}
-
-        [loss]
-        model = "uniform"
-        p = "p"
-
-        [workload]
-        kind = "download"
-        sizes = ["50kB"]
-
-        [[impl]]
-        name = "fecq"
-        label = "quic"
-        args = {{ fec = "none" }}
-
-        [[impl]]
-        name = "fecq"
-        label = "quic-fec-rs"
-        args = {{ fec = "rs:30,20" }}
-        """))
+    design = design_file(tmp_path / "crn.toml", seed=11, repetitions=2, timeout_s=30, settings={"verdict_log": True},
+                         points=1, factors={"bw": (10, 20), "owd": (5, 10), "p": (0.08, 0.1)}, loss=UNIFORM_P,
+                         workload={"kind": "download", "sizes": ["50kB"]}, impls=QUIC_AND_RS)
     db = tmp_path / "crn.sqlite"
     out = fecbench("run", str(design), "--db", str(db))
     assert out.returncode == 0, out.stdout + out.stderr

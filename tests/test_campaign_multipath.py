@@ -6,12 +6,12 @@ setup` command."""
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.campaign import FAKE_DIR, ROOT, TOPOLOGY, fecbench, rows
+from tests.helpers.campaign import FAKE_DIR, ROOT, fecbench, rows
+from tests.helpers.designs import design_file
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 
@@ -89,35 +89,9 @@ def test_failing_setup_command_fails_the_run(tmp_path: Path) -> None:
     descriptor = descriptor.replace('binary = "fake.py"', f'binary = "{FAKE_DIR / "fake" / "fake.py"}"')
     descriptor = descriptor.replace("[server]\n", '[server]\nsetup = [["touch", "{run_dir}/setup-ran"], ["false"]]\n')
     (folder / "impl.toml").write_text(descriptor)
-    design = tmp_path / "setup.toml"
-    design.write_text(textwrap.dedent(f"""
-        [design]
-        name = "badsetup"
-        topology = "{TOPOLOGY}"
-        repetitions = 1
-        seed = 5
-        timeout_s = 5
-        fidelity = "off"
-        impl_dirs = ["{tmp_path / 'impls'}"]
-
-        [space]
-        method = "list"
-        file = "points.csv"
-        [space.factors]
-        bw = {{ low = 5, high = 20 }}
-        owd = {{ low = 1, high = 5 }}
-
-        [loss]
-        model = "none"
-
-        [workload]
-        kind = "download"
-        sizes = ["1kB"]
-
-        [[impl]]
-        name = "badsetup"
-        label = "badsetup"
-        """))
+    design = design_file(tmp_path / "setup.toml", "badsetup", seed=5, timeout_s=5,
+                         settings={"fidelity": "off", "impl_dirs": [tmp_path / "impls"]}, method="list",
+                         file="points.csv", factors={"bw": (5, 20), "owd": (1, 5)}, impls=[("badsetup", "badsetup")])
     (tmp_path / "points.csv").write_text("bw,owd\n10,2\n")
     db = tmp_path / "setup.sqlite"
     out = fecbench("run", str(design), "--db", str(db))

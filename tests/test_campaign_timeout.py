@@ -6,12 +6,12 @@ up at timeout_s, exit 124) with the bytes received so far. No assertion on wall-
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.campaign import FECQ, TOPOLOGY, fecbench, rows
+from tests.helpers.campaign import FECQ, fecbench, rows
+from tests.helpers.designs import design_file
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow,
               pytest.mark.skipif(not FECQ.exists(), reason="fecq is not built (make native)")]
@@ -20,34 +20,9 @@ SIZE = 17_000_000
 
 
 def _design(tmp_path: Path, name: str, timeout_s: float) -> Path:
-    design = tmp_path / f"{name}.toml"
-    design.write_text(textwrap.dedent(f"""
-        [design]
-        name = "{name}"
-        topology = "{TOPOLOGY}"
-        repetitions = 1
-        seed = 15
-        timeout_s = {timeout_s}
-        fidelity = "off"
-
-        [space]
-        method = "list"
-        file = "points.csv"
-        [space.factors]
-        bw = {{ low = 1, high = 10 }}
-        owd = {{ low = 1, high = 50 }}
-
-        [loss]
-        model = "none"
-
-        [workload]
-        kind = "download"
-        sizes = ["17MB"]
-
-        [[impl]]
-        name = "fecq"
-        label = "quic"
-        """))
+    design = design_file(tmp_path / f"{name}.toml", seed=15, timeout_s=timeout_s, settings={"fidelity": "off"},
+                         method="list", file="points.csv", factors={"bw": (1, 10), "owd": (1, 50)},
+                         workload={"kind": "download", "sizes": ["17MB"]}, impls=[("fecq", "quic")])
     (tmp_path / "points.csv").write_text("bw,owd\n2,10\n")
     return design
 

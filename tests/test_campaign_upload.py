@@ -6,12 +6,13 @@ request/response runs record each exchange's time with both directions losing pa
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.helpers.campaign import FECQ, ROOT, TOPOLOGY, fecbench, rows
+from tests.helpers.campaign import FECQ, ROOT, fecbench, rows
+from tests.helpers.designs import QUIC_AND_RS, Impl, design_file
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 
@@ -22,45 +23,11 @@ TQUIC = ROOT / "quic-impls" / "tquic" / "build" / "bin" / "tquic_client"
 TRACE = [10, 20, 30]
 
 
-def _design(tmp_path: Path, name: str, workload: str, impls: str) -> Path:
+def _design(tmp_path: Path, name: str, workload: dict[str, Any], impls: list[Impl]) -> Path:
     (tmp_path / "trace.txt").write_text("\n".join(map(str, TRACE)) + "\n")
-    path = tmp_path / f"{name}.toml"
-    path.write_text(textwrap.dedent(f"""
-        [design]
-        name = "{name}"
-        topology = "{TOPOLOGY}"
-        repetitions = 1
-        seed = 18
-        timeout_s = 30
-
-        [space]
-        method = "wsp"
-        points = 2
-        [space.factors]
-        bw = {{ low = 5, high = 20 }}
-        owd = {{ low = 5, high = 15 }}
-
-        [loss]
-        model = "trace"
-        file = "{tmp_path / 'trace.txt'}"
-        directions = ["forward", "reverse"]
-
-        [workload]
-        """) + workload + "\n" + impls)
-    return path
-
-
-FECQ_IMPLS = """
-[[impl]]
-name = "fecq"
-label = "quic"
-args = { fec = "none" }
-
-[[impl]]
-name = "fecq"
-label = "quic-fec-rs"
-args = { fec = "rs:30,20" }
-"""
+    loss = {"model": "trace", "file": tmp_path / "trace.txt", "directions": ["forward", "reverse"]}
+    return design_file(tmp_path / f"{name}.toml", seed=18, timeout_s=30, points=2,
+                       factors={"bw": (5, 20), "owd": (5, 15)}, loss=loss, workload=workload, impls=impls)
 
 
 def _run(design: Path, tmp_path: Path) -> Path:
@@ -82,8 +49,8 @@ def _drops(db: Path) -> dict[str, dict[str, int]]:
 
 def test_upload_confirmed_and_tquic_unsupported(tmp_path: Path) -> None:
     assert TQUIC.exists(), f"{TQUIC} is missing: build it with `make native` (part of make bootstrap)"
-    impls = FECQ_IMPLS + '\n[[impl]]\nname = "tquic"\nlabel = "tquic"\n'
-    db = _run(_design(tmp_path, "upload", 'kind = "upload"\nsizes = ["50kB"]', impls), tmp_path)
+    impls = [*QUIC_AND_RS, ("tquic", "tquic")]
+    db = _run(_design(tmp_path, "upload", {"kind": "upload", "sizes": ["50kB"]}, impls), tmp_path)
     runs = rows(db, "SELECT * FROM runs")
     assert len(runs) == 6
     tquic = [r for r in runs if r["label"] == "tquic"]
@@ -112,8 +79,8 @@ def test_upload_confirmed_and_tquic_unsupported(tmp_path: Path) -> None:
 
 
 def test_reqresp_records_every_exchange_with_loss_on_both_directions(tmp_path: Path) -> None:
-    workload = 'kind = "reqresp"\nsizes = ["8kB"]\nexchanges = 5\nrequest = "1kB"\nresponse = "size"'
-    db = _run(_design(tmp_path, "reqresp", workload, FECQ_IMPLS), tmp_path)
+    workload = {"kind": "reqresp", "sizes": ["8kB"], "exchanges": 5, "request": "1kB", "response": "size"}
+    db = _run(_design(tmp_path, "reqresp", workload, QUIC_AND_RS), tmp_path)
     runs = rows(db, "SELECT * FROM runs")
     assert len(runs) == 4
     metrics = {m["run_key"]: m for m in rows(db, "SELECT * FROM metrics")}

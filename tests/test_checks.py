@@ -11,7 +11,8 @@ import pytest
 from fecbench.inputs.errors import UserError
 from fecbench.runners.experiment.checks import SAFE_MULTIPLE, check_timeouts, min_duration_s, short_timeouts
 from fecbench.runners.experiment.prepare import prepare
-from tests.helpers.campaign import FECQ, TOPOLOGY, fake_design, fecbench
+from tests.helpers.campaign import FECQ, fake_design, fecbench
+from tests.helpers.designs import UNIFORM_P, design_file
 
 
 def test_min_duration_download_and_messages() -> None:
@@ -71,38 +72,11 @@ def test_one_rejected_argument_set_refuses_the_design(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not FECQ.exists(), reason="fecq is not built (make native)")
 def test_fecq_rejects_rs_20_30_before_any_run(tmp_path: Path) -> None:
-    design = tmp_path / "fecq.toml"
-    design.write_text(f"""
-[design]
-name = "fecqargs"
-topology = "{TOPOLOGY}"
-seed = 1
-timeout_s = 60
-[space]
-method = "wsp"
-points = 2
-[space.factors]
-bw = {{ low = 5, high = 20 }}
-owd = {{ low = 5, high = 15 }}
-p = {{ low = 0.01, high = 0.05 }}
-[loss]
-model = "uniform"
-p = "p"
-[workload]
-kind = "download"
-sizes = ["100kB"]
-[[impl]]
-name = "fecq"
-label = "quic"
-[[impl]]
-name = "fecq"
-label = "quic-rs"
-args = {{ fec = "rs:30,20" }}
-[[impl]]
-name = "fecq"
-label = "quic-rs-bad"
-args = {{ fec = "rs:20,30", cc = "bbr" }}
-""")
+    impls = [("fecq", "quic"), ("fecq", "quic-rs", {"fec": "rs:30,20"}),
+             ("fecq", "quic-rs-bad", {"fec": "rs:20,30", "cc": "bbr"})]
+    design = design_file(tmp_path / "fecq.toml", "fecqargs", repetitions=None, seed=1, timeout_s=60, points=2,
+                         factors={"bw": (5, 20), "owd": (5, 15), "p": (0.01, 0.05)}, loss=UNIFORM_P,
+                         workload={"kind": "download", "sizes": ["100kB"]}, impls=impls)
     db = tmp_path / "fecq.sqlite"
     out = fecbench("run", str(design), "--db", str(db))
     text = out.stderr + out.stdout

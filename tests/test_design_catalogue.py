@@ -6,47 +6,21 @@ the experiment as written (a factor in seconds is applied in ms)."""
 from __future__ import annotations
 
 import re
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.campaign import FAKE_DIR, ROOT, fecbench
+from tests.helpers.designs import UNIFORM_P, design_text
 
 SINGLE = ROOT / "topologies" / "single.toml"
 MULTIPATH = ROOT / "topologies" / "multipath.toml"
 SCHEDULE = ROOT / "topologies" / "schedules" / "starlink-handover.toml"
 
-BASE = textwrap.dedent(f"""\
-    [design]
-    name = "mistakes"
-    topology = "{SINGLE}"
-    repetitions = 1
-    seed = 3
-    timeout_s = 30
-    impl_dirs = ["{FAKE_DIR}"]
-
-    [space]
-    method = "wsp"
-    points = 2
-    [space.factors]
-    bw = {{ low = 5, high = 20, unit = "Mbit/s" }}
-    owd = {{ low = 2, high = 5, unit = "ms" }}
-    p = {{ low = 0.01, high = 0.05 }}
-
-    [loss]
-    model = "uniform"
-    p = "p"
-
-    [workload]
-    kind = "download"
-    sizes = ["1kB"]
-
-    [[impl]]
-    name = "fake"
-    label = "a"
-    args = {{ behave = "ok" }}
-    """)
+BASE = design_text("mistakes", seed=3, timeout_s=30, settings={"impl_dirs": [FAKE_DIR]}, points=2,
+                   factors={"bw": {"low": 5, "high": 20, "unit": "Mbit/s"}, "owd": {"low": 2, "high": 5, "unit": "ms"},
+                            "p": (0.01, 0.05)},
+                   loss=UNIFORM_P, impls=[("fake", "a", {"behave": "ok"})])
 
 #: (id, (old, new) replacements of BASE or text appended, what the message must say)
 MISTAKES: list[tuple[str, list[tuple[str, str]], list[str]]] = [

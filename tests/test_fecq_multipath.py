@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.campaign import CLIENT_PACKETS_AFTER_COUNTERS, FECQ, ROOT, fecbench, rows
+from tests.helpers.designs import design_file, per_path
 
 MULTIPATH_TOPOLOGY = ROOT / "topologies" / "multipath.toml"
 SINGLE_TOPOLOGY = ROOT / "topologies" / "single.toml"
@@ -20,42 +20,15 @@ SINGLE_TOPOLOGY = ROOT / "topologies" / "single.toml"
 
 def _design(tmp_path: Path, *, topology: Path, args: str, points: str, name: str = "fecqmp",
             sizes: str = '["1MB"]') -> Path:
-    per_path = topology == MULTIPATH_TOPOLOGY
-    factors = ("bw = { low = 5, high = 20, per_path = true }\n"
-               "owd = { low = 5, high = 20, per_path = true }\n"
-               "p = { low = 0.0, high = 0.05, per_path = true }") if per_path else \
-              ("bw = { low = 5, high = 20 }\nowd = { low = 5, high = 20 }\np = { low = 0.0, high = 0.05 }")
-    design = tmp_path / f"{name}.toml"
-    design.write_text(textwrap.dedent(f"""
-        [design]
-        name = "{name}"
-        topology = "{topology}"
-        repetitions = 1
-        seed = 13
-        timeout_s = 60
-        fidelity = "off"
-
-        [space]
-        method = "list"
-        file = "points.csv"
-        [space.factors]
-        """) + factors + textwrap.dedent(f"""
-
-        [loss]
-        model = "uniform"
-        p = "{'p_{path}' if per_path else 'p'}"
-
-        [workload]
-        kind = "download"
-        sizes = {sizes}
-
-        [[impl]]
-        name = "fecq"
-        label = "fecq-mp"
-        args = {{ {args} }}
-        """))
+    multipath = topology == MULTIPATH_TOPOLOGY
+    factors = {"bw": (5, 20), "owd": (5, 20), "p": (0.0, 0.05)}
+    if multipath:
+        factors = {factor: per_path(*bounds) for factor, bounds in factors.items()}
     (tmp_path / "points.csv").write_text(points)
-    return design
+    return design_file(tmp_path / f"{name}.toml", topology=topology, seed=13, timeout_s=60,
+                       settings={"fidelity": "off"}, method="list", file="points.csv", factors=factors,
+                       loss={"model": "uniform", "p": "p_{path}" if multipath else "p"},
+                       workload=f'kind = "download"\nsizes = {sizes}', impls=[("fecq", "fecq-mp", args)])
 
 
 @pytest.mark.parametrize(("topology", "args", "expect"), [

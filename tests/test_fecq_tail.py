@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import io
 import json
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.helpers.campaign import FECQ, TOPOLOGY, fecbench, rows
+from tests.helpers.campaign import FECQ, fecbench, rows
+from tests.helpers.designs import design_file
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow,
               pytest.mark.skipif(not FECQ.exists(), reason="fecq is not built (make native)")]
@@ -40,39 +40,11 @@ NEVER = 1_000_000   # a trace index no 50 kB transfer reaches: the lossless refe
 def _design(tmp_path: Path, name: str, workload: str, direction: str, label: str, drops: list[int]) -> Path:
     trace = tmp_path / f"{name}.trace"
     trace.write_text("".join(f"{i}\n" for i in drops))
-    args = ", ".join(f'{k} = "{v}"' for k, v in LABELS[label].items())
-    design = tmp_path / f"{name}.toml"
-    design.write_text(textwrap.dedent(f"""
-        [design]
-        name = "{name}"
-        topology = "{TOPOLOGY}"
-        repetitions = 1
-        seed = 18
-        timeout_s = 30
-        fidelity = "off"
-        verdict_log = true
-
-        [space]
-        method = "list"
-        file = "points.csv"
-        [space.factors]
-        bw = {{ low = 5, high = 50 }}
-        owd = {{ low = 5, high = 50 }}
-
-        [loss]
-        model = "trace"
-        file = "{trace}"
-        directions = ["{direction}"]
-
-        [workload]
-        kind = "{workload}"
-        sizes = ["50kB"]
-
-        [[impl]]
-        name = "fecq"
-        label = "{label}"
-        args = {{ {args} }}
-        """))
+    design = design_file(tmp_path / f"{name}.toml", seed=18, timeout_s=30,
+                         settings={"fidelity": "off", "verdict_log": True}, method="list", file="points.csv",
+                         factors={"bw": (5, 50), "owd": (5, 50)},
+                         loss={"model": "trace", "file": trace, "directions": [direction]},
+                         workload={"kind": workload, "sizes": ["50kB"]}, impls=[("fecq", label, LABELS[label])])
     # 20 Mbit/s, 25 ms one way: a 50 ms RTT, so a probe timeout is far longer than the tail's wait.
     (tmp_path / "points.csv").write_text("bw,owd\n20,25\n")
     return design

@@ -23,46 +23,20 @@ from tests.helpers.campaign import (
     FAKE_DIR,
     FECQ,
     ROOT,
-    TOPOLOGY,
     campaign_processes,
     endpoint_leftovers,
     fecbench,
     rows,
 )
+from tests.helpers.designs import design_file, toml_value
 
 
 def design(tmp_path: Path, flows: str, *, space: str = "", extra: str = "", name: str = "fl") -> Path:
     """A fake-implementation design (foreground: the fake download) with the given flow sections."""
-    path = tmp_path / f"{name}.toml"
-    path.write_text(textwrap.dedent(f"""
-        [design]
-        name = "{name}"
-        topology = "{TOPOLOGY}"
-        repetitions = 1
-        seed = 5
-        timeout_s = 20
-        impl_dirs = ["{FAKE_DIR}"]
-        {extra}
-
-        [space]
-        method = "factorial"
-        [space.factors]
-        bw = {{ levels = [10] }}
-        owd = {{ levels = [2] }}
-        {textwrap.dedent(space)}
-
-        [loss]
-        model = "none"
-
-        [workload]
-        kind = "download"
-        sizes = ["1kB"]
-
-        [[impl]]
-        name = "fake"
-        label = "fg"
-        """) + textwrap.dedent(flows))
-    return path
+    return design_file(tmp_path / f"{name}.toml", seed=5, timeout_s=20,
+                       settings=f"impl_dirs = {toml_value([FAKE_DIR])}\n{extra}", method="factorial",
+                       factors="bw = { levels = [10] }\nowd = { levels = [2] }\n" + textwrap.dedent(space),
+                       impls=[("fake", "fg")], tail=flows)
 
 
 FLOWS = """
@@ -330,36 +304,10 @@ def test_a_finite_download_ends_the_fairness_window_and_the_queues_drops_are_the
     (iperf3's) to that end; and every drop on the link, the queue's included, is exactly one flow's."""
     assert FECQ.exists(), "build fecq first (make fecq)"
     (tmp_path / "points.csv").write_text("bw,owd,queue\n10,10,20\n")
-    path = tmp_path / "finite.toml"
-    path.write_text(textwrap.dedent(f"""
-        [design]
-        name = "finite"
-        topology = "{TOPOLOGY}"
-        repetitions = 1
-        seed = 49
-        timeout_s = 60
-        fidelity = "off"
-
-        [space]
-        method = "list"
-        file = "points.csv"
-        [space.factors]
-        bw = {{ low = 5, high = 20 }}
-        owd = {{ low = 5, high = 30 }}
-        queue = {{ low = 10, high = 5000 }}
-
-        [loss]
-        model = "uniform"
-        p = 0.002
-
-        [workload]
-        kind = "download"
-        sizes = ["4MB"]
-
-        [[impl]]
-        name = "fecq"
-        label = "quic"
-        """) + textwrap.dedent(FINITE))
+    path = design_file(tmp_path / "finite.toml", seed=49, timeout_s=60, settings={"fidelity": "off"}, method="list",
+                       file="points.csv", factors={"bw": (5, 20), "owd": (5, 30), "queue": (10, 5000)},
+                       loss={"model": "uniform", "p": 0.002}, workload={"kind": "download", "sizes": ["4MB"]},
+                       impls=[("fecq", "quic")], tail=FINITE)
     db = tmp_path / "finite.sqlite"
     out = fecbench("run", str(path), "--db", str(db))
     assert out.returncode == 0, out.stdout + out.stderr

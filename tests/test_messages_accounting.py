@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import io
 import json
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fecbench.analysis.studies import message_accounting
-from tests.helpers.campaign import FECQ, TOPOLOGY, fecbench, rows
+from tests.helpers.campaign import FECQ, fecbench, rows
+from tests.helpers.designs import design_file
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 
@@ -32,41 +32,14 @@ DATA_MIN, DATA_MAX = 1000, 1200  # IP length of a message packet or repair (the 
 
 
 def design(path: Path, trace: Path, *, packets: int, args: str, rate: int = 30) -> Path:
-    path.write_text(textwrap.dedent(f"""
-        [design]
-        name = "{path.stem}"
-        topology = "{TOPOLOGY}"
-        repetitions = 1
-        seed = 7
-        timeout_s = 30
-        verdict_log = true
-
-        [space]
-        method = "factorial"
-        [space.factors]
-        owd = {{ levels = [10.0], unit = "ms" }}
-        bw = {{ value = 10.0, unit = "Mbit/s" }}
-        queue = {{ value = 200 }}      # packets: a message's burst (up to 30 packets with cc none) never
-                                       # meets a full queue, so that every loss is the trace's
-
-        [loss]
-        model = "trace"
-        file = "{trace}"
-        directions = ["reverse"]
-
-        [workload]
-        kind = "messages"
-        rate = {rate}
-        packets = {packets}
-        duration = 3
-        buffer = 4
-
-        [[impl]]
-        name = "fecq"
-        label = "m"
-        args = {args}
-        """))
-    return path
+    # queue in packets: a message's burst (up to 30 packets with cc none) never meets a full queue, so that
+    # every loss is the trace's
+    return design_file(path, seed=7, timeout_s=30, settings={"verdict_log": True}, method="factorial",
+                       factors={"owd": {"levels": [10.0], "unit": "ms"}, "bw": {"value": 10.0, "unit": "Mbit/s"},
+                                "queue": {"value": 200}},
+                       loss={"model": "trace", "file": trace, "directions": ["reverse"]},
+                       workload={"kind": "messages", "rate": rate, "packets": packets, "duration": 3, "buffer": 4},
+                       impls=f'[[impl]]\nname = "fecq"\nlabel = "m"\nargs = {args}')
 
 
 def run(tmp: Path, name: str, drops: list[int], *, packets: int, args: str) -> tuple[dict, np.ndarray]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ import pytest
 from fecbench.analysis import report, results, tables
 from fecbench.analysis.studies import multipath_study, path_metrics
 from tests.helpers.campaign import FECQ, ROOT, fecbench, rows
+from tests.helpers.designs import MULTIPATH, design_file
 from tests.test_notebooks import execute, pngs, text_output
 
 LABELS = {
@@ -51,41 +51,13 @@ def test_each_multipath_label_is_paired_with_its_single_path_twin() -> None:
 
 
 def _design(tmp_path: Path) -> Path:
-    impls = "".join(f'\n[[impl]]\nname = "fecq"\nlabel = "{label}"\nargs = {{ {args} }}\n'
-                    for label, args in LABELS.items())
-    design = tmp_path / "mpmessages.toml"
-    design.write_text(textwrap.dedent(f"""
-        [design]
-        name = "mpmessages"
-        topology = "{ROOT / 'topologies' / 'multipath.toml'}"
-        repetitions = 1
-        seed = 59
-        timeout_s = 30
-        fidelity = "off"
-        verdict_log = true
-
-        [space]
-        method = "wsp"
-        points = 2
-        [space.factors]
-        owd = {{ low = 5, high = 15, unit = "ms" }}
-        p = {{ low = 0.03, high = 0.06 }}
-        r = {{ low = 0.3, high = 0.5 }}
-        bw = {{ value = 10.0 }}
-
-        [loss]
-        model = "gilbert-elliott"
-        p = "p"
-        r = "r"
-
-        [workload]
-        kind = "messages"
-        rate = 30
-        packets = 8
-        duration = 4
-        buffer = 4
-        """) + impls)
-    return design
+    return design_file(tmp_path / "mpmessages.toml", topology=MULTIPATH, seed=59, timeout_s=30,
+                       settings={"fidelity": "off", "verdict_log": True}, points=2,
+                       factors={"owd": {"low": 5, "high": 15, "unit": "ms"}, "p": (0.03, 0.06), "r": (0.3, 0.5),
+                                "bw": {"value": 10.0}},
+                       loss={"model": "gilbert-elliott", "p": "p", "r": "r"},
+                       workload={"kind": "messages", "rate": 30, "packets": 8, "duration": 4, "buffer": 4},
+                       impls=[("fecq", label, args) for label, args in LABELS.items()])
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ import pytest
 from fecbench.analysis import results, tables
 from fecbench.analysis.studies import path_metrics
 from tests.helpers.campaign import FECQ, ROOT, fecbench, rows, two_path_design
+from tests.helpers.designs import MULTIPATH, design_file, per_path
 
 TQUIC = ROOT / "quic-impls" / "tquic" / "build" / "bin" / "tquic_client"
 FECQ_SCHEDULERS = ("lowest-id", "min-rtt", "round-robin", "highrb", "backup")
@@ -153,34 +153,10 @@ def test_tquic_roundrobin_is_refused_with_the_reason(tmp_path: Path) -> None:
     if not TQUIC.exists():
         pytest.skip(f"{TQUIC} is not built (make native): its check runs only then")
     (tmp_path / "points.csv").write_text("bw_1,bw_2,owd_1,owd_2\n10,5,5,25\n")
-    design = tmp_path / "rr.toml"
-    design.write_text(textwrap.dedent(f"""
-        [design]
-        name = "rr"
-        topology = "{ROOT / 'topologies' / 'multipath.toml'}"
-        repetitions = 1
-        seed = 1
-        timeout_s = 30
-
-        [space]
-        method = "list"
-        file = "points.csv"
-        [space.factors]
-        bw = {{ low = 5, high = 20, per_path = true }}
-        owd = {{ low = 5, high = 30, per_path = true }}
-
-        [loss]
-        model = "none"
-
-        [workload]
-        kind = "download"
-        sizes = ["100kB"]
-
-        [[impl]]
-        name = "tquic"
-        label = "rr"
-        args = {{ multipath = "on", scheduler = "roundrobin" }}
-        """))
+    design = design_file(tmp_path / "rr.toml", topology=MULTIPATH, seed=1, timeout_s=30, method="list",
+                         file="points.csv", factors={"bw": per_path(5, 20), "owd": per_path(5, 30)},
+                         workload={"kind": "download", "sizes": ["100kB"]},
+                         impls=[("tquic", "rr", {"multipath": "on", "scheduler": "roundrobin"})])
     out = fecbench("run", str(design), "--dry-run", "--db", str(tmp_path / "rr.sqlite"))
     assert out.returncode == 2, out.stdout + out.stderr
     assert "scheduler = 'roundrobin'" in out.stderr and "as minrtt" in out.stderr, out.stderr

@@ -7,7 +7,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -21,48 +20,18 @@ from fecbench.runners.experiment.design import parse_design, parse_size
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.runners.experiment.runs import enumerate_runs, loss_seed, run_key
 from fecbench.runners.run.run_metrics import MetricsError, from_json, from_patterns
+from tests.helpers.designs import UNIFORM_P, design_file
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_DIR = ROOT / "tests" / "fake_impl"
 TOPOLOGY = ROOT / "topologies" / "single.toml"
 
 
-def write_design(tmp_path: Path, body: str | None = None, *, impls: str | None = None, name: str = "d.toml",
+def write_design(tmp_path: Path, *, impls: str | None = None, name: str = "d.toml",
                  workload: str = 'kind = "download"\nsizes = ["1kB", "50kB"]') -> Path:
-    impls = impls if impls is not None else textwrap.dedent("""
-        [[impl]]
-        name = "fake"
-        label = "a"
-        [[impl]]
-        name = "fake"
-        label = "b"
-        args = { behave = "ok" }
-        """)
-    text = body if body is not None else textwrap.dedent(f"""
-        [design]
-        name = "unit"
-        topology = "{TOPOLOGY}"
-        repetitions = 2
-        seed = 7
-        impl_dirs = ["{FAKE_DIR}"]
-
-        [space]
-        method = "wsp"
-        points = 4
-        [space.factors]
-        bw = {{ low = 5, high = 20 }}
-        owd = {{ low = 5, high = 15 }}
-        p = {{ low = 0.01, high = 0.05 }}
-
-        [loss]
-        model = "uniform"
-        p = "p"
-
-        [workload]
-        """) + workload + "\n" + impls
-    path = tmp_path / name
-    path.write_text(text)
-    return path
+    return design_file(tmp_path / name, "unit", repetitions=2, seed=7, settings={"impl_dirs": [FAKE_DIR]}, points=4,
+                       factors={"bw": (5, 20), "owd": (5, 15), "p": (0.01, 0.05)}, loss=UNIFORM_P, workload=workload,
+                       impls=impls if impls is not None else [("fake", "a"), ("fake", "b", {"behave": "ok"})])
 
 
 # --- descriptors ---------------------------------------------------------------------------------

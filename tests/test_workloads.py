@@ -6,7 +6,6 @@ the in-memory testbed)."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -25,7 +24,8 @@ from fecbench.runners.experiment.design import parse_design
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.runners.experiment.runs import enumerate_runs
 from fecbench.runners.run.run_metrics import MetricsError, collect_metrics
-from tests.helpers.campaign import FAKE_DIR, ROOT, TOPOLOGY, fecbench, rows
+from tests.helpers.campaign import FAKE_DIR, ROOT, fecbench, rows
+from tests.helpers.designs import BW_OWD_P, UNIFORM_P, Impl, design_file
 from tests.helpers.fake_testbed import FakeTestbed
 
 TQUIC = ROOT / "quic-impls" / "tquic" / "impl.toml"
@@ -50,37 +50,14 @@ def uploading_fake(tmp_path: Path) -> Path:
     return folder.parent
 
 
-def write_design(tmp_path: Path, workload: str, impls: str, extra_dirs: list[Path] | None = None) -> Path:
-    dirs = ", ".join(f'"{d}"' for d in [FAKE_DIR, *(extra_dirs or [])])
-    path = tmp_path / "w.toml"
-    path.write_text(textwrap.dedent(f"""
-        [design]
-        name = "w"
-        topology = "{TOPOLOGY}"
-        repetitions = 1
-        seed = 5
-        timeout_s = 10
-        impl_dirs = [{dirs}]
-
-        [space]
-        method = "wsp"
-        points = 2
-        [space.factors]
-        bw = {{ low = 5, high = 20 }}
-        owd = {{ low = 2, high = 5 }}
-        p = {{ low = 0.01, high = 0.05 }}
-
-        [loss]
-        model = "uniform"
-        p = "p"
-
-        [workload]
-        """) + workload + "\n" + impls)
-    return path
+def write_design(tmp_path: Path, workload: str, impls: list[Impl], extra_dirs: list[Path] | None = None) -> Path:
+    settings = {"impl_dirs": [FAKE_DIR, *(extra_dirs or [])]}
+    return design_file(tmp_path / "w.toml", seed=5, timeout_s=10, settings=settings, points=2, factors=BW_OWD_P,
+                       loss=UNIFORM_P, workload=workload, impls=impls)
 
 
-FAKE = '[[impl]]\nname = "fake"\n'
-FAKEUP = '[[impl]]\nname = "fakeup"\n'
+FAKE: list[Impl] = ["fake"]
+FAKEUP: list[Impl] = ["fakeup"]
 REQRESP = 'kind = "reqresp"\nsizes = ["1kB", "16kB"]\nexchanges = 5\nresponse = "100B"'
 
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import re
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from fecbench.analysis import tables
 from fecbench.analysis.traces import qlog
-from tests.helpers.campaign import ROOT, TOPOLOGY, fecbench, rows
+from tests.helpers.campaign import ROOT, fecbench, rows
+from tests.helpers.designs import UNIFORM_P, design_file
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 
@@ -99,42 +99,12 @@ def test_upload_and_missing_server(tmp_path: Path) -> None:
                       'argv = ["sleep", "60"]\nready_delay_s = 0.2\n', text)
     assert n == 1
     (impls / "impl.toml").write_text(text)
-    design = tmp_path / "upload.toml"
-    design.write_text(textwrap.dedent(f"""
-        [design]
-        name = "xquic-upload"
-        topology = "{TOPOLOGY}"
-        repetitions = 1
-        seed = 7
-        timeout_s = 20
-        impl_dirs = ["{tmp_path / 'impls'}"]
-
-        [space]
-        method = "list"
-        file = "points.csv"
-        [space.factors]
-        bw = {{ low = 5, high = 20 }}
-        owd = {{ low = 1, high = 10 }}
-        p = {{ low = 0, high = 0.05 }}
-
-        [loss]
-        model = "uniform"
-        p = "p"
-
-        [workload]
-        kind = "upload"
-        sizes = ["30kB"]
-
-        [[impl]]
-        name = "xquic"
-        label = "xquic-fec-xor"
-        args = {{ fec = "xor", fec_block = "4" }}
-
-        [[impl]]
-        name = "xquic-noserver"
-        label = "no-server"
-        args = {{ idle_timeout = "3" }}
-        """))
+    impls = [("xquic", "xquic-fec-xor", {"fec": "xor", "fec_block": "4"}),
+             ("xquic-noserver", "no-server", {"idle_timeout": "3"})]
+    design = design_file(tmp_path / "upload.toml", "xquic-upload", seed=7, timeout_s=20,
+                         settings={"impl_dirs": [tmp_path / "impls"]}, method="list", file="points.csv",
+                         factors={"bw": (5, 20), "owd": (1, 10), "p": (0, 0.05)}, loss=UNIFORM_P,
+                         workload={"kind": "upload", "sizes": ["30kB"]}, impls=impls)
     (tmp_path / "points.csv").write_text("bw,owd,p\n10,5,0.02\n")
     runs = {r["label"]: r for r in _run(design, tmp_path / "upload.sqlite")}
     upload = runs["xquic-fec-xor"]

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from fecbench.host.paths import REPO_ROOT
+from tests.helpers.designs import BW_OWD_P, MULTIPATH, UNIFORM_P, design_file, per_path
 
 ROOT = REPO_ROOT
 FAKE_DIR = ROOT / "tests" / "fake_impl"
@@ -30,37 +31,9 @@ CLIENT_PACKETS_AFTER_COUNTERS = 20
 def fake_design(path: Path, labels: dict[str, dict[str, str]], *, points: int = 2, sizes: str = '["1kB"]',
                 timeout_s: float = 3, name: str = "fakecamp", extra: str = "") -> Path:
     """A design running the fake implementation once per label (args per label) on the single topology."""
-    impls = "".join(
-        f'\n[[impl]]\nname = "fake"\nlabel = "{label}"\nargs = {{ '
-        + ", ".join(f'{k} = "{v}"' for k, v in args.items()) + " }\n"
-        for label, args in labels.items())
-    path.write_text(textwrap.dedent(f"""
-        [design]
-        name = "{name}"
-        topology = "{TOPOLOGY}"
-        repetitions = 1
-        seed = 3
-        timeout_s = {timeout_s}
-        impl_dirs = ["{FAKE_DIR}"]
-        {extra}
-
-        [space]
-        method = "wsp"
-        points = {points}
-        [space.factors]
-        bw = {{ low = 5, high = 20 }}
-        owd = {{ low = 2, high = 5 }}
-        p = {{ low = 0.01, high = 0.05 }}
-
-        [loss]
-        model = "uniform"
-        p = "p"
-
-        [workload]
-        kind = "download"
-        sizes = {sizes}
-        """) + impls)
-    return path
+    return design_file(path, name, seed=3, timeout_s=timeout_s, settings=f"impl_dirs = [\"{FAKE_DIR}\"]\n{extra}",
+                       points=points, factors=BW_OWD_P, loss=UNIFORM_P, workload=f'kind = "download"\nsizes = {sizes}',
+                       impls=[("fake", label, args) for label, args in labels.items()])
 
 
 def fecbench(*args: str, cwd: Path | None = None, timeout: float = 300, columns: int = 200
@@ -146,15 +119,7 @@ def two_path_design(tmp_path: Path, name: str, points: list[tuple[float, ...]], 
     network's timing."""
     (tmp_path / "points.csv").write_text("bw_1,bw_2,owd_1,owd_2,queue_1,queue_2\n"
                                          + "".join(",".join(f"{v:g}" for v in p) + "\n" for p in points))
-    sections = [
-        "[design]", f'name = "{name}"', f'topology = "{ROOT / "topologies" / "multipath.toml"}"',
-        f"repetitions = {repetitions}", "seed = 13", "timeout_s = 60", 'fidelity = "off"',
-        textwrap.dedent(extra).strip(), "",
-        "[space]", 'method = "list"', 'file = "points.csv"', "[space.factors]",
-        "bw = { low = 5, high = 20, per_path = true }", "owd = { low = 5, high = 30, per_path = true }",
-        "queue = { low = 10, high = 5000, per_path = true }", "",
-        "[loss]", textwrap.dedent(loss).strip(), "", "[workload]", textwrap.dedent(workload).strip(), "",
-        *(f'[[impl]]\nname = "fecq"\nlabel = "{label}"\nargs = {{ {args} }}\n' for label, args in impls.items())]
-    design = tmp_path / f"{name}.toml"
-    design.write_text("\n".join(sections))
-    return design
+    return design_file(tmp_path / f"{name}.toml", topology=MULTIPATH, repetitions=repetitions, seed=13, timeout_s=60,
+                       settings='fidelity = "off"\n' + textwrap.dedent(extra), method="list", file="points.csv",
+                       factors={"bw": per_path(5, 20), "owd": per_path(5, 30), "queue": per_path(10, 5000)},
+                       loss=loss, workload=workload, impls=[("fecq", label, args) for label, args in impls.items()])

@@ -13,7 +13,8 @@
 # any module go.sum does not list).
 # Source of rQUIC (checked by its unpacked tree's hash, so that GitHub's archive and a local copy pass
 # alike): RQUIC_ARCHIVE=FILE (relative to the checkout), else the archive in a shared/sources folder beside
-# the checkout or one of its parents, else a download from GitHub.
+# the checkout or one of its parents, else a download from GitHub (../pinned-build.sh, shared with XQUIC's
+# build, does that part and keeps the program in BUILD_CACHE).
 # BUILD_CACHE (make sets it; `off`: none): the Go toolchain, the module and build caches, and the programs
 # built from the same inputs, shared by every checkout on this machine.
 set -euo pipefail
@@ -23,7 +24,11 @@ COMMIT=f6427deb6d077a945db68813d855063249a6f56c
 # in the archive's top folder (file contents and paths).
 TREE_SHA256=117bf7d56764acd892c0ead80d166f45046223012962fbc2036423d0d8b0e680
 URL="https://github.com/pgOrtiz90/quic-go/archive/$COMMIT.tar.gz"
+NAME=rquic
 ARCHIVE_NAME="rquic-quic-go-$COMMIT.tar.gz"
+ARCHIVE_VAR=RQUIC_ARCHIVE
+TOP="quic-go-$COMMIT"
+PROGRAMS=(rquic-fecbench)
 
 GO_DEB_VERSION="1.15.15-1~deb11u4"
 GO_POOL="${GO_POOL:-http://deb.debian.org/debian/pool/main/g/golang-1.15}"
@@ -35,57 +40,15 @@ GO_DEBS=(
 GOPROXY_URL="${RQUIC_GOPROXY:-https://proxy.golang.org}"
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-build="$here/build"
-
-say() { echo "rquic: $*"; }
-die() { echo "rquic: $*" >&2; exit 2; }
+# shellcheck source=../pinned-build.sh
+. "$here/../pinned-build.sh"
 
 [ "$(uname -m)" = x86_64 ] || die "Debian's Go 1.15 packages pinned here are for amd64; this machine is $(uname -m)"
 for tool in curl dpkg-deb tar sha256sum patch; do
     command -v "$tool" >/dev/null || die "$tool not found (Debian: apt-get install curl dpkg tar coreutils patch)"
 done
 
-cache_root=""
-if [ -n "${BUILD_CACHE:-}" ] && [ "$BUILD_CACHE" != off ]; then
-    cache_root="$BUILD_CACHE"
-fi
 tools="${cache_root:-$build}"   # the toolchain and Go's caches: the build cache, else this folder
-
-tree_hash() {
-    (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
-}
-
-# The pinned archive in a shared/sources folder beside the checkout or beside one of its parents; empty if none.
-shared_archive() {
-    local dir="$root"
-    while [ "$dir" != "/" ]; do
-        dir=$(dirname "$dir")
-        if [ -f "$dir/shared/sources/$ARCHIVE_NAME" ]; then
-            echo "$dir/shared/sources/$ARCHIVE_NAME"
-            return
-        fi
-    done
-}
-
-archive() {
-    local given="${RQUIC_ARCHIVE:-}" shared
-    shared=$(shared_archive)
-    if [ -n "$given" ]; then
-        case "$given" in /*) ;; *) given="$root/$given" ;; esac
-        [ -f "$given" ] || die "RQUIC_ARCHIVE=$RQUIC_ARCHIVE: no such file (a relative path is taken from the checkout, $root)"
-        echo "$given"
-    elif [ -n "$shared" ]; then
-        echo "$shared"
-    else
-        mkdir -p "$build"
-        say "downloading $URL" >&2
-        curl -fsSL --retry 2 -o "$build/rquic.tar.gz.part" "$URL" \
-            || die "cannot download $URL (set RQUIC_ARCHIVE to a local copy of that archive)"
-        mv "$build/rquic.tar.gz.part" "$build/rquic.tar.gz"
-        echo "$build/rquic.tar.gz"
-    fi
-}
 
 # Go 1.15 unpacked from Debian's packages (once per machine with a build cache); prints its GOROOT.
 go_toolchain() {
@@ -128,40 +91,13 @@ files_hash() {
 }
 
 # What the program is built from; also its version (--version, recorded with every campaign).
-inputs="rquic ${COMMIT:0:12}, fecbench.patch $(sha256sum < "$here/fecbench.patch" | cut -c1-16), endpoint $(files_hash "$here/endpoint"), build.sh $(sha256sum < "$here/build.sh" | cut -c1-16), go $GO_DEB_VERSION"
-if [ -x "$build/bin/rquic-fecbench" ] && [ "$(cat "$build/version" 2>/dev/null)" = "$inputs" ]; then
-    say "already built ($build/bin/rquic-fecbench)"
-    exit 0
-fi
-rm -rf "$build/bin" "$build/version"
-mkdir -p "$build"
+inputs="rquic ${COMMIT:0:12}, fecbench.patch $(sha256sum < "$here/fecbench.patch" | cut -c1-16), endpoint $(files_hash "$here/endpoint"), build.sh $(sha256sum < "$here/build.sh" | cut -c1-16), pinned-build.sh $(sha256sum < "$here/../pinned-build.sh" | cut -c1-16), go $GO_DEB_VERSION"
+# Already built from the same inputs here, or by another checkout on this machine: nothing to do.
+pinned_ready "$inputs" && exit 0
 
-# A program built from the same inputs by another checkout on this machine is taken from the cache.
-cache=""
-if [ -n "$cache_root" ]; then
-    cache="$cache_root/rquic-$(echo "$inputs" | sha256sum | cut -c1-16)"
-fi
-if [ -n "$cache" ] && [ -x "$cache/bin/rquic-fecbench" ] && [ "$(cat "$cache/version" 2>/dev/null)" = "$inputs" ]; then
-    cp -r "$cache/bin" "$build/bin"
-    echo "$inputs" > "$build/version"
-    say "from $cache"
-    exit 0
-fi
-
-# 1. The pinned source, checked by its tree's hash, patched (no fuzz: a patch that no longer fits fails here).
-tarball=$(archive)
-say "source $tarball"
-rm -rf "$build/src" "$build/unpack" "$build/endpoint"
-mkdir -p "$build/unpack"
-tar -xzf "$tarball" -C "$build/unpack"
-top="$build/unpack/quic-go-$COMMIT"
-[ -d "$top" ] || die "$tarball does not hold quic-go-$COMMIT/ (an archive of commit $COMMIT)"
-got=$(tree_hash "$top")
-[ "$got" = "$TREE_SHA256" ] || die "$tarball: unpacked tree sha256 $got, expected $TREE_SHA256 (commit $COMMIT)"
-patch -d "$top" -p1 --forward --fuzz=0 --no-backup-if-mismatch --quiet < "$here/fecbench.patch" \
-    || die "fecbench.patch does not apply to commit $COMMIT"
-mv "$top" "$build/src"
-rm -rf "$build/unpack"
+# 1. The pinned source, checked by its tree's hash, patched.
+rm -rf "$build/endpoint"
+pinned_source
 
 # 2. Go 1.15.
 goroot=$(go_toolchain)
@@ -179,9 +115,5 @@ mkdir -p "$build/bin"
 cmp -s "$build/src/go.sum" "$build/endpoint/go.sum" \
     || die "the build needed modules rQUIC's go.sum does not list (diff $build/src/go.sum $build/endpoint/go.sum)"
 mv "$build/bin/rquic-fecbench.part" "$build/bin/rquic-fecbench"
-echo "$inputs" > "$build/version"
-if [ -n "$cache" ]; then   # whole or not at all: a half-copied cache entry must never look built
-    rm -rf "$cache.part" && mkdir -p "$cache.part" && cp -r "$build/bin" "$build/version" "$cache.part/" \
-        && rm -rf "$cache" && mv "$cache.part" "$cache"
-fi
+pinned_keep "$inputs"
 say "built $build/bin/rquic-fecbench ($inputs)"

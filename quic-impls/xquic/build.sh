@@ -6,7 +6,8 @@
 #
 # Source of XQUIC (checked by its unpacked tree's hash, so that GitHub's archive and a local copy
 # pass alike): XQUIC_ARCHIVE=FILE (relative to the checkout), else the archive in a shared/sources
-# folder beside the checkout or one of its parents, else a download from GitHub.
+# folder beside the checkout or one of its parents, else a download from GitHub (../pinned-build.sh,
+# shared with rQUIC's build, does that part and keeps the programs in BUILD_CACHE).
 # BoringSSL: BORINGSSL_SRC=DIR, else the copy bundled in the tquic crate's source in the cargo
 # registry (there after `make tquic`).
 set -euo pipefail
@@ -16,15 +17,17 @@ COMMIT=d67938db705c39b1f160ed1596ab4392f75e7e3c
 # in the archive's top folder (file contents and paths).
 TREE_SHA256=59db748950e86378b2a6c9b219afd6de7d21bdddd2eba47185f77222eea148a9
 URL="https://github.com/alibaba/xquic/archive/$COMMIT.tar.gz"
+NAME=xquic
+ARCHIVE_NAME="xquic-$COMMIT.tar.gz"
+ARCHIVE_VAR=XQUIC_ARCHIVE
+TOP="xquic-$COMMIT"
+PROGRAMS=(test_server test_client)
 TQUIC_CRATE=tquic-1.6.0
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-build="$here/build"
+# shellcheck source=../pinned-build.sh
+. "$here/../pinned-build.sh"
 jobs=$(nproc 2>/dev/null || echo 2)
-
-say() { echo "xquic: $*"; }
-die() { echo "xquic: $*" >&2; exit 2; }
 
 boringssl_source() {
     if [ -n "${BORINGSSL_SRC:-}" ]; then
@@ -43,80 +46,15 @@ boringssl_source() {
     die "BoringSSL source not found in $registry/*/$TQUIC_CRATE/deps/boringssl: run \`make tquic\` (cargo downloads the tquic crate, which bundles it) or set BORINGSSL_SRC"
 }
 
-tree_hash() {
-    (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
-}
-
-# The pinned archive in a shared/sources folder beside the checkout or beside one of its parents (CI's fresh
-# clones may sit deeper than the working checkout); empty when there is none.
-shared_archive() {
-    local dir="$root"
-    while [ "$dir" != "/" ]; do
-        dir=$(dirname "$dir")
-        if [ -f "$dir/shared/sources/xquic-$COMMIT.tar.gz" ]; then
-            echo "$dir/shared/sources/xquic-$COMMIT.tar.gz"
-            return
-        fi
-    done
-}
-
-archive() {
-    local given="${XQUIC_ARCHIVE:-}" shared
-    shared=$(shared_archive)
-    if [ -n "$given" ]; then
-        case "$given" in /*) ;; *) given="$root/$given" ;; esac
-        [ -f "$given" ] || die "XQUIC_ARCHIVE=$XQUIC_ARCHIVE: no such file (a relative path is taken from the checkout, $root)"
-        echo "$given"
-    elif [ -n "$shared" ]; then
-        echo "$shared"
-    else
-        mkdir -p "$build"
-        say "downloading $URL" >&2
-        curl -fsSL --retry 2 -o "$build/xquic.tar.gz.part" "$URL" || die "cannot download $URL (set XQUIC_ARCHIVE to a local copy of that archive)"
-        mv "$build/xquic.tar.gz.part" "$build/xquic.tar.gz"
-        echo "$build/xquic.tar.gz"
-    fi
-}
-
 ssl_src=$(boringssl_source)
 # What the programs are built from; also their version (impl.toml: version), recorded with every campaign.
-inputs="xquic $COMMIT, fecbench.patch sha256 $(sha256sum < "$here/fecbench.patch" | cut -d' ' -f1), build.sh sha256 $(sha256sum < "$here/build.sh" | cut -d' ' -f1), BoringSSL $ssl_src"
-if [ -x "$build/bin/test_server" ] && [ -x "$build/bin/test_client" ] \
-    && [ "$(cat "$build/version" 2>/dev/null)" = "$inputs" ]; then
-    say "already built ($build/bin)"
-    exit 0
-fi
-rm -rf "$build/bin" "$build/version"
-mkdir -p "$build"
+inputs="xquic $COMMIT, fecbench.patch sha256 $(sha256sum < "$here/fecbench.patch" | cut -d' ' -f1), build.sh sha256 $(sha256sum < "$here/build.sh" | cut -d' ' -f1), pinned-build.sh sha256 $(sha256sum < "$here/../pinned-build.sh" | cut -d' ' -f1), BoringSSL $ssl_src"
+# Already built from the same inputs here, or by another checkout on this machine (BUILD_CACHE, `make` sets it;
+# `off`: none): nothing to do.
+pinned_ready "$inputs" && exit 0
 
-# Programs built from the same inputs by another checkout on this machine (BUILD_CACHE, `make` sets it;
-# `off`: none) are taken from there.
-cache=""
-if [ -n "${BUILD_CACHE:-}" ] && [ "$BUILD_CACHE" != off ]; then
-    cache="$BUILD_CACHE/xquic-$(echo "$inputs" | sha256sum | cut -c1-16)"
-fi
-if [ -n "$cache" ] && [ -x "$cache/bin/test_server" ] && [ -x "$cache/bin/test_client" ] \
-    && [ "$(cat "$cache/version" 2>/dev/null)" = "$inputs" ]; then
-    cp -r "$cache/bin" "$build/bin"
-    echo "$inputs" > "$build/version"
-    say "from $cache"
-    exit 0
-fi
-
-# 1. The pinned source, checked, patched (no fuzz: a patch that no longer fits fails here).
-tarball=$(archive)
-say "source $tarball"
-rm -rf "$build/src" "$build/unpack"
-mkdir -p "$build/unpack"
-tar -xzf "$tarball" -C "$build/unpack"
-top="$build/unpack/xquic-$COMMIT"
-[ -d "$top" ] || die "$tarball does not hold xquic-$COMMIT/ (an archive of commit $COMMIT)"
-got=$(tree_hash "$top")
-[ "$got" = "$TREE_SHA256" ] || die "$tarball: unpacked tree sha256 $got, expected $TREE_SHA256 (commit $COMMIT)"
-patch -d "$top" -p1 --forward --fuzz=0 --no-backup-if-mismatch --quiet < "$here/fecbench.patch" \
-    || die "fecbench.patch does not apply to commit $COMMIT"
-mv "$top" "$build/src"
-rm -rf "$build/unpack"
+# 1. The pinned source, checked, patched.
+pinned_source
 
 # 2. BoringSSL, static (kept between builds of the same source).
 ssl="$build/boringssl"
@@ -148,9 +86,5 @@ cmake --build "$build/xquic" --target test_server test_client -j "$jobs" >> "$bu
     || die "XQUIC build failed (log: $build/xquic.log)"
 mkdir -p "$build/bin"
 cp "$build/xquic/tests/test_server" "$build/xquic/tests/test_client" "$build/bin/"
-echo "$inputs" > "$build/version"
-if [ -n "$cache" ]; then   # whole or not at all: a half-copied cache entry must never look built
-    rm -rf "$cache.part" && mkdir -p "$cache.part" && cp -r "$build/bin" "$build/version" "$cache.part/" \
-        && rm -rf "$cache" && mv "$cache.part" "$cache"
-fi
+pinned_keep "$inputs"
 say "built $build/bin/test_server and test_client"

@@ -135,7 +135,7 @@ def test_no_room_holds_more_than_fifteen_modules() -> None:
 # --- the layering and module tables of ARCHITECTURE.md -----------------------------------------------------
 
 ARCHITECTURE = REPO_ROOT / "ARCHITECTURE.md"
-DETAILED = ("runners", "analysis", "reproduce")    # packages with a table of their own (module | job | imports within)
+DETAILED = ("runners", "analysis", "verdicts")    # packages with a table of their own (module | job | imports within)
 
 
 def _section(heading: str) -> str:
@@ -396,7 +396,7 @@ def test_no_project_module_is_loaded_by_name() -> None:
 
 # --- a claim statistic is one object (issue 36) ------------------------------------------------------------------
 
-STATISTICS_PACKAGE = PACKAGE / "reproduce" / "statistics"
+STATISTICS_PACKAGE = PACKAGE / "verdicts" / "statistics"
 #: A statistic's name tested outside its object: compared, looked up in a table of one's own, or matched.
 NAME_TESTS = re.compile(r"statistic\s*(?:==|!=|\bnot\s+in\b|\bin\b)|statistic\.startswith|"
                         r"\[\s*[\w.]*\bstatistic\s*\]|(?<!statistics)\.get\(\s*[\w.]*\bstatistic\b")
@@ -411,14 +411,14 @@ def _name_tests(source: str, names: set[str]) -> list[str]:
 
 
 def test_no_module_outside_the_statistics_tests_a_statistic_name() -> None:
-    """What a statistic is lives in its object (fecbench/reproduce/statistics/); every other module asks it
+    """What a statistic is lives in its object (fecbench/verdicts/statistics/); every other module asks it
     (`claim.stat.…`), so adding a statistic touches its own module and the registry's line only."""
-    from fecbench.reproduce.statistics import REGISTRY
+    from fecbench.verdicts.statistics import REGISTRY
 
     names = set(REGISTRY)
     found = [f"{p.relative_to(REPO_ROOT)}:{hit}" for p in sorted(PACKAGE.rglob("*.py"))
              if not p.is_relative_to(STATISTICS_PACKAGE) for hit in _name_tests(p.read_text(), names)]
-    assert not found, "statistic names tested outside fecbench/reproduce/statistics/:\n" + "\n".join(found)
+    assert not found, "statistic names tested outside fecbench/verdicts/statistics/:\n" + "\n".join(found)
     assert _name_tests('if claim.statistic == "x":\n    pass\n', set()) and _name_tests("u = 2 if s in P else 1\n"
                                                                                         "k = T.get(c.statistic)\n",
                                                                                         set()) == \

@@ -15,8 +15,6 @@ from rich.console import Console
 from fecbench.host import cleanup
 from fecbench.host.paths import REPO_ROOT
 from fecbench.records.status import Status
-from fecbench.reproduce.campaign import Campaign as ReproduceCampaign
-from fecbench.reproduce.seeds import extension_run
 from fecbench.runners.commands.pipeline import choose_runs
 from fecbench.runners.executors.dask_worker import identity
 from fecbench.runners.executors.engine import Engine
@@ -25,6 +23,8 @@ from fecbench.runners.executors.serial import SerialExecutor
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.runners.experiment.runs import loss_seed
 from fecbench.runners.run.recorder import Recorder, read_statuses
+from fecbench.verdicts.campaign import Campaign as ReproduceCampaign
+from fecbench.verdicts.seeds import extension_run
 from tests.helpers.campaign import fake_design, fecbench, rows
 from tests.helpers.fake_testbed import FakeTestbed
 

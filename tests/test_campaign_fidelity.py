@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from fecbench.emulation import fidelity
+from fecbench.emulation.fidelity import RATE_BOUND
 from fecbench.inputs.errors import SpecError
 from fecbench.runners.experiment.design import parse_design
-from fecbench.topologies import fidelity
-from fecbench.topologies.fidelity import RATE_BOUND
 from tests.helpers.campaign import fake_design, fecbench, rows
 
 

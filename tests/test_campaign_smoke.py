@@ -83,7 +83,7 @@ def test_every_run_records_its_link_as_built(smoke_db: Path) -> None:
     """Each run records, per direction of the bottleneck, the rate limiter and queue it asked for and what the
     kernel held (read back): the same, with a bucket of one frame and 0.25 ms of the rate (not the 15 kB of
     main 2781c76) and the queue in the unit the topology wrote it in."""
-    from fecbench.topologies.layout import tbf_burst
+    from fecbench.emulation.layout import tbf_burst
 
     stats = rows(smoke_db, "SELECT * FROM link_stats WHERE link = 'bottleneck'")
     assert stats

@@ -1,4 +1,4 @@
-"""Packet captures of runs (fecbench.runners.run.pcap, fecbench.topologies.pcap): where tcpdump listens and with
+"""Packet captures of runs (fecbench.runners.run.pcap, fecbench.emulation.pcap): where tcpdump listens and with
 what arguments, the runner's order (captures before the server, stopped after the client), key logs asked for
 with a capture, the secrets embedded; and a real campaign over Mininet with tquic (single path and two paths)
 whose kept captures tshark decodes into QUIC frames, at the client and at the bottleneck."""
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from fecbench.emulation import load_topology
+from fecbench.emulation.layout import make_layout
+from fecbench.emulation.pcap import capture_points, comment, packet_bound, tcpdump_argv
 from fecbench.inputs.errors import UserError
 from fecbench.runners.experiment.capture import CaptureArgs, CapturePolicy, parse_option
 from fecbench.runners.run import pcap
-from fecbench.topologies import load_topology
-from fecbench.topologies.layout import make_layout
-from fecbench.topologies.pcap import capture_points, comment, packet_bound, tcpdump_argv
 from tests.helpers.campaign import ROOT, fecbench, rows
 from tests.helpers.designs import MULTIPATH, design_file
 

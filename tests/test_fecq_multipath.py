@@ -116,7 +116,7 @@ def test_path_outage_mid_download_completes_on_the_other_path(tmp_path: Path) ->
     packet, both directions) for good. The per-path idle timeout (1 s, kept alive by 0.2 s PINGs)
     abandons path 2 and the transfer completes on path 1: status ok, every byte verified."""
     from fecbench.dropper import Uniform
-    from fecbench.topologies import Network, load_topology
+    from fecbench.emulation import Network, load_topology
 
     assert FECQ.exists(), "build fecq first (make fecq)"
     out = tmp_path / "m.json"

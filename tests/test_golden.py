@@ -93,7 +93,7 @@ SLOWER_LINK = """#!{python}
 # values, as a regression in fecbench's own link code would do it (the link is then built, read back and checked
 # as resolved: nothing but the numbers can show it). The rest is fecbench's.
 import dataclasses, sys
-from fecbench.topologies import spec
+from fecbench.emulation import spec
 resolve = spec.Topology.resolve
 def halved(self, values):
     out = resolve(self, values)

@@ -1,4 +1,4 @@
-"""The one interface for changing a link (fecbench.topologies.link_control), without root: which
+"""The one interface for changing a link (fecbench.emulation.link_control), without root: which
 commands a change gives per backend (the delay element for delays, tc for rate and queue, one batch
 per delay node), what it reports, and the ends' JSON round trip. The real thing: test_schedule_net.py
 and test_topology_net.py (root)."""
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from fecbench.topologies.link_control import DropperRef, LinkChange, LinkControl, LinkEnd
-from fecbench.topologies.spec import Shaping
+from fecbench.emulation.link_control import DropperRef, LinkChange, LinkControl, LinkEnd
+from fecbench.emulation.spec import Shaping
 
 
 def end(direction: str, backend: str = "delayline", link: str = "bottleneck", bw: float | None = 10.0) -> LinkEnd:

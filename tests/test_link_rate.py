@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.topologies import Network, load_topology
-from fecbench.topologies.layout import tbf_burst
-from fecbench.topologies.link_control import LinkChange
-from fecbench.topologies.spec import Shaping
+from fecbench.emulation import Network, load_topology
+from fecbench.emulation.layout import tbf_burst
+from fecbench.emulation.link_control import LinkChange
+from fecbench.emulation.spec import Shaping
 
 ROOT = Path(__file__).resolve().parent.parent
 SINGLE = ROOT / "topologies" / "single.toml"
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.require_root
 def burst(net: Network, count: int, size: int, port: int, start_at: float | None = None) -> dict:
     """`count` datagrams of `size` payload bytes from the client as fast as it can send them; the server's
     view (arrival order, kernel receive timestamps). `start_at`: CLOCK_MONOTONIC of the burst."""
-    probe = [sys.executable, "-m", "fecbench.topologies.probe"]
+    probe = [sys.executable, "-m", "fecbench.emulation.probe"]
     recv = net.server.popen([*probe, "recv", "--bind", net.server_address, "--port", str(port), "--count",
                              str(count), "--timeout", "120", "--idle", "5"], text=True)
     assert recv.stdout.readline().strip() == "ready"
@@ -94,7 +94,7 @@ def test_a_link_enforces_its_new_rate_from_the_change_on(mbit: float) -> None:
     with Network(topo, {"bw": mbit / 2, "owd": 5, "queue": 1000}, backend=BACKEND) as net:
         start = time.monotonic() + 0.2
         change_at = start + count * 2 * frame_ms / 1e3 * 0.4    # 40 % of the burst left at the old rate
-        probe = [sys.executable, "-m", "fecbench.topologies.probe"]
+        probe = [sys.executable, "-m", "fecbench.emulation.probe"]
         recv = net.server.popen([*probe, "recv", "--bind", net.server_address, "--port", "9101", "--count",
                                  str(count), "--timeout", "120", "--idle", "5"], text=True)
         assert recv.stdout.readline().strip() == "ready"
@@ -137,7 +137,7 @@ def test_a_queue_holds_what_was_written(queue: int | str, size: int) -> None:
     frame = size + HEADERS
     with Network(load_topology(SINGLE), {"bw": 0.001, "owd": 1, "queue": queue}, backend=BACKEND) as net:
         before = qdisc_counts(net)
-        probe = [sys.executable, "-m", "fecbench.topologies.probe"]
+        probe = [sys.executable, "-m", "fecbench.emulation.probe"]
         sender = net.client.popen([*probe, "send", "--dst", net.server_address, "--port", "9102", "--count", "200",
                                    "--pps", "0", "--size", str(size)], text=True)
         sender.communicate(timeout=60)

@@ -87,7 +87,7 @@ def test_a_headline_from_too_few_pairs_says_so() -> None:
 def test_the_reports_point_ratio_is_reproduces(tmp_path: Path) -> None:
     """One definition per statistic: the report's ratio of medians at a point (timeouts censored) and reproduce's
     block value over the same runs agree, bounds included."""
-    from fecbench.reproduce.statistics.blocks import block_bounds
+    from fecbench.verdicts.statistics.blocks import block_bounds
 
     table = {(0, r): (100 + 10 * r, 60 + 7 * r) for r in range(9)} | {(1, 0): (200, "timeout"), (1, 1): (210, 90),
                                                                      (1, 2): (220, 95)}

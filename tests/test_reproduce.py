@@ -16,15 +16,15 @@ from rich.console import Console
 
 from fecbench.host import cleanup
 from fecbench.inputs.errors import SpecError, UserError
-from fecbench.reproduce import budgeting, profiles
-from fecbench.reproduce import campaign as cp
-from fecbench.reproduce import evaluate as ev
-from fecbench.reproduce import sequential as sq
-from fecbench.reproduce import statistics as st
-from fecbench.reproduce.pack import Claim, Source, load_pack, pack_names
 from fecbench.runners.executors.engine import Engine
 from fecbench.runners.executors.serial import SerialExecutor
 from fecbench.runners.experiment.prepare import prepare
+from fecbench.verdicts import budgeting, profiles
+from fecbench.verdicts import campaign as cp
+from fecbench.verdicts import evaluate as ev
+from fecbench.verdicts import sequential as sq
+from fecbench.verdicts import statistics as st
+from fecbench.verdicts.pack import Claim, Source, load_pack, pack_names
 from tests.helpers.analysis_db import make_download_db
 from tests.helpers.campaign import fake_design, fecbench
 from tests.helpers.fake_testbed import FakeTestbed
@@ -241,7 +241,7 @@ def test_every_claim_statistic_is_complete() -> None:
     """Issue 36: each registered statistic is one object that answers everything the harness asks: what it
     reads and needs from the plan, its keys, its estimate with an interval, its anytime-valid form (or why
     none), its words; the pack format's choices are the registry's names."""
-    from fecbench.reproduce import pack as pk
+    from fecbench.verdicts import pack as pk
 
     assert pk.STATISTICS == tuple(st.REGISTRY) and len(st.REGISTRY) >= 11
     for name, stat in st.REGISTRY.items():
@@ -289,7 +289,7 @@ def _claim(**kw) -> Claim:
 
 def _judge(claim: Claim, db: Path, data: ev.Data | None = None) -> ev.Verdict:
     from fecbench.analysis import results
-    from fecbench.reproduce.draws import space_from_runs
+    from fecbench.verdicts.draws import space_from_runs
 
     return ev.evaluate_claim(claim, "p", data or ev.Data(db), space_from_runs(results.load(db)), seed=1)
 
@@ -327,7 +327,7 @@ def test_a_claims_sample_is_its_own_draws_whatever_else_was_run(tmp_path: Path) 
     however many 1 kB runs another claim bought; on main 2781c76 its sample was every matching run in the
     database, 74 % 1 kB pairs when the 1 kB claim had bought them, and a true claim failed 40 times in 40."""
     from fecbench.analysis import results
-    from fecbench.reproduce import draws, samples
+    from fecbench.verdicts import draws, samples
 
     db = make_download_db(tmp_path / "d.sqlite", points=4, repetitions=60, failures=0)
     frame = results.load(db)
@@ -455,7 +455,7 @@ def test_engine_runs_only_the_listed_runs_and_stops_in_time(tmp_path: Path, monk
 def test_the_deadline_interrupts_like_ctrl_c() -> None:
     import time
 
-    from fecbench.reproduce.execute import BudgetSpent, deadline_alarm
+    from fecbench.verdicts.execute import BudgetSpent, deadline_alarm
 
     with pytest.raises(BudgetSpent), deadline_alarm(time.monotonic() + 0.05):
         time.sleep(30)
@@ -467,7 +467,7 @@ def test_the_deadline_interrupts_like_ctrl_c() -> None:
 def test_the_page_opens_on_the_verdicts(tmp_path: Path) -> None:
     import json
 
-    from fecbench.reproduce import page
+    from fecbench.verdicts import page
 
     pack = load_pack("smoke")
     claims = {c.id: c for c in pack.claims}

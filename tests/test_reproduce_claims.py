@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.reproduce.pack import load_pack, pack_names
+from fecbench.verdicts.pack import load_pack, pack_names
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAIMS = [(name, claim) for name in pack_names() for claim in load_pack(name).claims]
@@ -54,7 +54,7 @@ def test_every_claim_has_its_source_quote_and_margin_source(pack: str, claim) ->
 def test_every_claim_has_a_full_setup_record(pack: str, claim) -> None:
     """Issue 59 (8): the table reports the setup each claim is judged on, read from the pack's data, with no empty
     field and no default "as the paper"."""
-    from fecbench.reproduce.validation import fidelity
+    from fecbench.verdicts.validation import fidelity
 
     loaded = load_pack(pack)
     record = fidelity.setup(loaded, claim)

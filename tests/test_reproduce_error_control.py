@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fecbench.reproduce import sequential as sq
-from fecbench.reproduce.statistics import error_control as ec
+from fecbench.verdicts import sequential as sq
+from fecbench.verdicts.statistics import error_control as ec
 
 
 def test_the_step_up_is_benjamini_yekutielis() -> None:
@@ -50,7 +50,7 @@ def test_worlds_judged_at_the_false_discovery_level_say_no_falsehood() -> None:
     """Where every claim decides (overlap-0.25: k = 3 > H_3) each is judged at 3 α / (3 H_3) > α / 3, so nothing
     decided family-wise is lost; where few do (thresholds: 2 of 5 < H_5) the level is below α / 5: no false verdict
     in either."""
-    from fecbench.reproduce.validation import worlds
+    from fecbench.verdicts.validation import worlds
 
     for name in ("overlap-0.25", "thresholds"):
         fwer, fdr = (worlds.bench_worlds(replays=2, budget_s=600.0, only=[name], rule=rule)[0]

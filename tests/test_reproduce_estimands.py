@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fecbench.reproduce import draws as dr
-from fecbench.reproduce import evaluate as ev
-from fecbench.reproduce import sequential as sq
-from fecbench.reproduce import statistics as st
-from fecbench.reproduce.pack import Claim, Source, load_pack, pack_names
+from fecbench.verdicts import draws as dr
+from fecbench.verdicts import evaluate as ev
+from fecbench.verdicts import sequential as sq
+from fecbench.verdicts import statistics as st
+from fecbench.verdicts.pack import Claim, Source, load_pack, pack_names
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -140,7 +140,7 @@ def test_the_bench_truth_is_the_estimand() -> None:
     points below 1 of 1, and a share of 3-seed blocks below 1 near 0.55."""
     import tempfile
 
-    from fecbench.reproduce.validation import worlds
+    from fecbench.verdicts.validation import worlds
 
     world = next(w for w in worlds.catalogue() if w.name == "point-noise")
     with tempfile.TemporaryDirectory() as folder:
@@ -172,7 +172,7 @@ def test_an_unpaired_claim_classes_each_run_by_its_own_log() -> None:
     """Issue 59 (7): Starlink's table splits each stack's uploads by where *their own* losses fell; a claim over each
     side's runs (quantile_ratio) keeps a run of the label's class whatever its twin's class. On main 9207253 a unit
     was kept only when both runs were of the class: half the label's tail-loss runs were left out."""
-    from fecbench.reproduce import samples
+    from fecbench.verdicts import samples
 
     claim = next(c for c in load_pack("starlink-uploads").claims if c.id == "tail-median-better")
     rng = np.random.default_rng(7)

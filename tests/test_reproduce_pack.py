@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.reproduce.evaluate import NOT_RUNNABLE, VERDICTS
-from fecbench.reproduce.pack import load_pack
+from fecbench.verdicts.evaluate import NOT_RUNNABLE, VERDICTS
+from fecbench.verdicts.pack import load_pack
 from tests.helpers.campaign import fecbench, rows
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fecbench.reproduce import execute, page, session
-from fecbench.reproduce.pack import load_pack
-from fecbench.reproduce.profiles import Target
+from fecbench.verdicts import execute, page, session
+from fecbench.verdicts.pack import load_pack
+from fecbench.verdicts.profiles import Target
 from tests.helpers.analysis_db import make_download_db
 from tests.helpers.campaign import fecbench
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fecbench.reproduce import campaign as cp
-from fecbench.reproduce import evaluate as ev
-from fecbench.reproduce import profiles
-from fecbench.reproduce import sequential as sq
-from fecbench.reproduce.pack import load_pack
-from fecbench.reproduce.validation import replay
 from fecbench.runners.experiment.prepare import prepare
+from fecbench.verdicts import campaign as cp
+from fecbench.verdicts import evaluate as ev
+from fecbench.verdicts import profiles
+from fecbench.verdicts import sequential as sq
+from fecbench.verdicts.pack import load_pack
+from fecbench.verdicts.validation import replay
 
 
 def _recorded(points: int = 4, reps: int = 3) -> pd.DataFrame:

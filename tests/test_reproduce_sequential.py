@@ -13,14 +13,14 @@ import pandas as pd
 import pytest
 
 from fecbench.records.status import Status
-from fecbench.reproduce import allocate, budgeting, profiles, seeds
-from fecbench.reproduce import campaign as cp
-from fecbench.reproduce import evaluate as ev
-from fecbench.reproduce import sequential as sq
-from fecbench.reproduce.pack import load_pack
-from fecbench.reproduce.statistics import blocks
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.runners.experiment.runs import loss_seed, run_key
+from fecbench.verdicts import allocate, budgeting, profiles, seeds
+from fecbench.verdicts import campaign as cp
+from fecbench.verdicts import evaluate as ev
+from fecbench.verdicts import sequential as sq
+from fecbench.verdicts.pack import load_pack
+from fecbench.verdicts.statistics import blocks
 
 # --- confidence sequences ---------------------------------------------------------------------------------------
 
@@ -324,7 +324,7 @@ def test_a_claim_with_nothing_measured_needs_at_least_what_could_decide_it(smoke
     """Nothing measured: the allocator's need and the page's projection are the fewest blocks a unanimous
     sample decides on (a median over points: more than the 3 points an interval needs), said as a lower bound;
     a claim with an unbounded interval still short of that many gets the rest of them."""
-    from fecbench.reproduce import session
+    from fecbench.verdicts import session
 
     pack, campaigns = smoke
     campaigns = {("defaults", "smoke"): campaigns["defaults"]}
@@ -352,7 +352,7 @@ def test_a_claim_with_nothing_measured_needs_at_least_what_could_decide_it(smoke
 
 
 def test_the_note_says_when_a_value_on_a_boundary_has_no_projection() -> None:
-    from fecbench.reproduce import session
+    from fecbench.verdicts import session
 
     claim = next(c for c in load_pack("networking2019").claims if c.id == "fig5-mss-50kB-75pct")
     on_edge = ev.Verdict(claim, "paper", "inconclusive", None, "20 blocks", sq.Sequence(0.6, 0.293, 0.906, 20))
@@ -379,7 +379,7 @@ def _skewed(n: int = 600) -> pd.DataFrame:
 def test_a_ratio_of_medians_is_judged_as_named_not_as_the_median_of_ratios() -> None:
     """Issue 46 (2): on main 2781c76 ratio_of_medians was judged on the median of the per-pair ratios, which
     here is 0.9 ("< 1" held) while the two sides' medians give a ratio far above 1."""
-    from fecbench.reproduce import statistics as st
+    from fecbench.verdicts import statistics as st
 
     sample = _skewed()
     paired = st.get("median_pair_ratio").sequence(sample, {}, 0.05)
@@ -392,8 +392,8 @@ def test_exclusions_that_differ_between_the_sides_are_a_warning_beside_imputed_b
     """Issue 46 (3), then issue 58 (2): 9 of 40 draws lost for the label's runs, 1 of 40 for the baseline's. Their
     values are imputed at the design's limits (the interval covers either extreme), so the verdict comes from the
     interval; the differing rates are said as a warning."""
-    from fecbench.reproduce import samples
-    from fecbench.reproduce.pack import Claim, Source
+    from fecbench.verdicts import samples
+    from fecbench.verdicts.pack import Claim, Source
 
     claim = Claim(id="c", text="t", design="d", statistic="median_pair_ratio", label="fec", baseline="quic",
                   metric="dct_ms", where={}, compare="<", threshold=1.0, tolerance=0.0,
@@ -410,7 +410,7 @@ def test_exclusions_that_differ_between_the_sides_are_a_warning_beside_imputed_b
 
 def test_an_empty_intersection_is_no_verdict() -> None:
     """Issue 46 (4): data that changed while they came empty the interval: "not judged", with where."""
-    from fecbench.reproduce import samples
+    from fecbench.verdicts import samples
 
     claim = next(c for c in load_pack("aa").claims if c.id == "ratio-about-1")
     drifting = samples.Sample(_skewed(10), draws=10)
@@ -423,7 +423,7 @@ def test_an_empty_intersection_is_no_verdict() -> None:
 def test_synthetic_worlds_give_no_false_verdict() -> None:
     """Issue 46 (7), a few replays of each world (the README's table: `fecbench bench worlds`, 200 each): the
     overlapping claims of truth 0.333 and 0.25, thresholds, skewed ratios, failures by value, drift."""
-    from fecbench.reproduce.validation import worlds
+    from fecbench.verdicts.validation import worlds
 
     results = worlds.bench_worlds(replays=2, budget_s=600.0)
     assert {r.world.name for r in results} == {w.name for w in worlds.catalogue()}
@@ -436,7 +436,7 @@ def test_synthetic_worlds_give_no_false_verdict() -> None:
 def test_a_drifting_truth_is_judged_over_the_look_interval_that_ends_at_the_look() -> None:
     """A crossing between two looks is the next look's to find: at 58 % of the budget (the truth 1.15 → 0.87 crossed
     1 at 54 %) a "fails" of "< 1" still agrees with a truth of the interval; at 77 % it contradicts them all."""
-    from fecbench.reproduce.validation import worlds
+    from fecbench.verdicts.validation import worlds
 
     truth = [1.15 - 0.28 * t for t in worlds.TIMES]
     claim = next(c for c, _ in next(w for w in worlds.catalogue() if w.name == "slow-drift").claims

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fecbench.emulation import load_topology
+from fecbench.emulation.schedule import load_schedule
 from fecbench.inputs.errors import SpecError
-from fecbench.topologies import load_topology
-from fecbench.topologies.schedule import load_schedule
 
 ROOT = Path(__file__).resolve().parent.parent
 SINGLE = ROOT / "topologies" / "single.toml"
@@ -166,11 +166,11 @@ def test_outage_drops_are_counted_like_the_models(tmp_path) -> None:
     import numpy as np
 
     from fecbench.dropper.live import drops_with_outages, expected_verdicts
+    from fecbench.emulation.schedule_apply import outage_ranges
     from fecbench.runners.experiment.prepare import prepare
     from fecbench.runners.run import link_records
     from fecbench.runners.run.lifecycle import Runner
     from fecbench.runners.run.outcome import Outcome
-    from fecbench.topologies.schedule_apply import outage_ranges
     from tests.helpers.campaign import fake_design
     from tests.helpers.fake_testbed import FakeTestbed
 
@@ -207,8 +207,8 @@ def test_outage_drops_are_counted_like_the_models(tmp_path) -> None:
 def test_changes_compose_and_the_dry_run_shows_each_points_timeline(tmp_path):
     """A rate step keeps a delay step in force, an undo takes away only its own change (the timeline), and
     `fecbench run --dry-run` prints what is in force after each event, once when every run gets the same."""
-    from fecbench.topologies.schedule import timeline
-    from fecbench.topologies.spec import Shaping
+    from fecbench.emulation.schedule import timeline
+    from fecbench.emulation.spec import Shaping
 
     spec = write(tmp_path, '[[change]]\nlink = "bottleneck"\nat_s = 0.8\ndirection = "forward"\nowd_ms = 35\n'
                            'hold_ms = 1000\n[[change]]\nlink = "bottleneck"\nat_s = 1.2\ndirection = "forward"\n'

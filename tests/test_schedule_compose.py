@@ -19,9 +19,9 @@ import pytest
 from fecbench.dropper import Uniform
 from fecbench.dropper.live import DROP_ALL, MODEL_UNIFORM, LiveConfig
 from fecbench.dropper.models.base import threshold
-from fecbench.topologies import Network, load_topology
-from fecbench.topologies.schedule import load_schedule
-from fecbench.topologies.schedule_apply import ScheduleApplier, ScheduleRunner
+from fecbench.emulation import Network, load_topology
+from fecbench.emulation.schedule import load_schedule
+from fecbench.emulation.schedule_apply import ScheduleApplier, ScheduleRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 SINGLE = ROOT / "topologies" / "single.toml"

@@ -15,9 +15,9 @@ import pytest
 
 from fecbench.dropper import Uniform
 from fecbench.dropper.live import expected_verdicts
-from fecbench.topologies import Network, load_topology
-from fecbench.topologies.schedule import load_schedule
-from fecbench.topologies.schedule_apply import ScheduleApplier
+from fecbench.emulation import Network, load_topology
+from fecbench.emulation.schedule import load_schedule
+from fecbench.emulation.schedule_apply import ScheduleApplier
 
 ROOT = Path(__file__).resolve().parent.parent
 SINGLE = ROOT / "topologies" / "single.toml"
@@ -36,7 +36,7 @@ def probe(net: Network, applier: ScheduleApplier, port: int) -> tuple[dict, list
     """COUNT datagrams at PPS from the client, the first PHASE_S after the schedule's clock starts: the
     receiver and the sender start (and say ready) first, then the applier, then the sender is told t0.
     Returns the receiver's view and the applier's events."""
-    cmd = [sys.executable, "-m", "fecbench.topologies.probe"]
+    cmd = [sys.executable, "-m", "fecbench.emulation.probe"]
     recv = net.server.popen([*cmd, "recv", "--bind", net.server_address, "--port", str(port), "--count",
                              str(COUNT), "--timeout", "600", "--idle", "5"], text=True)
     assert recv.stdout.readline().strip() == "ready"

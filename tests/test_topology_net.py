@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from fecbench.emulation import Network, load_topology, netem_probe
+from fecbench.emulation.backend import delayline_available
+from fecbench.emulation.fidelity import rtt_bound_ms
+from fecbench.emulation.traffic import iperf3_error
 from fecbench.host import cleanup, marks
-from fecbench.topologies import Network, load_topology, netem_probe
-from fecbench.topologies.backend import delayline_available
-from fecbench.topologies.fidelity import rtt_bound_ms
-from fecbench.topologies.traffic import iperf3_error
 
 ROOT = Path(__file__).resolve().parent.parent
 SINGLE = ROOT / "topologies" / "single.toml"
@@ -201,7 +201,7 @@ def test_droppers_per_path_reproducible_and_distinct() -> None:
 
 BUILDER = """
 import sys, time
-from fecbench.topologies import Network, load_topology
+from fecbench.emulation import Network, load_topology
 net = Network(load_topology(sys.argv[1]), {}, backend=sys.argv[2])
 net.start()
 print("built", flush=True)
@@ -275,7 +275,7 @@ def test_kill_9_then_clean_removes_only_the_dead_builders_leftovers() -> None:
 
 SIGTERM_BUILDER = """
 import sys, time
-from fecbench.topologies import Network, load_topology
+from fecbench.emulation import Network, load_topology
 with Network(load_topology(sys.argv[1]), {}, backend=sys.argv[2]) as net:
     print("built", flush=True)
     time.sleep(600)

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from fecbench.cli.topo import parse_sets
-from fecbench.inputs.errors import SpecError, UserError
-from fecbench.topologies.layout import (
+from fecbench.emulation.layout import (
     built,
     built_mismatches,
     changed_parts,
@@ -19,7 +18,8 @@ from fecbench.topologies.layout import (
     shaping_commands,
     tbf_burst,
 )
-from fecbench.topologies.spec import Shaping, load_topology
+from fecbench.emulation.spec import Shaping, load_topology
+from fecbench.inputs.errors import SpecError, UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 SINGLE = ROOT / "topologies" / "single.toml"
@@ -262,7 +262,7 @@ def test_cli_show_and_bad_input_exit_2(tmp_path: Path) -> None:
 
 
 def test_backend_selection_env_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    from fecbench.topologies.backend import ENV_VAR, select_backend
+    from fecbench.emulation.backend import ENV_VAR, select_backend
 
     monkeypatch.setenv(ENV_VAR, "bogus")
     with pytest.raises(UserError, match=ENV_VAR):
@@ -276,8 +276,8 @@ def test_backend_selection_env_and_errors(monkeypatch: pytest.MonkeyPatch) -> No
 
 @pytest.mark.require_root
 def test_netem_probe_matches_request() -> None:
-    from fecbench.topologies import netem_available, netem_probe
-    from fecbench.topologies.backend import select_backend
+    from fecbench.emulation import netem_available, netem_probe
+    from fecbench.emulation.backend import select_backend
 
     if netem_available():
         assert select_backend("netem") == "netem"
@@ -288,7 +288,7 @@ def test_netem_probe_matches_request() -> None:
 
 
 def test_rtt_bound_and_its_override_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from fecbench.topologies.fidelity import RTT_TOLERANCE_ENV, rtt_ok
+    from fecbench.emulation.fidelity import RTT_TOLERANCE_ENV, rtt_ok
 
     monkeypatch.delenv(RTT_TOLERANCE_ENV, raising=False)
     assert rtt_ok(20, 21.0) and not rtt_ok(20, 21.01) and rtt_ok(400, 399.0) and not rtt_ok(400, 401.1)
@@ -303,7 +303,7 @@ def test_rtt_bound_and_its_override_from_the_environment(monkeypatch: pytest.Mon
 def test_network_names_stay_distinct_and_short_beyond_26_networks() -> None:
     """`--jobs` may build up to 32 networks in one process: each gets its own tag (a–z, then aa–zz), and
     the longest base name still leaves every interface name within Linux's 15 characters."""
-    from fecbench.topologies.network import build_tag
+    from fecbench.emulation.network import build_tag
 
     tags = [build_tag(n) for n in range(702)]
     assert len(set(tags)) == 702 and tags[:2] == ["a", "b"] and tags[26] == "aa" and tags[-1] == "zz"

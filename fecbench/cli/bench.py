@@ -44,9 +44,9 @@ def bench_verdicts(
     seed: int = typer.Option(35, "--seed", help="Seed of the replays' draws."),
 ) -> None:
     """Claims decided against machine time (old vs new allocator), A/A false verdicts, power."""
-    from fecbench.reproduce import budgeting, profiles, session
-    from fecbench.reproduce import campaign as cp
-    from fecbench.reproduce import pack as pack_mod
+    from fecbench.verdicts import budgeting, profiles, session
+    from fecbench.verdicts import campaign as cp
+    from fecbench.verdicts import pack as pack_mod
 
     loaded = pack_mod.load_pack(pack)
     name = profile or loaded.default_profile
@@ -96,7 +96,7 @@ def _alias(text: str) -> tuple[str, str]:
 
 
 def _alpha(pack) -> float:
-    from fecbench.reproduce.evaluate import page_alpha
+    from fecbench.verdicts.evaluate import page_alpha
 
     return page_alpha(pack, [pack.default_profile])
 
@@ -110,7 +110,7 @@ def _two_labels(pack) -> tuple[str, str]:
 
 
 def _worlds(dbs: dict[str, Path], rng: np.random.Generator, duration_s: float | None, **kw):
-    from fecbench.reproduce.validation import replay
+    from fecbench.verdicts.validation import replay
 
     worlds = {alias: replay.load_world(path, rng, **kw) for alias, path in dbs.items()}
     if duration_s is not None:
@@ -120,7 +120,7 @@ def _worlds(dbs: dict[str, Path], rng: np.random.Generator, duration_s: float | 
 
 
 def _compare(pack, profile, campaigns, dbs, seconds, n, seed, duration_s) -> None:
-    from fecbench.reproduce.validation import replay
+    from fecbench.verdicts.validation import replay
 
     times = [seconds * f for f in (0.05, 0.1, 0.25, 0.5, 0.75, 1.0)]
     curves: dict[str, list[list[int]]] = {"old": [], "new": []}
@@ -145,8 +145,8 @@ def _compare(pack, profile, campaigns, dbs, seconds, n, seed, duration_s) -> Non
 
 
 def _aa(pack, profile, campaigns, dbs, seconds, replays, seed, labels, duration_s) -> None:
-    from fecbench.reproduce.sequential import ALPHA
-    from fecbench.reproduce.validation import replay
+    from fecbench.verdicts.sequential import ALPHA
+    from fecbench.verdicts.validation import replay
 
     wrong_runs = 0
     per_claim: dict[str, dict[str, int]] = {c.id: {} for c in pack.claims}
@@ -169,14 +169,14 @@ def _aa(pack, profile, campaigns, dbs, seconds, replays, seed, labels, duration_
     for col in names:
         table.add_column(col, justify="right")
     for claim in pack.claims:
-        from fecbench.reproduce.evaluate import expectation
+        from fecbench.verdicts.evaluate import expectation
 
         table.add_row(claim.id, expectation(claim), *[str(per_claim[claim.id].get(k, 0)) for k in names])
     console.print(table)
 
 
 def _power(pack, profile, campaigns, dbs, seconds, replays, seed, labels, effect, duration_s) -> None:
-    from fecbench.reproduce.validation import replay
+    from fecbench.verdicts.validation import replay
 
     decided: dict[str, list[list[bool]]] = {c.id: [] for c in pack.claims}
     for i in range(replays):
@@ -210,9 +210,9 @@ def bench_worlds(
                               "and their mean share."),
 ) -> None:
     """False verdicts on synthetic worlds whose truth is known (reproduce/README.md, "Validation")."""
-    from fecbench.reproduce import budgeting
-    from fecbench.reproduce.statistics.error_control import RULES
-    from fecbench.reproduce.validation import worlds
+    from fecbench.verdicts import budgeting
+    from fecbench.verdicts.statistics.error_control import RULES
+    from fecbench.verdicts.validation import worlds
 
     if error not in RULES:
         raise UserError(f"--error {error!r}: choose {' or '.join(RULES)}")

@@ -194,9 +194,9 @@ def check_netns_features() -> list[Check]:
 
 def _check_link_as_built(ns: str, dev: str) -> Check:
     """fecbench's own rate limiter and queues on a scratch interface, read back from the kernel: the bucket as
-    small as designed (topologies.layout.tbf_burst), a queue in packets and one in bytes held as written."""
-    from fecbench.topologies.layout import built, built_mismatches, shaping_commands, tbf_burst
-    from fecbench.topologies.spec import Shaping
+    small as designed (emulation.layout.tbf_burst), a queue in packets and one in bytes held as written."""
+    from fecbench.emulation.layout import built, built_mismatches, shaping_commands, tbf_burst
+    from fecbench.emulation.spec import Shaping
 
     wrong = []
     for asked in (Shaping(bw=4.0, owd=0.0, queue=20), Shaping(bw=4.0, owd=0.0, queue=30_000, queue_unit="bytes")):
@@ -222,8 +222,8 @@ def check_choices() -> list[Check]:
         return [Check(name, "skipped", "needs root to probe", "run doctor as root")
                 for name in ("link backend", "dropper hook")]
     from fecbench.dropper.dropper import HOOK_ENV, resolve_hook
+    from fecbench.emulation.backend import ENV_VAR, select_backend
     from fecbench.inputs.errors import UserError
-    from fecbench.topologies.backend import ENV_VAR, select_backend
 
     checks = []
     try:

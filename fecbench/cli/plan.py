@@ -192,7 +192,7 @@ def _paths(design: Path, header: Any) -> int:
     for base in (design.parent, Path.cwd()):
         candidate = base / topology
         if candidate.is_file():
-            from fecbench.topologies import load_topology
+            from fecbench.emulation import load_topology
             return load_topology(candidate).paths
     return 1
 

@@ -110,7 +110,7 @@ def bench_backends(design: Path = typer.Argument(Path("designs/smoke.toml"), hel
         raise UserError(f"--repetitions must be at least 1 (got {repetitions})")
     require_root("fecbench bench backends (the campaigns build Mininet networks)")
     if "netem" in names:
-        from fecbench.topologies.backend import netem_probe
+        from fecbench.emulation.backend import netem_probe
 
         ok, reason = netem_probe()
         if not ok:

@@ -49,10 +49,10 @@ def reproduce(
 ) -> None:
     """Re-run a seed paper's experiments and say, claim by claim, whether they hold."""
     started = time.monotonic()
-    from fecbench.reproduce import pack as pack_mod
+    from fecbench.verdicts import pack as pack_mod
 
     if fidelity:
-        from fecbench.reproduce.validation.fidelity import fidelity_table
+        from fecbench.verdicts.validation.fidelity import fidelity_table
 
         packs = [pack_mod.load_pack(name) for name in ([pack] if pack else pack_mod.pack_names())]
         print(fidelity_table([p for p in packs if pack or p.cites_papers]))
@@ -60,8 +60,8 @@ def reproduce(
     if pack is None:
         _list(pack_mod)
         return
-    from fecbench.reproduce import budgeting, profiles, session
-    from fecbench.reproduce.statistics.error_control import RULES
+    from fecbench.verdicts import budgeting, profiles, session
+    from fecbench.verdicts.statistics.error_control import RULES
 
     if error not in RULES:
         raise UserError(f"--error {error!r}: choose {' or '.join(RULES)}")
@@ -114,8 +114,8 @@ def _list(pack_mod) -> None:
 def _dry_run(pack, names: list[str], seconds: float | None, full: bool, root: Path, session) -> None:
     """--full: every run the designs list; a budget: the first batch the adaptive allocation would start with
     (the next ones depend on the verdicts its runs give)."""
-    from fecbench.reproduce import allocate, budgeting
-    from fecbench.reproduce import evaluate as ev
+    from fecbench.verdicts import allocate, budgeting
+    from fecbench.verdicts import evaluate as ev
 
     targets, campaigns = session.prepare_campaigns(pack, names, root, checks=False)
     idle: dict[str, str] = {}
@@ -149,7 +149,7 @@ def _dry_run(pack, names: list[str], seconds: float | None, full: bool, root: Pa
 
 
 def _print_verdicts(outcome) -> None:
-    from fecbench.reproduce.evaluate import expectation, paper_text
+    from fecbench.verdicts.evaluate import expectation, paper_text
 
     by = {(v.claim.id, v.profile): v for v in outcome.verdicts}
     table = Table(title=f"{outcome.pack.title}: verdicts", show_lines=False)

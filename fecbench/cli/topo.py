@@ -37,7 +37,7 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
 
 
 def _load(spec: str, sets: list[str], paths: int | None):
-    from fecbench.topologies.spec import load_topology
+    from fecbench.emulation.spec import load_topology
 
     topo = load_topology(spec, paths=paths)
     values = parse_sets(sets)
@@ -47,7 +47,7 @@ def _load(spec: str, sets: list[str], paths: int | None):
 
 def _show_backend(requested: str | None) -> str:
     """The backend `show` describes; without root netem cannot be probed, so delayline is assumed."""
-    from fecbench.topologies.backend import BACKENDS, ENV_VAR, netem_available
+    from fecbench.emulation.backend import BACKENDS, ENV_VAR, netem_available
 
     choice = requested or os.environ.get(ENV_VAR)
     if choice:
@@ -64,7 +64,7 @@ def show(spec: str = typer.Argument(..., help="Topology spec (TOML)."),
          link_backend: str | None = typer.Option(None, "--link-backend", help=BACKEND_HELP),
          json_out: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
     """Nodes, links, addresses, routes and shaping commands of SPEC with these values (no root needed)."""
-    from fecbench.topologies.layout import describe, make_layout
+    from fecbench.emulation.layout import describe, make_layout
 
     topo, values = _load(spec, set_, paths)
     backend = _show_backend(link_backend)
@@ -110,8 +110,8 @@ def check(spec: str = typer.Argument(..., help="Topology spec (TOML)."),
           rate: bool = typer.Option(False, "--rate", help="Also probe each path's rate (1 s of UDP)."),
           json_out: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
     """Build SPEC, compare measured and configured RTT (and rate) per path, tear it down."""
+    from fecbench.emulation.network import Network
     from fecbench.inputs.errors import require_root
-    from fecbench.topologies.network import Network
 
     require_root("fecbench topo check")
     topo, values = _load(spec, set_, paths)
@@ -143,8 +143,8 @@ def bench(link_backend: str | None = typer.Option(None, "--link-backend", help=B
           packets: int = typer.Option(1000, "--packets", min=10, help="Probe datagrams per delay (at 1000 pps)."),
           json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON.")) -> None:
     """Delay error at 10/50/200/400 ms, throughput at 10/100 Mbit/s, delay element CPU, topology times."""
+    from fecbench.emulation import bench as bench_mod
     from fecbench.inputs.errors import require_root
-    from fecbench.topologies import bench as bench_mod
 
     require_root("fecbench link bench")
     with console.status("link bench…", spinner="dots") as status:

@@ -2,7 +2,7 @@
 
 `Dropper.set` rewrites the whole configuration and restarts the stream at index 0 (and drops the
 verdict log), which is right between runs and wrong in the middle of one: the loss pattern would
-restart after every handover. A schedule (fecbench.topologies.schedule) instead changes the live
+restart after every handover. A schedule (fecbench.emulation.schedule) instead changes the live
 configuration the way the loader itself does, through the instance's pinned, memory-mapped global
 data (`bss`: `struct fd_config cfg` then the shared packet index, dropper/src/shared.h):
 

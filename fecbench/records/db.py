@@ -37,7 +37,7 @@ fidelity(run_key, path, rtt_configured_ms, rtt_measured_ms, rate_configured_mbit
 verdict_logs(run_key, link, direction, data BLOB (npz), PRIMARY KEY (run_key, link, direction))
 link_events(run_key, seq, kind, link, direction, scheduled_s, applied_s, took_ms, params (JSON),
             PRIMARY KEY (run_key, seq))   -- a link schedule's changes as applied during the run
-            (fecbench.topologies.schedule_apply: times in s after the client's start)
+            (fecbench.emulation.schedule_apply: times in s after the client's start)
 endpoint_timing(run_key PRIMARY KEY, wakeups, wakeup_p50_ms, wakeup_p99_ms, wakeup_max_ms, runq_share,
                 cpu_share, bound_ms, ok, json)  -- how long the run's endpoint threads waited for a CPU
             (fecbench.timekeeping.endpoint_timing: wake-up latency quantiles, run-queue share, the bound judged by, and

@@ -9,7 +9,7 @@ The topology code starts one DelayLine per emulated link, inside the link's hidd
 The process's PID and control socket are recorded with `fecbench.host.cleanup`, so `fecbench clean` stops
 a delayline left behind by a killed fecbench process. `DelayControl` is the one client of the control
 socket's protocol: `DelayLine` uses it, and so do link changes made from another process
-(fecbench.topologies.link_control).
+(fecbench.emulation.link_control).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def _process_gone(pid: int) -> bool:
 class DelayControl:
     """The client of a delay element's control socket (delayline/README.md): one command line in, one
     reply line back. `DelayLine` uses it for the process it started; link changes from another process
-    (fecbench.topologies.link_control) open one on the socket's path."""
+    (fecbench.emulation.link_control) open one on the socket's path."""
 
     def __init__(self, path: str | Path, name: str | None = None) -> None:
         self.path = Path(path)

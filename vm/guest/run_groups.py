@@ -230,7 +230,7 @@ GROUPS: dict[str, Callable[[Group], bool]] = {
 
 def defaults() -> tuple[str, str]:
     """The link backend and dropper hook fecbench takes on this kernel when nothing is requested."""
-    code = ("from fecbench.topologies.backend import select_backend\n"
+    code = ("from fecbench.emulation.backend import select_backend\n"
             "from fecbench.dropper.dropper import resolve_hook\n"
             "print(select_backend(None), resolve_hook(None))")
     proc = subprocess.run([PY, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)

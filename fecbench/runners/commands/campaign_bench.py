@@ -56,12 +56,12 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from fecbench.emulation.fidelity import quantile
 from fecbench.host.paths import DESIGNS_DIR, REPO_ROOT
 from fecbench.records import db as dbmod
 from fecbench.runners.executors import calibrate
 from fecbench.timekeeping import endpoint_timing
 from fecbench.timekeeping import lateness as latemod
-from fecbench.topologies.fidelity import quantile
 
 BENCH_DESIGN = DESIGNS_DIR / "bench-campaign.toml"
 PROJECTED_DESIGN = DESIGNS_DIR / "networking2019-uniform.toml"

@@ -15,7 +15,7 @@ from fecbench.runners.experiment.prepare import Prepared, loss_link_paths
 from fecbench.runners.experiment.runs import Run
 
 if TYPE_CHECKING:
-    from fecbench.topologies.layout import Layout
+    from fecbench.emulation.layout import Layout
 
 #: Where a run's own files go, in argv shown before the run exists.
 RUN_DIR = "<run dir>"
@@ -24,7 +24,7 @@ RUN_DIR = "<run dir>"
 def links_at(prepared: Prepared, values: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
     """Per shaped link and direction: rate (Mbit/s, None: unlimited), the rate limiter's burst (bytes), one-way
     delay (ms), queue (its limit in queue_unit: packets or bytes, as written)."""
-    from fecbench.topologies.layout import tbf_burst
+    from fecbench.emulation.layout import tbf_burst
 
     resolved = prepared.topology.resolve(values)
     return {link: {direction: {"rate_mbit": s.bw, "burst_bytes": tbf_burst(s.bw) if s.bw is not None else None,
@@ -56,7 +56,7 @@ def workload_of(prepared: Prepared, run: Run) -> dict[str, Any]:
 def argv_of(prepared: Prepared, run: Run, layout: Layout | None = None) -> dict[str, list[str]]:
     """The server's and the client's argv as the runner renders them (addresses from the topology's
     layout, the run's port; its own folder shown as RUN_DIR)."""
-    from fecbench.topologies.layout import make_layout
+    from fecbench.emulation.layout import make_layout
 
     design, entry = prepared.design, run.impl
     layout = layout or make_layout(prepared.topology, "x")
@@ -85,7 +85,7 @@ class Applier:
     """`applied` for every run of a campaign: the layout made once, links and losses once per point."""
 
     def __init__(self, prepared: Prepared) -> None:
-        from fecbench.topologies.layout import make_layout
+        from fecbench.emulation.layout import make_layout
 
         self.prepared = prepared
         self.layout = make_layout(prepared.topology, "x")
@@ -139,7 +139,7 @@ SCHEDULE_EVENTS, SCHEDULE_RUNS = 12, 3
 def describe_schedule(prepared: Prepared, point: int) -> list[str]:
     """The link schedule as a point's runs get it: each event's time and what is in force after it, up to the
     design's time limit; once when every run gets the same, else per repetition (its own loss seed draws)."""
-    from fecbench.topologies.schedule import describe_state, timeline
+    from fecbench.emulation.schedule import describe_state, timeline
 
     schedule = prepared.design.schedule
     if schedule is None:

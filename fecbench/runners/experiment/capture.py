@@ -16,7 +16,7 @@ metric lies beyond Q3 + 3 IQR of the label's earlier runs of the same size (5 ru
 that could need it and removed after the run when it is not kept. Kept files are compressed into
 `<db stem>.artifacts/<run key>/` and listed in the database's `artifacts` table.
 
-Packet captures (runners.run.pcap, fecbench.topologies.pcap): pcapng from tcpdump at the client's interfaces (every
+Packet captures (runners.run.pcap, fecbench.emulation.pcap): pcapng from tcpdump at the client's interfaces (every
 path: `client.pcapng.gz`) and at each bottleneck, both directions (`bottleneck-<link>.pcapng.gz`), from before
 the server starts until the client has stopped, the TLS secrets the endpoints wrote embedded, so
 `tshark -r client.pcapng.gz -Y quic` (add `-d udp.port==PORT,quic` if QUIC is not recognised on the design's

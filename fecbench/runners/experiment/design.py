@@ -17,7 +17,7 @@ endpoint_bound_ms = 2.0                 # optional: a run whose endpoints' p99 w
                                         # flagged `fidelity` (default FECBENCH_ENDPOINT_BOUND_MS, else 2 ms;
                                         # fecbench/timekeeping/endpoint_timing.py)
 schedule = "topologies/schedules/starlink-handover.toml"  # optional: a link schedule (time-varying links,
-                                        # fecbench/topologies/schedule.py); time 0 = each run's client start
+                                        # fecbench/emulation/schedule.py); time 0 = each run's client start
 
 [space]  …                              # the planner's input (fecbench.planner)
 
@@ -64,7 +64,7 @@ from fecbench.runners.experiment.flows import Flows, parse_flows
 
 if TYPE_CHECKING:
     from fecbench.dropper import LossModel
-    from fecbench.topologies.schedule import Schedule
+    from fecbench.emulation.schedule import Schedule
 
 LABEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 DIRECTIONS = ("forward", "reverse")
@@ -172,7 +172,7 @@ class Design:
     loss: LossSpec
     workload: Workload
     impls: list[ImplEntry] = field(default_factory=list)
-    schedule: Schedule | None = None      # a link schedule (fecbench.topologies.schedule)
+    schedule: Schedule | None = None      # a link schedule (fecbench.emulation.schedule)
     endpoint_bound_ms: float | None = None  # None: FECBENCH_ENDPOINT_BOUND_MS, else the default
     flows: Flows = field(default_factory=lambda: Flows([]))  # competing flows (fecbench.runners.experiment.flows)
     capture: CapturePolicy = field(default_factory=CapturePolicy)  # what runs keep to explain themselves
@@ -387,8 +387,8 @@ def parse_design(path: str | Path) -> Design:
 def _parse_schedule(value: str | None, path: Path, topology_path: Path, loss_model: str) -> Schedule | None:
     """The link schedule of the design, else of its topology (`[topology] schedule`), checked against
     the topology and the design's loss model; None without one."""
-    from fecbench.topologies import load_topology
-    from fecbench.topologies.schedule import load_schedule
+    from fecbench.emulation import load_topology
+    from fecbench.emulation.schedule import load_schedule
 
     base, key = path, "design.schedule"
     if value is None:  # a quick look first: most topologies have no schedule

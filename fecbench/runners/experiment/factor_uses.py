@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fecbench.emulation.spec import Topology, is_queue_literal
 from fecbench.inputs.errors import SpecError
 from fecbench.inputs.units import Quantity, factor
 from fecbench.planner import portable
 from fecbench.planner.space import Factor, Space
 from fecbench.runners.experiment.design import Design
-from fecbench.topologies.spec import Topology, is_queue_literal
 
 #: What each place of a design reads (the docs' table of parameters lists the same).
 LINK_QUANTITIES = {"bw": Quantity("rate", "Mbit/s", low=0, above=True), "owd": Quantity("time", "ms", low=0),

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fecbench.emulation.spec import Topology
 from fecbench.inputs.errors import SpecError, UserError, did_you_mean
 from fecbench.inputs.specs import load_toml
 from fecbench.runners.experiment.design import Design, parse_design
 from fecbench.runners.experiment.runs import Run, enumerate_runs, estimate_seconds
-from fecbench.topologies.spec import Topology
 
 if TYPE_CHECKING:   # the planner loads numpy and scipy: only when a plan is made
     from fecbench.planner.plan import Plan
@@ -82,10 +82,10 @@ def prepare(design_path: str | Path, *, require_built: bool = True) -> Prepared:
     """Validate the whole design (implementations, planner, topology, loss, what reads each factor and in
     which unit) and enumerate its runs. `require_built=False` (a dry run): an implementation that is not
     built is a warning in `Prepared.warnings`, not an error."""
+    from fecbench.emulation import load_topology
     from fecbench.planner import make_plan, parse_space
     from fecbench.runners.experiment.factor_uses import check_and_scale, scale_value, scaled_factor
     from fecbench.runners.experiment.flows import check_flows
-    from fecbench.topologies import load_topology
 
     design = parse_design(design_path)
     topology = load_topology(design.topology_path)

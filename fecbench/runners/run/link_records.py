@@ -70,7 +70,7 @@ def count_outage_drops(losses: LossLinks, run: Run, outcome: Outcome) -> None:
     are (`dropped` both, `outage_dropped` the outages'): from the verdict log when kept (exact), else
     from the outages' index ranges and the seeded model."""
     from fecbench.dropper.live import drops_with_outages
-    from fecbench.topologies.schedule_apply import outage_ranges
+    from fecbench.emulation.schedule_apply import outage_ranges
 
     matched = {(r["link"], r["direction"]): r["matched"] or 0 for r in outcome.link_stats}
     ranges = outage_ranges(outcome.link_events, matched)

@@ -1,7 +1,7 @@
 """A run's packet captures (the `pcap` kind of runners.experiment.capture): started on the testbed before its endpoints
 when the campaign may keep them, stopped after them, and made decryptable.
 
-Where and how the testbed captures: fecbench.topologies.pcap (tcpdump in immediate mode at the client's
+Where and how the testbed captures: fecbench.emulation.pcap (tcpdump in immediate mode at the client's
 interfaces, every path, and at each bottleneck, both directions; pcapng in `<run folder>/pcap/<where>.pcapng`).
 Size: the run's captures together stay within what the campaign's `max_mb` has left (each capture an equal
 share, as a packet count: tcpdump stops a capture at its share and the run goes on), and the `Keeper` keeps a

@@ -3,7 +3,7 @@
 The engine (and the `Runner` that executes one run) only ever talks to a network through this small
 interface: configure the links for a point, read fidelity, seed the droppers, read link statistics
 and verdict logs, start a process on the client or the server. `MininetTestbed` is the only
-implementation users run (Mininet hosts, droppers, delay elements; see fecbench.topologies); the tests
+implementation users run (Mininet hosts, droppers, delay elements; see fecbench.emulation); the tests
 hold an in-memory one so the engine's logic is tested without root.
 """
 
@@ -21,12 +21,12 @@ if TYPE_CHECKING:
     import numpy as np
 
     from fecbench.dropper import LossModel
+    from fecbench.emulation.pcap import Captures
+    from fecbench.emulation.schedule import Schedule
+    from fecbench.emulation.schedule_apply import ScheduleApplier
+    from fecbench.emulation.spec import Topology
     from fecbench.host.cgroups import EndpointGroup
     from fecbench.timekeeping.schedlat import Slot
-    from fecbench.topologies.pcap import Captures
-    from fecbench.topologies.schedule import Schedule
-    from fecbench.topologies.schedule_apply import ScheduleApplier
-    from fecbench.topologies.spec import Topology
 
 Role = Literal["server", "client"]
 #: A link direction -> the delay element's side that carries it (delayline/README.md: `ab` from the client side).
@@ -93,10 +93,10 @@ class Testbed(Protocol):
 
 
 class MininetTestbed:
-    """A fecbench.topologies.Network seen through the Testbed interface."""
+    """A fecbench.emulation.Network seen through the Testbed interface."""
 
     def __init__(self, topology: Topology, values: dict[str, Any], backend: str | None) -> None:
-        from fecbench.topologies import Network
+        from fecbench.emulation import Network
 
         self.net = Network(topology, values, backend=backend)
         self.net.start()
@@ -267,14 +267,14 @@ class MininetTestbed:
 
     def apply_schedule(self, schedule: Schedule | None, seed: int, horizon_s: float) -> ScheduleApplier | None:
         """Start the design's link schedule (None: the design has none); its clock starts now."""
-        from fecbench.topologies.schedule_apply import ScheduleApplier
+        from fecbench.emulation.schedule_apply import ScheduleApplier
 
         return ScheduleApplier.for_run(schedule, self.net, seed, horizon_s)
 
     def start_captures(self, folder: Path, snaplen: int, budget_kb: int, comment: str = "") -> list[str]:
         """Packet captures at the client's interfaces and at each bottleneck, into `folder/<where>.pcapng`
-        (fecbench.topologies.pcap), together within `budget_kb`; what did not start."""
-        from fecbench.topologies.pcap import Captures
+        (fecbench.emulation.pcap), together within `budget_kb`; what did not start."""
+        from fecbench.emulation.pcap import Captures
 
         self.stop_captures()
         self.captures = Captures.start(self.net, folder, snaplen, budget_kb, comment)

@@ -1,0 +1,232 @@
+"""A claim's own draws: the cells it is about and the seeded order in which its verdict reads them.
+
+A claim covers *cells*: the design points its ``where`` keeps, crossed with its sizes, each with the same
+weight. Its observations come from draws made for it alone, from a generator seeded by the design's seed
+and the claim's id (numpy PCG64): draw t picks a cell uniformly at random and takes that cell's next
+seeds, one for a statistic over pairs or runs, ``min_seeds`` for one over blocks (the block's ratio of
+medians), and a trend's draw picks two cells of one size whose factor differs (the second uniformly among those;
+with ``within``, among those that share that factor's value: a trend within each technology). So a claim's
+observations are independent draws from its population, "a uniformly random cell of the claim, on fresh
+seeds", whatever other claims ask for: every confidence sequence of ``sequential`` applies to them as it
+stands. Runs are shared where two claims' draws name the same (point, seed, size),
+which the design makes one run (common random numbers), never in proportions that another claim's data
+chose.
+
+Each unit of a draw compares two runs at one seed: the claim's label and its baseline at the cell's point;
+for a competing-flows claim (``FLOWS``) the design's foreground label at the point whose background flow
+is the claim's label and at the one whose background is its baseline (the design's selection factor).
+
+A claim's sample is the *prefix* of its draws whose runs are all done (``samples``): a later draw waits
+for an earlier one, so the observations always come in their drawn order, and the allocator runs a
+claim's draws in that order. Draws stop where a cell would need more seeds than ``seeds_per_cell``.
+
+A statistic over every cell's own value (a *census*: ``statistics.points``) draws no cells at random: every
+cell is judged, so its draws are rounds over all cells in one seeded order, each draw a cell's next block of
+``min_seeds`` seeds; a cell's seeds are read in order (``samples``) and a cell already decided by its own
+interval takes no more (``allocate``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fecbench.verdicts.pack import Claim
+from fecbench.verdicts.statistics import FLOWS
+
+if TYPE_CHECKING:
+    from fecbench.runners.experiment.prepare import Prepared
+
+UnitKey = tuple[int, int, "int | None"]          # point, repetition, size
+RunRef = tuple[int, int, "int | None", str]      # point, repetition, size, label
+#: A cell: the points of its two sides (the same point but for a flows claim) and its size.
+Cell = tuple[int, int, "int | None"]
+
+#: Draws made per claim at most (a claim is decided, or its budget spent, long before).
+MAX_DRAWS = 4096
+
+
+def extra_repetitions(repetitions: int) -> int:
+    """Extra seeds a design's claims may draw beyond its repetitions (``seeds``)."""
+    return max(8 * repetitions, 128)
+
+
+@dataclass(frozen=True)
+class DrawSpace:
+    """What a claim's draws depend on in its design: the points (their factor values), sizes, seed and
+    repetitions, the competing flows' selection factor and the foreground label."""
+    points: dict[int, dict[str, Any]]
+    sizes: tuple[int | None, ...]
+    seed: int
+    repetitions: int
+    select: str | None = None
+    foreground: str = ""
+
+    @property
+    def seeds_per_cell(self) -> int:
+        """The repetitions a cell of a claim may take: the design's and the extra seeds."""
+        return self.repetitions + extra_repetitions(self.repetitions)
+
+
+def space_from_runs(frame: Any, seed: int = 0) -> DrawSpace:
+    """The space a results frame (``analysis.results.load``) ran: its points and their factor values, its sizes
+    and repetitions (for claims judged on a database without its design file)."""
+    factors = list(frame.attrs.get("factors", []))
+    points = {int(p): {f: g[f].iloc[0] for f in factors} for p, g in frame.groupby("point")}
+    sizes = tuple(sorted({int(s) for s in frame["size"].dropna()})) or (None,)
+    return DrawSpace(points=points, sizes=sizes, seed=seed, repetitions=int(frame["repetition"].max()) + 1)
+
+
+def space_of(prepared: Prepared) -> DrawSpace:
+    design = prepared.design
+    return DrawSpace(points=prepared.points, sizes=tuple(design.workload.sizes) or (None,), seed=design.seed,
+                 repetitions=design.repetitions, select=design.flows.select if design.flows else None,
+                 foreground=design.impls[0].label if design.impls else "")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One comparison of a draw: the claim's label's run and its baseline's, and which of the draw's cells."""
+    mine: RunRef
+    base: RunRef
+    cell: int = 0
+
+
+@dataclass(frozen=True)
+class Draw:
+    units: tuple[Unit, ...]
+
+    @property
+    def group(self) -> str:
+        """The cell of its first unit as a sample names it (``point|size``): a census draw's one cell."""
+        point, _, size, _ = self.units[0].mine
+        return f"{point}|{'' if size is None else size}"
+
+    def runs(self) -> list[RunRef]:
+        return [ref for unit in self.units for ref in (unit.mine, unit.base)]
+
+
+def matches(value: float, wanted: object) -> bool:
+    if isinstance(wanted, dict):
+        return wanted["min"] - 1e-12 <= value <= wanted["max"] + 1e-12
+    return any(math.isclose(value, w, rel_tol=1e-9, abs_tol=1e-12) for w in wanted)  # type: ignore[union-attr]
+
+
+def claim_points(claim: Claim, space: DrawSpace) -> list[int]:
+    """The design points a claim's filters keep."""
+    factors = {k: v for k, v in claim.where.items() if k not in ("size", "loss_class", "baseline_class")}
+    return [p for p, values in sorted(space.points.items())
+            if all(k in values and matches(float(values[k]), v) for k, v in factors.items())]
+
+
+def claim_cells(claim: Claim, space: DrawSpace) -> list[Cell]:
+    """The claim's cells: its points × its sizes (the design's when it names none), equal weights; for a flows
+    claim, each point with the claim's background paired with the point that differs only in it."""
+    sizes = claim.sizes() or list(space.sizes) or [None]
+    points = claim_points(claim, space)
+    if claim.stat.reads != FLOWS:
+        return [(point, point, size) for point in points for size in sizes]
+    select = space.select
+    if select is None:
+        return []
+    values = space.points
+
+    def rest(point: int) -> dict:
+        return {k: v for k, v in values[point].items() if k != select}
+
+    pairs = [(a, b) for a in points if values[a].get(select) == claim.label
+             for b in points if values[b].get(select) == claim.baseline and rest(a) == rest(b)]
+    return [(a, b, size) for a, b in pairs for size in sizes]
+
+
+def draws(claim: Claim, space: DrawSpace) -> list[Draw]:
+    """The claim's draws in order (see the module)."""
+    stat = claim.stat
+    block = stat.seeds_per_point(claim.params)
+    cells = tuple(claim_cells(claim, space))
+    factor = claim.params.get("factor") if stat.points_per_observation == 2 else None
+    factor_values = None if factor is None else tuple(float(space.points[a][factor]) for a, _, _ in cells)
+    within = claim.params.get("within") if factor is not None else None
+    # a trend's two cells share their size (a bandwidth trend never sets a 10 kB cell against a 50 kB one) and
+    # the value of `within`, where set
+    groups = tuple(f"{size}|{space.points[a][within] if within else ''}" for a, _, size in cells) \
+        if factor is not None else None
+    labels = (space.foreground,) * 2 if stat.reads == FLOWS else (claim.label, claim.baseline)
+    if stat.census:
+        return list(_census(claim.id, space.seed, cells, block, space.seeds_per_cell, labels))
+    return list(_draws(claim.id, space.seed, cells, block, factor_values, space.seeds_per_cell, labels, groups))
+
+
+def _rng(design_seed: int, claim_id: str) -> np.random.Generator:
+    text = f"fecbench-claim-draws-v1:{design_seed}:{claim_id}"
+    return np.random.default_rng(int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big"))
+
+
+@functools.lru_cache(maxsize=256)
+def _census(claim_id: str, design_seed: int, cells: tuple[Cell, ...], block: int, seeds_per_cell: int,
+            labels: tuple[str, str]) -> tuple[Draw, ...]:
+    """A census's draws (a statistic over every cell's own value, ``statistics.points``): rounds over every cell in
+    one seeded order, each draw the cell's next block of seeds; the allocator skips the cells already decided."""
+    if not cells:
+        return ()
+    order = [int(i) for i in _rng(design_seed, claim_id).permutation(len(cells))]
+    out: list[Draw] = []
+    for start in range(0, seeds_per_cell - block + 1, block):
+        for index in order:
+            mine_point, base_point, size = cells[index]
+            out.append(Draw(tuple(Unit((mine_point, rep, size, labels[0]), (base_point, rep, size, labels[1]))
+                                  for rep in range(start, start + block))))
+        if len(out) >= MAX_DRAWS:
+            break
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _draws(claim_id: str, design_seed: int, cells: tuple[Cell, ...], block: int,
+           factor_values: tuple[float, ...] | None, seeds_per_cell: int, labels: tuple[str, str],
+           groups: tuple[str, ...] | None = None) -> tuple[Draw, ...]:
+    if not cells:
+        return ()
+    rng = _rng(design_seed, claim_id)
+    taken = [0] * len(cells)
+
+    def fits(index: int) -> bool:
+        return taken[index] + block <= seeds_per_cell
+
+    def take(index: int, within: int) -> tuple[Unit, ...]:
+        mine_point, base_point, size = cells[index]
+        units = tuple(Unit((mine_point, rep, size, labels[0]), (base_point, rep, size, labels[1]), within)
+                      for rep in range(taken[index], taken[index] + block))
+        taken[index] += block
+        return units
+
+    out: list[Draw] = []
+    while len(out) < MAX_DRAWS:
+        first = int(rng.integers(len(cells)))
+        if factor_values is None:
+            if not fits(first):
+                break
+            out.append(Draw(take(first, 0)))
+            continue
+        others = [i for i in range(len(cells)) if factor_values[i] != factor_values[first]
+                  and (groups is None or groups[i] == groups[first])]
+        if not others:
+            if not any(factor_values[i] != factor_values[j] and (groups is None or groups[i] == groups[j])
+                       for i in range(len(cells)) for j in range(len(cells))):
+                break         # no two cells to compare at all
+            continue          # this cell has no partner within its group: drawn again
+        second = others[int(rng.integers(len(others)))]
+        if not (fits(first) and fits(second)):
+            break
+        out.append(Draw(take(first, 0) + take(second, 1)))
+    return tuple(out)
+
+
+def runs_in_order(claim_draws: list[Draw]) -> list[RunRef]:
+    """Every run of the draws, in draw order, each once."""
+    return list(dict.fromkeys(ref for draw in claim_draws for ref in draw.runs()))

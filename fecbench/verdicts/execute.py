@@ -1,0 +1,195 @@
+"""Running a pack's chosen runs within its time budget: one ordinary campaign per (profile, design).
+
+Each campaign runs its chosen runs in the plan's order through ``fecbench run``'s steps (the machine's executor:
+``runners.executors.make_executor``; the engine: ``runners.commands.pipeline.execute``) on one network, or on N
+(``--jobs N``; ``auto``: calibrated once, on the first campaign, as ``fecbench run --jobs auto`` does,
+its serial pilot drawn from the runs the budget chose and kept as results; and at most
+``MESSAGES_MAX_JOBS`` networks for real-time messages, whose endpoints suffer first: designs/README.md,
+"What lateness does not see"), or on a Dask cluster (``--dask``, as ``fecbench run --dask``: one
+cluster session per campaign and batch; a tls:// cluster's worker count, learnt from the first
+campaign, sizes the next batches).
+
+Time. The campaigns run one after the other; each may start runs until its share of the time left
+ends (its estimate, a quarter more, and what earlier campaigns saved), and none after the runs'
+deadline: runs not started stay pending (the next ``fecbench run`` or ``fecbench reproduce`` does
+them). At the deadline itself a run still in flight is stopped, as Ctrl-C would (recorded
+``interrupted``, redone next time), so the whole command ends within its budget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from fecbench.runners.commands.pipeline import Execution, execute
+from fecbench.runners.executors import Machine, make_executor
+from fecbench.runners.executors.engine import Executor, Finished
+from fecbench.runners.executors.quiet import FIDELITY_RERUNS
+from fecbench.runners.executors.selection import runs_to_do
+from fecbench.runners.experiment.runs import Run
+from fecbench.verdicts.campaign import RUN_AGAIN, Campaign
+from fecbench.verdicts.profiles import Target
+
+MESSAGES_MAX_JOBS = 4
+#: What a campaign costs besides its runs: Python, planning, building the network(s).
+CAMPAIGN_START_S = 8.0
+#: A campaign's time share may overrun its estimate by this factor before it stops starting runs.
+SHARE_MARGIN = 1.25
+#: ``--jobs auto``: runs of the serial pilot, drawn from those the budget chose.
+PILOT_RUNS = 8
+
+
+class BudgetSpent(KeyboardInterrupt):
+    """The budget's deadline came with runs in flight: the engine records them interrupted."""
+
+
+@contextlib.contextmanager
+def deadline_alarm(deadline: float | None) -> Iterator[None]:
+    """Raise BudgetSpent in this (main) thread at ``deadline`` (time.monotonic())."""
+    if deadline is None:
+        yield
+        return
+
+    def ring(signum: int, frame: Any) -> None:
+        raise BudgetSpent("the time budget is spent")
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, max(0.01, deadline - time.monotonic()))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@dataclass
+class Ran:
+    """What one campaign did."""
+    target: Target
+    selected: int
+    counts: dict[str, int]
+    seconds: float
+    estimated: float
+    out_of_time: int = 0
+    stopped: bool = False            # the deadline interrupted it
+    jobs: int = 1
+    reruns: int = 0                  # re-runs of runs it flagged (fecbench.runners.executors.engine: rounds at the end)
+    # The outcomes the engine recorded as its runs', in order; ``whole``: they are all it wrote (not so when the
+    # deadline or an abort stopped it: see ``session._record``).
+    finished: list[Finished] = field(default_factory=list)
+    whole: bool = True
+
+
+def jobs_for(campaign: Campaign, jobs: int) -> int:
+    return min(jobs, MESSAGES_MAX_JOBS) if campaign.prepared.design.workload.kind == "messages" else jobs
+
+
+def networks(machine: Machine, campaign: Campaign | None = None) -> int:
+    """Runs at once (planning the budget; what runs at once is the executor's business)."""
+    if machine.dask is not None:
+        from fecbench.runners.executors.distributed import parse_target
+
+        kind, value = parse_target(machine.dask)
+        return int(value) if kind == "local" else machine.workers or 1
+    jobs = machine.jobs or 1
+    return jobs_for(campaign, jobs) if campaign is not None else jobs
+
+
+def parallel(machine: Machine, campaign: Campaign | None = None) -> float:
+    """Runs' worth of machine time per second of wall time: a fifth is lost to sharing the machine."""
+    n = networks(machine, campaign)
+    return n * 0.8 if n > 1 else 1.0
+
+
+def settle(machine: Machine, campaign: Campaign, target: Target, runs: list[Run], console: Any) -> None:
+    """``--jobs auto`` is calibrated once, on the first campaign that runs: the calibration
+    ``runners.executors.calibrations`` makes (or reuses) on its design, its serial pilot drawn from ``runs`` (those
+    the budget chose) and recorded as results. The machine keeps its choice and the calibration."""
+    if machine.jobs is not None:
+        return
+    from fecbench.runners.executors.calibrations import for_campaign
+
+    todo = runs_to_do(campaign.prepared, target.db, set(), only=runs)
+    machine.calibration = for_campaign(campaign.prepared, target.db, machine.link_backend, console, runs=todo,
+                                       pilot_runs=PILOT_RUNS, recalibrate=machine.recalibrate)
+    machine.jobs = int(machine.calibration["chosen"])
+
+
+def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine, deadline: float | None,
+            console: Any) -> list[Ran]:
+    """Run each campaign's chosen runs in turn (see the module for the time rules)."""
+    done: list[Ran] = []
+    saved = 0.0
+    for index, (target, campaign, runs) in enumerate(items):
+        if not runs:
+            continue
+        settle(machine, campaign, target, runs, console)
+        n = networks(machine, campaign)
+        estimated = sum(campaign.seconds(r) for r in runs) / parallel(machine, campaign) + CAMPAIGN_START_S
+        started = time.monotonic()
+        stop_at = None
+        if deadline is not None:
+            later = sum(1 for _, _, r in items[index + 1:] if r)
+            typical = sorted(campaign.seconds(r) for r in runs)[len(runs) // 2]
+            stop_at = min(deadline - typical - later * CAMPAIGN_START_S,
+                          started + estimated * SHARE_MARGIN + max(0.0, saved))
+            if stop_at <= started:
+                done.append(Ran(target, len(runs), {}, 0.0, estimated, out_of_time=len(runs), jobs=n))
+                continue
+        console.print(f"[bold]{target.profile} / {campaign.prepared.design.name}[/]: {len(runs)} run(s), "
+                      f"estimated {estimated / 60:.1f} min → {target.db}")
+        executor = make_executor(campaign.prepared, target.db, machine, n, machine.calibration, console)
+        finished: list[Finished] = []
+        try:
+            with deadline_alarm(deadline):
+                # A failed or flagged run the allocator chose runs once more (its first outcome kept aside).
+                todo = runs_to_do(campaign.prepared, target.db, set(RUN_AGAIN), only=runs)
+                summary = execute(campaign.prepared, target.db, Execution(executor, todo, machine.calibration, n),
+                                  console, retry=set(RUN_AGAIN), reruns=FIDELITY_RERUNS, stop_at=stop_at,
+                                  on_finished=finished.append)
+            _ran_on(machine, executor)
+        except BudgetSpent:
+            done.append(Ran(target, len(runs), {}, time.monotonic() - started, estimated, stopped=True, jobs=n,
+                            finished=finished, whole=False))
+            console.print("[yellow]time budget spent: the runs in flight are recorded interrupted (redone next "
+                          "time)[/]")
+            break
+        took = time.monotonic() - started
+        saved += estimated - took
+        done.append(Ran(target, summary.selected, dict(summary.counts), took, estimated,
+                        out_of_time=summary.out_of_time, jobs=n, reruns=summary.retried, finished=finished,
+                        whole=not summary.aborted))
+    return done
+
+
+def _ran_on(machine: Machine, executor: Executor) -> None:
+    """What a Dask campaign found: the most workers it had ready (the next batch plans with them)."""
+    workers = getattr(executor, "most_workers", 0)
+    if workers:
+        machine.workers = max(machine.workers or 0, workers)
+
+
+def merge(ran: list[Ran]) -> list[Ran]:
+    """One ``Ran`` per campaign over the batches (counts, times and outcomes added)."""
+    out: dict[tuple[str, str], Ran] = {}
+    for r in ran:
+        key = (r.target.profile, r.target.alias)
+        if key not in out:
+            out[key] = replace(r, counts=dict(r.counts), finished=list(r.finished))
+            continue
+        m = out[key]
+        m.selected += r.selected
+        for status, n in r.counts.items():
+            m.counts[status] = m.counts.get(status, 0) + n
+        m.seconds += r.seconds
+        m.estimated += r.estimated
+        m.out_of_time = r.out_of_time   # the last batch's: runs of earlier ones left pending were chosen again
+        m.stopped = m.stopped or r.stopped
+        m.reruns += r.reruns
+        m.finished += r.finished
+        m.whole = m.whole and r.whole
+    return list(out.values())

@@ -1,0 +1,263 @@
+"""``fecbench reproduce PACK``, start to end: profiles → campaigns → plan → runs → verdicts → page.
+
+1. Each (profile, design) of the pack becomes a design file and database (``profiles.write``), is
+   prepared (every mistake reported before anything runs) and its implementations' own argument
+   checks are run.
+2. With a budget, batch after batch, four steps: evaluate (the verdicts so far, a look: ``evaluate``,
+   anytime-valid) → allocate (the next batch for the undecided claims: ``allocate.next_batch``, most
+   progress per second, extra seeds beyond the design's) → execute (its runs through ``fecbench run``'s
+   steps: ``execute.run_all``) → record (what they did, in the campaigns: ``campaign.record``), until
+   every claim has stopped or the time is spent. A batch is a sixth of the machine time left (at least
+   ``allocate.BATCH_MIN_S``). The time the verdicts and the page need is kept aside (``EVALUATION_S``
+   plus a little per claim and profile). ``--full`` runs everything the designs list (``budgeting.select``);
+   ``run = False`` runs nothing.
+3. A verdict per claim and profile (``evaluate``; each evaluation counted as a look in
+   ``looks.json``), and the page (``page.write``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fecbench.runners.executors import Machine
+from fecbench.runners.executors.selection import continue_recorded
+from fecbench.runners.experiment.prepare import prepare
+from fecbench.verdicts import allocate, budgeting, execute, page, profiles, seeds
+from fecbench.verdicts import campaign as cp
+from fecbench.verdicts import evaluate as ev
+from fecbench.verdicts import sequential as sq
+from fecbench.verdicts.pack import Pack
+from fecbench.verdicts.statistics.error_control import FAMILY_WISE
+
+#: Seconds kept for the verdicts and the page, plus per claim and profile (a bootstrap and a figure).
+EVALUATION_S = 20.0
+EVALUATION_PER_CLAIM_S = 2.0
+#: A batch whose runs would not even start in this much time is not begun.
+MIN_LEFT_S = 5.0
+
+
+@dataclass
+class Reproduction:
+    pack: Pack
+    profiles: list[str]
+    targets: dict[tuple[str, str], profiles.Target]
+    selection: budgeting.Selection | None
+    ran: list[execute.Ran]
+    verdicts: list[ev.Verdict]
+    html: Path | None
+    seconds: float
+    budget: float | None
+    planned: dict[str, Any] = field(default_factory=dict)
+    idle: dict[str, str] = field(default_factory=dict)     # why claims took no run in the last batch
+
+
+@dataclass
+class Runs:
+    """What the runs of a reproduction did: each campaign's batches, the last selection, why claims took no run in
+    the last batch, and what was planned."""
+    ran: list[execute.Ran] = field(default_factory=list)
+    selection: budgeting.Selection | None = None
+    idle: dict[str, str] = field(default_factory=dict)
+    planned: dict[str, Any] = field(default_factory=dict)
+
+    def add_batch(self, selection: budgeting.Selection) -> None:
+        """One batch more: its runs and their estimated seconds."""
+        self.planned["batches"] += 1
+        self.planned["runs"] += sum(len(r) for r in selection.runs.values())
+        self.planned["estimated_s"] += sum(selection.seconds.values())
+
+
+def prepare_campaigns(pack: Pack, names: list[str], root: Path, *, checks: bool = True
+                      ) -> tuple[dict[tuple[str, str], profiles.Target], dict[tuple[str, str], cp.Campaign]]:
+    """Every (profile, design) of the pack that exists here, written, prepared and measured."""
+    from fecbench.runners.experiment.checks import validate
+
+    targets, campaigns = {}, {}
+    for name in names:
+        profile = pack.profile(name)
+        for alias, ref in pack.designs.items():
+            if not ref.present:
+                continue
+            target = profiles.write(pack, profile, ref, root)
+            # The one validation pass `fecbench run` makes (without its implementations' own checks on --no-run)
+            prepared = validate(target.design) if checks else prepare(target.design)
+            continue_recorded(prepared, target.db)   # a database `fecbench run` extended: its runs' own keys
+            campaign = cp.Campaign(profile=name, alias=alias, db=target.db, prepared=prepared, statuses={},
+                                   label_map=profile.label_map)
+            seeds.recorded(campaign)  # extra seeds an earlier budget drew: part of the campaign again
+            cp.read(campaign)
+            targets[(name, alias)] = target
+            campaigns[(name, alias)] = campaign
+    cp.share_factors(list(campaigns.values()))
+    return targets, campaigns
+
+
+def reserve_s(pack: Pack, names: list[str]) -> float:
+    return EVALUATION_S + EVALUATION_PER_CLAIM_S * len(pack.claims) * len(names)
+
+
+def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool, machine: Machine,
+              root: Path, console: Any, run: bool = True, started: float | None = None,
+              rule: str = FAMILY_WISE) -> Reproduction:
+    """The whole command (see the module). ``budget`` in seconds from ``started`` (time.monotonic()),
+    None with ``full``; ``machine``: where the runs run (`fecbench run`'s ``Machine``); ``rule``: how the page's
+    verdicts share its α."""
+    started = time.monotonic() if started is None else started
+    targets, campaigns = prepare_campaigns(pack, names, root, checks=run)
+    looks = root / pack.name / "looks.json"
+    runs = Runs()
+    if run and budget is None:
+        runs = _full(pack, targets, campaigns, full, machine, console)
+    elif run:
+        assert budget is not None
+        deadline = started + budget - reserve_s(pack, names)
+        runs = _batches(pack, names, targets, campaigns, deadline, machine, console, looks, rule)
+    dbs = {key: target.db for key, target in targets.items()}
+    verdicts = ev.evaluate(pack, dbs, names, _prepared(campaigns), rule=rule)
+    _stopped(verdicts, runs.idle, "budget" if run and budget is not None else "full designs run" if run else
+             "not run (evaluation only)")
+    ev.count_looks(looks, verdicts)
+    _what_it_would_take(verdicts, campaigns)
+    ran = execute.merge(runs.ran)   # one row per campaign over its batches: one count of runs left pending
+    html = page.write(pack, names, verdicts, targets, root / pack.name, ran=ran, budget=budget,
+                      full=full, rule=rule)
+    return Reproduction(pack=pack, profiles=names, targets=targets, selection=runs.selection, ran=ran,
+                        verdicts=verdicts, html=html, seconds=time.monotonic() - started, budget=budget,
+                        planned=runs.planned, idle=runs.idle)
+
+
+def _full(pack: Pack, targets: dict, campaigns: dict, full: bool, machine: Machine, console: Any) -> Runs:
+    """``--full``: every run the designs list, in one go (no look before the verdicts)."""
+    selection = budgeting.select(pack.claims, campaigns, None, full=full)
+    planned = {"runs": sum(len(r) for r in selection.runs.values()), "estimated_s": sum(selection.seconds.values())}
+    ran = execute.run_all(_items(targets, campaigns, selection), machine=machine, deadline=None, console=console)
+    return Runs(ran, selection=selection, planned=planned)
+
+
+def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadline: float, machine: Machine,
+             console: Any, looks: Path, rule: str) -> Runs:
+    """Batch after batch until every claim stopped or the time is spent: evaluate (a look) → allocate the next
+    batch → execute it → record in the campaigns what it did."""
+    dbs = {key: target.db for key, target in targets.items()}
+    runs = Runs(planned={"batches": 0, "runs": 0, "estimated_s": 0.0})
+    while True:
+        verdicts = _evaluate(pack, names, dbs, campaigns, looks, rule)
+        left = deadline - time.monotonic() - len(campaigns) * execute.CAMPAIGN_START_S
+        if left < MIN_LEFT_S:
+            break
+        runs.selection, runs.idle = _allocate(pack, campaigns, verdicts, left, machine)
+        if not any(runs.selection.runs.values()):
+            break
+        if machine.jobs is None:   # --jobs auto, not calibrated yet (with --dask, jobs is 1)
+            if not _calibrate(targets, campaigns, runs.selection, machine, deadline, console):
+                break
+            continue   # the batch planned again for the networks chosen
+        runs.add_batch(runs.selection)
+        done = execute.run_all(_items(targets, campaigns, runs.selection), machine=machine, deadline=deadline,
+                               console=console)
+        runs.ran += done
+        _record(campaigns, done)
+        if any(r.stopped for r in done) or not any(r.counts for r in done):
+            break
+    return runs
+
+
+def _evaluate(pack: Pack, names: list[str], dbs: dict, campaigns: dict, looks: Path, rule: str) -> list[ev.Verdict]:
+    """A look: the verdicts so far (anytime-valid, no bootstrap), counted in ``looks.json``."""
+    verdicts = ev.evaluate(pack, dbs, names, _prepared(campaigns), bootstrap=False, rule=rule)
+    ev.count_looks(looks, verdicts)
+    return verdicts
+
+
+def _allocate(pack: Pack, campaigns: dict, verdicts: list[ev.Verdict], left: float, machine: Machine) -> tuple:
+    """The next batch: a sixth of the machine time left (at least ``allocate.BATCH_MIN_S``), within what is left."""
+    parallel = execute.parallel(machine)
+    capacity = min(left * budgeting.FILL, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE)) * parallel
+    return allocate.next_batch(pack.claims, campaigns, verdicts, capacity, left * budgeting.FILL * parallel)
+
+
+def _calibrate(targets: dict, campaigns: dict, selection: budgeting.Selection, machine: Machine, deadline: float,
+               console: Any) -> bool:
+    """--jobs auto: calibrated on this batch's first campaign's runs (its serial pilot's are results); False when the
+    budget ended first."""
+    first = next(key for key, runs in selection.runs.items() if runs)
+    try:
+        with execute.deadline_alarm(deadline):
+            execute.settle(machine, campaigns[first], targets[first], selection.runs[first], console)
+    except execute.BudgetSpent:
+        console.print("[yellow]time budget spent while calibrating --jobs auto: the pilot's runs in "
+                      "flight are recorded interrupted (redone next time)[/]")
+        return False
+    # The calibration records its pilot's runs itself and hands back no outcomes: what they did is read back.
+    cp.read(campaigns[first])
+    cp.share_factors(list(campaigns.values()))
+    return True
+
+
+def _record(campaigns: dict, done: list[execute.Ran]) -> None:
+    """What a batch did, in the campaigns that ran: from the outcomes the engine reported. A campaign the deadline
+    or an abort stopped is read back from its database: the deadline can fall between a write and its report, and
+    an abort leaves a Dask run lost with its worker recorded interrupted, never reported."""
+    for ran in done:
+        campaign = campaigns[(ran.target.profile, ran.target.alias)]
+        if ran.whole:
+            cp.record(campaign, ran.finished)
+        else:
+            cp.read(campaign)
+    cp.share_factors(list(campaigns.values()))
+
+
+def _items(targets: dict, campaigns: dict, selection: budgeting.Selection) -> list:
+    """Each campaign with its target and the runs chosen for it."""
+    return [(targets[key], campaigns[key], selection.runs.get(key, [])) for key in campaigns]
+
+
+def _prepared(campaigns: dict) -> dict:
+    """Each campaign's design space (``draws.DrawSpace``), for the claims' draws."""
+    return {key: campaign.space for key, campaign in campaigns.items()}
+
+
+def _stopped(verdicts: list[ev.Verdict], idle: dict[str, str], why: str) -> None:
+    """Why each undecided claim stopped: the budget ended first (``why``: or the designs were run whole, or
+    nothing was run), or it had no units left to run."""
+    for v in verdicts:
+        if v.stopped == "budget":
+            v.stopped = "no units left" if idle.get(v.claim.id) == "no units left" else why
+
+
+def _what_it_would_take(verdicts: list[ev.Verdict], campaigns: dict) -> None:
+    """An undecided claim's note says what a verdict would still take: from its interval's narrowing, or at
+    least the fewest observations that could decide it while it has fewer (``allocate.projection``)."""
+    for v in verdicts:
+        if v.decided:
+            continue
+        need = allocate.projection(v.claim, [v], campaigns)
+        if need is None:
+            s, c = v.sequence, v.claim
+            if s is not None and math.isfinite(s.value) \
+                    and sq.decisive_half_width(s.value, c.compare, c.threshold, c.tolerance) == 0:
+                v.reason = "; ".join(filter(None, [v.reason, "no projection of what a verdict would take: its "
+                                                   "value sits on a verdict's boundary"]))
+        else:
+            draws, seconds, at_least = need
+            about = "at least (every observation agreeing)" if at_least else "about"
+            v.reason = "; ".join(filter(None, [v.reason, f"a verdict would take {about} {draws:.0f} more draw(s), "
+                                               f"{_hours(seconds)} of machine time at the measured durations and "
+                                               f"re-run rate ({_on_hosts(seconds)})"]))
+
+
+def _on_hosts(seconds: float) -> str:
+    """Machine time as wall time on hosts like this one, one run at a time each (`--dask`: designs/README.md,
+    "Many hosts"); the coordinator's own cost per run (tens of milliseconds) left out."""
+    return "; ".join(f"with {h} host{'s' if h > 1 else ''} like this one: {_hours(seconds / h)}" for h in (2, 10))
+
+
+def _hours(seconds: float) -> str:
+    """Machine time in words that never round a need to nothing."""
+    if seconds < 60:
+        return "under a minute"
+    return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"

@@ -58,7 +58,7 @@ def test_frame_lateness_adds_every_histogram_and_counts_frames_above_the_bound(
 
 def test_the_figures_print(capsys: pytest.CaptureFixture[str]) -> None:
     """The table and pilot lines of `fecbench bench campaign` from a result as run_bench returns it."""
-    from fecbench.runners.commands import cli
+    from fecbench.cli import run as cli
 
     late = {"run_p99_lateness_ms": {"p50": 0.1, "p99": 0.2, "max": 0.3, "runs_above_bound": 0},
             "frame_lateness_us": {"frames": 100, "p50_us": 50.0, "p99_us": 200.0, "p99.9_us": 300.0, "max_us": 400.0,

@@ -39,9 +39,7 @@ static int selftest_kernel(void)
 		const struct fd_model *m = model_by_id(id);
 		struct log_sink sink = {.n = packets, .verdicts = malloc(packets)};
 		struct ring_buffer *rb = ring_buffer__new(in.log_fd, on_record, &sink, NULL);
-		_Atomic __u64 issued = 0;
-		struct feeder f = {.prog_fd = bpf_program__fd(skel->progs.fecdrop), .issued = &issued,
-				   .total = packets};
+		struct feeder f = {.prog_fd = bpf_program__fd(skel->progs.fecdrop), .total = packets};
 		struct fd_config cfg = {.model = id, .log = 1, .seed = 0, .stream = 3};
 		__u64 bad = 0, drops = 0;
 		char what[128];

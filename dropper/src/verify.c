@@ -53,12 +53,8 @@ void *feed(void *arg)
 	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	if (f->start)
 		pthread_barrier_wait(f->start);
-	for (;;) {
-		__u64 start = atomic_fetch_add(f->issued, 16);
-
-		if (start >= f->total)
-			break;
-		__u64 batch = f->total - start < 16 ? f->total - start : 16;
+	while (f->fed < f->total) {
+		__u64 batch = f->total - f->fed < 16 ? f->total - f->fed : 16;
 		LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = len, .repeat = batch);
 		if (bpf_prog_test_run_opts(f->prog_fd, &opts)) {
 			f->failed = errno;
@@ -89,7 +85,6 @@ void cmd_testrun(struct options *o)
 	struct instance in;
 	struct feeder *f;
 	struct ring_buffer *rb;
-	_Atomic __u64 issued = 0;
 	int ncpu = libbpf_num_possible_cpus();
 	__u64 missing = 0;
 	FILE *out;
@@ -111,8 +106,10 @@ void cmd_testrun(struct options *o)
 	pthread_barrier_init(&start, NULL, o->threads);
 	f = calloc(o->threads, sizeof(*f));
 	for (int t = 0; t < o->threads; t++) {
+		__u64 share = o->packets / o->threads + ((__u64)t < o->packets % o->threads);
+
 		f[t] = (struct feeder){.prog_fd = bpf_program__fd(skel->progs.fecdrop), .cpu = t % ncpu,
-				       .issued = &issued, .total = o->packets, .start = &start};
+				       .total = share, .start = &start};
 		pthread_create(&f[t].thread, NULL, feed, &f[t]);
 	}
 	for (int t = 0; t < o->threads; t++) {

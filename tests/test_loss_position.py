@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fecbench.analysis.figures.loss_position_plots import class_ecdf
 from fecbench.analysis.studies import loss_position as lp
 from tests.helpers.loss_position_db import EXPECTED, make_loss_position_db, records
 
@@ -88,7 +89,7 @@ def test_quantile_censoring():
 def test_class_ecdf_and_report_section(db, tmp_path):
     from fecbench.analysis import figures, report
 
-    fig = lp.class_ecdf(lp.classify_runs(db))
+    fig = class_ecdf(lp.classify_runs(db))
     assert len([ax for ax in fig.axes if ax.get_visible() and ax.lines]) == 3
     figures.save(fig, tmp_path / "x.png")
     built = report.build(db, tmp_path / "report")

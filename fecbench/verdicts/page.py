@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from fecbench.host.paths import slug
 from fecbench.verdicts.evaluate import (
@@ -44,6 +43,8 @@ def describe(claim: Claim) -> str:
 
 
 def claim_figure(claim: Claim, verdicts: list[Verdict], path: Path) -> Path:
+    from matplotlib.figure import Figure  # here: a reproduction that never draws need not import it
+
     fig = Figure(figsize=(10, 3.4))
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.3]})
     names = [v.profile for v in verdicts]

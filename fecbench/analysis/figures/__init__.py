@@ -27,8 +27,8 @@ design, how late the endpoints and delay elements ran during each run, and the s
 comparison lost);
 ``message_fate`` (``messages``: where each label's messages went, and their missing packets, from
 ``message_accounting``); ``path_share``, ``path_share_vs_capacity`` (``paths``: how each multipath
-label spread its packets over the paths, from ``results.path_traffic``); ``loss_position.class_ecdf`` (DCT per
-loss-position class from the verdict logs: no loss, loss, loss among the last k packets; with
+label spread its packets over the paths, from ``results.path_traffic``); ``class_ecdf`` (``loss_position_plots``:
+DCT per loss-position class from the verdict logs: no loss, loss, loss among the last k packets; with
 ``loss_position.starlink_table``); ``run_timeline`` (``fecbench explain``: one run's congestion window, bytes in
 flight, sending rate and smoothed RTT over time per path, with its drops, losses, repairs and recoveries as
 marks, beside its twin without FEC with ``--pair``). ``save`` writes a PNG.
@@ -43,6 +43,7 @@ from fecbench.analysis.figures.checks import (
 )
 from fecbench.analysis.figures.distributions import metric_ecdf, metric_vs_factor
 from fecbench.analysis.figures.flow_plots import flow_shares, foreground_dct_box, jain_box
+from fecbench.analysis.figures.loss_position_plots import class_ecdf
 from fecbench.analysis.figures.message_plots import message_fate
 from fecbench.analysis.figures.path_plots import path_share, path_share_vs_capacity
 from fecbench.analysis.figures.ratio_plots import point_ratio_ecdf, ratio_ecdf, ratio_vs_factors, versions_ratio_ecdf
@@ -66,7 +67,8 @@ from fecbench.analysis.figures.style import (
 from fecbench.analysis.figures.timeline_plots import run_timeline
 
 __all__ = [
-    "FACTOR_TITLES", "LABEL_PALETTE", "METRIC_TITLES", "PAPER_RC", "SIZE_PALETTE", "STATUS_COLORS", "exclusion_bars",
+    "FACTOR_TITLES", "LABEL_PALETTE", "METRIC_TITLES", "PAPER_RC", "SIZE_PALETTE", "STATUS_COLORS", "class_ecdf",
+    "exclusion_bars",
     "factor_title", "fidelity_scatter", "flow_shares", "foreground_dct_box", "format_bytes_axis", "format_size",
     "jain_box", "label_palette", "labels_of",
     "loss_fidelity", "message_fate", "metric_ecdf", "metric_title", "metric_vs_factor", "path_share",

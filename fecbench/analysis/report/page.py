@@ -326,6 +326,7 @@ def _evidence(report: Report, pairs: pd.DataFrame, downloads: pd.DataFrame, base
 def _loss_position(report: Report, db: Path, figure) -> None:
     """With verdict logs: the Starlink table (median and p95 DCT per loss-position class and label)
     and a DCT ECDF per class (fecbench.analysis.studies.loss_position)."""
+    from fecbench.analysis.figures import class_ecdf
     from fecbench.analysis.studies import loss_position
 
     classified = loss_position.classify_runs(db)
@@ -341,7 +342,7 @@ def _loss_position(report: Report, db: Path, figure) -> None:
                           f"({where}: the direction carrying the data, repairs included; notebook 05 shows each "
                           "direction). Timed-out runs "
                           "count at +∞ (inf: the quantile falls among them); failed runs are left out.")
-    figure("loss-position", loss_position.class_ecdf(classified, direction=direction),
+    figure("loss-position", class_ecdf(classified, direction=direction),
            f"ECDF of the DCT per loss-position class and label ({where}); timed-out runs at +∞.")
 
 

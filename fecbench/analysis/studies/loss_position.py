@@ -22,8 +22,9 @@ Direction ``any`` is the worst class of both directions: ``tail loss`` > ``loss`
 
 ``starlink_table`` gives the seed's table, nested as in the slides: all transfers, transfers with
 losses (``loss`` or ``tail loss``), transfers with losses in the last k packets (``tail loss``),
-with runs, median and 95th percentile of a metric (DCT) per label. A run that reached the time
-limit counts at +∞ (its verdict log is kept): a quantile that falls among them is +∞ (shown as
+with runs, median and 95th percentile of a metric (DCT) per label; its figure, ``class_ecdf``, is in
+``figures.loss_position_plots`` (the verdicts classify runs without importing the plotting stack). A run that
+reached the time limit counts at +∞ (its verdict log is kept): a quantile that falls among them is +∞ (shown as
 ``inf``), never a finished value. Failed runs are left out (``status_counts`` says how many).
 """
 
@@ -35,19 +36,8 @@ from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from fecbench.analysis import results, stats
-from fecbench.analysis.figures.style import (
-    censored_ecdf,
-    empty,
-    grid,
-    label_palette,
-    labels_of,
-    metric_title,
-    note_below,
-    styled,
-)
 
 NO_LOSS, LOSS, TAIL = "no loss", "loss", "tail loss"
 CLASSES = (NO_LOSS, LOSS, TAIL)
@@ -158,7 +148,7 @@ def quantile(values: np.ndarray, q: float) -> float:
     return float(values[low] + (values[high] - values[low]) * (pos - low))
 
 
-def _values(frame: pd.DataFrame, metric: str) -> pd.Series:
+def finished_values(frame: pd.DataFrame, metric: str) -> pd.Series:
     """The metric of finished runs, +∞ for runs that timed out; other runs are not in the result."""
     finished = (frame["status"] == "ok") & frame[metric].notna()
     timed_out = frame["status"] == "timeout"
@@ -189,7 +179,7 @@ def starlink_table(classified: pd.DataFrame, direction: str = "any", metric: str
             row["class"] = row_name
             sub = group[group[f"class_{direction}"].isin(members)]
             for label in labels:
-                values = _values(sub[sub["label"] == label], metric).to_numpy()
+                values = finished_values(sub[sub["label"] == label], metric).to_numpy()
                 row[f"runs {label}"] = len(values)
                 row[f"median {label}"] = quantile(values, 0.5)
                 row[f"p95 {label}"] = quantile(values, 0.95)
@@ -226,43 +216,3 @@ def paired_tail(classified: pd.DataFrame, baseline: str, direction: str = "any",
                      f"median {label}": quantile(a, 0.5), f"p95 {label}": quantile(a, 0.95),
                      f"median {baseline}": quantile(b, 0.5), f"p95 {baseline}": quantile(b, 0.95)})
     return pd.DataFrame(rows)
-
-
-@styled
-def class_ecdf(classified: pd.DataFrame, direction: str = "any", metric: str = "dct_ms",
-               title: str | None = None) -> Figure:
-    """One panel per nested class (all / with losses / with losses in the last k packets): ECDF of
-    ``metric`` per label; runs that timed out count at +∞ (the curve ends below 1)."""
-    k = int(classified.attrs.get("k", DEFAULT_K))
-    rows = nested_rows(k)
-    fig, axes = grid(len(rows), 3, width=3.8, height=3.2)
-    values_all = _values(classified, metric) if len(classified) else pd.Series(dtype=float)
-    finite = values_all[np.isfinite(values_all)]
-    if finite.empty:
-        return empty(fig, axes[0], f"no finished runs with {metric_title(metric, classified)}")
-    xlim = (float(finite.min()) * 0.95, float(finite.max()) * 1.05)
-    colors = label_palette(labels_of(classified))
-    for i, (ax, (name, members)) in enumerate(zip(axes, rows.items(), strict=True)):
-        sub = classified[classified[f"class_{direction}"].isin(members)]
-        notes = []
-        for label in sorted(sub["label"].dropna().unique()):
-            values = _values(sub[sub["label"] == label], metric).to_numpy()
-            above = int(np.isinf(values).sum())
-            censored_ecdf(ax, values[np.isfinite(values)], 0, above, xlim, color=colors[label],
-                          label=f"{label} ({len(values)})")
-            if above:
-                notes.append(f"{label} {above}")
-        ax.set_xlim(xlim)
-        ax.set_ylim(0, 1.02)
-        ax.set_title(name, fontsize=9)
-        ax.set_xlabel(metric_title(metric, classified))
-        ax.set_ylabel("ECDF" if i == 0 else "")
-        if len(sub):
-            ax.legend(title="label (runs)", frameon=False, fontsize=7)
-        if notes:
-            note_below(ax, "timed out (at +∞): " + ", ".join(notes))
-    min_len = classified.attrs.get("min_len")
-    only = f", packets ≥ {min_len} B" if min_len else ""
-    fig.suptitle(title or f"{metric_title(metric, classified)} per loss position "
-                          f"({DIRECTION_NAMES[direction]}{only}, k = {k})")
-    return fig

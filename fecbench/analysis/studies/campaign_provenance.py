@@ -44,7 +44,9 @@ class Row:
         return {"name": self.name, "a": self.a, "b": self.b, "differs": self.differs}
 
 
-def _json(text: object) -> dict[str, Any]:
+def campaign_json(text: object) -> dict[str, Any]:
+    """A campaign's recorded JSON object (``host_json``, ``impls_json``): {} when absent, unreadable or not an object
+    (a database of an older schema, or one a user edited), so that reading an old campaign never fails on it."""
     if not isinstance(text, str) or not text:
         return {}
     try:
@@ -99,11 +101,11 @@ def provenance(db: results.DbLike) -> dict[str, str]:
         rows.setdefault(name, []).append("" if value is None else str(value))
 
     for camp in campaigns.to_dict("records"):
-        host = _json(camp.get("host_json"))
+        host = campaign_json(camp.get("host_json"))
         add("design", f"{camp.get('name')} (design {_short(camp.get('design_hash'))}, seed {camp.get('seed')}, "
                       f"{camp.get('repetitions')} repetitions)")
         add("fecbench", f"{camp.get('fecbench_version')} ({camp.get('git_sha')})")
-        for name, text in _impl_rows(list(_json(camp.get("impls_json")).values())).items():
+        for name, text in _impl_rows(list(campaign_json(camp.get("impls_json")).values())).items():
             add(name, text)
         add("kernel", " ".join(str(host[k]) for k in ("kernel", "kernel_version") if host.get(k)))
         add("link backend", camp.get("link_backend"))

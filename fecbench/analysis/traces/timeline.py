@@ -29,7 +29,6 @@ clocks differ by the handshake's first flight).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ import tomllib
 from fecbench.analysis import baselines, results, tables
 from fecbench.analysis.results import DbLike
 from fecbench.analysis.studies import cross_stack, flows, loss_position
+from fecbench.analysis.studies.campaign_provenance import campaign_json
 from fecbench.analysis.traces import losses, qlog, wire
 from fecbench.inputs.errors import UserError
 
@@ -100,11 +100,7 @@ def writes_qlog(db: DbLike, impl: str) -> bool | None:
     text it kept): an old run is read by its own rules, never by today's descriptors. None: nothing recorded."""
     found = None
     for camp in results.campaigns(db).to_dict("records"):
-        try:
-            impls = json.loads(camp.get("impls_json") or "{}")
-        except ValueError:
-            continue
-        for label, entry in impls.items() if isinstance(impls, dict) else ():
+        for label, entry in campaign_json(camp.get("impls_json")).items():
             if not isinstance(entry, dict) or impl not in (entry.get("name"), label):
                 continue
             if isinstance(entry.get("qlog_capable"), bool):

@@ -58,6 +58,15 @@ def test_smoke_pack_gives_every_claim_a_verdict(tmp_path: Path) -> None:
     later = json.loads((tmp_path / "smoke" / "verdicts.json").read_text())
     assert [v["looks"] for v in later] == [v["looks"] + 1 for v in verdicts]
     assert [_same(v) for v in later] == [_same(v) for v in verdicts]
+    # The recordings replayed (`fecbench bench verdicts`), the page's verdicts shared false-discovery-wise: the
+    # claims decided by machine time, then by name.
+    bench = fecbench("bench", "verdicts", "smoke", "--results", str(tmp_path), "--budget", "10m",
+                     "--compare-replays", "1", "--error", "fdr")
+    said = " ".join(bench.stdout.split())
+    assert bench.returncode == 0, bench.stderr[-2000:]
+    assert "a false-discovery level over the page" in said and "decided at 10 min by the new allocator" in said
+    bad = fecbench("bench", "verdicts", "smoke", "--results", str(tmp_path), "--error", "fdp")
+    assert bad.returncode == 2 and "--error 'fdp': choose fwer or fdr" in bad.stderr
 
 
 def _same(verdict: dict) -> dict:

@@ -42,12 +42,17 @@ def bench_verdicts(
     effect: float = typer.Option(None, "--effect", help="Power: multiply the label's metric by this."),
     duration_s: float = typer.Option(None, "--duration-s", help="Every run takes this long (default: recorded)."),
     seed: int = typer.Option(35, "--seed", help="Seed of the replays' draws."),
+    error: str = typer.Option("fwer", "--error", help="How the page's verdicts share α, in every replay: fwer or "
+                              "fdr (as `fecbench reproduce --error`)."),
 ) -> None:
     """Claims decided against machine time (old vs new allocator), A/A false verdicts, power."""
     from fecbench.verdicts import budgeting, profiles, session
     from fecbench.verdicts import campaign as cp
     from fecbench.verdicts import pack as pack_mod
+    from fecbench.verdicts.statistics.error_control import RULES
 
+    if error not in RULES:
+        raise UserError(f"--error {error!r}: choose {' or '.join(RULES)}")
     loaded = pack_mod.load_pack(pack)
     name = profile or loaded.default_profile
     loaded.profile(name)
@@ -67,15 +72,16 @@ def bench_verdicts(
             _every_run_takes(campaign, duration_s)
     cp.share_factors(list(campaigns.values()))
     labels = _two_labels(loaded) if aa or effect is not None else None
-    console.print(f"[bold]{loaded.name}[/] ({name}), {len(loaded.claims)} claims, per-claim level "
-                  f"{1 - _alpha(loaded):.4f}, budget {seconds / 60:g} min of machine time; recorded: "
-                  + ", ".join(f"{a} = {p}" for a, p in dbs.items()))
-    _compare(loaded, name, campaigns, dbs, seconds, compare_replays, seed, duration_s)
+    level = (f"per-claim level {1 - _alpha(loaded):.4f} (family-wise)" if error == "fwer" else
+             "a false-discovery level over the page (Benjamini–Yekutieli)")
+    console.print(f"[bold]{loaded.name}[/] ({name}), {len(loaded.claims)} claims, {level}, budget {seconds / 60:g} "
+                  "min of machine time; recorded: " + ", ".join(f"{a} = {p}" for a, p in dbs.items()))
+    _compare(loaded, name, campaigns, dbs, seconds, compare_replays, seed, duration_s, error)
     if aa:
-        _aa(loaded, name, campaigns, dbs, seconds, replays, seed, labels, duration_s)
+        _aa(loaded, name, campaigns, dbs, seconds, replays, seed, labels, duration_s, error)
     if effect is not None:
         _power(loaded, name, campaigns, dbs, max(seconds, POWER_TIMES_S[-1]), replays, seed, labels, effect,
-               duration_s)
+               duration_s, error)
 
 
 def _every_run_takes(campaign, seconds: float) -> None:
@@ -119,19 +125,24 @@ def _worlds(dbs: dict[str, Path], rng: np.random.Generator, duration_s: float | 
     return worlds
 
 
-def _compare(pack, profile, campaigns, dbs, seconds, n, seed, duration_s) -> None:
+def _compare(pack, profile, campaigns, dbs, seconds, n, seed, duration_s, rule) -> None:
     from fecbench.verdicts.validation import replay
 
     times = [seconds * f for f in (0.05, 0.1, 0.25, 0.5, 0.75, 1.0)]
     curves: dict[str, list[list[int]]] = {"old": [], "new": []}
     stood_in: dict[str, list[int]] = {"old": [], "new": []}
+    finals: dict[str, list[str]] = {}   # the new allocator's decided claims at the budget, one entry per replay
     for i in range(n):
         for allocator in ("old", "new"):
             worlds = _worlds(dbs, np.random.default_rng([seed, i]), duration_s)
             looks = replay.simulate(pack, profile, campaigns, worlds, seconds, allocator,
-                                    look_every_s=seconds / 40)
+                                    look_every_s=seconds / 40, rule=rule)
             curves[allocator].append(replay.decided_at(looks, times))
             stood_in[allocator].append(sum(len(w.stand_ins) for w in worlds.values()))
+            if allocator == "new":
+                for v in looks[-1].verdicts if looks else []:
+                    if v.verdict in replay.DECIDED:
+                        finals.setdefault(v.claim.id, []).append(v.verdict)
     table = Table(title=f"claims decided (holds, fails, at the threshold) against machine time, mean of {n} "
                         "replay(s) on the same recorded runs")
     table.add_column("allocator")
@@ -142,9 +153,11 @@ def _compare(pack, profile, campaigns, dbs, seconds, n, seed, duration_s) -> Non
     console.print(table)
     console.print("design points with no recording, answered by the nearest recorded point (mean per replay): "
                   + ", ".join(f"{a} {np.mean(v):.0f}" for a, v in stood_in.items()))
+    console.print(f"decided at {seconds / 60:g} min by the new allocator (claim: verdicts in {n} replay(s)): "
+                  + ("; ".join(f"{claim}: {', '.join(v)}" for claim, v in sorted(finals.items())) or "none"))
 
 
-def _aa(pack, profile, campaigns, dbs, seconds, replays, seed, labels, duration_s) -> None:
+def _aa(pack, profile, campaigns, dbs, seconds, replays, seed, labels, duration_s, rule) -> None:
     from fecbench.verdicts.sequential import ALPHA
     from fecbench.verdicts.validation import replay
 
@@ -152,7 +165,7 @@ def _aa(pack, profile, campaigns, dbs, seconds, replays, seed, labels, duration_
     per_claim: dict[str, dict[str, int]] = {c.id: {} for c in pack.claims}
     for i in range(replays):
         worlds = _worlds(dbs, np.random.default_rng([seed, 1, i]), duration_s, resample=True, swap=labels)
-        looks = replay.simulate(pack, profile, campaigns, worlds, seconds, "new", look_every_s=AA_LOOK_S)
+        looks = replay.simulate(pack, profile, campaigns, worlds, seconds, "new", look_every_s=AA_LOOK_S, rule=rule)
         wrong_runs += any(replay.false_verdicts(look.verdicts) for look in looks)   # at any look
         final = looks[-1].verdicts
         for v in final:
@@ -161,7 +174,7 @@ def _aa(pack, profile, campaigns, dbs, seconds, replays, seed, labels, duration_
     console.print(f"A/A: {replays} replays to {seconds / 60:g} min of machine time each, a look every {AA_LOOK_S:g} s: "
                   f"a false verdict at some look in "
                   f"{wrong_runs} ({wrong_runs / replays:.3f}, 95 % Wilson [{low:.3f}, {high:.3f}]); stated level "
-                  f"{ALPHA:g} family-wise")
+                  f"{ALPHA:g} ({rule}: under the A/A null every verdict is false, so the two rules' levels coincide)")
     table = Table(title="A/A verdicts per claim over the replays")
     table.add_column("claim")
     table.add_column("expected")
@@ -175,14 +188,14 @@ def _aa(pack, profile, campaigns, dbs, seconds, replays, seed, labels, duration_
     console.print(table)
 
 
-def _power(pack, profile, campaigns, dbs, seconds, replays, seed, labels, effect, duration_s) -> None:
+def _power(pack, profile, campaigns, dbs, seconds, replays, seed, labels, effect, duration_s, rule) -> None:
     from fecbench.verdicts.validation import replay
 
     decided: dict[str, list[list[bool]]] = {c.id: [] for c in pack.claims}
     for i in range(replays):
         worlds = _worlds(dbs, np.random.default_rng([seed, 2, i]), duration_s, resample=True, swap=labels,
                          effect={labels[0]: effect})
-        looks = replay.simulate(pack, profile, campaigns, worlds, seconds, "new")
+        looks = replay.simulate(pack, profile, campaigns, worlds, seconds, "new", rule=rule)
         for claim in pack.claims:
             row = []
             for t in POWER_TIMES_S:

@@ -132,7 +132,7 @@ def test_dropper_counters_consistent_with_endpoints(smoke_db: Path) -> None:
     assert total_dropped > 0  # 16 runs at 2–8 % loss: some packets were dropped
 
 
-def test_status_timing_and_report(smoke_db: Path, tmp_path: Path) -> None:
+def test_status_and_timing(smoke_db: Path) -> None:
     out = fecbench("status", str(smoke_db), "--timing", "--json")
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
@@ -140,6 +140,9 @@ def test_status_timing_and_report(smoke_db: Path, tmp_path: Path) -> None:
     timing = {t["size"]: t for t in summary["timing"]}
     assert timing[1000]["runs"] == 8 and timing[1000]["overhead_median_s"] > 0
     print("smoke overhead (s):", {size: round(t["overhead_median_s"], 3) for size, t in timing.items()})
+
+
+def test_report(smoke_db: Path, tmp_path: Path) -> None:
     report = fecbench("report", str(smoke_db), "-o", str(tmp_path / "report"))
     if report.returncode != 0 and "No such command" in report.stderr:
         pytest.skip("fecbench report is not available")

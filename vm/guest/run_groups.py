@@ -173,8 +173,10 @@ def group_clsact_verdicts(g: Group) -> bool:
 
 
 def group_smoke(g: Group) -> bool:
-    """designs/smoke.toml end to end with the defaults this kernel gets (netem, clsact)."""
-    return g.pytest(["tests/test_campaign_smoke.py"], timeout=3600, pin=True)
+    """designs/smoke.toml end to end with the defaults this kernel gets (netem, clsact). Not its report: drawing
+    it is Python and matplotlib alone, nothing of the kernel's, and took about a minute of the group on an
+    emulated CPU (the host's `make test` draws it)."""
+    return g.pytest(["tests/test_campaign_smoke.py", "-k", "not test_report"], timeout=3600, pin=True)
 
 
 def group_resume(g: Group) -> bool:

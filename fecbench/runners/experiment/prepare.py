@@ -83,7 +83,7 @@ def prepare(design_path: str | Path, *, require_built: bool = True) -> Prepared:
     which unit) and enumerate its runs. `require_built=False` (a dry run): an implementation that is not
     built is a warning in `Prepared.warnings`, not an error."""
     from fecbench.emulation import load_topology
-    from fecbench.planner import make_plan, parse_space
+    from fecbench.planner import parse_space
     from fecbench.runners.experiment.factor_uses import check_and_scale, scale_value, scaled_factor
     from fecbench.runners.experiment.flows import check_flows
 
@@ -99,6 +99,8 @@ def prepare(design_path: str | Path, *, require_built: bool = True) -> Prepared:
     scales = check_and_scale(design, topology, space)   # every factor read somewhere, in a unit that fits
     check_flows(design.flows, design, {f.name: scaled_factor(f, scales.get(f.name, 1.0)) for f in space.factors},
                 topology.paths)
+    from fecbench.planner import make_plan  # here: a design refused above never imports SciPy (~1 s a process)
+
     plan = make_plan(space, design.seed)
     frame = plan.points
 

@@ -8,7 +8,7 @@ use fecq::loopback::{self, LossSpec};
 use fecq::options::config::Common;
 use fecq::options::metrics::Metrics;
 
-mod support;
+use crate::support;
 use support::{common, rt};
 
 fn download(c: &Common) -> Metrics {

@@ -14,7 +14,7 @@ use fecq::noq_stack::udp::NoqUdp;
 use fecq::quinn_stack::udp::QuinnUdp;
 use fecq::socket::{FecSocket, SocketConfig, SocketGlue};
 
-mod support;
+use crate::support;
 use support::rt;
 
 fn config(multipath: bool) -> SocketConfig {

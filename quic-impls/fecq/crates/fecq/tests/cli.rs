@@ -3,7 +3,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-mod support;
+use crate::support;
 use support::{fecq, server, terminate};
 
 fn tmp(name: &str) -> std::path::PathBuf {

@@ -31,7 +31,7 @@ fn single_path(
     ))
 }
 
-mod support;
+use crate::support;
 use support::{common, rt};
 
 const CODES: [&str; 5] = ["none", "xor:5", "xor:5:4", "rs:30,20", "rlc:3,2,20"];

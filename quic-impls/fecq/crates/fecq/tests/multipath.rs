@@ -10,7 +10,7 @@ use fecq::options::config::Common;
 use fecq::options::metrics::Metrics;
 use fecq::options::multipath::MpArgs;
 
-mod support;
+use crate::support;
 use support::rt;
 
 /// Options for two loopback paths, plus `args`.

@@ -10,7 +10,7 @@ use fecq::loopback::{self, LossSpec};
 use fecq::options::config::Common;
 use fecq::options::metrics::{Metrics, SideStats};
 
-mod support;
+use crate::support;
 use support::{opts, rt};
 
 fn no_loss() -> LossSpec {

@@ -9,7 +9,7 @@ use std::process::Stdio;
 
 use serde_json::Value;
 
-mod support;
+use crate::support;
 use support::{fecq, server, terminate};
 
 /// A fresh, empty folder for one test.

@@ -7,7 +7,7 @@ use fecq::app::Workload;
 use fecq::link::loss::LossModel;
 use fecq::loopback::{self, LossSpec};
 
-mod support;
+use crate::support;
 use support::{common, rt};
 
 #[test]

@@ -15,7 +15,7 @@ use fecq::options::metrics::Metrics;
 use fecq::quinn_stack::Quinn;
 use fecq::run::{self, ClientSetup};
 
-mod support;
+use crate::support;
 use support::{opts, rt};
 
 fn uniform(p: f64, seed: u64) -> LossSpec {

@@ -60,11 +60,11 @@ def test_smoke_pack_gives_every_claim_a_verdict(tmp_path: Path) -> None:
     assert [_same(v) for v in later] == [_same(v) for v in verdicts]
     # The recordings replayed (`fecbench bench verdicts`), the page's verdicts shared false-discovery-wise: the
     # claims decided by machine time, then by name.
-    bench = fecbench("bench", "verdicts", "smoke", "--results", str(tmp_path), "--budget", "10m",
+    bench = fecbench("bench", "verdicts", "smoke", "--results", str(tmp_path), "--budget", "5m",
                      "--compare-replays", "1", "--error", "fdr")
     said = " ".join(bench.stdout.split())
     assert bench.returncode == 0, bench.stderr[-2000:]
-    assert "a false-discovery level over the page" in said and "decided at 10 min by the new allocator" in said
+    assert "a false-discovery level over the page" in said and "decided at 5 min by the new allocator" in said
     bad = fecbench("bench", "verdicts", "smoke", "--results", str(tmp_path), "--error", "fdp")
     assert bad.returncode == 2 and "--error 'fdp': choose fwer or fdr" in bad.stderr
 

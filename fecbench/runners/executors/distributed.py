@@ -6,8 +6,9 @@ writer of the results database). Runs are grouped by design point: a worker keep
 current point while there are any, so it reconfigures its links (and measures fidelity) rarely.
 Exactly one run is in flight per worker, so the coordinator always knows which run a dying worker took
 with it: that run is recorded `interrupted`, kept aside (earlier_outcomes) and run once more on another
-worker within the same campaign; lost a second time, it stays `interrupted` (the next `fecbench run` does
-it). Leaving the executor tears every worker's network down.
+worker within the same campaign, up to `LOST_RERUNS` times (a host lost mid-campaign can take a second worker's
+connection with it when it joins again, and the run lost first may be that worker's); lost once more, it stays
+`interrupted` (the next `fecbench run` does it). Leaving the executor tears every worker's network down.
 
 The tasks the workers run are in `dask_worker`; connecting to a cluster (or making a local one) is
 `dask_client`'s; who may talk to the cluster (TLS, the campaign's credentials, the address policy) is
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 WORKER_WAIT_S = 60          # how long to wait for a first (or, after all died, a new) worker
 POLL_S = 0.5                # how often the coordinator looks for dead and new workers
 READ_S = 5.0                # a finished task's result (a few kB) is read well within this unless its worker left
+LOST_RERUNS = 2             # times a run lost with its worker runs again (a run that kills workers stops there)
 
 
 # --- the --dask value ---------------------------------------------------------------------------
@@ -134,7 +136,7 @@ class DaskExecutor:
         self.no_worker_since: float | None = None
         self.last_refresh = time.monotonic()
         self.redo: deque[Run] = deque()               # runs lost with a worker, to run once more here
-        self.lost_once: set[str] = set()              # keys of the runs lost once already
+        self.lost: dict[str, int] = {}                # key -> times the run was lost with its worker
         # Per run, the coordinator's round trip (submitted to result read) less the run's time on its worker:
         # dispatch, TLS, (de)serialising the outcome. What one coordinator adds to every run (host_json).
         self.overhead_s: list[float] = []
@@ -245,7 +247,7 @@ class DaskExecutor:
         return {"runs": len(self.overhead_s), "overhead_ms_median": _median_ms(self.overhead_s),
                 "overhead_ms_max": round(max(self.overhead_s) * 1000, 1) if self.overhead_s else None,
                 "workers_set_up": len(self.setup_s), "setup_s_median": (_median_ms(self.setup_s) or 0) / 1000,
-                "lost_runs_run_again": len(self.lost_once)}
+                "lost_runs_run_again": len(self.lost)}
 
     def backend(self) -> str:
         return self.host_info()["link_backend"]
@@ -258,10 +260,11 @@ class DaskExecutor:
         return bool(self.inflight or self.redo)
 
     def _lost(self, run: Run, why: str) -> Finished:
-        """A run lost with its worker: run once more on another worker of this campaign, then left interrupted."""
-        if run.key in self.lost_once:
+        """A run lost with its worker: run once more on another worker of this campaign (up to `LOST_RERUNS` times),
+        then left interrupted."""
+        if self.lost.get(run.key, 0) >= LOST_RERUNS:
             return _interrupted(run, why)
-        self.lost_once.add(run.key)
+        self.lost[run.key] = self.lost.get(run.key, 0) + 1
         self.redo.append(run)
         self.hosts_changed = True   # dask_costs counts it
         return Finished(run, Outcome(status=Status.INTERRUPTED, error=why),

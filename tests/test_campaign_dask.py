@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.host import cleanup
+from fecbench.host import cleanup, marks
 from fecbench.runners.executors.dask_worker import differences
 from fecbench.runners.executors.distributed import parse_target
 from tests.helpers.campaign import ROOT, fecbench, leftover_processes, rows
@@ -294,7 +294,8 @@ def test_ctrl_c_on_the_coordinator(tmp_path: Path) -> None:
                             text=True, start_new_session=True)
     try:
         _wait_for_ok_runs(proc, db, 2)
-        workers = [c for c in _children(proc.pid) if "spawn_main" in _cmdline(c)]
+        # (PID, start time): once ended, a PID soon names another process on a busy machine (pid_max wraps).
+        workers = [(c, marks.start_time(c)) for c in _children(proc.pid) if "spawn_main" in _cmdline(c)]
         os.killpg(proc.pid, signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
     finally:
@@ -304,6 +305,6 @@ def test_ctrl_c_on_the_coordinator(tmp_path: Path) -> None:
     statuses = [r["status"] for r in rows(db, "SELECT status FROM runs")]
     assert len(statuses) == 16 and set(statuses) <= {"ok", "interrupted", "pending"}
     assert statuses.count("ok") >= 2 and statuses.count("interrupted") <= 2  # one run in flight per worker
-    assert len(workers) == 2 and not any(Path(f"/proc/{pid}").exists() for pid in workers)
-    assert not any(cleanup.state_file(pid).exists() for pid in [proc.pid, *workers])
+    assert len(workers) == 2 and not any(marks.running((pid, start or 0)) for pid, start in workers)
+    assert not any(cleanup.state_file(pid).exists() for pid in [proc.pid, *(pid for pid, _ in workers)])
     assert not leftover_processes(str(tmp_path))

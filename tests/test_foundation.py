@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fecbench.host import cleanup
+from fecbench.host import cleanup, marks
 from fecbench.inputs.errors import SpecError
 from fecbench.inputs.specs import Section, load_toml
 
@@ -160,6 +160,7 @@ def test_clean_removes_a_killed_owners_resources_only(tmp_path: Path, monkeypatc
     bystander = subprocess.Popen(["sleep", "300"])  # not recorded: must survive
     try:
         ns, child_pid = owner.stdout.readline().split()
+        child_start = marks.start_time(int(child_pid)) or 0
         owner.kill()
         owner.wait()
         monkeypatch.setattr(cleanup, "STATE_DIR", state)
@@ -173,8 +174,7 @@ def test_clean_removes_a_killed_owners_resources_only(tmp_path: Path, monkeypatc
         assert str(bystander.pid) not in {e["name"] for e in others}
         assert ns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         for _ in range(100):
-            stat = Path(f"/proc/{child_pid}/stat")
-            if not stat.exists() or stat.read_text().split()[2] == "Z":
+            if not marks.running((int(child_pid), child_start)):   # gone, a zombie, or its PID another's
                 break
             time.sleep(0.02)
         else:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fecbench.verdicts import execute, page, session
+from fecbench.verdicts import allocate, execute, page
 from fecbench.verdicts.pack import load_pack
 from fecbench.verdicts.profiles import Target
 from tests.helpers.analysis_db import make_download_db
@@ -33,8 +33,8 @@ def test_batches_of_one_campaign_give_one_pending_figure(tmp_path: Path) -> None
 
 
 def test_a_need_is_never_printed_as_nothing() -> None:
-    assert session._hours(1.0) == "under a minute" and session._hours(59.0) == "under a minute"
-    assert session._hours(3599.0) == "60 min" and session._hours(3700.0) == "1.0 h"
+    assert allocate._hours(1.0) == "under a minute" and allocate._hours(59.0) == "under a minute"
+    assert allocate._hours(3599.0) == "60 min" and allocate._hours(3700.0) == "1.0 h"
 
 
 def test_quoted_table_values_carry_their_column_names() -> None:

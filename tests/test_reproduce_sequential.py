@@ -324,8 +324,6 @@ def test_a_claim_with_nothing_measured_needs_at_least_what_could_decide_it(smoke
     """Nothing measured: the allocator's need and the page's projection are the fewest blocks a unanimous
     sample decides on (a median over points: more than the 3 points an interval needs), said as a lower bound;
     a claim with an unbounded interval still short of that many gets the rest of them."""
-    from fecbench.verdicts import session
-
     pack, campaigns = smoke
     campaigns = {("defaults", "smoke"): campaigns["defaults"]}
     claim = next(c for c in pack.claims if c.id == "median-block-ratio")
@@ -338,7 +336,7 @@ def test_a_claim_with_nothing_measured_needs_at_least_what_could_decide_it(smoke
     assert allocate.need_draws(claim, [fresh]) == units
     short = ev.Verdict(claim, "defaults", "inconclusive", None, "", sq.Sequence(1.2, -math.inf, math.inf, 2), alpha)
     assert allocate.projection(claim, [short], campaigns)[0] == fewest - 2
-    session._what_it_would_take([fresh], campaigns)
+    allocate.explain_undecided([fresh], campaigns, {}, "budget")
     assert f"at least (every observation agreeing) {units:.0f} more draw(s)" in fresh.reason
     # Its hours are those of its own points and sizes (the mean over every size had said 0.3 h for
     # networking2019's 1 MB claims, whose 36 units take 1 h on this machine)
@@ -352,12 +350,10 @@ def test_a_claim_with_nothing_measured_needs_at_least_what_could_decide_it(smoke
 
 
 def test_the_note_says_when_a_value_on_a_boundary_has_no_projection() -> None:
-    from fecbench.verdicts import session
-
     claim = next(c for c in load_pack("networking2019").claims if c.id == "fig5-mss-50kB-75pct")
     on_edge = ev.Verdict(claim, "paper", "inconclusive", None, "20 blocks", sq.Sequence(0.6, 0.293, 0.906, 20))
     unbounded = ev.Verdict(claim, "paper", "inconclusive", None, "20 blocks", sq.Sequence(math.inf, 0.3, math.inf, 20))
-    session._what_it_would_take([on_edge, unbounded], {})
+    allocate.explain_undecided([on_edge, unbounded], {}, {}, "budget")
     assert "sits on a verdict's boundary" in on_edge.reason and "boundary" not in unbounded.reason
 
 

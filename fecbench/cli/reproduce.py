@@ -83,7 +83,7 @@ def reproduce(
 
     root = check_output_dir(results or profiles.DEFAULT_ROOT, "--results")
     if dry_run:
-        _dry_run(loaded, names, seconds, full, root, session)
+        _dry_run(loaded, session.first_batch(loaded, names, seconds, full, root), seconds)
         return
     if not no_run:
         from fecbench.host.affinity import confine_harness
@@ -111,25 +111,15 @@ def _list(pack_mod) -> None:
     console.print(table)
 
 
-def _dry_run(pack, names: list[str], seconds: float | None, full: bool, root: Path, session) -> None:
+def _dry_run(pack, batch, seconds: float | None) -> None:
     """--full: every run the designs list; a budget: the first batch the adaptive allocation would start with
     (the next ones depend on the verdicts its runs give)."""
-    from fecbench.verdicts import allocate, budgeting
-    from fecbench.verdicts import evaluate as ev
-
-    targets, campaigns = session.prepare_campaigns(pack, names, root, checks=False)
-    idle: dict[str, str] = {}
-    if seconds is None:
-        selection = budgeting.select(pack.claims, campaigns, None, full=full)
+    selection, campaigns = batch.selection, batch.campaigns
+    if batch.capacity is None:
         title = f"{pack.name}: the full pack"
     else:
-        left = max(0.0, seconds - session.reserve_s(pack, names))
-        verdicts = ev.evaluate(pack, {key: t.db for key, t in targets.items()}, names,
-                               {key: c.space for key, c in campaigns.items()}, bootstrap=False)
-        capacity = min(left * budgeting.FILL, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE))
-        selection, idle = allocate.next_batch(pack.claims, campaigns, verdicts, capacity)
-        title = (f"{pack.name}: the first batch of a budget of {seconds / 60:g} min ({capacity / 60:.1f} min of runs; "
-                 "the next batches follow the verdicts)")
+        title = (f"{pack.name}: the first batch of a budget of {seconds / 60:g} min ({batch.capacity / 60:.1f} min "
+                 "of runs; the next batches follow the verdicts)")
     table = Table(title=title, caption="runs: what the batch starts; a run it flags is run again at its end (up to 3 "
                                        "rounds): at the campaign's measured re-run rate, about the next column")
     for col in ("profile", "design", "runs", "with re-runs (measured rate)", "estimated min", "duration factor"):
@@ -144,7 +134,7 @@ def _dry_run(pack, names: list[str], seconds: float | None, full: bool, root: Pa
         claims.add_column(col, justify="right")
     for claim in pack.claims:
         claims.add_row(claim.id, str(selection.claim_draws.get(claim.id, 0)),
-                       f"{selection.claim_seconds.get(claim.id, 0.0) / 60:.1f}", idle.get(claim.id, ""))
+                       f"{selection.claim_seconds.get(claim.id, 0.0) / 60:.1f}", batch.idle.get(claim.id, ""))
     console.print(claims)
 
 

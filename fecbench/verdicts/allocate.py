@@ -234,3 +234,42 @@ def projection(claim: Claim, verdicts: list[Verdict], campaigns: dict[tuple[str,
             return None
         cost += sum(campaign.seconds(r) for r in runs) / len(sample) * campaign.rerun_factor()
     return draws, draws * cost, at_least
+
+
+def explain_undecided(verdicts: list[Verdict], campaigns: dict[tuple[str, str], Campaign], idle: dict[str, str],
+                      why: str) -> None:
+    """Each undecided claim's verdict says why it stopped (``why``: the budget ended first, or the designs were
+    run whole, or nothing was run; or the last batch found no units left to run) and, in its note, what a
+    verdict would still take: from its interval's narrowing, or at least the fewest observations that could
+    decide it while it has fewer (``projection``)."""
+    for v in verdicts:
+        if v.stopped == "budget":
+            v.stopped = "no units left" if idle.get(v.claim.id) == "no units left" else why
+        if v.decided:
+            continue
+        need = projection(v.claim, [v], campaigns)
+        if need is None:
+            s, c = v.sequence, v.claim
+            if s is not None and math.isfinite(s.value) \
+                    and sq.decisive_half_width(s.value, c.compare, c.threshold, c.tolerance) == 0:
+                v.reason = "; ".join(filter(None, [v.reason, "no projection of what a verdict would take: its "
+                                                   "value sits on a verdict's boundary"]))
+        else:
+            draws, seconds, at_least = need
+            about = "at least (every observation agreeing)" if at_least else "about"
+            v.reason = "; ".join(filter(None, [v.reason, f"a verdict would take {about} {draws:.0f} more draw(s), "
+                                               f"{_hours(seconds)} of machine time at the measured durations and "
+                                               f"re-run rate ({_on_hosts(seconds)})"]))
+
+
+def _on_hosts(seconds: float) -> str:
+    """Machine time as wall time on hosts like this one, one run at a time each (`--dask`: designs/README.md,
+    "Many hosts"); the coordinator's own cost per run (tens of milliseconds) left out."""
+    return "; ".join(f"with {h} host{'s' if h > 1 else ''} like this one: {_hours(seconds / h)}" for h in (2, 10))
+
+
+def _hours(seconds: float) -> str:
+    """Machine time in words that never round a need to nothing."""
+    if seconds < 60:
+        return "under a minute"
+    return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"

@@ -11,7 +11,8 @@ A run that failed or was flagged is to do once more (same key and seed; ``Campai
 whose draws read it wait for that second outcome (``samples``).
 
 What a campaign knows of its database: read once (``read``), then kept up to date from the outcomes the engine
-reports as it records them (``record``); read again only where those do not say everything.
+reports as it records them (``record``); read again only after ``--jobs auto``'s calibration, whose serial pilot
+records its runs itself.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from fecbench.runners.executors.engine import Executor, Finished
 from fecbench.runners.executors.quiet import FIDELITY_RERUNS
 from fecbench.runners.executors.selection import runs_to_do
 from fecbench.runners.experiment.runs import Run
-from fecbench.verdicts.campaign import RUN_AGAIN, Campaign
+from fecbench.verdicts.campaign import RUN_AGAIN, Campaign, read
 from fecbench.verdicts.profiles import Target
 
 MESSAGES_MAX_JOBS = 4
@@ -78,10 +78,8 @@ class Ran:
     stopped: bool = False            # the deadline interrupted it
     jobs: int = 1
     reruns: int = 0                  # re-runs of runs it flagged (fecbench.runners.executors.engine: rounds at the end)
-    # The outcomes the engine recorded as its runs', in order; ``whole``: they are all it wrote (not so when the
-    # deadline or an abort stopped it: see ``session._record``).
+    # The outcomes the engine reported as it recorded them, in order (``session._record``).
     finished: list[Finished] = field(default_factory=list)
-    whole: bool = True
 
 
 def jobs_for(campaign: Campaign, jobs: int) -> int:
@@ -119,6 +117,23 @@ def settle(machine: Machine, campaign: Campaign, target: Target, runs: list[Run]
     machine.jobs = int(machine.calibration["chosen"])
 
 
+def calibrate(items: list[tuple[Target, Campaign, list[Run]]], machine: Machine, deadline: float,
+              console: Any) -> bool:
+    """--jobs auto: ``settle`` on the first campaign that has runs to do (its serial pilot's runs are results);
+    False when the budget ended first."""
+    target, campaign, runs = next(item for item in items if item[2])
+    try:
+        with deadline_alarm(deadline):
+            settle(machine, campaign, target, runs, console)
+    except BudgetSpent:
+        console.print("[yellow]time budget spent while calibrating --jobs auto: the pilot's runs in "
+                      "flight are recorded interrupted (redone next time)[/]")
+        return False
+    # The calibration records its pilot's runs itself and hands back no outcomes: what they did is read back.
+    read(campaign)
+    return True
+
+
 def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine, deadline: float | None,
             console: Any) -> list[Ran]:
     """Run each campaign's chosen runs in turn (see the module for the time rules)."""
@@ -154,15 +169,14 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine
             _ran_on(machine, executor)
         except BudgetSpent:
             done.append(Ran(target, len(runs), {}, time.monotonic() - started, estimated, stopped=True, jobs=n,
-                            finished=finished, whole=False))
+                            finished=finished))
             console.print("[yellow]time budget spent: the runs in flight are recorded interrupted (redone next "
                           "time)[/]")
             break
         took = time.monotonic() - started
         saved += estimated - took
         done.append(Ran(target, summary.selected, dict(summary.counts), took, estimated,
-                        out_of_time=summary.out_of_time, jobs=n, reruns=summary.retried, finished=finished,
-                        whole=not summary.aborted))
+                        out_of_time=summary.out_of_time, jobs=n, reruns=summary.retried, finished=finished))
     return done
 
 
@@ -191,5 +205,4 @@ def merge(ran: list[Ran]) -> list[Ran]:
         m.stopped = m.stopped or r.stopped
         m.reruns += r.reruns
         m.finished += r.finished
-        m.whole = m.whole and r.whole
     return list(out.values())

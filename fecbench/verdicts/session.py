@@ -1,8 +1,8 @@
 """``fecbench reproduce PACK``, start to end: profiles → campaigns → plan → runs → verdicts → page.
 
-1. Each (profile, design) of the pack becomes a design file and database (``profiles.write``), is
-   prepared (every mistake reported before anything runs) and its implementations' own argument
-   checks are run.
+1. Each (profile, design) of the pack becomes a design file and database (``profiles.write``), checked by
+   ``fecbench run``'s first step (``pipeline.check_inputs``: every mistake reported before anything runs,
+   its implementations' own argument checks included; as a dry run when nothing is to run).
 2. With a budget, batch after batch, four steps: evaluate (the verdicts so far, a look: ``evaluate``,
    anytime-valid) → allocate (the next batch for the undecided claims: ``allocate.next_batch``, most
    progress per second, extra seeds beyond the design's) → execute (its runs through ``fecbench run``'s
@@ -10,14 +10,13 @@
    every claim has stopped or the time is spent. A batch is a sixth of the machine time left (at least
    ``allocate.BATCH_MIN_S``). The time the verdicts and the page need is kept aside (``EVALUATION_S``
    plus a little per claim and profile). ``--full`` runs everything the designs list (``budgeting.select``);
-   ``run = False`` runs nothing.
+   ``run = False`` runs nothing; ``first_batch``: what ``--dry-run`` shows.
 3. A verdict per claim and profile (``evaluate``; each evaluation counted as a look in
    ``looks.json``), and the page (``page.write``).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,11 +24,9 @@ from typing import Any
 
 from fecbench.runners.executors import Machine
 from fecbench.runners.executors.selection import continue_recorded
-from fecbench.runners.experiment.prepare import prepare
 from fecbench.verdicts import allocate, budgeting, execute, page, profiles, seeds
 from fecbench.verdicts import campaign as cp
 from fecbench.verdicts import evaluate as ev
-from fecbench.verdicts import sequential as sq
 from fecbench.verdicts.pack import Pack
 from fecbench.verdicts.statistics.error_control import FAMILY_WISE
 
@@ -57,7 +54,8 @@ class Reproduction:
 
 @dataclass
 class Runs:
-    """What the runs of a reproduction did: each campaign's batches, the last selection, why claims took no run in
+    """What the runs of a reproduction did: each campaign's batches (one row per campaign: one count of runs left
+    pending), the last selection, why claims took no run in
     the last batch, and what was planned."""
     ran: list[execute.Ran] = field(default_factory=list)
     selection: budgeting.Selection | None = None
@@ -74,7 +72,7 @@ class Runs:
 def prepare_campaigns(pack: Pack, names: list[str], root: Path, *, checks: bool = True
                       ) -> tuple[dict[tuple[str, str], profiles.Target], dict[tuple[str, str], cp.Campaign]]:
     """Every (profile, design) of the pack that exists here, written, prepared and measured."""
-    from fecbench.runners.experiment.checks import validate
+    from fecbench.runners.commands.pipeline import check_inputs
 
     targets, campaigns = {}, {}
     for name in names:
@@ -83,8 +81,7 @@ def prepare_campaigns(pack: Pack, names: list[str], root: Path, *, checks: bool 
             if not ref.present:
                 continue
             target = profiles.write(pack, profile, ref, root)
-            # The one validation pass `fecbench run` makes (without its implementations' own checks on --no-run)
-            prepared = validate(target.design) if checks else prepare(target.design)
+            prepared = check_inputs(target.design, dry_run=not checks)
             continue_recorded(prepared, target.db)   # a database `fecbench run` extended: its runs' own keys
             campaign = cp.Campaign(profile=name, alias=alias, db=target.db, prepared=prepared, statuses={},
                                    label_map=profile.label_map)
@@ -98,6 +95,34 @@ def prepare_campaigns(pack: Pack, names: list[str], root: Path, *, checks: bool 
 
 def reserve_s(pack: Pack, names: list[str]) -> float:
     return EVALUATION_S + EVALUATION_PER_CLAIM_S * len(pack.claims) * len(names)
+
+
+def batch_seconds(left: float) -> float:
+    """Seconds of runs one batch holds when ``left`` seconds of machine time are left: a sixth of them, at least
+    ``allocate.BATCH_MIN_S``, never more than the budget can fill."""
+    return min(left * budgeting.FILL, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE))
+
+
+@dataclass
+class FirstBatch:
+    """What ``--dry-run`` shows: the runs a budget's first batch starts (the next ones depend on the verdicts its
+    runs give), or with no budget every run of the designs; why claims take none; ``capacity``: the batch's
+    seconds of runs (None: no budget)."""
+    campaigns: dict[tuple[str, str], cp.Campaign]
+    selection: budgeting.Selection
+    idle: dict[str, str]
+    capacity: float | None
+
+
+def first_batch(pack: Pack, names: list[str], budget: float | None, full: bool, root: Path) -> FirstBatch:
+    """The first batch the budget buys (``reproduce``'s first evaluate → allocate), running and recording nothing."""
+    targets, campaigns = prepare_campaigns(pack, names, root, checks=False)
+    if budget is None:
+        return FirstBatch(campaigns, budgeting.select(pack.claims, campaigns, None, full=full), {}, None)
+    capacity = batch_seconds(max(0.0, budget - reserve_s(pack, names)))
+    verdicts = ev.evaluate(pack, _dbs(targets), names, _prepared(campaigns), bootstrap=False)
+    selection, idle = allocate.next_batch(pack.claims, campaigns, verdicts, capacity)
+    return FirstBatch(campaigns, selection, idle, capacity)
 
 
 def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool, machine: Machine,
@@ -116,16 +141,13 @@ def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool,
         assert budget is not None
         deadline = started + budget - reserve_s(pack, names)
         runs = _batches(pack, names, targets, campaigns, deadline, machine, console, looks, rule)
-    dbs = {key: target.db for key, target in targets.items()}
-    verdicts = ev.evaluate(pack, dbs, names, _prepared(campaigns), rule=rule)
-    _stopped(verdicts, runs.idle, "budget" if run and budget is not None else "full designs run" if run else
-             "not run (evaluation only)")
+    verdicts = ev.evaluate(pack, _dbs(targets), names, _prepared(campaigns), rule=rule)
     ev.count_looks(looks, verdicts)
-    _what_it_would_take(verdicts, campaigns)
-    ran = execute.merge(runs.ran)   # one row per campaign over its batches: one count of runs left pending
-    html = page.write(pack, names, verdicts, targets, root / pack.name, ran=ran, budget=budget,
+    allocate.explain_undecided(verdicts, campaigns, runs.idle, "budget" if run and budget is not None else
+                               "full designs run" if run else "not run (evaluation only)")
+    html = page.write(pack, names, verdicts, targets, root / pack.name, ran=runs.ran, budget=budget,
                       full=full, rule=rule)
-    return Reproduction(pack=pack, profiles=names, targets=targets, selection=runs.selection, ran=ran,
+    return Reproduction(pack=pack, profiles=names, targets=targets, selection=runs.selection, ran=runs.ran,
                         verdicts=verdicts, html=html, seconds=time.monotonic() - started, budget=budget,
                         planned=runs.planned, idle=runs.idle)
 
@@ -142,7 +164,7 @@ def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadl
              console: Any, looks: Path, rule: str) -> Runs:
     """Batch after batch until every claim stopped or the time is spent: evaluate (a look) → allocate the next
     batch → execute it → record in the campaigns what it did."""
-    dbs = {key: target.db for key, target in targets.items()}
+    dbs = _dbs(targets)
     runs = Runs(planned={"batches": 0, "runs": 0, "estimated_s": 0.0})
     while True:
         verdicts = _evaluate(pack, names, dbs, campaigns, looks, rule)
@@ -153,13 +175,14 @@ def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadl
         if not any(runs.selection.runs.values()):
             break
         if machine.jobs is None:   # --jobs auto, not calibrated yet (with --dask, jobs is 1)
-            if not _calibrate(targets, campaigns, runs.selection, machine, deadline, console):
+            if not execute.calibrate(_items(targets, campaigns, runs.selection), machine, deadline, console):
                 break
+            cp.share_factors(list(campaigns.values()))
             continue   # the batch planned again for the networks chosen
         runs.add_batch(runs.selection)
         done = execute.run_all(_items(targets, campaigns, runs.selection), machine=machine, deadline=deadline,
                                console=console)
-        runs.ran += done
+        runs.ran = execute.merge(runs.ran + done)   # one row per campaign over its batches
         _record(campaigns, done)
         if any(r.stopped for r in done) or not any(r.counts for r in done):
             break
@@ -176,38 +199,17 @@ def _evaluate(pack: Pack, names: list[str], dbs: dict, campaigns: dict, looks: P
 def _allocate(pack: Pack, campaigns: dict, verdicts: list[ev.Verdict], left: float, machine: Machine) -> tuple:
     """The next batch: a sixth of the machine time left (at least ``allocate.BATCH_MIN_S``), within what is left."""
     parallel = execute.parallel(machine)
-    capacity = min(left * budgeting.FILL, max(allocate.BATCH_MIN_S, left / allocate.BATCH_SHARE)) * parallel
-    return allocate.next_batch(pack.claims, campaigns, verdicts, capacity, left * budgeting.FILL * parallel)
-
-
-def _calibrate(targets: dict, campaigns: dict, selection: budgeting.Selection, machine: Machine, deadline: float,
-               console: Any) -> bool:
-    """--jobs auto: calibrated on this batch's first campaign's runs (its serial pilot's are results); False when the
-    budget ended first."""
-    first = next(key for key, runs in selection.runs.items() if runs)
-    try:
-        with execute.deadline_alarm(deadline):
-            execute.settle(machine, campaigns[first], targets[first], selection.runs[first], console)
-    except execute.BudgetSpent:
-        console.print("[yellow]time budget spent while calibrating --jobs auto: the pilot's runs in "
-                      "flight are recorded interrupted (redone next time)[/]")
-        return False
-    # The calibration records its pilot's runs itself and hands back no outcomes: what they did is read back.
-    cp.read(campaigns[first])
-    cp.share_factors(list(campaigns.values()))
-    return True
+    return allocate.next_batch(pack.claims, campaigns, verdicts, batch_seconds(left) * parallel,
+                               left * budgeting.FILL * parallel)
 
 
 def _record(campaigns: dict, done: list[execute.Ran]) -> None:
-    """What a batch did, in the campaigns that ran: from the outcomes the engine reported. A campaign the deadline
-    or an abort stopped is read back from its database: the deadline can fall between a write and its report, and
-    an abort leaves a Dask run lost with its worker recorded interrupted, never reported."""
+    """What a batch did, in the campaigns that ran: from the outcomes the engine reported, never read back. An
+    outcome written but not reported (the deadline's alarm between the two, which ends the batches; a Dask run
+    lost with its worker, recorded interrupted) leaves its run's earlier status here: to do either way, and a
+    later batch's ``runs_to_do`` reads the database before it starts a run."""
     for ran in done:
-        campaign = campaigns[(ran.target.profile, ran.target.alias)]
-        if ran.whole:
-            cp.record(campaign, ran.finished)
-        else:
-            cp.read(campaign)
+        cp.record(campaigns[(ran.target.profile, ran.target.alias)], ran.finished)
     cp.share_factors(list(campaigns.values()))
 
 
@@ -216,48 +218,10 @@ def _items(targets: dict, campaigns: dict, selection: budgeting.Selection) -> li
     return [(targets[key], campaigns[key], selection.runs.get(key, [])) for key in campaigns]
 
 
+def _dbs(targets: dict) -> dict:
+    return {key: target.db for key, target in targets.items()}
+
+
 def _prepared(campaigns: dict) -> dict:
     """Each campaign's design space (``draws.DrawSpace``), for the claims' draws."""
     return {key: campaign.space for key, campaign in campaigns.items()}
-
-
-def _stopped(verdicts: list[ev.Verdict], idle: dict[str, str], why: str) -> None:
-    """Why each undecided claim stopped: the budget ended first (``why``: or the designs were run whole, or
-    nothing was run), or it had no units left to run."""
-    for v in verdicts:
-        if v.stopped == "budget":
-            v.stopped = "no units left" if idle.get(v.claim.id) == "no units left" else why
-
-
-def _what_it_would_take(verdicts: list[ev.Verdict], campaigns: dict) -> None:
-    """An undecided claim's note says what a verdict would still take: from its interval's narrowing, or at
-    least the fewest observations that could decide it while it has fewer (``allocate.projection``)."""
-    for v in verdicts:
-        if v.decided:
-            continue
-        need = allocate.projection(v.claim, [v], campaigns)
-        if need is None:
-            s, c = v.sequence, v.claim
-            if s is not None and math.isfinite(s.value) \
-                    and sq.decisive_half_width(s.value, c.compare, c.threshold, c.tolerance) == 0:
-                v.reason = "; ".join(filter(None, [v.reason, "no projection of what a verdict would take: its "
-                                                   "value sits on a verdict's boundary"]))
-        else:
-            draws, seconds, at_least = need
-            about = "at least (every observation agreeing)" if at_least else "about"
-            v.reason = "; ".join(filter(None, [v.reason, f"a verdict would take {about} {draws:.0f} more draw(s), "
-                                               f"{_hours(seconds)} of machine time at the measured durations and "
-                                               f"re-run rate ({_on_hosts(seconds)})"]))
-
-
-def _on_hosts(seconds: float) -> str:
-    """Machine time as wall time on hosts like this one, one run at a time each (`--dask`: designs/README.md,
-    "Many hosts"); the coordinator's own cost per run (tens of milliseconds) left out."""
-    return "; ".join(f"with {h} host{'s' if h > 1 else ''} like this one: {_hours(seconds / h)}" for h in (2, 10))
-
-
-def _hours(seconds: float) -> str:
-    """Machine time in words that never round a need to nothing."""
-    if seconds < 60:
-        return "under a minute"
-    return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from fecbench.host import cleanup
+from fecbench.host import cleanup, marks
 from fecbench.runners.run import procs
 
 
@@ -19,16 +18,12 @@ def _private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path / "state")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purpose.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+def _process(pid: int) -> marks.Owner:
+    """The process as (PID, start time), taken while it runs: PIDs wrap within minutes here (pid_max 32768), so
+    whether it ended is judged on both, never on a PID another process may hold by then."""
+    started = marks.start_time(pid)
+    assert started is not None, f"process {pid} is not running"
+    return (pid, started)
 
 
 def test_ready_line_and_group_kill(tmp_path: Path) -> None:
@@ -46,14 +41,15 @@ def test_ready_line_and_group_kill(tmp_path: Path) -> None:
         "print('listening 127.0.0.1:1', flush=True)\n"
         "time.sleep(60)\n")
     server = procs.start("server", [sys.executable, str(script)], tmp_path)
+    parent = _process(server.pid)
     assert procs.wait_ready(server, r"^listening ", 0, timeout_s=10) is None
     child = int(next(line.split()[1] for line in server.output().splitlines() if line.startswith("child")))
-    assert _alive(child)
+    child = _process(child)
     server.stop(grace_s=0.2)
     deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
+    while marks.running(child) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not _alive(server.pid) and not _alive(child)
+    assert not marks.running(parent) and not marks.running(child)
     assert "listening" in server.log_tail()
 
 
@@ -70,9 +66,10 @@ def test_not_ready_reasons(tmp_path: Path) -> None:
 
 def test_client_timeout_and_wall_time(tmp_path: Path) -> None:
     client = procs.start("client", [sys.executable, "-c", "import time; time.sleep(30)"], tmp_path)
+    process = _process(client.pid)
     assert client.wait(0.2) is None  # still running: the runner records a timeout
     client.stop(grace_s=0.1)
-    assert not _alive(client.pid)
+    assert not marks.running(process)
     quick = procs.start("quick", [sys.executable, "-c", "print('hi')"], tmp_path)
     assert quick.wait(10) == 0 and quick.wall_ms is not None and quick.wall_ms > 0
     assert procs.tail(tmp_path / "quick.out") == "hi\n"

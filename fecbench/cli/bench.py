@@ -21,6 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from fecbench.cli.options import error_rule
 from fecbench.inputs.errors import UserError
 
 console = Console()
@@ -49,10 +50,8 @@ def bench_verdicts(
     from fecbench.verdicts import budgeting, profiles, session
     from fecbench.verdicts import campaign as cp
     from fecbench.verdicts import pack as pack_mod
-    from fecbench.verdicts.statistics.error_control import RULES
 
-    if error not in RULES:
-        raise UserError(f"--error {error!r}: choose {' or '.join(RULES)}")
+    error_rule(error)
     loaded = pack_mod.load_pack(pack)
     name = profile or loaded.default_profile
     loaded.profile(name)
@@ -224,12 +223,9 @@ def bench_worlds(
 ) -> None:
     """False verdicts on synthetic worlds whose truth is known (reproduce/README.md, "Validation")."""
     from fecbench.verdicts import budgeting
-    from fecbench.verdicts.statistics.error_control import RULES
     from fecbench.verdicts.validation import worlds
 
-    if error not in RULES:
-        raise UserError(f"--error {error!r}: choose {' or '.join(RULES)}")
-
+    error_rule(error)
     known = [w.name for w in worlds.catalogue()]
     if unknown := [w for w in world or [] if w not in known]:
         raise UserError(f"--world {unknown[0]!r}: no such world (worlds: {', '.join(known)})")

@@ -29,6 +29,15 @@ RECALIBRATE = typer.Option(False, "--recalibrate", help="--jobs auto: calibrate 
                            "kept a recent calibration for this kind of workload.")
 
 
+def error_rule(error: str) -> str:
+    """`--error` of `reproduce` and `bench verdicts`: how a page's verdicts share α (UserError for another name)."""
+    from fecbench.verdicts.statistics.error_control import RULES
+
+    if error not in RULES:
+        raise UserError(f"--error {error!r}: choose {' or '.join(RULES)}")
+    return error
+
+
 def machine_options(*, link_backend: str | None, jobs: str | None, recalibrate: bool, dask: str | None,
                     tls_ca_file: Path | None, tls_cert: Path | None, tls_key: Path | None, insecure: bool,
                     dashboard: bool, console: Console) -> tuple[int | None, CampaignSecurity | None]:

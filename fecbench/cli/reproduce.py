@@ -61,10 +61,8 @@ def reproduce(
         _list(pack_mod)
         return
     from fecbench.verdicts import budgeting, profiles, session
-    from fecbench.verdicts.statistics.error_control import RULES
 
-    if error not in RULES:
-        raise UserError(f"--error {error!r}: choose {' or '.join(RULES)}")
+    options.error_rule(error)
     loaded = pack_mod.load_pack(pack)
     names = list(dict.fromkeys(profile)) if profile else [loaded.default_profile]
     for name in names:

@@ -20,7 +20,8 @@ def test_the_dry_run_says_what_the_calibration_runs(tmp_path: Path, monkeypatch:
     text = " ".join(out.stdout.split())
     assert "--jobs auto: calibrates first: a serial pilot of 5 of the runs to do (kept as results: about " in text
     assert "then the same 5 runs on 2, 4, 8 networks at once" in text, text
-    assert "measured up to 2 times and stopping at the first that changes the results: about " in text
+    assert "(none beyond 70% of the CPUs by the serial pilot's CPU use, that limit itself tried)" in text
+    assert "measured up to 2 times and stopping at the first that changes the results (against serial twins" in text
     assert "--dry-run says what it runs" in " ".join((out.stdout + out.stderr).split())
     plain = fecbench("run", str(design), "--db", str(tmp_path / "x.sqlite"), "--dry-run", columns=400)
     assert "calibrates first" not in plain.stdout

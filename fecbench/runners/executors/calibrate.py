@@ -20,6 +20,19 @@ N keeps the results when, during its pilot,
   messages (`rebuffering_ms`, both sides plus one message interval: a stall shorter than one
   interval is within the noise, and a run without stalls has a ratio).
 
+Twins. A run repeated serially does not always repeat its result: where a drop lands once timing moves decides
+whether a loss is recovered, and a run near its time limit may end ok once and time out the next. So when a loaded
+pilot differs from the serial one by its outcomes (not by a bound), the pilot's runs are run once more serially
+(the twins, recorded nowhere; measured once per calibration) and the loaded pilot is judged against what the twins
+do: it changes the results when its runs end otherwise than serially more often than the twins' (one-sided Fisher
+exact test at 1 %), when their metric strays further from the serial value than the twins' do (one-sided Wilcoxon
+signed-rank test of the paired |log ratios| at 1 %), or when its median ratio to serial is beyond 5 % (a bias,
+whatever the twins do).
+
+Networks tried. The serial pilot also measures how much CPU one network's runs take (this process and the
+children it reaped: endpoints, delay elements, commands; `cpu_seconds`) per second of wall time: N beyond
+`CPU_TARGET` of the usable CPUs' worth of networks is not tried (it could only overload the machine), and that
+N itself is tried beside the doubling steps (link-bound runs at 12 % of a core: up to 11 networks on 2 CPUs).
 `auto` takes the largest N before the first that fails (measured again once first: a passing
 disturbance of the host fails a measurement, an overload fails every one). Everything measured is
 recorded with the campaign (host information: `jobs_calibration`), and every run of the campaign is
@@ -37,13 +50,16 @@ from __future__ import annotations
 import concurrent.futures as cf
 import math
 import random
+import resource
 import statistics
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fecbench.host.affinity import all_cpus
 from fecbench.runners.executors.engine import Engine, Finished
 from fecbench.runners.executors.selection import sample_runs
 from fecbench.runners.executors.serial import SerialExecutor, TestbedFactory
@@ -63,6 +79,11 @@ PILOT_RUNS = 16
 TRIES = 2                           # measurements of an N before it counts as changing the results
 RATIO_TOLERANCE = 0.05
 ALPHA = 0.01
+#: The share of the usable CPUs the networks' runs may keep busy (the rest: the harness, bursts, the delay elements'
+#: wake-ups); a serial pilot shorter than MIN_MEASURED_S measures no CPU share.
+CPU_TARGET = 0.7
+MIN_MEASURED_S = 1.0
+MAX_NETWORKS = CANDIDATES[-1]
 
 
 def outcome_metric(prepared: Prepared) -> tuple[str, float]:
@@ -188,15 +209,23 @@ def unrecorded_serial_pilot(prepared: Prepared, link_backend: str | None,
     return lambda pilot: execute(prepared, pilot, [], 1, link_backend, factory)
 
 
+def _changed(serial: dict[str, dict[str, Any]], other: dict[str, dict[str, Any]]) -> list[str]:
+    """The runs that ended otherwise than serially (ok on one side only)."""
+    return sorted(k for k in serial if other.get(k, {}).get("status") != serial[k]["status"]
+                  and "ok" in (other.get(k, {}).get("status"), serial[k]["status"]))
+
+
+def _paired(serial: dict[str, dict[str, Any]], other: dict[str, dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    return {k: (serial[k]["value"], other[k]["value"]) for k in serial
+            if k in other and serial[k]["value"] is not None and other[k]["value"] is not None}
+
+
 def compare(serial: dict[str, dict[str, Any]], loaded: dict[str, dict[str, Any]], epsilon: float) -> dict[str, Any]:
     """The loaded pilot against the serial one, paired by key: runs whose status differs, and over the runs ok
     on both sides the median ratio of (value + ε) and the Wilcoxon signed-rank p-value."""
     from scipy.stats import wilcoxon
 
-    changed = sorted(k for k in serial if loaded.get(k, {}).get("status") != serial[k]["status"]
-                     and "ok" in (loaded.get(k, {}).get("status"), serial[k]["status"]))
-    both = [(serial[k]["value"], loaded[k]["value"]) for k in serial
-            if k in loaded and serial[k]["value"] is not None and loaded[k]["value"] is not None]
+    both = list(_paired(serial, loaded).values())
     ratios = [(b + epsilon) / (a + epsilon) for a, b in both if a + epsilon > 0]
     median = statistics.median(ratios) if ratios else None
     differences = [b - a for a, b in both]
@@ -204,14 +233,43 @@ def compare(serial: dict[str, dict[str, Any]], loaded: dict[str, dict[str, Any]]
         p = float(wilcoxon(differences).pvalue) if any(differences) else 1.0
     except ValueError:  # too few pairs that differ
         p = 1.0
-    return {"pairs": len(both), "changed_status": changed,
+    return {"pairs": len(both), "changed_status": _changed(serial, loaded),
             "median_ratio": None if median is None else round(median, 4),
             "wilcoxon_p": None if math.isnan(p) else round(p, 5)}
 
 
+def against_twins(serial: dict[str, dict[str, Any]], loaded: dict[str, dict[str, Any]],
+                  twins: dict[str, dict[str, Any]], epsilon: float) -> dict[str, Any]:
+    """The loaded pilot and the serial twins, each against the serial pilot (see the module): their runs that ended
+    otherwise, the one-sided Fisher p-value that the loaded pilot's are more frequent, and the one-sided Wilcoxon
+    p-value that its |log ratio| to serial exceeds the twins' (paired by key, over the runs with three values)."""
+    from scipy.stats import fisher_exact, wilcoxon
+
+    flips, twin_flips = _changed(serial, loaded), _changed(serial, twins)
+    n_loaded = sum(1 for k in serial if k in loaded)
+    n_twins = sum(1 for k in serial if k in twins)
+    table = [[len(flips), n_loaded - len(flips)], [len(twin_flips), n_twins - len(twin_flips)]]
+    flips_p = float(fisher_exact(table, alternative="greater").pvalue) if flips else 1.0
+    mine, theirs = _paired(serial, loaded), _paired(serial, twins)
+
+    def stray(a: float, b: float) -> float:
+        return abs(math.log((b + epsilon) / (a + epsilon))) if a + epsilon > 0 and b + epsilon > 0 else 0.0
+
+    excess = [stray(*mine[k]) - stray(*theirs[k]) for k in mine if k in theirs]
+    try:
+        spread_p = float(wilcoxon(excess, alternative="greater").pvalue) if any(excess) else 1.0
+    except ValueError:  # too few pairs that differ
+        spread_p = 1.0
+    twin_ratios = [(b + epsilon) / (a + epsilon) for a, b in theirs.values() if a + epsilon > 0]
+    return {"runs": n_twins, "changed_status": twin_flips, "flips_p": round(flips_p, 5),
+            "spread_p": None if math.isnan(spread_p) else round(spread_p, 5),
+            "median_ratio": round(statistics.median(twin_ratios), 4) if twin_ratios else None}
+
+
 def summarise(jobs: int, results: dict[str, dict[str, Any]], serial: dict[str, dict[str, Any]] | None,
-              epsilon: float) -> dict[str, Any]:
-    """One row of the calibration: the worst p99s, the runs beyond a bound, the comparison, the verdict."""
+              epsilon: float, twins: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One row of the calibration: the worst p99s, the runs beyond a bound, the comparison (against the serial
+    twins' own spread when they were measured), the verdict."""
     values = list(results.values())
     ends = [r["endpoint_p99_ms"] for r in values if r["endpoint_p99_ms"] is not None]
     late = [r["lateness_p99_ms"] for r in values if r["lateness_p99_ms"] is not None]
@@ -225,37 +283,115 @@ def summarise(jobs: int, results: dict[str, dict[str, Any]], serial: dict[str, d
         why.append(f"{beyond} pilot run(s) beyond a bound")
     if serial is not None:
         row.update(compare(serial, results, epsilon))
-        if row["changed_status"]:
-            why.append(f"{len(row['changed_status'])} run(s) ended otherwise than serially")
-        if row["median_ratio"] is not None and abs(row["median_ratio"] - 1) > RATIO_TOLERANCE:
-            why.append(f"median ratio to serial {row['median_ratio']:.3f}")
-        if row["wilcoxon_p"] is not None and row["wilcoxon_p"] < ALPHA:
-            why.append(f"Wilcoxon p = {row['wilcoxon_p']:.2g} < {ALPHA:g}")
+        why += _outcome_reasons(row, None if twins is None else against_twins(serial, results, twins, epsilon))
     row["keeps_results"] = not why
     row["why"] = "; ".join(why)
     return row
 
 
+def _outcome_reasons(row: dict[str, Any], twins: dict[str, Any] | None) -> list[str]:
+    """Why the loaded pilot's outcomes differ from the serial ones: every difference without twins, only those
+    beyond the twins' own with them (the median ratio's bias either way). Notes the twins in ``row``."""
+    why = []
+    if row["median_ratio"] is not None and abs(row["median_ratio"] - 1) > RATIO_TOLERANCE:
+        why.append(f"median ratio to serial {row['median_ratio']:.3f}")
+    if twins is None:
+        if row["changed_status"]:
+            why.append(f"{len(row['changed_status'])} run(s) ended otherwise than serially")
+        if row["wilcoxon_p"] is not None and row["wilcoxon_p"] < ALPHA:
+            why.append(f"Wilcoxon p = {row['wilcoxon_p']:.2g} < {ALPHA:g}")
+        return why
+    row["twins"] = twins
+    if twins["flips_p"] < ALPHA:
+        why.append(f"{len(row['changed_status'])} run(s) ended otherwise than serially, serial twins "
+                   f"{len(twins['changed_status'])} (Fisher p = {twins['flips_p']:.2g} < {ALPHA:g})")
+    if twins["spread_p"] is not None and twins["spread_p"] < ALPHA:
+        why.append(f"further from serial than the serial twins (Wilcoxon p = {twins['spread_p']:.2g} < {ALPHA:g})")
+    return why
+
+
+def outcomes_only(row: dict[str, Any]) -> bool:
+    """A loaded pilot that failed by its runs' statuses or the spread of its metric alone, every run within its
+    bounds and no bias beyond the tolerance: what the serial twins may explain."""
+    biased = row.get("median_ratio") is not None and abs(row["median_ratio"] - 1) > RATIO_TOLERANCE
+    return not row["keeps_results"] and not row["beyond_bound"] and not biased and "twins" not in row
+
+
+class SerialTwins:
+    """The pilot's runs once more, serially, on a network of their own and recorded nowhere: measured the first time
+    a loaded pilot differs from the serial one by its outcomes alone, then kept (see the module)."""
+
+    def __init__(self, prepared: Prepared, pilot: list[Run], link_backend: str | None,
+                 factory: TestbedFactory) -> None:
+        self.prepared, self.pilot, self.link_backend, self.factory = prepared, pilot, link_backend, factory
+        self.results: dict[str, dict[str, Any]] | None = None
+
+    def __call__(self) -> dict[str, dict[str, Any]]:
+        if self.results is None:
+            self.results = execute(self.prepared, self.pilot, [], 1, self.link_backend, self.factory)
+        return self.results
+
+
+def judge(jobs: int, loaded: dict[str, dict[str, Any]], serial: dict[str, dict[str, Any]], epsilon: float,
+          twins: SerialTwins) -> dict[str, Any]:
+    """A loaded pilot's row; against the serial twins (measured now if not yet) when its outcomes alone differ."""
+    row = summarise(jobs, loaded, serial, epsilon)
+    return summarise(jobs, loaded, serial, epsilon, twins()) if outcomes_only(row) else row
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of the children it reaped (theirs included): a network's runs, the harness."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def wall_seconds() -> float:
+    return time.monotonic()
+
+
+def network_limit(cpu_s: float, wall_s: float, cpus: int) -> int | None:
+    """The most networks whose runs fit in CPU_TARGET of ``cpus`` CPUs, one network having used ``cpu_s`` of CPU in
+    ``wall_s`` (0 or 1: one network's runs take them already); None when the pilot was too short to measure."""
+    if wall_s < MIN_MEASURED_S or cpu_s <= 0:
+        return None
+    return min(MAX_NETWORKS, math.floor(cpus * CPU_TARGET * wall_s / cpu_s))
+
+
+def networks_to_try(limit: int | None, runs: int, candidates: tuple[int, ...] = CANDIDATES) -> list[int]:
+    """The N > 1 to try in order: the doubling steps up to the CPU limit and the limit itself (2 at least: the pilot
+    judges), never more networks than runs."""
+    ceiling = min(runs, MAX_NETWORKS if limit is None else max(2, limit))
+    steps = {jobs for jobs in candidates if 1 < jobs <= ceiling}
+    if limit is not None and 1 < ceiling:
+        steps.add(ceiling)
+    return sorted(steps)
+
+
 def calibrate(prepared: Prepared, link_backend: str | None, *, candidates: tuple[int, ...] = CANDIDATES,
               factory: TestbedFactory = MininetTestbed, pilot_runs: int = PILOT_RUNS,
               report: Callable[[dict[str, Any]], None] = lambda row: None, runs: list[Run] | None = None,
-              serial_pilot: SerialPilot | None = None) -> dict[str, Any]:
+              serial_pilot: SerialPilot | None = None, cpus: int | None = None) -> dict[str, Any]:
     """Measure the serial pilot (drawn from `runs`, default the design's; run by `serial_pilot`, default
-    unrecorded), then each N in turn (stopping after the first that changes the results), and choose the
-    largest N before it. Candidates beyond the design's number of runs are left out: a campaign never builds
-    more networks than it has runs."""
+    unrecorded) and its CPU share, then each N in turn (``networks_to_try``, stopping after the first that changes
+    the results), and choose the largest N before it. ``cpus``: the CPUs the networks share (default: this
+    machine's usable ones)."""
     epsilon = outcome_metric(prepared)[1]
     pilot, fillers = pilot_of(prepared, pilot_runs, runs)
-    usable = [jobs for jobs in candidates if jobs <= len(prepared.runs)] or [1]
+    cpu_before, wall_before = cpu_seconds(), wall_seconds()
     serial = (serial_pilot or unrecorded_serial_pilot(prepared, link_backend, factory))(pilot)
-    rows = [{**summarise(1, serial, None, epsilon), "tries": 1}]
+    cpu_s, wall_s = cpu_seconds() - cpu_before, wall_seconds() - wall_before
+    cpus = cpus or len(all_cpus())
+    limit = network_limit(cpu_s, wall_s, cpus)
+    rows = [{**summarise(1, serial, None, epsilon), "tries": 1, "cpu_s": round(cpu_s, 2), "wall_s": round(wall_s, 2),
+             "cpus": cpus, "network_limit": limit}]
     report(rows[-1])
+    twins = SerialTwins(prepared, pilot, link_backend, factory)
     chosen = 1
-    for jobs in (j for j in usable if j > 1):
+    for jobs in networks_to_try(limit, len(prepared.runs), candidates):
         tries = 0
         while tries < TRIES:
             tries += 1
-            row = summarise(jobs, execute(prepared, pilot, fillers, jobs, link_backend, factory), serial, epsilon)
+            row = judge(jobs, execute(prepared, pilot, fillers, jobs, link_backend, factory), serial, epsilon, twins)
             if row["keeps_results"]:
                 break
         rows.append({**row, "tries": tries})
@@ -271,4 +407,5 @@ def rule(prepared: Prepared) -> dict[str, Any]:
     metric, epsilon = outcome_metric(prepared)
     return {"metric": metric, "epsilon": epsilon,
             "endpoint_bound_ms": endpoint_timing.bound_ms(prepared.design.endpoint_bound_ms),
-            "bound_ms": lateness.bound_ms(), "ratio_tolerance": RATIO_TOLERANCE, "alpha": ALPHA}
+            "bound_ms": lateness.bound_ms(), "ratio_tolerance": RATIO_TOLERANCE, "alpha": ALPHA,
+            "cpu_target": CPU_TARGET}

@@ -13,9 +13,12 @@ short paired pilot instead: CONFIRM_RUNS of its own runs serially (recorded as r
 calibration's serial pilot is) and the same runs on the chosen N networks (kept busy by other runs),
 judged by the calibration's own rule (no run beyond a bound, every run ending as serially, median
 paired ratio within 5 %; Wilcoxon at 1 % cannot reject with 6 pairs, so the ratio and the bounds
-decide). If it keeps the results, N is reused; if not, the campaign calibrates in full and that
-calibration replaces the kept one. The age counts from the full calibration: a confirmation does not
-extend it. A kept choice of 1 network is reused without a pilot (nothing to confirm).
+decide; a pilot that differs by its outcomes alone is judged against serial twins, as a calibration's is). If it
+keeps the results, N is reused; if not, the campaign calibrates in full and that calibration replaces the kept
+one. The age counts from the full calibration: a confirmation does not extend it. A kept choice of 1 network is
+reused without a pilot only when one network's runs already took the CPUs it may keep busy (its serial pilot's
+network limit below 2, or unmeasured before limits were kept); else the short pilot tries 2 networks, and if
+they keep the results the kept choice was a busy moment's, not the machine's: it calibrates in full.
 """
 
 from __future__ import annotations
@@ -98,14 +101,23 @@ def keep(prepared: Prepared, link_backend: str | None, calibration: dict[str, An
 
 def confirm(prepared: Prepared, link_backend: str | None, jobs: int, runs: list[Run] | None,
             serial_pilot: SerialPilot, factory: TestbedFactory = MininetTestbed) -> tuple[list[str], list[dict]]:
-    """The short paired pilot: CONFIRM_RUNS runs serially and on `jobs` networks; its keys and two rows."""
+    """The short paired pilot: CONFIRM_RUNS runs serially and on `jobs` networks (against serial twins when its
+    outcomes alone differ); its keys and two rows."""
     epsilon = full.outcome_metric(prepared)[1]
     pilot, fillers = full.pilot_of(prepared, CONFIRM_RUNS, runs)
     serial = serial_pilot(pilot)
     loaded = full.execute(prepared, pilot, fillers, jobs, link_backend, factory)
+    twins = full.SerialTwins(prepared, pilot, link_backend, factory)
     rows = [{**full.summarise(1, serial, None, epsilon), "tries": 1},
-            {**full.summarise(jobs, loaded, serial, epsilon), "tries": 1}]
+            {**full.judge(jobs, loaded, serial, epsilon, twins), "tries": 1}]
     return [run.key for run in pilot], rows
+
+
+def cpu_bound(found: dict[str, Any]) -> bool:
+    """Whether a kept choice of 1 network was the CPUs' (one network's runs took what the networks may use)."""
+    serial = next((row for row in found.get("rows") or [] if row.get("jobs") == 1), {})
+    limit = serial.get("network_limit")
+    return "network_limit" not in serial or (limit is not None and limit < 2)
 
 
 def auto_jobs(prepared: Prepared, link_backend: str | None, *, runs: list[Run] | None = None,
@@ -125,12 +137,16 @@ def auto_jobs(prepared: Prepared, link_backend: str | None, *, runs: list[Run] |
         reused = {"calibrated_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(found["at"])),
                   "age_h": found["age_h"], "max_age_h": MAX_AGE_H, "design": found["design"]}
         base = {**full.rule(prepared), "reused": reused, "calibrated_rows": found["rows"]}
-        if found["chosen"] == 1:
+        if found["chosen"] == 1 and cpu_bound(found):
             return {**base, "chosen": 1, "pilot": [], "rows": [], "confirmation": None, "recorded": []}
-        confirmed, confirmation = confirm(prepared, link_backend, found["chosen"], runs, serial_pilot, factory)
+        trying = max(2, found["chosen"])
+        confirmed, confirmation = confirm(prepared, link_backend, trying, runs, serial_pilot, factory)
         for row in confirmation:
             report(row)
-        if confirmation[-1]["keeps_results"]:
+        if found["chosen"] == 1 and not confirmation[-1]["keeps_results"]:   # 2 networks still change them
+            return {**base, "chosen": 1, "pilot": confirmed, "rows": confirmation, "confirmation": confirmation,
+                    "recorded": confirmed if recorded else []}
+        if found["chosen"] > 1 and confirmation[-1]["keeps_results"]:
             return {**base, "chosen": found["chosen"], "pilot": confirmed, "rows": confirmation,
                     "confirmation": confirmation, "recorded": confirmed if recorded else []}
         done = set(confirmed)
@@ -167,24 +183,27 @@ def plan_text(prepared: Prepared, link_backend: str | None, runs: list[Run], sec
         return schedule_seconds([seconds.get(r.key, prepared.estimate(r)) for r in pilot], jobs)
 
     found = None if recalibrate else find(prepared, link_backend)
-    if found is not None and found["chosen"] == 1:
+    if found is not None and found["chosen"] == 1 and cpu_bound(found):
         return (f"--jobs auto: reuses this machine's calibration of {found['design']} ({found['age_h']:.1f} h old): "
-                "1 network, nothing to confirm: no pilot")
+                "1 network, its runs took the CPUs: no pilot")
     confirm_text = ""
     if found is not None:
         pilot = full.pilot_of(prepared, CONFIRM_RUNS, runs)[0]
+        trying = max(2, found["chosen"])
+        outcome = ("if they keep the results, a full calibration follows (1 network was a busy moment's choice): "
+                   if found["chosen"] == 1 else "if that changes the results, a full calibration follows: ")
         confirm_text = (f"--jobs auto: confirms this machine's calibration of {found['design']} "
-                        f"({found['age_h']:.1f} h old, {found['chosen']} networks) first: {len(pilot)} of the runs "
+                        f"({found['age_h']:.1f} h old, {found['chosen']} network(s)) first: {len(pilot)} of the runs "
                         f"to do serially (kept as results, about {duration_text(took(pilot))}), then the same on "
-                        f"{found['chosen']} networks "
-                        f"(thrown away, about {duration_text(took(pilot, found['chosen']))}); if that changes the "
-                        "results, a full calibration follows: ")
+                        f"{trying} networks (thrown away, about {duration_text(took(pilot, trying))}); " + outcome)
     pilot = full.pilot_of(prepared, pilot_runs, runs)[0]
-    tried = [jobs for jobs in full.CANDIDATES if 1 < jobs <= len(prepared.runs)]
+    tried = full.networks_to_try(None, len(prepared.runs))
     rounds = [took(pilot, jobs) for jobs in tried]
-    loaded = (f"then the same {len(pilot)} runs on {', '.join(map(str, tried))} networks at once, the networks "
-              f"kept busy by other runs (thrown away), each N measured up to {full.TRIES} times and stopping at the "
-              f"first that changes the results: about {duration_text(rounds[0])} to "
+    loaded = (f"then the same {len(pilot)} runs on {', '.join(map(str, tried))} networks at once (none beyond "
+              f"{full.CPU_TARGET:.0%} of the CPUs by the serial pilot's CPU use, that limit itself tried), the "
+              f"networks kept busy by other runs (thrown away), each N measured up to {full.TRIES} times and stopping "
+              f"at the first that changes the results (against serial twins of the pilot, run once more, when only "
+              f"its outcomes differ): about {duration_text(rounds[0])} to "
               f"{duration_text(full.TRIES * sum(rounds))} more") if tried else "no other N to try"
     return ((confirm_text or "--jobs auto: calibrates first: ")
             + f"a serial pilot of {len(pilot)} of the runs to do (kept as results: about "
@@ -203,10 +222,18 @@ def row_text(row: dict[str, Any]) -> str:
             f"endpoints {ms(row['endpoint_p99_ms'])}{late}")
     if row["jobs"] > 1:
         text += f", median ratio to serial {row.get('median_ratio')}, Wilcoxon p {row.get('wilcoxon_p')}"
+        twins = row.get("twins")
+        if twins:
+            text += (f"; serial twins: {len(twins['changed_status'])} of {twins['runs']} ended otherwise, median "
+                     f"ratio {twins['median_ratio']}, loaded further from serial: Wilcoxon p {twins['spread_p']}")
         text += f" (measurement {row['tries']})" if row["tries"] > 1 else ""
         text += ": keeps the results" if row["keeps_results"] else f": changes them ({row['why']})"
     elif row["why"]:
         text += f" (serially: {row['why']})"
+    if row.get("cpu_s") is not None:
+        limit = row.get("network_limit")
+        text += (f"; one network used {row['cpu_s']:.3g} s of CPU in {row['wall_s']:.3g} s: " +
+                 (f"at most {limit} networks on {row['cpus']} CPUs" if limit else "too short to limit the networks"))
     return text
 
 
@@ -217,8 +244,9 @@ def choice_text(c: dict[str, Any]) -> str:
             f"{QUANTILE_FRAMES:,} frames, and the latest frame's share of the run")
     if c.get("reused"):
         r = c["reused"]
-        how = (f"confirmed by a paired pilot of {len(c['pilot'])} runs" if c["pilot"] else "1 network: nothing to "
-               "confirm")
+        how = ("its runs took the CPUs: nothing to confirm" if not c["pilot"] else
+               f"2 networks changed the results again in a paired pilot of {len(c['pilot'])} runs" if c["chosen"] == 1
+               else f"confirmed by a paired pilot of {len(c['pilot'])} runs")
         return (f"--jobs auto: {c['chosen']} network(s), this machine's calibration of {r['calibrated_at']} "
                 f"({r['design']}, {r['age_h']:.1f} h old, reused up to {r['max_age_h']} h), {how}; {rule}")
     again = " (the kept calibration was not confirmed)" if c.get("confirmation") else ""

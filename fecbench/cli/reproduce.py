@@ -46,16 +46,19 @@ def reproduce(
                               "claim's anytime p-value; more verdicts when many claims decide). The page names it."),
     fidelity: bool = typer.Option(False, "--fidelity", help="Print every pack's fidelity table (Markdown: each "
                                   "claim's quote, what is judged, its reading, the setup it is judged on) and exit."),
+    claims: list[str] = typer.Option(None, "--claims", help="Judge only these claims of the pack (repeat; each a "
+                                     "claim id or a shell-style pattern such as 'fig5-*'): only they take runs and "
+                                     "verdicts, and the page's error level is split over them alone (the page says "
+                                     "which). Default: every claim."),
 ) -> None:
     """Re-run a seed paper's experiments and say, claim by claim, whether they hold."""
     started = time.monotonic()
     from fecbench.verdicts import pack as pack_mod
 
+    if claims and pack is None:
+        raise UserError("--claims chooses claims of a pack: name the pack (fecbench reproduce PACK --claims ID)")
     if fidelity:
-        from fecbench.verdicts.validation.fidelity import fidelity_table
-
-        packs = [pack_mod.load_pack(name) for name in ([pack] if pack else pack_mod.pack_names())]
-        print(fidelity_table([p for p in packs if pack or p.cites_papers]))
+        _fidelity(pack_mod, pack, claims or [])
         return
     if pack is None:
         _list(pack_mod)
@@ -63,7 +66,7 @@ def reproduce(
     from fecbench.verdicts import budgeting, profiles, session
 
     options.error_rule(error)
-    loaded = pack_mod.load_pack(pack)
+    loaded = pack_mod.load_pack(pack).subset(claims or [])
     names = list(dict.fromkeys(profile)) if profile else [loaded.default_profile]
     for name in names:
         loaded.profile(name)
@@ -96,6 +99,14 @@ def reproduce(
     _print_verdicts(outcome)
 
 
+def _fidelity(pack_mod, pack: str | None, claims: list[str]) -> None:
+    """--fidelity: the pack's table (of its chosen claims), or every pack's that cites papers."""
+    from fecbench.verdicts.validation.fidelity import fidelity_table
+
+    packs = [pack_mod.load_pack(name).subset(claims) for name in ([pack] if pack else pack_mod.pack_names())]
+    print(fidelity_table([p for p in packs if pack or p.cites_papers]))
+
+
 def _list(pack_mod) -> None:
     table = Table(title="reproduction packs (fecbench reproduce PACK)")
     for col in ("pack", "title", "designs", "claims", "profiles (default first)"):
@@ -111,13 +122,14 @@ def _list(pack_mod) -> None:
 
 def _dry_run(pack, batch, seconds: float | None) -> None:
     """--full: every run the designs list; a budget: the first batch the adaptive allocation would start with
-    (the next ones depend on the verdicts its runs give)."""
+    (the next ones depend on the verdicts its runs give); per claim, what a verdict would still take."""
     selection, campaigns = batch.selection, batch.campaigns
+    chosen = f" ({pack.chosen_text()})" if pack.chosen else ""
     if batch.capacity is None:
-        title = f"{pack.name}: the full pack"
+        title = f"{pack.name}{chosen}: the full pack"
     else:
-        title = (f"{pack.name}: the first batch of a budget of {seconds / 60:g} min ({batch.capacity / 60:.1f} min "
-                 "of runs; the next batches follow the verdicts)")
+        title = (f"{pack.name}{chosen}: the first batch of a budget of {seconds / 60:g} min ({batch.capacity / 60:.1f} "
+                 "min of runs; the next batches follow the verdicts)")
     table = Table(title=title, caption="runs: what the batch starts; a run it flags is run again at its end (up to 3 "
                                        "rounds): at the campaign's measured re-run rate, about the next column")
     for col in ("profile", "design", "runs", "with re-runs (measured rate)", "estimated min", "duration factor"):
@@ -127,13 +139,44 @@ def _dry_run(pack, batch, seconds: float | None) -> None:
         table.add_row(key[0], key[1], str(len(runs)), f"{len(runs) * factor:.0f} (×{factor:.2f})",
                       f"{selection.seconds[key] / 60:.1f}", f"{campaigns[key].factor:.2f}")
     console.print(table)
-    claims = Table(title="per claim")
-    for col in ("claim", "draws", "estimated min", "no runs because"):
+    claims = Table(title="per claim", caption=TO_A_VERDICT)
+    for col in ("claim", "draws", "estimated min", "no runs because", "draws to a verdict",
+                "expected min to a verdict"):
         claims.add_column(col, justify="right")
     for claim in pack.claims:
         claims.add_row(claim.id, str(selection.claim_draws.get(claim.id, 0)),
-                       f"{selection.claim_seconds.get(claim.id, 0.0) / 60:.1f}", batch.idle.get(claim.id, ""))
+                       f"{selection.claim_seconds.get(claim.id, 0.0) / 60:.1f}", batch.idle.get(claim.id, ""),
+                       *to_a_verdict(claim, batch.verdicts, campaigns))
     console.print(claims)
+
+
+#: How the per-claim table's last two columns read.
+TO_A_VERDICT = ("draws, estimated min: what this batch gives the claim; to a verdict: what it would still take in all, "
+                "at the measured durations and re-run rate, in machine time (one network at a time; with --jobs "
+                "N, up to N times less wall time): ≈ from its interval's narrowing, ≥ a lower bound (every "
+                "observation agreeing; nothing measured yet)")
+
+
+def to_a_verdict(claim, verdicts, campaigns) -> tuple[str, str]:
+    """The draws and machine minutes a verdict on ``claim`` would still take (``allocate.projection``, the number
+    an undecided verdict's note gives): "≥" a lower bound, "≈" an estimate; a decided claim why it takes none."""
+    from fecbench.verdicts import allocate
+
+    mine = [v for v in verdicts if v.claim.id == claim.id]
+    if mine and all(v.decided for v in mine):
+        return "–", "; ".join(sorted({v.stopped for v in mine}))
+    need = allocate.projection(claim, mine, campaigns)
+    if need is None:
+        return "?", "no estimate (a value on a verdict's boundary, or no bound)"
+    draws, seconds, at_least = need
+    sign = "≥" if at_least else "≈"
+    return f"{sign} {draws:.0f}", f"{sign} {_minutes(seconds)}"
+
+
+def _minutes(seconds: float) -> str:
+    """Minutes that never round a need to nothing (two significant digits below 0.1)."""
+    minutes = seconds / 60
+    return f"{minutes:.0f}" if minutes >= 10 else f"{minutes:.1f}" if minutes >= 0.1 else f"{minutes:.2g}"
 
 
 def _print_verdicts(outcome) -> None:
@@ -154,6 +197,9 @@ def _print_verdicts(outcome) -> None:
                          f"{v.looks} look(s)[/]" + (f"\n[dim]{v.reason}[/]" if v.verdict != "holds" else ""))
         table.add_row(claim.id, expectation(claim), paper_text(claim), *cells)
     console.print(table)
+    if outcome.pack.chosen:
+        console.print(f"[bold]a subset:[/] {outcome.pack.chosen_text()}; the error level is split over these claims "
+                      "alone (the page says so)")
     counts: dict[str, int] = {}
     for v in outcome.verdicts:
         counts[v.verdict] = counts.get(v.verdict, 0) + 1

@@ -212,7 +212,10 @@ def projection(claim: Claim, verdicts: list[Verdict], campaigns: dict[tuple[str,
                ) -> tuple[float, float, bool] | None:
     """What an undecided claim would still take: (draws, seconds of machine time at the measured durations and
     flag rate, whether that is only a lower bound), from its interval's rate of narrowing, or, with nothing
-    measured yet, the fewest observations that could decide it; None when it cannot say (on a boundary)."""
+    measured yet, the fewest observations that could decide it; None when it cannot say (on a boundary), or when
+    no verdict of ``verdicts`` is undecided. Machine time: one network at a time; its profiles' runs of a draw
+    added up. The one definition of the number: an undecided verdict's note (``explain_undecided``) and
+    ``--dry-run``'s per-claim table (``fecbench.cli.reproduce``) both show it."""
     mine = [v for v in verdicts if v.claim.id == claim.id and not v.decided]
     if not mine:
         return None

@@ -107,7 +107,8 @@ def _fmt(value: float) -> str:
 
 def page_alpha(pack: Pack, profiles: list[str]) -> float:
     """Each verdict's error level: α split evenly over every verdict one page shows, the pack's claims (not
-    runnable ones included, so the level does not change as designs arrive) in each profile (Bonferroni)."""
+    runnable ones included, so the level does not change as designs arrive; a subset's, ``Pack.subset``: its own
+    claims only) in each profile (Bonferroni)."""
     return sq.ALPHA / max(1, len(pack.claims) * max(1, len(profiles)))
 
 

@@ -12,12 +12,16 @@ A pack is a folder ``reproduce/<name>/`` with two files (format: ``reproduce/REA
 
 Everything is checked when the pack loads, against the design files themselves (labels, sizes,
 factors), without building or running anything; a mistake is a SpecError naming the file and key.
+A subset of its claims (``Pack.subset``: ``fecbench reproduce PACK --claims 'fig5-*'``) is a pack with fewer claims,
+the same designs and profiles, and a record of how it was chosen.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import shlex
+from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -125,12 +129,53 @@ class Pack:
     claims: list[Claim]
     smoke: bool = False               # a pack for CI (listed apart)
     cites_papers: bool = True         # its claims cite papers (a seed file), not a check of the procedure
+    chosen: tuple[str, ...] = ()      # a subset's ``--claims`` values (``subset``); (): the whole pack
+    whole: int = 0                    # a subset's: the claims of the whole pack
 
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:
             raise UserError(f"--profile {name!r}: pack {self.name} has no such profile "
                             f"(allowed: {', '.join(self.profiles)})")
         return self.profiles[name]
+
+    def subset(self, patterns: list[str] | tuple[str, ...]) -> Pack:
+        """The pack with only the claims ``patterns`` choose (``--claims``: each a claim id or a shell-style glob,
+        ``fnmatch``), in the pack's order; its designs and profiles unchanged. Everything downstream reads
+        ``claims``, so the runs, the verdicts, the page's rows and its error level (α split over the chosen claims
+        only) are the subset's; ``chosen`` and ``whole`` say so (``chosen_text``). A value that matches no claim is
+        a UserError listing the pack's claim ids. No patterns: the pack itself."""
+        patterns = tuple(dict.fromkeys(patterns))
+        if not patterns:
+            return self
+        ids = [c.id for c in self.claims]
+        for pattern in patterns:
+            if not any(_chooses(pattern, cid) for cid in ids):
+                raise UserError(f"--claims {pattern!r}: no claim of pack {self.name} is {pattern!r} or matches it "
+                                f"(a claim id or a shell-style pattern such as 'fig5-*'; its claims: "
+                                f"{', '.join(ids)})")
+        kept = [c for c in self.claims if any(_chooses(p, c.id) for p in patterns)]
+        return replace(self, claims=kept, chosen=self.chosen + patterns, whole=self.whole or len(self.claims))
+
+    def chosen_text(self) -> str:
+        """What a subset's verdicts say wherever they are shown, e.g. "12 of 33 claims chosen with --claims
+        'fig5-*'"; "" for the whole pack."""
+        if not self.chosen:
+            return ""
+        return (f"{len(self.claims)} of {self.whole} claims chosen with "
+                + " ".join(f"--claims {shlex.quote(p)}" for p in self.chosen))
+
+    def campaign_designs(self) -> dict[str, DesignRef]:
+        """The designs a reproduction prepares and runs: all of the pack's; a subset's, those its claims are on (so
+        that ``--full`` runs no design no chosen claim reads)."""
+        if not self.chosen:
+            return self.designs
+        used = {c.design for c in self.claims}
+        return {alias: ref for alias, ref in self.designs.items() if alias in used}
+
+
+def _chooses(pattern: str, claim_id: str) -> bool:
+    """Whether a ``--claims`` value chooses a claim: its id, or a shell-style pattern it matches (case-sensitive)."""
+    return pattern == claim_id or fnmatchcase(claim_id, pattern)
 
 
 def pack_names(root: Path = PACKS_DIR) -> list[str]:

@@ -143,7 +143,8 @@ def write(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
         "n": None if v.sequence is None else v.sequence.n,
         "bootstrap_value": None if v.estimate is None else _json(v.estimate.value),
         "bootstrap_ci": None if v.estimate is None else [_json(v.estimate.low), _json(v.estimate.high)],
-        "paper": v.claim.paper_value, "expected": expectation(v.claim)} for v in verdicts], indent=1))
+        "paper": v.claim.paper_value, "expected": expectation(v.claim),
+        "subset": pack.chosen_text() or None} for v in verdicts], indent=1))
     figures = {}
     for claim in pack.claims:
         mine = [v for v in verdicts if v.claim.id == claim.id]
@@ -163,7 +164,20 @@ def _level(verdicts: list[Verdict], pack: Pack, names: list[str], rule: str) -> 
     """The page's one statement of its error level, for the rule it used (``error_control``)."""
     alpha = min((v.alpha for v in verdicts), default=ALPHA)
     decided = sum(v.verdict in ("holds", "fails", AT_THRESHOLD) for v in verdicts)
-    return f"<p><b>Error level.</b> {level_text(rule, ALPHA, len(pack.claims) * len(names), alpha, decided)}</p>"
+    text = level_text(rule, ALPHA, len(pack.claims) * len(names), alpha, decided)
+    return f"<p><b>Error level.</b> {html.escape(subset_text(pack, names))}{text}</p>"
+
+
+def subset_text(pack: Pack, names: list[str]) -> str:
+    """What a page of a subset of the pack's claims (``Pack.subset``) says before its error level: which claims, and
+    that α is split over them alone; "" for the whole pack."""
+    chosen = pack.chosen_text()
+    if not chosen:
+        return ""
+    n = len(pack.claims)
+    per = f" in each of {len(names)} profiles" if len(names) > 1 else ""
+    return (f"A subset: {chosen}; α split over these {n}{per}, not over the pack's {pack.whole}, so these verdicts "
+            f"are the subset's and say nothing of the claims left out. ")
 
 
 def hosts_text(targets: dict, budget: float | None) -> str:
@@ -228,7 +242,7 @@ def _head(pack: Pack, names: list[str], verdicts: list[Verdict], targets: dict, 
             "padding:.25em .5em;vertical-align:top}th{background:#f2f2f2}.v{font-weight:bold;color:#fff;"
             "border-radius:3px;padding:0 .3em}blockquote{color:#555;border-left:3px solid #ccc;margin:.5em 0;"
             "padding-left:.8em}img{max-width:100%}p.small{font-size:.85em;color:#555}</style></head><body>",
-            f"<h1>{esc(pack.title)}</h1>",
+            f"<h1>{esc(pack.title)}{esc(f' ({pack.chosen_text()})' if pack.chosen else '')}</h1>",
             f"<p>Pack <code>{esc(pack.name)}</code> ({esc(run_text)}); profiles: {esc(', '.join(names))} "
             f"(default {esc(pack.default_profile)}). Generated "
             f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}.</p>",

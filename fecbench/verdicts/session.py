@@ -13,6 +13,9 @@
    ``run = False`` runs nothing; ``first_batch``: what ``--dry-run`` shows.
 3. A verdict per claim and profile (``evaluate``; each evaluation counted as a look in
    ``looks.json``), and the page (``page.write``).
+
+A subset of the pack's claims (``--claims``: ``Pack.subset``) is a pack of its own here: only the designs its claims
+are on are prepared, only its claims take runs and verdicts, and the page's α is split over them alone (and says so).
 """
 
 from __future__ import annotations
@@ -71,13 +74,14 @@ class Runs:
 
 def prepare_campaigns(pack: Pack, names: list[str], root: Path, *, checks: bool = True
                       ) -> tuple[dict[tuple[str, str], profiles.Target], dict[tuple[str, str], cp.Campaign]]:
-    """Every (profile, design) of the pack that exists here, written, prepared and measured."""
+    """Every (profile, design) of the pack that exists here (a subset's: those its claims are on), written, prepared
+    and measured."""
     from fecbench.runners.commands.pipeline import check_inputs
 
     targets, campaigns = {}, {}
     for name in names:
         profile = pack.profile(name)
-        for alias, ref in pack.designs.items():
+        for alias, ref in pack.campaign_designs().items():
             if not ref.present:
                 continue
             target = profiles.write(pack, profile, ref, root)
@@ -107,22 +111,24 @@ def batch_seconds(left: float) -> float:
 class FirstBatch:
     """What ``--dry-run`` shows: the runs a budget's first batch starts (the next ones depend on the verdicts its
     runs give), or with no budget every run of the designs; why claims take none; ``capacity``: the batch's
-    seconds of runs (None: no budget)."""
+    seconds of runs (None: no budget); ``verdicts``: the look before it (what each claim would still take:
+    ``allocate.projection``)."""
     campaigns: dict[tuple[str, str], cp.Campaign]
     selection: budgeting.Selection
     idle: dict[str, str]
     capacity: float | None
+    verdicts: list[ev.Verdict] = field(default_factory=list)
 
 
 def first_batch(pack: Pack, names: list[str], budget: float | None, full: bool, root: Path) -> FirstBatch:
     """The first batch the budget buys (``reproduce``'s first evaluate → allocate), running and recording nothing."""
     targets, campaigns = prepare_campaigns(pack, names, root, checks=False)
-    if budget is None:
-        return FirstBatch(campaigns, budgeting.select(pack.claims, campaigns, None, full=full), {}, None)
-    capacity = batch_seconds(max(0.0, budget - reserve_s(pack, names)))
     verdicts = ev.evaluate(pack, _dbs(targets), names, _prepared(campaigns), bootstrap=False)
+    if budget is None:
+        return FirstBatch(campaigns, budgeting.select(pack.claims, campaigns, None, full=full), {}, None, verdicts)
+    capacity = batch_seconds(max(0.0, budget - reserve_s(pack, names)))
     selection, idle = allocate.next_batch(pack.claims, campaigns, verdicts, capacity)
-    return FirstBatch(campaigns, selection, idle, capacity)
+    return FirstBatch(campaigns, selection, idle, capacity, verdicts)
 
 
 def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool, machine: Machine,

@@ -1,27 +1,37 @@
 """A claim's own draws: the cells it is about and the seeded order in which its verdict reads them.
 
 A claim covers *cells*: the design points its ``where`` keeps, crossed with its sizes, each with the same
-weight. Its observations come from draws made for it alone, from a generator seeded by the design's seed
-and the claim's id (numpy PCG64): draw t picks a cell uniformly at random and takes that cell's next
-seeds, one for a statistic over pairs or runs, ``min_seeds`` for one over blocks (the block's ratio of
+weight. Its observations are draws from its cells: draw t picks a cell uniformly at random and takes that cell's
+next seeds, one for a statistic over pairs or runs, ``min_seeds`` for one over blocks (the block's ratio of
 medians), and a trend's draw picks two cells of one size whose factor differs (the second uniformly among those;
-with ``within``, among those that share that factor's value: a trend within each technology). So a claim's
-observations are independent draws from its population, "a uniformly random cell of the claim, on fresh
-seeds", whatever other claims ask for: every confidence sequence of ``sequential`` applies to them as it
-stands. Runs are shared where two claims' draws name the same (point, seed, size),
-which the design makes one run (common random numbers), never in proportions that another claim's data
-chose.
+with ``within``, among those that share that factor's value: a trend within each technology).
+
+**One stream of cells per design, shared by its claims.** The cells come from one sequence of cells of the whole
+design (every point × size, each uniformly at random, independently; numpy PCG64 seeded by the design's seed),
+the same for every claim: a claim reads it in order and keeps the cells that are its own (a trend: a first cell of
+its own, then the next cell of the stream that is a partner of that one). Keeping, from a sequence of independent
+uniform draws over all cells, those in a set gives independent uniform draws over that set (rejection sampling),
+so a claim's observations are independent draws from its population, "a uniformly random cell of the claim, on
+fresh seeds", whatever other claims ask for: every confidence sequence of ``sequential`` applies to them as it
+stands. And the cells of two claims' draws coincide wherever their populations meet, in the same order: claims
+about the same cells (rquic2021's three Wi-Fi 5 % 20 MiB claims) draw the same cells with the same seeds, so the
+runs one claim's draws buy are the next draws of the others, and a claim about a subset of another's cells reads
+its draws out of the other's. Runs are shared where two claims' draws name the same (point, seed, size), which the
+design makes one run (common random numbers); what a claim reads is a prefix of its own fixed sequence, never runs
+in proportions that another claim's data chose (``fecbench bench worlds``' overlap worlds).
 
 Each unit of a draw compares two runs at one seed: the claim's label and its baseline at the cell's point;
 for a competing-flows claim (``FLOWS``) the design's foreground label at the point whose background flow
-is the claim's label and at the one whose background is its baseline (the design's selection factor).
+is the claim's label and at the one whose background is its baseline (the design's selection factor; its cells
+are pairs of points, drawn from a stream of the claim's own).
 
 A claim's sample is the *prefix* of its draws whose runs are all done (``samples``): a later draw waits
 for an earlier one, so the observations always come in their drawn order, and the allocator runs a
 claim's draws in that order. Draws stop where a cell would need more seeds than ``seeds_per_cell``.
 
 A statistic over every cell's own value (a *census*: ``statistics.points``) draws no cells at random: every
-cell is judged, so its draws are rounds over all cells in one seeded order, each draw a cell's next block of
+cell is judged, so its draws are rounds over all cells in one seeded order (the design's one order of its cells,
+kept to the claim's: censuses about the same cells visit them alike), each draw a cell's next block of
 ``min_seeds`` seeds; a cell's seeds are read in order (``samples``) and a cell already decided by its own
 interval takes no more (``allocate``).
 """
@@ -31,6 +41,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -157,24 +168,60 @@ def draws(claim: Claim, space: DrawSpace) -> list[Draw]:
     groups = tuple(f"{size}|{space.points[a][within] if within else ''}" for a, _, size in cells) \
         if factor is not None else None
     labels = (space.foreground,) * 2 if stat.reads == FLOWS else (claim.label, claim.baseline)
+    design_cells = _design_cells(space) if stat.reads != FLOWS else cells
+    stream = (space.seed, "design" if stat.reads != FLOWS else claim.id, design_cells)
     if stat.census:
-        return list(_census(claim.id, space.seed, cells, block, space.seeds_per_cell, labels))
-    return list(_draws(claim.id, space.seed, cells, block, factor_values, space.seeds_per_cell, labels, groups))
+        return list(_census(stream, cells, block, space.seeds_per_cell, labels))
+    return list(_draws(stream, cells, block, factor_values, space.seeds_per_cell, labels, groups))
 
 
-def _rng(design_seed: int, claim_id: str) -> np.random.Generator:
-    text = f"fecbench-claim-draws-v1:{design_seed}:{claim_id}"
+#: Which cells a stream draws from: (design seed, whose stream: "design" or a flows claim's id, its cells).
+Stream = tuple[int, str, tuple]
+#: Cells of a stream drawn at a time.
+_CHUNK = 4096
+
+
+def _design_cells(space: DrawSpace) -> tuple[tuple[int, int | None], ...]:
+    """Every cell of the design (point, size), in one fixed order: what its shared stream draws from."""
+    return tuple((point, size) for point in sorted(space.points) for size in space.sizes)
+
+
+def _rng(stream: Stream) -> np.random.Generator:
+    seed, whose, _ = stream
+    text = f"fecbench-draws-v2:{seed}:{whose}"
     return np.random.default_rng(int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big"))
 
 
+def _positions(stream: Stream, cells: tuple[Cell, ...]) -> np.ndarray:
+    """The stream's place of each of the claim's cells (a flows claim's stream is over its own cells)."""
+    _, _, drawn = stream
+    if drawn is cells or drawn == cells:
+        return np.arange(len(cells))
+    where = {cell: i for i, cell in enumerate(drawn)}
+    return np.array([where[(a, size)] for a, _, size in cells])
+
+
+def _claim_stream(stream: Stream, cells: tuple[Cell, ...]) -> Iterator[int]:
+    """The claim's cells (indices into ``cells``) as the stream draws them, its other cells left out: independent
+    and uniform over the claim's cells (see the module). Endless: the caller stops."""
+    rng = _rng(stream)
+    mine = np.full(len(stream[2]), -1)
+    mine[_positions(stream, cells)] = np.arange(len(cells))
+    while True:
+        chunk = mine[rng.integers(len(mine), size=_CHUNK)]
+        yield from (int(i) for i in chunk[chunk >= 0])
+
+
 @functools.lru_cache(maxsize=256)
-def _census(claim_id: str, design_seed: int, cells: tuple[Cell, ...], block: int, seeds_per_cell: int,
+def _census(stream: Stream, cells: tuple[Cell, ...], block: int, seeds_per_cell: int,
             labels: tuple[str, str]) -> tuple[Draw, ...]:
     """A census's draws (a statistic over every cell's own value, ``statistics.points``): rounds over every cell in
-    one seeded order, each draw the cell's next block of seeds; the allocator skips the cells already decided."""
+    one seeded order (the stream's permutation of its cells, kept to the claim's), each draw the cell's next block of
+    seeds; the allocator skips the cells already decided."""
     if not cells:
         return ()
-    order = [int(i) for i in _rng(design_seed, claim_id).permutation(len(cells))]
+    rank = np.argsort(_rng(stream).permutation(len(stream[2])))    # each stream cell's place in the order
+    order = [int(i) for i in np.argsort(rank[_positions(stream, cells)], kind="stable")]
     out: list[Draw] = []
     for start in range(0, seeds_per_cell - block + 1, block):
         for index in order:
@@ -187,12 +234,10 @@ def _census(claim_id: str, design_seed: int, cells: tuple[Cell, ...], block: int
 
 
 @functools.lru_cache(maxsize=256)
-def _draws(claim_id: str, design_seed: int, cells: tuple[Cell, ...], block: int,
-           factor_values: tuple[float, ...] | None, seeds_per_cell: int, labels: tuple[str, str],
-           groups: tuple[str, ...] | None = None) -> tuple[Draw, ...]:
+def _draws(stream: Stream, cells: tuple[Cell, ...], block: int, factor_values: tuple[float, ...] | None,
+           seeds_per_cell: int, labels: tuple[str, str], groups: tuple[str, ...] | None = None) -> tuple[Draw, ...]:
     if not cells:
         return ()
-    rng = _rng(design_seed, claim_id)
     taken = [0] * len(cells)
 
     def fits(index: int) -> bool:
@@ -205,26 +250,31 @@ def _draws(claim_id: str, design_seed: int, cells: tuple[Cell, ...], block: int,
         taken[index] += block
         return units
 
+    partners = None if factor_values is None else _partners(factor_values, groups)
+    if partners is not None and not any(partners):
+        return ()             # no two cells to compare at all
+    drawn = _claim_stream(stream, cells)
     out: list[Draw] = []
     while len(out) < MAX_DRAWS:
-        first = int(rng.integers(len(cells)))
-        if factor_values is None:
+        first = next(drawn)
+        if partners is None:
             if not fits(first):
                 break
             out.append(Draw(take(first, 0)))
             continue
-        others = [i for i in range(len(cells)) if factor_values[i] != factor_values[first]
-                  and (groups is None or groups[i] == groups[first])]
-        if not others:
-            if not any(factor_values[i] != factor_values[j] and (groups is None or groups[i] == groups[j])
-                       for i in range(len(cells)) for j in range(len(cells))):
-                break         # no two cells to compare at all
+        if not partners[first]:
             continue          # this cell has no partner within its group: drawn again
-        second = others[int(rng.integers(len(others)))]
+        second = next(i for i in drawn if i in partners[first])    # the next partner the stream draws
         if not (fits(first) and fits(second)):
             break
         out.append(Draw(take(first, 0) + take(second, 1)))
     return tuple(out)
+
+
+def _partners(factor_values: tuple[float, ...], groups: tuple[str, ...] | None) -> list[frozenset[int]]:
+    """A trend's partners of each cell: the cells of its group whose factor differs."""
+    return [frozenset(i for i in range(len(factor_values)) if factor_values[i] != factor_values[first]
+                      and (groups is None or groups[i] == groups[first])) for first in range(len(factor_values))]
 
 
 def runs_in_order(claim_draws: list[Draw]) -> list[RunRef]:

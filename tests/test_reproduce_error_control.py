@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fecbench.verdicts import sequential as sq
 from fecbench.verdicts.statistics import error_control as ec
@@ -63,3 +64,29 @@ def test_worlds_judged_at_the_false_discovery_level_say_no_falsehood() -> None:
 def test_the_page_names_its_rule() -> None:
     assert "false-discovery rate" in ec.level_text(ec.FALSE_DISCOVERY, 0.05, 75, 0.002, 12)
     assert "any verdict on this page is false" in ec.level_text(ec.FAMILY_WISE, 0.05, 75, 0.05 / 75)
+
+
+def test_a_pack_chooses_its_rule_and_says_why(tmp_path) -> None:
+    """pack.toml's `error` is the page's rule unless --error says otherwise; a pack that sets it says why (SpecError
+    naming the key, exit 2 from the command), and the page states the rule and the reason."""
+    from fecbench.inputs.errors import SpecError
+    from fecbench.verdicts.pack import load_pack
+    from fecbench.verdicts.page import _level
+    from tests.test_reproduce import CLAIM, _pack
+
+    folder = _pack(tmp_path, CLAIM.format(more=""))
+    pack_file = folder / "pack.toml"
+    plain = load_pack(folder)
+    assert plain.error_rule(None) == (ec.FAMILY_WISE, "the default")
+    pack_file.write_text(pack_file.read_text().replace('default_profile = "a"', 'default_profile = "a"\nerror = "fdr"'))
+    with pytest.raises(SpecError) as err:
+        load_pack(folder)
+    assert err.value.key == "pack.error_reason"
+    pack_file.write_text(pack_file.read_text().replace('error = "fdr"', 'error = "fdr"\nerror_reason = "many decide"'))
+    chosen = load_pack(folder)
+    assert chosen.error_rule(None) == (ec.FALSE_DISCOVERY, "many decide")
+    assert chosen.error_rule(ec.FAMILY_WISE) == (ec.FAMILY_WISE, "chosen with --error")
+    assert "The pack&#x27;s rule (pack.toml): many decide" in _level([], chosen, ["a"], ec.FALSE_DISCOVERY)
+    assert "Chosen with --error (the pack&#x27;s own rule: fdr: many decide)" in _level([], chosen, ["a"],
+                                                                                         ec.FAMILY_WISE)
+    assert load_pack("rquic2021").error == ec.FALSE_DISCOVERY and load_pack("thesis2018").error == ec.FAMILY_WISE

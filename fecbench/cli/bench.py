@@ -43,8 +43,8 @@ def bench_verdicts(
     effect: float = typer.Option(None, "--effect", help="Power: multiply the label's metric by this."),
     duration_s: float = typer.Option(None, "--duration-s", help="Every run takes this long (default: recorded)."),
     seed: int = typer.Option(35, "--seed", help="Seed of the replays' draws."),
-    error: str = typer.Option("fwer", "--error", help="How the page's verdicts share α, in every replay: fwer or "
-                              "fdr (as `fecbench reproduce --error`)."),
+    error: str = typer.Option(None, "--error", help="How the page's verdicts share α, in every replay: fwer or "
+                              "fdr (as `fecbench reproduce --error`; default: the pack's rule)."),
 ) -> None:
     """Claims decided against machine time (old vs new allocator), A/A false verdicts, power."""
     from fecbench.verdicts import budgeting, profiles, session
@@ -53,6 +53,7 @@ def bench_verdicts(
 
     error_rule(error)
     loaded = pack_mod.load_pack(pack)
+    error = loaded.error_rule(error)[0]
     name = profile or loaded.default_profile
     loaded.profile(name)
     seconds = budgeting.parse_budget(budget)

@@ -29,11 +29,12 @@ RECALIBRATE = typer.Option(False, "--recalibrate", help="--jobs auto: calibrate 
                            "kept a recent calibration for this kind of workload.")
 
 
-def error_rule(error: str) -> str:
-    """`--error` of `reproduce` and `bench verdicts`: how a page's verdicts share α (UserError for another name)."""
+def error_rule(error: str | None) -> str | None:
+    """`--error` of `reproduce` and `bench verdicts`: how a page's verdicts share α (UserError for another name; None:
+    the pack's own rule)."""
     from fecbench.verdicts.statistics.error_control import RULES
 
-    if error not in RULES:
+    if error is not None and error not in RULES:
         raise UserError(f"--error {error!r}: choose {' or '.join(RULES)}")
     return error
 

@@ -40,10 +40,10 @@ def reproduce(
     no_run: bool = typer.Option(False, "--no-run", help="Run nothing: the verdicts of what the databases hold."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the runs the budget buys; run nothing."),
     link_backend: str = typer.Option(None, "--link-backend", help="netem | delayline (default: probe)."),
-    error: str = typer.Option("fwer", "--error", help="How the page's verdicts share its 5 % error level: fwer "
+    error: str = typer.Option(None, "--error", help="How the page's verdicts share its 5 % error level: fwer "
                               "(family-wise: the chance of any false verdict, Bonferroni) or fdr (false-discovery: "
                               "the expected share of false verdicts among those shown, Benjamini–Yekutieli on each "
-                              "claim's anytime p-value; more verdicts when many claims decide). The page names it."),
+                              "claim's anytime p-value); default: the pack's rule and reason (pack.toml `error`)."),
     fidelity: bool = typer.Option(False, "--fidelity", help="Print every pack's fidelity table (Markdown: each "
                                   "claim's quote, what is judged, its reading, the setup it is judged on) and exit."),
     claims: list[str] = typer.Option(None, "--claims", help="Judge only these claims of the pack (repeat; each a "
@@ -65,8 +65,8 @@ def reproduce(
         return
     from fecbench.verdicts import budgeting, profiles, session
 
-    options.error_rule(error)
     loaded = pack_mod.load_pack(pack).subset(claims or [])
+    error = loaded.error_rule(options.error_rule(error))[0]
     names = list(dict.fromkeys(profile)) if profile else [loaded.default_profile]
     for name in names:
         loaded.profile(name)

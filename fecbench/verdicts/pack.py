@@ -30,6 +30,7 @@ from fecbench.inputs.errors import SpecError, UserError
 from fecbench.inputs.specs import Section, load_toml
 from fecbench.runners.experiment.design import parse_size, resolve_path
 from fecbench.verdicts import statistics
+from fecbench.verdicts.statistics.error_control import FAMILY_WISE, RULES
 
 PACKS_DIR = REPO_ROOT / "reproduce"
 
@@ -131,6 +132,14 @@ class Pack:
     cites_papers: bool = True         # its claims cite papers (a seed file), not a check of the procedure
     chosen: tuple[str, ...] = ()      # a subset's ``--claims`` values (``subset``); (): the whole pack
     whole: int = 0                    # a subset's: the claims of the whole pack
+    error: str = FAMILY_WISE          # how its page's verdicts share α unless --error says (``error_control``)
+    error_reason: str = ""            # why the pack chose that rule (pack.toml ``error_reason``)
+
+    def error_rule(self, asked: str | None) -> tuple[str, str]:
+        """The rule the page uses and why: ``--error`` where given, else the pack's choice with its reason."""
+        if asked is not None:
+            return asked, "chosen with --error"
+        return self.error, self.error_reason or "the default"
 
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:
@@ -195,6 +204,10 @@ def load_pack(name_or_dir: str | Path, root: Path = PACKS_DIR) -> Pack:
     title = head.get("title", str)
     default = head.get("default_profile", str)
     smoke = head.get("smoke", bool, False)
+    error = head.get("error", str, FAMILY_WISE, choices=RULES)
+    error_reason = head.get("error_reason", str, "")
+    if "error" in head.data and not error_reason.strip():
+        raise head.error("error_reason", "a pack that chooses its error rule says why (error_reason = \"...\")")
     head.done()
     papers_section = top.section("papers", required=True)
     papers, files = {}, []
@@ -211,7 +224,8 @@ def load_pack(name_or_dir: str | Path, root: Path = PACKS_DIR) -> Pack:
     top.done()
     claims = load_claims(folder / "claims.toml", papers, designs)
     return Pack(name=name, title=title, dir=folder, papers=papers, designs=designs, profiles=profiles,
-                default_profile=default, claims=claims, smoke=smoke, cites_papers=any(files))
+                default_profile=default, claims=claims, smoke=smoke, cites_papers=any(files), error=error,
+                error_reason=error_reason)
 
 
 def _designs(section: Section, file: Path) -> dict[str, DesignRef]:

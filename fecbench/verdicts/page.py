@@ -165,7 +165,10 @@ def _level(verdicts: list[Verdict], pack: Pack, names: list[str], rule: str) -> 
     alpha = min((v.alpha for v in verdicts), default=ALPHA)
     decided = sum(v.verdict in ("holds", "fails", AT_THRESHOLD) for v in verdicts)
     text = level_text(rule, ALPHA, len(pack.claims) * len(names), alpha, decided)
-    return f"<p><b>Error level.</b> {html.escape(subset_text(pack, names))}{text}</p>"
+    why = (f" The pack's rule (pack.toml): {pack.error_reason}" if rule == pack.error and pack.error_reason
+           else "" if rule == pack.error else " Chosen with --error (the pack's own rule: "
+           f"{pack.error}{': ' + pack.error_reason if pack.error_reason else ''}).")
+    return f"<p><b>Error level.</b> {html.escape(subset_text(pack, names))}{text}{html.escape(why)}</p>"
 
 
 def subset_text(pack: Pack, names: list[str]) -> str:

@@ -2,9 +2,10 @@
 
 Each campaign runs its chosen runs in the plan's order through ``fecbench run``'s steps (the machine's executor:
 ``runners.executors.make_executor``; the engine: ``runners.commands.pipeline.execute``) on one network, or on N
-(``--jobs N``; ``auto``: calibrated once, on the first campaign, as ``fecbench run --jobs auto`` does,
-its serial pilot drawn from the runs the budget chose and kept as results; and at most
-``MESSAGES_MAX_JOBS`` networks for real-time messages, whose endpoints suffer first: designs/README.md,
+(``--jobs N``; ``auto``: calibrated once per workload class, on the first campaign of that class that runs, as
+``fecbench run --jobs auto`` does, its serial pilot drawn from the runs the budget chose and kept as results: a class
+whose runs wait on slow links gets the networks its CPU share allows, one whose runs keep the CPU busy its own; and
+at most ``MESSAGES_MAX_JOBS`` networks for real-time messages, whose endpoints suffer first: designs/README.md,
 "What lateness does not see"), or on a Dask cluster (``--dask``, as ``fecbench run --dask``: one
 cluster session per campaign and batch; a tls:// cluster's worker count, learnt from the first
 campaign, sizes the next batches).
@@ -87,14 +88,22 @@ def jobs_for(campaign: Campaign, jobs: int) -> int:
 
 
 def networks(machine: Machine, campaign: Campaign | None = None) -> int:
-    """Runs at once (planning the budget; what runs at once is the executor's business)."""
+    """Runs at once (planning the budget; what runs at once is the executor's business): a campaign's class's own
+    choice once --jobs auto calibrated it, else the machine's."""
     if machine.dask is not None:
         from fecbench.runners.executors.distributed import parse_target
 
         kind, value = parse_target(machine.dask)
         return int(value) if kind == "local" else machine.workers or 1
-    jobs = machine.jobs or 1
+    mine = _class_calibration(machine, campaign) if campaign is not None else None
+    jobs = int(mine["chosen"]) if mine else machine.jobs or 1
     return jobs_for(campaign, jobs) if campaign is not None else jobs
+
+
+def _class_calibration(machine: Machine, campaign: Campaign) -> dict[str, Any] | None:
+    from fecbench.runners.executors.calibrations import class_key
+
+    return machine.by_class.get(class_key(campaign.prepared, machine.link_backend))
 
 
 def parallel(machine: Machine, campaign: Campaign | None = None) -> float:
@@ -103,21 +112,28 @@ def parallel(machine: Machine, campaign: Campaign | None = None) -> float:
     return n * 0.8 if n > 1 else 1.0
 
 
-def settle(machine: Machine, campaign: Campaign, target: Target, runs: list[Run], console: Any) -> None:
-    """``--jobs auto`` is calibrated once, on the first campaign that runs: the calibration
-    ``runners.executors.calibrations`` makes (or reuses) on its design, its serial pilot drawn from ``runs`` (those
-    the budget chose) and recorded as results. The machine keeps its choice and the calibration."""
-    if machine.jobs is not None:
-        return
-    from fecbench.runners.executors.calibrations import for_campaign
+def settle(machine: Machine, campaign: Campaign, target: Target, runs: list[Run], console: Any) -> bool:
+    """``--jobs auto`` is calibrated once per workload class, on the first campaign of the class that runs: the
+    calibration ``runners.executors.calibrations`` makes (or reuses) on its design, its serial pilot drawn from
+    ``runs`` (those the budget chose) and recorded as results. The machine keeps each class's calibration (and the
+    first one's choice plans the batches). True when it calibrated (its pilot's runs are then in the database)."""
+    if machine.dask is not None or (machine.jobs is not None and not machine.by_class):
+        return False   # --jobs N, or a cluster
+    from fecbench.runners.executors.calibrations import class_key, for_campaign
 
+    key = class_key(campaign.prepared, machine.link_backend)
+    if key in machine.by_class:
+        return False
     todo = runs_to_do(campaign.prepared, target.db, set(), only=runs)
-    machine.calibration = for_campaign(campaign.prepared, target.db, machine.link_backend, console, runs=todo,
-                                       pilot_runs=PILOT_RUNS, recalibrate=machine.recalibrate)
-    machine.jobs = int(machine.calibration["chosen"])
+    calibration = for_campaign(campaign.prepared, target.db, machine.link_backend, console, runs=todo,
+                               pilot_runs=PILOT_RUNS, recalibrate=machine.recalibrate)
+    machine.by_class[key] = calibration
+    if machine.jobs is None:
+        machine.calibration, machine.jobs = calibration, int(calibration["chosen"])
+    return True
 
 
-def calibrate(items: list[tuple[Target, Campaign, list[Run]]], machine: Machine, deadline: float,
+def calibrate(items: list[tuple[Target, Campaign, list[Run]]], machine: Machine, deadline: float | None,
               console: Any) -> bool:
     """--jobs auto: ``settle`` on the first campaign that has runs to do (its serial pilot's runs are results);
     False when the budget ended first."""
@@ -142,7 +158,10 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine
     for index, (target, campaign, runs) in enumerate(items):
         if not runs:
             continue
-        settle(machine, campaign, target, runs, console)
+        if machine.jobs is None or (machine.by_class and _class_calibration(machine, campaign) is None):
+            # --jobs auto, this workload class not calibrated yet (its pilot's runs are then done: runs_to_do skips)
+            if not calibrate([(target, campaign, runs)], machine, deadline, console):
+                break
         n = networks(machine, campaign)
         estimated = sum(campaign.seconds(r) for r in runs) / parallel(machine, campaign) + CAMPAIGN_START_S
         started = time.monotonic()
@@ -157,13 +176,14 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine
                 continue
         console.print(f"[bold]{target.profile} / {campaign.prepared.design.name}[/]: {len(runs)} run(s), "
                       f"estimated {estimated / 60:.1f} min → {target.db}")
-        executor = make_executor(campaign.prepared, target.db, machine, n, machine.calibration, console)
+        calibration = _class_calibration(machine, campaign) or machine.calibration
+        executor = make_executor(campaign.prepared, target.db, machine, n, calibration, console)
         finished: list[Finished] = []
         try:
             with deadline_alarm(deadline):
                 # A failed or flagged run the allocator chose runs once more (its first outcome kept aside).
                 todo = runs_to_do(campaign.prepared, target.db, set(RUN_AGAIN), only=runs)
-                summary = execute(campaign.prepared, target.db, Execution(executor, todo, machine.calibration, n),
+                summary = execute(campaign.prepared, target.db, Execution(executor, todo, calibration, n),
                                   console, retry=set(RUN_AGAIN), reruns=FIDELITY_RERUNS, stop_at=stop_at,
                                   on_finished=finished.append)
             _ran_on(machine, executor)

@@ -7,7 +7,7 @@ Here, once: the machine a command chose for its runs (`Machine`) and the executo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,9 @@ class Machine:
     # had ready.
     calibration: dict[str, Any] | None = None
     workers: int | None = None
+    # --jobs auto in a command that runs several workload classes (`fecbench reproduce`): each class's calibration,
+    # by its key (`calibrations.class_key`); empty for a command of one campaign.
+    by_class: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def make_executor(prepared: Prepared, db_path: Path, machine: Machine, jobs: int,

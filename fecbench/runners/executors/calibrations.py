@@ -65,6 +65,11 @@ def workload_class(prepared: Prepared, link_backend: str | None) -> dict[str, An
             "link_backend": link_backend or "probe"}
 
 
+def class_key(prepared: Prepared, link_backend: str | None) -> str:
+    """The workload class as one string (a calibration per class within one command)."""
+    return json.dumps(workload_class(prepared, link_backend), sort_keys=True)
+
+
 def _entries(path: Path) -> list[dict[str, Any]]:
     try:
         entries = json.loads(path.read_text())

@@ -7,8 +7,13 @@ or more packets, not other verdicts). Statuses and hosts are shown, not judged: 
 pass on another. Exit status 0 when the two agree, 1 when they differ.
 
 With `--margin 5%`: did the results move? Per group (label, size, `--by` factors), a metric's change B against A,
-paired by run key, with an interval and a verdict against the margin (fecbench.analysis.studies.campaign_change);
-exit status 0 equivalent, 1 differs, 3 undecided. Bad input (not a results database, not the same design, an
+paired by run key, with an interval and a verdict against the margin (fecbench.analysis.studies.campaign_change):
+in all its pairs (their median), in each loss class of them (a pair's is its A run's: losses declared, losses FEC
+rebuilt, no loss) and in its tail (the worst fifth), each class and tail also over a label's groups pooled; every
+statistic at one family-wise error level (Bonferroni, said in the output), each metric's direction declared
+(a metric without one, e.g. repair_sent, reads larger or smaller, never better). The output names what moved;
+exit status 0 equivalent, 1 differs (any statistic worse, better, larger or smaller), 3 undecided (a group's
+median not enough data or at the margin). Bad input (not a results database, not the same design, an
 unknown metric, factor or label) is one line on stderr and exit status 2, in either mode.
 
 Its uses: a campaign on many hosts against the same design on one (designs/README.md, "Many hosts"), two
@@ -20,7 +25,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,24 +152,39 @@ def text(c: Comparison, a: Path, b: Path) -> list[str]:
     return lines
 
 
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
+            for row in rows]
+
+
 def _metric_lines(result: Any) -> list[str]:
-    """The metric comparison as a short table (fecbench.analysis.studies.campaign_change.Comparison)."""
+    """The metric comparison as two short tables, all runs then classes and tails
+    (fecbench.analysis.studies.campaign_change.Comparison), and what it says."""
     from fecbench.analysis import stats
     from fecbench.analysis.studies import campaign_change as cc
 
-    level = f"{result.level * 100:g} %"
-    lines = [f"{result.metric}: {result.statistic}; {level} bootstrap interval; margin ±{result.margin}; "
-             f"{result.direction}"]
-    rows = [("group", "n", "A median", "B median", "change", f"{level} interval", "verdict")]
+    each = f"{result.each_level * 100:.4g} %"
+    lines = [f"{result.metric}: {result.statistic}; bootstrap intervals; margin ±{result.margin}; {result.direction}",
+             f"error level: {result.error_rule}"]
+    rows = [("group", "n", "A median", "B median", "change", f"{each} interval", "verdict (all runs)")]
     for g in result.groups:
-        n = "" if g.mode in (cc.ONLY_A, cc.ONLY_B) else f"{g.n} {'pairs' if g.mode == 'paired' else 'runs/side'}"
-        interval = "–" if any(math.isnan(x) for x in g.interval) else \
-            f"[{stats.describe((g.interval[0],) * 2, 4)}, {stats.describe((g.interval[1],) * 2, 4)}]"
+        if g.mode in (cc.ONLY_A, cc.ONLY_B):
+            rows.append((g.name, "", "–", "–", "–", "–", g.verdict))
+            continue
+        n = f"{g.n} {'pairs' if g.mode == 'paired' else 'runs/side'}"
         rows.append((g.name, n, stats.describe(g.a_median, 4), stats.describe(g.b_median, 4),
-                     stats.describe(g.change, 4), interval, g.verdict + (f": {g.needs}" if g.needs else "")))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
-              for row in rows]
+                     stats.describe(g.change, 4), g.median.interval_text(),
+                     g.median.outcome + (f": {g.needs}" if g.needs else "")))
+    lines += _table(rows)
+    parts = [(g.name, s) for g in result.groups for s in g.parts] + [(p.name, s) for p in result.pools
+                                                                      for s in p.parts]
+    if parts:
+        lines.append(f"{result.parts_statistic}:")
+        rows = [("group", "pairs", "statistic", "change", f"{each} interval", "verdict")]
+        rows += [(where, str(s.n), s.name, stats.describe(s.change, 4), s.interval_text(), s.outcome)
+                 for where, s in parts]
+        lines += _table(rows)
     for g in result.groups:
         if any(g.left_out.values()):
             lines.append(f"left out of {g.name}: " + "; ".join(
@@ -174,13 +193,23 @@ def _metric_lines(result: Any) -> list[str]:
         if g.exclusions_p is not None:
             lines.append(f"exclusions differ in {g.name}: A and B lost runs at different rates (Fisher's exact test "
                          f"p = {g.exclusions_p:.2g}): what is left is not a sample of the same runs")
-    words = {cc.EQUIVALENT: f"equivalent: every group the same within {result.margin}",
-             cc.DIFFERS: "differs: " + ", ".join(f"{g.name} {g.verdict}" for g in result.groups
-                                                 if g.verdict in cc.DIFFERENT),
-             cc.UNDECIDED: "undecided: not enough data for " + ", ".join(g.name for g in result.groups
-                                                                        if g.verdict == cc.NOT_ENOUGH)}
-    lines.append(f"{words[result.exit_code]} (exit {result.exit_code})")
+    lines.append(f"{_outcome(result)} (exit {result.exit_code})")
     return lines
+
+
+def _outcome(result: Any) -> str:
+    """What the comparison says, naming what moved (which group, class or tail) or what is undecided."""
+    from fecbench.analysis.studies import campaign_change as cc
+
+    if result.exit_code == cc.DIFFERS:
+        only = [f"{g.name} {g.verdict}" for g in result.groups if g.verdict in (cc.ONLY_A, cc.ONLY_B)]
+        return "differs: " + "; ".join(only + [f"{where}, {s.text()}" for where, s in result.moved])
+    if result.exit_code == cc.UNDECIDED:
+        undecided = [g for g in result.groups if g.verdict in cc.UNDECIDED_VERDICTS]
+        return "undecided: " + "; ".join(
+            f"{'at the margin' if g.verdict == cc.AT_MARGIN else 'not enough data'} for {g.name}" for g in undecided)
+    return (f"equivalent: every group the same within {result.margin}; no class or tail of them moved beyond it "
+            f"(each group's verdict is its median's)")
 
 
 def compare_command(
@@ -204,9 +233,14 @@ def compare_command(
     same losses (keys, loss seeds, dropper verdicts), and with --margin whether a metric moved, per group
     (label, size, --by factors), paired by run key.
 
+    Besides each group's median: its runs by loss class (a pair's is its A run's: losses declared, losses FEC
+    rebuilt, no loss) and its tail (the worst fifth of its pairs), each also over a label's groups pooled; all at
+    one family-wise error level (Bonferroni). The output names which class or tail moved.
+
     Exit status: without --margin, 0 when the two ran the same runs on the same losses, 1 when not. With
-    --margin: 0 equivalent (every group the same within the margin), 1 differs (some group worse, better, or
-    only in one campaign), 3 undecided (some group without enough data, none differs). 2: bad input (not a
+    --margin: 0 equivalent (every group's median the same within the margin, no class or tail beyond it), 1
+    differs (any group, class or tail worse, better, larger or smaller, or a group only in one campaign), 3
+    undecided (some group's median without enough data or at the margin, none differs). 2: bad input (not a
     results database, not the same design, an unknown metric, factor or label), one line on stderr.
     """
     from fecbench.analysis.studies import campaign_provenance as cp
@@ -229,9 +263,11 @@ def compare_command(
     if margin is not None:
         from fecbench.analysis import results
         from fecbench.analysis.studies import campaign_change as cc
+        from fecbench.analysis.studies import change_classes
 
         metrics = cc.compare(results.load(a), results.load(b), metric=metric, margin=cc.Margin.parse(margin),
-                             by=[f for item in by for f in item.split(",") if f], labels=mapping, seed=seed)
+                             by=[f for item in by for f in item.split(",") if f], labels=mapping, seed=seed,
+                             losses=change_classes.loss_records(a))
     code = metrics.exit_code if metrics is not None else (0 if result.same else 1)
     if json_out:
         out = {"provenance": [row.as_json() for row in rows], "changed": cp.changed(rows), **result.as_json()}

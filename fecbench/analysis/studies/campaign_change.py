@@ -1,5 +1,5 @@
 """Two campaigns of one design compared on a metric, group by group, against a margin (`fecbench compare A B
---margin 5%`, issue 60): did the results move?
+--margin 5%`, issues 60 and 68): did the results move, in all runs, in the runs FEC is for, in the tail?
 
 Groups. Runs are grouped by label, size and the factors the user names (``by``: a factor of the design, or
 ``point``); a label of B may stand for one of A (``labels``: A's label -> B's). A group only one side has is
@@ -11,35 +11,43 @@ seeded losses (common random numbers), so the change is measured run by run. The
 ``fecbench.analysis.ratios.pairs`` (A the baseline, B the label, each run's condition its key): the report's
 own accounting, so a run that failed, was flagged (``fidelity``, endpoints or emulation late), was interrupted
 or unsupported is left out with its pair and counted per side, and a timeout of a duration metric is a value
-censored at the design's ``timeout_s``. The statistic:
+censored at the design's ``timeout_s``. The statistics of a paired group:
 
-- a duration or other real-valued metric (``dct_ms``, ``handshake_ms``, ...): the median over pairs of the
-  per-pair ratio B ÷ A, as bounds where timeouts censor it (``fecbench.analysis.stats``), with a seeded
+- all runs: for a duration or other real-valued metric (``dct_ms``, ``handshake_ms``, ...) the median over pairs
+  of the per-pair ratio B ÷ A, as bounds where timeouts censor it (``fecbench.analysis.stats``), with a seeded
   percentile bootstrap interval over pairs (``stats.bootstrap_median`` of the ratios' lower bounds for the
-  interval's lower end, of their upper bounds for its upper end);
-- a count (an integer metric: ``repair_sent``, ``recovered``, ``lost``, ...): the median over pairs of the
-  per-pair difference B − A (a timeout cannot bound a count: left out), its bootstrap interval likewise.
+  interval's lower end, of their upper bounds for its upper end); for a count (an integer metric:
+  ``repair_sent``, ``recovered``, ``lost``, ...) the median over pairs of the difference B − A (a timeout cannot
+  bound a count: left out), its bootstrap interval likewise;
+- each loss class of its pairs that is not all of them (a pair's class is its A run's: losses declared, losses
+  rebuilt by FEC, no loss; link drops where the stack keeps no loss counts) and its tail (the worst fifth of its
+  pairs by √(A·B)): the geometric mean of the class's ratios (the mean of its differences), with a Student-t
+  interval (``studies.change_classes`` says why, and how a class is told).
+
+A label with several paired groups (sizes, ``by`` values) also has its classes and tail over all its pairs
+pooled (ratios carry no unit): a regression confined to the few lossy runs of each group shows there.
 
 Unpaired. A group whose runs share no key (another label, other implementation arguments) compares each
 side's runs on the conditions both ran (``results.load``'s ``network``: the point, links, loss and
 workload): the ratio (or difference) of the two medians, censored as above, each side's bootstrap interval of
 its median at half the error level and the two combined (lower end over upper end), which holds the ratio at
-least at the stated level. A group with neither a key nor a condition in common is not the same design (a
-UserError: exit 2).
+least at the stated level; no classes (a class is a pair's). A group with neither a key nor a condition in
+common is not the same design (a UserError: exit 2).
 
-Verdict against the margin. The band is 1 ± margin for a ratio; for a difference ± margin × the median of A's
-values (a relative margin) or ± the margin itself (an absolute one, in the metric's unit). The interval inside
-the band (edges included): **same within margin**; wholly above or below it: **worse** or **better** by the
-metric's direction (a larger DCT is worse, more recovered packets better; a metric with no direction says
-**larger** or **smaller**); otherwise, or with fewer than ``MIN_PAIRS`` pairs: **not enough data**, with how
-many more pairs (or runs per side) would decide it if the spread stayed as it is (an interval's width shrinks
-as one over the square root of the sample).
+Verdicts (``studies.change_verdicts``: the band, each metric's direction, a shift inside the margin, a change at
+the margin). Every statistic of one comparison with an interval shares one error level, Bonferroni: each
+interval at 1 − (1 − level)/m. A group is **worse** (better; larger or smaller without a direction) when any of
+its statistics is, and names which; otherwise its verdict is its median's: **same within margin** (with its
+shift where the interval excludes 1), **at the margin**, or **not enough data** with how many more pairs (or
+runs per side) would decide it if the spread stayed as it is (an interval's width shrinks as one over the square
+root of the sample). A class or tail left undecided leaves the group's verdict to its median: at lossy points
+twins jump (designs/README.md, "Twins"), so a few lossy pairs rarely bound a change within the margin, though
+they show one beyond it. A pooled statistic that moved makes the comparison differ too.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -49,74 +57,50 @@ import numpy as np
 import pandas as pd
 
 from fecbench.analysis import ratios, results, stats
+from fecbench.analysis.studies import change_classes as classes
+from fecbench.analysis.studies import change_verdicts as cv
 from fecbench.inputs.errors import UserError, did_you_mean
-from fecbench.records import db as dbmod
 
-#: The metrics a comparison may use: the typed metric columns; INTEGER ones are counts (a difference).
-METRICS = dict(dbmod.METRIC_COLUMNS)
-#: Which way is worse: True, a larger value is worse; False, a larger value is better; absent: no direction.
-LARGER_IS_WORSE = {"dct_ms": True, "handshake_ms": True, "client_wall_ms": True, "rtt_ms": True,
-                   "rebuffering_ms": True, "lost": True, "retransmitted_bytes": True, "congestion_events": True,
-                   "messages_late": True, "messages_corrupt": True, "packets_sent": True, "bytes_sent": True,
-                   "repair_sent": True, "recovered": False, "bytes_app": False}
-#: Fewer pairs (or runs per side) than this give no interval.
-MIN_PAIRS = 3
+# The verdicts' names and helpers, as compare's callers know them (studies.change_verdicts).
+METRICS, LARGER_IS_WORSE, MIN_PAIRS = cv.METRICS, cv.LARGER_IS_WORSE, cv.MIN_PAIRS
+Margin, Statistic, kind_of, band, verdict, more_needed = cv.Margin, cv.Statistic, cv.kind_of, cv.band, cv.verdict, \
+    cv.more_needed
+SAME, NOT_ENOUGH, AT_MARGIN, TOO_FEW = cv.SAME, cv.NOT_ENOUGH, cv.AT_MARGIN, cv.TOO_FEW
 #: Exit statuses of `fecbench compare` (2 is every UserError's: bad input).
 EQUIVALENT, DIFFERS, BAD_INPUT, UNDECIDED = 0, 1, 2, 3
-SAME, NOT_ENOUGH = "same within margin", "not enough data"
 ONLY_A, ONLY_B = "only in A", "only in B"
-DIFFERENT = ("worse", "better", "larger", "smaller", ONLY_A, ONLY_B)
+DIFFERENT = (*cv.MOVED, ONLY_A, ONLY_B)
+UNDECIDED_VERDICTS = (NOT_ENOUGH, AT_MARGIN)
 GROUP_FACTORS = ("point",)    # besides the design's factors, what `by` may name
-
-
-@dataclass(frozen=True)
-class Margin:
-    """The margin a change must stay within: relative (``5%``) or absolute (``3``: counts only)."""
-
-    value: float
-    relative: bool
-
-    @classmethod
-    def parse(cls, text: str) -> Margin:
-        match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*(%?)\s*", text or "")
-        if not match:
-            raise UserError(f"--margin {text!r}: a share such as 5% (or, for a count metric, a number such as 3)")
-        value, relative = float(match.group(1)), bool(match.group(2))
-        if relative and not 0 < value < 100:
-            raise UserError(f"--margin {text!r}: a share between 0 and 100 %")
-        return cls(value / 100 if relative else value, relative)
-
-    def __str__(self) -> str:
-        return f"{self.value * 100:g} %" if self.relative else f"{self.value:g}"
-
-
-def kind_of(metric: str) -> str:
-    """``ratio`` for a real-valued metric, ``difference`` for a count; a UserError for an unknown metric."""
-    if metric not in METRICS:
-        raise UserError(f"unknown metric {metric!r}{did_you_mean(metric, list(METRICS))} "
-                        f"(allowed: {', '.join(METRICS)})")
-    return "difference" if METRICS[metric] == "INTEGER" else "ratio"
 
 
 @dataclass
 class Group:
-    """One group's comparison."""
+    """One group's comparison: its median (``median``: all its pairs) and its classes and tail (``parts``)."""
 
     label: str
     label_b: str
     size: int | None
     by: dict[str, Any]
     mode: str = "paired"                   # paired | unpaired | only in A | only in B
-    n: int = 0                             # pairs used (paired) or the smaller side's runs (unpaired)
+    median: Statistic = field(default_factory=lambda: Statistic(cv.ALL, ""))
+    parts: list[Statistic] = field(default_factory=list)
     a_median: stats.Bounds = stats.NAN_BOUNDS
     b_median: stats.Bounds = stats.NAN_BOUNDS
-    change: stats.Bounds = stats.NAN_BOUNDS   # B ÷ A or B − A, as bounds
-    interval: stats.Bounds = stats.NAN_BOUNDS
-    band: tuple[float, float] = (math.nan, math.nan)
-    verdict: str = NOT_ENOUGH
+    verdict: str = NOT_ENOUGH              # worse/better/... when any statistic moved, else the median's
     needs: str = ""
     left_out: dict[str, dict[str, int]] = field(default_factory=lambda: {"a": {}, "b": {}})
     exclusions_p: float | None = None      # Fisher's p when the sides lost runs at different rates
+
+    # The median's numbers under the names compare has always given them.
+    n = property(lambda self: self.median.n)
+    change = property(lambda self: self.median.change)
+    interval = property(lambda self: self.median.interval)
+    band = property(lambda self: self.median.band)
+
+    @property
+    def moved(self) -> list[Statistic]:
+        return [s for s in (self.median, *self.parts) if s.verdict in cv.MOVED]
 
     @property
     def name(self) -> str:
@@ -127,14 +111,16 @@ class Group:
         return " ".join(parts)
 
     def as_json(self) -> dict[str, Any]:
-        def num(x: float) -> float | str | None:
-            return None if math.isnan(x) else ("inf" if math.isinf(x) else float(x))
+        def bounds(values: tuple[float, float]) -> list[float | str | None]:
+            return [cv.number(x) for x in values]
 
         return {"group": self.name, "label": self.label, "label_b": self.label_b, "size": self.size,
                 "by": {k: _value_text(v) for k, v in self.by.items()}, "mode": self.mode, "n": self.n,
-                "a_median": [num(x) for x in self.a_median], "b_median": [num(x) for x in self.b_median],
-                "change": [num(x) for x in self.change], "interval": [num(x) for x in self.interval],
-                "band": [num(x) for x in self.band], "verdict": self.verdict, "needs": self.needs,
+                "a_median": bounds(self.a_median), "b_median": bounds(self.b_median), "change": bounds(self.change),
+                "interval": bounds(self.interval), "band": bounds(self.band), "verdict": self.verdict,
+                "median_verdict": self.median.verdict,
+                "shift": self.median.shift or None, "moved": [s.name for s in self.moved], "needs": self.needs,
+                "statistics": [s.as_json() for s in (self.median, *self.parts)],
                 "left_out": self.left_out, "exclusions_differ_p": self.exclusions_p}
 
 
@@ -151,20 +137,32 @@ def _value_text(value: object) -> str:
 
 @dataclass
 class Comparison:
-    """Every group's comparison, and what they rest on."""
+    """Every group's comparison (and every label's pooled classes), and what they rest on."""
 
     metric: str
     kind: str
     margin: Margin
     level: float
     groups: list[Group]
+    pools: list[classes.Pool] = field(default_factory=list)
+    judged: int = 0                        # the statistics sharing the error level
+
+    @property
+    def each_level(self) -> float:
+        return cv.family_level(self.level, self.judged)
+
+    @property
+    def moved(self) -> list[tuple[str, Statistic]]:
+        """(group or pool, statistic) of every statistic that moved."""
+        return [(g.name, s) for g in self.groups for s in g.moved] + \
+            [(p.name, s) for p in self.pools for s in p.parts if s.verdict in cv.MOVED]
 
     @property
     def exit_code(self) -> int:
         verdicts = {g.verdict for g in self.groups}
-        if verdicts & set(DIFFERENT):
+        if verdicts & set(DIFFERENT) or self.moved:
             return DIFFERS
-        return UNDECIDED if NOT_ENOUGH in verdicts else EQUIVALENT
+        return UNDECIDED if verdicts & set(UNDECIDED_VERDICTS) else EQUIVALENT
 
     @property
     def outcome(self) -> str:
@@ -172,8 +170,7 @@ class Comparison:
 
     @property
     def direction(self) -> str:
-        worse = LARGER_IS_WORSE.get(self.metric)
-        return ("larger is worse" if worse else "larger is better") if worse is not None else "no direction"
+        return cv.direction(self.metric)
 
     @property
     def statistic(self) -> str:
@@ -181,63 +178,31 @@ class Comparison:
             return "median of the paired ratios B ÷ A (unpaired: ratio of medians)"
         return "median of the paired differences B − A (unpaired: difference of medians)"
 
+    @property
+    def parts_statistic(self) -> str:
+        mean = "geometric mean of the ratios" if self.kind == "ratio" else "mean of the differences"
+        return (f"loss classes (a pair's is its A run's) and the tail (the worst fifth of the pairs by "
+                f"{'√(A·B)' if self.kind == 'ratio' else 'A + B'}): the {mean}, Student-t interval")
+
+    @property
+    def error_rule(self) -> str:
+        return (f"{(1 - self.level) * 100:g} % family-wise over the {self.judged} statistics judged (Bonferroni: "
+                f"each interval at {self.each_level * 100:.4g} %)")
+
     def as_json(self) -> dict[str, Any]:
-        return {"metric": self.metric, "statistic": self.statistic, "margin": str(self.margin),
-                "level": self.level, "direction": self.direction, "outcome": self.outcome,
-                "exit_code": self.exit_code, "groups": [g.as_json() for g in self.groups]}
-
-
-def band(kind: str, margin: Margin, reference: float = math.nan) -> tuple[float, float]:
-    """The values of the change that count as the same: 1 ± margin for a ratio; for a difference ± margin ×
-    |reference| (relative) or ± margin (absolute)."""
-    if kind == "ratio":
-        if not margin.relative:
-            raise UserError(f"--margin {margin}: a ratio's margin is a share, e.g. 5%")
-        return 1.0 - margin.value, 1.0 + margin.value
-    width = margin.value * abs(reference) if margin.relative else margin.value
-    return -width, width
-
-
-def verdict(interval: stats.Bounds, limits: tuple[float, float], metric: str) -> str:
-    """same within margin, worse/better (larger/smaller without a direction) or not enough data."""
-    low, high = interval
-    if any(math.isnan(x) for x in (low, high, *limits)):
-        return NOT_ENOUGH
-    if limits[0] <= low and high <= limits[1]:
-        return SAME
-    if low > limits[1] or high < limits[0]:
-        larger = low > limits[1]
-        worse = LARGER_IS_WORSE.get(metric)
-        if worse is None:
-            return "larger" if larger else "smaller"
-        return "worse" if larger == worse else "better"
-    return NOT_ENOUGH
-
-
-def more_needed(n: int, change: stats.Bounds, interval: stats.Bounds, limits: tuple[float, float],
-                log: bool) -> int | None:
-    """About how many more pairs (or runs per side) an interval of today's spread needs to fall inside the band
-    or wholly outside it (its width shrinks as 1/sqrt(n)); None when no number of them would say (the estimate
-    on the band's edge, a censored end)."""
-    values = [*interval, change[0], *limits]
-    if change[0] != change[1] or any(not math.isfinite(x) for x in values) or (log and min(values) <= 0):
-        return None
-    f = np.log if log else (lambda x: x)
-    low, high, mid, lo_band, hi_band = (float(f(x)) for x in (interval[0], interval[1], change[0], *limits))
-    below, above = max(mid - low, 1e-12), max(high - mid, 1e-12)
-    if lo_band <= mid <= hi_band:
-        shrink = min((mid - lo_band) / below, (hi_band - mid) / above)
-    elif mid > hi_band:
-        shrink = (mid - hi_band) / below
-    else:
-        shrink = (lo_band - mid) / above
-    if shrink <= 0:
-        return None
-    return max(1, math.ceil(n / shrink ** 2 - n))
+        return {"metric": self.metric, "statistic": self.statistic, "classes_and_tail": self.parts_statistic,
+                "margin": str(self.margin), "level": self.level,
+                "family": {"rule": "Bonferroni", "error": round(1 - self.level, 12), "judged": self.judged,
+                           "each_level": self.each_level, "text": self.error_rule},
+                "direction": self.direction, "outcome": self.outcome, "exit_code": self.exit_code,
+                "moved": [f"{where}, {s.text()}" for where, s in self.moved],
+                "groups": [g.as_json() for g in self.groups], "pools": [p.as_json() for p in self.pools]}
 
 
 def _needs(group: Group, kind: str, unit: str) -> str:
-    if group.verdict != NOT_ENOUGH:
+    if group.median.verdict == AT_MARGIN:
+        return f"more {unit} would narrow its interval around the margin's edge, not off it"
+    if group.median.verdict != NOT_ENOUGH:
         return ""
     if group.n < MIN_PAIRS:
         return f"at least {MIN_PAIRS - group.n} more {unit}: an interval needs {MIN_PAIRS}"
@@ -321,50 +286,103 @@ def _boot(values: np.ndarray, seed: int, n_boot: int, level: float) -> stats.Bou
     return stats.bootstrap_median(values, n_boot=n_boot, level=level, seed=seed, min_values=MIN_PAIRS)
 
 
-def _paired(group: Group, pairs: pd.DataFrame, kind: str, seed: int, n_boot: int, level: float) -> None:
+def _paired(group: Group, pairs: pd.DataFrame, kind: str, seed: int, n_boot: int) -> classes.Pairs:
+    """The group's median (its interval computed at the family's level) from its pairs; the pairs for its parts."""
     used = pairs[pairs["outcome"] != "excluded"]
     a_to = used["outcome"].isin(ratios.BASELINE_TIMED_OUT).to_numpy()
     b_to = used["outcome"].isin(ratios.LABEL_TIMED_OUT).to_numpy()
     group.a_median = stats.median_bounds(used["baseline_value"], a_to, used["baseline_limit"])
     group.b_median = stats.median_bounds(used["value"], b_to, used["limit"])
-    if kind == "ratio":
-        low, high = used["ratio_low"].to_numpy(float), used["ratio_high"].to_numpy(float)
-        keep = ~(np.isnan(low) | np.isnan(high))
-        low, high = low[keep], high[keep]
-    else:
-        low = high = (used["value"] - used["baseline_value"]).to_numpy(float)
-    group.n = len(low)
-    if group.n:
-        group.change = (float(np.median(low)), float(np.median(high)))
-        group.interval = (_boot(low, seed, n_boot, level)[0], _boot(high, seed, n_boot, level)[1])
+    mine = classes.Pairs.of(used, kind)
+    median = group.median
+    median.estimand = "median ratio" if kind == "ratio" else "median difference"
+    median.n = len(mine.low)
+    if median.n:
+        median.change = (float(np.median(mine.low)), float(np.median(mine.high)))
+
+        def compute(level: float) -> None:
+            median.interval = (_boot(mine.low, seed, n_boot, level)[0], _boot(mine.high, seed, n_boot, level)[1])
+        median.compute = compute
+    return mine
 
 
-def _unpaired(group: Group, a: pd.DataFrame, b: pd.DataFrame, kind: str, seed: int, n_boot: int,
-              level: float) -> None:
+def _unpaired(group: Group, a: pd.DataFrame, b: pd.DataFrame, kind: str, seed: int, n_boot: int) -> None:
     a, b = a[a["usable"]], b[b["usable"]]
-    group.n = min(len(a), len(b))
-    side_level = 1 - (1 - level) / 2
-    medians, cis = [], []
-    for runs in (a, b):
-        low, high = stats.placements(runs["value"], runs["censored"], runs["limit"])
-        medians.append(stats.median_bounds(runs["value"], runs["censored"], runs["limit"]))
-        cis.append((_boot(low, seed, n_boot, side_level)[0], _boot(high, seed, n_boot, side_level)[1]))
-    group.a_median, group.b_median = medians
-    (a_med, b_med), (a_ci, b_ci) = medians, cis
-    if kind == "ratio":
-        group.change = stats.ratio_bounds(b_med, a_med)
-        group.interval = (stats.divide(b_ci[0], a_ci[1]), stats.divide(b_ci[1], a_ci[0]))
+    median = group.median
+    median.estimand = "ratio of medians" if kind == "ratio" else "difference of medians"
+    median.n = min(len(a), len(b))
+    group.a_median, group.b_median = (stats.median_bounds(r["value"], r["censored"], r["limit"]) for r in (a, b))
+    a_med, b_med = group.a_median, group.b_median
+    median.change = stats.ratio_bounds(b_med, a_med) if kind == "ratio" else (b_med[0] - a_med[1], b_med[1] - a_med[0])
+
+    def compute(level: float) -> None:
+        side_level = 1 - (1 - level) / 2
+        a_ci, b_ci = ((_boot(low, seed, n_boot, side_level)[0], _boot(high, seed, n_boot, side_level)[1])
+                      for low, high in (stats.placements(r["value"], r["censored"], r["limit"]) for r in (a, b)))
+        if kind == "ratio":
+            median.interval = (stats.divide(b_ci[0], a_ci[1]), stats.divide(b_ci[1], a_ci[0]))
+        else:
+            median.interval = (b_ci[0] - a_ci[1], b_ci[1] - a_ci[0])
+    if median.n >= MIN_PAIRS:
+        median.compute = compute
+
+
+def _judge(comparison: Comparison) -> None:
+    """Every statistic at the family's level (Bonferroni over those with an interval), then each group's verdict."""
+    every = [s for g in comparison.groups if g.mode not in (ONLY_A, ONLY_B) for s in (g.median, *g.parts)]
+    every += [s for p in comparison.pools for s in p.parts]
+    judged = [s for s in every if s.judged]
+    comparison.judged = len(judged)
+    for stat in judged:
+        stat.compute(comparison.each_level)
+    margin, kind, metric = comparison.margin, comparison.kind, comparison.metric
+    for stat in every:
+        stat.judge(kind, margin, metric)
+    for group in comparison.groups:
+        if group.mode in (ONLY_A, ONLY_B):
+            continue
+        ways = [s.verdict for s in group.moved]
+        group.verdict = next((w for w in cv.MOVED if w in ways), group.median.verdict)
+        group.needs = _needs(group, kind, "pairs" if group.mode == "paired" else "runs per side")
+
+
+def _one_group(group: Group, a: pd.DataFrame, b: pd.DataFrame, mine: pd.DataFrame | None, kind: str, seed: int,
+               n_boot: int) -> classes.Pairs | None:
+    """A group's statistics (their intervals left to ``_judge``) and what it leaves out; its pairs when paired."""
+    shared = set(a["key"]) & set(b["key"])
+    group.left_out = {"a": _counts(a), "b": _counts(b)}
+    found = None
+    if shared and mine is not None:
+        alone = {"a": int((a["usable"] & ~a["key"].isin(shared)).sum()),
+                 "b": int((b["usable"] & ~b["key"].isin(shared)).sum())}
+        for side, count in alone.items():
+            if count:
+                group.left_out[side]["without a twin in the other"] = count
+        found = _paired(group, mine, kind, seed=seed, n_boot=n_boot)
     else:
-        group.change = (b_med[0] - a_med[1], b_med[1] - a_med[0])
-        group.interval = (b_ci[0] - a_ci[1], b_ci[1] - a_ci[0])
-    if group.n < MIN_PAIRS:
-        group.interval = stats.NAN_BOUNDS
+        conditions = set(a["condition"]) & set(b["condition"])
+        if not conditions:
+            raise UserError(f"not the same design: group {group.name} has no run key and no condition (design "
+                            "point, links, loss, workload) in common between A and B")
+        for side, runs_side in (("a", a), ("b", b)):
+            other = (~runs_side["condition"].isin(conditions)).sum()
+            if other:
+                group.left_out[side]["on conditions the other did not run"] = int(other)
+        group.mode = "unpaired"
+        _unpaired(group, a[a["condition"].isin(conditions)], b[b["condition"].isin(conditions)], kind, seed=seed,
+                  n_boot=n_boot)
+    group.median.reference = group.a_median[0] if group.a_median[0] == group.a_median[1] else math.nan
+    lost_a, lost_b = sum(group.left_out["a"].values()), sum(group.left_out["b"].values())
+    group.exclusions_p = stats.exclusions_differ(lost_b, len(b), lost_a, len(a))
+    return found
 
 
 def compare(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, metric: str = "dct_ms", margin: Margin,
             by: Sequence[str] = (), labels: dict[str, str] | None = None, seed: int = 0, n_boot: int = 2000,
-            level: float = 0.95) -> Comparison:
-    """Every group of A and B (two ``results.load`` frames) compared on ``metric`` against ``margin``."""
+            level: float = 0.95, losses: pd.DataFrame | None = None) -> Comparison:
+    """Every group of A and B (two ``results.load`` frames) compared on ``metric`` against ``margin``, every
+    statistic at one family-wise ``level``. ``losses``: ``change_classes.loss_records`` of A's database (spurious
+    losses, the link's drops); without it, A's runs are classed by their ``lost`` and ``recovered`` alone."""
     kind = kind_of(metric)
     band(kind, margin)   # a ratio's margin must be a share: said before any work
     for name, frame in (("A", frame_a), ("B", frame_b)):
@@ -372,13 +390,12 @@ def compare(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, metric: str = "dct_
             raise UserError(f"{name}: the database holds no runs")
     both, columns = prepare(frame_a, frame_b, metric, by, labels or {})
     keys = ["group_label", "size", *columns]
-    common_keys = set(frame_a["key"]) & set(frame_b["key"])
-    pairs = _paired_rows(both, metric, columns) if common_keys else None
-    groups = []
+    pairs = _paired_rows(both, metric, columns) if set(frame_a["key"]) & set(frame_b["key"]) else None
+    loss = classes.loss_classes(frame_a, losses)
+    groups, paired = [], {}
     for key, runs in both.groupby(keys, dropna=False, sort=True):
         values = dict(zip(keys, key, strict=True))
-        size = values.pop("size")
-        label = values.pop("group_label")
+        size, label = values.pop("size"), values.pop("group_label")
         a, b = runs[runs["side"] == "A"], runs[runs["side"] == "B"]
         group = Group(label=label, label_b=str(b["label"].iloc[0]) if len(b) else label,
                       size=None if pd.isna(size) else int(size),
@@ -387,41 +404,19 @@ def compare(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, metric: str = "dct_
         if not len(a) or not len(b):
             group.mode = group.verdict = ONLY_B if not len(a) else ONLY_A
             continue
-        shared = set(a["key"]) & set(b["key"])
-        group.left_out = {"a": _counts(a), "b": _counts(b)}
-        if shared:
-            mine = pairs
+        mine = pairs
+        if pairs is not None:
             for column, value in zip(keys, key, strict=True):
                 mine = mine[mine[column].isna()] if pd.isna(value) else mine[mine[column] == value]
             mine = mine[mine["status"].notna()]   # A's runs whose key B ran too
-            alone = {"a": int((a["usable"] & ~a["key"].isin(shared)).sum()),
-                     "b": int((b["usable"] & ~b["key"].isin(shared)).sum())}
-            for side, count in alone.items():
-                if count:
-                    group.left_out[side]["without a twin in the other"] = count
-            _paired(group, mine, kind, seed=stats.group_seed(seed, [str(k) for k in key]), n_boot=n_boot,
-                    level=level)
-            unit = "pairs"
-        else:
-            conditions = set(a["condition"]) & set(b["condition"])
-            if not conditions:
-                raise UserError(f"not the same design: group {group.name} has no run key and no condition (design "
-                                "point, links, loss, workload) in common between A and B")
-            for side, runs_side in (("a", a), ("b", b)):
-                other = (~runs_side["condition"].isin(conditions)).sum()
-                if other:
-                    group.left_out[side]["on conditions the other did not run"] = int(other)
-            group.mode = "unpaired"
-            _unpaired(group, a[a["condition"].isin(conditions)], b[b["condition"].isin(conditions)], kind,
-                      seed=stats.group_seed(seed, [str(k) for k in key]), n_boot=n_boot, level=level)
-            unit = "runs per side"
-        reference = group.a_median[0] if group.a_median[0] == group.a_median[1] else math.nan
-        group.band = band(kind, margin, reference)
-        group.verdict = verdict(group.interval, group.band, metric)
-        group.needs = _needs(group, kind, unit)
-        lost_a, lost_b = sum(group.left_out["a"].values()), sum(group.left_out["b"].values())
-        group.exclusions_p = stats.exclusions_differ(lost_b, len(b), lost_a, len(a))
+        found = _one_group(group, a, b, mine, kind, stats.group_seed(seed, [str(k) for k in key]), n_boot)
+        if found is not None:
+            group.parts = classes.parts(found, loss, kind, metric)
+            paired.setdefault(label, []).append((group.name, found))
     if all(g.mode in (ONLY_A, ONLY_B) for g in groups):
         raise UserError("not the same design: A and B have no group (label, size) in common (A: "
                         f"{', '.join(sorted(set(frame_a['label'])))}; B: {', '.join(sorted(set(frame_b['label'])))})")
-    return Comparison(metric=metric, kind=kind, margin=margin, level=level, groups=groups)
+    comparison = Comparison(metric=metric, kind=kind, margin=margin, level=level, groups=groups,
+                            pools=classes.pools(paired, loss, kind, metric))
+    _judge(comparison)
+    return comparison

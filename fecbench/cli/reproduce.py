@@ -84,7 +84,7 @@ def reproduce(
 
     root = check_output_dir(results or profiles.DEFAULT_ROOT, "--results")
     if dry_run:
-        _dry_run(loaded, session.first_batch(loaded, names, seconds, full, root), seconds)
+        _dry_run(loaded, session.first_batch(loaded, names, seconds, full, root, error), seconds)
         return
     if not no_run:
         from fecbench.host.affinity import confine_harness

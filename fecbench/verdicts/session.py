@@ -120,10 +120,12 @@ class FirstBatch:
     verdicts: list[ev.Verdict] = field(default_factory=list)
 
 
-def first_batch(pack: Pack, names: list[str], budget: float | None, full: bool, root: Path) -> FirstBatch:
-    """The first batch the budget buys (``reproduce``'s first evaluate → allocate), running and recording nothing."""
+def first_batch(pack: Pack, names: list[str], budget: float | None, full: bool, root: Path,
+                rule: str = FAMILY_WISE) -> FirstBatch:
+    """The first batch the budget buys (``reproduce``'s first evaluate → allocate, the verdicts at the page's
+    ``rule``), running and recording nothing."""
     targets, campaigns = prepare_campaigns(pack, names, root, checks=False)
-    verdicts = ev.evaluate(pack, _dbs(targets), names, _prepared(campaigns), bootstrap=False)
+    verdicts = ev.evaluate(pack, _dbs(targets), names, _prepared(campaigns), bootstrap=False, rule=rule)
     if budget is None:
         return FirstBatch(campaigns, budgeting.select(pack.claims, campaigns, None, full=full), {}, None, verdicts)
     capacity = batch_seconds(max(0.0, budget - reserve_s(pack, names)))

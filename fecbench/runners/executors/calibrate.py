@@ -220,21 +220,30 @@ def _paired(serial: dict[str, dict[str, Any]], other: dict[str, dict[str, Any]])
             if k in other and serial[k]["value"] is not None and other[k]["value"] is not None}
 
 
+def _median_ratio(pairs: list[tuple[float, float]], epsilon: float) -> float | None:
+    """The median over (serial, other) pairs of (other + ε) ÷ (serial + ε), rounded as recorded; None without one."""
+    ratios = [(b + epsilon) / (a + epsilon) for a, b in pairs if a + epsilon > 0]
+    return round(statistics.median(ratios), 4) if ratios else None
+
+
+def _biased(row: dict[str, Any]) -> bool:
+    """The loaded pilot's median ratio to serial beyond the tolerance: a bias, whatever twins do."""
+    return row.get("median_ratio") is not None and abs(row["median_ratio"] - 1) > RATIO_TOLERANCE
+
+
 def compare(serial: dict[str, dict[str, Any]], loaded: dict[str, dict[str, Any]], epsilon: float) -> dict[str, Any]:
     """The loaded pilot against the serial one, paired by key: runs whose status differs, and over the runs ok
     on both sides the median ratio of (value + ε) and the Wilcoxon signed-rank p-value."""
     from scipy.stats import wilcoxon
 
     both = list(_paired(serial, loaded).values())
-    ratios = [(b + epsilon) / (a + epsilon) for a, b in both if a + epsilon > 0]
-    median = statistics.median(ratios) if ratios else None
     differences = [b - a for a, b in both]
     try:
         p = float(wilcoxon(differences).pvalue) if any(differences) else 1.0
     except ValueError:  # too few pairs that differ
         p = 1.0
     return {"pairs": len(both), "changed_status": _changed(serial, loaded),
-            "median_ratio": None if median is None else round(median, 4),
+            "median_ratio": _median_ratio(both, epsilon),
             "wilcoxon_p": None if math.isnan(p) else round(p, 5)}
 
 
@@ -260,10 +269,9 @@ def against_twins(serial: dict[str, dict[str, Any]], loaded: dict[str, dict[str,
         spread_p = float(wilcoxon(excess, alternative="greater").pvalue) if any(excess) else 1.0
     except ValueError:  # too few pairs that differ
         spread_p = 1.0
-    twin_ratios = [(b + epsilon) / (a + epsilon) for a, b in theirs.values() if a + epsilon > 0]
     return {"runs": n_twins, "changed_status": twin_flips, "flips_p": round(flips_p, 5),
             "spread_p": None if math.isnan(spread_p) else round(spread_p, 5),
-            "median_ratio": round(statistics.median(twin_ratios), 4) if twin_ratios else None}
+            "median_ratio": _median_ratio(list(theirs.values()), epsilon)}
 
 
 def summarise(jobs: int, results: dict[str, dict[str, Any]], serial: dict[str, dict[str, Any]] | None,
@@ -293,7 +301,7 @@ def _outcome_reasons(row: dict[str, Any], twins: dict[str, Any] | None) -> list[
     """Why the loaded pilot's outcomes differ from the serial ones: every difference without twins, only those
     beyond the twins' own with them (the median ratio's bias either way). Notes the twins in ``row``."""
     why = []
-    if row["median_ratio"] is not None and abs(row["median_ratio"] - 1) > RATIO_TOLERANCE:
+    if _biased(row):
         why.append(f"median ratio to serial {row['median_ratio']:.3f}")
     if twins is None:
         if row["changed_status"]:
@@ -313,8 +321,7 @@ def _outcome_reasons(row: dict[str, Any], twins: dict[str, Any] | None) -> list[
 def outcomes_only(row: dict[str, Any]) -> bool:
     """A loaded pilot that failed by its runs' statuses or the spread of its metric alone, every run within its
     bounds and no bias beyond the tolerance: what the serial twins may explain."""
-    biased = row.get("median_ratio") is not None and abs(row["median_ratio"] - 1) > RATIO_TOLERANCE
-    return not row["keeps_results"] and not row["beyond_bound"] and not biased and "twins" not in row
+    return not row["keeps_results"] and not row["beyond_bound"] and not _biased(row) and "twins" not in row
 
 
 class SerialTwins:

@@ -232,12 +232,14 @@ async fn run_client<S: Stack>(
             Err(stopped(t0))
         }
     };
-    // Counters are fetched even after a failed workload, if the connection still works.
+    // Counters are fetched even after a failed workload, if the connection still works. The
+    // client's are read on both sides of the server's (path reports keep the earlier count).
+    let before_stats = S::side_stats(&conn, socket);
     let sender = app::fetch_server_stats(&conn).await;
     let receiver = S::side_stats(&conn, socket);
     if let Some(info) = m.multipath.as_mut() {
         info.blocks_with_losses = socket.blocks_with_losses(conn.remote_address());
-        m.paths = path_reports(&setup.paths, &receiver, sender.as_ref().ok());
+        m.paths = path_reports(&setup.paths, &before_stats, &receiver, sender.as_ref().ok());
     }
     match sender {
         Ok(s) => app::set_sides(m, &workload, s, receiver),

@@ -95,6 +95,10 @@ pub struct PathReport {
     pub server_address: String,
     pub client: Option<PathSide>,
     pub server: Option<PathSide>,
+    /// Datagrams the client had received on this path when it asked for the server's counters:
+    /// reading the two sides is not one instant, the server's `server` view was taken between
+    /// this count and `client.packets_received` (which includes the reply and what came with it).
+    pub client_received_before_stats: Option<u64>,
 }
 
 /// The multipath settings of a run and what came of them.
@@ -222,6 +226,7 @@ pub fn ms(d: Duration) -> f64 {
 /// path i's client address).
 pub fn path_reports(
     paths: &[(Option<IpAddr>, SocketAddr)],
+    client_before: &SideStats,
     client: &SideStats,
     server: Option<&SideStats>,
 ) -> Vec<PathReport> {
@@ -230,11 +235,14 @@ pub fn path_reports(
         .enumerate()
         .map(|(i, (local, remote))| {
             let local_s = local.map_or_else(|| "*".to_string(), |ip| ip.to_string());
-            let mine = client
-                .paths
-                .iter()
-                .find(|p| p.local == local_s && p.remote == remote.to_string())
-                .cloned();
+            let mine_in = |side: &SideStats| {
+                side.paths
+                    .iter()
+                    .find(|p| p.local == local_s && p.remote == remote.to_string())
+                    .cloned()
+            };
+            let mine = mine_in(client);
+            let before = mine_in(client_before).map(|p| p.packets_received);
             let theirs = server.and_then(|s| {
                 s.paths
                     .iter()
@@ -252,6 +260,7 @@ pub fn path_reports(
                 server_address: remote.to_string(),
                 client: mine,
                 server: theirs,
+                client_received_before_stats: before,
             }
         })
         .collect()

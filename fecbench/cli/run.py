@@ -69,8 +69,12 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
                                    "attempt's (0: keep them flagged)."),
         no_retry: bool = typer.Option(False, "--no-retry", help="Same as --reruns 0."),
         twins: int = typer.Option(0, "--twins", min=0, help="At the end, run N of the campaign's ok runs again "
-                                  "under their keys (seeded; none twice): how far a run repeats itself, which the "
-                                  "report gives beside every effect. Each first outcome is kept in earlier_outcomes."),
+                                  "under their keys (seeded; none twice), each twin recorded beside its run (the "
+                                  "twins table), never in its place (a flagged twin is re-run as a twin): how far a "
+                                  "run repeats itself, which the report gives beside every effect. Then prints twin "
+                                  "÷ run of the campaign's metric (median, 10th-90th percentile, share within 5 %) "
+                                  "once at least 11 twins ended ok (fewer would let one twin set the interval), "
+                                  "else how many more are needed."),
         recalibrate: bool = options.RECALIBRATE,
         ) -> None:
     """Run a campaign: every design point × implementation × size × repetition, resumable."""
@@ -97,7 +101,7 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     if dry_run:
         _dry_run(prepared, todo, db_path, estimate, machine)
         return
-    _confine()
+    confine()
     # ... and decide how to execute, 4. execute, 5. summarise
     execution, summary = _execute(prepared, db_path, todo, machine, retry_set, breaker,
                                   reruns=0 if no_retry else reruns)
@@ -122,7 +126,7 @@ def _dry_run(prepared: Prepared, todo: list[Run], db_path: Path, estimate: Campa
                                      pilot_runs=machine.jobs_pilot, recalibrate=machine.recalibrate)))
 
 
-def _confine() -> None:
+def confine() -> None:
     """Root, and this process and what it starts off the CPU left to the delay elements (fecbench.host.affinity)."""
     from fecbench.host.affinity import confine_harness
     from fecbench.inputs.errors import require_root
@@ -152,14 +156,35 @@ def _execute(prepared: Prepared, db_path: Path, todo: list[Run], machine: Machin
 
 
 def _twins(prepared: Prepared, db_path: Path, twins: int, machine: Machine, jobs: int, reruns: int) -> None:
-    """--twins N: N of the campaign's ok runs again under their keys."""
+    """--twins N: N of the campaign's ok runs again under their keys, each recorded beside its run; then the spread
+    of the campaign's twins (`twin_spread`)."""
     from fecbench.runners.commands import pipeline
 
     twinned = pipeline.twins(prepared, db_path, twins, machine, jobs, console, reruns=reruns)
     done = "no ok run left to twin" if twinned is None else \
         ", ".join(f"{k} {v}" for k, v in sorted(twinned.counts.items())) or "none ran"
-    console.print(f"twins: {twins} asked, {0 if twinned is None else twinned.selected} run again under their keys "
-                  f"({done}); each first outcome kept in earlier_outcomes")
+    console.print(Text(f"twins: {twins} asked, {0 if twinned is None else twinned.selected} run again under their "
+                       f"keys ({done}), each recorded beside its run (the twins table): the runs are as they were"))
+    console.print(Text(twin_spread(prepared, db_path)))
+
+
+def twin_spread(prepared: Prepared, db_path: Path) -> str:
+    """How far the campaign's runs repeat themselves, over all its twins in the database (`evidence.twin_summary`
+    on the campaign's outcome metric, `calibrate.outcome_metric`), or how many more ok twins it needs first."""
+    from fecbench.analysis import results
+    from fecbench.analysis.report import evidence
+    from fecbench.runners.executors import selection
+    from fecbench.runners.executors.calibrate import outcome_metric
+
+    if not db_path.is_file():
+        return f"twins: none recorded ({db_path} holds no run yet)"
+    metric, epsilon = outcome_metric(prepared)
+    frame = results.load(db_path)
+    frame = frame[frame["key"].isin({run.key for run in prepared.runs})]
+    summary = evidence.twin_summary(evidence.attempts(db_path, frame, metric), metric, epsilon)
+    default = db_path.resolve() == prepared.design.default_db().resolve()
+    again = f"fecbench run {prepared.design.path}" + ("" if default else f" --db {db_path}") + " --twins"
+    return evidence.twin_summary_text(summary, again, len(selection.twins(prepared, db_path, len(prepared.runs))))
 
 
 def check_db_path(db_path: Path) -> Path:

@@ -1,9 +1,10 @@
 """The results database (SQLite, WAL): schema, versioning and the runner's writes.
 
 One writer (the runner) and any number of readers (`open_readonly`, which uses a `mode=ro` URI so
-a report can run while a campaign is writing). Schema version 6 (version 1 without link_events,
+a report can run while a campaign is writing). Schema version 9 (version 1 without link_events,
 version 2 without breakers, version 3 without fidelity.checks and fidelity.json, version 4 without
-runs.phases_json, version 5 without endpoint_timing):
+runs.phases_json, version 5 without endpoint_timing, version 6 without sessions and earlier_outcomes, version 7
+without artifacts, version 8 without twins):
 
 meta(key TEXT PRIMARY KEY, value TEXT)                 -- 'schema_version' = '1'
 campaigns(id, name, design_path, design_text, design_hash, fecbench_version, git_sha, created_at,
@@ -49,6 +50,16 @@ flows(run_key, flow, role, label, impl, tool, workload, start_s, started_s, ende
             what crossed the lossy links per direction (down: server → client), planned and actual start and
             end (s from the foreground client's start), and in json its metrics, endpoint timing and the
             per-bin series [t_s, bytes_down, bytes_up, dropped_down, dropped_up]
+twins(run_key, twin, attempt, status, error, started_at, finished_at, duration_s, link_backend, host, runner,
+      why_again, metrics_json, json, server_log_tail, client_log_tail, PRIMARY KEY (run_key, twin, attempt))
+            -- `fecbench run --twins`: a run run again under its key, recorded beside it, never in its place (the
+            runs table and every table keyed by run_key keep the run's own outcome). One row per attempt of a
+            twin (a flagged twin is re-run as a twin: `why_again` says why on the attempt before); the twin's
+            outcome is its last attempt's. metrics_json: the client's metrics and client_wall_ms; json: what else
+            it measured (link_stats, fidelity, endpoints without histograms, phases, flows, link_events,
+            artifacts under <db stem>.twins.artifacts/). Before version 9, a twin took its run's place and the
+            run's first outcome went to earlier_outcomes with why_again containing run_records.TWIN: readers
+            read both (selection.twinned, analysis.report.evidence.attempts)
 breakers(campaign_id, label, tripped_at, runs, status, error, skipped,
          PRIMARY KEY (campaign_id, label, tripped_at))  -- the circuit breaker (runners/executors/engine.py): the
             first `runs` runs of a label all ended `status` with the same `error`; its `skipped` other
@@ -76,7 +87,7 @@ from urllib.parse import quote
 from fecbench.inputs.errors import UserError
 from fecbench.inputs.specs import DEFAULT_TIMEOUT_S, tomllib
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 # Metrics stored as typed columns (the rest stays in metrics.json).
@@ -199,11 +210,20 @@ def _add_artifacts(conn: sqlite3.Connection) -> None:
                  "why TEXT, PRIMARY KEY (run_key, path))")
 
 
+def _add_twins(conn: sqlite3.Connection) -> None:
+    """Version 9: twins (`fecbench run --twins`) beside their runs, each attempt a row."""
+    conn.execute("CREATE TABLE IF NOT EXISTS twins (run_key TEXT, twin INTEGER, attempt INTEGER, status TEXT, "
+                 "error TEXT, started_at TEXT, finished_at TEXT, duration_s REAL, link_backend TEXT, host TEXT, "
+                 "runner TEXT, why_again TEXT, metrics_json TEXT, json TEXT, server_log_tail TEXT, "
+                 "client_log_tail TEXT, PRIMARY KEY (run_key, twin, attempt))")
+
+
 # MIGRATIONS[v] upgrades a database at version v to v + 1 (a new database is made at version 1, then upgraded).
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_link_events, 2: _add_breakers,
                                                                 3: _add_fidelity_checks, 4: _add_run_phases,
                                                                 5: _add_endpoint_timing,
-                                                                6: _add_applied_and_sessions, 7: _add_artifacts}
+                                                                6: _add_applied_and_sessions, 7: _add_artifacts,
+                                                                8: _add_twins}
 
 
 class SchemaError(Exception):

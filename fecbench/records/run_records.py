@@ -265,8 +265,9 @@ def retried_keys(conn: sqlite3.Connection, statuses: Iterable[str]) -> set[str]:
     return {str(key) for (key,) in rows}
 
 
-#: Why a twin's first outcome was kept aside (``fecbench run --twins``; ``earlier_outcomes.why_again`` starts with
-#: its status, then this in parentheses): what the report looks for.
+#: Why a twin's first outcome was kept aside by a fecbench before schema version 9, when a twin took its run's place
+#: (``earlier_outcomes.why_again`` starts with its status, then this in parentheses): what readers of such a
+#: database look for. Twins are now recorded beside their runs (the ``twins`` table: ``start_twin``).
 TWIN = "twin: the same key run again by --twins"
 
 
@@ -274,6 +275,71 @@ def again_for(conn: sqlite3.Connection, why: str) -> set[str]:
     """The runs run again for a reason containing ``why`` (an earlier outcome kept with it)."""
     rows = conn.execute("SELECT DISTINCT run_key FROM earlier_outcomes WHERE instr(why_again, ?) > 0", (why,))
     return {str(key) for (key,) in rows}
+
+
+# --- twins (`fecbench run --twins`): beside their runs, never in their place ---------------------------------
+
+_UNFINISHED = ("running", "interrupted")
+
+
+def start_twin(conn: sqlite3.Connection, key: str, started_at: str, link_backend: str, host: str, runner: str,
+               twin: int | None = None) -> int:
+    """A twin of run ``key`` starts: a new attempt row, 'running', in the twins table (the runs table is not
+    touched). ``twin``: the twin this campaign process started already (a flagged twin re-run: its next attempt);
+    None: the run's twin left unfinished (interrupted, or running when its process died), else a new one.
+    Returns the twin's number (1 for a run's first)."""
+    with dbmod.transaction(conn):
+        if twin is None:
+            last = conn.execute("SELECT twin, status FROM twins WHERE run_key = ? ORDER BY twin DESC, attempt DESC "
+                                "LIMIT 1", (key,)).fetchone()
+            twin = 1 if last is None else int(last[0]) + (last[1] not in _UNFINISHED)
+        attempt = int(conn.execute("SELECT coalesce(max(attempt), 0) + 1 FROM twins WHERE run_key = ? AND twin = ?",
+                                   (key, twin)).fetchone()[0])
+        conn.execute("UPDATE twins SET status = 'interrupted' WHERE run_key = ? AND twin = ? AND status = 'running'",
+                     (key, twin))
+        conn.execute("INSERT INTO twins (run_key, twin, attempt, status, error, started_at, link_backend, host, "
+                     "runner) VALUES (?, ?, ?, 'running', 'started, not finished', ?, ?, ?, ?)",
+                     (key, twin, attempt, started_at, link_backend, host, runner))
+    return twin
+
+
+def finish_twin(conn: sqlite3.Connection, key: str, twin: int, *, status: str, error: str | None, finished_at: str,
+                duration_s: float, metrics: dict[str, Any] | None, measured: dict[str, Any],
+                server_log_tail: str | None, client_log_tail: str | None) -> None:
+    """A twin's outcome on its last attempt row: status, error, times, ``metrics`` (the client's, with
+    client_wall_ms) and ``measured`` (what else the run measured: link stats, fidelity, endpoints, ...)."""
+    if status not in STATUSES:
+        raise ValueError(f"unknown run status {status!r}")
+    endpoints = measured.get("endpoints")
+    if isinstance(endpoints, dict):   # the summary without its histograms, as earlier_outcomes keeps it
+        measured = {**measured, "endpoints": {k: v for k, v in endpoints.items() if not k.endswith("_hist")}}
+    with dbmod.transaction(conn):
+        conn.execute("UPDATE twins SET status = ?, error = ?, finished_at = ?, duration_s = ?, metrics_json = ?, "
+                     "json = ?, server_log_tail = ?, client_log_tail = ? WHERE run_key = ? AND twin = ? AND attempt = "
+                     "(SELECT max(attempt) FROM twins WHERE run_key = ? AND twin = ?)",
+                     (status, error, finished_at, duration_s, json.dumps(metrics, sort_keys=True, default=str),
+                      json.dumps(measured, sort_keys=True, default=str), server_log_tail, client_log_tail, key, twin,
+                      key, twin))
+
+
+def twin_again(conn: sqlite3.Connection, key: str, twin: int, why_again: str) -> None:
+    """A twin about to run again (flagged, or lost with its worker): why, on its last attempt's row."""
+    with dbmod.transaction(conn):
+        conn.execute("UPDATE twins SET why_again = ? WHERE run_key = ? AND twin = ? AND attempt = "
+                     "(SELECT max(attempt) FROM twins WHERE run_key = ? AND twin = ?)",
+                     (why_again, key, twin, key, twin))
+
+
+def twinned_keys(conn: sqlite3.Connection) -> set[str]:
+    """The runs that have a twin which ran to its end (whatever its status): the twins table's, and in a
+    database written before schema version 9, the runs whose first outcome was kept aside with ``TWIN``."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    done = set()
+    if "twins" in tables:
+        marks = ", ".join("?" for _ in _UNFINISHED)
+        done = {str(key) for (key,) in conn.execute(
+            f"SELECT DISTINCT run_key FROM twins WHERE status NOT IN ({marks})", _UNFINISHED)}
+    return done | (again_for(conn, TWIN) if "earlier_outcomes" in tables else set())
 
 
 def extra_repetitions(conn: sqlite3.Connection, first: int) -> list[tuple[Any, ...]]:

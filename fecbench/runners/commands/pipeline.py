@@ -104,16 +104,16 @@ def execute(prepared: Prepared, db_path: Path, execution: Execution, console: Co
 def twins(prepared: Prepared, db_path: Path, n: int, machine: Machine, jobs: int, console: Console, *,
           reruns: int = 0) -> Summary | None:
     """``--twins N``: N of the campaign's ok runs run again under their keys on as many networks as the campaign
-    used (``selection.twins``: seeded, none twinned twice), each first outcome kept aside; None when none is left."""
+    used (``selection.twins``: seeded, none twinned twice), each recorded beside its run (the twins table), never in
+    its place; a flagged twin re-run as a twin (``reruns`` rounds). None when no run is left to twin."""
     from fecbench.runners.executors import selection
     from fecbench.runners.executors.engine import Engine
 
     todo = selection.twins(prepared, db_path, n)
     if not todo:
         return None
-    executor = make_executor(prepared, db_path, machine, jobs, None, console)
-    return Engine(prepared, db_path, executor, console, todo=todo, fidelity_reruns=reruns,
-                  asked=selection.TWIN).run({"ok"})
+    executor = make_executor(prepared, db_path, machine, jobs, None, console, twins=True)
+    return Engine(prepared, db_path, executor, console, todo=todo, fidelity_reruns=reruns, twins=True).run(set())
 
 
 # --- 5. summarise ------------------------------------------------------------------------------------------

@@ -41,20 +41,26 @@ class Machine:
 
 
 def make_executor(prepared: Prepared, db_path: Path, machine: Machine, jobs: int,
-                  calibration: dict[str, Any] | None, console: Console) -> Executor:
+                  calibration: dict[str, Any] | None, console: Console, *, twins: bool = False) -> Executor:
     """A Dask executor when a cluster is named; N networks here when N > 1 or a calibration chose (its choice is
-    recorded, even of one network); else one network here."""
+    recorded, even of one network); else one network here. ``twins``: its runs are twins (`fecbench run --twins`),
+    whose run folders and artifacts go apart from their runs' (`serial.twin_log_root`)."""
+    from fecbench.runners.executors.serial import SerialExecutor, twin_log_root
+
+    executor: Any
     if machine.dask is not None:
         from fecbench.runners.executors.distributed import DaskExecutor
 
-        return DaskExecutor(prepared, db_path, machine.dask, link_backend=machine.link_backend,
-                            keep_logs=machine.keep_logs, console=console, security=machine.security,
-                            dashboard=machine.dashboard)
-    if jobs > 1 or calibration is not None:
+        executor = DaskExecutor(prepared, db_path, machine.dask, link_backend=machine.link_backend,
+                                keep_logs=machine.keep_logs, console=console, security=machine.security,
+                                dashboard=machine.dashboard)
+    elif jobs > 1 or calibration is not None:
         from fecbench.runners.executors.jobs import JobsExecutor
 
-        return JobsExecutor(prepared, db_path, jobs, link_backend=machine.link_backend, keep_logs=machine.keep_logs,
-                            calibration=calibration)
-    from fecbench.runners.executors.serial import SerialExecutor
-
-    return SerialExecutor(prepared, db_path, link_backend=machine.link_backend, keep_logs=machine.keep_logs)
+        executor = JobsExecutor(prepared, db_path, jobs, link_backend=machine.link_backend,
+                                keep_logs=machine.keep_logs, calibration=calibration)
+    else:
+        executor = SerialExecutor(prepared, db_path, link_backend=machine.link_backend, keep_logs=machine.keep_logs)
+    if twins:
+        executor.log_root = twin_log_root(db_path)   # every executor builds its runners from it when it starts
+    return executor

@@ -216,7 +216,8 @@ class Engine:
                  breaker_runs: int = BREAKER_RUNS, sample: int | None = None, only: list[Run] | None = None,
                  stop_at: float | None = None, todo: list[Run] | None = None,
                  fidelity_reruns: int = FIDELITY_RERUNS, on_finished: Callable[[Finished], None] | None = None,
-                 quiet_wait: Callable[[], Quiet] = wait_for_quiet, asked: str | None = None) -> None:
+                 quiet_wait: Callable[[], Quiet] = wait_for_quiet, asked: str | None = None, twins: bool = False,
+                 ) -> None:
         from rich.console import Console
 
         self.prepared, self.db_path, self.executor = prepared, db_path, executor
@@ -240,6 +241,7 @@ class Engine:
         # its outcome) and whether this campaign's summary counted it (a re-run of a flagged run).
         self.again_why: dict[str, tuple[str, bool]] = {}
         self.asked = asked or "asked for by --retry or a reproduction"   # why finished runs in `retry` run again
+        self.twins = twins   # the runs are twins (`fecbench run --twins`): recorded beside their runs (TwinRecorder)
         # `on_finished`: told of every outcome once recorded (the calibration's serial pilot reads them).
         self.on_finished = on_finished
         self.finished_statuses: dict[str, str] = {}
@@ -266,10 +268,11 @@ class Engine:
             started, wall = now_iso(), time.monotonic()
             executor.start(todo)  # networks and workers first: if they fail, no database is touched
             self.build_s = time.monotonic() - wall
-            self.recorder = Recorder.open(self.db_path, prepared, executor.backend(), executor.host_info(),
-                                          impls_fingerprint(prepared.design))
             from fecbench.runners.experiment.estimate import remember
+            from fecbench.runners.run.recorder import TwinRecorder
 
+            self.recorder = (TwinRecorder if self.twins else Recorder).open(
+                self.db_path, prepared, executor.backend(), executor.host_info(), impls_fingerprint(prepared.design))
             remember(self.db_path)   # later estimates on this machine learn from it, wherever it is
             self.again_why = {run.key: (f"{before[run.key]}: run again ({self.asked})", False)
                               for run in todo if before.get(run.key) in retry}

@@ -5,9 +5,11 @@ twins a campaign runs again under their keys (`--twins`).
 Twins measure how far a run repeats itself. Seeded losses drop the n-th packet of a direction; when timing changes
 which packet is the n-th (an ACK sent a little earlier, a timer that fired a little later), two runs with the same
 key, point and loss seed can measure different times. `--twins N` runs N of the campaign's ok runs again at its
-end (a seeded sample: the same design picks the same runs), each first outcome kept in `earlier_outcomes` with
-its metrics and the reason `TWIN`, the second becoming the run's (either is a fair draw of the same key); the
-report sets their spread beside every effect (`fecbench.analysis.report.evidence.twin_spreads`)."""
+end (a seeded sample: the same design picks the same runs), each twin recorded beside its run (the `twins` table:
+`runners.run.recorder.TwinRecorder`), never in its place: every reader of the runs sees the run's own outcome. The
+report sets their spread beside every effect (`fecbench.analysis.report.evidence.twin_spreads`), and `fecbench
+run --twins` prints it once enough twins ended ok (`evidence.MIN_TWINS`). A database written before schema 9 kept
+a twin's first outcome in `earlier_outcomes` with the reason `TWIN`: its twinned runs count as twinned."""
 
 from __future__ import annotations
 
@@ -113,11 +115,11 @@ def twins(prepared: Prepared, db_path: Path, n: int) -> list[Run]:
 
 
 def twinned(db_path: Path) -> set[str]:
-    """The runs of a database already run again as twins."""
+    """The runs of a database that have a twin already (recorded beside them, or before schema 9 in their place)."""
     if not db_path.is_file():
         return set()
     conn = open_readonly(db_path)
     try:
-        return run_records.again_for(conn, TWIN)
+        return run_records.twinned_keys(conn)
     finally:
         conn.close()

@@ -24,6 +24,12 @@ def log_root_for(db_path: Path) -> Path:
     return db_path.resolve().parent / f"{db_path.stem}.logs"
 
 
+def twin_log_root(db_path: Path) -> Path:
+    """Where twins (`fecbench run --twins`) keep their run folders, apart from their runs' own:
+    results/<name>.twins.logs/, and beside it their artifacts (<name>.twins.artifacts/)."""
+    return db_path.resolve().parent / f"{db_path.stem}.twins.logs"
+
+
 class SerialExecutor:
     name = "one network"
 

@@ -153,6 +153,41 @@ class Recorder:
         dbmod.release(self.conn)
 
 
+class TwinRecorder(Recorder):
+    """`fecbench run --twins`: each twin's start and outcome beside its run, in the twins table, never in its place:
+    the runs table and every table keyed by a run keep the run's own outcome. A flagged twin re-run by the engine
+    is the same twin's next attempt; a circuit breaker over twins is printed, not recorded as the campaign's."""
+
+    def __init__(self, conn: sqlite3.Connection, campaign_id: int) -> None:
+        super().__init__(conn, campaign_id)
+        self.twin_of: dict[str, int] = {}   # run key -> the twin this process started
+
+    def started(self, run: Run, link_backend: str, host: str) -> None:
+        self.twin_of[run.key] = _write(run_records.start_twin, self.conn, run.key, now_iso(), link_backend, host,
+                                       run_records.runner_name(), self.twin_of.get(run.key))
+
+    def finished(self, run: Run, outcome: Outcome, duration_s: float) -> None:
+        if run.key not in self.twin_of:   # an outcome of a twin never started (defensive: executors start first)
+            self.started(run, "", "")
+        measured = {"link_stats": outcome.link_stats, "fidelity": outcome.fidelity, "endpoints": outcome.endpoints,
+                    "phases": outcome.phases, "flows": outcome.flows, "link_events": outcome.link_events,
+                    "artifacts": outcome.artifacts}
+        metrics = None if outcome.metrics is None and outcome.client_wall_ms is None else \
+            {**(outcome.metrics or {}), "client_wall_ms": outcome.client_wall_ms}
+        _write(run_records.finish_twin, self.conn, run.key, self.twin_of[run.key], status=outcome.status,
+               error=outcome.error, finished_at=now_iso(), duration_s=duration_s, metrics=metrics,
+               measured={k: v for k, v in measured.items() if v}, server_log_tail=outcome.server_log,
+               client_log_tail=outcome.client_log)
+
+    def keep_earlier(self, run: Run, why_again: str) -> None:
+        """A twin about to run again: why, on its attempt's row (each attempt is a row already)."""
+        if run.key in self.twin_of:
+            _write(run_records.twin_again, self.conn, run.key, self.twin_of[run.key], why_again)
+
+    def breaker(self, label: str, runs: int, status: str, error: str, skipped: int) -> None:
+        """Not the campaign's breaker: its runs are as they were (the engine prints it, the twins table has each)."""
+
+
 def _open_campaign(conn: sqlite3.Connection, prepared: Prepared, link_backend: str, host_info: dict[str, Any],
                    impls_info: dict[str, Any]) -> int:
     design = prepared.design

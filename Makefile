@@ -245,9 +245,12 @@ xquic: apt tquic
 rquic:
 	RQUIC_ARCHIVE="$(RQUIC_ARCHIVE)" $(RQUIC_DIR)/build.sh
 
-# Conventions (ARCHITECTURE.md): ruff for Python; cargo fmt and clippy -D warnings for Rust (C builds with -Werror).
+# Conventions (ARCHITECTURE.md): ruff for Python; cargo fmt and clippy -D warnings for Rust (C builds with -Werror);
+# the CI recipes' job files against GitHub's and GitLab's schemas (check-jsonschema ships them: offline).
 lint: venv noq-proto
 	$(VENV)/bin/ruff check fecbench tests
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows ci-recipes/github-actions.yml
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.gitlab-ci ci-recipes/gitlab-ci.yml
 	cargo fmt --manifest-path $(FECQ_DIR)/Cargo.toml --all --check
 	cargo clippy --release --locked --manifest-path $(FECQ_DIR)/Cargo.toml --all-targets -- -D warnings
 

@@ -3,6 +3,8 @@ merged in order, and `[metrics] scale` for numbers printed in other units (Âµs â
 
 from __future__ import annotations
 
+import os
+import subprocess
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
@@ -192,3 +194,95 @@ def test_error_group_fails_the_run_with_its_text(tmp_path: Path) -> None:
         collect_metrics(d, run, values, failed)
     assert collect_metrics(d, run, values, _client(tmp_path, "took 12 ms\n", 50.0)) == {"dct_ms": 12}
     assert from_patterns([r"^ERROR: (?P<error>.*)$"], "ERROR: 3.5\n") == {"error": "3.5"}  # text, not a number
+
+
+# --- literal braces (quic-impls/README.md, "Literal braces") ---------------------------------------------------
+
+BRACES = """
+[impl]
+binary = "true"
+version = ["{binary}", "--format", "{{{{Version}}}}"]
+
+[capabilities]
+workloads = ["download"]
+
+[server]
+argv = ["{binary}", "--tag", "{{Version}}", "--json", '{{"port": {port}}}', "}}", "{{server_args}}", "{server_args}"]
+env = { TEMPLATE = "{{run_dir}}={run_dir}" }
+
+[client.download]
+argv = ["{binary}", "{server_address}", "{client_args}"]
+
+[args.fec]
+argv = ["--fec={{{value}}}"]
+to = "server"
+
+[capture]
+qlog = { server = ["--qlog={{host}}:{qlog_dir}"] }
+
+[metrics]
+source = "measured"
+"""
+
+
+def _braces(tmp_path: Path, text: str = BRACES):
+    folder = tmp_path / "braces"
+    folder.mkdir(exist_ok=True)
+    (folder / "impl.toml").write_text(textwrap.dedent(text))
+    return load_descriptor(folder / "impl.toml")
+
+
+def test_doubled_braces_reach_the_argv_as_single_ones(tmp_path: Path) -> None:
+    """`{{` and `}}` are one literal brace each wherever a template is formatted (argv, env, an argument's
+    fragment, a capture fragment, the version command), beside real placeholders; a doubled `{{server_args}}`
+    is the literal text, not the arguments' expansion."""
+    d = _braces(tmp_path)
+    lists = d.arg_lists({"fec": "rs"})
+    assert lists["server_args"] == ["--fec={rs}"]
+    assert render(d.server_argv, {"binary": "/b", "port": 4433}, lists) == [
+        "/b", "--tag", "{Version}", "--json", '{"port": 4433}', "}", "{server_args}", "--fec={rs}"]
+    assert {k: v.format_map({"run_dir": "/r"}) for k, v in d.server_env.items()} == {"TEMPLATE": "{run_dir}=/r"}
+    assert d.capture.fragments(True, {"qlog_dir_server": "/q"})["server_args"] == ["--qlog={host}:/q"]
+    assert render(d.version_argv, {"binary": "/b"}, {}) == ["/b", "--format", "{{Version}}"]
+
+
+@pytest.mark.parametrize("bad, shown", [
+    ('"${Version}"', r"unknown placeholder \{Version\} in '\$\{Version\}' \(if it is meant literally, double its "
+                     r"braces: '\{\{Version\}\}' passes '\{Version\}'\)"),
+    ('"{"', r"Single '\{' encountered .*\(a literal brace is written doubled: \{\{ for \{, \}\} for \}\)"),
+    ('"}"', r"Single '\}' encountered .*\(a literal brace is written doubled: \{\{ for \{, \}\} for \}\)"),
+    ('"--tag={Version"', r"expected '\}' before end of string .*a literal brace is written doubled"),
+    ('"{{Version}"', r"Single '\}' encountered .*a literal brace is written doubled"),
+])
+def test_a_lone_brace_or_unknown_placeholder_is_refused_naming_the_escape(tmp_path: Path, bad: str,
+                                                                          shown: str) -> None:
+    text = BRACES.replace('"--tag", "{{Version}}"', f'"--tag", {bad}')
+    with pytest.raises(SpecError, match=shown) as err:
+        _braces(tmp_path, text)
+    assert "server.argv" in str(err.value)
+
+
+@pytest.mark.parametrize("where, old, new", [
+    ("server.env.TEMPLATE", '"{{run_dir}}={run_dir}"', '"{run_dir}={run_dir"'),
+    ("capture.qlog.server", '"--qlog={{host}}:{qlog_dir}"', '"--qlog={host}:{qlog_dir}"'),
+    ("args.fec.argv", '"--fec={{{value}}}"', '"--fec={{value}"'),
+])
+def test_every_formatted_template_is_checked_before_the_campaign(tmp_path: Path, where: str, old: str,
+                                                                  new: str) -> None:
+    """The env, an argument's fragment and the capture fragments are formatted like the argvs, so a brace there
+    is refused at load time too (the capture fragments were not checked before: a lone brace failed mid-run)."""
+    with pytest.raises(SpecError, match="brace") as err:
+        _braces(tmp_path, BRACES.replace(old, new))
+    assert where in str(err.value)
+
+
+def test_the_cli_says_it_in_one_message_without_a_traceback(tmp_path: Path) -> None:
+    folder = tmp_path / "impls" / "braces"
+    folder.mkdir(parents=True)
+    (folder / "impl.toml").write_text(BRACES.replace('"--tag", "{{Version}}"', '"--tag", "${Version}"'))
+    out = subprocess.run([str(ROOT / ".venv" / "bin" / "fecbench"), "impls", "check", "braces"], capture_output=True,
+                         text=True, timeout=60, check=False,
+                         env={**os.environ, "FECBENCH_IMPLS": str(tmp_path / "impls"), "COLUMNS": "300"})
+    text = out.stdout + out.stderr
+    assert out.returncode != 0 and "Traceback" not in text, text
+    assert "double its braces: '{{Version}}' passes '{Version}'" in text and "impl.toml" in text, text

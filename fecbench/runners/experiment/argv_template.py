@@ -1,7 +1,9 @@
 """Argv templates of implementation descriptors: the placeholders a template may use, their check, their filling.
 
 Each element of an argv is formatted on its own (never a shell string); "{server_args}" and "{client_args}"
-stand alone and expand to the arguments' fragments.
+stand alone and expand to the arguments' fragments. Formatting is Python's str.format: a literal brace is written
+doubled, "{{" for "{" and "}}" for "}" (quic-impls/README.md, "Literal braces"); a lone brace or an unknown name
+between single braces is refused when the descriptor is loaded, the message saying how to escape it.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ ARG_LISTS = ("server_args", "client_args")
 PATH_LISTS = frozenset({"client_addresses", "server_addresses"})
 
 
+ESCAPE = "a literal brace is written doubled: {{ for {, }} for }"
+
+
 def fields(template: str) -> list[str]:
     try:
         return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
     except ValueError as exc:
-        raise ValueError(f"bad template {template!r}: {exc}") from None
+        raise ValueError(f"bad template {template!r}: {exc} ({ESCAPE})") from None
 
 
 def check_template(argv: list[Any], file: Path, key: str, allowed: frozenset[str]) -> list[str]:
@@ -46,7 +51,8 @@ def check_template(argv: list[Any], file: Path, key: str, allowed: frozenset[str
             raise SpecError(file, key, str(exc)) from None
         for name in names:
             if name not in allowed:
-                raise SpecError(file, key, f"unknown placeholder {{{name}}} in {element!r}",
+                raise SpecError(file, key, f"unknown placeholder {{{name}}} in {element!r} (if it is meant "
+                                f"literally, double its braces: '{{{{{name}}}}}' passes '{{{name}}}')",
                                 sorted(allowed | set(ARG_LISTS)))
     return argv
 

@@ -250,6 +250,9 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
         check_template(argv, path, f"{check.key('argv')}[{i}]", allowed)
     check.done()
     capture = parse_capture_args(top.section("capture"))
+    for kind, sides in (("qlog", capture.qlog), ("keylog", capture.keylog), ("off", capture.off)):
+        for side, argv in sides.items():   # formatted like the argvs (run placeholders, the capture's two)
+            check_template(argv, path, f"capture.{kind}.{side}", allowed | {"qlog_dir", "keylog_file"})
     top.done()
     return Descriptor(name=name, path=path, text=text, **impl, **caps, args=args, **server, **client, **metrics,
                       check_argv=check_argv, capture=capture)

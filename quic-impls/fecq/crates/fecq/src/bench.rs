@@ -63,6 +63,7 @@ fn bench_socket<G: SocketGlue>(
         default_local: None,
         qlog: None,
         test_send_delay: std::time::Duration::ZERO,
+        test_ignore_repairs: false,
     };
     FecSocket::bind("127.0.0.1:0".parse().unwrap(), cfg, None)
 }
@@ -216,6 +217,7 @@ fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64
         initial_window: None,
         max_window: None,
         test_send_delay_us: 0,
+        test_ignore_repairs: false,
         tail: crate::options::tail::TailArgs::default(),
         capture: crate::options::config::Capture::default(),
     };

@@ -89,6 +89,11 @@ impl Core {
         Ok(())
     }
 
+    /// Whether a wire datagram is a repair (FecLayer::is_repair).
+    pub fn is_repair(&self, data: &[u8]) -> bool {
+        self.layer.is_repair(data)
+    }
+
     /// One wire datagram received on `path`: decoded datagrams join the ready queue.
     pub fn receive(&mut self, now: Instant, path: PathKey, data: &[u8], ecn: u8) {
         let mut got = Vec::new();

@@ -84,6 +84,7 @@ fn socket_config<S: Stack>(
         default_local,
         qlog,
         test_send_delay: Duration::from_micros(common.test_send_delay_us),
+        test_ignore_repairs: common.test_ignore_repairs,
     })
 }
 

@@ -171,6 +171,8 @@ pub struct SocketConfig {
     pub qlog: Option<Arc<Logs>>,
     /// `--test-send-delay-us` (TEST ONLY): a sleep before each datagram the stack sends; zero: none.
     pub test_send_delay: Duration,
+    /// `--test-ignore-repairs` (TEST ONLY): repairs received are dropped unread.
+    pub test_ignore_repairs: bool,
 }
 
 /// Bytes of the receive buffer for one (possibly GRO-coalesced) receive of up to `gro_segments`
@@ -208,6 +210,8 @@ pub struct FecSocket<G: SocketGlue> {
     packets: Option<Arc<SentPackets>>,
     /// `--test-send-delay-us` (TEST ONLY: a deliberately slowed build); zero: none.
     test_send_delay: Duration,
+    /// `--test-ignore-repairs` (TEST ONLY: a build whose FEC stopped recovering).
+    test_ignore_repairs: bool,
 }
 
 impl<G: SocketGlue> fmt::Debug for FecSocket<G> {
@@ -298,6 +302,7 @@ impl<G: SocketGlue> FecSocket<G> {
             qlog: cfg.qlog,
             packets,
             test_send_delay: cfg.test_send_delay,
+            test_ignore_repairs: cfg.test_ignore_repairs,
         });
         if socket.qlog.is_some() {
             socket.core.lock().unwrap().layer_mut().record_events();
@@ -525,7 +530,10 @@ impl<G: SocketGlue> FecSocket<G> {
                     let mut offset = 0;
                     while offset < r.len {
                         let len = stride.min(r.len - offset);
-                        core.receive(now, path, &recv_buf[offset..offset + len], r.ecn);
+                        let datagram = &recv_buf[offset..offset + len];
+                        if !(self.test_ignore_repairs && core.is_repair(datagram)) {
+                            core.receive(now, path, datagram, r.ecn);
+                        }
                         offset += len;
                     }
                     self.write_events(&mut core);

@@ -34,6 +34,7 @@ fn config(multipath: bool) -> SocketConfig {
         default_local: None,
         qlog: None,
         test_send_delay: Duration::ZERO,
+        test_ignore_repairs: false,
     }
 }
 

@@ -328,3 +328,30 @@ fn client_close_reaches_the_server() {
         endpoint.close(0u32.into(), b"");
     });
 }
+
+/// `--test-ignore-repairs` (TEST ONLY, fecbench's A/B test): the client drops the repairs the
+/// server still sends, so nothing is rebuilt, while the same run without it rebuilds losses.
+#[test]
+fn test_ignore_repairs_stops_recovery_but_not_the_repairs() {
+    let loss = || LossSpec {
+        p: 0.05,
+        model: LossModel::Uniform,
+        burst_len: 1.0,
+        seed: 11,
+        rate_mbit: None,
+    };
+    let recovered = |m: &Metrics| m.client.as_ref().unwrap().recovered;
+    let normal = download(&common(&["--fec", "rs:30,20"]), 300_000, loss());
+    let broken = download(
+        &common(&["--fec", "rs:30,20", "--test-ignore-repairs"]),
+        300_000,
+        loss(),
+    );
+    assert!(recovered(&normal) > 0, "{normal:?}");
+    assert_eq!(recovered(&broken), 0, "{broken:?}");
+    assert!(
+        broken.sender.as_ref().unwrap().repair_sent > 0,
+        "{broken:?}"
+    );
+    assert_eq!(broken.bytes_app, 300_000);
+}

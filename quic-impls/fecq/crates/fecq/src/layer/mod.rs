@@ -137,6 +137,17 @@ impl FecLayer {
     }
 
     /// Multipath framing in use (a scheme other than `none`, multipath options given).
+    /// Whether a wire datagram is a repair (for `--test-ignore-repairs`, a deliberately broken
+    /// receiver).
+    pub fn is_repair(&self, data: &[u8]) -> bool {
+        let body = if self.enveloped() {
+            data.get(1..).unwrap_or_default()
+        } else {
+            data
+        };
+        self.cfg.scheme != Scheme::None && events::repair_ids(body).is_some()
+    }
+
     fn enveloped(&self) -> bool {
         self.cfg.multipath.is_some() && self.cfg.scheme != Scheme::None
     }

@@ -103,6 +103,11 @@ pub struct Common {
     /// recipe test (ci-recipes/README.md), which its compare must catch
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub test_send_delay_us: u64,
+    /// TEST ONLY, never in a measurement: drop every repair datagram this endpoint receives,
+    /// unread (the sender still sends them): a build whose FEC stopped recovering, for fecbench's
+    /// A/B test (ci-recipes/fecbench-ci-ab), which its compare must catch
+    #[arg(long)]
+    pub test_ignore_repairs: bool,
     /// Tail FEC options (--fec-mode, --tail-max): crate::options::tail.
     #[command(flatten)]
     pub tail: TailArgs,

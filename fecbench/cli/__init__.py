@@ -7,6 +7,7 @@ import sys
 import typer
 from rich.console import Console
 
+from fecbench.cli.ab import ab as ab_command
 from fecbench.cli.bench import bench_verdicts as bench_verdicts_command
 from fecbench.cli.bench import bench_worlds as bench_worlds_command
 from fecbench.cli.compare import compare_command
@@ -75,6 +76,7 @@ def clean(all_owners: bool = typer.Option(False, "--include-live",
 app.command("plan")(plan_command)
 register_runner_commands(app)  # run, status, impls
 app.command("compare")(compare_command)  # two campaigns by run key (many hosts against one)
+app.command("ab")(ab_command)            # two builds interleaved on this machine, then compared
 bench_app.command("verdicts")(bench_verdicts_command)  # reproduce's benchmark, beside `bench campaign`
 bench_app.command("worlds")(bench_worlds_command)      # the verdicts on synthetic worlds with a known truth
 bench_app.command("backends")(bench_backends_command)  # analysis' backend comparison

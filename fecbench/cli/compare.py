@@ -228,6 +228,9 @@ def compare_command(
                                     "A_LABEL (its runs compared unpaired); repeatable.", show_default=False),
     seed: int = typer.Option(0, "--seed", help="The bootstrap's seed."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
+    same_machine: bool = typer.Option(False, "--same-machine", help="Refuse (exit 2) two campaigns recorded on "
+                                      "different machines (architecture, CPU, CPUs, memory, kernel): a baseline "
+                                      "from another machine measures that machine too."),
 ) -> None:
     """Two campaigns of one design: what changed between them (provenance side by side), the same runs on the
     same losses (keys, loss seeds, dropper verdicts), and with --margin whether a metric moved, per group
@@ -257,6 +260,10 @@ def compare_command(
         if not sep or not left or not right:
             raise UserError(f"--label {item!r}: A_LABEL=B_LABEL")
         mapping[left] = right
+    if same_machine and (differs := cp.other_machine(a, b)):
+        raise UserError(f"{a} and {b} were recorded on different machines ({differs} differ): record the baseline "
+                        "on this machine (fecbench-ci --record), measure both builds here side by side (fecbench-ci "
+                        "ab), or leave out --same-machine")
     result = compare(a, b)
     rows = cp.side_by_side(cp.provenance(a), cp.provenance(b))
     metrics = None

@@ -92,6 +92,28 @@ def _machine(host: dict[str, Any]) -> str:
     return f"{host.get('hostname', '?')}: {', '.join(parts)}" if parts else str(host.get("hostname", "?"))
 
 
+#: What makes two campaigns' machines one for a baseline: its kind (architecture, CPU model and count, memory in
+#: GiB) and its kernel. Not the hostname: a container's is new on every run.
+MACHINE_KEYS = ("machine", "cpu", "cpus", "mem_kib", "kernel", "kernel_version")
+
+
+def machines(db: results.DbLike) -> set[tuple[str, ...]]:
+    """The machines (``MACHINE_KEYS``) the database's campaigns ran on."""
+    hosts = [campaign_json(camp.get("host_json")) for camp in results.campaigns(db).to_dict("records")]
+    # Memory in whole GiB: MemTotal moves by a few KiB with what the kernel reserves at boot.
+    return {tuple(str(round(host["mem_kib"] / 2**20) if k == "mem_kib" and host.get(k) else host.get(k))
+                  for k in MACHINE_KEYS) for host in hosts}
+
+
+def other_machine(a: results.DbLike, b: results.DbLike) -> str | None:
+    """How B's machines differ from A's (``MACHINE_KEYS``), or None when every campaign of both ran on one."""
+    ma, mb = machines(a), machines(b)
+    if len(ma) == 1 and ma == mb:
+        return None
+    differs = [key for i, key in enumerate(MACHINE_KEYS) if {m[i] for m in ma} != {m[i] for m in mb}]
+    return ", ".join(differs) or "more than one machine on a side"
+
+
 def provenance(db: results.DbLike) -> dict[str, str]:
     """The database's provenance rows (name -> value), read from its campaigns table."""
     campaigns = results.campaigns(db)

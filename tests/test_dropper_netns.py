@@ -544,3 +544,22 @@ def test_two_cpus_through_the_attached_hook(line, hook):
         assert st["matched"] == 2 * n and st["dropped"] == want.sum() == 2 * n - received
         assert np.array_equal(log["index"], np.arange(2 * n))
         assert np.array_equal(log["verdict"].astype(bool), want)
+
+
+def test_min_len_lets_shorter_frames_pass_without_an_index(line):
+    # The sender's frames are 150 bytes (Ethernet 14 + IPv4 20 + UDP 8 + 108): with min_len 151 every one passes a
+    # drop-everything model untouched and takes no index (ACK-only packets do not shift the data's verdicts);
+    # with min_len 150 every one is the model's again.
+    with Dropper.attach("eth1", netns=line[1], model=Uniform(1.0), filter=Filter("udp", PORT)) as d:
+        d.set(min_len=151)
+        assert len(transfer(line, 1000)) == 1000
+        st = d.stats()
+        assert (st["matched"], st["dropped"], st["min_len"]) == (0, 0, 151) and st["unmatched"] >= 1000
+        d.set(min_len=150)
+        assert len(transfer(line, 300, wait=5.0)) == 0
+        st = d.stats()
+        assert (st["matched"], st["dropped"], st["min_len"]) == (300, 300, 150)
+        d.set()
+        assert d.stats()["min_len"] == 0
+        with pytest.raises(UserError, match="min_len"):
+            d.set(min_len=70000)

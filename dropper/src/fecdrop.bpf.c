@@ -253,7 +253,7 @@ int fecdrop(struct __sk_buff *skb)
 			st->nonip++;
 		return TC_PASS; /* ARP and friends: never dropped, never counted as matched */
 	}
-	if (cfg.filter_flags && !filter_match(skb, ethertype)) {
+	if (skb->len < cfg.min_len || (cfg.filter_flags && !filter_match(skb, ethertype))) {
 		st = counters();
 		if (st)
 			st->unmatched++;

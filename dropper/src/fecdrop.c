@@ -23,6 +23,7 @@
  * MODEL: --model NAME --seed S --stream S --t PARAM=T ... (the model's thresholds by name, see models/)
  *        --table-len N (chained models: packets to pre-generate) --trace FILE (little-endian u64 indices)
  *        --flow-bin-ms MS (count packets per flow and MS-long time bin from this set on; default: off)
+ *        --min-len N (frames shorter than N bytes pass untouched and take no index: unmatched; default 0)
  * FILTER: --proto N --port N --src ADDR --dst ADDR
  * Thresholds are integers in [0, 2^32] computed by the Python side (probability * 2^32, rounded).
  * Exit status: 0 ok, 2 user error (message on stderr), 1 anything else.
@@ -117,7 +118,7 @@ int main(int argc, char **argv)
 		{"t", 1, 0, 1},		{"table-len", 1, 0, 6},	  {"trace", 1, 0, 7},	  {"proto", 1, 0, 8},
 		{"port", 1, 0, 9},	{"src", 1, 0, 10},	  {"dst", 1, 0, 11},	  {"packets", 1, 0, 12},
 		{"threads", 1, 0, 13},	{"out", 1, 0, 14},	  {"repeat", 1, 0, 15},	  {"hook", 1, 0, 16},
-		{"handle", 1, 0, 17},	{"flow-bin-ms", 1, 0, 18}, {0, 0, 0, 0},
+		{"handle", 1, 0, 17},	{"flow-bin-ms", 1, 0, 18}, {"min-len", 1, 0, 19}, {0, 0, 0, 0},
 	};
 	struct options o = {.egress = 1, .threads = 1};
 	const char *thresholds[FD_MODEL_PARAMS * 2];
@@ -191,6 +192,11 @@ int main(int argc, char **argv)
 			if (!o.cfg.flow_bin_ns || o.cfg.flow_bin_ns > 3600000000000ULL)
 				die(2, "flow bin must be 1 ms to 1 h");
 			o.cfg.flows = 1;
+			break;
+		case 19:
+			o.cfg.min_len = parse_u64(optarg, "minimum length");
+			if (o.cfg.min_len > 65535)
+				die(2, "minimum length %s beyond 65535 bytes", optarg);
 			break;
 		default: die(2, "bad option (see the comment at the top of fecdrop.c)");
 		}

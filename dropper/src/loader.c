@@ -256,10 +256,11 @@ void print_stats(struct instance *in)
 	printf("{\"hook\": \"%s\", \"model\": \"%s\", \"seed\": %llu, \"stream\": %llu, \"index\": %llu"
 	       ", \"seen\": %llu, \"matched\": %llu, \"unmatched\": %llu, \"dropped\": %llu"
 	       ", \"good\": %llu, \"bad\": %llu, \"bursts\": %llu, \"longest_burst\": %llu, \"gso\": %llu"
-	       ", \"non_ip\": %llu, \"log_lost\": %llu, \"flow_lost\": %llu, \"table_len\": %llu, \"thresholds\": {",
+	       ", \"non_ip\": %llu, \"log_lost\": %llu, \"flow_lost\": %llu, \"table_len\": %llu, \"min_len\": %u"
+	       ", \"thresholds\": {",
 	       hook, m->name, c->seed, c->stream, index, index + sum.nonip + sum.unmatched, index, sum.unmatched,
 	       dropped, m->chained ? index - bad : 0, bad, bursts, longest, sum.gso, sum.nonip, sum.log_lost,
-	       sum.flow_lost, c->table_len);
+	       sum.flow_lost, c->table_len, c->min_len);
 	for (int i = 0; i < FD_MODEL_PARAMS && m->params[i]; i++)
 		printf("%s\"%s\": %llu", i ? ", " : "", m->params[i], c->t[i]);
 	printf("}}\n");

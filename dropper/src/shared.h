@@ -42,6 +42,11 @@ struct fd_config {
 	__u32 flow_pad;
 	__u64 flow_t0;      /* CLOCK_MONOTONIC ns when counting started (bin 0) */
 	__u64 flow_bin_ns;  /* width of a time bin */
+	/* Frames shorter than this (skb->len: IP packet and Ethernet header) pass untouched without an index, so
+	 * ACK-only and probe packets whose number follows the timing do not shift which data packet the i-th
+	 * verdict hits; 0: every packet takes one (set with the model: --min-len) */
+	__u32 min_len;
+	__u32 min_len_pad;
 };
 
 /* Per-flow counters, by time bin: what each flow (transport protocol and ports, as seen in this
@@ -70,7 +75,7 @@ struct fd_flow_count {
  * unmatched, and dropped, bursts, longest burst and GE states over [0, index). */
 struct fd_stats {
 	__u64 nonip;     /* non-IP frames (always passed, never counted as matched) */
-	__u64 unmatched; /* IP packets the filter let through untouched */
+	__u64 unmatched; /* IP packets the filter (or min_len) let through untouched */
 	__u64 gso;       /* skbs with gso_segs > 1 (one verdict would hit several wire packets) */
 	__u64 log_lost;  /* verdict records the full ring buffer could not take */
 	__u64 flow_lost; /* packets not counted per flow: the flow table was full */

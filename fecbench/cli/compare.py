@@ -47,6 +47,9 @@ class Comparison:
     logged: int = 0                                   # common keys whose droppers' verdicts both kept
     verdicts_differ: list[str] = field(default_factory=list)
     droppers_differ: list[str] = field(default_factory=list)   # keys logged by other droppers on each side
+    # keys whose drops fell on frames of other lengths in B (another packet at that index): (key, direction,
+    # index, length in A, length in B) of the first such drop
+    drops_moved: list[tuple[str, str, int, int, int]] = field(default_factory=list)
     statuses: dict[str, dict[str, int]] = field(default_factory=dict)
     status_pairs: dict[str, int] = field(default_factory=dict)  # "a → b" for the common keys whose status differs
     hosts: tuple[dict[str, int], dict[str, int]] = field(default_factory=lambda: ({}, {}))
@@ -60,6 +63,8 @@ class Comparison:
                 "only_b": self.only_b, "seeds_differ": self.seeds_differ, "seeds_by_point": list(self.seeds_by_point),
                 "verdicts_compared": self.logged,
                 "verdicts_differ": self.verdicts_differ, "droppers_differ": self.droppers_differ,
+                "drops_moved": [{"key": k, "direction": d, "index": i, "length_a": la, "length_b": lb}
+                                for k, d, i, la, lb in self.drops_moved],
                 "statuses": self.statuses, "status_pairs": self.status_pairs,
                 "hosts": {"a": self.hosts[0], "b": self.hosts[1]}}
 
@@ -85,6 +90,16 @@ def _agree(a: Any, b: Any) -> bool:
     va, vb = np.asarray(a["verdict"]).astype(bool), np.asarray(b["verdict"]).astype(bool)
     n = min(len(va), len(vb))
     return bool(np.array_equal(va[:n], vb[:n]))
+
+
+def _moved_drop(a: Any, b: Any) -> tuple[int, int, int] | None:
+    """The first index both runs saw where a frame was dropped and the two frames' lengths differ (another
+    packet took that index in B: twins that diverged), as (index, length in A, length in B); else None."""
+    import numpy as np
+
+    n = min(len(a), len(b))
+    hit = np.flatnonzero((np.asarray(a["verdict"][:n]) == 1) & (a["len"][:n] != b["len"][:n]))
+    return (int(hit[0]), int(a["len"][hit[0]]), int(b["len"][hit[0]])) if hit.size else None
 
 
 def compare(a: Path, b: Path) -> Comparison:
@@ -113,6 +128,10 @@ def compare(a: Path, b: Path) -> Comparison:
             out.logged += 1
             if not all(_agree(la[d], lb[d]) for d in la):
                 out.verdicts_differ.append(key)
+            moved = [(d, m) for d in sorted(la) if (m := _moved_drop(la[d], lb[d]))]
+            if moved:
+                (_, direction), (index, len_a, len_b) = moved[0]
+                out.drops_moved.append((key, direction, index, len_a, len_b))
     out.status_pairs = dict(pairs)
     out.statuses = {"a": dict(Counter(r["status"] for r in runs_a.values())),
                     "b": dict(Counter(r["status"] for r in runs_b.values()))}
@@ -140,6 +159,8 @@ def text(c: Comparison, a: Path, b: Path) -> list[str]:
                      "sides agree at every packet both runs saw"
                      + (f"; differ: {_few(c.verdicts_differ)}" if c.verdicts_differ else "")
                      + (f"; other droppers logged: {_few(c.droppers_differ)}" if c.droppers_differ else ""))
+        if c.logged:
+            lines.append(_moved_text(c))
     else:
         lines.append("dropper verdicts: not compared (neither side kept verdict logs of the same runs: design "
                      "`verdict_log = true`)")
@@ -150,6 +171,18 @@ def text(c: Comparison, a: Path, b: Path) -> list[str]:
                     if c.status_pairs else ""))
     lines.append("the same runs on the same losses" if c.same else "they differ")
     return lines
+
+
+def _moved_text(c: Comparison) -> str:
+    """Where the same verdicts fell on other packets (a frame of another length at a dropped index)."""
+    if not c.drops_moved:
+        return f"dropped frames: the same lengths in A and B at every drop of the {c.logged} logged key(s)"
+    first = Counter((d, i) for _, d, i, _, _ in c.drops_moved).most_common(1)[0][0]
+    short = sum(1 for *_, la, lb in c.drops_moved if min(la, lb) < 200)
+    return (f"dropped frames: another packet at a dropped index in {len(c.drops_moved)} of {c.logged} logged key(s) "
+            f"(the timing put more or fewer packets before it; most often at index {first[1]} of {first[0]}; a "
+            f"frame under 200 bytes on one side in {short}): these runs did not meet the same losses "
+            "(designs/README.md, \"Twins\"; `[loss] min_bytes`)")
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:

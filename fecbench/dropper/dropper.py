@@ -271,10 +271,11 @@ class Dropper:
             raise UserError(f"dropper {self.name} is detached")
 
     def set(self, model: LossModel | None = None, seed: int | None = None, stream: int | None = None,
-            flow_bin_ms: int | None = None) -> None:
+            flow_bin_ms: int | None = None, min_len: int = 0) -> None:
         """Change parameters without reloading; resets the stream (index 0, state Good) and counters.
         `flow_bin_ms`: also count packets per flow (protocol and ports) in bins of that many ms from now
-        (`flows`); None: no per-flow counting."""
+        (`flows`); None: no per-flow counting. `min_len`: frames shorter than this many bytes (IP packet and
+        Ethernet header) pass untouched and take no index (counted `unmatched`); 0: every packet takes one."""
         self._check()
         model = model or self.model
         if model is None:
@@ -283,9 +284,11 @@ class Dropper:
         seed = self.seed if seed is None else check_seed("seed", seed)
         stream = self.stream if stream is None else check_seed("stream", stream)
         flows = [] if flow_bin_ms is None else ["--flow-bin-ms", str(int(flow_bin_ms))]
+        if isinstance(min_len, bool) or not isinstance(min_len, int) or not 0 <= min_len <= 65535:
+            raise UserError(f"dropper {self.name}: min_len must be an integer in 0..65535, not {min_len!r}")
         with tempfile.TemporaryDirectory() as tmp:
             run_fecdrop("set", "--pin", str(self.pin), *model_args(model, seed, stream, tmp, self.ge_table_len),
-                        *flows)
+                        *flows, *(["--min-len", str(min_len)] if min_len else []))
         self.model, self.seed, self.stream = model, seed, stream
         self._discard_log()
 

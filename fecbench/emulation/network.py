@@ -310,8 +310,8 @@ class Network:
                 time.sleep(0.01)
 
     def set_loss(self, link_id: str, direction: str, model: Any, seed: int = 0, stream: int = 0,
-                 flow_bin_ms: int | None = None) -> None:
-        """Loss model of one direction ("forward" = client→server, "reverse") of a lossy link."""
+                 flow_bin_ms: int | None = None, min_len: int = 0) -> None:
+        """Loss model of one direction ("forward" = client→server, "reverse") of a lossy link (Dropper.set)."""
         if direction not in ("forward", "reverse"):
             raise UserError(f"direction must be forward or reverse, got {direction!r}")
         key = (link_id, direction)
@@ -319,7 +319,7 @@ class Network:
             raise UserError(self.dropper_error)
         if key not in self.droppers:
             raise UserError(f"link {link_id!r} is not lossy (lossy links: {', '.join(self.topo.lossy_links())})")
-        self.droppers[key].set(model=model, seed=seed, stream=stream, flow_bin_ms=flow_bin_ms)
+        self.droppers[key].set(model=model, seed=seed, stream=stream, flow_bin_ms=flow_bin_ms, min_len=min_len)
 
     def clear_lateness(self) -> None:
         """Start a new window (a run's) for what ``link_stats`` reports: the delay elements' lateness, and the

@@ -79,6 +79,9 @@ class LossSpec:
     directions: list[str]
     links: list[str] | None               # None: the topology's lossy links
     trace_file: Path | None = None
+    # Frames shorter than this pass the dropper without an index (ACK-only and probe packets do not shift which
+    # data packet the n-th verdict hits: designs/README.md, "Twins"); 0, the default: every packet takes one.
+    min_bytes: int = 0
 
     def factor_refs(self, path: int | None = None) -> dict[str, str]:
         """Parameter -> factor name; "{path}" in a name is the lossy link's path (p = "p_{path}")."""
@@ -261,8 +264,10 @@ def _parse_loss(section: Section, file: Path) -> LossSpec:
         trace_file = resolve_path(section.get(loss_model.file_key, str), file)
         if not trace_file.is_file():
             raise section.error(loss_model.file_key, f"{model} file {trace_file} not found")
+    min_bytes = section.get("min_bytes", int, 0, min=0, max=65535)   # a frame's length (0: every packet)
     section.done()
-    return LossSpec(model=model, params=params, directions=directions, links=links, trace_file=trace_file)
+    return LossSpec(model=model, params=params, directions=directions, links=links, trace_file=trace_file,
+                    min_bytes=min_bytes)
 
 
 def _exchange_size(section: Section, file: Path, key: str) -> int | None:

@@ -118,7 +118,8 @@ class Runner:
             lossy = values is not None and (link, direction) in streams and self.design.loss.model != "none"
             model = self.loss_model(values, link) if lossy else NoLoss()
             self.testbed.set_loss(link, direction, model, seed=seed, stream=streams.get((link, direction), 0),
-                                  flow_bin_ms=self.design.flows.bin_ms if counting else None)
+                                  flow_bin_ms=self.design.flows.bin_ms if counting else None,
+                                  min_len=self.design.loss.min_bytes)
 
     def placeholders(self, run: Run, run_dir: Path) -> dict[str, Any]:
         entry = run.impl

@@ -72,7 +72,7 @@ class Testbed(Protocol):
     def configure(self, values: dict[str, Any]) -> None: ...
     def fidelity(self, rate_probe: bool) -> list[dict[str, Any]]: ...
     def set_loss(self, link: str, direction: str, model: LossModel, seed: int, stream: int,
-                 flow_bin_ms: int | None = None) -> None: ...
+                 flow_bin_ms: int | None = None, min_len: int = 0) -> None: ...
     def flow_counters(self) -> list[dict[str, Any]]: ...
     def link_stats(self) -> list[dict[str, Any]]: ...
     def clear_lateness(self) -> None: ...
@@ -151,11 +151,13 @@ class MininetTestbed:
         return [dict(row) for row in self.net.fidelity(rate_probe=rate_probe)]
 
     def set_loss(self, link: str, direction: str, model: LossModel, seed: int, stream: int,
-                 flow_bin_ms: int | None = None) -> None:
+                 flow_bin_ms: int | None = None, min_len: int = 0) -> None:
         """The dropper's model of one direction of a lossy link (and with `flow_bin_ms`, its per-flow counters
-        from now); with per-flow counters, the link's delay element counts that direction's flows from now too:
-        what each flow brought to the bottleneck queue and what the queue refused (its tail drops)."""
-        self.net.set_loss(link, direction, model, seed=seed, stream=stream, flow_bin_ms=flow_bin_ms)
+        from now; `min_len`: shorter frames pass without an index); with per-flow counters, the link's delay
+        element counts that direction's flows from now too: what each flow brought to the bottleneck queue and
+        what the queue refused (its tail drops)."""
+        self.net.set_loss(link, direction, model, seed=seed, stream=stream, flow_bin_ms=flow_bin_ms,
+                          min_len=min_len)
         line = self.net.delaylines.get(link)
         if line is not None and (flow_bin_ms is not None or (link, direction) in self.queue_counting):
             line.control.count_flows(QUEUE_SIDE[direction], flow_bin_ms)

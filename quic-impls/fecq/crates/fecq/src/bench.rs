@@ -64,6 +64,7 @@ fn bench_socket<G: SocketGlue>(
         qlog: None,
         test_send_delay: std::time::Duration::ZERO,
         test_ignore_repairs: false,
+        test_recovery_delay: std::time::Duration::ZERO,
     };
     FecSocket::bind("127.0.0.1:0".parse().unwrap(), cfg, None)
 }
@@ -218,6 +219,7 @@ fn loopback_download(fec: Scheme, signal: Signal, loss: f64) -> Result<(f64, u64
         max_window: None,
         test_send_delay_us: 0,
         test_ignore_repairs: false,
+        test_recovery_delay_us: 0,
         tail: crate::options::tail::TailArgs::default(),
         capture: crate::options::config::Capture::default(),
     };

@@ -94,16 +94,19 @@ impl Core {
         self.layer.is_repair(data)
     }
 
-    /// One wire datagram received on `path`: decoded datagrams join the ready queue.
-    pub fn receive(&mut self, now: Instant, path: PathKey, data: &[u8], ecn: u8) {
+    /// One wire datagram received on `path`: decoded datagrams join the ready queue. Returns how
+    /// many of them were rebuilt from repairs.
+    pub fn receive(&mut self, now: Instant, path: PathKey, data: &[u8], ecn: u8) -> u32 {
         let mut got = Vec::new();
         self.layer.receive(now, path, data, ecn, &mut got);
+        let rebuilt = got.iter().filter(|d| d.recovered).count() as u32;
         for d in got {
             if self.ready.len() >= MAX_READY {
                 self.ready.pop_front();
             }
             self.ready.push_back(d);
         }
+        rebuilt
     }
 
     pub fn pop_ready(&mut self) -> Option<Incoming> {

@@ -85,6 +85,7 @@ fn socket_config<S: Stack>(
         qlog,
         test_send_delay: Duration::from_micros(common.test_send_delay_us),
         test_ignore_repairs: common.test_ignore_repairs,
+        test_recovery_delay: Duration::from_micros(common.test_recovery_delay_us),
     })
 }
 

@@ -173,6 +173,8 @@ pub struct SocketConfig {
     pub test_send_delay: Duration,
     /// `--test-ignore-repairs` (TEST ONLY): repairs received are dropped unread.
     pub test_ignore_repairs: bool,
+    /// `--test-recovery-delay-us` (TEST ONLY): a sleep per datagram the layer rebuilt; zero: none.
+    pub test_recovery_delay: Duration,
 }
 
 /// Bytes of the receive buffer for one (possibly GRO-coalesced) receive of up to `gro_segments`
@@ -212,6 +214,8 @@ pub struct FecSocket<G: SocketGlue> {
     test_send_delay: Duration,
     /// `--test-ignore-repairs` (TEST ONLY: a build whose FEC stopped recovering).
     test_ignore_repairs: bool,
+    /// `--test-recovery-delay-us` (TEST ONLY: a build whose recovery got slower); zero: none.
+    test_recovery_delay: Duration,
 }
 
 impl<G: SocketGlue> fmt::Debug for FecSocket<G> {
@@ -303,6 +307,7 @@ impl<G: SocketGlue> FecSocket<G> {
             packets,
             test_send_delay: cfg.test_send_delay,
             test_ignore_repairs: cfg.test_ignore_repairs,
+            test_recovery_delay: cfg.test_recovery_delay,
         });
         if socket.qlog.is_some() {
             socket.core.lock().unwrap().layer_mut().record_events();
@@ -532,7 +537,12 @@ impl<G: SocketGlue> FecSocket<G> {
                         let len = stride.min(r.len - offset);
                         let datagram = &recv_buf[offset..offset + len];
                         if !(self.test_ignore_repairs && core.is_repair(datagram)) {
-                            core.receive(now, path, datagram, r.ecn);
+                            let rebuilt = core.receive(now, path, datagram, r.ecn);
+                            if rebuilt > 0 && !self.test_recovery_delay.is_zero() {
+                                // TEST ONLY (`--test-recovery-delay-us`): a slow decoder, its
+                                // rebuilt datagrams (and this endpoint) held up.
+                                std::thread::sleep(self.test_recovery_delay * rebuilt);
+                            }
                         }
                         offset += len;
                     }

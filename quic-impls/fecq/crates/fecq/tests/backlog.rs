@@ -35,6 +35,7 @@ fn config(multipath: bool) -> SocketConfig {
         qlog: None,
         test_send_delay: Duration::ZERO,
         test_ignore_repairs: false,
+        test_recovery_delay: Duration::ZERO,
     }
 }
 

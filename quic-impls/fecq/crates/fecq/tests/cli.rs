@@ -544,3 +544,27 @@ fn test_send_delay_is_off_by_default() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The other TEST ONLY knobs of fecbench's CI measurements (`--test-ignore-repairs`,
+/// `--test-recovery-delay-us`) are off unless asked, and the delay is bounded like the send delay.
+#[test]
+fn test_recovery_knobs_are_off_by_default() {
+    let c = support::common(&[]);
+    assert!(!c.test_ignore_repairs);
+    assert_eq!(c.test_recovery_delay_us, 0);
+    let c = support::common(&["--test-recovery-delay-us", "20000", "--test-ignore-repairs"]);
+    assert_eq!(
+        (c.test_recovery_delay_us, c.test_ignore_repairs),
+        (20000, true)
+    );
+    let out = fecq()
+        .args([
+            "check-args",
+            "client",
+            "--test-recovery-delay-us",
+            "2000000",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

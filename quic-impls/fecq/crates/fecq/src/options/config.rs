@@ -108,6 +108,12 @@ pub struct Common {
     /// A/B test (ci-recipes/fecbench-ci-ab), which its compare must catch
     #[arg(long)]
     pub test_ignore_repairs: bool,
+    /// TEST ONLY, never in a measurement: sleep this many microseconds per datagram this
+    /// endpoint's FEC layer rebuilds (0, the default: off): a build whose recovery got slower, so
+    /// only runs with a loss slow down, for fecbench's measured false alarms and detections of its
+    /// CI recipe (ci-recipes/README.md)
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub test_recovery_delay_us: u64,
     /// Tail FEC options (--fec-mode, --tail-max): crate::options::tail.
     #[command(flatten)]
     pub tail: TailArgs,

@@ -97,6 +97,15 @@ def _stack_repository(repo: Path) -> None:
     _git(repo, "commit", "-qam", "head: FEC stopped recovering")
 
 
+def _repository(tmp_path: Path) -> Path:
+    if not FECQ.exists():
+        pytest.skip(f"{FECQ} is not built (make bootstrap)")
+    repo = tmp_path / "stack"
+    repo.mkdir()
+    _stack_repository(repo)
+    return repo
+
+
 def _starts(db: Path) -> dict[str, str]:
     with sqlite3.connect(db) as conn:
         return dict(conn.execute("SELECT key, started_at FROM runs"))
@@ -105,11 +114,7 @@ def _starts(db: Path) -> dict[str, str]:
 @pytest.mark.require_root
 @pytest.mark.slow
 def test_ab_catches_an_fec_regression_between_two_refs_run_interleaved(tmp_path: Path) -> None:
-    if not FECQ.exists():
-        pytest.skip(f"{FECQ} is not built (make bootstrap)")
-    repo = tmp_path / "stack"
-    repo.mkdir()
-    _stack_repository(repo)
+    repo = _repository(tmp_path)
     out = subprocess.run([str(SCRIPT), "ab", "--margin", "5%", "base", "HEAD"], cwd=repo, capture_output=True,
                          text=True, timeout=900, check=False, env={**os.environ, "COLUMNS": "200"})
     log = out.stdout[-5000:] + out.stderr[-3000:]
@@ -130,11 +135,7 @@ def test_ab_catches_an_fec_regression_between_two_refs_run_interleaved(tmp_path:
 
 @pytest.mark.require_root
 def test_ab_refuses_refs_whose_designs_plan_other_runs(tmp_path: Path) -> None:
-    if not FECQ.exists():
-        pytest.skip(f"{FECQ} is not built (make bootstrap)")
-    repo = tmp_path / "stack"
-    repo.mkdir()
-    _stack_repository(repo)
+    repo = _repository(tmp_path)
     (repo / ".fecbench" / "ci.toml").write_text(DESIGN.replace("repetitions = 48", "repetitions = 49"))
     _git(repo, "commit", "-qam", "more repetitions")
     out = subprocess.run([str(SCRIPT), "ab", "base", "HEAD"], cwd=repo, capture_output=True, text=True,

@@ -238,11 +238,19 @@ def _outcome(result: Any) -> str:
         only = [f"{g.name} {g.verdict}" for g in result.groups if g.verdict in (cc.ONLY_A, cc.ONLY_B)]
         return "differs: " + "; ".join(only + [f"{where}, {s.text()}" for where, s in result.moved])
     if result.exit_code == cc.UNDECIDED:
-        undecided = [g for g in result.groups if g.verdict in cc.UNDECIDED_VERDICTS]
-        return "undecided: " + "; ".join(
-            f"{'at the margin' if g.verdict == cc.AT_MARGIN else 'not enough data'} for {g.name}" for g in undecided)
+        undecided = [_undecided_text(g, cc) for g in result.groups if g.verdict in cc.UNDECIDED_VERDICTS]
+        undecided += [f"{p.name}, {s.text()}" for p in result.pools for s in p.parts if s.verdict == cc.MOVED_UNSIZED]
+        return "undecided: " + "; ".join(undecided)
     return (f"equivalent: every group the same within {result.margin}; no class or tail of them moved beyond it "
             f"(each group's verdict is its median's)")
+
+
+def _undecided_text(group: Any, cc: Any) -> str:
+    if group.verdict == cc.MOVED_UNSIZED:
+        moved = [s for s in group.parts if s.verdict == cc.MOVED_UNSIZED]
+        return (f"{group.name}: " + "; ".join(s.text() for s in moved) + " (it moved; more pairs of its kind would "
+                "tell whether beyond the margin)")
+    return f"{'at the margin' if group.verdict == cc.AT_MARGIN else 'not enough data'} for {group.name}"
 
 
 def compare_command(

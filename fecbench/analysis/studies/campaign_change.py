@@ -40,9 +40,12 @@ interval at 1 − (1 − level)/m. A group is **worse** (better; larger or small
 its statistics is, and names which; otherwise its verdict is its median's: **same within margin** (with its
 shift where the interval excludes 1), **at the margin**, or **not enough data** with how many more pairs (or
 runs per side) would decide it if the spread stayed as it is (an interval's width shrinks as one over the square
-root of the sample). A class or tail left undecided leaves the group's verdict to its median: at lossy points
-twins jump (designs/README.md, "Twins"), so a few lossy pairs rarely bound a change within the margin, though
-they show one beyond it. A pooled statistic that moved makes the comparison differ too.
+root of the sample). A class or tail whose interval leaves out no change without deciding against the margin
+**moved, size undecided**: its group, "same within margin" by its median, is undecided (exit 3) and the output
+names the class (a 10 % slower recovery read "equivalent" before: ci-recipes/README.md); a class or tail left
+undecided with no change inside its interval leaves the group's verdict to its median: at lossy points twins jump
+(designs/README.md, "Twins"), so a few lossy pairs rarely bound a change within the margin, though they show one
+beyond it. A pooled statistic that moved makes the comparison differ too (undecided, by an unsized move).
 """
 
 from __future__ import annotations
@@ -65,12 +68,12 @@ from fecbench.inputs.errors import UserError, did_you_mean
 METRICS, LARGER_IS_WORSE, MIN_PAIRS = cv.METRICS, cv.LARGER_IS_WORSE, cv.MIN_PAIRS
 Margin, Statistic, kind_of, band, verdict, more_needed = cv.Margin, cv.Statistic, cv.kind_of, cv.band, cv.verdict, \
     cv.more_needed
-SAME, NOT_ENOUGH, AT_MARGIN, TOO_FEW = cv.SAME, cv.NOT_ENOUGH, cv.AT_MARGIN, cv.TOO_FEW
+SAME, NOT_ENOUGH, AT_MARGIN, TOO_FEW, MOVED_UNSIZED = cv.SAME, cv.NOT_ENOUGH, cv.AT_MARGIN, cv.TOO_FEW, cv.MOVED_UNSIZED
 #: Exit statuses of `fecbench compare` (2 is every UserError's: bad input).
 EQUIVALENT, DIFFERS, BAD_INPUT, UNDECIDED = 0, 1, 2, 3
 ONLY_A, ONLY_B = "only in A", "only in B"
 DIFFERENT = (*cv.MOVED, ONLY_A, ONLY_B)
-UNDECIDED_VERDICTS = (NOT_ENOUGH, AT_MARGIN)
+UNDECIDED_VERDICTS = (NOT_ENOUGH, AT_MARGIN, MOVED_UNSIZED)
 GROUP_FACTORS = ("point",)    # besides the design's factors, what `by` may name
 
 
@@ -162,7 +165,8 @@ class Comparison:
         verdicts = {g.verdict for g in self.groups}
         if verdicts & set(DIFFERENT) or self.moved:
             return DIFFERS
-        return UNDECIDED if verdicts & set(UNDECIDED_VERDICTS) else EQUIVALENT
+        unsized = any(s.verdict == MOVED_UNSIZED for p in self.pools for s in p.parts)
+        return UNDECIDED if verdicts & set(UNDECIDED_VERDICTS) or unsized else EQUIVALENT
 
     @property
     def outcome(self) -> str:
@@ -327,7 +331,7 @@ def _unpaired(group: Group, a: pd.DataFrame, b: pd.DataFrame, kind: str, seed: i
         median.compute = compute
 
 
-def _judge(comparison: Comparison) -> None:
+def judge(comparison: Comparison) -> None:
     """Every statistic at the family's level (Bonferroni over those with an interval), then each group's verdict."""
     every = [s for g in comparison.groups if g.mode not in (ONLY_A, ONLY_B) for s in (g.median, *g.parts)]
     every += [s for p in comparison.pools for s in p.parts]
@@ -342,13 +346,14 @@ def _judge(comparison: Comparison) -> None:
         if group.mode in (ONLY_A, ONLY_B):
             continue
         ways = [s.verdict for s in group.moved]
-        group.verdict = next((w for w in cv.MOVED if w in ways), group.median.verdict)
+        unsized = group.median.verdict == SAME and any(s.verdict == MOVED_UNSIZED for s in group.parts)
+        group.verdict = next((w for w in cv.MOVED if w in ways), MOVED_UNSIZED if unsized else group.median.verdict)
         group.needs = _needs(group, kind, "pairs" if group.mode == "paired" else "runs per side")
 
 
 def _one_group(group: Group, a: pd.DataFrame, b: pd.DataFrame, mine: pd.DataFrame | None, kind: str, seed: int,
                n_boot: int) -> classes.Pairs | None:
-    """A group's statistics (their intervals left to ``_judge``) and what it leaves out; its pairs when paired."""
+    """A group's statistics (their intervals left to ``judge``) and what it leaves out; its pairs when paired."""
     shared = set(a["key"]) & set(b["key"])
     group.left_out = {"a": _counts(a), "b": _counts(b)}
     found = None
@@ -418,5 +423,5 @@ def compare(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, metric: str = "dct_
                         f"{', '.join(sorted(set(frame_a['label'])))}; B: {', '.join(sorted(set(frame_b['label'])))})")
     comparison = Comparison(metric=metric, kind=kind, margin=margin, level=level, groups=groups,
                             pools=classes.pools(paired, loss, kind, metric))
-    _judge(comparison)
+    judge(comparison)
     return comparison

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.campaign import FECQ, ROOT
+from tests.helpers.designs import design_text
 
 SCRIPT = ROOT / "ci-recipes" / "fecbench-ci"
 
@@ -24,37 +25,12 @@ SCRIPT = ROOT / "ci-recipes" / "fecbench-ci"
 #: uniform loss, 120 ms RTT, 20 kB), short frames out of the loss index (`min_bytes`: twins repeat), 32 runs a
 #: side. Measured: all runs 1.33 [1.05, 1.46], the lossy classes 1.41 [1.16, 1.72] and 1.37 [1.15, 1.64] worse.
 #: (Without min_bytes it took 48 runs a side for the classes' lower bounds to reach 1.13-1.15.)
-DESIGN = """
-[design]
-name = "ci-ab"
-topology = "topologies/single.toml"
-repetitions = 32
-seed = 60
-timeout_s = 30
-order = "random"
-impl_dirs = ["impls"]
-
-[space]
-method = "factorial"
-[space.factors]
-bw  = { levels = [10], unit = "Mbit/s" }
-owd = { levels = [60], unit = "ms" }
-p   = { levels = [0.1] }
-
-[loss]
-model = "uniform"
-p = "p"
-min_bytes = 200
-
-[workload]
-kind = "download"
-sizes = ["20kB"]
-
-[[impl]]
-name = "fecq"
-label = "quic-fec"
-args = { fec = "rlc:4,3,12" }
-"""
+DESIGN = design_text(
+    "ci-ab", seed=60, topology="topologies/single.toml", repetitions=32, timeout_s=30,
+    settings='order = "random"\nimpl_dirs = ["impls"]', method="factorial",
+    factors={"bw": {"levels": [10], "unit": "Mbit/s"}, "owd": {"levels": [60], "unit": "ms"}, "p": {"levels": [0.1]}},
+    loss={"model": "uniform", "p": "p", "min_bytes": 200}, workload='kind = "download"\nsizes = ["20kB"]',
+    impls=[("fecq", "quic-fec", {"fec": "rlc:4,3,12"})])
 
 BUILD_BASE = f"""#!/bin/sh
 mkdir -p bin

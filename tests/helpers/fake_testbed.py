@@ -62,7 +62,7 @@ class FakeTestbed:
                  "ok": abs(measured - configured) <= max(0.5, 0.02 * configured)}]
 
     def set_loss(self, link: str, direction: str, model: Any, seed: int, stream: int,
-                 flow_bin_ms: int | None = None) -> None:
+                 flow_bin_ms: int | None = None, min_len: int = 0) -> None:
         self.losses.append((link, direction, model, seed, stream))
 
     def flow_counters(self) -> list[dict[str, Any]]:

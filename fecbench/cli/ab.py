@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from fecbench.cli.compare import compare_command
+from fecbench.runners.commands.ab import CHUNK_RUNS
 from fecbench.runners.executors.quiet import FIDELITY_RERUNS
 
 console = Console()
@@ -22,8 +23,8 @@ def ab(base: Path = typer.Argument(..., metavar="BASE_DESIGN", help="The base bu
                                 "(an A/B left unfinished there resumes)."),
        margin: str = typer.Option("5%", "--margin", help="The compare's margin (fecbench compare --margin)."),
        metric: str = typer.Option("dct_ms", "--metric", help="The compared metric (fecbench compare --metric)."),
-       chunk: int = typer.Option(10, "--chunk", min=1, help="Runs of one side before the other side's same runs "
-                                 "(ABBA order)."),
+       chunk: int = typer.Option(CHUNK_RUNS, "--chunk", min=1, help="Runs of one side before the other side's "
+                                 "same runs (ABBA order)."),
        reruns: int = typer.Option(FIDELITY_RERUNS, "--reruns", min=0, max=20, help="Rounds of re-runs of runs "
                                   "flagged fidelity, at each chunk's end (0: keep them flagged)."),
        ) -> None:

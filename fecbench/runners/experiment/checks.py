@@ -6,26 +6,42 @@
 - the design's `timeout_s` against each run's minimum duration on its link (handshake and request
   RTTs, a queue's worth of delay, the bytes at the bottleneck rate; a messages run's duration): below
   SAFE_MULTIPLE × that minimum for some point, the design is refused (naming the points) unless the
-  user accepts it deliberately (`fecbench run --accept-short-timeout`).
+  user accepts it deliberately (`fecbench run --accept-short-timeout`);
+- at a point with uniform losses, `timeout_s` against the expected completion of a run without FEC, the slowest
+  label (`runs.estimate_seconds`: the loss-limited rate of a congestion-controlled transfer, measured within
+  ±10 % of fecq's and rQUIC's baseline downloads under uniform losses; bursty and replayed losses are not
+  checked, the model was never compared with runs under them): a run's time varies about that expectation by a factor
+  e^(RUN_SPREAD·Z), so a limit T cuts off a share 1 − Φ(ln(T / expected) / RUN_SPREAD) of those runs; above
+  CUT_OFF_SHARE the design is refused the same way. A limit the baseline cannot meet censors its runs, and a
+  claim about how a gain changes with the setting then cannot be decided at all.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 from fecbench.inputs.errors import UserError
 from fecbench.runners.experiment.argv_template import render
 from fecbench.runners.experiment.design import Design, ImplEntry
 from fecbench.runners.experiment.prepare import Prepared
+from fecbench.runners.experiment.runs import mean_loss
 
 # timeout_s must be at least this multiple of a run's minimum duration (slow starts, losses, retransmissions).
 SAFE_MULTIPLE = 1.5
+# A lossy run's time ÷ the duration model's expectation varies by about 30 % (runs.py, the model's constants):
+# the standard deviation of its logarithm. At most this share of the baseline's runs may reach timeout_s.
+RUN_SPREAD = 0.3
+CUT_OFF_SHARE = 0.05
+# The loss model under which the duration model was compared with real runs.
+CHECKED_LOSS_MODEL = "uniform"
 # How long an implementation's check command may take.
 CHECK_TIMEOUT_S = 30.0
 # Addresses an argument check sees (documentation ranges, RFC 5737): no network exists yet.
@@ -46,9 +62,38 @@ def min_duration_s(kind: str, size: int | None, rtt_ms: float, rate_mbit: float 
     return 2 * rtt_s + exchanges * (rtt_s + transfer)
 
 
-def short_timeouts(prepared: Prepared) -> list[dict[str, Any]]:
-    """The (point, size) pairs whose minimum duration × SAFE_MULTIPLE exceeds the design's timeout_s."""
+def cut_off_share(timeout_s: float, expected_s: float) -> float:
+    """The share of runs expected to reach `timeout_s` when their times vary as e^(RUN_SPREAD·Z) about
+    `expected_s`."""
+    if expected_s <= 0:
+        return 0.0
+    return 1 - NormalDist().cdf(math.log(timeout_s / expected_s) / RUN_SPREAD)
+
+
+def limit_for(expected_s: float) -> float:
+    """The least timeout_s that cuts off at most CUT_OFF_SHARE of runs expected to take `expected_s`."""
+    return expected_s * math.exp(NormalDist().inv_cdf(1 - CUT_OFF_SHARE) * RUN_SPREAD)
+
+
+def expected_baseline_s(prepared: Prepared) -> dict[tuple[int, int | None], float]:
+    """(point, size) → the duration model's expected time of a run without FEC there, at the lossy points of
+    transfers (not messages: they last their duration)."""
     design = prepared.design
+    out: dict[tuple[int, int | None], float] = {}
+    if design.workload.kind == "messages" or design.loss.model != CHECKED_LOSS_MODEL:
+        return out
+    for run in prepared.runs:
+        where = (run.point, run.size)
+        if where not in out and run.impl.supports(run.workload) and mean_loss(run, design) > 0:
+            out[where] = prepared.estimate(run, capped=False)
+    return out
+
+
+def short_timeouts(prepared: Prepared) -> list[dict[str, Any]]:
+    """The (point, size) pairs whose minimum duration × SAFE_MULTIPLE exceeds the design's timeout_s, or
+    whose runs without FEC would reach it more often than CUT_OFF_SHARE (lossy points)."""
+    design = prepared.design
+    expected = expected_baseline_s(prepared)
     out: list[dict[str, Any]] = []
     for point in sorted(prepared.points):
         rtt = prepared.rtt_ms.get(point, 0.0)
@@ -58,17 +103,25 @@ def short_timeouts(prepared: Prepared) -> list[dict[str, Any]]:
             per_exchange = sum(workload.exchange_sizes(size)) if workload.kind == "reqresp" else size
             least = min_duration_s(workload.kind, per_exchange, rtt, rate, workload.duration,
                                    workload.exchanges if workload.kind == "reqresp" else 1)
-            if design.timeout_s < SAFE_MULTIPLE * least:
-                out.append({"point": point, "size": size, "min_s": least, "needs_s": SAFE_MULTIPLE * least,
-                            "values": prepared.points[point]})
+            row = {"point": point, "size": size, "min_s": least, "needs_s": SAFE_MULTIPLE * least,
+                   "values": prepared.points[point]}
+            if (point, size) in expected:
+                row["expected_s"] = expected[(point, size)]
+                row["cut_off"] = cut_off_share(design.timeout_s, row["expected_s"])
+                row["needs_s"] = max(row["needs_s"], limit_for(row["expected_s"]))
+            if design.timeout_s < row["needs_s"]:
+                out.append(row)
     return out
 
 
 def _point_text(row: dict[str, Any]) -> str:
     values = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in row["values"].items())
     what = f"{row['size']} B" if row["size"] is not None else "messages"
-    return (f"point {row['point']} ({values}), {what}: at least {row['min_s']:.1f} s, needs timeout_s ≥ "
-            f"{row['needs_s']:.0f} s")
+    text = f"point {row['point']} ({values}), {what}: at least {row['min_s']:.1f} s"
+    if "expected_s" in row:
+        text += (f", without FEC about {row['expected_s']:.0f} s at its loss rate ({100 * row['cut_off']:.0f} % of "
+                 "those runs would reach the limit)")
+    return text + f", needs timeout_s ≥ {row['needs_s']:.0f} s"
 
 
 def check_timeouts(prepared: Prepared, *, accept: bool = False, warn: Callable[[str], Any] = print) -> None:
@@ -80,8 +133,10 @@ def check_timeouts(prepared: Prepared, *, accept: bool = False, warn: Callable[[
     listed = "\n  ".join(_point_text(row) for row in short[:12])
     more = f"\n  … and {len(short) - 12} more" if len(short) > 12 else ""
     head = (f"{design.path}: design.timeout_s = {design.timeout_s:g} s is below {SAFE_MULTIPLE:g}× the minimum "
-            f"duration of {len(short)} (point, size) pair(s) (handshake and request RTTs, a queue's delay, "
-            f"size / bandwidth):\n  {listed}{more}")
+            f"duration (handshake and request RTTs, a queue's delay, size / bandwidth) or cuts off more than "
+            f"{100 * CUT_OFF_SHARE:g} % of the runs without FEC (their expected time at the loss rate, "
+            f"runs varying by {100 * RUN_SPREAD:g} % about it) of {len(short)} (point, size) pair(s):\n  "
+            f"{listed}{more}")
     if accept:
         warn(f"{head}\nthose runs may end timeout (--accept-short-timeout)")
         return

@@ -5,8 +5,10 @@ table reports setups, never a default "as the paper".
 A claim's setup record (``setup``): the stacks of its two labels with their arguments under the pack's default
 profile (a label map followed), its sizes, the link of its cells (each factor's values, with units, at the design
 points it keeps), the loss model and the directions it drops in, how many runs stand for a point (the statistic's
-unit), and what the paper dropped (the claim's ``dropped``; "the paper states none" without one). Every field is
-filled for every claim of a present design (``tests/test_reproduce_claims.py``).
+unit), what the paper dropped (the claim's ``dropped``; "the paper states none" without one), and the design's time
+limit against the time a run without FEC is expected to take at the claim's cells (``runners.experiment.checks``:
+the share of those runs the limit cuts off, or why it is not checked). Every field is filled for every claim of a
+present design (``tests/test_reproduce_claims.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import tomllib
 from fecbench.verdicts.draws import claim_points, space_of
 from fecbench.verdicts.pack import Claim, Pack
 
-FIELDS = ("stack", "sizes", "link", "loss", "runs per point", "the paper dropped")
+FIELDS = ("stack", "sizes", "link", "loss", "runs per point", "the paper dropped", "time limit")
 
 
 @dataclass
@@ -31,9 +33,10 @@ class Setup:
     loss: str
     runs: str
     dropped: str
+    limit: str
 
     def fields(self) -> tuple[str, ...]:
-        return self.stack, self.sizes, self.link, self.loss, self.runs, self.dropped
+        return self.stack, self.sizes, self.link, self.loss, self.runs, self.dropped, self.limit
 
     def text(self) -> str:
         return "; ".join(f"{name}: {value}" for name, value in zip(FIELDS, self.fields(), strict=True))
@@ -97,6 +100,31 @@ def _runs(claim: Claim) -> str:
                                                              else "")
 
 
+def _limit(claim: Claim, prepared: Any) -> str:
+    """The design's timeout_s against the expected time of the runs without FEC at the claim's lossy cells."""
+    from fecbench.runners.experiment import checks
+
+    design = prepared.design
+    head = f"timeout_s {design.timeout_s:g} s"
+    if design.workload.kind == "messages":
+        return f"{head} (a messages run lasts its {design.workload.duration:g} s)"
+    if design.loss.model not in (checks.CHECKED_LOSS_MODEL, "none"):
+        return (f"{head}; the baseline's expected time not checked ({design.loss.model} losses: the duration model "
+                "was not compared with runs under them)")
+    points = set(claim_points(claim, space_of(prepared)))
+    sizes = {s for s in claim.sizes() or [] if isinstance(s, int)}
+    expected = [seconds for (point, size), seconds in checks.expected_baseline_s(prepared).items()
+                if point in points and (not sizes or size in sizes)]
+    if not expected:
+        return f"{head}; no lossy cell: at least {checks.SAFE_MULTIPLE:g}× each run's least duration (fecbench run)"
+    worst = max(expected)
+    share = checks.cut_off_share(design.timeout_s, worst)
+    shown = "under 0.01 %" if share < 1e-4 else f"about {100 * share:.2g} %"
+    seconds = f"{worst:.3g}" if worst < 100 else f"{worst:.0f}"
+    return (f"{head}; without FEC expected at most {seconds} s at its lossy cells, so {shown} of those runs "
+            "reach the limit")
+
+
 @functools.lru_cache(maxsize=64)
 def _prepared(path: str) -> Any:
     """A design's points, planned as a campaign plans them (unbuilt implementations allowed)."""
@@ -111,7 +139,8 @@ def setup(pack: Pack, claim: Claim) -> Setup | None:
     if ref is None or not ref.present:
         return None
     design = tomllib.loads(ref.path.read_text())
-    link = _link(claim, _prepared(str(ref.path)), design.get("space", {}).get("factors", {}))
+    prepared = _prepared(str(ref.path))
+    link = _link(claim, prepared, design.get("space", {}).get("factors", {}))
     loss = design.get("loss", {})
     directions = loss.get("directions", ["forward", "reverse"])
     model = loss.get("model", "none")
@@ -119,7 +148,7 @@ def setup(pack: Pack, claim: Claim) -> Setup | None:
     sizes = claim.sizes() or design.get("workload", {}).get("sizes") or []
     size_text = ", ".join(_size(s) if not isinstance(s, str) else s for s in sizes) or "the workload's"
     return Setup(_stack(pack, claim, design.get("impl", [])), size_text, link, loss_text, _runs(claim),
-                 claim.dropped or "the paper states none")
+                 claim.dropped or "the paper states none", _limit(claim, prepared))
 
 
 def fidelity_table(packs: list[Pack]) -> str:

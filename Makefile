@@ -39,7 +39,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 4
 
 .PHONY: demo test bootstrap apt venv native dropper delayline schedlat noq-proto fecq tquic xquic rquic lint clean-build constraints \
-        test-stress test-durations test-kernels test-kernels-quick test-debian13 test-debian13-quick container test-cluster \
+        test-stress test-recipes test-durations test-kernels test-kernels-quick test-debian13 test-debian13-quick container test-cluster \
         golden golden-record
 
 demo: bootstrap
@@ -60,14 +60,21 @@ test: bootstrap xquic rquic
 	@# (tests/durations.py), then the `serial` ones alone (tests/conftest.py). pytest exits 5 when it
 	@# collected nothing: that must never count as a pass. Each pass lists its slowest tests (--durations)
 	@# and keeps its junit report in .build/ (`make test-durations` orders the next passes by it).
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial" --durations=15 \
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial and not recipes" --durations=15 \
 	    --junitxml=.build/pytest-parallel.xml $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
-	  $(PY) -m pytest -m serial --durations=10 --junitxml=.build/pytest-serial.xml $(PYTEST_ARGS); rc2=$$?; \
+	  $(PY) -m pytest -m "serial and not recipes" --durations=10 --junitxml=.build/pytest-serial.xml $(PYTEST_ARGS); rc2=$$?; \
 	  if [ $$rc2 -eq 5 ]; then echo "pytest collected no serial tests: failing"; exit 1; fi; \
 	  [ $$rc -eq 0 ] && [ $$rc2 -eq 0 ]
 
 bootstrap: apt venv native
+
+# The CI recipes end to end (ci-recipes/: a baseline recorded, an unchanged build passed and a slowed one caught;
+# base and head interleaved on one runner): about four minutes of campaigns, so a stage of .ci/run of its own after
+# `make test` (which stays within 15 minutes on a 2-core machine), not a part of it. Two files, one worker each.
+test-recipes: bootstrap
+	$(PY) -m pytest -n 2 --dist loadfile -m recipes --durations=5 $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no recipe tests: failing"; exit 1; fi; exit $$rc
 
 # tests/file_durations.json from the last `make test`'s junit reports: the order the parallel pass hands files
 # out in (longest first). Refresh and commit it when files were added or grew.

@@ -91,6 +91,7 @@ def _starts(db: Path) -> dict[str, str]:
 
 @pytest.mark.require_root
 @pytest.mark.slow
+@pytest.mark.recipes
 def test_ab_catches_an_fec_regression_between_two_refs_run_interleaved(tmp_path: Path) -> None:
     repo = _repository(tmp_path)
     out = subprocess.run([str(SCRIPT), "ab", "--margin", "5%", "base", "HEAD"], cwd=repo, capture_output=True,

@@ -91,6 +91,7 @@ def _recipe(repo: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.require_root
 @pytest.mark.slow
+@pytest.mark.recipes
 def test_the_recipe_passes_an_unchanged_build_and_catches_a_slowed_one(tmp_path: Path) -> None:
     if not FECQ.exists():
         pytest.skip(f"{FECQ} is not built (make bootstrap)")

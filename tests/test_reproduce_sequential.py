@@ -152,14 +152,14 @@ def test_the_fewest_observations_that_could_decide_are_the_sequences_own(alpha: 
     n = int(claim.stat.fewest_observations(claim.params, claim.compare, claim.threshold, claim.tolerance, alpha))
     for m, verdict in ((n, "holds"), (n - 1, "inconclusive")):   # blocks of a median over points
         frame = pd.DataFrame({"draw": range(m), "cell": 0, "low": 1.5, "high": 1.5, "factor": 0.0})
-        s = claim.stat.over_blocks(frame, alpha)
+        s = claim.stat.over_blocks(frame, claim.params, alpha)
         assert sq.decide(s.low, s.high, claim.compare, claim.threshold, claim.tolerance) == verdict, m
     trend = blocks.Trend()
     n = int(trend.fewest_observations({}, "<", 0.0, 0.1, alpha))
     for m, verdict in ((n, "holds"), (n - 1, "inconclusive")):   # pairs of points, every one against the factor
         rows = [{"draw": d, "cell": c, "low": -float(2 * d + c), "high": -float(2 * d + c), "factor": float(c)}
                 for d in range(m) for c in (0, 1)]
-        s = trend.over_blocks(pd.DataFrame(rows), alpha)
+        s = trend.over_blocks(pd.DataFrame(rows), {}, alpha)
         assert s.n == m and sq.decide(s.low, s.high, "<", 0.0, 0.1) == verdict, m
 
 

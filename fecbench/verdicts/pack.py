@@ -30,6 +30,7 @@ from fecbench.inputs.errors import SpecError, UserError
 from fecbench.inputs.specs import Section, load_toml
 from fecbench.runners.experiment.design import parse_size, resolve_path
 from fecbench.verdicts import statistics
+from fecbench.verdicts.statistics import ties
 from fecbench.verdicts.statistics.error_control import FAMILY_WISE, RULES
 
 PACKS_DIR = REPO_ROOT / "reproduce"
@@ -356,6 +357,8 @@ def _params(entry: Section, stat: statistics.ClaimStatistic, ref: DesignRef) -> 
     """Every claim's keys (``min_seeds``, ``loss_direction``) and the statistic's own (``stat.params``)."""
     params: dict[str, Any] = {"min_seeds": entry.get("min_seeds", int, 3, min=1, max=1000)}
     params.update(stat.read_params(entry, ref.factors if ref.present else None))
+    if stat.shares:
+        params["tie_margin"], params["tie_margin_source"] = ties.read(entry)
     params["loss_direction"] = entry.get("loss_direction", str, "any", choices=DIRECTIONS)
     return params
 

@@ -39,6 +39,7 @@ import pandas as pd
 
 from fecbench.inputs.specs import Section
 from fecbench.verdicts.sequential import Sequence
+from fecbench.verdicts.statistics import ties
 from fecbench.verdicts.statistics.bootstrap import MIN_PAIRS, N_BOOT
 
 #: What a statistic reads (``ClaimStatistic.reads``).
@@ -119,6 +120,7 @@ class ClaimStatistic(ABC):
     points_per_observation: ClassVar[int] = 1  # points one observation of the sequence takes (a trend: 2)
     no_sequence: ClassVar[str] = ""            # why it has no anytime-valid interval (sequence gives None)
     census: ClassVar[bool] = False             # over every cell's own value (``points``), not random draws
+    shares: ClassVar[bool] = False             # a share of hits: its ties have a margin (``ties``)
 
     @abstractmethod
     def estimate(self, sample: Any, params: dict, *, seed: int = 0, n_boot: int = N_BOOT) -> Estimate:
@@ -156,9 +158,10 @@ class ClaimStatistic(ABC):
 
     def describe(self, params: dict, label: str, baseline: str) -> str:
         """What it is, in the page's words."""
-        return self.text.format(t=params.get("ratio_threshold", 1.0), factor=params.get("factor"),
-                                q=params.get("q", 0.5), seeds=params.get("min_seeds", 3), label=label,
-                                baseline=baseline)
+        words = self.text.format(t=params.get("ratio_threshold", 1.0), factor=params.get("factor"),
+                                 q=params.get("q", 0.5), seeds=params.get("min_seeds", 3), label=label,
+                                 baseline=baseline)
+        return words + ties.text(params) if self.shares else words
 
     def figure_line(self, params: dict) -> float | None:
         """Where the claim's sample figure draws a reference line (None: none)."""

@@ -29,6 +29,7 @@ import pandas as pd
 
 from fecbench.analysis.stats import ratio_bounds
 from fecbench.verdicts import sequential as sq
+from fecbench.verdicts.statistics import ties
 from fecbench.verdicts.statistics.base import FACTORS, ClaimStatistic, Estimate, Param
 from fecbench.verdicts.statistics.bootstrap import MIN_POINTS, MIN_TREND_POINTS, N_BOOT, divide, interval, with_wilson
 
@@ -105,11 +106,11 @@ class BlockStatistic(ClaimStatistic):
     min_for_interval = MIN_POINTS
 
     @abstractmethod
-    def over_values(self, ratios: np.ndarray) -> np.ndarray:
+    def over_values(self, ratios: np.ndarray, params: dict) -> np.ndarray:
         """The statistic over the last axis of block ratios (NaN ratios left out)."""
 
     @abstractmethod
-    def over_blocks(self, blocks: pd.DataFrame, alpha: float) -> sq.Sequence:
+    def over_blocks(self, blocks: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
         """The confidence sequence over the blocks (``block_bounds``: bounds per block, in drawn order)."""
 
     def observations(self, sample: pd.DataFrame, params: dict) -> np.ndarray:
@@ -118,7 +119,7 @@ class BlockStatistic(ClaimStatistic):
 
     def estimand(self, sample: pd.DataFrame, params: dict) -> float:
         values = self.observations(sample, params)
-        return float(self.over_values(values[None, :])[0]) if values.size else math.nan
+        return float(self.over_values(values[None, :], params)[0]) if values.size else math.nan
 
     def widen(self, low: float, high: float, value: float, n: int) -> tuple[float, float]:
         return low, high
@@ -138,7 +139,7 @@ class BlockStatistic(ClaimStatistic):
                             f"{values.size} {self.unit}: too few for an interval (≥ {need})", samples)
         rng = np.random.default_rng(seed)
         boots = values[rng.integers(0, values.size, size=(n_boot, values.size))]
-        low, high = interval(np.asarray(self.over_values(boots), dtype=float))
+        low, high = interval(np.asarray(self.over_values(boots, params), dtype=float))
         if not math.isnan(low):
             low, high = self.widen(low, high, value, values.size)
         return Estimate(value, low, high, values.size, self.unit, "", samples)
@@ -146,7 +147,7 @@ class BlockStatistic(ClaimStatistic):
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence | None:
         if sample.empty:
             return sq.Sequence(math.nan, math.nan, math.nan, 0)
-        return self.over_blocks(block_bounds(sample, params.get("per_point", "ratio")), alpha)
+        return self.over_blocks(block_bounds(sample, params.get("per_point", "ratio")), params, alpha)
 
 
 class MedianBlockRatio(BlockStatistic):
@@ -154,11 +155,11 @@ class MedianBlockRatio(BlockStatistic):
     text = "median over draws of a cell of the ratio of medians of a block of {seeds} seeds"
     estimand_text = "median of B, B = med(label) ÷ med(baseline) over a block of min_seeds seeds at a uniform cell"
 
-    def over_values(self, ratios: np.ndarray) -> np.ndarray:
+    def over_values(self, ratios: np.ndarray, params: dict) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             return np.nanmedian(ratios, axis=-1)
 
-    def over_blocks(self, blocks: pd.DataFrame, alpha: float) -> sq.Sequence:
+    def over_blocks(self, blocks: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
         return sq.quantile_censored(blocks["low"].to_numpy(float), blocks["high"].to_numpy(float), 0.5, alpha)
 
     def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
@@ -175,11 +176,11 @@ class MeanBlockRatio(BlockStatistic):
     estimand_text = "mean of B (as median_block_ratio)"
     no_sequence = "a mean of unbounded ratios has no nonparametric confidence sequence (the median of B has one)"
 
-    def over_values(self, ratios: np.ndarray) -> np.ndarray:
+    def over_values(self, ratios: np.ndarray, params: dict) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             return np.nanmean(ratios, axis=-1)
 
-    def over_blocks(self, blocks: pd.DataFrame, alpha: float) -> sq.Sequence:
+    def over_blocks(self, blocks: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
         raise AssertionError("no confidence sequence")    # sequence() gives None first
 
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence | None:
@@ -189,16 +190,19 @@ class MeanBlockRatio(BlockStatistic):
 class ShareBlocksBelow(BlockStatistic):
     name = "share_blocks_below"
     text = "share of draws of a cell whose ratio of medians over a block of {seeds} seeds is below 1"
-    estimand_text = "P(B < 1) (B as median_block_ratio)"
+    estimand_text = "P(B < 1 − m) (B as median_block_ratio; within the tie margin m of 1: a tie, not below)"
+    shares = True
 
-    def over_values(self, ratios: np.ndarray) -> np.ndarray:
+    def over_values(self, ratios: np.ndarray, params: dict) -> np.ndarray:
+        cut = ties.below(1.0, ties.margin_of(params))
         with np.errstate(invalid="ignore"):
             known = ~np.isnan(ratios)
-            return np.sum((ratios < 1) & known, axis=-1) / np.sum(known, axis=-1)
+            return np.sum((ratios < cut) & known, axis=-1) / np.sum(known, axis=-1)
 
-    def over_blocks(self, blocks: pd.DataFrame, alpha: float) -> sq.Sequence:
+    def over_blocks(self, blocks: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
         low, high = blocks["low"].to_numpy(float), blocks["high"].to_numpy(float)
-        return sq.share_censored(high < 1, low < 1, alpha)
+        cut = ties.below(1.0, ties.margin_of(params))
+        return sq.share_censored(high < cut, low < cut, alpha)
 
     def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
                             alpha: float) -> float:
@@ -222,11 +226,11 @@ class Trend(BlockStatistic):
     def observations(self, sample: pd.DataFrame, params: dict) -> np.ndarray:
         return concordance_values(block_values(sample, params.get("per_point", "ratio")))
 
-    def over_values(self, ratios: np.ndarray) -> np.ndarray:
+    def over_values(self, ratios: np.ndarray, params: dict) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             return np.nanmean(ratios, axis=-1)
 
-    def over_blocks(self, blocks: pd.DataFrame, alpha: float) -> sq.Sequence:
+    def over_blocks(self, blocks: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
         first, second = blocks[blocks["cell"] == 0], blocks[blocks["cell"] == 1]
         both = first.merge(second, on="draw", suffixes=("_1", "_2"))
         lo, hi = sq.concordance_censored((both["low_1"].to_numpy(float), both["high_1"].to_numpy(float)),

@@ -3,13 +3,15 @@
 The sample has one row per pair (``group`` = the point and size, ``value`` and ``base`` the two sides'
 metric, ``ratio`` the per-run ratio); censored values (a run that reached the time limit) are +inf, so
 a pair whose label timed out has ratio +inf and one whose baseline timed out ratio 0, as in
-``fecbench.analysis.ratios`` (pairs where both timed out have no ratio and are left out).
+``fecbench.analysis.ratios``. A pair whose two sides timed out has no ratio, but it is never left out: every
+statistic's number reads the same pairs as its interval (a median of ratios counts it as a tie, 1; two medians
+count it on both sides at +inf; a share as no hit, its interval as possibly one).
 
 - ``share_pairs_below`` / ``share_pairs_above``: the share of pairs whose ratio is below / above
-  ``ratio_threshold`` (default 1); ``ties = "exclude"`` leaves out pairs with a ratio of exactly 1
-  (data received often ties); a share's interval is at least its Wilson score interval (5 of 5 pairs
-  would otherwise give a bootstrap interval of [1, 1]). Anytime-valid: the share of the pairs'
-  indicators;
+  ``ratio_threshold`` (default 1); a ratio within the claim's tie margin of 1 is a tie, never a hit
+  (``ties``), and ``ties = "exclude"`` leaves the ties out (data received often ties); a share's interval
+  is at least its Wilson score interval (5 of 5 pairs would otherwise give a bootstrap interval of [1, 1]).
+  Anytime-valid: the share of the pairs' indicators;
 - ``median_pair_ratio``: the median per-run ratio; anytime-valid: the 0.5 quantile of the ratios;
 - ``ratio_of_medians``: median of the label's values ÷ median of the baseline's over the same draws;
   ``difference_of_medians``: their difference. Judged as named: each side's median has its own confidence
@@ -36,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from fecbench.verdicts import sequential as sq
+from fecbench.verdicts.statistics import ties
 from fecbench.verdicts.statistics.base import ClaimStatistic, Estimate, Param, ordered
 from fecbench.verdicts.statistics.bootstrap import MIN_PAIRS, N_BOOT, divide, interval, with_wilson
 
@@ -43,8 +46,12 @@ RATIO_THRESHOLD = Param("ratio_threshold", float, 1.0, min=0.0)
 TIES = Param("ties", str, "count", choices=("count", "exclude"))
 
 
-def _ties(ratio: np.ndarray) -> np.ndarray:
-    return np.isclose(ratio, 1.0, rtol=0, atol=1e-12)
+
+
+def _tied(value: np.ndarray, base: np.ndarray, margin: float) -> np.ndarray:
+    """Pairs whose two values are equal or within the tie margin of each other."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (value == base) | ties.is_tie(value / base, margin)
 
 
 def _column(sample: pd.DataFrame, name: str) -> np.ndarray:
@@ -59,8 +66,6 @@ def _bounds(sample: pd.DataFrame, low: str, high: str) -> tuple[np.ndarray, np.n
 class PairStatistic(ClaimStatistic):
     """A statistic over pairs: ``value`` over the last axis of (resampled) pairs."""
 
-    both_censored_out = False      # leave out the pairs whose two sides timed out
-
     @abstractmethod
     def value(self, value: np.ndarray, base: np.ndarray, ratio: np.ndarray, params: dict) -> np.ndarray:
         """The statistic over the last axis of resampled pairs (1-D or 2-D arrays)."""
@@ -73,15 +78,7 @@ class PairStatistic(ClaimStatistic):
         """The pairs the statistic counts."""
         return len(sample)
 
-    def kept(self, sample: pd.DataFrame) -> pd.DataFrame:
-        """The pairs it reads (two-median statistics leave out the pairs whose two sides timed out)."""
-        if not self.both_censored_out or sample.empty:
-            return sample
-        censored = np.isinf(sample["value"].to_numpy(float)) & np.isinf(sample["base"].to_numpy(float))
-        return sample[~censored]
-
     def estimand(self, sample: pd.DataFrame, params: dict) -> float:
-        sample = self.kept(sample)
         if len(sample) == 0:
             return math.nan
         value, base, ratio = (sample[c].to_numpy(float) for c in ("value", "base", "ratio"))
@@ -92,7 +89,6 @@ class PairStatistic(ClaimStatistic):
         return low, high
 
     def estimate(self, sample: pd.DataFrame, params: dict, *, seed: int = 0, n_boot: int = N_BOOT) -> Estimate:
-        sample = self.kept(sample)
         kept = self.counted(sample, params)
         samples = {"ratio": sample["ratio"].to_numpy(float)}
         if len(sample) == 0:
@@ -122,15 +118,20 @@ class PairStatistic(ClaimStatistic):
 
 class SharePairs(PairStatistic):
     params = (RATIO_THRESHOLD, TIES)
+    shares = True
+
+    @abstractmethod
+    def cut(self, params: dict) -> float:
+        """The ratio threshold, moved out of the tie band (``ties``)."""
 
     @abstractmethod
     def hit(self, ratio: np.ndarray, threshold: float) -> np.ndarray:
         """Which ratios count for the share."""
 
     def value(self, value: np.ndarray, base: np.ndarray, ratio: np.ndarray, params: dict) -> np.ndarray:
-        hit = self.hit(ratio, params.get("ratio_threshold", 1.0))
+        hit = self.hit(ratio, self.cut(params))
         if params.get("ties") == "exclude":
-            counted = ~_ties(ratio)
+            counted = ~ties.is_tie(ratio, ties.margin_of(params))
             with np.errstate(invalid="ignore"):
                 return np.sum(hit & counted, axis=-1) / np.sum(counted, axis=-1)
         return np.mean(hit, axis=-1)
@@ -141,7 +142,7 @@ class SharePairs(PairStatistic):
 
     def counted(self, sample: pd.DataFrame, params: dict) -> int:
         if params.get("ties") == "exclude":
-            return int((~_ties(sample["ratio"])).sum())
+            return int((~ties.is_tie(sample["ratio"], ties.margin_of(params))).sum())
         return len(sample)
 
     def widen(self, low: float, high: float, value: float, n: int) -> tuple[float, float]:
@@ -150,10 +151,10 @@ class SharePairs(PairStatistic):
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
         low, high = _bounds(sample, "ratio_lo", "ratio_hi")
         if params.get("ties") == "exclude":
-            keep = ~(_ties(low) & _ties(high))      # pairs surely at exactly 1
+            margin = ties.margin_of(params)
+            keep = ~(ties.is_tie(low, margin) & ties.is_tie(high, margin))      # pairs surely tied
             low, high = low[keep], high[keep]
-        t = float(params.get("ratio_threshold", 1.0))
-        return sq.share_censored(*self.hits(low, high, t), alpha)
+        return sq.share_censored(*self.hits(low, high, self.cut(params)), alpha)
 
     @abstractmethod
     def hits(self, low: np.ndarray, high: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
@@ -165,9 +166,12 @@ class SharePairs(PairStatistic):
 
 class SharePairsBelow(SharePairs):
     name = "share_pairs_below"
-    estimand_text = ("P(X ÷ Y < t): X, Y the label's and baseline's value on one seed at a uniform cell (ties = "
-                     "\"exclude\": given X ÷ Y ≠ 1)")
+    estimand_text = ("P(X ÷ Y < t'): X, Y the label's and baseline's value on one seed at a uniform cell, t' the "
+                     "threshold out of the tie band |X ÷ Y − 1| ≤ m (ties = \"exclude\": given not a tie)")
     text = "share of pairs (same point, seed, size) whose ratio label ÷ baseline is below {t:g}"
+
+    def cut(self, params: dict) -> float:
+        return ties.below(float(params.get("ratio_threshold", 1.0)), ties.margin_of(params))
 
     def hit(self, ratio: np.ndarray, threshold: float) -> np.ndarray:
         return ratio < threshold
@@ -178,8 +182,11 @@ class SharePairsBelow(SharePairs):
 
 class SharePairsAbove(SharePairs):
     name = "share_pairs_above"
-    estimand_text = "P(X ÷ Y > t) (X, Y as share_pairs_below)"
+    estimand_text = "P(X ÷ Y > t') (X, Y, t' and ties as share_pairs_below)"
     text = "share of pairs whose ratio label ÷ baseline is above {t:g}"
+
+    def cut(self, params: dict) -> float:
+        return ties.above(float(params.get("ratio_threshold", 1.0)), ties.margin_of(params))
 
     def hit(self, ratio: np.ndarray, threshold: float) -> np.ndarray:
         return ratio > threshold
@@ -194,7 +201,10 @@ class MedianPairRatio(PairStatistic):
     text = "median of the per-run ratios label ÷ baseline"
 
     def value(self, value: np.ndarray, base: np.ndarray, ratio: np.ndarray, params: dict) -> np.ndarray:
-        return np.median(ratio, axis=-1)
+        # A pair whose two runs both reached the time limit (or both measured 0) has no ratio; both took the same
+        # censored value, so its number is a tie, 1 (its interval keeps it anywhere in [0, ∞]): the page's number
+        # reads the same pairs as the interval and is never NaN (issue 69, item 6).
+        return np.median(np.where(np.isnan(ratio), 1.0, ratio), axis=-1)
 
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
         return sq.quantile_censored(*_bounds(sample, "ratio_lo", "ratio_hi"), 0.5, alpha)
@@ -204,8 +214,8 @@ class MedianPairRatio(PairStatistic):
 
 
 class TwoMedians(PairStatistic):
-    """Each side's median, judged as two samples (see the module)."""
-    both_censored_out = True
+    """Each side's median, judged as two samples (see the module); the pairs whose two sides reached the time limit
+    count on both sides (at +∞), in the number as in the interval."""
     how = "ratio"
 
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
@@ -245,15 +255,17 @@ class SharePairsLess(PairStatistic):
     the tails the passage is about: it compares the two ECDFs pair by pair."""
     name = "share_pairs_less"
     text = "share of pairs whose values differ (same point, seed, size) in which the label's is the smaller"
-    estimand_text = "P(X < Y given X ≠ Y) (X, Y as share_pairs_below)"
+    estimand_text = "P(X < Y given X, Y not tied: X = Y or |X ÷ Y − 1| ≤ m) (X, Y as share_pairs_below)"
+    shares = True
 
     def value(self, value: np.ndarray, base: np.ndarray, ratio: np.ndarray, params: dict) -> np.ndarray:
-        differ = value != base
+        differ = ~_tied(value, base, ties.margin_of(params))
         with np.errstate(invalid="ignore"):
             return np.sum((value < base) & differ, axis=-1) / np.sum(differ, axis=-1)
 
     def counted(self, sample: pd.DataFrame, params: dict) -> int:
-        return int((sample["value"].to_numpy(float) != sample["base"].to_numpy(float)).sum())
+        value, base = sample["value"].to_numpy(float), sample["base"].to_numpy(float)
+        return int((~_tied(value, base, ties.margin_of(params))).sum())
 
     def widen(self, low: float, high: float, value: float, n: int) -> tuple[float, float]:
         return with_wilson(low, high, value, n)
@@ -265,8 +277,9 @@ class SharePairsLess(PairStatistic):
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
         sample = ordered(sample)
         v_lo, v_hi, b_lo, b_hi = (_column(sample, c) for c in ("value_lo", "value_hi", "base_lo", "base_hi"))
-        tied = (v_lo == v_hi) & (b_lo == b_hi) & (v_lo == b_lo)      # surely equal: not counted
-        return sq.share_censored((v_hi < b_lo)[~tied], (v_lo < b_hi)[~tied], alpha)
+        keep = 1 - ties.margin_of(params)         # smaller by more than the margin
+        tied = (v_lo == v_hi) & (b_lo == b_hi) & _tied(v_lo, b_lo, ties.margin_of(params))   # surely: not counted
+        return sq.share_censored((v_hi < b_lo * keep)[~tied], (v_lo < b_hi * keep)[~tied], alpha)
 
     def figure_line(self, params: dict) -> float | None:
         return None

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from fecbench.verdicts import sequential as sq
+from fecbench.verdicts.statistics import ties
 from fecbench.verdicts.statistics.base import ClaimStatistic, Estimate
 from fecbench.verdicts.statistics.blocks import PER_POINT, group_ratio
 from fecbench.verdicts.statistics.bootstrap import MIN_POINTS, N_BOOT, interval
@@ -187,18 +188,23 @@ class MeanPointRatio(PointStatistic):
 class SharePointsBelow(PointStatistic):
     name = "share_points_below"
     text = "share of design points whose own ratio of medians is below {t:g} (every point, its seeds until decided)"
-    estimand_text = "#{c : R_c < t} ÷ K over the K cells (R_c as median_point_ratio)"
+    estimand_text = ("#{c : R_c < t'} ÷ K over the K cells (R_c as median_point_ratio; t' the threshold out of the "
+                     "tie band |R_c − 1| ≤ m)")
     params = (PER_POINT,)
+    shares = True
 
     def cuts(self, params: dict, compare: str, threshold: float, tolerance: float) -> list[float]:
-        return [float(params.get("ratio_threshold", 1.0))]
+        return [self.cut(params)]
+
+    def cut(self, params: dict) -> float:
+        return ties.below(float(params.get("ratio_threshold", 1.0)), ties.margin_of(params))
 
     def over_cells(self, values: np.ndarray, params: dict) -> np.ndarray:
-        t = float(params.get("ratio_threshold", 1.0))
+        t = self.cut(params)
         with np.errstate(invalid="ignore"):
             known = ~np.isnan(values)
             return np.sum((values < t) & known, axis=-1) / np.sum(known, axis=-1)
 
     def bounds(self, lows: np.ndarray, highs: np.ndarray, k: int, params: dict) -> tuple[float, float]:
-        t = float(params.get("ratio_threshold", 1.0))
+        t = self.cut(params)
         return float(np.sum(highs < t) / k), float(np.sum(lows < t) / k)

@@ -7,7 +7,8 @@ profile (a label map followed), its sizes, the link of its cells (each factor's 
 points it keeps), the loss model and the directions it drops in, how many runs stand for a point (the statistic's
 unit), what the paper dropped (the claim's ``dropped``; "the paper states none" without one), and the design's time
 limit against the time a run without FEC is expected to take at the claim's cells (``runners.experiment.checks``:
-the share of those runs the limit cuts off, or why it is not checked). Every field is filled for every claim of a
+the share of those runs the limit cuts off, or why it is not checked), and a share's tie margin with its source
+(``statistics.ties``). Every field is filled for every claim of a
 present design (``tests/test_reproduce_claims.py``).
 """
 
@@ -22,7 +23,7 @@ import tomllib
 from fecbench.verdicts.draws import claim_points, space_of
 from fecbench.verdicts.pack import Claim, Pack
 
-FIELDS = ("stack", "sizes", "link", "loss", "runs per point", "the paper dropped", "time limit")
+FIELDS = ("stack", "sizes", "link", "loss", "runs per point", "the paper dropped", "time limit", "ties")
 
 
 @dataclass
@@ -34,9 +35,10 @@ class Setup:
     runs: str
     dropped: str
     limit: str
+    ties: str
 
     def fields(self) -> tuple[str, ...]:
-        return self.stack, self.sizes, self.link, self.loss, self.runs, self.dropped, self.limit
+        return self.stack, self.sizes, self.link, self.loss, self.runs, self.dropped, self.limit, self.ties
 
     def text(self) -> str:
         return "; ".join(f"{name}: {value}" for name, value in zip(FIELDS, self.fields(), strict=True))
@@ -125,6 +127,14 @@ def _limit(claim: Claim, prepared: Any) -> str:
             "reach the limit")
 
 
+def _ties(claim: Claim) -> str:
+    """A share claim's tie margin and its source (``statistics.ties``); what other statistics do with equal values."""
+    if not claim.stat.shares:
+        return "not a share: no pair is counted as a win"
+    return (f"a ratio within {100 * claim.params['tie_margin']:.3g} % of 1 is a tie, never a hit "
+            f"({claim.params['tie_margin_source']})")
+
+
 @functools.lru_cache(maxsize=64)
 def _prepared(path: str) -> Any:
     """A design's points, planned as a campaign plans them (unbuilt implementations allowed)."""
@@ -148,7 +158,7 @@ def setup(pack: Pack, claim: Claim) -> Setup | None:
     sizes = claim.sizes() or design.get("workload", {}).get("sizes") or []
     size_text = ", ".join(_size(s) if not isinstance(s, str) else s for s in sizes) or "the workload's"
     return Setup(_stack(pack, claim, design.get("impl", [])), size_text, link, loss_text, _runs(claim),
-                 claim.dropped or "the paper states none", _limit(claim, prepared))
+                 claim.dropped or "the paper states none", _limit(claim, prepared), _ties(claim))
 
 
 def fidelity_table(packs: list[Pack]) -> str:

@@ -87,3 +87,25 @@ def test_a_trends_pairs_and_a_census_order_come_from_the_same_stream() -> None:
     assert order == [d.group for d in two[:12]] and sorted(order) == sorted({d.group for d in one})
     assert [d.group for d in sub[:3]] == [g for g in order if g in {d.group for d in sub}]
     assert np.all(np.diff([d.units[0].mine[1] for d in one[:24]][::12]) == 3)   # the next round's block of seeds
+
+
+def test_a_claim_over_several_sizes_never_reads_one_repetition_at_two_sizes() -> None:
+    """Runs of one point and repetition meet the same losses whatever their size (the loss seed is the point's and
+    the repetition's): a claim pooling sizes takes each size's seeds from its own lane, so its draws are independent
+    (issue 69, item 6); a claim of one size takes the repetitions in order, as before."""
+    space = _space()
+    pooled = dr.draws(_claim("every-size"), space)
+    seen: dict[tuple[int, int], set] = {}
+    for draw in pooled:
+        for unit in draw.units:
+            point, rep, size, _ = unit.mine
+            seen.setdefault((point, rep), set()).add(size)
+    assert len(pooled) > 100 and all(len(sizes) == 1 for sizes in seen.values())
+    assert {rep % 3 for (_, rep), sizes in seen.items() if sizes == {10_000}} == {1}
+    census = dr.draws(_claim("every-point", "median_point_ratio"), space)
+    assert all(unit.mine[1] % 3 == space.sizes.index(unit.mine[2]) for d in census for unit in d.units)
+    one = dr.draws(_claim("one-size", size=[10_000]), space)
+    by_cell: dict[int, list[int]] = {}
+    for draw in one:
+        by_cell.setdefault(draw.units[0].mine[0], []).append(draw.units[0].mine[1])
+    assert all(reps == list(range(len(reps))) for reps in by_cell.values())

@@ -4,7 +4,9 @@ A claim covers *cells*: the design points its ``where`` keeps, crossed with its 
 weight. Its observations are draws from its cells: draw t picks a cell uniformly at random and takes that cell's
 next seeds, one for a statistic over pairs or runs, ``min_seeds`` for one over blocks (the block's ratio of
 medians), and a trend's draw picks two cells of one size whose factor differs (the second uniformly among those;
-with ``within``, among those that share that factor's value: a trend within each technology).
+with ``within``, among those that share that factor's value: a trend within each technology). A claim over
+several sizes takes each size's seeds from a lane of its own (``_lanes``): runs of one point and repetition meet
+the same losses whatever their size, so two sizes must never share a repetition within one claim.
 
 **One stream of cells per design, shared by its claims.** The cells come from one sequence of cells of the whole
 design (every point × size, each uniformly at random, independently; numpy PCG64 seeded by the design's seed),
@@ -170,9 +172,26 @@ def draws(claim: Claim, space: DrawSpace) -> list[Draw]:
     labels = (space.foreground,) * 2 if stat.reads == FLOWS else (claim.label, claim.baseline)
     design_cells = _design_cells(space) if stat.reads != FLOWS else cells
     stream = (space.seed, "design" if stat.reads != FLOWS else claim.id, design_cells)
+    lanes = _lanes(cells, space)
     if stat.census:
-        return list(_census(stream, cells, block, space.seeds_per_cell, labels))
-    return list(_draws(stream, cells, block, factor_values, space.seeds_per_cell, labels, groups))
+        return list(_census(stream, cells, block, space.seeds_per_cell, labels, lanes))
+    return list(_draws(stream, cells, block, factor_values, space.seeds_per_cell, labels, groups, lanes))
+
+
+#: How a cell's k-th seed maps to a repetition: k × stride + the cell's offset (``_lanes``).
+Lanes = tuple[int, tuple[int, ...]]
+
+
+def _lanes(cells: tuple[Cell, ...], space: DrawSpace) -> Lanes:
+    """Seeds independent across sizes. A run's loss seed is its (point, repetition)'s, whatever its size (common
+    random numbers), so a claim that pools sizes and took repetition r at two sizes of one point would read two pairs
+    that met the same losses: dependent draws, which its confidence sequence does not allow (issue 69: 16 of 200 false
+    at correlation 0.9, 3 of 200 at 0). Such a claim gives each of the design's sizes its own lane of repetitions:
+    size i of S takes repetitions i, i + S, i + 2S, …; a claim of one size takes them all in order."""
+    if len({size for _, _, size in cells}) <= 1:
+        return 1, (0,) * len(cells)
+    order = {size: i for i, size in enumerate(space.sizes)}
+    return len(space.sizes), tuple(order.get(size, 0) for _, _, size in cells)
 
 
 #: Which cells a stream draws from: (design seed, whose stream: "design" or a flows claim's id, its cells).
@@ -214,7 +233,7 @@ def _claim_stream(stream: Stream, cells: tuple[Cell, ...]) -> Iterator[int]:
 
 @functools.lru_cache(maxsize=256)
 def _census(stream: Stream, cells: tuple[Cell, ...], block: int, seeds_per_cell: int,
-            labels: tuple[str, str]) -> tuple[Draw, ...]:
+            labels: tuple[str, str], lanes: Lanes = (1, ())) -> tuple[Draw, ...]:
     """A census's draws (a statistic over every cell's own value, ``statistics.points``): rounds over every cell in
     one seeded order (the stream's permutation of its cells, kept to the claim's), each draw the cell's next block of
     seeds; the allocator skips the cells already decided."""
@@ -222,12 +241,14 @@ def _census(stream: Stream, cells: tuple[Cell, ...], block: int, seeds_per_cell:
         return ()
     rank = np.argsort(_rng(stream).permutation(len(stream[2])))    # each stream cell's place in the order
     order = [int(i) for i in np.argsort(rank[_positions(stream, cells)], kind="stable")]
+    stride, offsets = lanes
     out: list[Draw] = []
-    for start in range(0, seeds_per_cell - block + 1, block):
+    for start in range(0, seeds_per_cell // stride - block + 1, block):
         for index in order:
             mine_point, base_point, size = cells[index]
+            reps = (k * stride + (offsets[index] if offsets else 0) for k in range(start, start + block))
             out.append(Draw(tuple(Unit((mine_point, rep, size, labels[0]), (base_point, rep, size, labels[1]))
-                                  for rep in range(start, start + block))))
+                                  for rep in reps)))
         if len(out) >= MAX_DRAWS:
             break
     return tuple(out)
@@ -235,18 +256,21 @@ def _census(stream: Stream, cells: tuple[Cell, ...], block: int, seeds_per_cell:
 
 @functools.lru_cache(maxsize=256)
 def _draws(stream: Stream, cells: tuple[Cell, ...], block: int, factor_values: tuple[float, ...] | None,
-           seeds_per_cell: int, labels: tuple[str, str], groups: tuple[str, ...] | None = None) -> tuple[Draw, ...]:
+           seeds_per_cell: int, labels: tuple[str, str], groups: tuple[str, ...] | None = None,
+           lanes: Lanes = (1, ())) -> tuple[Draw, ...]:
     if not cells:
         return ()
     taken = [0] * len(cells)
+    stride, offsets = lanes
 
     def fits(index: int) -> bool:
-        return taken[index] + block <= seeds_per_cell
+        return (taken[index] + block) * stride <= seeds_per_cell
 
     def take(index: int, within: int) -> tuple[Unit, ...]:
         mine_point, base_point, size = cells[index]
+        reps = (k * stride + (offsets[index] if offsets else 0) for k in range(taken[index], taken[index] + block))
         units = tuple(Unit((mine_point, rep, size, labels[0]), (base_point, rep, size, labels[1]), within)
-                      for rep in range(taken[index], taken[index] + block))
+                      for rep in reps)
         taken[index] += block
         return units
 

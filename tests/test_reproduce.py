@@ -367,7 +367,8 @@ def test_a_claims_draws_are_its_own_cells_at_each_cells_next_seeds(smoke_prepare
     # over every size: each size's seeds in a lane of their own (draws._lanes), consecutive within it
     stride = len(campaign.space.sizes)
     reps = [u.mine[1] for u in first]
-    assert reps == [reps[0] + k * stride for k in range(3)] and reps[0] < stride and len({u.mine[0] for u in first}) == 1
+    assert reps == [reps[0] + k * stride for k in range(3)] and reps[0] < stride
+    assert len({u.mine[0] for u in first}) == 1
     pair_draws = campaign.draws(by_id["ratio-of-medians-1kB"])
     assert all(len(d.units) == 1 and d.units[0].mine[2] == 1000 for d in pair_draws)
     assert pair_draws == campaign.draws(by_id["ratio-of-medians-1kB"])            # seeded

@@ -313,18 +313,31 @@ def _upgrade(conn: sqlite3.Connection) -> None:
                      (str(SCHEMA_VERSION),))
 
 
+#: The connections (by id) whose `transaction` has begun and not yet ended.
+_BEGUN: set[int] = set()
+
+
 class transaction:
-    """`with transaction(conn):` BEGIN IMMEDIATE … COMMIT, ROLLBACK on error (autocommit connections)."""
+    """`with transaction(conn):` BEGIN IMMEDIATE … COMMIT, ROLLBACK on error (autocommit connections).
+
+    A signal (Ctrl-C) can cut one between its BEGIN and its with-block, or before its COMMIT: the with-block's
+    ROLLBACK never runs and the connection stays in that transaction, so the campaign's next write (recording the
+    interrupted runs) met "cannot start a transaction within a transaction" (CI, test_ctrl_c_on_the_coordinator).
+    The next transaction on the connection rolls such a leftover back first, as its own with-block would have."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 
     def __enter__(self) -> sqlite3.Connection:
+        if id(self.conn) in _BEGUN and self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+        _BEGUN.add(id(self.conn))
         self.conn.execute("BEGIN IMMEDIATE")
         return self.conn
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        _BEGUN.discard(id(self.conn))
 
 
 # --- campaigns and points ---------------------------------------------------------------------

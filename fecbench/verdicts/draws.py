@@ -233,7 +233,7 @@ def _claim_stream(stream: Stream, cells: tuple[Cell, ...]) -> Iterator[int]:
 
 @functools.lru_cache(maxsize=256)
 def _census(stream: Stream, cells: tuple[Cell, ...], block: int, seeds_per_cell: int,
-            labels: tuple[str, str], lanes: Lanes = (1, ())) -> tuple[Draw, ...]:
+            labels: tuple[str, str], lanes: Lanes) -> tuple[Draw, ...]:
     """A census's draws (a statistic over every cell's own value, ``statistics.points``): rounds over every cell in
     one seeded order (the stream's permutation of its cells, kept to the claim's), each draw the cell's next block of
     seeds; the allocator skips the cells already decided."""
@@ -246,7 +246,7 @@ def _census(stream: Stream, cells: tuple[Cell, ...], block: int, seeds_per_cell:
     for start in range(0, seeds_per_cell // stride - block + 1, block):
         for index in order:
             mine_point, base_point, size = cells[index]
-            reps = (k * stride + (offsets[index] if offsets else 0) for k in range(start, start + block))
+            reps = (k * stride + offsets[index] for k in range(start, start + block))
             out.append(Draw(tuple(Unit((mine_point, rep, size, labels[0]), (base_point, rep, size, labels[1]))
                                   for rep in reps)))
         if len(out) >= MAX_DRAWS:
@@ -256,8 +256,8 @@ def _census(stream: Stream, cells: tuple[Cell, ...], block: int, seeds_per_cell:
 
 @functools.lru_cache(maxsize=256)
 def _draws(stream: Stream, cells: tuple[Cell, ...], block: int, factor_values: tuple[float, ...] | None,
-           seeds_per_cell: int, labels: tuple[str, str], groups: tuple[str, ...] | None = None,
-           lanes: Lanes = (1, ())) -> tuple[Draw, ...]:
+           seeds_per_cell: int, labels: tuple[str, str], groups: tuple[str, ...] | None,
+           lanes: Lanes) -> tuple[Draw, ...]:
     if not cells:
         return ()
     taken = [0] * len(cells)
@@ -268,7 +268,7 @@ def _draws(stream: Stream, cells: tuple[Cell, ...], block: int, factor_values: t
 
     def take(index: int, within: int) -> tuple[Unit, ...]:
         mine_point, base_point, size = cells[index]
-        reps = (k * stride + (offsets[index] if offsets else 0) for k in range(taken[index], taken[index] + block))
+        reps = (k * stride + offsets[index] for k in range(taken[index], taken[index] + block))
         units = tuple(Unit((mine_point, rep, size, labels[0]), (base_point, rep, size, labels[1]), within)
                       for rep in reps)
         taken[index] += block

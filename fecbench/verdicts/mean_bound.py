@@ -31,7 +31,7 @@ def mean_capital(x: np.ndarray, m: float, level: float) -> float:
     t = np.arange(1, x.size + 1)
     total = np.cumsum(x)
     mean_before = np.r_[0.0, total[:-1] / t[:-1]]
-    squares = np.cumsum((x - np.r_[0.0, total[:-1] / np.maximum(t[:-1], 1)]) ** 2)
+    squares = np.cumsum((x - mean_before) ** 2)
     variance_before = np.r_[0.0, (mean_before[1:] ** 2 + squares[:-1]) / t[:-1]]
     with np.errstate(divide="ignore", invalid="ignore"):
         bets = np.where(variance_before > 0, np.sqrt(2 * math.log(1 / level)

@@ -206,15 +206,19 @@ class ShareBlocksBelow(BlockStatistic):
     estimand_text = "P(B < 1 − m) (B as median_block_ratio; within the tie margin m of 1: a tie, not below)"
     shares = True
 
+    def cut(self, params: dict) -> float:
+        """1, moved out of the tie band (``ties``)."""
+        return ties.below(1.0, ties.margin_of(params))
+
     def over_values(self, ratios: np.ndarray, params: dict) -> np.ndarray:
-        cut = ties.below(1.0, ties.margin_of(params))
+        cut = self.cut(params)
         with np.errstate(invalid="ignore"):
             known = ~np.isnan(ratios)
             return np.sum((ratios < cut) & known, axis=-1) / np.sum(known, axis=-1)
 
     def over_blocks(self, blocks: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
         low, high = blocks["low"].to_numpy(float), blocks["high"].to_numpy(float)
-        cut = ties.below(1.0, ties.margin_of(params))
+        cut = self.cut(params)
         return sq.share_censored(high < cut, low < cut, alpha)
 
     def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,

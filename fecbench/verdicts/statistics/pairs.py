@@ -277,8 +277,9 @@ class SharePairsLess(PairStatistic):
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
         sample = ordered(sample)
         v_lo, v_hi, b_lo, b_hi = (_column(sample, c) for c in ("value_lo", "value_hi", "base_lo", "base_hi"))
-        keep = 1 - ties.margin_of(params)         # smaller by more than the margin
-        tied = (v_lo == v_hi) & (b_lo == b_hi) & _tied(v_lo, b_lo, ties.margin_of(params))   # surely: not counted
+        margin = ties.margin_of(params)
+        keep = 1 - margin                          # smaller by more than the margin
+        tied = (v_lo == v_hi) & (b_lo == b_hi) & _tied(v_lo, b_lo, margin)   # surely: not counted
         return sq.share_censored((v_hi < b_lo * keep)[~tied], (v_lo < b_hi * keep)[~tied], alpha)
 
     def figure_line(self, params: dict) -> float | None:

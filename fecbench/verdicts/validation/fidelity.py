@@ -102,9 +102,11 @@ def _runs(claim: Claim) -> str:
                                                              else "")
 
 
-def _limit(claim: Claim, prepared: Any) -> str:
+def _limit(claim: Claim, path: str) -> str:
     """The design's timeout_s against the expected time of the runs without FEC at the claim's lossy cells."""
     from fecbench.runners.experiment import checks
+
+    prepared = _prepared(path)
 
     design = prepared.design
     head = f"timeout_s {design.timeout_s:g} s"
@@ -115,7 +117,7 @@ def _limit(claim: Claim, prepared: Any) -> str:
                 "was not compared with runs under them)")
     points = set(claim_points(claim, space_of(prepared)))
     sizes = {s for s in claim.sizes() or [] if isinstance(s, int)}
-    expected = [seconds for (point, size), seconds in checks.expected_baseline_s(prepared).items()
+    expected = [seconds for (point, size), seconds in _expected_baseline(path).items()
                 if point in points and (not sizes or size in sizes)]
     if not expected:
         return f"{head}; no lossy cell: at least {checks.SAFE_MULTIPLE:g}× each run's least duration (fecbench run)"
@@ -133,6 +135,14 @@ def _ties(claim: Claim) -> str:
         return "not a share: no pair is counted as a win"
     return (f"a ratio within {100 * claim.params['tie_margin']:.3g} % of 1 is a tie, never a hit "
             f"({claim.params['tie_margin_source']})")
+
+
+@functools.lru_cache(maxsize=64)
+def _expected_baseline(path: str) -> dict[tuple[int, int | None], float]:
+    """A design's expected baseline times per lossy cell (``checks.expected_baseline_s``), once per design."""
+    from fecbench.runners.experiment import checks
+
+    return checks.expected_baseline_s(_prepared(path))
 
 
 @functools.lru_cache(maxsize=64)
@@ -158,7 +168,7 @@ def setup(pack: Pack, claim: Claim) -> Setup | None:
     sizes = claim.sizes() or design.get("workload", {}).get("sizes") or []
     size_text = ", ".join(_size(s) if not isinstance(s, str) else s for s in sizes) or "the workload's"
     return Setup(_stack(pack, claim, design.get("impl", [])), size_text, link, loss_text, _runs(claim),
-                 claim.dropped or "the paper states none", _limit(claim, prepared), _ties(claim))
+                 claim.dropped or "the paper states none", _limit(claim, str(ref.path)), _ties(claim))
 
 
 def fidelity_table(packs: list[Pack]) -> str:

@@ -17,9 +17,9 @@ from rich.console import Console
 
 from fecbench.host import cleanup
 from fecbench.records.status import Status
-from fecbench.runners.executors.engine import BREAKER_RUNS, MAX_HARNESS_ERRORS, Engine, RunQueue
+from fecbench.runners.executors.engine import BREAKER_RUNS, MAX_HARNESS_ERRORS, Engine
 from fecbench.runners.executors.quiet import Quiet
-from fecbench.runners.executors.selection import parse_retry
+from fecbench.runners.executors.selection import RunQueue, parse_retry
 from fecbench.runners.executors.serial import SerialExecutor, log_root_for
 from fecbench.runners.experiment.prepare import prepare
 from tests.helpers.campaign import fake_design, fecbench, rows

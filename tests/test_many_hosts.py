@@ -19,7 +19,8 @@ from fecbench.cli.compare import compare
 from fecbench.host import cleanup
 from fecbench.records import db as dbmod
 from fecbench.records.status import Status
-from fecbench.runners.executors.engine import Engine, Finished, RunQueue, Started
+from fecbench.runners.executors.engine import Engine, Finished, Started
+from fecbench.runners.executors.selection import RunQueue
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.outcome import Outcome

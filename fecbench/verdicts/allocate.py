@@ -97,9 +97,12 @@ class ClaimState:
 
 
 def next_batch(claims: list[Claim], campaigns: dict[tuple[str, str], Campaign], verdicts: list[Verdict],
-               capacity: float, ceiling: float | None = None) -> tuple[Selection, dict[str, str]]:
+               capacity: float, ceiling: float | None = None, taken: dict[str, int] | None = None
+               ) -> tuple[Selection, dict[str, str]]:
     """The runs of the next batch (about ``capacity`` estimated seconds), and why each claim took none
-    ("decided", "at threshold", "not runnable", "no sequential test", "no units left").
+    ("decided", "at threshold", "not runnable", "no sequential test", "no units left", "runs under way").
+    ``taken``: draws each claim took since ``verdicts`` were evaluated (idle networks filled before the next look):
+    they count against what it needs, and a claim they cover takes none.
 
     The most promising claim's next unit always goes in if it fits ``ceiling`` (the machine time left;
     default ``capacity``), even when it alone is more than ``capacity``: a claim whose unit costs more than
@@ -126,7 +129,11 @@ def next_batch(claims: list[Claim], campaigns: dict[tuple[str, str], Campaign], 
             idle[claim.id] = "not runnable"
             continue
         undecided = [p for p in profiles if not any(v.profile == p and v.decided for v in mine)]
-        need = need_draws(claim, mine)
+        under_way = (taken or {}).get(claim.id, 0)
+        need = need_draws(claim, mine) - under_way
+        if under_way and need < 1:
+            idle[claim.id] = "runs under way"
+            continue
         states[claim.id] = ClaimState(claim, _needed(campaign.draws(claim), mine, undecided), undecided, need,
                                       first_need=need)
     chosen: dict[tuple[str, str], dict[str, Run]] = {key: {} for key in campaigns}

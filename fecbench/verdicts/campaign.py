@@ -58,6 +58,8 @@ class Campaign:
     label_map: dict[str, str] = field(default_factory=dict)   # the profile's claim label → design label
     # measured ÷ estimated seconds of the ok runs the factors come from, per (label, size)
     ratios: dict[tuple[str, int | None], list[float]] = field(default_factory=dict)
+    # runs the engine holds while it asks for runs for its idle networks (in flight, or its own to run again)
+    held: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.by_unit = {(r.point, r.repetition, r.size, r.label): r for r in self.prepared.runs}
@@ -66,7 +68,9 @@ class Campaign:
         return self.prepared.estimate(run) * self.factors.get((run.label, run.size), self.factor)
 
     def todo(self, run: Run) -> bool:
-        """Not run yet, or failed or flagged and not run again yet."""
+        """Not run yet, or failed or flagged and not run again yet; and not held by the engine."""
+        if run.key in self.held:
+            return False
         status = self.statuses.get(run.key, Status.PENDING)
         return status in (Status.PENDING, Status.INTERRUPTED) or (status in RUN_AGAIN and run.key not in self.retried)
 

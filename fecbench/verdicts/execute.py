@@ -10,6 +10,10 @@ at most ``MESSAGES_MAX_JOBS`` networks for real-time messages, whose endpoints s
 cluster session per campaign and batch; a tls:// cluster's worker count, learnt from the first
 campaign, sizes the next batches).
 
+Tails. A network that ends a run with none of its campaign's chosen runs left to start, while others still run,
+asks ``fill`` for more of that campaign's runs (a reproduction's ``session.TailFill``); every outcome is recorded in
+its campaign (``campaign.record``) as the engine reports it, so that choice sees what is done.
+
 Time. The campaigns run one after the other; each may start runs until its share of the time left
 ends (its estimate, a quarter more, and what earlier campaigns saved), and none after the runs'
 deadline: runs not started stay pending (the next ``fecbench run`` or ``fecbench reproduce`` does
@@ -22,17 +26,18 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from fecbench.runners.commands.pipeline import Execution, execute
 from fecbench.runners.executors import Machine, make_executor
-from fecbench.runners.executors.engine import Executor, Finished
+from fecbench.runners.executors.engine import Executor, Finished, Tail
 from fecbench.runners.executors.quiet import FIDELITY_RERUNS
 from fecbench.runners.executors.selection import runs_to_do
 from fecbench.runners.experiment.runs import Run
-from fecbench.verdicts.campaign import RUN_AGAIN, Campaign, read
+from fecbench.verdicts.campaign import RUN_AGAIN, Campaign, read, record
 from fecbench.verdicts.profiles import Target
 
 MESSAGES_MAX_JOBS = 4
@@ -151,8 +156,9 @@ def calibrate(items: list[tuple[Target, Campaign, list[Run]]], machine: Machine,
 
 
 def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine, deadline: float | None,
-            console: Any) -> list[Ran]:
-    """Run each campaign's chosen runs in turn (see the module for the time rules)."""
+            console: Any, fill: Callable[[Campaign, Tail], list[Run]] | None = None) -> list[Ran]:
+    """Run each campaign's chosen runs in turn (see the module for the time rules), each outcome recorded in its
+    campaign as the engine reports it; ``fill``: more of a campaign's runs for its networks idle in its tail."""
     done: list[Ran] = []
     saved = 0.0
     for index, (target, campaign, runs) in enumerate(items):
@@ -179,13 +185,14 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine
         calibration = _class_calibration(machine, campaign) or machine.calibration
         executor = make_executor(campaign.prepared, target.db, machine, n, calibration, console)
         finished: list[Finished] = []
+        more = None if fill is None else partial(fill, campaign)
         try:
             with deadline_alarm(deadline):
                 # A failed or flagged run the allocator chose runs once more (its first outcome kept aside).
                 todo = runs_to_do(campaign.prepared, target.db, set(RUN_AGAIN), only=runs)
                 summary = execute(campaign.prepared, target.db, Execution(executor, todo, calibration, n),
                                   console, retry=set(RUN_AGAIN), reruns=FIDELITY_RERUNS, stop_at=stop_at,
-                                  on_finished=finished.append)
+                                  on_finished=partial(_recorded, finished, campaign), fill_tail=more)
             _ran_on(machine, executor)
         except BudgetSpent:
             done.append(Ran(target, len(runs), {}, time.monotonic() - started, estimated, stopped=True, jobs=n,
@@ -198,6 +205,13 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine
         done.append(Ran(target, summary.selected, dict(summary.counts), took, estimated,
                         out_of_time=summary.out_of_time, jobs=n, reruns=summary.retried, finished=finished))
     return done
+
+
+def _recorded(finished: list[Finished], campaign: Campaign, done: Finished) -> None:
+    """An outcome the engine recorded: kept with the batch, and in its campaign at once (a tail's next runs are
+    chosen from what is done)."""
+    finished.append(done)
+    record(campaign, [done])
 
 
 def _ran_on(machine: Machine, executor: Executor) -> None:

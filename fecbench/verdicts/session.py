@@ -6,7 +6,8 @@
 2. With a budget, batch after batch, four steps: evaluate (the verdicts so far, a look: ``evaluate``,
    anytime-valid) → allocate (the next batch for the undecided claims: ``allocate.next_batch``, most
    progress per second, extra seeds beyond the design's) → execute (its runs through ``fecbench run``'s
-   steps: ``execute.run_all``) → record (what they did, in the campaigns: ``campaign.record``), until
+   steps: ``execute.run_all``; networks idle in a campaign's tail take more of its runs, ``TailFill``) → record
+   (each outcome in its campaign as the engine reports it: ``campaign.record``), until
    every claim has stopped or the time is spent. A batch is a sixth of the machine time left (at least
    ``allocate.BATCH_MIN_S``). The time the verdicts and the page need is kept aside (``EVALUATION_S``
    plus a little per claim and profile). ``--full`` runs everything the designs list (``budgeting.select``);
@@ -26,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from fecbench.runners.executors import Machine
+from fecbench.runners.executors.engine import Tail
 from fecbench.runners.executors.selection import continue_recorded
+from fecbench.runners.experiment.runs import Run
 from fecbench.verdicts import allocate, budgeting, execute, page, profiles, seeds
 from fecbench.verdicts import campaign as cp
 from fecbench.verdicts import evaluate as ev
@@ -168,12 +171,49 @@ def _full(pack: Pack, targets: dict, campaigns: dict, full: bool, machine: Machi
     return Runs(ran, selection=selection, planned=planned)
 
 
+@dataclass
+class TailFill:
+    """Runs for a campaign's networks left idle while its last runs of a batch finish (``Engine(fill_tail=...)``):
+    the next draws of its claims by the last look's verdicts, the draws taken since that look counted against what
+    each claim needs (``allocate.next_batch``'s ``taken``), within what the longest run in flight still takes on
+    each idle network. No look in between: evaluating claims would take the CPU the runs in flight measure with."""
+    pack: Pack
+    runs: Runs
+    verdicts: list[ev.Verdict] = field(default_factory=list)
+    taken: dict[str, int] = field(default_factory=dict)
+
+    def look(self, verdicts: list[ev.Verdict], selection: budgeting.Selection) -> None:
+        """A new look and the batch chosen from it."""
+        self.verdicts, self.taken = verdicts, dict(selection.claim_draws)
+
+    def __call__(self, campaign: cp.Campaign, tail: Tail) -> list[Run]:
+        by_key = {run.key: run for run in campaign.prepared.runs}
+        left = max((campaign.seconds(by_key[key]) - elapsed for key, elapsed in tail.running.items()
+                    if key in by_key), default=0.0)
+        if tail.idle < 1 or left <= 0:
+            return []
+        campaign.held = tail.held
+        try:
+            selection, _ = allocate.next_batch(self.pack.claims, {(campaign.profile, campaign.alias): campaign},
+                                               self.verdicts, tail.idle * left, taken=self.taken)
+        finally:
+            campaign.held = set()
+        for claim, draws in selection.claim_draws.items():
+            self.taken[claim] = self.taken.get(claim, 0) + draws
+        more = [run for found in selection.runs.values() for run in found]
+        self.runs.planned["runs"] += len(more)
+        self.runs.planned["estimated_s"] += sum(selection.seconds.values())
+        return more
+
+
 def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadline: float, machine: Machine,
              console: Any, looks: Path, rule: str) -> Runs:
     """Batch after batch until every claim stopped or the time is spent: evaluate (a look) → allocate the next
-    batch → execute it → record in the campaigns what it did."""
+    batch → execute it (networks idle in a campaign's tail take more of its runs: ``TailFill``), each outcome
+    recorded in its campaign as it ends."""
     dbs = _dbs(targets)
     runs = Runs(planned={"batches": 0, "runs": 0, "estimated_s": 0.0})
+    fill = TailFill(pack, runs)
     while True:
         verdicts = _evaluate(pack, names, dbs, campaigns, looks, rule)
         left = deadline - time.monotonic() - len(campaigns) * execute.CAMPAIGN_START_S
@@ -188,10 +228,11 @@ def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadl
             cp.share_factors(list(campaigns.values()))
             continue   # the batch planned again for the networks chosen
         runs.add_batch(runs.selection)
+        fill.look(verdicts, runs.selection)
         done = execute.run_all(_items(targets, campaigns, runs.selection), machine=machine, deadline=deadline,
-                               console=console)
+                               console=console, fill=fill)
         runs.ran = execute.merge(runs.ran + done)   # one row per campaign over its batches
-        _record(campaigns, done)
+        cp.share_factors(list(campaigns.values()))
         if any(r.stopped for r in done) or not any(r.counts for r in done):
             break
     return runs
@@ -209,16 +250,6 @@ def _allocate(pack: Pack, campaigns: dict, verdicts: list[ev.Verdict], left: flo
     parallel = execute.parallel(machine)
     return allocate.next_batch(pack.claims, campaigns, verdicts, batch_seconds(left) * parallel,
                                left * budgeting.FILL * parallel)
-
-
-def _record(campaigns: dict, done: list[execute.Ran]) -> None:
-    """What a batch did, in the campaigns that ran: from the outcomes the engine reported, never read back. An
-    outcome written but not reported (the deadline's alarm between the two, which ends the batches; a Dask run
-    lost with its worker, recorded interrupted) leaves its run's earlier status here: to do either way, and a
-    later batch's ``runs_to_do`` reads the database before it starts a run."""
-    for ran in done:
-        cp.record(campaigns[(ran.target.profile, ran.target.alias)], ran.finished)
-    cp.share_factors(list(campaigns.values()))
 
 
 def _items(targets: dict, campaigns: dict, selection: budgeting.Selection) -> list:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from fecbench.runners.executors.engine import Executor, Finished, Summary
+    from fecbench.runners.executors.engine import Executor, Finished, Summary, Tail
     from fecbench.runners.experiment.estimate import CampaignEstimate
     from fecbench.runners.experiment.prepare import Prepared
     from fecbench.runners.experiment.runs import Run
@@ -92,13 +92,14 @@ def decide_execution(prepared: Prepared, db_path: Path, todo: list[Run], machine
 # --- 4. execute --------------------------------------------------------------------------------------------
 def execute(prepared: Prepared, db_path: Path, execution: Execution, console: Console, *, retry: set[str],
             breaker: int = 5, reruns: int = 0, stop_at: float | None = None,
-            on_finished: Callable[[Finished], None] | None = None) -> Summary:
+            on_finished: Callable[[Finished], None] | None = None,
+            fill_tail: Callable[[Tail], list[Run]] | None = None) -> Summary:
     """The engine runs the execution's runs (``stop_at``: none starts after it, time.monotonic(); ``on_finished``:
-    told of each outcome the engine records as the run's)."""
+    told of each outcome the engine records as the run's; ``fill_tail``: more runs for idle networks)."""
     from fecbench.runners.executors.engine import Engine
 
     return Engine(prepared, db_path, execution.executor, console, breaker_runs=breaker, todo=execution.todo,
-                  fidelity_reruns=reruns, stop_at=stop_at, on_finished=on_finished).run(retry)
+                  fidelity_reruns=reruns, stop_at=stop_at, on_finished=on_finished, fill_tail=fill_tail).run(retry)
 
 
 def twins(prepared: Prepared, db_path: Path, n: int, machine: Machine, jobs: int, console: Console, *,

@@ -38,7 +38,8 @@ from fecbench.runners.executors import dask_security
 from fecbench.runners.executors.dask_client import connect, require_distributed, teardown_plugin
 from fecbench.runners.executors.dask_security import CampaignSecurity, TlsFiles
 from fecbench.runners.executors.dask_worker import WorkerRefused, identity, worker_run, worker_setup, worker_teardown
-from fecbench.runners.executors.engine import Finished, RunQueue, Started
+from fecbench.runners.executors.engine import Finished, Started
+from fecbench.runners.executors.selection import RunQueue
 from fecbench.runners.executors.serial import log_root_for
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
@@ -46,7 +47,6 @@ from fecbench.runners.run.outcome import Outcome
 from fecbench.runners.run.recorder import impls_fingerprint
 
 if TYPE_CHECKING:
-
     from distributed import Client, Future
     from rich.console import Console
 

@@ -22,7 +22,7 @@ import json
 import re
 import signal
 import time
-from collections import Counter, OrderedDict, deque
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from fecbench.records.status import Status
 from fecbench.runners.executors.progress import counts_text, progress_bar
 from fecbench.runners.executors.quiet import FIDELITY_RERUNS, Quiet, wait_for_quiet
-from fecbench.runners.executors.selection import runs_to_do
+from fecbench.runners.executors.selection import RunQueue, runs_to_do
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.outcome import Outcome
@@ -70,65 +70,14 @@ class Finished:
     again: str | None = None
 
 
-class RunQueue:
-    """The runs left to start, in the campaign's order, also reachable by design point (an executor may
-    keep a network on one point to reconfigure it, and measure fidelity, rarely)."""
-
-    def __init__(self, runs: list[Run]) -> None:
-        self._left: OrderedDict[str, Run] = OrderedDict((run.key, run) for run in runs)
-        self._by_point: dict[int, deque[Run]] = {}
-        for run in runs:
-            self._by_point.setdefault(run.point, deque()).append(run)
-
-    def __len__(self) -> int:
-        return len(self._left)
-
-    def points(self) -> dict[int, int]:
-        """Points with runs left -> how many."""
-        return {p: len(q) for p, q in self._by_point.items() if q}
-
-    def pop_next(self) -> Run:
-        _, run = self._left.popitem(last=False)
-        self._by_point[run.point].remove(run)
-        return run
-
-    def pop_point(self, point: int) -> Run:
-        run = self._by_point[point].popleft()
-        del self._left[run.key]
-        return run
-
-    def pop_near(self, current: int | None, taken: set[int | None]) -> Run | None:
-        """For a network configured for point `current`: a run of that point if any is left; else of the point
-        no other network works on (`taken`) with the most runs left; else of the biggest point."""
-        left = self.points()
-        if current not in left:
-            free = [p for p in left if p not in taken] or list(left)
-            if not free:
-                return None
-            current = max(free, key=lambda p: left[p])
-        return self.pop_point(current)
-
-    def drain(self) -> list[Run]:
-        """Take every run off the queue (a campaign out of time: they stay pending); those runs."""
-        left = list(self._left.values())
-        self._left.clear()
-        self._by_point.clear()
-        return left
-
-    def put_back(self, runs: list[Run]) -> None:
-        """Runs taken off and not started: first again, in their order."""
-        for run in reversed(runs):
-            self._left[run.key] = run
-            self._left.move_to_end(run.key, last=False)
-            self._by_point.setdefault(run.point, deque()).appendleft(run)
-
-    def drop_label(self, label: str) -> list[Run]:
-        """Take every run of an implementation label off the queue (the circuit breaker); those runs."""
-        dropped = [run for run in self._left.values() if run.label == label]
-        for run in dropped:
-            del self._left[run.key]
-            self._by_point[run.point].remove(run)
-        return dropped
+@dataclass
+class Tail:
+    """A network is idle, the queue empty, other runs still in flight (``Engine(fill_tail=...)`` may give more):
+    each run in flight (key -> seconds since it started), the keys the engine starts or runs again itself, and how
+    many networks have nothing to do."""
+    running: dict[str, float]
+    held: set[str]
+    idle: int
 
 
 class Executor(Protocol):
@@ -217,7 +166,7 @@ class Engine:
                  stop_at: float | None = None, todo: list[Run] | None = None,
                  fidelity_reruns: int = FIDELITY_RERUNS, on_finished: Callable[[Finished], None] | None = None,
                  quiet_wait: Callable[[], Quiet] = wait_for_quiet, asked: str | None = None, twins: bool = False,
-                 ) -> None:
+                 fill_tail: Callable[[Tail], list[Run]] | None = None) -> None:
         from rich.console import Console
 
         self.prepared, self.db_path, self.executor = prepared, db_path, executor
@@ -244,6 +193,10 @@ class Engine:
         self.twins = twins   # the runs are twins (`fecbench run --twins`): recorded beside their runs (TwinRecorder)
         # `on_finished`: told of every outcome once recorded (the calibration's serial pilot reads them).
         self.on_finished = on_finished
+        # `fill_tail`: more runs for networks the queue left idle while others finish (a reproduction's allocator).
+        self.fill_tail, self.networks = fill_tail, 0
+        self.retry: set[str] = set()
+        self.before: dict[str, str] = {}
         self.finished_statuses: dict[str, str] = {}
         self.runs_done, self.run_seconds, self.estimated_seconds = 0, 0.0, 0.0
         self.durations: list[float] = []       # of the runs finished, in the order they finished
@@ -256,7 +209,8 @@ class Engine:
         prepared = self.prepared
         # The finished runs asked for again (--retry, a reproduction's second run of a failed or flagged run):
         # each one's outcome is kept aside before it runs (earlier_outcomes), never overwritten unseen.
-        before = read_statuses(self.db_path) if retry else {}
+        before = self.before = read_statuses(self.db_path) if retry else {}
+        self.retry = retry
         todo = self.todo if self.todo is not None else runs_to_do(prepared, self.db_path, retry, self.sample,
                                                                    self.only)
         summary = self.summary = Summary(total=len(prepared.runs), selected=len(todo), counts=Counter())
@@ -362,6 +316,8 @@ class Engine:
                 done = executor.collect(POLL_S)
                 done_runs += sum(f.again is None for f in done)   # a lost run counts when it ends again
                 self._record_all(done, summary)
+                if done and not queue and not one_at_a_time and executor.busy():
+                    self._fill(queue, todo, summary)
                 progress.update(task, completed=done_runs, counts=counts_text(summary.counts),
                                 total=len(todo) - sum(b.skipped for b in summary.breakers) - left_out)
                 if executor.host_info_changed():
@@ -391,7 +347,33 @@ class Engine:
                 self.summary.retried += 1
             self.recorder.started(each.run, each.backend, each.host)
             self.started_at[each.run.key] = time.monotonic()
+        self.networks = max(self.networks, len(self.started_at))
         return started
+
+    def _fill(self, queue: RunQueue, todo: list[Run], summary: Summary) -> None:
+        """Runs ``fill_tail`` gives for the networks now idle, queued (and added to ``todo``, pending first): not
+        those held, nor of a label the breaker stopped; a finished one asked for again keeps its outcome aside."""
+        if self.fill_tail is None or summary.aborted or self._past_stop():
+            return
+        now = time.monotonic()
+        running = {key: now - started for key, started in self.started_at.items()}
+        held = set(running) | {run.key for run in todo if self.finished_statuses.get(run.key) == FLAGGED}
+        stopped = {breaker.label for breaker in summary.breakers}
+        more = [run for run in self.fill_tail(Tail(running, held, max(0, self.networks - len(running))))
+                if run.key not in held and run.label not in stopped]
+        if not more:
+            return
+        assert self.recorder is not None
+        self.recorder.add_pending(self.prepared, more)
+        for run in more:
+            status = self.finished_statuses.get(run.key, self.before.get(run.key))
+            if status in self.retry:
+                self.again_why[run.key] = (f"{status}: run again ({self.asked})", False)
+        queue.add(more)
+        todo.extend(more)
+        summary.selected += len(more)
+        self.selected += len(more)
+        self.console.print(f"{len(more)} more run(s) for the idle network(s) while {len(running)} run(s) finish")
 
     def _record_all(self, done: list[Finished], summary: Summary) -> None:
         for finished in done:

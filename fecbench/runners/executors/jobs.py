@@ -18,7 +18,8 @@ from typing import Any
 
 from fecbench.inputs.errors import UserError
 from fecbench.records.status import Status
-from fecbench.runners.executors.engine import Finished, RunQueue, Started
+from fecbench.runners.executors.engine import Finished, Started
+from fecbench.runners.executors.selection import RunQueue
 from fecbench.runners.executors.serial import TestbedFactory, log_root_for
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run

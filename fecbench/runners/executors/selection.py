@@ -14,6 +14,7 @@ a twin's first outcome in `earlier_outcomes` with the reason `TWIN`: its twinned
 from __future__ import annotations
 
 import random
+from collections import OrderedDict, deque
 from pathlib import Path
 
 from fecbench.inputs.errors import UserError
@@ -123,3 +124,70 @@ def twinned(db_path: Path) -> set[str]:
         return run_records.twinned_keys(conn)
     finally:
         conn.close()
+
+
+class RunQueue:
+    """The runs left to start, in the campaign's order, also reachable by design point (an executor may
+    keep a network on one point to reconfigure it, and measure fidelity, rarely)."""
+
+    def __init__(self, runs: list[Run]) -> None:
+        self._left: OrderedDict[str, Run] = OrderedDict((run.key, run) for run in runs)
+        self._by_point: dict[int, deque[Run]] = {}
+        for run in runs:
+            self._by_point.setdefault(run.point, deque()).append(run)
+
+    def __len__(self) -> int:
+        return len(self._left)
+
+    def points(self) -> dict[int, int]:
+        """Points with runs left -> how many."""
+        return {p: len(q) for p, q in self._by_point.items() if q}
+
+    def pop_next(self) -> Run:
+        _, run = self._left.popitem(last=False)
+        self._by_point[run.point].remove(run)
+        return run
+
+    def pop_point(self, point: int) -> Run:
+        run = self._by_point[point].popleft()
+        del self._left[run.key]
+        return run
+
+    def pop_near(self, current: int | None, taken: set[int | None]) -> Run | None:
+        """For a network configured for point `current`: a run of that point if any is left; else of the point
+        no other network works on (`taken`) with the most runs left; else of the biggest point."""
+        left = self.points()
+        if current not in left:
+            free = [p for p in left if p not in taken] or list(left)
+            if not free:
+                return None
+            current = max(free, key=lambda p: left[p])
+        return self.pop_point(current)
+
+    def add(self, runs: list[Run]) -> None:
+        """More runs, after those left."""
+        for run in runs:
+            self._left[run.key] = run
+            self._by_point.setdefault(run.point, deque()).append(run)
+
+    def drain(self) -> list[Run]:
+        """Take every run off the queue (a campaign out of time: they stay pending); those runs."""
+        left = list(self._left.values())
+        self._left.clear()
+        self._by_point.clear()
+        return left
+
+    def put_back(self, runs: list[Run]) -> None:
+        """Runs taken off and not started: first again, in their order."""
+        for run in reversed(runs):
+            self._left[run.key] = run
+            self._left.move_to_end(run.key, last=False)
+            self._by_point.setdefault(run.point, deque()).appendleft(run)
+
+    def drop_label(self, label: str) -> list[Run]:
+        """Take every run of an implementation label off the queue (the circuit breaker); those runs."""
+        dropped = [run for run in self._left.values() if run.label == label]
+        for run in dropped:
+            del self._left[run.key]
+            self._by_point[run.point].remove(run)
+        return dropped

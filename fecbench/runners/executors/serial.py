@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from fecbench.records.status import Status
-from fecbench.runners.executors.engine import Finished, RunQueue, Started
+from fecbench.runners.executors.engine import Finished, Started
+from fecbench.runners.executors.selection import RunQueue
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
 from fecbench.runners.run.lifecycle import Runner, run_one

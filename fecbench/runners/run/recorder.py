@@ -121,6 +121,10 @@ class Recorder:
             raise
         return cls(conn, campaign_id)
 
+    def add_pending(self, prepared: Prepared, runs: list[Run]) -> None:
+        """Runs chosen after the campaign started (a reproduction's runs for idle networks), pending."""
+        _write(_add_pending, self.conn, self.campaign_id, prepared, runs)
+
     def started(self, run: Run, link_backend: str, host: str) -> None:
         _write(run_records.start_run, self.conn, run.key, now_iso(), link_backend, host, run_records.runner_name())
 
@@ -206,13 +210,22 @@ def _open_campaign(conn: sqlite3.Connection, prepared: Prepared, link_backend: s
                                   link_backend=link_backend, git_sha=git_sha(), settings_json=design.settings())
         dbmod.ensure_factor_columns(conn, prepared.factor_types)
         dbmod.insert_points(conn, campaign_id, ({"point": p, **v} for p, v in prepared.points.items()))
-        from fecbench.runners.experiment.applied import Applier
-
-        applier = Applier(prepared)
-        run_records.insert_pending_runs(conn, ({**run.row(campaign_id), "estimate_s": prepared.estimate(run),
-                                                "applied_json": json.dumps(applier.applied(run), default=str)}
-                                               for run in prepared.runs))
+        _insert_pending(conn, campaign_id, prepared, prepared.runs)
     return campaign_id
+
+
+def _insert_pending(conn: sqlite3.Connection, campaign_id: int, prepared: Prepared, runs: list[Run]) -> None:
+    from fecbench.runners.experiment.applied import Applier
+
+    applier = Applier(prepared)
+    run_records.insert_pending_runs(conn, ({**run.row(campaign_id), "estimate_s": prepared.estimate(run),
+                                            "applied_json": json.dumps(applier.applied(run), default=str)}
+                                           for run in runs))
+
+
+def _add_pending(conn: sqlite3.Connection, campaign_id: int, prepared: Prepared, runs: list[Run]) -> None:
+    with dbmod.transaction(conn):
+        _insert_pending(conn, campaign_id, prepared, runs)
 
 
 def _write(function: Callable[..., T], *args: object, **kwargs: object) -> T:

@@ -33,7 +33,7 @@ from typing import Any
 
 from fecbench.runners.commands.pipeline import Execution, execute
 from fecbench.runners.executors import Machine, make_executor
-from fecbench.runners.executors.engine import Executor, Finished, Tail
+from fecbench.runners.executors.engine import Executor, Finished
 from fecbench.runners.executors.quiet import FIDELITY_RERUNS
 from fecbench.runners.executors.selection import runs_to_do
 from fecbench.runners.experiment.runs import Run
@@ -156,11 +156,13 @@ def calibrate(items: list[tuple[Target, Campaign, list[Run]]], machine: Machine,
 
 
 def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine, deadline: float | None,
-            console: Any, fill: Callable[[Campaign, Tail], list[Run]] | None = None) -> list[Ran]:
+            console: Any, fill: Callable[..., list[Run]] | None = None) -> list[Ran]:
     """Run each campaign's chosen runs in turn (see the module for the time rules), each outcome recorded in its
-    campaign as the engine reports it; ``fill``: more of a campaign's runs for its networks idle in its tail."""
+    campaign as the engine reports it; ``fill(campaign, tail, last=)``: more of a campaign's runs for its networks
+    idle in its tail (``last``: the batch's last campaign with runs)."""
     done: list[Ran] = []
     saved = 0.0
+    last = max((index for index, item in enumerate(items) if item[2]), default=-1)
     for index, (target, campaign, runs) in enumerate(items):
         if not runs:
             continue
@@ -185,7 +187,7 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine
         calibration = _class_calibration(machine, campaign) or machine.calibration
         executor = make_executor(campaign.prepared, target.db, machine, n, calibration, console)
         finished: list[Finished] = []
-        more = None if fill is None else partial(fill, campaign)
+        more = None if fill is None else partial(fill, campaign, last=index == last)
         try:
             with deadline_alarm(deadline):
                 # A failed or flagged run the allocator chose runs once more (its first outcome kept aside).

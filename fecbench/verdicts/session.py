@@ -175,21 +175,27 @@ def _full(pack: Pack, targets: dict, campaigns: dict, full: bool, machine: Machi
 class TailFill:
     """Runs for a campaign's networks left idle while its last runs of a batch finish (``Engine(fill_tail=...)``):
     the next draws of its claims by the last look's verdicts, the draws taken since that look counted against what
-    each claim needs (``allocate.next_batch``'s ``taken``), within what the longest run in flight still takes on
-    each idle network. No look in between: evaluating claims would take the CPU the runs in flight measure with."""
+    each claim needs (``allocate.next_batch``'s ``taken``), for each idle network until the batch's time is up
+    (``until``, time.monotonic(); for the batch's last campaign) or, later, the longest run in flight is expected to
+    end: the networks stay busy until the next look. No look in between: evaluating claims would take the CPU the
+    runs in flight keep time with."""
     pack: Pack
     runs: Runs
     verdicts: list[ev.Verdict] = field(default_factory=list)
     taken: dict[str, int] = field(default_factory=dict)
+    until: float = 0.0
 
-    def look(self, verdicts: list[ev.Verdict], selection: budgeting.Selection) -> None:
-        """A new look and the batch chosen from it."""
+    def look(self, verdicts: list[ev.Verdict], selection: budgeting.Selection, seconds: float) -> None:
+        """A new look, the batch chosen from it and its wall time."""
         self.verdicts, self.taken = verdicts, dict(selection.claim_draws)
+        self.until = time.monotonic() + seconds
 
-    def __call__(self, campaign: cp.Campaign, tail: Tail) -> list[Run]:
+    def __call__(self, campaign: cp.Campaign, tail: Tail, last: bool = True) -> list[Run]:
+        """``last``: the batch's last campaign (an earlier one fills only its own tail: the next campaign waits)."""
         by_key = {run.key: run for run in campaign.prepared.runs}
-        left = max((campaign.seconds(by_key[key]) - elapsed for key, elapsed in tail.running.items()
-                    if key in by_key), default=0.0)
+        longest = max((campaign.seconds(by_key[key]) - elapsed for key, elapsed in tail.running.items()
+                       if key in by_key), default=0.0)
+        left = max(self.until - time.monotonic(), longest) if last else longest
         if tail.idle < 1 or left <= 0:
             return []
         campaign.held = tail.held
@@ -228,7 +234,7 @@ def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadl
             cp.share_factors(list(campaigns.values()))
             continue   # the batch planned again for the networks chosen
         runs.add_batch(runs.selection)
-        fill.look(verdicts, runs.selection)
+        fill.look(verdicts, runs.selection, batch_seconds(left))
         done = execute.run_all(_items(targets, campaigns, runs.selection), machine=machine, deadline=deadline,
                                console=console, fill=fill)
         runs.ran = execute.merge(runs.ran + done)   # one row per campaign over its batches

@@ -257,3 +257,30 @@ def test_claims_that_quote_an_average_are_means_or_say_why_not() -> None:
                 assert claim.statistic.startswith("mean_") or (
                     f"{pack}/{claim.id}" in listed and "Averages" in claim.note), (pack, claim.id)
     assert set(listed) <= found, set(listed) - found
+
+
+def test_a_run_that_failed_once_is_imputed_whatever_its_second_attempt_did(tmp_path: Path) -> None:
+    """Issue 69 (6): a run that failed and finished when run again is a draw from the runs that did not fail; on main
+    58e6eb7 it was a plain observation (66 of 200 replays false in a review's world). A failed run is final (not run
+    again, nothing waits for it); a flagged run's second attempt is the run's value."""
+    from fecbench.records import db as dbmod
+    from fecbench.verdicts import samples
+
+    db = tmp_path / "earlier.sqlite"
+    con = dbmod.connect(db)   # a results database: each run's earlier attempts in earlier_outcomes
+    with dbmod.transaction(con):
+        con.executemany("INSERT INTO earlier_outcomes (run_key, attempt, status) VALUES (?, 1, ?)",
+                        [("0-1-fec", "failed"), ("0-2-fec", "fidelity")])
+    dbmod.release(con)
+    rows = [_run(0, rep, label, 100.0 if label == "quic" else 50.0) for rep in range(3) for label in ("quic", "fec")]
+    rows += [_run(0, 3, "quic", 100.0), {**_run(0, 3, "fec", 0.0, "failed"), "retried": False}]
+    frame = pd.DataFrame(rows)
+    frame.attrs.update(factors=["p"], labels=["quic", "fec"], sizes=[1000])
+    claim = _claim("median_pair_ratio", "<", 1.0)
+    found = samples.sample(claim, ev.Data(db, frame), dr.draws(claim, _space(1, 4)))
+    assert found.observations == 4 and found.waiting == "draw 5 waits for a run not run yet"   # past the runs made
+    assert found.why == {"label failed once": 1, "label failed": 1}
+    by_draw = found.rows.set_index("draw")
+    imputed = by_draw["imputed"].to_dict()
+    assert sum(imputed.values()) == 2 and np.isinf(by_draw.loc[by_draw["imputed"] == 1, "ratio_hi"]).all()
+    assert sorted(by_draw.loc[by_draw["imputed"] == 0, "ratio"]) == [0.5, 0.5]   # reps 0 and 2 (flagged, re-run)

@@ -12,7 +12,7 @@ fewest that could decide it (``fewest_observations``: every one agreeing), and o
 needs that many (at least its first block, ``budgeting.first_block``), so it competes like the others: a cheap
 start goes early, a costly one waits behind claims a few runs from their verdicts. Within a claim, its
 draws in their order (``draws``: beyond the design's repetitions they take the extra seeds of ``seeds``),
-so no budget is left unused while a claim is undecided; a run that failed or was flagged is run once more
+so no budget is left unused while a claim is undecided; a run that was flagged is run once more
 before its draw counts (``Campaign.todo``). A census (``statistics.points``) skips the cells its own intervals
 have settled. While some claim is undecided, a share of each batch (``AUDIT_SHARE``) goes on drawing for the
 decided ones, least audited first: their audit (``evaluate.audit``), which re-opens a verdict the later data

@@ -7,8 +7,11 @@ and in the design's usual one (``results/<design name>.sqlite``), the median of 
 per label and size (3 runs or more), else per design, else the median factor of the pack's other
 campaigns that have measurements, else 1 (the model was fitted on this machine).
 
-A run that failed or was flagged is to do once more (same key and seed; ``Campaign.todo``): the claims
-whose draws read it wait for that second outcome (``samples``).
+A run that was flagged (``fidelity``: the network or the endpoints did not keep to the design, the harness's fault,
+not the run's) is to do once more (same key and seed; ``Campaign.todo``): the claims whose draws read it wait for
+that second outcome (``samples``). A failed run is not: a second attempt that finished would be a draw from the
+runs that did not fail, never a plain observation, so its value is imputed either way (``samples``) and a re-run
+would buy nothing.
 
 What a campaign knows of its database: read once (``read``), then kept up to date from the outcomes the engine
 reports as it records them (``record``); read again only after ``--jobs auto``'s calibration, whose serial pilot
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
 MIN_MEASURED = 3
 
 #: Statuses of a finished run that a reproduction runs once more (same key and seed) before its claims read it.
-RUN_AGAIN = (Status.FAILED, Status.FIDELITY)
+RUN_AGAIN = (Status.FIDELITY,)
 
 
 @dataclass
@@ -68,14 +71,14 @@ class Campaign:
         return self.prepared.estimate(run) * self.factors.get((run.label, run.size), self.factor)
 
     def todo(self, run: Run) -> bool:
-        """Not run yet, or failed or flagged and not run again yet; and not held by the engine."""
+        """Not run yet, or flagged and not run again yet; and not held by the engine."""
         if run.key in self.held:
             return False
         status = self.statuses.get(run.key, Status.PENDING)
         return status in (Status.PENDING, Status.INTERRUPTED) or (status in RUN_AGAIN and run.key not in self.retried)
 
     def rerun_factor(self) -> float:
-        """Runs started per run needed: each failed or flagged run runs once more (measured in this campaign)."""
+        """Runs started per run needed: each flagged run runs once more (measured in this campaign)."""
         finished = {key for key, status in self.statuses.items() if status not in (Status.PENDING, Status.INTERRUPTED)}
         again = {key for key in finished if self.statuses[key] in RUN_AGAIN} | (self.retried & finished)
         return 1.0 + len(again) / max(1, len(finished))
@@ -98,7 +101,7 @@ def read(campaign: Campaign) -> None:
 
 def record(campaign: Campaign, finished: list[Finished]) -> None:
     """What the engine wrote in the campaign's database, from the outcomes it reported of the runs it ran to their
-    end, in their order (each recorded as the run's status): a run that starts while failed or flagged has that
+    end, in their order (each recorded as the run's status): a run that starts while flagged (or failed) has that
     outcome kept aside (``retried``: the allocator's second run of it, a flagged run's re-run round), an ok run
     its measured duration."""
     for done in finished:

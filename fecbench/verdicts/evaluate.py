@@ -272,7 +272,7 @@ def audit(verdict: Verdict, rows: pd.DataFrame, read, alpha: float) -> None:
 
 
 def _imputed_text(claim: Claim, rows: pd.DataFrame, read, sequence: sq.Sequence | None, alpha: float) -> str:
-    """How many values were imputed at the design's limits (runs failed or flagged twice) and how far they moved
+    """How many values were imputed at the design's limits (runs failed, or flagged twice) and how far they moved
     each bound of the interval (against the interval without them)."""
     if rows.empty or "imputed" not in rows or not (rows["imputed"] > 0).any() or sequence is None:
         return ""
@@ -281,7 +281,7 @@ def _imputed_text(claim: Claim, rows: pd.DataFrame, read, sequence: sq.Sequence 
     moved = "" if without is None or without.n == 0 else \
         (f": lower bound {_fmt(without.low)} → {_fmt(sequence.low)}, upper {_fmt(without.high)} → "
          f"{_fmt(sequence.high)} with them")
-    return (f"{count} value(s) imputed at the design's limits (runs failed or flagged twice: each could be anywhere, "
+    return (f"{count} value(s) imputed at the design's limits (runs failed, or flagged twice: each could be anywhere, "
             f"so the verdict must hold at both extremes){moved}")
 
 
@@ -301,7 +301,7 @@ def exclusions_differ(claim: Claim, found: samples.Sample) -> str:
     if stats.exclusions_differ(mine, n, base, n) is None:
         return ""
     return (f"exclusions differ: {claim.label} {mine} of {n}, {claim.baseline} {base} of {n} draws "
-            f"(failed or flagged after a second run)")
+            f"(failed, or flagged after a second run)")
 
 
 def _excluded_text(claim: Claim, found: samples.Sample) -> str:

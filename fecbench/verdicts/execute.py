@@ -190,7 +190,7 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine
         more = None if fill is None else partial(fill, campaign, last=index == last)
         try:
             with deadline_alarm(deadline):
-                # A failed or flagged run the allocator chose runs once more (its first outcome kept aside).
+                # A flagged run the allocator chose runs once more (its first outcome kept aside).
                 todo = runs_to_do(campaign.prepared, target.db, set(RUN_AGAIN), only=runs)
                 summary = execute(campaign.prepared, target.db, Execution(executor, todo, calibration, n),
                                   console, retry=set(RUN_AGAIN), reruns=FIDELITY_RERUNS, stop_at=stop_at,

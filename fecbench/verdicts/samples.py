@@ -4,15 +4,19 @@ left out and why.
 For each draw in order, each of its units needs a run of the claim's label and one of its baseline (every
 label of the design for a flows claim, whose compared flows are inside each run):
 
-- a run not finished yet (pending, interrupted, missing), or one that failed or was flagged (``fidelity``)
-  and has not been run again yet (``reproduce`` runs such a run once more, same key and seed): the
-  sample ends before this draw, so a claim's observations are always the first ones it drew;
-- a run that failed or was flagged again (or is unsupported): its value is missing, maybe *because* of its
+- a run not finished yet (pending, interrupted, missing), or one that was flagged (``fidelity``) and has not
+  been run again yet (``reproduce`` runs such a run once more, same key and seed): the sample ends before this
+  draw, so a claim's observations are always the first ones it drew;
+- a run that failed (``reproduce`` does not run it again), was flagged again, or is unsupported: its value is
+  missing, maybe *because* of its
   value (a transfer that fails on its slowest draws), so it is **imputed at the design's limits**, never
   dropped: a duration anywhere in [0, ∞), any other metric in (−∞, ∞); every interval takes each
   observation's least favourable end, so a verdict holds at both extremes at once (partial identification,
   Manski's bounds). The draw is counted for the side whose run it was (``evaluate`` names the imputed values
   and how far they moved each bound; exclusion rates that differ between the sides are a warning);
+- a run that failed and then finished when run again (``FAILED_ONCE``) is imputed the same way: its second
+  attempt is a draw from the runs that did not fail, not from the claim's population (a transfer that fails on
+  its slowest draws keeps, when run again, the draws that happened to be quicker);
 - a run that reached its time limit is **censored**, never dropped: for a duration metric its value lies
   in [``timeout_s``, ∞), for any other metric it is unknown (−∞, ∞). Every value carries its bounds
   (``value_lo``/``value_hi``, ``base_lo``/``base_hi``, ``ratio_lo``/``ratio_hi``); a finished run's
@@ -46,8 +50,10 @@ from fecbench.verdicts.pack import Claim
 
 #: A run's status that ends a draw's wait for it: its value, or its exclusion once it was run again.
 FINISHED = ("ok", "timeout")
-RETRIED_AWAY = ("failed", "fidelity")
-FINAL_EXCLUSION = ("unsupported",)
+RETRIED_AWAY = ("fidelity",)
+FINAL_EXCLUSION = ("unsupported", "failed")
+#: A run that failed and finished when run again: imputed as a failure (see the module).
+FAILED_ONCE = "failed once"
 #: The columns a flows claim reads from the per-flow table (fecbench.analysis.studies.flows).
 FLOW_COLUMNS = ("run_key", "role", "label", "dct_ms")
 
@@ -74,7 +80,7 @@ class Data:
         self._classified: pd.DataFrame | None = None
         self._flows: pd.DataFrame | None = None
         self._index: dict[tuple, dict[str, Any]] | None = None
-        self._retried: set[str] | None = None
+        self._earlier: dict[str, set[str]] | None = None   # run key -> statuses of its earlier attempts
 
     @classmethod
     def replayed(cls, frame: pd.DataFrame, recording: Recording) -> Data:
@@ -118,15 +124,31 @@ class Data:
         return self._index
 
     def retried(self, row: dict[str, Any]) -> bool:
-        """Whether a failed or flagged run was run again already (its earlier outcome kept)."""
+        """Whether a flagged run was run again already (its earlier outcome kept)."""
         if "retried" in row:
             return bool(row["retried"])
-        if self._retried is None:
-            self._retried = set()
+        return bool(self._earlier_statuses(row) & set(RETRIED_AWAY))
+
+    def failed_once(self, row: dict[str, Any]) -> bool:
+        """Whether an earlier attempt of the run failed (it was run again: see the module)."""
+        if "failed_once" in row:
+            return bool(row["failed_once"])
+        return "failed" in self._earlier_statuses(row)
+
+    def _earlier_statuses(self, row: dict[str, Any]) -> set[str]:
+        if self._earlier is None:
+            self._earlier = {}
             if self.recording is None and self.db.is_file() and "earlier_outcomes" in results.table_names(self.db):
                 earlier = results.frame(self.db, "earlier_outcomes", ["run_key", "status"])
-                self._retried = set(earlier.loc[earlier["status"].isin(RETRIED_AWAY), "run_key"])
-        return str(row.get("key")) in self._retried
+                for key, status in zip(earlier["run_key"], earlier["status"], strict=True):
+                    self._earlier.setdefault(str(key), set()).add(str(status))
+        return self._earlier.get(str(row.get("key")), set())
+
+    def as_judged(self, row: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The run as a claim reads it: one that failed once and finished when run again is ``FAILED_ONCE``."""
+        if row is None or row["status"] not in FINISHED or not self.failed_once(row):
+            return row
+        return {**row, "status": FAILED_ONCE}
 
 
 @dataclass
@@ -145,7 +167,7 @@ class Sample:
 
 
 def _bounds(row: dict[str, Any], metric: str) -> tuple[float, float, float]:
-    """(low, high, point value) of a run's metric: a timeout is censored, a run excluded (failed or flagged
+    """(low, high, point value) of a run's metric: a timeout is censored, a run excluded (failed, flagged
     again, unsupported) imputed at the design's limits (see the module)."""
     scale = ratios.CENSORED_METRICS.get(metric)
     if row["status"] not in FINISHED:     # missing, and maybe because of its value: anywhere it could be
@@ -187,7 +209,8 @@ def sample(claim: Claim, data: Data, claim_draws: list[Draw]) -> Sample:
     for number, draw in enumerate(claim_draws):
         if census and draw.group in blocked:
             continue
-        pairs = [(unit, index.get(unit.mine), index.get(unit.base)) for unit in draw.units]
+        pairs = [(unit, data.as_judged(index.get(unit.mine)), data.as_judged(index.get(unit.base)))
+                 for unit in draw.units]
         waiting = [why for _, mine, base in pairs for why in _waiting([mine, base], data)]
         if waiting:
             out.waiting = out.waiting or f"draw {number + 1} waits for a run {waiting[0]}"
@@ -248,7 +271,7 @@ def _waiting(pair: list[dict[str, Any] | None], data: Data) -> list[str]:
             out.append("not run yet")
         elif row["status"] in RETRIED_AWAY and not data.retried(row):
             out.append(f"to run again ({row['status']} once)")
-        elif row["status"] not in FINISHED + RETRIED_AWAY + FINAL_EXCLUSION:
+        elif row["status"] not in FINISHED + RETRIED_AWAY + FINAL_EXCLUSION + (FAILED_ONCE,):
             out.append(f"not finished ({row['status']})")
     return out
 

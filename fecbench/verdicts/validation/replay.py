@@ -111,7 +111,7 @@ class World:
 
     def answer(self, run: Run, order: int, again: bool = False) -> dict | None:
         """The recorded row standing for ``run`` (None when no recorded point can stand for its point); ``again``:
-        a second run of a failed or flagged one (a recording answers it as it did the first)."""
+        a second run of a flagged one (a recording answers it as it did the first)."""
         values = getattr(run, "values", None) or {}
         recorded = self.stand_in(run.point, values)
         if recorded is None:
@@ -185,7 +185,7 @@ def simulate(pack: Pack, profile: str, campaigns: dict[tuple[str, str], cp.Campa
         for key, run in batch:
             order += 1
             campaign = campaigns[key]
-            again = campaign.statuses.get(run.key) in cp.RUN_AGAIN   # a failed or flagged run, run once more
+            again = campaign.statuses.get(run.key) in cp.RUN_AGAIN   # a flagged run, run once more
             row = worlds[key[1]].answer(run, order, again) if key[1] in worlds else None
             if again:
                 campaign.retried.add(run.key)

@@ -77,9 +77,13 @@ class World:
     """A synthetic world (see the module): ``median[size]`` the median ratio fec ÷ quic of a cell of that size
     (``after``: from half the budget on, or ``drift_to``: reached linearly at the budget's end, drift),
     ``fails``: fec's run fails when its value is above this quantile of its cell's (its second run too),
+    ``fail_chance``: with it, such a run fails only at this chance, drawn for each attempt, and a second attempt is
+    a new draw of the unit's ratio (a real re-run's timing differs),
     ``base_fails``: quic's run fails at random at this rate (its second run too), ``skew``: the ratio's size
     follows the baseline's; ``point_scale`` / ``point_spread``: per design point (in the order of p), a factor on
-    the median and the log ratio's sd (default 1 and ``SPREAD``)."""
+    the median and the log ratio's sd (default 1 and ``SPREAD``); ``size_correlation``: the correlation of a
+    point and repetition's log ratios across sizes (one loss seed for every size: runs of one repetition share a
+    loss pattern)."""
     name: str
     text: str
     median: dict[int, float]
@@ -87,10 +91,12 @@ class World:
     after: dict[int, float] | None = None
     drift_to: dict[int, float] | None = None
     fails: float | None = None
+    fail_chance: float | None = None
     base_fails: float = 0.0
     skew: bool = False
     point_scale: tuple[float, ...] = ()
     point_spread: tuple[float, ...] = ()
+    size_correlation: float = 0.0
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
     frame: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["key"]))
     answers: int = 10 ** 9                          # the answers a replay's budget buys (its time axis)
@@ -98,6 +104,7 @@ class World:
     def __post_init__(self) -> None:
         self.frame.attrs.update(factors=["p"], labels=["quic", "fec"], sizes=list(SIZES))
         self.units: dict[tuple[int, int, int], tuple[float, float]] = {}   # (baseline, ratio) per unit
+        self.shared: dict[tuple[int, int], tuple[float, float]] = {}        # (point, repetition) -> its sizes' noise
 
     # What replay.simulate and evaluate ask of a world.
     classes = pd.DataFrame(columns=["run_key"])
@@ -131,17 +138,33 @@ class World:
         base, ratio = self.pairs(point, size, 1, rng, medians)
         return float(base[0]), float(ratio[0])
 
+    def _unit_pair(self, point: int, repetition: int, size: int, medians: dict[int, float]) -> tuple[float, float]:
+        """(baseline DCT, ratio) of a new unit; with ``size_correlation``, its noise partly that of its point and
+        repetition's other sizes (each marginal as ``pair``'s)."""
+        if not self.size_correlation:
+            return self.pair(point, size, self.rng, medians)
+        shared = self.shared.setdefault((point, repetition), tuple(self.rng.standard_normal(2)))
+        rho = self.size_correlation
+        z = math.sqrt(rho) * np.array(shared) + math.sqrt(1 - rho) * self.rng.standard_normal(2)
+        base = 100.0 * (size / 1000) ** 0.5 * (1 + 0.2 * point) * math.exp(BASE_SPREAD * z[0])
+        return base, math.exp(self.centre(point, size, medians) + self.spread(point) * z[1])
+
     def answer(self, run: Any, order: int, again: bool = False) -> dict[str, Any]:
         medians = self.medians_at(order / self.answers)
         unit = (run.point, run.repetition, run.size)
         if unit not in self.units:   # both labels of a unit share its draw (common random numbers)
-            self.units[unit] = (*self.pair(run.point, run.size, self.rng, medians), float(self.rng.random()))
+            self.units[unit] = (*self._unit_pair(run.point, run.repetition, run.size, medians),
+                                float(self.rng.random()))
+        if again and self.fail_chance is not None and run.label == "fec":   # a new attempt, a new draw
+            base, _, chance = self.units[unit]
+            self.units[unit] = (base, self.pair(run.point, run.size, self.rng, medians)[1], chance)
         base, ratio, chance = self.units[unit]
         value = base if run.label == "quic" else base * ratio
         status = "ok"
         if run.label == "fec" and self.fails is not None \
                 and ratio > _quantile_ratio(math.exp(self.centre(run.point, run.size, medians)), self.fails,
-                                            self.skew, self.spread(run.point)):
+                                            self.skew, self.spread(run.point)) \
+                and (self.fail_chance is None or self.rng.random() < self.fail_chance):
             status = "failed"
         if run.label == "quic" and chance < self.base_fails:     # at random, and again when run once more
             status = "failed"
@@ -201,10 +224,12 @@ def catalogue(path: Path = WORLDS) -> list[World]:
                             [(claims[n], truth[n]) for n in names],
                             after=sizes(w.get("after", dict)) if "after" in w else None,
                             drift_to=sizes(w.get("drift_to", dict)) if "drift_to" in w else None,
-                            fails=w.get("fails", float, None), base_fails=w.get("base_fails", float, 0.0),
+                            fails=w.get("fails", float, None), fail_chance=w.get("fail_chance", float, None),
+                            base_fails=w.get("base_fails", float, 0.0),
                             skew=w.get("skew", bool, False),
                             point_scale=tuple(float(v) for v in w.get("point_scale", list, [])),
-                            point_spread=tuple(float(v) for v in w.get("point_spread", list, []))))
+                            point_spread=tuple(float(v) for v in w.get("point_spread", list, [])),
+                            size_correlation=w.get("size_correlation", float, 0.0)))
         w.done()
     return worlds
 

@@ -216,10 +216,29 @@ def evaluate_claim(claim: Claim, profile: str, data: Data, space: dr.DrawSpace, 
         exchangeable(verdict, found.rows, alpha, seed)
     if sequence is not None and verdict.verdict in ("holds", "fails", AT_THRESHOLD):
         audit(verdict, found.rows, read, alpha)
+    if claim.average_proxy and sequence is not None:
+        verdict.reason = "; ".join(filter(None, [verdict.reason, proxy_text(claim, observed, estimate.value)]))
     if imputed := _imputed_text(claim, found.rows, read, sequence, alpha):
         verdict.reason = "; ".join(filter(None, [verdict.reason, imputed]))
     verdict.drift = drift(found.rows)
     return verdict
+
+
+def proxy_text(claim: Claim, rows: pd.DataFrame, value: float) -> str:
+    """A claim whose passage states an average, judged on another statistic as its proxy: the mean of its draws'
+    ratios (each draw's ratio of medians, a censored one left out and counted) beside the value judged, and whether
+    the two sit on the same side of the threshold (reproduce/README.md, "Averages")."""
+    ratios = samples.per_draw(rows)
+    finite = ratios[np.isfinite(ratios)]
+    head = f"judged on {claim.statistic} as the proxy of the average the passage states ({claim.average_proxy})"
+    if finite.size == 0:
+        return f"{head}: no draw with a finite ratio yet"
+    mean = float(np.mean(finite))
+    left = f", {ratios.size - finite.size} censored draw(s) left out" if finite.size < ratios.size else ""
+    same = sq.decide(mean, mean, claim.compare, claim.threshold, claim.tolerance) == \
+        sq.decide(value, value, claim.compare, claim.threshold, claim.tolerance)
+    return (f"{head}: the mean of {finite.size} draws' ratios is {_fmt(mean)}{left} against {_fmt(value)} judged, "
+            f"{'on the same side of' if same else 'on the other side of'} the threshold")
 
 
 def _draws_from(rows: pd.DataFrame, first: int) -> pd.DataFrame:
@@ -337,22 +356,13 @@ def _judge(claim: Claim, profile: str, estimate: st.Estimate, sequence: sq.Seque
     return Verdict(claim, profile, verdict, estimate, "; ".join(n for n in notes if n), sequence, alpha)
 
 
-def per_draw(rows: pd.DataFrame) -> np.ndarray:
-    """Each draw's ratio of medians of its units, in drawn order (NaN where undefined)."""
-    if rows.empty:
-        return np.array([])
-    return rows.groupby("draw", sort=True).apply(
-        lambda g: _ratio(float(np.median(g["value"])), float(np.median(g["base"]))), include_groups=False
-    ).to_numpy(float)
-
-
 def exchangeable(verdict: Verdict, rows: pd.DataFrame, alpha: float, seed: int) -> None:
     """Whether the claim's draws stayed alike over time (``sequential.exchangeability``: each draw ranked among the
     earlier draws of its cell, an anytime test at the claim's level); when not, no verdict stands on them (not
     judged, no more runs). A census is left out: its cells' own running intervals watch their data."""
     cells = rows.groupby("draw", sort=True)["group"].agg(lambda g: "/".join(sorted(set(g)))).to_numpy() \
         if len(rows) else None
-    wealth, at = sq.exchangeability(per_draw(rows), seed, cells)
+    wealth, at = sq.exchangeability(samples.per_draw(rows), seed, cells)
     if wealth < 1 / alpha:
         return
     text = (f"the draws are not alike over time: ranking each draw among its cell's earlier ones, a test martingale "
@@ -374,7 +384,7 @@ def drift(rows: pd.DataFrame) -> str:
     and a Mann-Whitney test, for the page (a check of the assumption that the draws are alike over time)."""
     from scipy.stats import mannwhitneyu
 
-    values = per_draw(rows)
+    values = samples.per_draw(rows)
     values = values[~np.isnan(values)]
     if len(values) < DRIFT_MIN:
         return ""
@@ -382,12 +392,6 @@ def drift(rows: pd.DataFrame) -> str:
     p = float(mannwhitneyu(first, second).pvalue)
     return (f"first half median {_fmt(float(np.median(first)))}, second half {_fmt(float(np.median(second)))} "
             f"(Mann-Whitney p = {p:.2g}, {len(values)} draws)")
-
-
-def _ratio(a: float, b: float) -> float:
-    if math.isnan(a) or math.isnan(b) or b == 0 or (math.isinf(a) and math.isinf(b)):
-        return math.nan
-    return a / b
 
 
 def count_looks(log: Path, verdicts: list[Verdict]) -> None:

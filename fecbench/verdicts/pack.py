@@ -73,6 +73,8 @@ class Claim:
     tolerance_source: str = ""        # where its margin (tolerance) comes from
     note: str = ""                    # how it reads its passage, and what of the paper's setup differs
     dropped: str = ""                 # what the paper left out of its results (its setup record: ``fidelity``)
+    # the average its passage states, judged through another statistic as a proxy: which average, and why no mean
+    average_proxy: str = ""
 
     @property
     def stat(self) -> statistics.ClaimStatistic:
@@ -344,8 +346,10 @@ def _claim(entry: Section, papers: dict[str, str], designs: dict[str, DesignRef]
                   paper_value=None if paper_value is None else float(paper_value),
                   paper_text=entry.get("paper_text", str, ""), printed={k: float(v) for k, v in printed.items()},
                   tolerance_source=tolerance_source, note=entry.get("note", str, ""),
-                  dropped=entry.get("dropped", str, ""),
+                  dropped=entry.get("dropped", str, ""), average_proxy=entry.get("average_proxy", str, ""),
                   needs=entry.get("needs", str, None))
+    if claim.average_proxy and stat.means:
+        raise entry.error("average_proxy", f"{statistic} judges a mean: it is no proxy (leave average_proxy out)")
     entry.done()
     if not ref.present:
         claim.needs = f"{ref.path.relative_to(REPO_ROOT) if ref.path.is_relative_to(REPO_ROOT) else ref.path} " \

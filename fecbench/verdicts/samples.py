@@ -260,6 +260,21 @@ def observed(rows: pd.DataFrame) -> pd.DataFrame:
     return kept
 
 
+def per_draw(rows: pd.DataFrame) -> np.ndarray:
+    """Each draw's ratio of medians of its units, in drawn order (NaN where undefined)."""
+    if rows.empty:
+        return np.array([])
+    return rows.groupby("draw", sort=True).apply(
+        lambda g: _median_ratio(float(np.median(g["value"])), float(np.median(g["base"]))), include_groups=False
+    ).to_numpy(float)
+
+
+def _median_ratio(a: float, b: float) -> float:
+    if math.isnan(a) or math.isnan(b) or b == 0 or (math.isinf(a) and math.isinf(b)):
+        return math.nan
+    return a / b
+
+
 SAMPLE_COLUMNS = ["draw", "cell", "group", "factor", "value", "base", "ratio", "value_lo", "value_hi",
                   "base_lo", "base_hi", "ratio_lo", "ratio_hi", "imputed"]
 

@@ -121,6 +121,7 @@ class ClaimStatistic(ABC):
     no_sequence: ClassVar[str] = ""            # why it has no anytime-valid interval (sequence gives None)
     census: ClassVar[bool] = False             # over every cell's own value (``points``), not random draws
     shares: ClassVar[bool] = False             # a share of hits: its ties have a margin (``ties``)
+    means: ClassVar[bool] = False              # a mean (an average a passage states: reproduce/README.md, Averages)
 
     @abstractmethod
     def estimate(self, sample: Any, params: dict, *, seed: int = 0, n_boot: int = N_BOOT) -> Estimate:

@@ -177,6 +177,7 @@ class MeanBlockRatio(BlockStatistic):
     show the mean above a threshold (a claim "> t" holds, "< t" fails) and never below one, which no valid bound
     could within a budget (reproduce/README.md, "Averages")."""
     name = "mean_block_ratio"
+    means = True
     text = ("mean over draws of a cell of the ratio of medians of a block of {seeds} seeds (judged from below: it can "
             "show the mean above a threshold, never below)")
     estimand_text = "mean of B (as median_block_ratio)"

@@ -167,6 +167,7 @@ class MedianPointRatio(PointStatistic):
 
 class MeanPointRatio(PointStatistic):
     name = "mean_point_ratio"
+    means = True
     text = "mean over the design points of each point's own ratio of medians (every point, its seeds until decided)"
     estimand_text = "mean over the K cells of R_c (as median_point_ratio)"
 

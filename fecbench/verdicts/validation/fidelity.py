@@ -4,12 +4,13 @@ table reports setups, never a default "as the paper".
 
 A claim's setup record (``setup``): the stacks of its two labels with their arguments under the pack's default
 profile (a label map followed), its sizes, the link of its cells (each factor's values, with units, at the design
-points it keeps), the loss model and the directions it drops in, how many runs stand for a point (the statistic's
-unit), what the paper dropped (the claim's ``dropped``; "the paper states none" without one), and the design's time
-limit against the time a run without FEC is expected to take at the claim's cells (``runners.experiment.checks``:
-the share of those runs the limit cuts off, or why it is not checked), and a share's tie margin with its source
-(``statistics.ties``). Every field is filled for every claim of a
-present design (``tests/test_reproduce_claims.py``).
+points it keeps), the loss model and the directions it drops in, the runs a loss-class filter keeps and what
+decides a run's class, how many runs stand for a point (the statistic's unit), what its statistic estimates (a
+mean where the passage states an average, or the proxy it is judged through and why), what the paper dropped (the
+claim's ``dropped``; "the paper states none" without one), the design's time limit against the time a run without
+FEC is expected to take at the claim's cells (``runners.experiment.checks``: the share of those runs the limit cuts
+off, or why it is not checked), and a share's tie margin with its source (``statistics.ties``). Every field is
+filled for every claim of a present design (``tests/test_reproduce_claims.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import tomllib
 from fecbench.verdicts.draws import claim_points, space_of
 from fecbench.verdicts.pack import Claim, Pack
 
-FIELDS = ("stack", "sizes", "link", "loss", "runs per point", "the paper dropped", "time limit", "ties")
+FIELDS = ("stack", "sizes", "link", "loss", "loss classes", "runs per point", "estimand", "the paper dropped",
+          "time limit", "ties")
 
 
 @dataclass
@@ -32,13 +34,16 @@ class Setup:
     sizes: str
     link: str
     loss: str
+    classes: str
     runs: str
+    estimand: str
     dropped: str
     limit: str
     ties: str
 
     def fields(self) -> tuple[str, ...]:
-        return self.stack, self.sizes, self.link, self.loss, self.runs, self.dropped, self.limit, self.ties
+        return (self.stack, self.sizes, self.link, self.loss, self.classes, self.runs, self.estimand, self.dropped,
+                self.limit, self.ties)
 
     def text(self) -> str:
         return "; ".join(f"{name}: {value}" for name, value in zip(FIELDS, self.fields(), strict=True))
@@ -100,6 +105,26 @@ def _runs(claim: Claim) -> str:
                                                                    if stat.points_per_observation == 2 else "")
     return "one seed per draw of a uniformly random cell" + (", each side's runs unpaired" if stat.reads != "pairs"
                                                              else "")
+
+
+def _classes(claim: Claim) -> str:
+    """Which runs a loss-class filter keeps, and what decides a run's class (``analysis.studies.loss_position``)."""
+    kept = [f"{'both runs of a pair' if key == 'loss_class' else 'the baseline run'} in {' or '.join(classes)}"
+            for key in ("loss_class", "baseline_class") if (classes := claim.where.get(key))]
+    if not kept:
+        return "no filter: every run of its cells"
+    return (f"{'; '.join(kept)} ({claim.params.get('loss_direction', 'any')} direction), a run classed by every "
+            "packet its dropper matched (handshake, acknowledgements and repairs with the data)")
+
+
+def _estimand(claim: Claim) -> str:
+    """What the statistic estimates, and whether the passage states an average (judged as one, or through a proxy)."""
+    stat = claim.stat
+    if stat.means:
+        return f"{stat.estimand_text} (a mean: the passage states an average)"
+    if claim.average_proxy:
+        return f"{stat.estimand_text} (a proxy of the average the passage states: {claim.average_proxy})"
+    return f"{stat.estimand_text} (the passage states no average)"
 
 
 def _limit(claim: Claim, path: str) -> str:
@@ -167,8 +192,8 @@ def setup(pack: Pack, claim: Claim) -> Setup | None:
     loss_text = f"{model} on {' and '.join(directions)} (forward: client → server)" if model != "none" else "none"
     sizes = claim.sizes() or design.get("workload", {}).get("sizes") or []
     size_text = ", ".join(_size(s) if not isinstance(s, str) else s for s in sizes) or "the workload's"
-    return Setup(_stack(pack, claim, design.get("impl", [])), size_text, link, loss_text, _runs(claim),
-                 claim.dropped or "the paper states none", _limit(claim, str(ref.path)), _ties(claim))
+    return Setup(_stack(pack, claim, design.get("impl", [])), size_text, link, loss_text, _classes(claim), _runs(claim),
+                 _estimand(claim), claim.dropped or "the paper states none", _limit(claim, str(ref.path)), _ties(claim))
 
 
 def fidelity_table(packs: list[Pack]) -> str:

@@ -230,8 +230,9 @@ def test_a_trend_within_each_technology_pairs_cells_of_one_technology() -> None:
 
 
 def test_claims_that_quote_an_average_are_means_or_say_why_not() -> None:
-    """Issue 59 (4): a claim whose passage states an average is judged on a mean, or its note points to README's
-    "Averages", whose table gives the runs any valid bound on a mean would need (recomputed here from its inputs).
+    """Issue 59 (4), 69 (3): a claim whose passage states an average is judged on a mean, or through a proxy it names
+    (``average_proxy``); README's "Averages" table gives the runs any valid bound on a mean would need (recomputed
+    here from its inputs), and its claims' proxies point to it.
     A claim not runnable here is judged on nothing yet."""
     import re
 
@@ -254,9 +255,13 @@ def test_claims_that_quote_an_average_are_means_or_say_why_not() -> None:
             said = f"{claim.source.quote if claim.source else ''} {claim.paper_text}"
             if re.search(r"\b(average|averaged|on average)\b", said, re.I) and not claim.needs:
                 found.add(f"{pack}/{claim.id}")
-                assert claim.statistic.startswith("mean_") or (
-                    f"{pack}/{claim.id}" in listed and "Averages" in claim.note), (pack, claim.id)
+                # a mean, or a proxy that says so (its verdict shows the mean beside it: issue 69)
+                assert claim.stat.means or claim.average_proxy, (pack, claim.id)
     assert set(listed) <= found, set(listed) - found
+    for name in listed:   # the table's claims are judged through a proxy that points to the table
+        pack, claim_id = name.split("/")
+        claim = next(c for c in load_pack(pack).claims if c.id == claim_id)
+        assert "Averages" in claim.average_proxy and "Averages" in claim.note, name
 
 
 def test_a_run_that_failed_once_is_imputed_whatever_its_second_attempt_did(tmp_path: Path) -> None:

@@ -123,10 +123,10 @@ class World:
         """The log of a cell's median ratio."""
         return math.log(medians[size] * (self.point_scale[point] if point < len(self.point_scale) else 1.0))
 
-    def pairs(self, point: int, size: int, n: int, rng: np.random.Generator, medians: dict[int, float]
-              ) -> tuple[np.ndarray, np.ndarray]:
-        """(baseline DCT, ratio) of ``n`` units of one cell."""
-        z = rng.standard_normal((n, 2))
+    def pairs(self, point: int, size: int, n: int, rng: np.random.Generator, medians: dict[int, float],
+              z: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(baseline DCT, ratio) of ``n`` units of one cell (``z``: their standard normals, shape (n, 2), if given)."""
+        z = rng.standard_normal((n, 2)) if z is None else z
         base = 100.0 * (size / 1000) ** 0.5 * (1 + 0.2 * point) * np.exp(BASE_SPREAD * z[:, 0])
         centre = self.centre(point, size, medians)
         if self.skew:   # the ratio follows the baseline: small baselines a little better, large ones much worse
@@ -143,11 +143,13 @@ class World:
         repetition's other sizes (each marginal as ``pair``'s)."""
         if not self.size_correlation:
             return self.pair(point, size, self.rng, medians)
-        shared = self.shared.setdefault((point, repetition), tuple(self.rng.standard_normal(2)))
+        if (point, repetition) not in self.shared:   # drawn once, when its first size is
+            self.shared[(point, repetition)] = tuple(self.rng.standard_normal(2))
         rho = self.size_correlation
-        z = math.sqrt(rho) * np.array(shared) + math.sqrt(1 - rho) * self.rng.standard_normal(2)
-        base = 100.0 * (size / 1000) ** 0.5 * (1 + 0.2 * point) * math.exp(BASE_SPREAD * z[0])
-        return base, math.exp(self.centre(point, size, medians) + self.spread(point) * z[1])
+        shared = np.array(self.shared[(point, repetition)])
+        z = math.sqrt(rho) * shared + math.sqrt(1 - rho) * self.rng.standard_normal(2)
+        base, ratio = self.pairs(point, size, 1, self.rng, medians, z=z[None, :])
+        return float(base[0]), float(ratio[0])
 
     def answer(self, run: Any, order: int, again: bool = False) -> dict[str, Any]:
         medians = self.medians_at(order / self.answers)

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from fecbench.host import cleanup
 from fecbench.inputs.errors import UserError
+from fecbench.runners.executors import jobs
 from fecbench.runners.executors.engine import Engine
 from fecbench.runners.executors.jobs import JobsExecutor, parse_jobs
 from fecbench.runners.experiment.prepare import prepare
@@ -46,6 +47,7 @@ def test_recalibrate_without_jobs_auto_is_refused() -> None:
 
 def test_every_run_once_on_three_networks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path / "state")
+    monkeypatch.setattr(jobs, "START_GAP_S", 0.0)   # fake runs end before a real run's start gap
     design = fake_design(tmp_path / "j.toml", {"ok": {}, "fail": {"behave": "fail"}, "slow": {"behave": "slow"}},
                          points=4)
     prepared = prepare(design)

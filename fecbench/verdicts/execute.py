@@ -34,6 +34,7 @@ from typing import Any
 from fecbench.runners.commands.pipeline import Execution, execute
 from fecbench.runners.executors import Machine, make_executor
 from fecbench.runners.executors.engine import Executor, Finished
+from fecbench.runners.executors.jobs import CpuModel
 from fecbench.runners.executors.quiet import FIDELITY_RERUNS
 from fecbench.runners.executors.selection import runs_to_do
 from fecbench.runners.experiment.runs import Run
@@ -111,9 +112,16 @@ def _class_calibration(machine: Machine, campaign: Campaign) -> dict[str, Any] |
     return machine.by_class.get(class_key(campaign.prepared, machine.link_backend))
 
 
-def parallel(machine: Machine, campaign: Campaign | None = None) -> float:
-    """Runs' worth of machine time per second of wall time: a fifth is lost to sharing the machine."""
-    n = networks(machine, campaign)
+def parallel(machine: Machine, campaign: Campaign | None = None, runs: list[Run] | None = None) -> float:
+    """Runs' worth of machine time per second of wall time: a fifth is lost to sharing the machine. Networks that start
+    runs by CPU (``executors.jobs.CpuModel``) run ``runs`` at most as many at once as their mean cores (by time) fit."""
+    n: float = networks(machine, campaign)
+    calibration = (_class_calibration(machine, campaign) if campaign is not None else None) or machine.calibration
+    cpu = CpuModel.read((calibration or {}).get("cpu_model"))
+    if cpu is not None and campaign is not None and runs:
+        seconds = [campaign.seconds(run) for run in runs]
+        cores = sum(cpu.cost(run, campaign.prepared.design) * s for run, s in zip(runs, seconds, strict=True))
+        n = min(n, max(1.0, cpu.budget * sum(seconds) / max(cores, 1e-9)))
     return n * 0.8 if n > 1 else 1.0
 
 
@@ -171,7 +179,7 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine
             if not calibrate([(target, campaign, runs)], machine, deadline, console):
                 break
         n = networks(machine, campaign)
-        estimated = sum(campaign.seconds(r) for r in runs) / parallel(machine, campaign) + CAMPAIGN_START_S
+        estimated = sum(campaign.seconds(r) for r in runs) / parallel(machine, campaign, runs) + CAMPAIGN_START_S
         started = time.monotonic()
         stop_at = None
         if deadline is not None:

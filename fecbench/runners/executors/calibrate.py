@@ -31,8 +31,9 @@ whatever the twins do).
 
 Networks tried. The serial pilot also measures how much CPU one network's runs take (this process and the
 children it reaped: endpoints, delay elements, commands; `cpu_seconds`) per second of wall time: N beyond
-`CPU_TARGET` of the usable CPUs' worth of networks is not tried (it could only overload the machine), and that
-N itself is tried beside the doubling steps (link-bound runs at 12 % of a core: up to 11 networks on 2 CPUs).
+`CPU_TARGET` of the usable CPUs' worth of networks is not tried, and that N itself is tried beside the doubling steps.
+Where the pilot measured its endpoints' CPU, a run's cores are modelled from its rate (`jobs.CpuModel`): the networks
+start runs by CPU, and N goes up to what the design's lightest runs fill.
 `auto` takes the largest N before the first that fails (measured again once first: a passing
 disturbance of the host fails a measurement, an overload fails every one). Everything measured is
 recorded with the campaign (host information: `jobs_calibration`), and every run of the campaign is
@@ -61,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 from fecbench.host.affinity import all_cpus
 from fecbench.runners.executors.engine import Engine, Finished
+from fecbench.runners.executors.jobs import START_GAP_S, CpuModel, PilotRun, fit, run_bytes
 from fecbench.runners.executors.selection import sample_runs
 from fecbench.runners.executors.serial import SerialExecutor, TestbedFactory
 from fecbench.runners.experiment.prepare import Prepared
@@ -119,17 +121,28 @@ def _result(run: Run, outcome: Outcome, metric: str) -> dict[str, Any]:
             "value": float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None,
             "endpoint_p99_ms": ends.get("wakeup_p99_ms"), "endpoint_ok": ends.get("ok"),
             "lateness_p99_ms": max((x["p99_us"] / 1000 for x in late), default=None),
-            "lateness_ok": all(x.get("ok") is not False for x in late), "lateness": late}
+            "lateness_ok": all(x.get("ok") is not False for x in late), "lateness": late,
+            "cpu_share": ends.get("cpu_share"), "client_wall_s": (outcome.client_wall_ms or 0) / 1000}
 
 
 def execute(prepared: Prepared, pilot: list[Run], fillers: list[Run], jobs: int, link_backend: str | None,
-            factory: TestbedFactory = MininetTestbed) -> dict[str, dict[str, Any]]:
-    """Run the pilot on `jobs` networks at once, each kept busy (fillers) until the last pilot run ended."""
+            factory: TestbedFactory = MininetTestbed, cpu: CpuModel | None = None) -> dict[str, dict[str, Any]]:
+    """Run the pilot on `jobs` networks at once, each kept busy (fillers) until the last pilot run ended; with a CPU
+    model, a network starts its next run only once it fits the budget beside those in flight (`jobs.CpuModel`); runs
+    start `jobs.START_GAP_S` apart while others run, as in a campaign."""
     metric = outcome_metric(prepared)[0]
     queue = [*pilot, *fillers]
     wanted = {run.key for run in pilot}
     results: dict[str, dict[str, Any]] = {}
-    lock, done = threading.Lock(), threading.Event()
+    lock, done = threading.Condition(), threading.Event()
+    in_flight: dict[str, float] = {}
+
+    last_start = [-START_GAP_S]
+
+    def admitted() -> bool:   # under the lock: the CPU budget, and START_GAP_S since the last start while others run
+        if in_flight and time.monotonic() - last_start[0] < START_GAP_S:
+            return False
+        return cpu is None or cpu.admits(list(in_flight.values()), cpu.cost(queue[0], prepared.design))
     testbeds: list[Testbed] = []
     with tempfile.TemporaryDirectory(prefix="fecbench-calibrate-") as logs:
         try:
@@ -140,12 +153,17 @@ def execute(prepared: Prepared, pilot: list[Run], fillers: list[Run], jobs: int,
             def work(runner: Runner) -> None:
                 while not done.is_set():
                     with lock:
-                        if not queue:
+                        while queue and not admitted() and not done.is_set():
+                            lock.wait(0.5)
+                        if not queue or done.is_set():
                             return
-                        run = queue.pop(0)
+                        run, last_start[0] = queue.pop(0), time.monotonic()
+                        in_flight[run.key] = cpu.cost(run, prepared.design) if cpu else 0.0
                     outcome, _ = run_one(runner, run)
-                    if run.key in wanted:
-                        with lock:
+                    with lock:
+                        del in_flight[run.key]
+                        lock.notify_all()
+                        if run.key in wanted:
                             results[run.key] = _result(run, outcome, metric)
                             if len(results) == len(wanted):
                                 done.set()
@@ -380,17 +398,18 @@ def calibrate(prepared: Prepared, link_backend: str | None, *, candidates: tuple
               serial_pilot: SerialPilot | None = None, cpus: int | None = None) -> dict[str, Any]:
     """Measure the serial pilot (drawn from `runs`, default the design's; run by `serial_pilot`, default
     unrecorded) and its CPU share, then each N in turn (``networks_to_try``, stopping after the first that changes
-    the results), and choose the largest N before it. ``cpus``: the CPUs the networks share (default: this
-    machine's usable ones)."""
+    the results), and choose the largest N before it (with a CPU model, ``fit_cpu``, the networks start runs by CPU).
+    ``cpus``: the CPUs the networks share (default: this machine's usable ones)."""
     epsilon = outcome_metric(prepared)[1]
     pilot, fillers = pilot_of(prepared, pilot_runs, runs)
     cpu_before, wall_before = cpu_seconds(), wall_seconds()
     serial = (serial_pilot or unrecorded_serial_pilot(prepared, link_backend, factory))(pilot)
     cpu_s, wall_s = cpu_seconds() - cpu_before, wall_seconds() - wall_before
     cpus = cpus or len(all_cpus())
-    limit = network_limit(cpu_s, wall_s, cpus)
+    cpu = fit_cpu(prepared, pilot, serial, cpu_s, cpus)
+    limit = cpu.ceiling(prepared.runs, prepared.design, MAX_NETWORKS) if cpu else network_limit(cpu_s, wall_s, cpus)
     rows = [{**summarise(1, serial, None, epsilon), "tries": 1, "cpu_s": round(cpu_s, 2), "wall_s": round(wall_s, 2),
-             "cpus": cpus, "network_limit": limit}]
+             "cpus": cpus, "network_limit": limit, "cpu_model": cpu.record() if cpu else None}]
     report(rows[-1])
     twins = SerialTwins(prepared, pilot, link_backend, factory)
     chosen = 1
@@ -398,7 +417,8 @@ def calibrate(prepared: Prepared, link_backend: str | None, *, candidates: tuple
         tries = 0
         while tries < TRIES:
             tries += 1
-            row = judge(jobs, execute(prepared, pilot, fillers, jobs, link_backend, factory), serial, epsilon, twins)
+            loaded = execute(prepared, pilot, fillers, jobs, link_backend, factory, cpu)
+            row = judge(jobs, loaded, serial, epsilon, twins)
             if row["keeps_results"]:
                 break
         rows.append({**row, "tries": tries})
@@ -406,7 +426,16 @@ def calibrate(prepared: Prepared, link_backend: str | None, *, candidates: tuple
         if not row["keeps_results"]:
             break
         chosen = jobs
-    return {**rule(prepared), "chosen": chosen, "pilot": [run.key for run in pilot], "rows": rows}
+    return {**rule(prepared), "chosen": chosen, "pilot": [run.key for run in pilot], "rows": rows,
+            "cpu_model": cpu.record() if cpu and chosen > 1 else None}
+
+
+def fit_cpu(prepared: Prepared, pilot: list[Run], serial: dict[str, dict[str, Any]], cpu_s: float,
+            cpus: int) -> CpuModel | None:
+    """The CPU model (`jobs.CpuModel`) from the serial pilot's ok runs and its whole CPU; None if not fitted."""
+    ok = [(run, serial[run.key]) for run in pilot if serial.get(run.key, {}).get("status") == "ok"]
+    return fit([PilotRun(r.get("client_wall_s") or 0.0, run_bytes(run, prepared.design) * 8e-6, r.get("cpu_share"))
+                for run, r in ok], cpu_s, cpus * CPU_TARGET)
 
 
 def rule(prepared: Prepared) -> dict[str, Any]:

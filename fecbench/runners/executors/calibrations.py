@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from fecbench.host.paths import user_cache_file
 from fecbench.runners.executors import calibrate as full
+from fecbench.runners.executors.jobs import CpuModel
 from fecbench.runners.executors.serial import TestbedFactory
 from fecbench.runners.experiment.prepare import Prepared
 from fecbench.runners.experiment.runs import Run
@@ -97,7 +98,7 @@ def keep(prepared: Prepared, link_backend: str | None, calibration: dict[str, An
     entries = [e for e in _entries(path) if not (e.get("machine") == here and e.get("class") == kind)]
     entries.append({"machine": here, "class": kind, "at": time.time() if now is None else now,
                     "design": prepared.design.name, "chosen": calibration["chosen"],
-                    "rows": calibration["rows"]})
+                    "rows": calibration["rows"], "cpu_model": calibration.get("cpu_model")})
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     partial.write_text(json.dumps(entries, indent=1))
@@ -105,13 +106,14 @@ def keep(prepared: Prepared, link_backend: str | None, calibration: dict[str, An
 
 
 def confirm(prepared: Prepared, link_backend: str | None, jobs: int, runs: list[Run] | None,
-            serial_pilot: SerialPilot, factory: TestbedFactory = MininetTestbed) -> tuple[list[str], list[dict]]:
-    """The short paired pilot: CONFIRM_RUNS runs serially and on `jobs` networks (against serial twins when its
-    outcomes alone differ); its keys and two rows."""
+            serial_pilot: SerialPilot, factory: TestbedFactory = MininetTestbed,
+            cpu: CpuModel | None = None) -> tuple[list[str], list[dict]]:
+    """The short paired pilot: CONFIRM_RUNS runs serially and on `jobs` networks (under the kept CPU model's admission,
+    if any; against serial twins when its outcomes alone differ); its keys and two rows."""
     epsilon = full.outcome_metric(prepared)[1]
     pilot, fillers = full.pilot_of(prepared, CONFIRM_RUNS, runs)
     serial = serial_pilot(pilot)
-    loaded = full.execute(prepared, pilot, fillers, jobs, link_backend, factory)
+    loaded = full.execute(prepared, pilot, fillers, jobs, link_backend, factory, cpu)
     twins = full.SerialTwins(prepared, pilot, link_backend, factory)
     rows = [{**full.summarise(1, serial, None, epsilon), "tries": 1},
             {**full.judge(jobs, loaded, serial, epsilon, twins), "tries": 1}]
@@ -141,11 +143,13 @@ def auto_jobs(prepared: Prepared, link_backend: str | None, *, runs: list[Run] |
     if found is not None:
         reused = {"calibrated_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(found["at"])),
                   "age_h": found["age_h"], "max_age_h": MAX_AGE_H, "design": found["design"]}
-        base = {**full.rule(prepared), "reused": reused, "calibrated_rows": found["rows"]}
+        cpu = CpuModel.read(found.get("cpu_model"))
+        base = {**full.rule(prepared), "reused": reused, "calibrated_rows": found["rows"],
+                "cpu_model": cpu.record() if cpu else None}
         if found["chosen"] == 1 and cpu_bound(found):
             return {**base, "chosen": 1, "pilot": [], "rows": [], "confirmation": None, "recorded": []}
         trying = max(2, found["chosen"])
-        confirmed, confirmation = confirm(prepared, link_backend, trying, runs, serial_pilot, factory)
+        confirmed, confirmation = confirm(prepared, link_backend, trying, runs, serial_pilot, factory, cpu)
         for row in confirmation:
             report(row)
         if found["chosen"] == 1 and not confirmation[-1]["keeps_results"]:   # 2 networks still change them
@@ -236,9 +240,13 @@ def row_text(row: dict[str, Any]) -> str:
     elif row["why"]:
         text += f" (serially: {row['why']})"
     if row.get("cpu_s") is not None:
-        limit = row.get("network_limit")
+        limit, cpu = row.get("network_limit"), row.get("cpu_model")
         text += (f"; one network used {row['cpu_s']:.3g} s of CPU in {row['wall_s']:.3g} s: " +
                  (f"at most {limit} networks on {row['cpus']} CPUs" if limit else "too short to limit the networks"))
+        if cpu:
+            text += (f" (a run takes {cpu['floor']:.3g} core + {cpu['per_mbit']:.3g} per Mbit/s it moves; the runs in "
+                     f"flight at most {cpu['budget']:.3g} cores: networks start runs by CPU, the lightest runs fill "
+                     f"{limit})")
     return text
 
 
@@ -247,12 +255,13 @@ def choice_text(c: dict[str, Any]) -> str:
     rule = (f"{c['metric']} within {c['ratio_tolerance']:.0%} of serial; bounds: endpoints p99 ≤ "
             f"{c['endpoint_bound_ms']:g} ms, delay elements p99 ≤ {c['bound_ms']:g} ms where a direction sent n ≥ "
             f"{QUANTILE_FRAMES:,} frames, and the latest frame's share of the run")
+    weighted = " started by CPU (runs in flight within the CPU budget)" if c.get("cpu_model") else ""
     if c.get("reused"):
         r = c["reused"]
         how = ("its runs took the CPUs: nothing to confirm" if not c["pilot"] else
                f"2 networks changed the results again in a paired pilot of {len(c['pilot'])} runs" if c["chosen"] == 1
                else f"confirmed by a paired pilot of {len(c['pilot'])} runs")
-        return (f"--jobs auto: {c['chosen']} network(s), this machine's calibration of {r['calibrated_at']} "
+        return (f"--jobs auto: {c['chosen']} network(s){weighted}, this machine's calibration of {r['calibrated_at']} "
                 f"({r['design']}, {r['age_h']:.1f} h old, reused up to {r['max_age_h']} h), {how}; {rule}")
     again = " (the kept calibration was not confirmed)" if c.get("confirmation") else ""
-    return f"--jobs auto: {c['chosen']} network(s){again} (pilot of {len(c['pilot'])} runs, {rule})"
+    return f"--jobs auto: {c['chosen']} network(s){weighted}{again} (pilot of {len(c['pilot'])} runs, {rule})"

@@ -5,14 +5,18 @@ Runs mostly wait on emulated delays, not on the CPU, so several networks overlap
 machine. Each network is a separate testbed (its own name prefix, droppers and delay elements) with its
 own Runner, driven by its own thread; the engine in the main thread records every start and outcome.
 Like the Dask executor, a network keeps taking runs of its current design point while there are any,
-so it reconfigures its links (and measures fidelity) rarely; every run keeps its own loss seed.
+so it reconfigures its links (and measures fidelity) rarely; every run keeps its own loss seed. With a CPU model
+(`--jobs auto`'s calibration; CPU-weighted admission, below), a network starts the next run only while the runs in
+flight and it fit the CPU budget: the next run waits (first in line) for the CPU the others free. Runs start
+`START_GAP_S` apart while others run.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import math
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +25,18 @@ from fecbench.records.status import Status
 from fecbench.runners.executors.engine import Finished, Started
 from fecbench.runners.executors.selection import RunQueue
 from fecbench.runners.executors.serial import TestbedFactory, log_root_for
+from fecbench.runners.experiment.design import Design
 from fecbench.runners.experiment.prepare import Prepared
-from fecbench.runners.experiment.runs import Run
+from fecbench.runners.experiment.runs import PACKET_BYTES, Run, estimate_seconds
 from fecbench.runners.run.lifecycle import Runner, run_one
 from fecbench.runners.run.outcome import Outcome
 from fecbench.runners.run.testbed import MininetTestbed, Testbed
 
 MAX_JOBS = 32
+#: Seconds between two runs' starts while others run: the endpoints of runs started together start together (process
+#: start, handshake, slow start: a burst of CPU each), and sixteen such bursts at once kept the endpoints of a cellular
+#: cut waiting for a CPU up to 83 ms on a machine 90 % idle (11 of 16 runs flagged); the same runs staggered did not.
+START_GAP_S = 1.0
 CANCEL_WAIT_S = 60
 
 
@@ -49,6 +58,7 @@ class _Slot:
     run: Run | None = None
     future: cf.Future | None = None
     started: float = 0.0
+    cost: float = 0.0      # the run's expected cores (with a CPU model)
 
 
 class JobsExecutor:
@@ -59,9 +69,11 @@ class JobsExecutor:
         self.link_backend, self.keep_logs = link_backend, keep_logs
         self.log_root = log_root_for(db_path)
         self.testbed_factory = testbed_factory
-        self.name = f"{jobs} networks"
+        self.cpu = CpuModel.read((calibration or {}).get("cpu_model"))
+        self.name = f"{jobs} networks" + (" (CPU-weighted)" if self.cpu else "")
         self.slots: list[_Slot] = []
         self.pool: cf.ThreadPoolExecutor | None = None
+        self.last_start = -START_GAP_S
 
     def __enter__(self) -> JobsExecutor:
         return self
@@ -110,14 +122,25 @@ class JobsExecutor:
         for slot in self.slots:
             if slot.run is not None or not queue:
                 continue
-            slot.run = queue.pop_near(slot.point, {s.point for s in self.slots if s is not slot})
-            if slot.run is None:
+            if time.monotonic() - self.last_start < START_GAP_S and self.busy():
                 break
+            run = queue.pop_near(slot.point, {s.point for s in self.slots if s is not slot})
+            if run is None or not self._admits(run, slot):
+                queue.put_back([run] if run is not None else [])
+                break
+            slot.run = run
             slot.point = slot.run.point
-            slot.started = time.monotonic()
+            slot.started = self.last_start = time.monotonic()
             slot.future = self.pool.submit(run_one, slot.runner, slot.run)
             started.append(Started(slot.run, slot.testbed.hostname, slot.testbed.backend))
         return started
+
+    def _admits(self, run: Run, slot: _Slot) -> bool:
+        """Whether ``run`` fits the CPU budget beside the runs in flight (always, without a CPU model)."""
+        if self.cpu is None:
+            return True
+        slot.cost = self.cpu.cost(run, self.prepared.design)
+        return self.cpu.admits([s.cost for s in self.slots if s.run is not None], slot.cost)
 
     def collect(self, timeout: float) -> list[Finished]:
         futures = [slot.future for slot in self.slots if slot.future is not None]
@@ -153,3 +176,94 @@ class JobsExecutor:
 
     def abort_reason(self) -> str | None:
         return None
+
+
+# --- CPU-weighted admission ---------------------------------------------------------------------------
+# With `--jobs auto`'s CPU model, a network starts its next run only while the runs in flight, with it, are
+# expected to keep at most `calibrate.CPU_TARGET` of the usable CPUs busy. A machine then keeps many networks busy where
+# runs wait on slow links (a satellite download at 1.5 Mbit/s takes a few % of a core for minutes) and few where they
+# keep the CPU busy (a 20 Mbit/s download), instead of one network count for both (issue 67, item 1).
+#
+# A run's CPU is modelled from what it moves: cores = ``floor`` + ``per_mbit`` × its expected rate (its bytes × 8 ÷ its
+# expected duration, `runs.estimate_seconds`: the loss-limited rate model the budgets use). Both constants are fitted on
+# the calibration's serial pilot (one run at a time): each run's endpoint CPU (their cgroup's `cpu.stat`,
+# `timekeeping.endpoint_timing`) against its wall time and its megabits (least squares, both ≥ 0), scaled by the whole
+# pilot's CPU (this process and every child it reaped: the harness, the delay elements) ÷ the endpoints' sum, since the
+# rest grows with the traffic too. Measured here on rquic2021's rQUIC runs: 0.014-0.02 core per Mbit/s, 0.005 per run.
+#
+# The calibration then tries networks up to as many as its lightest runs fit (`ceiling`), each loaded pilot under this
+# admission, and judges the results against serial as before: what it keeps is a number of networks *and* the rule that
+# fills them.
+
+#: Pilot runs with a measured endpoint CPU the fit needs (two constants).
+MIN_FITTED = 3
+
+
+def run_bytes(run: Run, design: Design) -> float:
+    """The bytes a run's workload moves (both directions of an exchange; a message stream's packets)."""
+    workload = design.workload
+    if workload.kind == "messages":
+        return workload.rate * workload.packets * PACKET_BYTES * workload.duration
+    if workload.kind == "reqresp":
+        return workload.exchanges * sum(workload.exchange_sizes(run.size))
+    return float(run.size or 0)
+
+
+def expected_mbit_s(run: Run, design: Design) -> float:
+    """The run's expected rate: its bytes over its modelled duration."""
+    return run_bytes(run, design) * 8 / 1e6 / max(1e-3, estimate_seconds(run, design))
+
+
+@dataclass(frozen=True)
+class CpuModel:
+    """What a run costs in cores, and how many cores the runs in flight may keep busy."""
+    floor: float      # cores per run whatever it moves
+    per_mbit: float   # cores per Mbit/s it moves
+    budget: float     # CPU_TARGET × the usable CPUs
+
+    def cost(self, run: Run, design: Design) -> float:
+        return self.floor + self.per_mbit * expected_mbit_s(run, design)
+
+    def admits(self, in_flight: list[float], cost: float) -> bool:
+        """A run of ``cost`` may start beside runs of ``in_flight`` costs (one always may: a run heavier than the
+        budget alone runs alone)."""
+        return not in_flight or sum(in_flight) + cost <= self.budget
+
+    def ceiling(self, runs: list[Run], design: Design, most: int) -> int:
+        """The most networks the lightest of ``runs`` fill within the budget (at most ``most``)."""
+        lightest = min((self.cost(run, design) for run in runs), default=self.budget)
+        return max(1, min(most, math.floor(self.budget / max(lightest, 1e-6))))
+
+    def record(self) -> dict[str, float]:
+        return {key: round(value, 6) for key, value in asdict(self).items()}
+
+    @classmethod
+    def read(cls, recorded: dict[str, Any] | None) -> CpuModel | None:
+        if not recorded:
+            return None
+        return cls(float(recorded["floor"]), float(recorded["per_mbit"]), float(recorded["budget"]))
+
+
+@dataclass(frozen=True)
+class PilotRun:
+    """What the fit reads of one serial pilot run."""
+    wall_s: float
+    megabits: float
+    endpoint_cpu_share: float | None    # the endpoints' CPU ÷ the run's wall time (None: not measured)
+
+
+def fit(runs: list[PilotRun], total_cpu_s: float, budget: float) -> CpuModel | None:
+    """The model from a serial pilot's runs (see the module); None when fewer than ``MIN_FITTED`` runs measured
+    their endpoints' CPU (the calibration then bounds the networks by the pilot's CPU share alone, as before)."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    measured = [r for r in runs if r.endpoint_cpu_share is not None and r.wall_s > 0]
+    if len(measured) < MIN_FITTED:
+        return None
+    walls = np.array([r.wall_s for r in measured])
+    cpu = np.array([r.endpoint_cpu_share for r in measured]) * walls
+    (floor, per_mbit), _ = nnls(np.column_stack([walls, [r.megabits for r in measured]]), cpu)
+    endpoints = float(cpu.sum())
+    scale = max(1.0, total_cpu_s / endpoints) if endpoints > 0 else 1.0
+    return CpuModel(float(floor) * scale, float(per_mbit) * scale, budget)

@@ -243,7 +243,7 @@ def test_claims_that_quote_an_average_are_means_or_say_why_not() -> None:
     for claims, limit, mean, margin, alpha, runs in rows:
         pack, *ids = claims.replace(",", " ").split()
         parts = [float(x) for x in alpha.split("÷")]
-        assert parts[1] == len(load_pack(pack).claims), (pack, alpha)   # the page's α split over the pack's claims
+        assert parts[1] == load_pack(pack).judgeable, (pack, alpha)   # the page's α split over the claims it can judge
         level = parts[0] / math.prod(parts[1:])
         need = sq.fewest_for_bounded_mean(float(limit.split()[0]), float(mean.split()[0]),
                                           float(margin.split()[0]), level)

@@ -106,10 +106,10 @@ def _fmt(value: float) -> str:
 
 
 def page_alpha(pack: Pack, profiles: list[str]) -> float:
-    """Each verdict's error level: α split evenly over every verdict one page shows, the pack's claims (not
-    runnable ones included, so the level does not change as designs arrive; a subset's, ``Pack.subset``: its own
-    claims only) in each profile (Bonferroni)."""
-    return sq.ALPHA / max(1, len(pack.claims) * max(1, len(profiles)))
+    """Each verdict's error level: α split evenly over every verdict one page can give, the pack's claims that can
+    take one (``Pack.judgeable``: those not runnable here give none; those without runs yet count, so the level does
+    not change as designs arrive; a subset's, ``Pack.subset``: its own claims only) in each profile (Bonferroni)."""
+    return sq.ALPHA / max(1, pack.judgeable * max(1, len(profiles)))
 
 
 def evaluate(pack: Pack, dbs: dict[tuple[str, str], Path], profiles: list[str],
@@ -123,7 +123,7 @@ def evaluate(pack: Pack, dbs: dict[tuple[str, str], Path], profiles: list[str],
     if rule == ec.FALSE_DISCOVERY:
         alpha = discovery_alpha([(judged, data, space) for _, judged, data, space, _ in
                                  _runnable(pack, dbs, profiles, spaces, cache)],
-                                max(1, len(pack.claims) * max(1, len(profiles))))
+                                max(1, pack.judgeable * max(1, len(profiles))))
     out = []
     for profile, claim in ((profile, claim) for profile in profiles for claim in pack.claims):
         db, space = dbs.get((profile, claim.design)), spaces.get((profile, claim.design))

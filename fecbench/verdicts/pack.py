@@ -144,6 +144,12 @@ class Pack:
             return asked, "chosen with --error"
         return self.error, self.error_reason or "the default"
 
+    @property
+    def judgeable(self) -> int:
+        """The claims that can take a verdict here: those not runnable here (``needs``, fixed by the pack before any
+        run) take none, so they can be no false verdict and take no share of the page's α."""
+        return sum(1 for claim in self.claims if not claim.needs)
+
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:
             raise UserError(f"--profile {name!r}: pack {self.name} has no such profile "

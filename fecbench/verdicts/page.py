@@ -164,7 +164,7 @@ def _level(verdicts: list[Verdict], pack: Pack, names: list[str], rule: str) -> 
     """The page's one statement of its error level, for the rule it used (``error_control``)."""
     alpha = min((v.alpha for v in verdicts), default=ALPHA)
     decided = sum(v.verdict in ("holds", "fails", AT_THRESHOLD) for v in verdicts)
-    text = level_text(rule, ALPHA, len(pack.claims) * len(names), alpha, decided)
+    text = level_text(rule, ALPHA, pack.judgeable * len(names), alpha, decided)
     why = (f" The pack's rule (pack.toml): {pack.error_reason}" if rule == pack.error and pack.error_reason
            else "" if rule == pack.error else " Chosen with --error (the pack's own rule: "
            f"{pack.error}{': ' + pack.error_reason if pack.error_reason else ''}).")
@@ -177,10 +177,10 @@ def subset_text(pack: Pack, names: list[str]) -> str:
     chosen = pack.chosen_text()
     if not chosen:
         return ""
-    n = len(pack.claims)
+    n = pack.judgeable
     per = f" in each of {len(names)} profiles" if len(names) > 1 else ""
-    return (f"A subset: {chosen}; α split over these {n}{per}, not over the pack's {pack.whole}, so these verdicts "
-            f"are the subset's and say nothing of the claims left out. ")
+    return (f"A subset: {chosen}; α split over the {n} of them that can take a verdict{per}, not over the pack's "
+            f"claims, so these verdicts are the subset's and say nothing of the claims left out. ")
 
 
 def hosts_text(targets: dict, budget: float | None) -> str:

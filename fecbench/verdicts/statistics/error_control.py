@@ -64,9 +64,10 @@ def level_text(rule: str, alpha: float, m: int, level: float, decided: int = 0) 
     if rule == FALSE_DISCOVERY:
         return (f"The expected share of false verdicts among those this page shows (holds, fails or at the threshold "
                 f"against the truth) is at most {100 * alpha:g} % (false-discovery rate, Benjamini–Yekutieli over "
-                f"the {m} verdicts, valid whatever their dependence): each claim's anytime p-value, the smallest level "
-                f"at which its confidence sequence decides it, against k·α / (m·H_m); {decided} decided, so each "
+                f"the {m} verdict(s) it can show, valid whatever their dependence): each claim's anytime p-value, the "
+                f"smallest level at which its confidence sequence decides it, against k·α / (m·H_m); {decided} "
+                f"decided, so each "
                 f"interval at level {100 * (1 - level):.4g} %.")
     return (f"The probability that any verdict on this page is false (holds or fails against the truth), at any "
-            f"look, is at most {100 * alpha:g} %: α = {alpha:g} split evenly over the {m} verdicts shown, each "
-            f"interval at level {100 * (1 - level):.3g} %.")
+            f"look, is at most {100 * alpha:g} %: α = {alpha:g} split evenly over the {m} verdict(s) it can show (a "
+            f"claim not runnable here shows none), each interval at level {100 * (1 - level):.3g} %.")

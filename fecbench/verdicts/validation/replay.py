@@ -212,7 +212,7 @@ def _judge(pack: Pack, profile: str, campaigns: dict, worlds: dict[str, World], 
     if rule == ec.FALSE_DISCOVERY:   # as ``evaluate``: the Benjamini–Yekutieli level of the claims' p-values
         alpha = ev.discovery_alpha([(pack.profiles[profile].judged(c) if profile in pack.profiles else c,
                                      data[c.design], campaigns[(profile, c.design)].space)
-                                    for c in pack.claims if not c.needs and c.design in data], len(pack.claims))
+                                    for c in pack.claims if not c.needs and c.design in data], pack.judgeable)
     for claim in pack.claims:
         if claim.needs or claim.design not in data:
             out.append(ev.Verdict(claim, profile, ev.NOT_RUNNABLE, None, claim.needs or "no recorded runs"))

@@ -255,13 +255,13 @@ def choice_text(c: dict[str, Any]) -> str:
     rule = (f"{c['metric']} within {c['ratio_tolerance']:.0%} of serial; bounds: endpoints p99 ≤ "
             f"{c['endpoint_bound_ms']:g} ms, delay elements p99 ≤ {c['bound_ms']:g} ms where a direction sent n ≥ "
             f"{QUANTILE_FRAMES:,} frames, and the latest frame's share of the run")
-    weighted = " started by CPU (runs in flight within the CPU budget)" if c.get("cpu_model") else ""
+    weighted = "; networks start runs by CPU (those in flight within its budget)" if c.get("cpu_model") else ""
     if c.get("reused"):
         r = c["reused"]
         how = ("its runs took the CPUs: nothing to confirm" if not c["pilot"] else
                f"2 networks changed the results again in a paired pilot of {len(c['pilot'])} runs" if c["chosen"] == 1
                else f"confirmed by a paired pilot of {len(c['pilot'])} runs")
-        return (f"--jobs auto: {c['chosen']} network(s){weighted}, this machine's calibration of {r['calibrated_at']} "
-                f"({r['design']}, {r['age_h']:.1f} h old, reused up to {r['max_age_h']} h), {how}; {rule}")
+        return (f"--jobs auto: {c['chosen']} network(s), this machine's calibration of {r['calibrated_at']} "
+                f"({r['design']}, {r['age_h']:.1f} h old, reused up to {r['max_age_h']} h), {how}; {rule}{weighted}")
     again = " (the kept calibration was not confirmed)" if c.get("confirmation") else ""
-    return f"--jobs auto: {c['chosen']} network(s){weighted}{again} (pilot of {len(c['pilot'])} runs, {rule})"
+    return f"--jobs auto: {c['chosen']} network(s){again} (pilot of {len(c['pilot'])} runs, {rule}){weighted}"

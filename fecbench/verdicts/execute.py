@@ -112,12 +112,16 @@ def _class_calibration(machine: Machine, campaign: Campaign) -> dict[str, Any] |
     return machine.by_class.get(class_key(campaign.prepared, machine.link_backend))
 
 
+def _calibration(machine: Machine, campaign: Campaign) -> dict[str, Any] | None:
+    """The --jobs auto calibration a campaign runs on: its class's, else the machine's."""
+    return _class_calibration(machine, campaign) or machine.calibration
+
+
 def parallel(machine: Machine, campaign: Campaign | None = None, runs: list[Run] | None = None) -> float:
     """Runs' worth of machine time per second of wall time: a fifth is lost to sharing the machine. Networks that start
     runs by CPU (``executors.jobs.CpuModel``) run ``runs`` at most as many at once as their mean cores (by time) fit."""
     n: float = networks(machine, campaign)
-    calibration = (_class_calibration(machine, campaign) if campaign is not None else None) or machine.calibration
-    cpu = CpuModel.read((calibration or {}).get("cpu_model"))
+    cpu = CpuModel.read((_calibration(machine, campaign) or {}).get("cpu_model")) if campaign is not None else None
     if cpu is not None and campaign is not None and runs:
         seconds = [campaign.seconds(run) for run in runs]
         cores = sum(cpu.cost(run, campaign.prepared.design) * s for run, s in zip(runs, seconds, strict=True))
@@ -192,7 +196,7 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine
                 continue
         console.print(f"[bold]{target.profile} / {campaign.prepared.design.name}[/]: {len(runs)} run(s), "
                       f"estimated {estimated / 60:.1f} min → {target.db}")
-        calibration = _class_calibration(machine, campaign) or machine.calibration
+        calibration = _calibration(machine, campaign)
         executor = make_executor(campaign.prepared, target.db, machine, n, calibration, console)
         finished: list[Finished] = []
         more = None if fill is None else partial(fill, campaign, last=index == last)

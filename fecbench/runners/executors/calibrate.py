@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 from fecbench.host.affinity import all_cpus
 from fecbench.runners.executors.engine import Engine, Finished
-from fecbench.runners.executors.jobs import START_GAP_S, CpuModel, PilotRun, fit, run_bytes
+from fecbench.runners.executors.jobs import CpuModel, PilotRun, Starts, fit, run_bytes
 from fecbench.runners.executors.selection import sample_runs
 from fecbench.runners.executors.serial import SerialExecutor, TestbedFactory
 from fecbench.runners.experiment.prepare import Prepared
@@ -135,14 +135,12 @@ def execute(prepared: Prepared, pilot: list[Run], fillers: list[Run], jobs: int,
     wanted = {run.key for run in pilot}
     results: dict[str, dict[str, Any]] = {}
     lock, done = threading.Condition(), threading.Event()
-    in_flight: dict[str, float] = {}
+    in_flight: dict[str, float] = {}   # run key -> its expected cores
+    starts = Starts(cpu, prepared.design)
 
-    last_start = [-START_GAP_S]
+    def admitted() -> bool:   # under the lock
+        return starts.gap_open(bool(in_flight)) and starts.admits(starts.cost(queue[0]), list(in_flight.values()))
 
-    def admitted() -> bool:   # under the lock: the CPU budget, and START_GAP_S since the last start while others run
-        if in_flight and time.monotonic() - last_start[0] < START_GAP_S:
-            return False
-        return cpu is None or cpu.admits(list(in_flight.values()), cpu.cost(queue[0], prepared.design))
     testbeds: list[Testbed] = []
     with tempfile.TemporaryDirectory(prefix="fecbench-calibrate-") as logs:
         try:
@@ -157,8 +155,9 @@ def execute(prepared: Prepared, pilot: list[Run], fillers: list[Run], jobs: int,
                             lock.wait(0.5)
                         if not queue or done.is_set():
                             return
-                        run, last_start[0] = queue.pop(0), time.monotonic()
-                        in_flight[run.key] = cpu.cost(run, prepared.design) if cpu else 0.0
+                        run = queue.pop(0)
+                        in_flight[run.key] = starts.cost(run)
+                        starts.started()
                     outcome, _ = run_one(runner, run)
                     with lock:
                         del in_flight[run.key]

@@ -143,13 +143,13 @@ def auto_jobs(prepared: Prepared, link_backend: str | None, *, runs: list[Run] |
     if found is not None:
         reused = {"calibrated_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(found["at"])),
                   "age_h": found["age_h"], "max_age_h": MAX_AGE_H, "design": found["design"]}
-        cpu = CpuModel.read(found.get("cpu_model"))
         base = {**full.rule(prepared), "reused": reused, "calibrated_rows": found["rows"],
-                "cpu_model": cpu.record() if cpu else None}
+                "cpu_model": found.get("cpu_model")}
         if found["chosen"] == 1 and cpu_bound(found):
             return {**base, "chosen": 1, "pilot": [], "rows": [], "confirmation": None, "recorded": []}
         trying = max(2, found["chosen"])
-        confirmed, confirmation = confirm(prepared, link_backend, trying, runs, serial_pilot, factory, cpu)
+        confirmed, confirmation = confirm(prepared, link_backend, trying, runs, serial_pilot, factory,
+                                          CpuModel.read(found.get("cpu_model")))
         for row in confirmation:
             report(row)
         if found["chosen"] == 1 and not confirmation[-1]["keeps_results"]:   # 2 networks still change them
@@ -244,9 +244,8 @@ def row_text(row: dict[str, Any]) -> str:
         text += (f"; one network used {row['cpu_s']:.3g} s of CPU in {row['wall_s']:.3g} s: " +
                  (f"at most {limit} networks on {row['cpus']} CPUs" if limit else "too short to limit the networks"))
         if cpu:
-            text += (f" (a run takes {cpu['floor']:.3g} core + {cpu['per_mbit']:.3g} per Mbit/s it moves; the runs in "
-                     f"flight at most {cpu['budget']:.3g} cores: networks start runs by CPU, the lightest runs fill "
-                     f"{limit})")
+            text += (f" (a run takes {cpu['floor']:.3g} core + {cpu['per_mbit']:.3g} per Mbit/s it moves; networks "
+                     f"start runs while those in flight take at most {cpu['budget']:.3g} cores)")
     return text
 
 

@@ -58,7 +58,7 @@ class _Slot:
     run: Run | None = None
     future: cf.Future | None = None
     started: float = 0.0
-    cost: float = 0.0      # the run's expected cores (with a CPU model)
+    cost: float = 0.0      # the run's expected cores (0 without a CPU model)
 
 
 class JobsExecutor:
@@ -69,11 +69,10 @@ class JobsExecutor:
         self.link_backend, self.keep_logs = link_backend, keep_logs
         self.log_root = log_root_for(db_path)
         self.testbed_factory = testbed_factory
-        self.cpu = CpuModel.read((calibration or {}).get("cpu_model"))
-        self.name = f"{jobs} networks" + (" (CPU-weighted)" if self.cpu else "")
+        self.starts = Starts(CpuModel.read((calibration or {}).get("cpu_model")), prepared.design)
+        self.name = f"{jobs} networks" + (" (CPU-weighted)" if self.starts.cpu else "")
         self.slots: list[_Slot] = []
         self.pool: cf.ThreadPoolExecutor | None = None
-        self.last_start = -START_GAP_S
 
     def __enter__(self) -> JobsExecutor:
         return self
@@ -122,25 +121,19 @@ class JobsExecutor:
         for slot in self.slots:
             if slot.run is not None or not queue:
                 continue
-            if time.monotonic() - self.last_start < START_GAP_S and self.busy():
+            if not self.starts.gap_open(self.busy()):
                 break
             run = queue.pop_near(slot.point, {s.point for s in self.slots if s is not slot})
-            if run is None or not self._admits(run, slot):
+            cost = self.starts.cost(run) if run is not None else 0.0
+            if run is None or not self.starts.admits(cost, [s.cost for s in self.slots if s.run is not None]):
                 queue.put_back([run] if run is not None else [])
                 break
-            slot.run = run
+            slot.run, slot.cost = run, cost
             slot.point = slot.run.point
-            slot.started = self.last_start = time.monotonic()
+            slot.started = self.starts.started()
             slot.future = self.pool.submit(run_one, slot.runner, slot.run)
             started.append(Started(slot.run, slot.testbed.hostname, slot.testbed.backend))
         return started
-
-    def _admits(self, run: Run, slot: _Slot) -> bool:
-        """Whether ``run`` fits the CPU budget beside the runs in flight (always, without a CPU model)."""
-        if self.cpu is None:
-            return True
-        slot.cost = self.cpu.cost(run, self.prepared.design)
-        return self.cpu.admits([s.cost for s in self.slots if s.run is not None], slot.cost)
 
     def collect(self, timeout: float) -> list[Finished]:
         futures = [slot.future for slot in self.slots if slot.future is not None]
@@ -189,7 +182,7 @@ class JobsExecutor:
 # the calibration's serial pilot (one run at a time): each run's endpoint CPU (their cgroup's `cpu.stat`,
 # `timekeeping.endpoint_timing`) against its wall time and its megabits (least squares, both ≥ 0), scaled by the whole
 # pilot's CPU (this process and every child it reaped: the harness, the delay elements) ÷ the endpoints' sum, since the
-# rest grows with the traffic too. Measured here on rquic2021's rQUIC runs: 0.014-0.02 core per Mbit/s, 0.005 per run.
+# rest grows with the traffic too. Fitted here on rquic2021's rQUIC runs: 0.038 core per run + 0.024 per Mbit/s.
 #
 # The calibration then tries networks up to as many as its lightest runs fit (`ceiling`), each loaded pilot under this
 # admission, and judges the results against serial as before: what it keeps is a number of networks *and* the rule that
@@ -267,3 +260,28 @@ def fit(runs: list[PilotRun], total_cpu_s: float, budget: float) -> CpuModel | N
     endpoints = float(cpu.sum())
     scale = max(1.0, total_cpu_s / endpoints) if endpoints > 0 else 1.0
     return CpuModel(float(floor) * scale, float(per_mbit) * scale, budget)
+
+
+@dataclass
+class Starts:
+    """When a network may start its next run, in a campaign (`JobsExecutor`) and in `--jobs auto`'s loaded pilots
+    alike: `START_GAP_S` after the last start while other runs are in flight, and within the CPU model's budget beside
+    them (``cpu``; None: any run)."""
+    cpu: CpuModel | None
+    design: Design
+    last: float = -START_GAP_S
+
+    def cost(self, run: Run) -> float:
+        """The run's expected cores (0 without a CPU model)."""
+        return self.cpu.cost(run, self.design) if self.cpu else 0.0
+
+    def gap_open(self, others_running: bool) -> bool:
+        return not others_running or time.monotonic() - self.last >= START_GAP_S
+
+    def admits(self, cost: float, in_flight: list[float]) -> bool:
+        return self.cpu is None or self.cpu.admits(in_flight, cost)
+
+    def started(self) -> float:
+        """A run starts now: the time, kept as the last start."""
+        self.last = time.monotonic()
+        return self.last

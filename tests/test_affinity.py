@@ -16,11 +16,16 @@ from fecbench.host import affinity
 def test_cpu_lists_and_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     assert affinity.parse_list("0-3,6") == {0, 1, 2, 3, 6} and affinity.parse_list("1") == {1}
     monkeypatch.delenv(affinity.ENV, raising=False)
-    assert affinity.cpu_sets({0, 1}) == {"harness": [0], "delay": [0, 1], "reserved": 1}
-    assert affinity.cpu_sets({0, 2, 5}) == {"harness": [0, 2], "delay": [0, 2, 5], "reserved": 5}
+    assert affinity.cpu_sets({0, 1}) == {"harness": [0], "delay": [0, 1], "endpoints": [0, 1], "reserved": 1}
+    assert affinity.cpu_sets({0, 2, 5}) == {"harness": [0, 2], "delay": [0, 2, 5], "endpoints": [0, 2, 5],
+                                            "reserved": 5}
     assert affinity.cpu_sets({3}) is None  # one CPU: nothing to leave to the delay elements
+    monkeypatch.setenv(affinity.ENV, "strict")   # the former policy: endpoints with the harness
+    assert affinity.cpu_sets({0, 1}) == {"harness": [0], "delay": [0, 1], "endpoints": [0], "reserved": 1}
     monkeypatch.setenv(affinity.ENV, "off")
-    assert affinity.cpu_sets({0, 1}) is None
+    assert affinity.cpu_sets({0, 1}) is None and affinity.endpoint_cpus() is None
+    monkeypatch.setenv(affinity.ENV, "sometimes")   # not a policy: the default, and the record says which ran
+    assert affinity.policy() == "on"
     assert affinity.preemption_model()  # a name, or "unknown": never raises
 
 
@@ -50,7 +55,8 @@ def test_confining_keeps_children_off_the_reserved_cpu_and_describe_says_so() ->
     assert out["child"] == sorted(cpus - {max(cpus)})
     described = out["describe"]
     assert described["harness_cpus"] == out["child"] and described["delay_cpus"] == sorted(cpus)
-    assert described["policy"] == "delay elements alone on the last CPU" and described["preemption"]
+    assert described["endpoint_cpus"] == sorted(cpus) and described["preemption"]
+    assert described["policy"] == "the harness off the last CPU; endpoints and delay elements on every CPU"
 
 
 @pytest.mark.require_root
@@ -66,3 +72,25 @@ def test_a_delay_element_gets_the_cpus_it_is_given() -> None:
         allowed = next(line.split(":", 1)[1].strip() for line in status.splitlines()
                        if line.startswith("Cpus_allowed_list"))
         assert affinity.parse_list(allowed) == {cpus[0]} and not dl.warnings
+
+
+@pytest.mark.require_root
+@pytest.mark.parametrize("policy", ["on", "strict"])
+def test_endpoints_run_on_the_cpus_their_policy_gives_them(tmp_path, policy: str) -> None:
+    """Real Mininet, the fake implementation reporting the CPUs its client was started on: by default every CPU
+    (also the one the harness keeps off), with ``strict`` the harness's; the campaign's record says so."""
+    from tests.helpers.campaign import fake_design, fecbench, rows
+
+    cpus = sorted(affinity.all_cpus())
+    if len(cpus) < 2:
+        pytest.skip("one CPU: nothing to place")
+    design = fake_design(tmp_path / "placed.toml", {"ok": {"behave": "ok"}}, points=1, timeout_s=30, name="placed")
+    db = tmp_path / "placed.sqlite"
+    out = fecbench("run", str(design), "--db", str(db), env={affinity.ENV: policy})
+    assert out.returncode == 0, out.stdout + out.stderr
+    (run,) = rows(db, "SELECT m.json FROM runs r JOIN metrics m ON m.run_key = r.key")
+    placed = json.loads(rows(db, "SELECT host_json FROM campaigns")[0]["host_json"])["cpu_affinity"]
+    harness = sorted(set(cpus) - {max(cpus)})
+    assert placed["harness_cpus"] == harness
+    expected = cpus if policy == "on" else harness
+    assert json.loads(run["json"])["cpus"] == expected == placed["endpoint_cpus"], (run, placed)

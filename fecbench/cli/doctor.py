@@ -254,8 +254,8 @@ def check_preemption() -> Check:
     model = affinity.preemption_model()
     cpus = len(affinity.all_cpus())
     placement = (f"campaigns keep their own processes off CPU {max(affinity.all_cpus())}, left to the delay "
-                 "elements" if affinity.cpu_sets() else "one CPU, or FECBENCH_CPU_AFFINITY=off: no CPU left to the "
-                 "delay elements")
+                 f"elements and the endpoints (FECBENCH_CPU_AFFINITY={affinity.policy()})" if affinity.cpu_sets()
+                 else "one CPU, or FECBENCH_CPU_AFFINITY=off: no CPU left to the delay elements")
     grouping = {"on": "autogroup on (the processes of one session, e.g. hogs started from one shell, share one "
                       "CPU share)",
                 "off": "autogroup off (every CPU hog on the host takes a CPU share of its own)",

@@ -10,11 +10,16 @@ own process start-ups and configuration commands in kernel code (``mnexec`` ente
 "How accurate each run was").
 
 So on a machine with at least 2 CPUs, a campaign keeps its own processes (fecbench itself, and
-through inheritance every server, client, probe and command it starts) off the last CPU, which is
-left to the delay elements; the delay elements may use every CPU (the real-time scheduler puts a
-woken one on an idle CPU first, so a second one due at the same moment is not queued behind the
-first). ``FECBENCH_CPU_AFFINITY=off`` keeps the kernel's default placement. What was set is recorded
-with the campaign (host information).
+through inheritance every command, probe and helper it starts) off the last CPU; the delay elements
+may use every CPU (the real-time scheduler puts a woken one on an idle CPU first, so a second one due
+at the same moment is not queued behind the first), and so may the **endpoints** (the servers and
+clients a run starts on its hosts, `fecbench.emulation.endpoints`): they are what a campaign's CPU is
+for. Confined with the harness (the policy until issue 67), they had one CPU of two: four networks of
+link-bound 20 Mbit/s downloads (0.3-0.4 core each) waited for it up to 42 % of a run's time and were all
+flagged, although the delay elements kept time better with them spread (designs/README.md, "Where the
+endpoints run"). ``FECBENCH_CPU_AFFINITY`` = ``on`` (that default), ``strict`` (endpoints with the
+harness: the former policy, kept to compare) or ``off`` (the kernel's default placement). What was set
+is recorded with the campaign (host information).
 """
 
 from __future__ import annotations
@@ -26,10 +31,19 @@ from pathlib import Path
 from typing import Any
 
 ENV = "FECBENCH_CPU_AFFINITY"
+#: The policies ENV may name (``off`` also as 0, no, false).
+POLICIES = ("on", "strict", "off")
+
+
+def policy() -> str:
+    """The placement asked for: ``on`` (the default), ``strict`` or ``off`` (see the module); an unknown value
+    is ``on``, and the campaign's record says which policy ran."""
+    value = os.environ.get(ENV, "on").strip().lower()
+    return "off" if value in ("off", "0", "no", "false") else value if value in POLICIES else "on"
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "on").strip().lower() not in ("off", "0", "no", "false")
+    return policy() != "off"
 
 
 def all_cpus() -> set[int]:
@@ -64,12 +78,23 @@ def parse_list(text: str) -> set[int]:
 
 
 def cpu_sets(cpus: set[int] | None = None) -> dict[str, Any] | None:
-    """Where a campaign's processes go: `harness` (every CPU but the last) and `delay` (every CPU);
-    None when it cannot help (one CPU) or is turned off."""
+    """Where a campaign's processes go: `harness` (every CPU but the last), `delay` (every CPU) and `endpoints`
+    (every CPU, or the harness's with ``strict``); None when it cannot help (one CPU) or is turned off."""
     cpus = all_cpus() if cpus is None else cpus
     if not enabled() or len(cpus) < 2:
         return None
-    return {"harness": sorted(cpus - {max(cpus)}), "delay": sorted(cpus), "reserved": max(cpus)}
+    harness = sorted(cpus - {max(cpus)})
+    return {"harness": harness, "delay": sorted(cpus), "endpoints": harness if policy() == "strict" else sorted(cpus),
+            "reserved": max(cpus)}
+
+
+def endpoint_cpus() -> list[int] | None:
+    """The CPUs a run's endpoints are started on when they differ from what they would inherit from the
+    harness; None: they inherit (turned off, strict, one CPU)."""
+    chosen = cpu_sets()
+    if chosen is None or chosen["endpoints"] == chosen["harness"]:
+        return None
+    return chosen["endpoints"]
 
 
 def confine_harness() -> str | None:
@@ -89,9 +114,13 @@ def describe() -> dict[str, Any]:
     """What a campaign records (host information): the CPUs this process and what it starts use, the
     CPUs delay elements use, the kernel's preemption model and whether it groups processes by session."""
     own, every = sorted(os.sched_getaffinity(0)), sorted(all_cpus())
-    return {"harness_cpus": own, "delay_cpus": every, "preemption": preemption_model(), "autogroup": autogroup(),
-            "policy": ("delay elements alone on the last CPU" if own != every and max(every) not in own
-                       else "off" if not enabled() else "every process on every CPU")}
+    endpoints = endpoint_cpus() or own
+    confined = own != every and max(every) not in own
+    return {"harness_cpus": own, "delay_cpus": every, "endpoint_cpus": endpoints, "preemption": preemption_model(),
+            "autogroup": autogroup(),
+            "policy": ("off" if not enabled() else "every process on every CPU" if not confined
+                       else "the harness off the last CPU; endpoints and delay elements on every CPU"
+                       if endpoints == every else "delay elements alone on the last CPU")}
 
 
 def delay_cpus() -> set[int]:

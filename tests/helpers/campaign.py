@@ -36,10 +36,11 @@ def fake_design(path: Path, labels: dict[str, dict[str, str]], *, points: int = 
                        impls=[("fake", label, args) for label, args in labels.items()])
 
 
-def fecbench(*args: str, cwd: Path | None = None, timeout: float = 300, columns: int = 200
-             ) -> subprocess.CompletedProcess:
+def fecbench(*args: str, cwd: Path | None = None, timeout: float = 300, columns: int = 200,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "fecbench", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, check=False, timeout=timeout, env={**os.environ, "COLUMNS": str(columns)})
+                          cwd=cwd or ROOT, check=False, timeout=timeout,
+                          env={**os.environ, "COLUMNS": str(columns), **(env or {})})
 
 
 def rows(db: Path, sql: str, *params: Any) -> list[dict[str, Any]]:

@@ -5,7 +5,8 @@ A full calibration (`executors.calibrate`) costs its serial pilot plus one loade
 needs, not on the design's exact points, so each one is kept, per machine and workload class, in a
 JSON file (FECBENCH_CALIBRATIONS; default ~/.cache/fecbench/jobs-calibrations.json):
 
-- machine: host name, CPU model and count, memory, kernel release (`hostinfo.fingerprint`);
+- machine: host name, CPU model and count, memory, kernel release (`hostinfo.fingerprint`), and where a campaign
+  puts its endpoints (`fecbench.host.affinity`: a calibration under another placement measured other waits);
 - workload class: workload kind, number of paths of the topology, implementations, link backend option.
 
 A later campaign of the same class on the same machine, within MAX_AGE_H of that calibration, runs a
@@ -53,10 +54,12 @@ def store_path() -> Path:
 
 
 def machine() -> dict[str, Any]:
+    from fecbench.host import affinity
     from fecbench.runners.executors.hostinfo import fingerprint
 
     host = fingerprint()
-    return {key: host.get(key) for key in ("hostname", "cpu", "cpus", "mem_kib", "kernel")}
+    return {**{key: host.get(key) for key in ("hostname", "cpu", "cpus", "mem_kib", "kernel")},
+            "cpu_placement": affinity.policy()}
 
 
 def workload_class(prepared: Prepared, link_backend: str | None) -> dict[str, Any]:

@@ -76,7 +76,8 @@ def client(args: argparse.Namespace) -> int:
                     fill.flush()
         except OSError as exc:
             print(f"fake client: disk full: {exc}", file=sys.stderr)
-    metrics = {"dct_ms": (time.monotonic() - start) * 1000, "bytes_app": args.size, "handshake_ms": 0.0}
+    metrics = {"dct_ms": (time.monotonic() - start) * 1000, "bytes_app": args.size, "handshake_ms": 0.0,
+               "cpus": sorted(os.sched_getaffinity(0))}   # where it was started (fecbench.host.affinity)
     if args.behave == "badtype":
         metrics["dct_ms"] = "fast"
     with open(args.out, "w") as out:

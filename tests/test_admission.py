@@ -39,10 +39,46 @@ def test_fit_needs_three_measured_runs() -> None:
     assert jobs.fit([*measured, PilotRun(5, 10, 0.05)], 10.0, 1.4) is not None
 
 
-def test_one_run_always_admitted_and_the_budget_otherwise() -> None:
-    model = CpuModel(floor=0.1, per_mbit=0.0, budget=0.35)
-    assert model.admits([], 5.0)                    # heavier than the budget: runs alone
-    assert model.admits([0.1, 0.1], 0.1) and not model.admits([0.1, 0.1, 0.1], 0.1)
+def test_one_run_always_admitted_and_the_budget_otherwise(tmp_path: Path) -> None:
+    starts = jobs.Starts(CpuModel(floor=0.1, per_mbit=0.0, budget=0.35), _prepared(tmp_path).design)
+    assert starts.admits(5.0, [])                    # heavier than the budget: runs alone
+    assert starts.admits(0.1, [0.1, 0.1]) and not starts.admits(0.1, [0.1, 0.1, 0.1])
+
+
+def test_the_budget_settles_where_the_target_share_of_runs_is_flagged(tmp_path: Path) -> None:
+    """A flagged run shrinks the budget once per round (runs started before it shrank do not shrink it again), an
+    unflagged one grows it back up to the model's; at the target share of flagged runs the two balance."""
+    model = CpuModel(floor=0.05, per_mbit=0.0, budget=1.4)
+    starts = jobs.Starts(model, _prepared(tmp_path).design)
+    first = starts.started()
+    starts.finished(first, load_flagged=True)
+    assert starts.budget == pytest.approx(1.4 * (1 - jobs.BACKOFF)) and starts.lowered == 1
+    starts.finished(first, load_flagged=True)              # admitted under the larger budget: no second cut
+    assert starts.budget == pytest.approx(1.4 * (1 - jobs.BACKOFF))
+    later = starts.started()
+    starts.finished(later, load_flagged=False)
+    assert starts.budget == pytest.approx(1.4 * (1 - jobs.BACKOFF) * jobs.GROWTH)
+    for _ in range(200):
+        starts.finished(later, load_flagged=False)
+    assert starts.budget == 1.4                             # never above the model's
+    for _ in range(100):                                    # every run flagged: down to one run's floor, not zero
+        starts.finished(starts.started() + 1.0, load_flagged=True)
+    assert starts.budget == model.floor
+    # One flagged run in 1 / target, each cut earned back by the clean runs before the next: right after a cut the
+    # budget is where it was; twice as many flagged runs take it down, half as many to the model's before each cut.
+    every = round(1 / jobs.FLAGGED_TARGET)
+    for flagged_every, moved in ((every, lambda b: b == pytest.approx(0.8)), (every // 2, lambda b: b < 0.4),
+                                 (every * 2, lambda b: b == pytest.approx(1.4 * (1 - jobs.BACKOFF)))):
+        starts.budget = 0.8
+        for i in range(1, 201):   # ends on a flagged run
+            starts.finished(starts.started() + 1.0, load_flagged=i % flagged_every == 0)
+        assert moved(starts.budget), (flagged_every, starts.budget)
+
+
+def test_without_a_model_the_flags_change_nothing(tmp_path: Path) -> None:
+    starts = jobs.Starts(None, _prepared(tmp_path).design)
+    starts.finished(starts.started(), load_flagged=True)
+    assert starts.admits(100.0, [100.0] * 31) and starts.lowered == 0
 
 
 def _prepared(tmp_path: Path, points: int = 4) -> Any:

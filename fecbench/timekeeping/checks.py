@@ -149,6 +149,17 @@ def named(name: str) -> Check:
     raise KeyError(name)
 
 
+#: The checks that flag what the host's load does to a run (a CPU taken from its endpoints or its delay elements), as
+#: opposed to a network built or shaped otherwise than designed: what `--jobs` admission reacts to.
+LOAD_CHECKS = ("endpoints", "delay-lateness")
+
+
+def load_flagged(endpoints: dict[str, Any] | None, link_stats: Sequence[dict[str, Any]]) -> bool:
+    """Whether the host's load flagged the run (a check of `LOAD_CHECKS`)."""
+    return any(check.flags(record) for subject, record in subjects(Measured(endpoints=endpoints, link_stats=link_stats))
+               for check in CHECKS if check.name in LOAD_CHECKS and check.subject == subject)
+
+
 def subjects(measured: Measured) -> list[tuple[str, Any]]:
     """The records of a run the checks judge, (subject, record), in the order their reasons are said: each
     path's fidelity row, the endpoints, each link direction (each check of links in turn), the schedule."""

@@ -31,6 +31,7 @@ from fecbench.runners.experiment.runs import PACKET_BYTES, Run, estimate_seconds
 from fecbench.runners.run.lifecycle import Runner, run_one
 from fecbench.runners.run.outcome import Outcome
 from fecbench.runners.run.testbed import MininetTestbed, Testbed
+from fecbench.timekeeping import checks
 
 MAX_JOBS = 32
 #: Seconds between two runs' starts while others run: the endpoints of runs started together start together (process
@@ -144,6 +145,7 @@ class JobsExecutor:
         for slot in self.slots:
             if slot.future is not None and slot.future.done() and slot.run is not None:
                 outcome, harness_error = slot.future.result()
+                self.starts.finished(slot.started, checks.load_flagged(outcome.endpoints, outcome.link_stats))
                 done.append(Finished(slot.run, outcome, harness_error, time.monotonic() - slot.started))
                 slot.run, slot.future = None, None
         return done
@@ -217,11 +219,6 @@ class CpuModel:
     def cost(self, run: Run, design: Design) -> float:
         return self.floor + self.per_mbit * expected_mbit_s(run, design)
 
-    def admits(self, in_flight: list[float], cost: float) -> bool:
-        """A run of ``cost`` may start beside runs of ``in_flight`` costs (one always may: a run heavier than the
-        budget alone runs alone)."""
-        return not in_flight or sum(in_flight) + cost <= self.budget
-
     def ceiling(self, runs: list[Run], design: Design, most: int) -> int:
         """The most networks the lightest of ``runs`` fill within the budget (at most ``most``)."""
         lightest = min((self.cost(run, design) for run in runs), default=self.budget)
@@ -262,14 +259,34 @@ def fit(runs: list[PilotRun], total_cpu_s: float, budget: float) -> CpuModel | N
     return CpuModel(float(floor) * scale, float(per_mbit) * scale, budget)
 
 
+#: A run the host's load flagged (`checks.load_flagged`: its endpoints or its delay elements waited for a CPU) shrinks
+#: the CPU budget by BACKOFF, once per run started since the budget last shrank (runs admitted under the larger
+#: budget do not shrink it again); each run that ended unflagged grows it by the factor that (1 − FLAGGED_TARGET) ÷
+#: FLAGGED_TARGET of them need to undo one cut, up to the model's. Where a share FLAGGED_TARGET of the runs is
+#: flagged, cuts and growth balance: the budget settles there, whatever the calibration's pilot promised. Measured
+#: on rquic2021 (issue 67): the calibration's 8-run pilot kept its results on 31 networks, and admission by the
+#: model alone then had 115 of the campaign's 270 runs flagged by their endpoints' waits (rQUIC with coding at the
+#: lossy Wi-Fi points, about 10 in flight).
+BACKOFF = 0.3
+FLAGGED_TARGET = 0.05
+GROWTH = (1 - BACKOFF) ** (-FLAGGED_TARGET / (1 - FLAGGED_TARGET))
+
+
 @dataclass
 class Starts:
     """When a network may start its next run, in a campaign (`JobsExecutor`) and in `--jobs auto`'s loaded pilots
-    alike: `START_GAP_S` after the last start while other runs are in flight, and within the CPU model's budget beside
-    them (``cpu``; None: any run)."""
+    alike: `START_GAP_S` after the last start while other runs are in flight, and within the CPU budget beside
+    them (``cpu``; None: any run). In a campaign the budget follows the runs' flags (``finished``)."""
     cpu: CpuModel | None
     design: Design
     last: float = -START_GAP_S
+    budget: float = math.inf          # the budget now (the model's until a run is flagged)
+    lowered_at: float = -math.inf     # when it last shrank
+    lowered: int = 0                  # how often it shrank
+
+    def __post_init__(self) -> None:
+        if self.cpu is not None:
+            self.budget = self.cpu.budget
 
     def cost(self, run: Run) -> float:
         """The run's expected cores (0 without a CPU model)."""
@@ -279,9 +296,21 @@ class Starts:
         return not others_running or time.monotonic() - self.last >= START_GAP_S
 
     def admits(self, cost: float, in_flight: list[float]) -> bool:
-        return self.cpu is None or self.cpu.admits(in_flight, cost)
+        """A run of ``cost`` may start beside runs of ``in_flight`` costs (one always may: a run heavier than the
+        budget alone runs alone)."""
+        return self.cpu is None or not in_flight or sum(in_flight) + cost <= self.budget
 
     def started(self) -> float:
         """A run starts now: the time, kept as the last start."""
         self.last = time.monotonic()
         return self.last
+
+    def finished(self, started_at: float, load_flagged: bool) -> None:
+        """A run started at ``started_at`` ended, flagged by the host's load or not: the budget follows (above)."""
+        if self.cpu is None or started_at < self.lowered_at:
+            return
+        if load_flagged:
+            self.budget = max(self.cpu.floor, self.budget * (1 - BACKOFF))
+            self.lowered_at, self.lowered = time.monotonic(), self.lowered + 1
+        else:
+            self.budget = min(self.cpu.budget, self.budget * GROWTH)

@@ -201,37 +201,6 @@ def test_a_rerun_never_reached_before_the_stop_time_keeps_its_outcome(tmp_path: 
     assert rows(camp.db, "SELECT * FROM earlier_outcomes") == []
 
 
-def test_flagged_runs_asked_for_again_run_alone_the_others_together(tmp_path: Path) -> None:
-    """A reproduction's (or --retry fidelity's) second run of a flagged run runs one at a time: beside other runs it
-    met the load that flagged it; the failed ones asked for again run with the rest."""
-    checks = Counter()
-
-    def first_point_flagged_once(values: dict[str, Any]) -> float | None:
-        key = json.dumps(values, sort_keys=True, default=str)
-        checks[key] += 1
-        return 1000.0 if values["bw"] == first_bw and checks[key] == 1 else None
-
-    camp = Campaign(tmp_path, {"ok": {}, "fail": {"behave": "fail"}}, measured_rtt=first_point_flagged_once)
-    first_bw = next(iter(camp.prepared.points.values()))["bw"]
-    executor = SerialExecutor(camp.prepared, camp.db, link_backend=None, testbed_factory=camp.factory)
-    Engine(camp.prepared, camp.db, executor, Console(quiet=True), fidelity_reruns=0).run(set())
-    flagged = {k for k, r in camp.runs().items() if r["status"] == Status.FIDELITY}
-    failed = {k for k, r in camp.runs().items() if r["status"] == Status.FAILED}
-    assert flagged and failed
-    executor = SerialExecutor(camp.prepared, camp.db, link_backend=None, testbed_factory=camp.factory)
-    engine = Engine(camp.prepared, camp.db, executor, Console(quiet=True), fidelity_reruns=0)
-    cycles, original = [], engine._cycle
-
-    def cycle(todo, summary, one_at_a_time=False):
-        cycles.append(({run.key for run in todo}, one_at_a_time))
-        return original(todo, summary, one_at_a_time)
-
-    engine._cycle = cycle
-    engine.run(parse_retry("fidelity,failed"))
-    assert cycles == [(failed, False), (flagged, True)]
-    assert all(camp.runs()[k]["status"] == Status.OK and camp.runs()[k]["attempts"] == 2 for k in flagged)
-
-
 def test_no_retry_keeps_fidelity_flagged_runs_flagged(tmp_path: Path) -> None:
     camp = Campaign(tmp_path, {"ok": {}}, measured_rtt=lambda values: 1000.0)
     executor = SerialExecutor(camp.prepared, camp.db, link_backend=None, testbed_factory=camp.factory)

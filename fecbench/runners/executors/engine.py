@@ -231,13 +231,7 @@ class Engine:
             self.again_why = {run.key: (f"{before[run.key]}: run again ({self.asked})", False)
                               for run in todo if before.get(run.key) in retry}
             try:
-                # A flagged run asked for again (a reproduction's, --retry fidelity) runs alone, as this campaign's own
-                # re-runs do: beside others it met the load that flagged it (6 of 9 were flagged again, issue 67).
-                alone = [run for run in todo if before.get(run.key) == FLAGGED]
-                together = [run for run in todo if before.get(run.key) != FLAGGED]
-                for runs, one_at_a_time in ((together, False), (alone, True)):
-                    if runs:
-                        self._cycle(runs, summary, one_at_a_time=one_at_a_time)
+                self._cycle(todo, summary)
                 self._retry_fidelity(todo, summary)
             except KeyboardInterrupt:
                 self._record_all(executor.cancel("interrupted (Ctrl-C or SIGTERM)"), summary)

@@ -115,12 +115,19 @@ def describe() -> dict[str, Any]:
     CPUs delay elements use, the kernel's preemption model and whether it groups processes by session."""
     own, every = sorted(os.sched_getaffinity(0)), sorted(all_cpus())
     endpoints = endpoint_cpus() or own
-    confined = own != every and max(every) not in own
     return {"harness_cpus": own, "delay_cpus": every, "endpoint_cpus": endpoints, "preemption": preemption_model(),
-            "autogroup": autogroup(),
-            "policy": ("off" if not enabled() else "every process on every CPU" if not confined
-                       else "the harness off the last CPU; endpoints and delay elements on every CPU"
-                       if endpoints == every else "delay elements alone on the last CPU")}
+            "autogroup": autogroup(), "policy": _placement_text(own, every, endpoints)}
+
+
+def _placement_text(own: list[int], every: list[int], endpoints: list[int]) -> str:
+    """The placement that ran, in words (``describe``)."""
+    if not enabled():
+        return "off"
+    if own == every or max(every) in own:
+        return "every process on every CPU"
+    if endpoints == every:
+        return "the harness off the last CPU; endpoints and delay elements on every CPU"
+    return "delay elements alone on the last CPU"
 
 
 def delay_cpus() -> set[int]:

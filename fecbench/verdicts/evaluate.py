@@ -325,9 +325,14 @@ def exclusions_differ(claim: Claim, found: samples.Sample) -> str:
 
 def _excluded_text(claim: Claim, found: samples.Sample) -> str:
     parts = []
+    unclassed = {k: v for k, v in found.why.items() if k.endswith("not classed")}
     if found.excluded:
-        why = ", ".join(f"{k} {v}" for k, v in sorted(found.why.items()))
+        why = ", ".join(f"{k} {v}" for k, v in sorted(found.why.items()) if k not in unclassed)
         parts.append(f"{sum(found.excluded.values())} of {found.draws} draws excluded ({why})")
+    if unclassed:
+        sides = ", ".join(f"{k.split()[0]} {v}" for k, v in sorted(unclassed.items()))
+        parts.append(f"{sum(unclassed.values())} run(s) not classed by their data ({sides}): unknown values, "
+                     "they widen the interval")
     if found.filtered:
         parts.append(f"{found.filtered} draws outside the claim's loss class")
     return "; ".join(parts)

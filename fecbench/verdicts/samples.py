@@ -44,6 +44,7 @@ import pandas as pd
 
 from fecbench.analysis import ratios, results
 from fecbench.analysis.studies import flows, loss_position
+from fecbench.analysis.traces import data_loss
 from fecbench.verdicts import statistics as st
 from fecbench.verdicts.draws import Draw
 from fecbench.verdicts.pack import Claim
@@ -89,10 +90,12 @@ class Data:
         return cls(Path("/nonexistent"), frame, recording)
 
     def classified(self) -> pd.DataFrame:
-        """The runs with a verdict log, with their loss classes (``loss_position.classify_runs``)."""
+        """The runs with a verdict log, with their loss classes decided by the datagrams that carried the transfer's
+        data (``data_loss.classify_runs``): a run that cannot be classed so has class None (``how_<d>`` says why),
+        never a class guessed from every packet. A replay's classes are its recording's."""
         if self._classified is None:
             if self.recording is None:
-                self._classified = loss_position.classify_runs(self.db)
+                self._classified = data_loss.classify_runs(self.db)
             elif self.frame.empty:
                 self._classified = self.frame
             else:
@@ -166,11 +169,12 @@ class Sample:
         return int(self.rows["draw"].nunique()) if len(self.rows) else 0
 
 
-def _bounds(row: dict[str, Any], metric: str) -> tuple[float, float, float]:
+def _bounds(row: dict[str, Any], metric: str, unclassed: bool = False) -> tuple[float, float, float]:
     """(low, high, point value) of a run's metric: a timeout is censored, a run excluded (failed, flagged
-    again, unsupported) imputed at the design's limits (see the module)."""
+    again, unsupported) imputed at the design's limits (see the module), and so is a run whose loss class a
+    claim needs but nobody could tell (``unclassed``)."""
     scale = ratios.CENSORED_METRICS.get(metric)
-    if row["status"] not in FINISHED:     # missing, and maybe because of its value: anywhere it could be
+    if row["status"] not in FINISHED or unclassed:     # missing, maybe because of its value: anywhere it could be
         return (0.0 if scale else -math.inf), math.inf, math.nan
     if row["status"] == "timeout":
         if scale:
@@ -225,17 +229,19 @@ def sample(claim: Claim, data: Data, claim_draws: list[Draw]) -> Sample:
             out.excluded[side] = out.excluded.get(side, 0) + 1
         for side, status in gone:
             out.why[f"{side} {status}"] = out.why.get(f"{side} {status}", 0) + 1
-        kept = [classes(mine, base) if classes is not None else (True, True) for _, mine, base in pairs]
+        kept = [classes.keeps(mine, base) if classes is not None else (True, True) for _, mine, base in pairs]
         if not all(k[0] or k[1] if unpaired else k[0] and k[1] for k in kept):
             out.filtered += 1
             continue
         for (unit, mine, base), (keep_mine, keep_base) in zip(pairs, kept, strict=True):
             if values is not None:
                 mine, base = ({**r, "dct_ms": values.get(str(r["key"]), math.nan)} for r in (mine, base))
-            v_lo, v_hi, v = _bounds(mine, metric) if keep_mine else (math.nan,) * 3
-            b_lo, b_hi, b = _bounds(base, metric) if keep_base else (math.nan,) * 3
+            unknown = _unclassed(classes, mine, base, out.why)
+            v_lo, v_hi, v = _bounds(mine, metric, unknown[0]) if keep_mine else (math.nan,) * 3
+            b_lo, b_hi, b = _bounds(base, metric, unknown[1]) if keep_base else (math.nan,) * 3
             point, _, size = unit.mine[:3]
-            imputed = int(mine["status"] not in FINISHED) + int(base["status"] not in FINISHED)
+            imputed = sum(row["status"] not in FINISHED or flag
+                          for row, flag in zip((mine, base), unknown, strict=True))
             rows.append({"draw": number, "cell": unit.cell, "group": f"{point}|{'' if size is None else size}",
                          "factor": float(mine[factor]) if factor and mine.get(factor) is not None else math.nan,
                          "value": v, "base": b, "ratio": _ratio_point(v, b, mine, base),
@@ -291,6 +297,16 @@ def _waiting(pair: list[dict[str, Any] | None], data: Data) -> list[str]:
     return out
 
 
+def _unclassed(classes: ClassFilter | None, mine: dict[str, Any], base: dict[str, Any],
+               why: dict[str, int]) -> tuple[bool, bool]:
+    """Whether each run of a unit is one whose class the claim needs but nobody could tell, counted in ``why``."""
+    unknown = (classes is not None and classes.unclassed(mine), classes is not None and classes.unclassed(base))
+    for side, flag in zip(("label", "baseline"), unknown, strict=True):
+        if flag:
+            why[f"{side} not classed"] = why.get(f"{side} not classed", 0) + 1
+    return unknown
+
+
 def _ratio_point(v: float, b: float, mine: dict, base: dict) -> float:
     """The pair's ratio for the fixed-sample estimate: +∞ (0) when only the label (baseline) timed out."""
     if mine["status"] == "timeout" and base["status"] == "timeout":
@@ -298,26 +314,40 @@ def _ratio_point(v: float, b: float, mine: dict, base: dict) -> float:
     return _divide(v, b)
 
 
-def _classes(claim: Claim, data: Data):
-    """A test of a draw's unit for the claim's loss-class filter, or None without one."""
+@dataclass
+class ClassFilter:
+    """A claim's loss-class filter over the runs' classes by data (``Data.classified``)."""
+    where: dict[str, Any]
+    classes: dict[str, str]        # run key -> class, for the runs classed
+
+    def unclassed(self, row: dict[str, Any]) -> bool:
+        """A finished run whose class is not known (its qlog cannot say which datagrams carried data, or it kept
+        no qlog or verdict log): kept in the population with an unknown value, so it widens the interval rather
+        than vanish or be guessed."""
+        return row["status"] in FINISHED and row["key"] not in self.classes
+
+    def _known(self, row: dict[str, Any], wanted: list[str]) -> bool:
+        # an imputed run has no verdict log to class it either: kept, its unknown value widens the interval
+        return row["status"] not in FINISHED or self.unclassed(row) or self.classes[row["key"]] in wanted
+
+    def keeps(self, mine: dict[str, Any], base: dict[str, Any]) -> tuple[bool, bool]:
+        """Whether each run of a unit is in the claim's population (a pair needs both)."""
+        if "baseline_class" in self.where and not self._known(base, self.where["baseline_class"]):
+            return False, False
+        if "loss_class" in self.where:
+            return self._known(mine, self.where["loss_class"]), self._known(base, self.where["loss_class"])
+        return True, True
+
+
+def _classes(claim: Claim, data: Data) -> ClassFilter | None:
+    """The claim's loss-class filter, or None without one."""
     if "loss_class" not in claim.where and "baseline_class" not in claim.where:
         return None
     frame = data.classified()
     column = f"class_{claim.params['loss_direction']}"
-    classes = frame.set_index("key")[column].to_dict() if column in frame else {}
-
-    def known(row: dict[str, Any], wanted: list[str]) -> bool:
-        # an imputed run has no verdict log to class it: kept, so its unknown value widens the interval
-        return row["status"] not in FINISHED or classes.get(row["key"]) in wanted
-
-    def keeps(mine: dict[str, Any], base: dict[str, Any]) -> tuple[bool, bool]:
-        """Whether each run of a unit is in the claim's population (a pair needs both)."""
-        if "baseline_class" in claim.where and not known(base, claim.where["baseline_class"]):
-            return False, False
-        if "loss_class" in claim.where:
-            return known(mine, claim.where["loss_class"]), known(base, claim.where["loss_class"])
-        return True, True
-    return keeps
+    classes = {str(k): c for k, c in frame.set_index("key")[column].items() if isinstance(c, str)} \
+        if column in frame else {}
+    return ClassFilter(claim.where, classes)
 
 
 def _flow_values(claim: Claim, data: Data) -> dict[str, float]:

@@ -11,9 +11,18 @@ Reads the qlog serialisations qvis opens, compressed with gzip or not (``*.gz``)
 Event names of qlog 0.3 and 0.4 alike: ``transport:packet_sent`` / ``quic:packet_sent``,
 ``recovery:packet_lost`` / ``quic:packet_lost``, ``recovery:metrics_updated`` /
 ``quic:recovery_metrics_updated`` (congestion_window, bytes_in_flight, smoothed_rtt, min_rtt,
-latest_rtt: each event carries only what changed), and fecq's FEC events in their own namespace
-(``fecq:repair_sent``, ``fecq:source_recovered``, ``fecq:block_abandoned``,
-``fecq:recovery_signalled``; quic-impls/fecq/README.md).
+latest_rtt: each event carries only what changed), and fecq's events in their own namespace: its FEC
+events (``fecq:repair_sent``, ``fecq:source_recovered``, ``fecq:block_abandoned``,
+``fecq:recovery_signalled``), ``fecq:datagram_sent`` (kind ``datagram``: every QUIC datagram it sent, its
+``length`` on the wire and ``app_data``) and ``fecq:transfer_over`` (kind ``transfer_over``: the workload's
+transfer ended at this end, its ``stats`` exchange begins; quic-impls/fecq/README.md).
+
+Frames: ``app_data`` says whether a packet carried application data, from its event's frames: 1 when one of
+them is a STREAM frame (or a DATAGRAM frame: fecq's messages in datagram mode), 0 when the event lists frames and
+none is, NaN when it lists none (the stack's log cannot say; quinn-proto 0.11 lists none); a
+``fecq:datagram_sent`` says it of its datagram itself (its ``app_data``, true or false). Frames are read as
+qlog 0.3/0.4 and draft-02 write them (``data.frames``, objects with ``frame_type``) and as fecbench's XQUIC
+converter writes them (``data.frames_summary``: XQUIC's frame flags, e.g. ``"STREAM ACK "``).
 
 Times: ``time`` in ms (qlog's default ``time_units``; ``us`` is converted), ``delta`` times summed,
 absolute times (since the epoch) and relative ones (to ``reference_time``) alike turned into ``t_s``:
@@ -42,10 +51,15 @@ STANDARD = ("quic", "transport", "recovery", "connectivity", "security", "loss")
 #: fecq's FEC events (namespace ``fecq``) → the kind they become.
 FEC_EVENTS = {"repair_sent": "repair_sent", "source_recovered": "recovered", "block_abandoned": "abandoned",
               "recovery_signalled": "signalled"}
+#: fecq's own events of the datagrams it sent, and the mark where its transfer ended and its ``stats``
+#: exchange began (what it sends from then on is no data of the transfer) → the kind they become.
+DATAGRAM_EVENTS = {"datagram_sent": "datagram", "transfer_over": "transfer_over"}
 #: The kinds kept: metrics updates, packets sent, received and lost, and fecq's events.
-KINDS = ("metrics", "sent", "received", "lost", *FEC_EVENTS.values())
+KINDS = ("metrics", "sent", "received", "lost", *FEC_EVENTS.values(), *DATAGRAM_EVENTS.values())
 COLUMNS = ["t_s", "t_abs_s", "kind", "path", "packet_number", "packet_type", "bytes", "cwnd", "bytes_in_flight",
-           "srtt_ms", "min_rtt_ms", "latest_rtt_ms", "pacing_bps", "block", "symbol", "trigger"]
+           "srtt_ms", "min_rtt_ms", "latest_rtt_ms", "pacing_bps", "block", "symbol", "trigger", "app_data"]
+#: Frame types that carry application data (lower case; XQUIC's flags are upper case).
+APP_DATA_FRAMES = ("stream", "datagram")
 _METRICS = {"congestion_window": "cwnd", "bytes_in_flight": "bytes_in_flight", "smoothed_rtt": "srtt_ms",
             "min_rtt": "min_rtt_ms", "latest_rtt": "latest_rtt_ms", "pacing_rate": "pacing_bps"}
 _EPOCH_MS = 1e11   # a time above this many ms is since the epoch (1973), not since a connection began
@@ -150,7 +164,7 @@ def _event_tuple(event: Any, fields: list[str]) -> tuple[float, str, dict[str, A
 def _kind(name: str) -> str | None:
     space, _, short = name.rpartition(":")
     if space == "fecq":
-        return FEC_EVENTS.get(short)
+        return FEC_EVENTS.get(short) or DATAGRAM_EVENTS.get(short)
     if space and space not in STANDARD:
         return None
     short = short.removeprefix("recovery_")
@@ -188,6 +202,22 @@ def _number_paths(frame: pd.DataFrame) -> pd.Series:
     return ids.fillna(0.0) + 1
 
 
+def _app_data(data: dict[str, Any]) -> float:
+    """1.0 when the event's frames include application data (``APP_DATA_FRAMES``), 0.0 when it lists frames and
+    none does, NaN when it lists no frames (``frames``: qlog's objects; ``frames_summary``: XQUIC's flags);
+    fecq's ``datagram_sent`` gives it as ``app_data``."""
+    if isinstance(data.get("app_data"), bool):
+        return float(data["app_data"])
+    frames = data.get("frames")
+    if isinstance(frames, list) and frames:
+        types = [str(f.get("frame_type", "")).lower() for f in frames if isinstance(f, dict)]
+    elif isinstance(data.get("frames_summary"), str) and data["frames_summary"].strip():
+        types = data["frames_summary"].lower().split()
+    else:
+        return math.nan
+    return 1.0 if any(t in APP_DATA_FRAMES for t in types) else 0.0
+
+
 def _row(kind: str, data: dict[str, Any]) -> dict[str, Any]:
     header = data.get("header") if isinstance(data.get("header"), dict) else {}
     raw = data.get("raw") if isinstance(data.get("raw"), dict) else {}
@@ -199,7 +229,7 @@ def _row(kind: str, data: dict[str, Any]) -> dict[str, Any]:
                            "bytes": _number(raw.get("length", data.get("length", data.get("size", header.get(
                                "length", header.get("packet_size")))))),
                            "block": _number(data.get("block")), "symbol": _number(data.get("symbol")),
-                           "trigger": data.get("trigger")}
+                           "trigger": data.get("trigger"), "app_data": _app_data(data)}
     if kind == "metrics":
         row.update({column: _number(data.get(key)) for key, column in _METRICS.items()})
     return row

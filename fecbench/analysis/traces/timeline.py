@@ -173,7 +173,7 @@ def has_qlog(db: DbLike, key: str) -> bool:
         return False
 
 
-def _sender_trace(traces: list[qlog.Trace], sender: str) -> qlog.Trace | None:
+def sender_trace(traces: list[qlog.Trace], sender: str) -> qlog.Trace | None:
     """The sender's connection with the most packets sent (another endpoint's or a retried one's aside)."""
     def sent(t: qlog.Trace) -> int:
         return int((t.events["kind"] == "sent").sum())
@@ -260,7 +260,7 @@ def _packet_ids(frame: pd.DataFrame) -> list[tuple[float, str, int]]:
                                                           named["packet_number"], strict=True)]
 
 
-def _link_paths(db: DbLike, key: str) -> dict[str, int]:
+def link_paths(db: DbLike, key: str) -> dict[str, int]:
     """Each lossy link of the run → its path (1-based, as link_stats records it; 0 when not recorded)."""
     stats = results.frame(db, "link_stats", ["link", "model"], where={"run_key": key})
     out = {}
@@ -280,16 +280,16 @@ def dropper_marks(db: DbLike, key: str, sender: str,
     if logs.empty:
         return empty, [], ["no verdict log recorded: dropper drops are not placed in time (design: verdict_log "
                            "= true)"]
-    link_path = _link_paths(db, key)
+    link_path = link_paths(db, key)
     qlog_paths = set(events.loc[events["kind"] == "sent", "path"].dropna())
     rows, packets, notes = [], [], []
     for link, records in zip(logs["link"], logs["records"], strict=True):
         path = link_path.get(link, 0)
-        if len(logs) > 1 and path not in qlog_paths:
+        mine = wire.link_events(events, path, len(logs))
+        if mine is None:
             notes.append(f"link {link} (path {path}): the qlog names no path {path}, so its drops are not placed "
                          "(the n-th packet of a path is not the n-th packet sent)")
             continue
-        mine = events[events["path"] == path] if path in qlog_paths else events
         mine_sent = mine[mine["kind"] == "sent"]
         for datagram, dropped in zip(wire.walk(mine, records["len"].astype(float)), records["verdict"].astype(bool),
                                      strict=True):
@@ -338,7 +338,7 @@ def build(db: DbLike, run: dict[str, Any]) -> Timeline:
     key = str(run["key"])
     traces, notes = qlog.read_all(qlog_files(db, key, str(run.get("impl"))))
     sender = SENDER.get(str(run.get("workload")), "server")
-    trace = _sender_trace(traces, sender)
+    trace = sender_trace(traces, sender)
     if trace is None:
         seen = ", ".join(sorted({t.vantage for t in traces})) or "none"
         raise NoQlog(f"run {key[:12]}: no qlog of the data sender ({sender}) among its files (vantage points: "

@@ -108,13 +108,15 @@ def _runs(claim: Claim) -> str:
 
 
 def _classes(claim: Claim) -> str:
-    """Which runs a loss-class filter keeps, and what decides a run's class (``analysis.studies.loss_position``)."""
+    """Which runs a loss-class filter keeps, and what decides a run's class (``analysis.traces.data_loss``)."""
     kept = [f"{'both runs of a pair' if key == 'loss_class' else 'the baseline run'} in {' or '.join(classes)}"
             for key in ("loss_class", "baseline_class") if (classes := claim.where.get(key))]
     if not kept:
         return "no filter: every run of its cells"
-    return (f"{'; '.join(kept)} ({claim.params.get('loss_direction', 'any')} direction), a run classed by every "
-            "packet its dropper matched (handshake, acknowledgements and repairs with the data)")
+    return (f"{'; '.join(kept)} ({claim.params.get('loss_direction', 'any')} direction), a run classed by the "
+            "datagrams that carried the transfer's data (the sender's qlog matched to its dropper's records: no "
+            "handshake, acknowledgement, repair or stats exchange); a run that cannot be classed so widens the "
+            "interval as an unknown value")
 
 
 def _estimand(claim: Claim) -> str:

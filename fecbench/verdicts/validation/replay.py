@@ -34,7 +34,8 @@ import numpy as np
 import pandas as pd
 
 from fecbench.analysis import results
-from fecbench.analysis.studies import flows, loss_position
+from fecbench.analysis.studies import flows
+from fecbench.analysis.traces import data_loss
 from fecbench.runners.experiment.runs import Run
 from fecbench.verdicts import allocate, budgeting, execute, seeds
 from fecbench.verdicts import campaign as cp
@@ -70,9 +71,9 @@ class World:
 
     @functools.cached_property
     def classes(self) -> pd.DataFrame:
-        """The recorded runs' loss classes (by ``run_key``), read once from the recording's verdict logs."""
-        return loss_position.classify_logs(loss_position.verdict_logs(self.db)) if self.db \
-            else pd.DataFrame(columns=["run_key"])
+        """The recorded runs' loss classes by data (by ``run_key``, as a live campaign's: ``data_loss``), read once
+        from the recording's verdict logs and qlogs."""
+        return data_loss.wide(data_loss.classify_data(self.db)) if self.db else pd.DataFrame(columns=["run_key"])
 
     @functools.cached_property
     def flows(self) -> pd.DataFrame:

@@ -1,6 +1,7 @@
 //! What the stack put in a QUIC datagram, for `--fec-protect stream` (crate::layer's
-//! [`Protect`](crate::layer::Protect)): the FEC layer sees datagrams only after QUIC encrypted
-//! them, so what they carry is read where the stack encrypts them.
+//! [`Protect`](crate::layer::Protect)) and for the qlog's `fecq:datagram_sent` (`app_data`: a
+//! [`Content::Data`] datagram; crate::options::qlog): the FEC layer sees datagrams only after
+//! QUIC encrypted them, so what they carry is read where the stack encrypts them.
 //!
 //! Each stack's crypto glue (quinn_stack::crypto, noq_stack::crypto) wraps the packet keys QUIC
 //! seals its packets with: before a packet is sealed, [`carries_app_data`] walks its plaintext

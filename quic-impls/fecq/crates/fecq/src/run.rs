@@ -133,6 +133,7 @@ pub fn stats_fn<S: Stack>(conn: &S::Conn, socket: Arc<SocketOf<S>>) -> StatsFn {
         // The transfer is over: send the repairs of its partial last blocks now rather than when
         // the idle timer would, so `repair_sent` includes the tail protection the transfer
         // triggered (they are on the wire before the reply is).
+        socket.transfer_over(conn.remote_address());
         socket.flush_peer(conn.remote_address());
         serde_json::to_vec(&S::side_stats(&conn, &socket)).map_err(|e| e.to_string())
     })
@@ -237,6 +238,7 @@ async fn run_client<S: Stack>(
     // Counters are fetched even after a failed workload, if the connection still works. The
     // client's are read on both sides of the server's (path reports keep the earlier count).
     let before_stats = S::side_stats(&conn, socket);
+    socket.transfer_over(conn.remote_address());
     let sender = app::fetch_server_stats(&conn).await;
     let receiver = S::side_stats(&conn, socket);
     if let Some(info) = m.multipath.as_mut() {

@@ -16,9 +16,10 @@
 //! address alone. GSO batches that still come (the stacks are told one segment per transmit) are
 //! split by segment size, received GRO batches by stride.
 //!
-//! What each datagram carries (`--fec-protect stream`: only application data is protected) comes
-//! from the packets the stack sealed: its crypto glue records them in the socket's
-//! [`SentPackets`] (crate::content), which [`FecSocket::send`] reads for each datagram.
+//! What each datagram carries (`--fec-protect stream`: only application data is protected; with
+//! `--qlog-dir`, each datagram's `fecq:datagram_sent` says it) comes from the packets the stack
+//! sealed: its crypto glue records them in the socket's [`SentPackets`] (crate::content), which
+//! [`FecSocket::send`] reads for each datagram.
 
 use std::fmt;
 use std::future::Future;
@@ -208,7 +209,8 @@ pub struct FecSocket<G: SocketGlue> {
     /// `--qlog-dir` (None: nothing recorded, nothing written).
     qlog: Option<Arc<Logs>>,
     /// What the stack's packets carry, recorded by its crypto glue when the layer protects only
-    /// application data (None: every datagram is protected, or there is no FEC).
+    /// application data or a qlog names it (None: every datagram is protected, or there is no
+    /// FEC, and no qlog).
     packets: Option<Arc<SentPackets>>,
     /// `--test-send-delay-us` (TEST ONLY: a deliberately slowed build); zero: none.
     test_send_delay: Duration,
@@ -288,8 +290,10 @@ impl<G: SocketGlue> FecSocket<G> {
         sock.set_nonblocking(true)?;
         let io = tokio::net::UdpSocket::from_std(sock)?;
         let linked = link.is_some();
-        let packets = (cfg.layer.protect == Protect::Stream && cfg.layer.scheme != Scheme::None)
-            .then(|| Arc::new(SentPackets::new()));
+        // The layer's `protects` decides what the content changes: nothing under `all` or `none`,
+        // where it is known only for the qlog's `fecq:datagram_sent`.
+        let by_content = cfg.layer.protect == Protect::Stream && cfg.layer.scheme != Scheme::None;
+        let packets = (by_content || cfg.qlog.is_some()).then(|| Arc::new(SentPackets::new()));
         let socket = Arc::new(FecSocket {
             io,
             state,
@@ -330,7 +334,8 @@ impl<G: SocketGlue> FecSocket<G> {
     }
 
     /// Where the stack's crypto glue records what its packets carry (crate::content); None when
-    /// the layer needs to know nothing of it (`--fec-protect all`, `--fec none`).
+    /// neither the layer nor a qlog needs to know it (`--fec-protect all` or `--fec none`, and no
+    /// `--qlog-dir`).
     pub fn sent_packets(&self) -> Option<&Arc<SentPackets>> {
         self.packets.as_ref()
     }
@@ -403,6 +408,14 @@ impl<G: SocketGlue> FecSocket<G> {
         let mut conns = self.connections.lock().unwrap();
         conns.retain(|c| !c.is_closed());
         conns.push(conn.clone());
+    }
+
+    /// Mark in the connection's qlog that its transfer is over at this end: what it sends from
+    /// then on (the `stats` exchange) is no data of the transfer (nothing without `--qlog-dir`).
+    pub fn transfer_over(&self, remote: SocketAddr) {
+        let mut core = self.core.lock().unwrap();
+        core.layer_mut().mark_transfer_over(remote);
+        self.write_events(&mut core);
     }
 
     /// Send the repairs of every partial block of `remote`'s connection now, without waiting for

@@ -1,7 +1,8 @@
 //! `--qlog-dir` and `--keylog-file` (crate::options::qlog) on both stacks: every record of every qlog file
 //! parses, the header says what the file is and whose view it holds, the stack's own events
-//! (packets sent, recovery metrics) and fecq's FEC events are there on one clock, FEC's recoveries
-//! under loss match the metrics, and the key log holds the secrets QUIC needs, in NSS format.
+//! (packets sent, recovery metrics) and fecq's (datagrams sent, FEC events) are there on one clock,
+//! FEC's recoveries under loss match the metrics, and the key log holds the secrets QUIC needs, in
+//! NSS format.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -227,6 +228,41 @@ fn check_loopback(dir: &Path, m: &Value, sent: &str, metrics: &str, multipath: b
         assert_eq!(r["data"]["path_id"].is_u64(), multipath, "{r}");
     }
     assert!(repairs.len() as u64 >= m["sender"]["repair_sent"].as_u64().unwrap());
+    // Every QUIC datagram the server sent, its length and whether it carried application data:
+    // the handshake's and the ACKs' not, the download's yes.
+    let datagrams: Vec<&Value> = server.named("fecq:datagram_sent").collect();
+    for d in &datagrams {
+        assert!(d["data"]["length"].as_u64().is_some_and(|n| n > 20), "{d}");
+        assert_eq!(d["data"]["path_id"].is_u64(), multipath, "{d}");
+    }
+    let with_data = |flag: bool| {
+        datagrams
+            .iter()
+            .filter(|d| d["data"]["app_data"] == flag)
+            .count()
+    };
+    assert!(
+        with_data(true) > 100 && with_data(false) > 0,
+        "{:?}",
+        server.names()
+    );
+    assert_eq!(with_data(true) + with_data(false), datagrams.len());
+    // Each end marks once where its transfer ended and its `stats` exchange began: after the
+    // server's mark, only the stats reply carries data (a few datagrams of JSON), not the download.
+    for q in [&server, &client] {
+        assert_eq!(q.count("fecq:transfer_over"), 1, "{:?}", q.names());
+    }
+    let over = server.named("fecq:transfer_over").next().unwrap()["time"]
+        .as_f64()
+        .unwrap();
+    let after = datagrams
+        .iter()
+        .filter(|d| d["data"]["app_data"] == true && d["time"].as_f64().unwrap() >= over)
+        .count();
+    assert!(
+        (1..=4).contains(&after),
+        "{after} data datagrams after the transfer"
+    );
     // Under loss the client rebuilt sources: one event each, and one signal each.
     let recovered = m["client"]["recovered"].as_u64().unwrap();
     assert!(recovered > 0, "no recovery at 5 % loss: {m}");

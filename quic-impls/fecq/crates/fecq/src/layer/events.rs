@@ -28,6 +28,15 @@ pub enum FecEventKind {
         symbol: u32,
         bytes: usize,
     },
+    /// A QUIC datagram the stack sent, as it went on the wire (source or plain datagram: `bytes`
+    /// with the layer's framing, the UDP payload), and whether it carries application data
+    /// ([`Content::Data`](super::Content::Data): a STREAM or DATAGRAM frame, or contents not
+    /// known; crate::content). One per datagram, in the order sent among the repairs.
+    DatagramSent { bytes: usize, app_data: bool },
+    /// The workload's transfer is over at this end (its `stats` exchange begins): the datagrams it
+    /// sends from here on carry no data of the transfer, whatever their frames (the stats request
+    /// and reply are stream data too).
+    TransferOver,
     /// A source symbol rebuilt from repairs; `block`: the first source id of the repair whose
     /// arrival rebuilt it (None: a source datagram's arrival completed it).
     SourceRecovered { block: Option<u32>, symbol: u32 },

@@ -30,7 +30,9 @@
 //! are source symbols; the others ([`Content::Control`]: handshake, ACK-only and other control
 //! packets) go out as fec-core *plain* datagrams (a 1-byte header, in the multipath envelope too):
 //! no repair covers them, they bring no repair due, and the flush pace and tail mode do not count
-//! them (a sender that sends only ACKs is quiet). [`Protect::All`]: every datagram is a source.
+//! them (a sender that sends only ACKs is quiet). [`Protect::All`]: every datagram is a source, and
+//! so is every one with `none` (plain QUIC on the wire). What each datagram carries is also what a
+//! trace says of it (`FecEventKind::DatagramSent`), whatever is protected.
 
 mod config;
 mod counters;
@@ -104,21 +106,51 @@ impl FecLayer {
         }
     }
 
+    /// Record that the transfer with `remote` is over at this end (`FecEventKind::TransferOver`),
+    /// when recording.
+    pub fn mark_transfer_over(&mut self, remote: SocketAddr) {
+        let group = self.groups.key_of(remote);
+        if let Some(events) = self.events.as_mut() {
+            events.push(FecEvent {
+                time: Instant::now(),
+                group,
+                path: 0,
+                kind: FecEventKind::TransferOver,
+            });
+        }
+    }
+
     /// The key of the group (connection) that datagrams from or to `remote` belong to.
     pub fn group_key(&self, remote: SocketAddr) -> SocketAddr {
         self.groups.key_of(remote)
     }
 
-    /// Record the repairs among `out[from..]` (sent at `now`), when recording.
-    fn note_repairs(&mut self, now: Instant, out: &[Outgoing], from: usize) {
+    /// Record the datagrams among `out[from..]` (sent at `now`), in order, when recording: each
+    /// repair, and each QUIC datagram with what it carries (`content`: that of the stack's
+    /// datagram this send was; None for a flush, which sends repairs only).
+    fn note_sent(&mut self, now: Instant, out: &[Outgoing], from: usize, content: Option<Content>) {
         let Some(events) = self.events.as_mut() else {
             return;
         };
         let enveloped = self.cfg.multipath.is_some() && self.cfg.scheme != Scheme::None;
-        for o in out.iter().skip(from).filter(|o| o.repair) {
-            let body = if enveloped { &o.data[1..] } else { &o.data[..] };
-            let Some((block, symbol)) = events::repair_ids(body) else {
-                continue;
+        for o in out.iter().skip(from) {
+            let kind = match (o.repair, content) {
+                (true, _) => {
+                    let body = if enveloped { &o.data[1..] } else { &o.data[..] };
+                    let Some((block, symbol)) = events::repair_ids(body) else {
+                        continue;
+                    };
+                    FecEventKind::RepairSent {
+                        block,
+                        symbol,
+                        bytes: o.data.len(),
+                    }
+                }
+                (false, Some(c)) => FecEventKind::DatagramSent {
+                    bytes: o.data.len(),
+                    app_data: c == Content::Data,
+                },
+                (false, None) => continue,
             };
             let path = self.groups.get(o.path.remote).map_or(0, |g| {
                 g.paths.iter().position(|p| p.key == o.path).unwrap_or(0)
@@ -127,11 +159,7 @@ impl FecLayer {
                 time: now,
                 group: self.groups.key_of(o.path.remote),
                 path,
-                kind: FecEventKind::RepairSent {
-                    block,
-                    symbol,
-                    bytes: o.data.len(),
-                },
+                kind,
             });
         }
     }
@@ -153,9 +181,12 @@ impl FecLayer {
     }
 
     /// Whether a QUIC datagram with this content is a source symbol (self's doc, "Source
-    /// symbols").
+    /// symbols"). With `none` every datagram is (plain QUIC on the wire either way): what a
+    /// datagram carries then only names it in a trace (`DatagramSent`), and changes nothing.
     pub fn protects(&self, content: Content) -> bool {
-        self.cfg.protect == Protect::All || content == Content::Data
+        self.cfg.protect == Protect::All
+            || self.cfg.scheme == Scheme::None
+            || content == Content::Data
     }
 
     /// Send one QUIC datagram on `path` with ECN bits `ecn`, carrying `content` (as the stack's
@@ -173,6 +204,7 @@ impl FecLayer {
     ) -> bool {
         let enveloped = self.enveloped();
         let protect = self.protects(content);
+        let before = out.len();
         let cfg = &self.cfg;
         let Some((group, i)) = self.groups.locate(path, now) else {
             return false;
@@ -212,6 +244,7 @@ impl FecLayer {
                     repair: false,
                 });
             }
+            self.note_sent(now, out, before, Some(content));
             return true;
         }
         flow.flush.on_send(now);
@@ -232,7 +265,6 @@ impl FecLayer {
             flow.enc.protect(body, ecn, &mut self.scratch);
         }
         let flow_id = enveloped.then_some(f as u8);
-        let before = out.len();
         route(
             group,
             cfg.multipath,
@@ -242,9 +274,7 @@ impl FecLayer {
             &mut self.scratch,
             out,
         );
-        if self.events.is_some() && out.len() > before + 1 {
-            self.note_repairs(now, out, before);
-        }
+        self.note_sent(now, out, before, Some(content));
         true
     }
 
@@ -391,7 +421,7 @@ impl FecLayer {
         for key in self.groups.keys() {
             self.flush_group(key, Some(now), out);
         }
-        self.note_repairs(now, out, before);
+        self.note_sent(now, out, before, None);
     }
 
     /// Send the repairs of every partial block of `remote`'s connection now (the `stats` request
@@ -401,7 +431,7 @@ impl FecLayer {
         let key = self.groups.key_of(remote);
         let before = out.len();
         self.flush_group(key, None, out);
-        self.note_repairs(Instant::now(), out, before);
+        self.note_sent(Instant::now(), out, before, None);
     }
 
     /// Flush the flows of one group: those idle at `now`, or all of them (None).

@@ -421,8 +421,9 @@ fn events_are_recorded_only_when_asked_and_name_blocks_and_symbols() {
     tx.take_events(&mut events);
     let repairs: Vec<(u32, u32)> = events
         .iter()
-        .map(|e| match e.kind {
-            FecEventKind::RepairSent { block, symbol, .. } => (block, symbol),
+        .filter_map(|e| match e.kind {
+            FecEventKind::RepairSent { block, symbol, .. } => Some((block, symbol)),
+            FecEventKind::DatagramSent { .. } => None,
             ref other => panic!("{other:?}"),
         })
         .collect();
@@ -510,6 +511,64 @@ fn send_contents(tx: &mut FecLayer, path: PathKey, contents: &[Content]) -> Vec<
     }
     tx.poll_flush(t0 + Duration::from_secs(1), &mut wire);
     wire
+}
+
+/// `fecq:datagram_sent` (crate::options::qlog): none unless asked for; then one event per wire
+/// datagram, in the order sent (a repair's own event among them), with its length on the wire and
+/// whether the stack's datagram carried application data: a control datagram false, a stream one
+/// true, whatever the layer protects (`stream`, `all`, `none`), which the events change nothing of.
+#[test]
+fn datagram_events_say_which_datagrams_carried_application_data() {
+    use Content::{Control, Data};
+    let path = PathKey::new(None, addr("10.0.0.2:443"));
+    // Handshake, an ACK, three datagrams of the response, an ACK.
+    let contents = [Control, Control, Data, Data, Data, Control];
+    let mut quiet = FecLayer::new(cfg("rlc:3,2,20", None));
+    send_contents(&mut quiet, path, &contents);
+    let mut events = Vec::new();
+    quiet.take_events(&mut events);
+    assert!(events.is_empty() && quiet.events.is_none());
+    for (scheme, protect, plain, repairs) in [
+        ("rlc:3,2,20", Protect::Stream, 3, 2),
+        ("rlc:3,2,20", Protect::All, 0, 3),
+        ("none", Protect::Stream, 0, 0),
+        ("none", Protect::All, 0, 0),
+    ] {
+        let config = LayerConfig {
+            protect,
+            ..cfg(scheme, None)
+        };
+        let mut tx = FecLayer::new(config.clone());
+        tx.record_events();
+        let wire = send_contents(&mut tx, path, &contents);
+        // What goes on the wire is what a layer that records nothing sends.
+        let mut silent = FecLayer::new(config);
+        assert_eq!(send_contents(&mut silent, path, &contents), wire);
+        let c = tx.total();
+        assert_eq!((c.plain_sent, c.repair_sent), (plain, repairs), "{scheme}");
+        events.clear();
+        tx.take_events(&mut events);
+        assert_eq!(events.len(), wire.len(), "{scheme} {protect:?}: {events:?}");
+        let mut app_data = Vec::new();
+        for (e, o) in events.iter().zip(&wire) {
+            assert_eq!((e.group, e.path), (path.remote, 0));
+            match e.kind {
+                FecEventKind::DatagramSent { bytes, app_data: a } if !o.repair => {
+                    assert_eq!(bytes, o.data.len());
+                    app_data.push(a);
+                }
+                FecEventKind::RepairSent { bytes, .. } if o.repair => {
+                    assert_eq!(bytes, o.data.len())
+                }
+                ref other => panic!("{other:?} for {o:?}"),
+            }
+        }
+        assert_eq!(
+            app_data,
+            [false, false, true, true, true, false],
+            "{scheme}"
+        );
+    }
 }
 
 /// fec-core's kind of each wire datagram (1 source, 4 RLC repair, 5 plain), after the multipath

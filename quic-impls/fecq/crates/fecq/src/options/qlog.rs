@@ -2,7 +2,8 @@
 //!
 //! **qlog**: one JSON-SEQ file per connection, `DIR/<vantage>-<ODCID>.sqlog`, holding the stack's
 //! own events (quinn-proto's and noq-proto's `qlog` feature: the stack's streamer writes its
-//! records into a [`StackWriter`]) and fecq's FEC events (`fecq:repair_sent`,
+//! records into a [`StackWriter`]) and fecq's events (`fecq:datagram_sent`: every QUIC datagram
+//! sent, its length and whether it carries application data; the FEC events `fecq:repair_sent`,
 //! `fecq:source_recovered`, `fecq:block_abandoned`, `fecq:recovery_signalled`; from the FEC
 //! layer's [`FecEvent`]s, crate::socket) in the same file, on the same clock: both count
 //! milliseconds from the connection log's `start`, which is given to the stack's streamer as its
@@ -188,6 +189,11 @@ impl ConnLog {
                 "fecq:repair_sent",
                 json!({"block": block, "symbol": symbol, "length": bytes}),
             ),
+            FecEventKind::DatagramSent { bytes, app_data } => (
+                "fecq:datagram_sent",
+                json!({"length": bytes, "app_data": app_data}),
+            ),
+            FecEventKind::TransferOver => ("fecq:transfer_over", json!({})),
             FecEventKind::SourceRecovered { block, symbol } => (
                 "fecq:source_recovered",
                 json!({"block": block, "symbol": symbol}),

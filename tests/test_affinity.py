@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from fecbench.host import affinity
+from fecbench.inputs.errors import UserError
 
 
 def test_cpu_lists_and_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -24,7 +25,10 @@ def test_cpu_lists_and_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     assert affinity.cpu_sets({0, 1}) == {"harness": [0], "delay": [0, 1], "endpoints": [0], "reserved": 1}
     monkeypatch.setenv(affinity.ENV, "off")
     assert affinity.cpu_sets({0, 1}) is None and affinity.endpoint_cpus() is None
-    monkeypatch.setenv(affinity.ENV, "sometimes")   # not a policy: the default, and the record says which ran
+    monkeypatch.setenv(affinity.ENV, "sometimes")   # not a policy: refused, never read as the default
+    with pytest.raises(UserError, match="FECBENCH_CPU_AFFINITY='sometimes': not a placement; use on"):
+        affinity.policy()
+    monkeypatch.setenv(affinity.ENV, "")
     assert affinity.policy() == "on"
     assert affinity.preemption_model()  # a name, or "unknown": never raises
 
@@ -94,3 +98,15 @@ def test_endpoints_run_on_the_cpus_their_policy_gives_them(tmp_path, policy: str
     assert placed["harness_cpus"] == harness
     expected = cpus if policy == "on" else harness
     assert json.loads(run["json"])["cpus"] == expected == placed["endpoint_cpus"], (run, placed)
+
+
+def test_an_unknown_placement_is_refused_before_anything_runs(tmp_path) -> None:
+    """FECBENCH_CPU_AFFINITY=sometimes: exit 2 naming the placements, no database written (it was read as the
+    default until 2026-11-28)."""
+    from tests.helpers.campaign import fake_design, fecbench
+
+    design = fake_design(tmp_path / "placed.toml", {"ok": {"behave": "ok"}}, points=1, timeout_s=30, name="placed")
+    out = fecbench("run", str(design), "--db", str(tmp_path / "placed.sqlite"), env={affinity.ENV: "sometimes"})
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "FECBENCH_CPU_AFFINITY='sometimes': not a placement; use on" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "placed.sqlite").exists()

@@ -36,10 +36,17 @@ POLICIES = ("on", "strict", "off")
 
 
 def policy() -> str:
-    """The placement asked for: ``on`` (the default), ``strict`` or ``off`` (see the module); an unknown value
-    is ``on``, and the campaign's record says which policy ran."""
-    value = os.environ.get(ENV, "on").strip().lower()
-    return "off" if value in ("off", "0", "no", "false") else value if value in POLICIES else "on"
+    """The placement asked for: ``on`` (the default), ``strict`` or ``off`` (see the module); any other value is
+    refused (UserError, exit 2), never read as the default."""
+    value = os.environ.get(ENV, "on").strip().lower() or "on"
+    if value in ("off", "0", "no", "false"):
+        return "off"
+    if value not in POLICIES:
+        from fecbench.inputs.errors import UserError
+        raise UserError(f"{ENV}={os.environ[ENV]!r}: not a placement; use on (the default: the endpoints on every "
+                        "CPU), strict (the endpoints with the harness, off the delay elements' CPU) or off (the "
+                        "kernel places everything)")
+    return value
 
 
 def enabled() -> bool:

@@ -53,6 +53,7 @@ def test_the_budget_settles_where_the_target_share_of_runs_is_flagged(tmp_path: 
     first = starts.started()
     starts.finished(first, load_flagged=True)
     assert starts.budget == pytest.approx(1.4 * (1 - jobs.BACKOFF)) and starts.lowered == 1
+    assert starts.record() == {"model_cores": 1.4, "final_cores": round(1.4 * (1 - jobs.BACKOFF), 3), "lowered": 1}
     starts.finished(first, load_flagged=True)              # admitted under the larger budget: no second cut
     assert starts.budget == pytest.approx(1.4 * (1 - jobs.BACKOFF))
     later = starts.started()
@@ -78,7 +79,7 @@ def test_the_budget_settles_where_the_target_share_of_runs_is_flagged(tmp_path: 
 def test_without_a_model_the_flags_change_nothing(tmp_path: Path) -> None:
     starts = jobs.Starts(None, _prepared(tmp_path).design)
     starts.finished(starts.started(), load_flagged=True)
-    assert starts.admits(100.0, [100.0] * 31) and starts.lowered == 0
+    assert starts.admits(100.0, [100.0] * 31) and starts.lowered == 0 and starts.record() is None
 
 
 def _prepared(tmp_path: Path, points: int = 4) -> Any:

@@ -248,6 +248,9 @@ def test_jobs_auto_calibrates_records_and_runs_everything(tmp_path: Path, monkey
     assert sorted(calibration["recorded"]) == sorted(calibration["pilot"])
     sessions = rows(db, "SELECT executor, runs FROM sessions")
     assert sessions == [{"executor": "one network", "runs": 4}, {"executor": "jobs auto", "runs": 2}], sessions
+    # What the runs' flags did to the CPU budget (the calibration's model, the budget at the end, its cuts).
+    budget = json.loads(rows(db, "SELECT json FROM sessions WHERE executor = 'jobs auto'")[0]["json"])["cpu_budget"]
+    assert 0 < budget["final_cores"] <= budget["model_cores"] and budget["lowered"] >= 0, budget
 
     again = tmp_path / "again.sqlite"
     out = fecbench("run", str(design), "--db", str(again), "--jobs", "auto", "--jobs-pilot", "4")

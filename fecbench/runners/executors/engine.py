@@ -284,6 +284,9 @@ class Engine:
         extra = {"build_s": self.build_s, "scheduled_s": schedule_seconds(self.durations, jobs),
                  "estimated_wall_s": self.estimated_wall_s, "selected": self.selected,
                  "fidelity_reruns": {"budget": self.fidelity_reruns, "rounds": self.summary.rounds}}
+        starts = getattr(executor, "starts", None)
+        if starts is not None and starts.record() is not None:
+            extra["cpu_budget"] = starts.record()     # what the flags did to --jobs auto's CPU budget
         self.recorder.session(started_at=started, wall_s=wall_s, jobs=jobs,
                               executor="jobs auto" if calibrated else executor.name, runs=self.runs_done,
                               run_s=self.run_seconds, estimate_s=self.estimated_seconds, json=json.dumps(extra))

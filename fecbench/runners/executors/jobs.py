@@ -305,6 +305,14 @@ class Starts:
         self.last = time.monotonic()
         return self.last
 
+    def record(self) -> dict[str, float | int] | None:
+        """What the budget did, for the campaign's session record (None without a CPU model): the model's cores,
+        the budget at the end and how often the flags shrank it."""
+        if self.cpu is None:
+            return None
+        return {"model_cores": round(self.cpu.budget, 3), "final_cores": round(self.budget, 3),
+                "lowered": self.lowered}
+
     def finished(self, started_at: float, load_flagged: bool) -> None:
         """A run started at ``started_at`` ended, flagged by the host's load or not: the budget follows (above)."""
         if self.cpu is None or started_at < self.lowered_at:

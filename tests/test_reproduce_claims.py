@@ -18,7 +18,7 @@ CLAIMS = [(name, claim) for name in pack_names() for claim in load_pack(name).cl
 
 #: Words that name a statistic, and the statistics a claim whose text uses them may be judged on.
 NAMES = [
-    (r"\b(mean|average)\b", {"mean_point_ratio", "mean_block_ratio"}),
+    (r"\b(mean|average)\b", {"mean_point_ratio", "mean_block_ratio", "restricted_mean_block_ratio"}),
     (r"ratio of (the two sides' )?medians", {"ratio_of_medians", "flow_ratio_of_medians", "median_point_ratio",
                                             "share_points_below", "trend", "mean_point_ratio", "median_block_ratio",
                                             "share_blocks_below", "mean_block_ratio"}),
@@ -28,7 +28,11 @@ NAMES = [
     (r"kendall", {"trend"}),
     (r"\bp95\b|percentile|quantile", {"quantile_ratio"}),
     (r"median over (point|points|design points)", {"median_point_ratio"}),
-    (r"block", {"median_block_ratio", "share_blocks_below", "mean_block_ratio", "trend"}),
+    (r"block", {"median_block_ratio", "share_blocks_below", "mean_block_ratio", "restricted_mean_block_ratio",
+                "trend"}),
+    (r"capped", {"restricted_mean_block_ratio"}),
+    (r"spread|scatter|dispers", {"median_point_spread_ratio"}),
+    (r"overhead", {"median_point_level", "lowest_point_level"}),
 ]
 
 
@@ -37,7 +41,8 @@ def test_a_claims_text_names_only_the_statistic_it_is_judged_on(pack: str, claim
     """On main 2781c76 ratio_of_medians claims were judged on the median of paired ratios, and Fig. 10's
     "average" claims on a median, with texts that said otherwise."""
     for pattern, allowed in NAMES:
-        if re.search(pattern, claim.text, re.IGNORECASE):
+        # a claim not runnable here is judged on nothing: its statistic is a placeholder until what it needs exists
+        if re.search(pattern, claim.text, re.IGNORECASE) and not claim.needs:
             assert claim.statistic in allowed, f"{pack}/{claim.id}: '{claim.text}' names another statistic than " \
                                                f"{claim.statistic}"
 

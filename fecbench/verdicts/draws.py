@@ -22,8 +22,9 @@ its draws out of the other's. Runs are shared where two claims' draws name the s
 design makes one run (common random numbers); what a claim reads is a prefix of its own fixed sequence, never runs
 in proportions that another claim's data chose (``fecbench bench worlds``' overlap worlds).
 
-Each unit of a draw compares two runs at one seed: the claim's label and its baseline at the cell's point;
-for a competing-flows claim (``FLOWS``) the design's foreground label at the point whose background flow
+Each unit of a draw compares two runs at one seed: the claim's label and its baseline at the cell's point (or, with
+``baseline_at``, at the point that differs from it in those factors: one label across two points); for a
+competing-flows claim (``FLOWS``) the design's foreground label at the point whose background flow
 is the claim's label and at the one whose background is its baseline (the design's selection factor; its cells
 are pairs of points, drawn from a stream of the claim's own).
 
@@ -142,6 +143,8 @@ def claim_cells(claim: Claim, space: DrawSpace) -> list[Cell]:
     claim, each point with the claim's background paired with the point that differs only in it."""
     sizes = claim.sizes() or list(space.sizes) or [None]
     points = claim_points(claim, space)
+    if claim.baseline_at:
+        return [(point, base, size) for point, base in _baseline_points(claim, space, points) for size in sizes]
     if claim.stat.reads != FLOWS:
         return [(point, point, size) for point in points for size in sizes]
     select = space.select
@@ -155,6 +158,17 @@ def claim_cells(claim: Claim, space: DrawSpace) -> list[Cell]:
     pairs = [(a, b) for a in points if values[a].get(select) == claim.label
              for b in points if values[b].get(select) == claim.baseline and rest(a) == rest(b)]
     return [(a, b, size) for a, b in pairs for size in sizes]
+
+
+def _baseline_points(claim: Claim, space: DrawSpace, points: list[int]) -> list[tuple[int, int]]:
+    """Each claim point with the point its baseline runs at (``baseline_at``: the same factor values but those it
+    sets); a point the design has no such partner for is no cell of the claim (the fidelity record counts them)."""
+    def key(values: dict[str, Any]) -> tuple:
+        return tuple(sorted((k, round(float(v), 12) if isinstance(v, (int, float)) else v) for k, v in values.items()))
+
+    where = {key(values): p for p, values in space.points.items()}
+    found = ((p, where.get(key({**space.points[p], **claim.baseline_at}))) for p in points)
+    return [(p, base) for p, base in found if base is not None]
 
 
 def draws(claim: Claim, space: DrawSpace) -> list[Draw]:

@@ -291,17 +291,17 @@ def audit(verdict: Verdict, rows: pd.DataFrame, read, alpha: float) -> None:
 
 
 def _imputed_text(claim: Claim, rows: pd.DataFrame, read, sequence: sq.Sequence | None, alpha: float) -> str:
-    """How many values were imputed at the design's limits (runs failed, or flagged twice) and how far they moved
-    each bound of the interval (against the interval without them)."""
+    """How many values were imputed at the design's limits, how far they moved each bound, and the number with them."""
     if rows.empty or "imputed" not in rows or not (rows["imputed"] > 0).any() or sequence is None:
         return ""
-    count = int(rows["imputed"].sum())
     without = claim.stat.sequence(read(samples.observed(rows)), claim.params, alpha)
-    moved = "" if without is None or without.n == 0 else \
-        (f": lower bound {_fmt(without.low)} → {_fmt(sequence.low)}, upper {_fmt(without.high)} → "
-         f"{_fmt(sequence.high)} with them")
-    return (f"{count} value(s) imputed at the design's limits (runs failed, or flagged twice: each could be anywhere, "
-            f"so the verdict must hold at both extremes){moved}")
+    moved = "" if without is None or without.n == 0 else (
+        f": lower bound {_fmt(without.low)} → {_fmt(sequence.low)}, upper {_fmt(without.high)} → "
+        f"{_fmt(sequence.high)} with them")
+    low, high = sorted(claim.stat.estimand(read(samples.at_limits(rows, up)), claim.params) for up in (False, True))
+    return (f"{int(rows['imputed'].sum())} value(s) imputed at the design's limits (runs failed, or flagged twice: "
+            f"each could be anywhere, so the verdict must hold at both extremes){moved}; the number over the same runs "
+            f"as the interval, with them at either extreme: {_fmt(low)} to {_fmt(high)}")
 
 
 def _bootstrap(compute, n_boot: int) -> st.Estimate:

@@ -1,4 +1,5 @@
-"""A mean judged from below: a confidence sequence for the mean of nonnegative values that needs no upper bound.
+"""Means: judged from below with no upper bound (``mean_above``), or restricted to a cap and judged both ways
+(``restricted_mean``).
 
 A claim that an average is *above* a threshold needs only a lower bound, and a lower bound for a nonnegative mean
 needs no bound on the values (a claim that it is below one does: reproduce/README.md, "Averages"). The capital of bets
@@ -6,6 +7,13 @@ that the mean is above m, Kₜ(m) = ∏ (1 + λᵢ(xᵢ − m)) with a predictab
 supermartingale whenever the true mean is ≤ m (each factor ≥ 1 − MEAN_STAKE > 0 for xᵢ ≥ 0), so by Ville's inequality
 it ever reaches 1/α with probability ≤ α: the means it excludes are a lower confidence bound valid at every look
 (Waudby-Smith & Ramdas, JRSSB 2024, the betting CS, here one-sided and for unbounded nonnegative draws).
+
+A mean *below* a threshold has no such bound within a budget (a few runs at the time limit can carry it), so a claim
+on one judges a **restricted mean**, E[min(X, c)] with a cap c the pack fixes before any run: its values lie in
+[0, c], and a betting CS for a bounded mean bounds it from both sides (the same capital on min(X, c) ÷ c and on its
+complement, each side at α/2). What it costs is the cap's distance: a bet that the mean is below m risks the draws
+at c, so its stake is at most ~1 ÷ (c − m), and a cap far above the data decides slowly (reproduce/README.md,
+"Averages", measured there).
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import math
 
 import numpy as np
 
+from fecbench.verdicts import sequential as sq
 from fecbench.verdicts.sequential import Sequence
 
 #: A bet that a nonnegative mean is above m stakes at most this share of the capital (``mean_lower``).
@@ -66,3 +75,34 @@ def mean_above(lo: np.ndarray, alpha: float) -> Sequence:
     if lo.size == 0:
         return Sequence(math.nan, math.nan, math.nan, 0)
     return Sequence(float(np.mean(lo)), mean_lower(lo, alpha), math.inf, int(lo.size))
+
+
+def bounded_lower(x: np.ndarray, level: float) -> float:
+    """A lower confidence bound for the mean of draws in [0, 1], valid at every prefix at once: the largest m whose
+    betting capital (``sequential.log_capital``: Waudby-Smith & Ramdas's plug-in bets truncated at c/m, c from
+    ``sequential.truncations``, all the capital on them) reached 1/level at some prefix. The capital is nonincreasing
+    in m, so the excluded means are [0, L): L by bisection. 0 with no draws."""
+    x = np.asarray(x, float)
+    if x.size == 0:
+        return 0.0
+    bets, caps, limit = sq.plug_in_bets(x, level), sq.truncations(x), math.log(1 / level)
+    low, high = 0.0, 1.0
+    for _ in range(_MEAN_STEPS):
+        mid = (low + high) / 2
+        excluded = float(np.max(sq.log_capital(x, np.array([mid]), bets, caps))) >= limit
+        low, high = (mid, high) if excluded else (low, mid)
+    return low
+
+
+def restricted_mean(lo: np.ndarray, hi: np.ndarray, cap: float, alpha: float) -> Sequence:
+    """A confidence sequence for the restricted mean E[min(X, cap)] of values known between ``lo`` and ``hi`` (a
+    censored value's ends; ±∞ allowed): the lower bound from min(lo, cap) ÷ cap, the upper from the complement of
+    min(hi, cap) ÷ cap, each side at α/2 (``bounded_lower``), scaled back. Its value is the mean of the capped
+    midpoints (a value unbounded above counts as the cap)."""
+    lo = np.clip(np.asarray(lo, float), 0.0, cap) / cap
+    hi = np.clip(np.asarray(hi, float), 0.0, cap) / cap
+    if lo.size == 0:
+        return Sequence(math.nan, math.nan, math.nan, 0)
+    value = float(cap * np.mean((lo + hi) / 2))
+    return sq.prefix_sequence(value, lo.size, lambda n: (cap * bounded_lower(lo[:n], alpha / 2),
+                                                         cap * (1 - bounded_lower(1 - hi[:n], alpha / 2))))

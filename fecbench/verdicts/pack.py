@@ -40,7 +40,8 @@ STATISTICS = statistics.NAMES
 COMPARISONS = ("<", ">", "approx")
 LOSS_CLASSES = ("no loss", "loss", "tail loss")
 DIRECTIONS = ("forward", "reverse", "any")
-METRICS = ("dct_ms", "client_wall_ms", "bytes_app", "bytes_sent", "rebuffering_ms", "messages_late", "messages_corrupt")
+METRICS = ("dct_ms", "client_wall_ms", "bytes_app", "bytes_sent", "rebuffering_ms", "messages_late", "messages_corrupt",
+           "coding_overhead")
 
 
 @dataclass
@@ -75,6 +76,8 @@ class Claim:
     dropped: str = ""                 # what the paper left out of its results (its setup record: ``fidelity``)
     # the average its passage states, judged through another statistic as a proxy: which average, and why no mean
     average_proxy: str = ""
+    # the baseline's run at another point: the claim's point with these factors set (one label across two points)
+    baseline_at: dict[str, float] = field(default_factory=dict)
 
     @property
     def stat(self) -> statistics.ClaimStatistic:
@@ -322,7 +325,10 @@ def _claim(entry: Section, papers: dict[str, str], designs: dict[str, DesignRef]
     ref = designs[design]
     statistic = entry.get("statistic", str, choices=STATISTICS)
     label = entry.get("label", str)
-    baseline = entry.get("baseline", str)
+    one_label = statistics.get(statistic).one_label
+    baseline = entry.get("baseline", str, label) if one_label else entry.get("baseline", str)
+    if one_label and baseline != label:
+        raise entry.error("baseline", f"{statistic} reads the label's own runs: it has no baseline (leave it out)")
     default_metric = "dct_ms" if ref.workload in ("download", "upload", "reqresp", "") else "bytes_app"
     metric = entry.get("metric", str, default_metric, choices=METRICS)
     compare = entry.get("compare", str, choices=COMPARISONS)
@@ -353,9 +359,19 @@ def _claim(entry: Section, papers: dict[str, str], designs: dict[str, DesignRef]
                   paper_text=entry.get("paper_text", str, ""), printed={k: float(v) for k, v in printed.items()},
                   tolerance_source=tolerance_source, note=entry.get("note", str, ""),
                   dropped=entry.get("dropped", str, ""), average_proxy=entry.get("average_proxy", str, ""),
-                  needs=entry.get("needs", str, None))
+                  needs=entry.get("needs", str, None), baseline_at=_baseline_at(entry, ref, stat))
+    if label == baseline and not claim.baseline_at and not one_label:
+        raise entry.error("baseline", f"the claim compares {label!r} with itself at the same points: name another "
+                          "label, or the baseline's point (baseline_at = {{ factor = value }})")
     if claim.average_proxy and stat.means:
         raise entry.error("average_proxy", f"{statistic} judges a mean: it is no proxy (leave average_proxy out)")
+    if "mean_cap" in params and params["mean_cap"] <= threshold + tolerance:
+        raise entry.error("mean_cap", f"a restricted mean capped at {params['mean_cap']:g} can never be above the "
+                          f"threshold's band ({threshold:g} + {tolerance:g}): set the cap above what the claim "
+                          "compares, where few blocks reach it")
+    if "mean_cap_source" in params and not params["mean_cap_source"].strip():
+        raise entry.error("mean_cap_source", "a restricted mean's cap needs its source: why this cap, fixed before "
+                          "any run")
     entry.done()
     if not ref.present:
         claim.needs = f"{ref.path.relative_to(REPO_ROOT) if ref.path.is_relative_to(REPO_ROOT) else ref.path} " \
@@ -371,6 +387,21 @@ def _params(entry: Section, stat: statistics.ClaimStatistic, ref: DesignRef) -> 
         params["tie_margin"], params["tie_margin_source"] = ties.read(entry)
     params["loss_direction"] = entry.get("loss_direction", str, "any", choices=DIRECTIONS)
     return params
+
+
+def _baseline_at(entry: Section, ref: DesignRef, stat: statistics.ClaimStatistic) -> dict[str, float]:
+    """Where the baseline's run is when it is not at the claim's own point: factor = value, each a number (e.g.
+    QUIC at 3 % loss against QUIC at 0 %: label = baseline = "quic", where = { p = 0.03 }, baseline_at = { p = 0 })."""
+    section = entry.section("baseline_at")
+    out: dict[str, float] = {}
+    for key in section.data:
+        if ref.present and key not in ref.factors:
+            raise section.error(key, f"design {ref.path.name} has no factor {key!r}", ref.factors)
+        out[key] = float(section.get(key, float))
+    section.done()
+    if out and stat.reads == statistics.FLOWS:
+        raise entry.error("baseline_at", "a competing-flows claim's two sides are its flows' points already")
+    return out
 
 
 def _where(entry: Section, ref: DesignRef, label: str | None, baseline: str | None) -> dict[str, Any]:

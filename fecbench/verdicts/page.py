@@ -39,7 +39,10 @@ COLOURS = {"holds": "#1a7f37", "fails": "#cf222e", AT_THRESHOLD: "#0969da", "inc
 
 def describe(claim: Claim) -> str:
     text = claim.stat.describe(claim.params, claim.label, claim.baseline)
-    return f"{text} ({claim.metric}; label {claim.label}, baseline {claim.baseline})"
+    if claim.stat.one_label:
+        return f"{text} ({claim.metric}; label {claim.label})"
+    at = "".join(f", at {k} = {v:g}" for k, v in claim.baseline_at.items())
+    return f"{text} ({claim.metric}; label {claim.label}, baseline {claim.baseline}{at})"
 
 
 def claim_figure(claim: Claim, verdicts: list[Verdict], path: Path) -> Path:
@@ -111,6 +114,7 @@ def _samples(ax: Any, claim: Claim, verdicts: list[Verdict]) -> None:
         ax.set_ylabel("ECDF")
         per = " per point" if "point_ratio" in samples else " per block" if "block_ratio" in samples else " per pair"
         ax.set_xlabel(f"{claim.metric}: label and baseline" if "label" in samples
+                      else f"{claim.metric} of {claim.label}{per}" if claim.stat.one_label
                       else f"{claim.metric} ratio {claim.label} ÷ {claim.baseline}{per}")
     if claim.printed:
         text = "paper printed:\n" + "\n".join(f"{k} = {val:g}" for k, val in claim.printed.items())

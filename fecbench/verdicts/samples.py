@@ -69,6 +69,18 @@ class Recording(Protocol):
     def flows(self) -> pd.DataFrame: ...         # the per-flow table (``flows.flows``)
 
 
+def with_derived_metrics(frame: pd.DataFrame) -> pd.DataFrame:
+    """The runs with the claim metrics that stacks report through others: ``coding_overhead``, the data sender's
+    coded (repair) datagrams ÷ every datagram it sent (``repair_sent ÷ packets_sent``; rQUIC's Eq. 5 counts only the
+    protected and coded ones, a few handshake and ACK-only datagrams fewer); unknown where either is."""
+    if {"repair_sent", "packets_sent"} <= set(frame.columns):
+        sent = pd.to_numeric(frame["packets_sent"], errors="coerce").to_numpy(float)
+        repairs = pd.to_numeric(frame["repair_sent"], errors="coerce").to_numpy(float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frame = frame.assign(coding_overhead=np.where(sent > 0, repairs / sent, np.nan))
+    return frame
+
+
 class Data:
     """The runs of one campaign database, loaded once for all its claims, and found by unit."""
 
@@ -76,7 +88,7 @@ class Data:
         self.db = db
         if frame is None:
             frame = results.load(db) if db.is_file() else pd.DataFrame()
-        self.frame = frame
+        self.frame = with_derived_metrics(frame)
         self.recording = recording
         self._classified: pd.DataFrame | None = None
         self._flows: pd.DataFrame | None = None
@@ -264,6 +276,20 @@ def observed(rows: pd.DataFrame) -> pd.DataFrame:
     kept = rows[rows["imputed"] == 0]
     kept.attrs.update(rows.attrs)
     return kept
+
+
+def at_limits(rows: pd.DataFrame, label_high: bool) -> pd.DataFrame:
+    """The units with every imputed value at an extreme of what it could be: the label's at its upper bound and the
+    baseline's at its lower (``label_high``), or the reverse. A point estimate on each gives the range the imputed
+    runs could put the page's number in: the same runs as the interval (issue 69, item 6)."""
+    out = rows.copy()
+    for side in ("value", "base"):
+        missing = out[side].isna() & (out["imputed"] > 0)
+        pick = f"{side}_hi" if (side == "value") == label_high else f"{side}_lo"
+        out.loc[missing, side] = out.loc[missing, pick]
+    out["ratio"] = [_divide(v, b) for v, b in zip(out["value"], out["base"], strict=True)]
+    out.attrs.update(rows.attrs)
+    return out
 
 
 def per_draw(rows: pd.DataFrame) -> np.ndarray:

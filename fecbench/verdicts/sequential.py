@@ -217,17 +217,23 @@ def share_censored(lo: np.ndarray, hi: np.ndarray, alpha: float) -> Sequence:
     lower bound from the lower indicators, the upper from the upper, each side at α/2 (``share_interval``). An
     empty running intersection says after which observation it emptied (by bisection: once empty it stays so)."""
     lo, hi = np.asarray(lo, float), np.asarray(hi, float)
-    n = lo.size
-    if n == 0:
+    if lo.size == 0:
         return Sequence(math.nan, math.nan, math.nan, 0)
-    value = float((lo.sum() + hi.sum()) / (2 * n))
-    low, high = share_interval(lo, hi, alpha)
+    value = float((lo.sum() + hi.sum()) / (2 * lo.size))
+    return prefix_sequence(value, lo.size, lambda n: share_interval(lo[:n], hi[:n], alpha))
+
+
+def prefix_sequence(value: float, n: int, interval) -> Sequence:
+    """The state after ``n`` observations of a CS whose ``interval(k)`` is already the running intersection over the
+    first k (bounds that are running extremes over the prefixes); an empty one says after which observation it
+    emptied (by bisection: once empty it stays so)."""
+    low, high = interval(n)
     if low <= high:
         return Sequence(value, low, high, n)
     full, empty = 0, n      # not empty after ``full`` observations, empty after ``empty``
     while empty - full > 1:
         mid = (full + empty) // 2
-        low, high = share_interval(lo[:mid], hi[:mid], alpha)
+        low, high = interval(mid)
         full, empty = (mid, empty) if low <= high else (full, mid)
     return Sequence(value, value, value, n, empty=True, empty_at=empty)
 
@@ -283,6 +289,9 @@ def concordance_censored(first: tuple[np.ndarray, np.ndarray], second: tuple[np.
 
 #: The bets of the exchangeability martingale, both ways (new draws smaller or larger than the earlier ones).
 EXCHANGE_BETS = (-0.6, -0.3, -0.15, 0.15, 0.3, 0.6)
+#: Its bets that a draw ranks as the draws just before it did (a state of the machine that comes and goes): the
+#: number of earlier draws each looks back at, and the stakes.
+PERSIST_WINDOWS, PERSIST_BETS = (1, 10), (0.3, 0.6)
 
 
 def exchangeability(values: np.ndarray, seed: int, groups: np.ndarray | None = None) -> tuple[float, int]:
@@ -292,8 +301,11 @@ def exchangeability(values: np.ndarray, seed: int, groups: np.ndarray | None = N
     the earlier ones when each cell's draws are exchangeable, whatever order the cells were drawn in (a run of one
     cell's draws by chance is no change); a mixture of bets ``1 + λ (2p − 1)`` on them, over λ both ways, is then a
     nonnegative martingale of mean 1, so by Ville's inequality it ever reaches 1/α with probability ≤ α. A drift
-    makes new draws rank low (or high) among their cell's earlier ones and the bets win. The martingale's largest
-    value and the draw (1-based) where it was."""
+    makes new draws rank low (or high) among their cell's earlier ones and the bets win. Half the capital bets instead
+    that a draw ranks as the last w draws did, ``1 + λ (2p − 1) m``, m the mean of their 2p − 1 (known before the
+    draw, |m| ≤ 1): a fair bet on independent uniform p-values too, won when draws close in time are alike (a machine
+    whose state comes and goes), which the drift bets, each of one sign, miss. The martingale's largest value and the
+    draw (1-based) where it was."""
     values = np.nan_to_num(np.asarray(values, float), nan=np.inf)
     if values.size == 0:
         return 1.0, 0
@@ -308,7 +320,14 @@ def exchangeability(values: np.ndarray, seed: int, groups: np.ndarray | None = N
         mine = np.asarray(past)
         p[i] = (np.count_nonzero(mine > value) + ties[i] * np.count_nonzero(mine == value)) / len(mine)
     bets = np.asarray(EXCHANGE_BETS)[:, None]
-    wealth = np.cumprod(1 + bets * (2 * p[None, :] - 1), axis=1).mean(axis=0)
+    drift = np.cumprod(1 + bets * (2 * p[None, :] - 1), axis=1).mean(axis=0)
+    centred = np.r_[0.0, 2 * p - 1]
+    total = np.cumsum(centred)
+    t = np.arange(values.size)
+    persist = np.mean([np.cumprod(1 + stake * (2 * p - 1) * (total[t] - total[np.maximum(t - window, 0)])
+                                  / np.maximum(np.minimum(t, window), 1))
+                       for window in PERSIST_WINDOWS for stake in PERSIST_BETS], axis=0)
+    wealth = (drift + persist) / 2
     at = int(np.argmax(wealth))
     return float(wealth[at]), at + 1
 

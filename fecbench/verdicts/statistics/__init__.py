@@ -7,8 +7,9 @@ object (``get(claim.statistic)``, or ``Claim.stat``).
 - ``bootstrap``: what the fixed-sample estimates share (percentile interval, Wilson floor, the
   verdict rule of a fixed-sample interval);
 - ``pairs``: over pairs of runs (shares, median ratio, ratio and difference of medians, the paired sign);
-- ``points``: over design points' own values, a census of the claim's cells (median, mean, share);
-- ``blocks``: over blocks of ``min_seeds`` seeds at random cells (median, mean, share, trend);
+- ``points``: over design points' own values, a census of the claim's cells (median, mean, share, spread, one
+  label's level);
+- ``blocks``: over blocks of ``min_seeds`` seeds at random cells (median, mean, restricted mean, share, trend);
 - ``runs``: over each side's runs, unpaired (quantile ratio; competing flows' medians).
 
 Adding a statistic: a class in its family's module (or a module of its own beside them) and its line
@@ -33,8 +34,12 @@ REGISTRY: dict[str, ClaimStatistic] = {s.name: s for s in (
     points.MedianPointRatio(),
     points.MeanPointRatio(),
     points.SharePointsBelow(),
+    points.MedianPointSpreadRatio(),
+    points.MedianPointLevel(),
+    points.LowestPointLevel(),
     blocks.MedianBlockRatio(),
     blocks.MeanBlockRatio(),
+    blocks.RestrictedMeanBlockRatio(),
     blocks.ShareBlocksBelow(),
     blocks.Trend(),
     runs.QuantileRatio(),

@@ -122,6 +122,7 @@ class ClaimStatistic(ABC):
     census: ClassVar[bool] = False             # over every cell's own value (``points``), not random draws
     shares: ClassVar[bool] = False             # a share of hits: its ties have a margin (``ties``)
     means: ClassVar[bool] = False              # a mean (an average a passage states: reproduce/README.md, Averages)
+    one_label: ClassVar[bool] = False          # reads the label's runs only (its level): the baseline is the label
 
     @abstractmethod
     def estimate(self, sample: Any, params: dict, *, seed: int = 0, n_boot: int = N_BOOT) -> Estimate:

@@ -8,7 +8,8 @@ statistic (``points``).
 
 Estimands (``B`` the ratio of medians of a block of ``min_seeds`` seeds at a uniformly random cell of the claim):
 
-- ``median_block_ratio``: the median of B;  ``mean_block_ratio``: its mean (no confidence sequence);
+- ``median_block_ratio``: the median of B;  ``mean_block_ratio``: its mean (judged from below only);
+- ``restricted_mean_block_ratio``: E[min(B, c)], the mean of B restricted to a cap c the claim fixes (both ways);
 - ``share_blocks_below``: P(B < 1);
 - ``trend``: Kendall's τ = E[sign(B₁ − B₂) · sign(f₁ − f₂)] for two blocks at cells drawn with different values
   of the factor f (> 0: the ratio grows with the factor).
@@ -38,6 +39,9 @@ PER_POINT = Param("per_point", str, "ratio", choices=("ratio", "difference"))
 FACTOR = Param("factor", str, required=True, choices=FACTORS)
 #: A trend within each value of another factor (e.g. each technology's bandwidth): a draw's two cells share it.
 WITHIN = Param("within", str, None, choices=FACTORS)
+#: A restricted mean's cap on each block's ratio, fixed by the pack before any run, and where it comes from.
+MEAN_CAP = Param("mean_cap", float, required=True, min=0.0)
+MEAN_CAP_SOURCE = Param("mean_cap_source", str, required=True)
 
 
 def group_ratio(value: np.ndarray, base: np.ndarray, per_point: str = "ratio") -> np.ndarray:
@@ -196,6 +200,53 @@ class MeanBlockRatio(BlockStatistic):
             return math.inf
         clear = threshold * (1 + tolerance)
         return sq.fewest(lambda n: mean_bound.mean_lower(np.full(n, 2 * threshold), alpha) > clear, most=4096)
+
+    def figure_line(self, params: dict) -> float | None:
+        return 1.0
+
+
+class RestrictedMeanBlockRatio(BlockStatistic):
+    """The mean of the block ratios restricted to a cap c fixed before any run, E[min(B, c)]: bounded in [0, c], so
+    its confidence sequence has both sides (``mean_bound.restricted_mean``) and a claim that an average is *below* (or
+    about) a threshold can be decided, which the unrestricted mean cannot within a budget (reproduce/README.md,
+    "Averages"). It is the average the passage states as long as no block reaches the cap: the estimate's note
+    says how many did."""
+    name = "restricted_mean_block_ratio"
+    means = True
+    params = (PER_POINT, MEAN_CAP, MEAN_CAP_SOURCE)
+    text = ("mean over draws of a cell of min(B, {cap}), B the ratio of medians of a block of {seeds} seeds (a "
+            "restricted mean: a block above the cap counts as the cap)")
+    estimand_text = "E[min(B, c)], B as median_block_ratio, c the claim's mean_cap (fixed before any run)"
+
+    def describe(self, params: dict, label: str, baseline: str) -> str:
+        return self.text.format(cap=f"{params['mean_cap']:g}", seeds=params.get("min_seeds", 3))
+
+    def over_values(self, ratios: np.ndarray, params: dict) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            return np.nanmean(np.minimum(ratios, params["mean_cap"]), axis=-1)
+
+    def over_blocks(self, blocks: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence:
+        return mean_bound.restricted_mean(blocks["low"].to_numpy(float), blocks["high"].to_numpy(float),
+                                          params["mean_cap"], alpha)
+
+    def estimate(self, sample: pd.DataFrame, params: dict, *, seed: int = 0, n_boot: int = N_BOOT) -> Estimate:
+        found = super().estimate(sample, params, seed=seed, n_boot=n_boot)
+        ratios = found.samples["block_ratio"]
+        capped = int(np.sum(ratios >= params["mean_cap"]))
+        note = f"{capped} of {ratios.size} blocks at or above the cap {params['mean_cap']:g} (counted as the cap)"
+        found.note = "; ".join(filter(None, [found.note, note])) if ratios.size else found.note
+        return found
+
+    def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
+                            alpha: float) -> float:
+        # every block at the claim's extreme (0 for "<", the cap for ">", the threshold for "≈"): a lower bound
+        cap = params["mean_cap"]
+        extreme = {"<": 0.0, ">": cap}.get(compare, threshold)
+
+        def decides(n: int) -> bool:
+            s = mean_bound.restricted_mean(np.full(n, extreme), np.full(n, extreme), cap, alpha)
+            return sq.decide(s.low, s.high, compare, threshold, tolerance) != "inconclusive"
+        return sq.fewest(decides, most=4096)
 
     def figure_line(self, params: dict) -> float | None:
         return 1.0

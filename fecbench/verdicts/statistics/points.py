@@ -6,7 +6,12 @@ the label's and the baseline's metric at cell c; ``per_point = "difference"``: m
 Estimands over the claim's K cells, equal weights:
 
 - ``share_points_below``: #{c : R_c < t} ÷ K (t = ``ratio_threshold``, default 1);
-- ``median_point_ratio``: the median of the K values R_c;  ``mean_point_ratio``: their mean.
+- ``median_point_ratio``: the median of the K values R_c;  ``mean_point_ratio``: their mean;
+- ``median_point_level``, ``lowest_point_level``: the median (the lowest) over the K cells of L_c = median(X_c), the
+  label's own level (``one_label``: no baseline; e.g. its coding overhead);
+- ``median_point_spread_ratio``: the median over the K cells of S_c = spread(X_c) ÷ spread(Y_c), a cell's spread its
+  interquartile ratio Q₇₅ ÷ Q₂₅ (``spread = "relative"``: scale-free, a label twice as fast with the same relative
+  scatter has the same spread) or range Q₇₅ − Q₂₅ (``"absolute"``, a box plot's box height).
 
 ``estimand`` evaluates these on a sample (each cell's ratio of medians over the seeds it has: consistent as its
 seeds grow), so the page's number and the bench's truth (every cell on 20 000 seeds) are one function.
@@ -35,7 +40,7 @@ import pandas as pd
 
 from fecbench.verdicts import sequential as sq
 from fecbench.verdicts.statistics import ties
-from fecbench.verdicts.statistics.base import ClaimStatistic, Estimate
+from fecbench.verdicts.statistics.base import ClaimStatistic, Estimate, Param
 from fecbench.verdicts.statistics.blocks import PER_POINT, group_ratio
 from fecbench.verdicts.statistics.bootstrap import MIN_POINTS, N_BOOT, interval
 
@@ -93,12 +98,18 @@ class PointStatistic(ClaimStatistic):
         """The cells that need no more seeds (``settled``)."""
         if sample.empty:
             return frozenset()
-        bounds = cell_bounds(sample, params.get("per_point", "ratio"), alpha)
-        return settled(bounds, self.cuts(params, compare, threshold, tolerance))
+        return settled(self.cell_bounds(sample, params, alpha), self.cuts(params, compare, threshold, tolerance))
+
+    def cell_value(self, value: np.ndarray, base: np.ndarray, params: dict) -> np.ndarray:
+        """A cell's value from its seeds' values (the last axis): its ratio (difference) of medians."""
+        return group_ratio(value, base, params.get("per_point", "ratio"))
+
+    def cell_bounds(self, sample: pd.DataFrame, params: dict, alpha: float) -> CellBounds:
+        """Each measured cell's confidence sequence at level 1 − α/K (``cell_bounds``)."""
+        return cell_bounds(sample, params.get("per_point", "ratio"), alpha)
 
     def cell_values(self, sample: pd.DataFrame, params: dict) -> np.ndarray:
-        per_point = params.get("per_point", "ratio")
-        return np.array([float(group_ratio(g["value"].to_numpy(float), g["base"].to_numpy(float), per_point))
+        return np.array([float(self.cell_value(g["value"].to_numpy(float), g["base"].to_numpy(float), params))
                          for _, g in sample.groupby("group", sort=True)])
 
     def estimand(self, sample: pd.DataFrame, params: dict) -> float:
@@ -107,7 +118,6 @@ class PointStatistic(ClaimStatistic):
         return float(self.over_cells(self.cell_values(sample, params)[None, :], params)[0])
 
     def estimate(self, sample: pd.DataFrame, params: dict, *, seed: int = 0, n_boot: int = N_BOOT) -> Estimate:
-        per_point = params.get("per_point", "ratio")
         groups = [g for _, g in sample.groupby("group", sort=True)] if len(sample) else []
         values = self.cell_values(sample, params) if groups else np.array([])
         k = cells_of(sample)
@@ -122,14 +132,14 @@ class PointStatistic(ClaimStatistic):
         boots = np.empty((len(groups), n_boot))
         for i, g in enumerate(groups):   # a census: the cells stay, each one's seeds are resampled
             idx = rng.integers(0, len(g), size=(n_boot, len(g)))
-            boots[i] = group_ratio(g["value"].to_numpy(float)[idx], g["base"].to_numpy(float)[idx], per_point)
+            boots[i] = self.cell_value(g["value"].to_numpy(float)[idx], g["base"].to_numpy(float)[idx], params)
         low, high = interval(np.asarray(self.over_cells(boots.T, params), dtype=float))
         return Estimate(value, low, high, len(groups), self.unit, note, samples)
 
     def sequence(self, sample: pd.DataFrame, params: dict, alpha: float) -> sq.Sequence | None:
         if sample.empty:
             return sq.Sequence(math.nan, math.nan, math.nan, 0)
-        bounds = cell_bounds(sample, params.get("per_point", "ratio"), alpha)
+        bounds = self.cell_bounds(sample, params, alpha)
         empty = [group for group, (low, _) in bounds.items() if math.isnan(low)]
         k = max(cells_of(sample), len(bounds))
         unknown = k - len(bounds)
@@ -209,3 +219,114 @@ class SharePointsBelow(PointStatistic):
     def bounds(self, lows: np.ndarray, highs: np.ndarray, k: int, params: dict) -> tuple[float, float]:
         t = self.cut(params)
         return float(np.sum(highs < t) / k), float(np.sum(lows < t) / k)
+
+
+#: How a spread statistic measures a cell's scatter (``median_point_spread_ratio``).
+SPREAD = Param("spread", str, required=True, choices=("relative", "absolute"))
+_QUARTILES = (0.25, 0.75)
+
+
+def spread_of(values: np.ndarray, how: str) -> np.ndarray:
+    """The spread of the last axis: Q₇₅ ÷ Q₂₅ (relative) or Q₇₅ − Q₂₅ (absolute)."""
+    low, high = np.quantile(values, _QUARTILES, axis=-1)
+    if how == "absolute":
+        with np.errstate(invalid="ignore"):
+            return high - low
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return high / low
+
+
+class MedianPointSpreadRatio(MedianPointRatio):
+    """The median over the cells of each cell's spread ratio S_c (see the module). A cell's confidence sequence: each
+    side's two quartiles (``sequential.quantile_censored``), the four at α/(4K) each, combined by interval arithmetic
+    (a censored run counts at its least favourable end, as for a median)."""
+    name = "median_point_spread_ratio"
+    params = (SPREAD,)
+    text = ("median over the design points of each point's spread ratio, the label's interquartile spread ÷ the "
+            "baseline's (every point, its seeds until decided)")
+    estimand_text = ("median over the K cells of S_c = spread(X_c) ÷ spread(Y_c), spread Q₇₅ ÷ Q₂₅ (relative) or "
+                     "Q₇₅ − Q₂₅ (absolute), each over unlimited seeds")
+
+    def cell_value(self, value: np.ndarray, base: np.ndarray, params: dict) -> np.ndarray:
+        how = params["spread"]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return spread_of(value, how) / spread_of(base, how)
+
+    def cell_bounds(self, sample: pd.DataFrame, params: dict, alpha: float) -> CellBounds:
+        level = alpha / (4 * max(1, cells_of(sample)))
+        out: CellBounds = {}
+        for group, g in sample.sort_values("draw", kind="stable").groupby("group", sort=True):
+            sides = [_spread_bounds(g[f"{side}_lo"].to_numpy(float), g[f"{side}_hi"].to_numpy(float), params["spread"],
+                                    level) for side in ("value", "base")]
+            (top_low, top_high), (bottom_low, bottom_high) = sides
+            with np.errstate(divide="ignore", invalid="ignore"):
+                low = top_low / bottom_high if bottom_high > 0 else 0.0
+                high = top_high / bottom_low if bottom_low > 0 else math.inf
+            out[str(group)] = (math.nan, math.nan) if math.isnan(low) or math.isnan(high) else (float(low), float(high))
+        return out
+
+    def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
+                            alpha: float) -> float:
+        # a lower bound: a cell's four quartiles bounded on both sides, in blocks of min_seeds seeds
+        seeds = sq.fewest_for_quantile(0.25, alpha / 4, both_sides=True)
+        return math.ceil(seeds / max(1, int(params.get("min_seeds", 3))))
+
+
+def _spread_bounds(lo: np.ndarray, hi: np.ndarray, how: str, level: float) -> tuple[float, float]:
+    """(low, high) of one side's spread from its two quartiles' confidence sequences (``level`` each): the narrowest
+    scatter the quartiles allow (upper quartile at its lowest, lower at its highest; never below 0 or 1) and the
+    widest."""
+    q25, q75 = (sq.quantile_censored(lo, hi, q, level) for q in _QUARTILES)
+    if q25.empty or q75.empty:
+        return math.nan, math.nan
+    if how == "absolute":
+        return max(0.0, q75.low - q25.high), q75.high - q25.low
+    narrow = q75.low / q25.high if q25.high > 0 and math.isfinite(q25.high) else 1.0
+    wide = q75.high / q25.low if q25.low > 0 else math.inf
+    return max(1.0, narrow), wide
+
+
+class MedianPointLevel(MedianPointRatio):
+    """The median over the cells of the label's own median L_c (see the module): a claim about one label's level
+    (its coding overhead), its baseline the label itself. A cell's confidence sequence is its median's
+    (``sequential.quantile_censored`` at α/K)."""
+    name = "median_point_level"
+    one_label = True
+    params = ()
+    text = "median over the design points of the label's own median (every point, its seeds until decided)"
+    estimand_text = "median over the K cells of L_c = median(X_c), the label's own, over unlimited seeds"
+
+    def cell_value(self, value: np.ndarray, base: np.ndarray, params: dict) -> np.ndarray:
+        return np.median(value, axis=-1)
+
+    def cell_bounds(self, sample: pd.DataFrame, params: dict, alpha: float) -> CellBounds:
+        level = alpha / max(1, cells_of(sample))
+        out: CellBounds = {}
+        for group, g in sample.sort_values("draw", kind="stable").groupby("group", sort=True):
+            s = sq.quantile_censored(g["value_lo"].to_numpy(float), g["value_hi"].to_numpy(float), 0.5, level)
+            out[str(group)] = (math.nan, math.nan) if s.empty else (s.low, s.high)
+        return out
+
+    def fewest_observations(self, params: dict, compare: str, threshold: float, tolerance: float,
+                            alpha: float) -> float:
+        # a lower bound: one cell's median bounded on the claim's side, in blocks of min_seeds seeds
+        return math.ceil(sq.fewest_for_quantile(0.5, alpha) / max(1, int(params.get("min_seeds", 3))))
+
+    def figure_line(self, params: dict) -> float | None:
+        return None
+
+
+class LowestPointLevel(MedianPointLevel):
+    """The lowest over the cells of the label's own median: "above t on every network" holds once every cell's lower
+    bound clears t, and fails once one cell's upper bound is below it."""
+    name = "lowest_point_level"
+    text = "lowest over the design points of the label's own median (every point, its seeds until decided)"
+    estimand_text = "min over the K cells of L_c (as median_point_level)"
+
+    def over_cells(self, values: np.ndarray, params: dict) -> np.ndarray:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nanmin(values, axis=-1)
+
+    def bounds(self, lows: np.ndarray, highs: np.ndarray, k: int, params: dict) -> tuple[float, float]:
+        return float(np.min(lows)), float(np.min(highs))

@@ -122,6 +122,9 @@ def _classes(claim: Claim) -> str:
 def _estimand(claim: Claim) -> str:
     """What the statistic estimates, and whether the passage states an average (judged as one, or through a proxy)."""
     stat = claim.stat
+    if "mean_cap" in claim.params:
+        return (f"{stat.estimand_text} (a restricted mean, c = {claim.params['mean_cap']:g}: the passage states an "
+                f"average; the cap: {claim.params['mean_cap_source']})")
     if stat.means:
         return f"{stat.estimand_text} (a mean: the passage states an average)"
     if claim.average_proxy:
@@ -209,7 +212,10 @@ def fidelity_table(packs: list[Pack]) -> str:
             expected = (f"≈ {c.threshold:g} ± {c.tolerance:g}" if c.compare == "approx"
                         else f"{c.compare} {c.threshold:g}")
             where = ", ".join(f"{k} {v}" for k, v in c.where.items())
-            judged = f"{c.statistic} ({c.metric}, {c.label} ÷ {c.baseline}{', ' + where if where else ''}) {expected}"
+            base = c.baseline + (" at " + ", ".join(f"{k} = {v:g}" for k, v in c.baseline_at.items())
+                                 if c.baseline_at else "")
+            sides = c.label if c.stat.one_label else f"{c.label} ÷ {base}"
+            judged = f"{c.statistic} ({c.metric}, {sides}{', ' + where if where else ''}) {expected}"
             record = setup(pack, c)
             reading = c.note or (f"not judged here: {c.needs}" if c.needs else "the passage as it reads")
             cells = [pack.name, c.id, f"{c.source.section} {c.source.figure}: “{quote}”", judged, reading,

@@ -68,6 +68,7 @@ SIZES = (1000, 10000, 50000)
 SPREAD = 0.2            # sd of the log ratio in a cell
 BASE_SPREAD = 0.3       # sd of the baseline's log DCT in a cell
 RUN_S = 1.0             # machine time of every run
+WANDER = 0.99           # ``time_correlation``'s AR(1) coefficient per new unit (a state lasting ~100 units)
 TRUTH_DRAWS = 20_000
 WORLDS = Path(__file__).with_name("worlds.toml")
 
@@ -83,7 +84,9 @@ class World:
     follows the baseline's; ``point_scale`` / ``point_spread``: per design point (in the order of p), a factor on
     the median and the log ratio's sd (default 1 and ``SPREAD``); ``size_correlation``: the correlation of a
     point and repetition's log ratios across sizes (one loss seed for every size: runs of one repetition share a
-    loss pattern)."""
+    loss pattern); ``time_correlation``: the share of a log ratio's variance that wanders slowly with the order the
+    units are measured in (an AR(1) over new units, ``WANDER``: a machine whose state comes and goes, each unit's
+    marginal unchanged, so the truth is too)."""
     name: str
     text: str
     median: dict[int, float]
@@ -97,6 +100,8 @@ class World:
     point_scale: tuple[float, ...] = ()
     point_spread: tuple[float, ...] = ()
     size_correlation: float = 0.0
+    time_correlation: float = 0.0
+    wander: float = 0.0                             # the AR(1) state of ``time_correlation``
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
     frame: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["key"]))
     answers: int = 10 ** 9                          # the answers a replay's budget buys (its time axis)
@@ -141,13 +146,18 @@ class World:
     def _unit_pair(self, point: int, repetition: int, size: int, medians: dict[int, float]) -> tuple[float, float]:
         """(baseline DCT, ratio) of a new unit; with ``size_correlation``, its noise partly that of its point and
         repetition's other sizes (each marginal as ``pair``'s)."""
-        if not self.size_correlation:
+        if not self.size_correlation and not self.time_correlation:
             return self.pair(point, size, self.rng, medians)
-        if (point, repetition) not in self.shared:   # drawn once, when its first size is
-            self.shared[(point, repetition)] = tuple(self.rng.standard_normal(2))
-        rho = self.size_correlation
-        shared = np.array(self.shared[(point, repetition)])
-        z = math.sqrt(rho) * shared + math.sqrt(1 - rho) * self.rng.standard_normal(2)
+        z = self.rng.standard_normal(2)
+        if self.size_correlation:
+            if (point, repetition) not in self.shared:   # drawn once, when its first size is
+                self.shared[(point, repetition)] = tuple(self.rng.standard_normal(2))
+            rho = self.size_correlation
+            z = math.sqrt(rho) * np.array(self.shared[(point, repetition)]) + math.sqrt(1 - rho) * z
+        if self.time_correlation:   # the wander moves once per new unit; its marginal stays N(0, 1)
+            self.wander = WANDER * self.wander + math.sqrt(1 - WANDER ** 2) * float(self.rng.standard_normal())
+            c = self.time_correlation
+            z[1] = math.sqrt(c) * self.wander + math.sqrt(1 - c) * z[1]
         base, ratio = self.pairs(point, size, 1, self.rng, medians, z=z[None, :])
         return float(base[0]), float(ratio[0])
 
@@ -231,7 +241,8 @@ def catalogue(path: Path = WORLDS) -> list[World]:
                             skew=w.get("skew", bool, False),
                             point_scale=tuple(float(v) for v in w.get("point_scale", list, [])),
                             point_spread=tuple(float(v) for v in w.get("point_spread", list, [])),
-                            size_correlation=w.get("size_correlation", float, 0.0)))
+                            size_correlation=w.get("size_correlation", float, 0.0, min=0.0, max=1.0),
+                            time_correlation=w.get("time_correlation", float, 0.0, min=0.0, max=1.0)))
         w.done()
     return worlds
 
@@ -372,7 +383,8 @@ def run_world(world: World, campaign: cp.Campaign, replays: int, budget_s: float
     finals: dict[str, dict[str, int]] = {c.id: {} for c, _ in world.claims}
     for i in range(replays):
         world.rng = np.random.default_rng([seed, i])
-        world.units = {}
+        world.units, world.shared = {}, {}      # a replay's own units: nothing carried from the one before
+        world.wander = float(world.rng.standard_normal()) if world.time_correlation else 0.0   # stationary start
         world.answers = int(budget_s / RUN_S)
         looks = replay.simulate(pack, "synthetic", {("synthetic", "worlds"): campaign}, {"worlds": world}, budget_s,
                                 "new", look_every_s=budget_s / 15, rule=rule)

@@ -71,6 +71,14 @@ def settled(bounds: CellBounds, cuts: list[float]) -> frozenset[str]:
                      if not math.isnan(low) and not any(low <= cut <= high for cut in cuts))
 
 
+def over_known(reduce, values: np.ndarray) -> np.ndarray:
+    """``reduce`` (a NaN-skipping numpy reduction) over the last axis: a draw whose cells have no value yet gives NaN
+    (counted as undecided), not a warning on the user's screen."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return reduce(values, axis=-1)
+
+
 class PointStatistic(ClaimStatistic):
     """A statistic over the cells' own values (see the module): ``over_cells`` over their last axis."""
 
@@ -163,10 +171,7 @@ class MedianPointRatio(PointStatistic):
     estimand_text = "median over the K cells of R_c = median(X_c) ÷ median(Y_c), each over unlimited seeds"
 
     def over_cells(self, values: np.ndarray, params: dict) -> np.ndarray:
-        # A draw whose cells have no value yet gives NaN (counted as undecided), not a warning on the user's screen.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return np.nanmedian(values, axis=-1)
+        return over_known(np.nanmedian, values)
 
     def bounds(self, lows: np.ndarray, highs: np.ndarray, k: int, params: dict) -> tuple[float, float]:
         return float(np.median(lows)), float(np.median(highs))
@@ -324,9 +329,7 @@ class LowestPointLevel(MedianPointLevel):
     estimand_text = "min over the K cells of L_c (as median_point_level)"
 
     def over_cells(self, values: np.ndarray, params: dict) -> np.ndarray:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return np.nanmin(values, axis=-1)
+        return over_known(np.nanmin, values)
 
     def bounds(self, lows: np.ndarray, highs: np.ndarray, k: int, params: dict) -> tuple[float, float]:
         return float(np.min(lows)), float(np.min(highs))

@@ -18,6 +18,7 @@ from fecbench.verdicts import evaluate as ev
 from fecbench.verdicts import sequential as sq
 from fecbench.verdicts import statistics as st
 from fecbench.verdicts.pack import Claim, Source, load_pack, pack_names
+from fecbench.verdicts.statistics import exchangeability
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -122,10 +123,10 @@ def test_the_exchangeability_martingale_rarely_fires_on_alike_draws_and_sees_a_t
     for i in range(300):
         values = np.round(np.exp(0.2 * rng.standard_normal(200)), 2)     # rounded: ties
         values[rng.random(200) < 0.05] = math.inf                         # censored draws
-        alike += sq.exchangeability(values, i)[0] >= 20
+        alike += exchangeability.martingale(values, i)[0] >= 20
     assert alike / 300 <= 0.08, alike
-    seen = sum(sq.exchangeability(np.exp(np.linspace(0.2, -0.2, 400) + 0.2 * rng.standard_normal(400)), i)[0] >= 20
-               for i in range(20))
+    trend = [np.exp(np.linspace(0.2, -0.2, 400) + 0.2 * rng.standard_normal(400)) for _ in range(20)]
+    seen = sum(exchangeability.martingale(values, i)[0] >= 20 for i, values in enumerate(trend))
     assert seen >= 15, seen
 
 
@@ -140,7 +141,7 @@ def test_the_exchangeability_martingale_sees_a_machine_state_that_comes_and_goes
         for _ in range(200):
             state = 0.9 * state + math.sqrt(1 - 0.81) * rng.standard_normal()
             values.append(math.sqrt(0.5) * state + math.sqrt(0.5) * rng.standard_normal())
-        seen += sq.exchangeability(np.array(values), i)[0] >= 20
+        seen += exchangeability.martingale(np.array(values), i)[0] >= 20
     assert seen >= 45, seen
 
 
@@ -231,8 +232,8 @@ def test_a_chance_run_of_one_cells_draws_is_no_change() -> None:
     fired_pooled = fired_cells = 0
     for i in range(60):
         values = np.where(cells == 0, 1.0, 3.0) * np.exp(0.2 * rng.standard_normal(cells.size))
-        fired_pooled += sq.exchangeability(values, i)[0] >= 60
-        fired_cells += sq.exchangeability(values, i, cells)[0] >= 60
+        fired_pooled += exchangeability.martingale(values, i)[0] >= 60
+        fired_cells += exchangeability.martingale(values, i, cells)[0] >= 60
     assert fired_pooled > 30 and fired_cells <= 3, (fired_pooled, fired_cells)
 
 

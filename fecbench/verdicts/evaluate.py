@@ -362,12 +362,12 @@ def _judge(claim: Claim, profile: str, estimate: st.Estimate, sequence: sq.Seque
 
 
 def exchangeable(verdict: Verdict, rows: pd.DataFrame, alpha: float, seed: int) -> None:
-    """Whether the claim's draws stayed alike over time (``sequential.exchangeability``: each draw ranked among the
+    """Whether the claim's draws stayed alike over time (``exchangeability.martingale``: each draw ranked among the
     earlier draws of its cell, an anytime test at the claim's level); when not, no verdict stands on them (not
     judged, no more runs). A census is left out: its cells' own running intervals watch their data."""
     cells = rows.groupby("draw", sort=True)["group"].agg(lambda g: "/".join(sorted(set(g)))).to_numpy() \
         if len(rows) else None
-    wealth, at = sq.exchangeability(samples.per_draw(rows), seed, cells)
+    wealth, at = st.exchangeability.martingale(samples.per_draw(rows), seed, cells)
     if wealth < 1 / alpha:
         return
     text = (f"the draws are not alike over time: ranking each draw among its cell's earlier ones, a test martingale "

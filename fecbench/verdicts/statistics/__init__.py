@@ -10,7 +10,8 @@ object (``get(claim.statistic)``, or ``Claim.stat``).
 - ``points``: over design points' own values, a census of the claim's cells (median, mean, share, spread, one
   label's level);
 - ``blocks``: over blocks of ``min_seeds`` seeds at random cells (median, mean, restricted mean, share, trend);
-- ``runs``: over each side's runs, unpaired (quantile ratio; competing flows' medians).
+- ``runs``: over each side's runs, unpaired (quantile ratio; competing flows' medians);
+- ``exchangeability``: whether a claim's draws stayed alike over time (the verdicts' audit).
 
 Adding a statistic: a class in its family's module (or a module of its own beside them) and its line
 in ``REGISTRY``; a claim names it by ``name`` (``pack.STATISTICS`` are these names).
@@ -19,7 +20,7 @@ in ``REGISTRY``; a claim names it by ``name`` (``pack.STATISTICS`` are these nam
 from __future__ import annotations
 
 from fecbench.inputs.errors import UserError
-from fecbench.verdicts.statistics import blocks, pairs, points, runs
+from fecbench.verdicts.statistics import blocks, exchangeability, pairs, points, runs
 from fecbench.verdicts.statistics.base import FLOWS, PAIRS, RUNS, ClaimStatistic, Estimate, Param, Runs
 from fecbench.verdicts.statistics.bootstrap import N_BOOT, verdict
 
@@ -57,4 +58,4 @@ def get(name: str) -> ClaimStatistic:
 
 
 __all__ = ["FLOWS", "NAMES", "N_BOOT", "PAIRS", "REGISTRY", "RUNS", "ClaimStatistic", "Estimate", "Param", "Runs",
-           "get", "verdict"]
+           "exchangeability", "get", "verdict"]

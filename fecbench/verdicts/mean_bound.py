@@ -58,12 +58,19 @@ def mean_lower(x: np.ndarray, level: float) -> float:
     if x.size == 0 or not np.all(np.isfinite(x)) or np.any(x < 0):
         return 0.0
     limit = math.log(1 / level)
-    low, high = 0.0, float(np.max(x))
+    high = float(np.max(x))
     if mean_capital(x, high, level) >= limit:
         return high
+    return _largest_excluded(lambda m: mean_capital(x, m, level) >= limit, high)
+
+
+def _largest_excluded(excluded, high: float) -> float:
+    """The lower end of the boundary between the means a capital excludes ([0, L): ``excluded`` is true below L,
+    the capital being nonincreasing in m) and those it keeps, by bisection of [0, ``high``]."""
+    low = 0.0
     for _ in range(_MEAN_STEPS):
         mid = (low + high) / 2
-        low, high = (mid, high) if mean_capital(x, mid, level) >= limit else (low, mid)
+        low, high = (mid, high) if excluded(mid) else (low, mid)
     return low
 
 
@@ -86,12 +93,7 @@ def bounded_lower(x: np.ndarray, level: float) -> float:
     if x.size == 0:
         return 0.0
     bets, caps, limit = sq.plug_in_bets(x, level), sq.truncations(x), math.log(1 / level)
-    low, high = 0.0, 1.0
-    for _ in range(_MEAN_STEPS):
-        mid = (low + high) / 2
-        excluded = float(np.max(sq.log_capital(x, np.array([mid]), bets, caps))) >= limit
-        low, high = (mid, high) if excluded else (low, mid)
-    return low
+    return _largest_excluded(lambda m: float(np.max(sq.log_capital(x, np.array([m]), bets, caps))) >= limit, 1.0)
 
 
 def restricted_mean(lo: np.ndarray, hi: np.ndarray, cap: float, alpha: float) -> Sequence:

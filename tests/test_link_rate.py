@@ -27,7 +27,10 @@ BACKEND = os.environ.get("FECBENCH_LINK_BACKEND") or "delayline"
 #: an emulated guest (vm/: QEMU TCG, timing good to about a millisecond) widens it.
 TOLERANCE_MS = float(os.environ.get("FECBENCH_RATE_TOLERANCE_MS") or 0.5)
 HEADERS = 8 + 20 + 14   # UDP, IPv4, Ethernet: what the rate limiter counts beyond the payload
-#: The median gap between departures against one frame time (measured here: within 0.2 % at 0.468-100 Mbit/s).
+#: The median gap between departures against one frame time (measured here: within 0.2 % at 0.468-100 Mbit/s),
+#: each gap averaged over up to GAP_WINDOW frames: a single gap is the machine's timers as much as the rate (CI of
+#: 130217f: a host stall of ~10 ms in a 12 ms burst at 100 Mbit/s put the median single gap at 0.980).
+GAP_WINDOW = 10
 GAP_TOLERANCE = float(os.environ.get("FECBENCH_RATE_GAP_TOLERANCE") or 0.02)
 
 pytestmark = pytest.mark.require_root
@@ -60,16 +63,18 @@ def departures(arrivals_ns: list[int], frame_bytes: int, mbit: float) -> dict[st
     earliest one came before its slot beyond one frame time (what a bucket too large lets through: only the rate
     limiter's configuration makes it, never a busy machine), `late`, how far the latest one came after it beyond
     one frame time (what the machine's timers and softirqs add under load: shown, not held to a bound), and the
-    median gap between departures against one frame time (the rate itself, whatever a few late ones did)."""
+    median gap between departures against one frame time (the rate itself, whatever a few late ones did), each
+    gap the mean over a window of up to GAP_WINDOW frames (a tenth of the burst at most)."""
     frame_ms = frame_bytes * 8 / (mbit * 1e3)
     first = arrivals_ns[0]
     offsets = [(t - first) / 1e6 - i * frame_ms for i, t in enumerate(arrivals_ns)]
-    gaps = sorted((b - a) / 1e6 for a, b in zip(arrivals_ns, arrivals_ns[1:], strict=False))
+    k = max(1, min(GAP_WINDOW, len(arrivals_ns) // 10))
+    gaps = sorted((b - a) / 1e6 / k for a, b in zip(arrivals_ns, arrivals_ns[k:], strict=False))
     return {"early": -min(offsets) - frame_ms, "late": max(offsets) - frame_ms,
             "gap_ratio": gaps[len(gaps) // 2] / frame_ms}
 
 
-@pytest.mark.parametrize("mbit, count", [(0.468, 12), (4.0, 40), (100.0, 120)])
+@pytest.mark.parametrize("mbit, count", [(0.468, 12), (4.0, 40), (100.0, 300)])
 def test_a_link_enforces_its_rate_from_the_first_byte_after_idle(mbit: float, count: int) -> None:
     """On main 2781c76 the bucket held 15,140 bytes: 11 of 1,284-byte frames left at once after idle."""
     size = 1242

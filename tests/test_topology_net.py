@@ -85,7 +85,9 @@ def test_delayline_a_shorter_delay_does_not_wait_behind_the_previous_runs_frames
         flood.wait(timeout=10)
         assert rows[0]["rtt_configured_ms"] == 10 and rows[0]["ok"], rows
         late = [s["lateness"]["max_us"] for s in net.link_stats() if s["lateness"] and s["lateness"]["frames"]]
-        assert late and max(late) < 5000, late  # without the drain: ~150 ms
+        # Without the drain the first frames wait ~150 ms behind the 200 ms ones; a host stall alone made one
+        # 7.2 ms late once (CI of 130217f): the bound stands between the two.
+        assert late and max(late) < 50_000, late
 
 
 def test_flush_discards_the_previous_runs_frames_before_the_next_point() -> None:

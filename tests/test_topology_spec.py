@@ -18,7 +18,8 @@ from fecbench.emulation.layout import (
     shaping_commands,
     tbf_burst,
 )
-from fecbench.emulation.spec import Shaping, load_topology
+from fecbench.emulation.spec import Shaping
+from fecbench.emulation.topology_file import load_topology
 from fecbench.inputs.errors import SpecError, UserError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -40,6 +40,66 @@ static size_t next_word(const char **p, char *word, size_t n)
 	return len;
 }
 
+/* The words after `trace`: a direction, then file=PATH with its queue and offset, restart [offset_ms=N], or off. */
+static int parse_trace(const char *p, struct dl_command *cmd, char *err, size_t errlen)
+{
+	char word[512];
+	int has_file = 0, has_queue = 0;
+
+	cmd->kind = DL_CMD_TRACE;
+	if (!next_word(&p, word, sizeof(word)) || (strcmp(word, "ab") && strcmp(word, "ba"))) {
+		snprintf(err, errlen, "trace needs a direction, ab or ba");
+		return -1;
+	}
+	cmd->flow_dir = !strcmp(word, "ba");
+	if (!next_word(&p, word, sizeof(word))) {
+		snprintf(err, errlen, "trace %s needs file=PATH, restart or off", cmd->flow_dir ? "ba" : "ab");
+		return -1;
+	}
+	cmd->trace_action = !strcmp(word, "off") ? DL_TRACE_OFF : !strcmp(word, "restart") ? DL_TRACE_RESTART
+											   : DL_TRACE_LOAD;
+	if (cmd->trace_action != DL_TRACE_LOAD)
+		word[0] = '\0'; /* its first word was the action */
+	do {
+		uint64_t v;
+
+		if (!word[0])
+			continue;
+		if (cmd->trace_action == DL_TRACE_LOAD && !strncmp(word, "file=", 5) && !has_file) {
+			if (!word[5] || strlen(word + 5) >= sizeof(cmd->trace_path)) {
+				snprintf(err, errlen, "trace: file= needs a path of at most %zu bytes", sizeof(cmd->trace_path) - 1);
+				return -1;
+			}
+			strcpy(cmd->trace_path, word + 5);
+			has_file = 1;
+		} else if (cmd->trace_action == DL_TRACE_LOAD && !has_queue &&
+			   (!strncmp(word, "packets=", 8) || !strncmp(word, "bytes=", 6))) {
+			cmd->trace_limit_in_bytes = word[0] == 'b';
+			if (dl_parse_u64(strchr(word, '=') + 1, DL_MAX_TRACE_LIMIT, &v) < 0 || !v) {
+				snprintf(err, errlen, "trace: %.64s: a queue of 1 to %llu", word, DL_MAX_TRACE_LIMIT);
+				return -1;
+			}
+			cmd->trace_limit = v;
+			has_queue = 1;
+		} else if (cmd->trace_action != DL_TRACE_OFF && !strncmp(word, "offset_ms=", 10)) {
+			if (dl_parse_u64(word + 10, DL_MAX_TRACE_OFFSET_MS, &v) < 0) {
+				snprintf(err, errlen, "trace: offset_ms must be an integer from 0 to %llu", DL_MAX_TRACE_OFFSET_MS);
+				return -1;
+			}
+			cmd->trace_offset_ms = v;
+		} else {
+			snprintf(err, errlen, "trace: unexpected %.64s (trace ab|ba file=PATH [packets=N|bytes=N] "
+				 "[offset_ms=N], restart [offset_ms=N], off)", word);
+			return -1;
+		}
+	} while (next_word(&p, word, sizeof(word)));
+	if (cmd->trace_action == DL_TRACE_LOAD && !has_file) {
+		snprintf(err, errlen, "trace: file=PATH, restart or off expected");
+		return -1;
+	}
+	return 0;
+}
+
 int dl_parse_command(const char *line, struct dl_command *cmd, char *err, size_t errlen)
 {
 	char text[512], word[128];
@@ -56,7 +116,7 @@ int dl_parse_command(const char *line, struct dl_command *cmd, char *err, size_t
 	memset(cmd, 0, sizeof(*cmd));
 
 	if (!next_word(&p, word, sizeof(word))) {
-		snprintf(err, errlen, "empty command (commands: set, stats, clear, flush, flows, flowstats)");
+		snprintf(err, errlen, "empty command (commands: set, stats, clear, flush, flows, flowstats, trace)");
 		return -1;
 	}
 	if (!strcmp(word, "stats") || !strcmp(word, "clear") || !strcmp(word, "flush") || !strcmp(word, "flowstats")) {
@@ -102,8 +162,11 @@ int dl_parse_command(const char *line, struct dl_command *cmd, char *err, size_t
 		}
 		return 0;
 	}
+	if (!strcmp(word, "trace"))
+		return parse_trace(p, cmd, err, errlen);
 	if (strcmp(word, "set")) {
-		snprintf(err, errlen, "unknown command %.64s (commands: set, stats, clear, flush, flows, flowstats)", word);
+		snprintf(err, errlen, "unknown command %.64s (commands: set, stats, clear, flush, flows, flowstats, trace)",
+			 word);
 		return -1;
 	}
 	cmd->kind = DL_CMD_SET;

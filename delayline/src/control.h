@@ -11,7 +11,13 @@
 /* Largest accepted per-flow time bin: 60 s. */
 #define DL_MAX_FLOW_BIN_US 60000000ULL
 
-enum dl_command_kind { DL_CMD_SET, DL_CMD_STATS, DL_CMD_CLEAR, DL_CMD_FLUSH, DL_CMD_FLOWS, DL_CMD_FLOWSTATS };
+/* Largest trace offset and queue limit accepted (a trace's offset: ~11.6 days; a queue: 2^32 packets or bytes). */
+#define DL_MAX_TRACE_OFFSET_MS 1000000000ULL
+#define DL_MAX_TRACE_LIMIT 4294967295ULL
+
+enum dl_command_kind { DL_CMD_SET, DL_CMD_STATS, DL_CMD_CLEAR, DL_CMD_FLUSH, DL_CMD_FLOWS, DL_CMD_FLOWSTATS, DL_CMD_TRACE };
+/* trace ab|ba file=PATH [packets=N | bytes=N] [offset_ms=N]; trace ab|ba restart [offset_ms=N]; trace ab|ba off */
+enum dl_trace_action { DL_TRACE_LOAD, DL_TRACE_RESTART, DL_TRACE_OFF };
 
 struct dl_command {
 	enum dl_command_kind kind;
@@ -20,6 +26,11 @@ struct dl_command {
 	/* flows: which direction (0 = ab, 1 = ba), off, or the bin width to count in from now */
 	int flow_dir, flows_off;
 	uint64_t flow_bin_us;
+	/* trace: direction as flow_dir; the file, mm-link's queue (0 = unlimited) and where in the trace to start */
+	enum dl_trace_action trace_action;
+	char trace_path[400];
+	uint64_t trace_limit, trace_offset_ms;
+	int trace_limit_in_bytes;
 };
 
 /*

@@ -36,6 +36,7 @@
 #include "control.h"
 #include "flows.h"
 #include "queue.h"
+#include "trace.h"
 
 #define BATCH 64
 #define SLOT_BYTES 2048            /* a 1500-byte MTU frame plus the virtio-net header */
@@ -66,6 +67,7 @@ struct counters {
 	uint64_t flushed; /* frames discarded by a `flush` command (the previous run's, still queued) */
 	uint64_t gso; /* frames that were GSO super-packets (offloads left on upstream) */
 	uint64_t rx_errors; /* failed reads (no frame), e.g. ENETDOWN while the interface is down */
+	uint64_t drop_link; /* frames a trace link's drop-tail queue refused (trace.h) */
 };
 
 /* One direction: frames read from rx_fd wait in q, then leave through tx_fd. */
@@ -78,6 +80,9 @@ struct direction {
 	struct lateness late;
 	bool tx_blocked; /* the socket's send buffer is full: wait for EPOLLOUT */
 	struct dl_flows flows; /* per-flow arrivals and queue drops, when asked (`flows` command) */
+	bool traced; /* a trace link: frames leave at the trace's delivery opportunities (`trace` command) */
+	struct dl_trace trace;
+	char trace_file[400];
 };
 
 struct client {
@@ -101,7 +106,8 @@ static void usage(FILE *out)
 		"Bridges two interfaces at layer 2, delaying frames from A to B by delay-ab and\n"
 		"from B to A by delay-ba (microseconds, at most %llu). Prints 'ready' once running;\n"
 		"stops on SIGTERM or SIGINT. Control socket commands: 'set delay_ab_us=N delay_ba_us=N',\n"
-		"'stats', 'clear', 'flush', 'flows ab|ba bin_us=N|off', 'flowstats'.\n",
+		"'stats', 'clear', 'flush', 'flows ab|ba bin_us=N|off', 'flowstats',\n"
+		"'trace ab|ba file=PATH [packets=N|bytes=N] [offset_ms=N]', 'trace ab|ba restart [offset_ms=N]|off'.\n",
 		DEFAULT_MAX_QUEUE, DEFAULT_RT_PRIORITY, DL_MAX_DELAY_US);
 }
 
@@ -195,6 +201,23 @@ static void count_flow(struct direction *d, const uint8_t *buf, uint32_t len, ui
 	dl_flows_count(&d->flows, &key, arrival, len - vnet, dropped);
 }
 
+/*
+ * A trace link's departure for a frame whose delay has passed (its release time): the opportunity its last
+ * byte is served in, counted as mm-link counts a packet (its IP bytes and a tun header). False when the
+ * link's drop-tail queue refuses it (counted as drop_link) or without memory (an error).
+ */
+static bool leaves_by_trace(struct direction *d, struct dl_slot *s)
+{
+	uint32_t ip_bytes = s->len - (uint32_t)(sizeof(struct virtio_net_hdr) + ETH_HLEN);
+	int rc = dl_trace_enter(&d->trace, s->release_ns, ip_bytes + DL_TRACE_PACKET_OVERHEAD, &s->release_ns);
+
+	if (rc == 1)
+		d->c.drop_link++;
+	else if (rc < 0)
+		d->c.errors++;
+	return rc == 0;
+}
+
 /* Read frames from d's interface into its queue until the socket is empty (bounded per wake-up). */
 static void receive(struct direction *d)
 {
@@ -262,6 +285,10 @@ static void receive(struct direction *d)
 			s->release_ns = arrival + d->delay_ns;
 			s->arrival_ns = arrival;
 			count_flow(d, s->buf, len, arrival, false);
+			if (d->traced && !leaves_by_trace(d, s)) {
+				count_flow(d, s->buf, len, arrival, true);
+				continue;
+			}
 			if (keep != (uint32_t)i) { /* close the gap left by skipped frames */
 				struct dl_slot *dst = dl_queue_free_slot(&d->q, keep), tmp = *dst;
 
@@ -353,22 +380,42 @@ static void arm_timer(void)
 	timer_armed_ns = next;
 }
 
+/* A direction's trace link as JSON (null when it has none). */
+static void format_trace(char *out, size_t n, const struct direction *d)
+{
+	const struct dl_trace *t = &d->trace;
+
+	if (!d->traced) {
+		snprintf(out, n, "null");
+		return;
+	}
+	snprintf(out, n,
+		 "{\"file\": \"%s\", \"lines\": %u, \"period_ms\": %" PRIu64 ", \"offset_ms\": %" PRIu64
+		 ", \"started_ns\": %" PRIu64 ", \"loops\": %" PRIu64 ", \"limit\": %" PRIu64 ", \"unit\": \"%s\""
+		 ", \"accepted\": %" PRIu64 ", \"accepted_bytes\": %" PRIu64 ", \"dropped\": %" PRIu64 "}",
+		 d->trace_file, t->lines, t->period_ns / 1000000, t->offset_ns / 1000000, t->started_ns,
+		 dl_trace_loops(t, now_ns()), t->limit, t->limit_in_bytes ? "bytes" : "packets", t->accepted,
+		 t->accepted_bytes, t->dropped);
+}
+
 static int format_counters(char *out, size_t n, const struct direction *d)
 {
 	const struct counters *c = &d->c;
-	char hist[LATE_BUCKETS * 21 + 2];
+	char hist[LATE_BUCKETS * 21 + 2], trace[1024];
 	size_t used = 0;
 
+	format_trace(trace, sizeof(trace), d);
 	for (size_t b = 0; b < LATE_BUCKETS; b++)
 		used += (size_t)snprintf(hist + used, sizeof(hist) - used, "%s%" PRIu64, b ? ", " : "", d->late.hist[b]);
 	return snprintf(out, n,
 			"{\"rx\": %" PRIu64 ", \"tx\": %" PRIu64 ", \"drop_queue\": %" PRIu64
 			", \"drop_egress\": %" PRIu64 ", \"errors\": %" PRIu64 ", \"queue\": %u, \"max_queue\": %" PRIu64
 			", \"limit\": %u, \"gso\": %" PRIu64 ", \"rx_errors\": %" PRIu64 ", \"flushed\": %" PRIu64
-			", \"late_hist\": [%s], \"late_max_us\": %.3f, \"late_sum_us\": %.3f}",
+			", \"late_hist\": [%s], \"late_max_us\": %.3f, \"late_sum_us\": %.3f, \"drop_link\": %" PRIu64
+			", \"trace\": %s}",
 			c->rx, c->tx, c->drop_queue, c->drop_egress, c->errors, d->q.count, c->max_queue, d->q.limit,
 			c->gso, c->rx_errors, c->flushed, hist, (double)d->late.max_ns / 1e3,
-			(double)d->late.sum_ns / 1e3);
+			(double)d->late.sum_ns / 1e3, c->drop_link, trace);
 }
 
 static void format_edges(char *out, size_t n)
@@ -429,10 +476,52 @@ static void reply_flows(struct client *cl)
 	free(ba);
 }
 
+/*
+ * `trace`: load a trace (replacing the direction's previous one), restart it, or turn it off. Frames already
+ * queued keep their release times: the runner flushes between runs, before it changes a link.
+ */
+static void set_trace(struct direction *d, const struct dl_command *cmd, char *reply, size_t n)
+{
+	char err[512];
+	struct dl_trace loaded;
+
+	if (cmd->trace_action == DL_TRACE_OFF) {
+		dl_trace_free(&d->trace);
+		d->traced = false;
+		snprintf(reply, n, "ok\n");
+		return;
+	}
+	if (cmd->trace_action == DL_TRACE_RESTART) {
+		if (!d->traced) {
+			snprintf(reply, n, "error trace %s restart: this direction has no trace\n", d->name);
+			return;
+		}
+		dl_trace_start(&d->trace, now_ns(), cmd->trace_offset_ms * 1000000ULL);
+		snprintf(reply, n, "ok\n");
+		return;
+	}
+	if (strchr(cmd->trace_path, '"') || strchr(cmd->trace_path, '\\')) {
+		snprintf(reply, n, "error trace: a path without quotes or backslashes, please\n");
+		return;
+	}
+	if (dl_trace_load(&loaded, cmd->trace_path, err, sizeof(err)) < 0) {
+		snprintf(reply, n, "error %s\n", err);
+		return;
+	}
+	loaded.limit = cmd->trace_limit;
+	loaded.limit_in_bytes = cmd->trace_limit_in_bytes;
+	dl_trace_free(&d->trace);
+	d->trace = loaded;
+	snprintf(d->trace_file, sizeof(d->trace_file), "%s", cmd->trace_path);
+	dl_trace_start(&d->trace, now_ns(), cmd->trace_offset_ms * 1000000ULL);
+	d->traced = true;
+	snprintf(reply, n, "ok %u %" PRIu64 "\n", d->trace.lines, d->trace.period_ns / 1000000);
+}
+
 static void reply_to(struct client *cl, const char *line)
 {
-	char reply[3072];
-	char err[256];
+	char reply[8192];
+	char err[512];
 	struct dl_command cmd;
 
 	if (dl_parse_command(line, &cmd, err, sizeof(err)) < 0) {
@@ -467,9 +556,13 @@ static void reply_to(struct client *cl, const char *line)
 		dl_queue_pop(&dir_ab.q, dir_ab.q.count);
 		dir_ba.c.flushed += dir_ba.q.count;
 		dl_queue_pop(&dir_ba.q, dir_ba.q.count);
+		dl_trace_flush(&dir_ab.trace);
+		dl_trace_flush(&dir_ba.trace);
 		snprintf(reply, sizeof(reply), "ok %" PRIu64 "\n", n);
+	} else if (cmd.kind == DL_CMD_TRACE) {
+		set_trace(cmd.flow_dir ? &dir_ba : &dir_ab, &cmd, reply, sizeof(reply));
 	} else {
-		char ab[1024], ba[1024], edges[256];
+		char ab[3072], ba[3072], edges[256];
 
 		format_counters(ab, sizeof(ab), &dir_ab);
 		format_counters(ba, sizeof(ba), &dir_ba);
@@ -719,5 +812,7 @@ int main(int argc, char **argv)
 	dl_queue_free(&dir_ba.q);
 	dl_flows_free(&dir_ab.flows);
 	dl_flows_free(&dir_ba.flows);
+	dl_trace_free(&dir_ab.trace);
+	dl_trace_free(&dir_ba.trace);
 	return 0;
 }

@@ -7,6 +7,7 @@
 #include "control.h"
 #include "flows.h"
 #include "queue.h"
+#include "trace.h"
 
 static int failures;
 
@@ -133,6 +134,18 @@ static void test_parse_commands(void)
 	CHECK(dl_parse_command("set delay_ba_us=7", &c, err, sizeof(err)) == 0);
 	CHECK(!c.has_ab && c.has_ba && c.delay_ba_us == 7);
 	CHECK(dl_parse_command("set delay_ab_us=60000000", &c, err, sizeof(err)) == 0);
+	CHECK(dl_parse_command("trace ba file=/t/x.down bytes=30000 offset_ms=12", &c, err, sizeof(err)) == 0);
+	CHECK(c.kind == DL_CMD_TRACE && c.flow_dir == 1 && c.trace_action == DL_TRACE_LOAD && c.trace_limit == 30000 &&
+	      c.trace_limit_in_bytes && c.trace_offset_ms == 12 && !strcmp(c.trace_path, "/t/x.down"));
+	CHECK(dl_parse_command("trace ab file=/t/x packets=50", &c, err, sizeof(err)) == 0 && c.trace_limit == 50 &&
+	      !c.trace_limit_in_bytes && c.flow_dir == 0);
+	CHECK(dl_parse_command("trace ab restart offset_ms=5", &c, err, sizeof(err)) == 0 &&
+	      c.trace_action == DL_TRACE_RESTART && c.trace_offset_ms == 5);
+	CHECK(dl_parse_command("trace ab off", &c, err, sizeof(err)) == 0 && c.trace_action == DL_TRACE_OFF);
+	CHECK(dl_parse_command("trace ab off offset_ms=5", &c, err, sizeof(err)) < 0);
+	CHECK(dl_parse_command("trace ab packets=5", &c, err, sizeof(err)) < 0 && strstr(err, "file=PATH"));
+	CHECK(dl_parse_command("trace ab file=/x packets=0", &c, err, sizeof(err)) < 0);
+	CHECK(dl_parse_command("trace cd file=/x", &c, err, sizeof(err)) < 0 && strstr(err, "ab or ba"));
 
 	CHECK(dl_parse_command("", &c, err, sizeof(err)) < 0);
 	CHECK(dl_parse_command("reboot", &c, err, sizeof(err)) < 0 && strstr(err, "unknown command"));
@@ -256,6 +269,103 @@ static void test_parse_numbers(void)
 	CHECK(dl_parse_u64("99999999999999999999999", UINT64_MAX, &v) < 0);
 }
 
+#define MS 1000000ULL
+#define T0 (5000 * MS) /* the CLOCK_MONOTONIC time the tests start their traces at */
+
+static struct dl_trace trace_of(const char *text)
+{
+	struct dl_trace t;
+	char err[256];
+
+	if (dl_trace_parse(&t, text, "test", err, sizeof(err)) < 0) {
+		fprintf(stderr, "trace refused: %s\n", err);
+		failures++;
+	}
+	dl_trace_start(&t, T0, 0);
+	return t;
+}
+
+static void test_trace_files_are_checked(void)
+{
+	struct dl_trace t;
+	char err[256];
+
+	CHECK(dl_trace_parse(&t, "", "x", err, sizeof(err)) < 0 && strstr(err, "empty file"));
+	CHECK(dl_trace_parse(&t, "0\n0\n", "x", err, sizeof(err)) < 0 && strstr(err, "lasts 0 ms"));
+	CHECK(dl_trace_parse(&t, "5\n3\n", "x", err, sizeof(err)) < 0 && strstr(err, "line 2"));
+	CHECK(dl_trace_parse(&t, "5\n\n6\n", "x", err, sizeof(err)) < 0 && strstr(err, "line 2"));
+	CHECK(dl_trace_parse(&t, "5\n-6\n", "x", err, sizeof(err)) < 0);
+	CHECK(dl_trace_parse(&t, "1\r\n2\r\n2\n", "x", err, sizeof(err)) == 0 && t.lines == 3 && t.period_ns == 2 * MS);
+	dl_trace_free(&t);
+}
+
+/* One opportunity a millisecond: full-size packets leave one a millisecond, small ones share an opportunity. */
+static void test_trace_serves_bytes_at_opportunities(void)
+{
+	struct dl_trace t = trace_of("1\n");
+	uint64_t depart;
+
+	for (int i = 1; i <= 5; i++)
+		CHECK(dl_trace_enter(&t, T0, 1504, &depart) == 0 && depart == T0 + (uint64_t)i * MS);
+	for (int i = 0; i < 4; i++) /* 4 × 376 bytes fill the 6th opportunity */
+		CHECK(dl_trace_enter(&t, T0, 376, &depart) == 0 && depart == T0 + 6 * MS);
+	CHECK(dl_trace_enter(&t, T0, 3000, &depart) == 0 && depart == T0 + 8 * MS); /* spans the 7th and 8th */
+	/* a frame that enters after the link emptied waits for the next opportunity, never one in the past */
+	CHECK(dl_trace_enter(&t, T0 + 20 * MS + 1, 100, &depart) == 0 && depart == T0 + 21 * MS);
+	/* entering at an opportunity's instant misses it (as mm-link, which delivers before it reads) */
+	CHECK(dl_trace_enter(&t, T0 + 30 * MS, 100, &depart) == 0 && depart == T0 + 31 * MS);
+	dl_trace_free(&t);
+}
+
+/* A gap in the trace stalls the link for its length; the trace loops with the period of its last line. */
+static void test_trace_gaps_and_loops(void)
+{
+	struct dl_trace t = trace_of("1\n2\n1000\n");
+	uint64_t depart;
+
+	CHECK(dl_trace_enter(&t, T0, 1504, &depart) == 0 && depart == T0 + 1 * MS);
+	CHECK(dl_trace_enter(&t, T0, 1504, &depart) == 0 && depart == T0 + 2 * MS);
+	CHECK(dl_trace_enter(&t, T0, 1504, &depart) == 0 && depart == T0 + 1000 * MS);
+	CHECK(dl_trace_enter(&t, T0, 1504, &depart) == 0 && depart == T0 + 1001 * MS);
+	CHECK(dl_trace_loops(&t, T0 + 2500 * MS) == 2);
+	/* started 999 ms into the trace: its last opportunity, then the next loop's first */
+	dl_trace_start(&t, T0, 999 * MS);
+	CHECK(dl_trace_enter(&t, T0, 1504, &depart) == 0 && depart == T0 + 1 * MS);
+	CHECK(dl_trace_enter(&t, T0, 1504, &depart) == 0 && depart == T0 + 2 * MS);
+	dl_trace_free(&t);
+}
+
+/* mm-link's drop-tail counts what waits, not the packet being served; in packets or in bytes. */
+static void test_trace_drop_tail(void)
+{
+	struct dl_trace t = trace_of("10\n");
+	uint64_t depart;
+	int dropped = 0;
+
+	t.limit = 3;
+	for (int i = 0; i < 6; i++)
+		dropped += dl_trace_enter(&t, T0, 1504, &depart) == 1;
+	CHECK(dropped == 3 && t.accepted == 3 && t.dropped == 3);
+	/* at 10 ms the first is being served (it left at once: one opportunity), at 15 ms two wait: room for one */
+	CHECK(dl_trace_enter(&t, T0 + 15 * MS, 1504, &depart) == 0 && depart == T0 + 40 * MS);
+	CHECK(dl_trace_enter(&t, T0 + 15 * MS, 1504, &depart) == 1);
+	dl_trace_free(&t);
+
+	t = trace_of("10\n");
+	t.limit = 4000;
+	t.limit_in_bytes = 1;
+	dropped = 0;
+	for (int i = 0; i < 4; i++)
+		dropped += dl_trace_enter(&t, T0, 1504, &depart) == 1;
+	CHECK(dropped == 2 && t.accepted == 2); /* 3008 bytes wait; a third would make 4512 */
+	CHECK(dl_trace_enter(&t, T0, 900, &depart) == 0); /* 3908 */
+	/* a frame being served (started, not left) no longer counts: at 10 ms + 1 the 2nd and the 900 wait */
+	CHECK(dl_trace_enter(&t, T0 + 10 * MS + 1, 1504, &depart) == 0);
+	dl_trace_flush(&t);
+	CHECK(t.ring_count == 0 && dl_trace_enter(&t, T0 + 11 * MS, 1504, &depart) == 0 && depart == T0 + 20 * MS);
+	dl_trace_free(&t);
+}
+
 int main(void)
 {
 	test_fifo_order_across_growth_and_wraparound();
@@ -266,6 +376,10 @@ int main(void)
 	test_parse_numbers();
 	test_flow_of_frames();
 	test_flow_counts_by_bin();
+	test_trace_files_are_checked();
+	test_trace_serves_bytes_at_opportunities();
+	test_trace_gaps_and_loops();
+	test_trace_drop_tail();
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;

@@ -24,6 +24,7 @@ import pandas as pd
 from fecbench.analysis import results
 from fecbench.analysis.results import DbLike, load
 from fecbench.dropper.models import expected_loss
+from fecbench.timekeeping.delayline import SIDE_OF
 from fecbench.timekeeping.lateness import from_delay_json
 
 
@@ -90,17 +91,14 @@ def link_path(model: object) -> float:
     return float(path) if isinstance(path, (int, float)) and not isinstance(path, bool) else math.nan
 
 
-#: A link_stats row's direction -> the delay element's side that carries it (a: the client side).
-_DELAY_SIDE = {"forward": "ab", "reverse": "ba"}
-
-
 def queue_drops(delay_json: str | None, direction: str) -> int:
     """Packets the bottleneck queue of a link direction dropped in a run (its link_stats row's ``delay_json``):
-    the shaper's qdiscs (tbf's limit; the delay element's sends it refused) and the delay element's own queue."""
+    the shaper's qdiscs (tbf's limit; the delay element's sends it refused), the delay element's own queue and a
+    trace link's drop-tail (delayline/README.md, "Trace links")."""
     value = json.loads(delay_json) if delay_json else {}
     qdiscs = sum(int(q.get("drops") or 0) for q in value.get("qdiscs") or [])
-    element = (value.get("delay") or {}).get(_DELAY_SIDE[direction]) or {}
-    return qdiscs + int(element.get("drop_queue") or 0)
+    element = (value.get("delay") or {}).get(SIDE_OF[direction]) or {}
+    return qdiscs + int(element.get("drop_queue") or 0) + int(element.get("drop_link") or 0)
 
 
 def path_traffic(db: DbLike) -> pd.DataFrame:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -37,7 +38,7 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
 
 
 def _load(spec: str, sets: list[str], paths: int | None):
-    from fecbench.emulation.spec import load_topology
+    from fecbench.emulation.topology_file import load_topology
 
     topo = load_topology(spec, paths=paths)
     values = parse_sets(sets)
@@ -45,16 +46,19 @@ def _load(spec: str, sets: list[str], paths: int | None):
     return topo, values
 
 
-def _show_backend(requested: str | None) -> str:
-    """The backend `show` describes; without root netem cannot be probed, so delayline is assumed."""
-    from fecbench.emulation.backend import BACKENDS, ENV_VAR, netem_available
+def _show_backend(requested: str | None, trace_link: str | None) -> str:
+    """The backend `show` describes; without root netem cannot be probed, so delayline is assumed (and where a
+    trace link needs the delay element)."""
+    from fecbench.emulation.backend import BACKENDS, ENV_VAR, netem_available, select_backend
 
     choice = requested or os.environ.get(ENV_VAR)
     if choice:
         if choice not in BACKENDS:
             raise UserError(f"unknown link backend {choice!r} (allowed: netem, delayline)")
+        if trace_link and choice == "netem":
+            select_backend("netem", trace_link)   # refuses, saying why
         return choice
-    return "netem" if os.geteuid() == 0 and netem_available() else "delayline"
+    return "netem" if os.geteuid() == 0 and netem_available() and not trace_link else "delayline"
 
 
 @topo_app.command("show")
@@ -65,10 +69,12 @@ def show(spec: str = typer.Argument(..., help="Topology spec (TOML)."),
          json_out: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
     """Nodes, links, addresses, routes and shaping commands of SPEC with these values (no root needed)."""
     from fecbench.emulation.layout import describe, make_layout
+    from fecbench.emulation.spec import first_trace_link
 
     topo, values = _load(spec, set_, paths)
-    backend = _show_backend(link_backend)
-    info = describe(topo, make_layout(topo, "fbX"), topo.resolve(values), backend)
+    resolved = topo.resolve(values)
+    backend = _show_backend(link_backend, first_trace_link(resolved))
+    info = describe(topo, make_layout(topo, "fbX"), resolved, backend)
     info["factors"] = {name: topo.value_of(name, values) for name in sorted(topo.factors())}
     if json_out:
         print(json.dumps(info, indent=1))
@@ -92,8 +98,10 @@ def show(spec: str = typer.Argument(..., help="Topology spec (TOML)."),
         for d in ("forward", "reverse"):
             s = link[d]
             burst = "-" if s["burst_bytes"] is None else f"{s['burst_bytes']:,}"
-            links.add_row(link["id"], ends, d, str(s["bw_mbit"]), burst, f"{s['owd_ms']:g}",
-                          f"{s['queue']:,} {s['queue_unit']}", f"{link['delay_node']}:{s['egress']}")
+            rate = f"trace {Path(s['trace']).name}" if s.get("trace") else str(s["bw_mbit"])
+            queue = f"{s['queue']:,} {s['queue_unit']}" if s["queue"] or not s.get("trace") else "unlimited"
+            links.add_row(link["id"], ends, d, rate, burst, f"{s['owd_ms']:g}", queue,
+                          f"{link['delay_node']}:{s['egress']}")
             commands += [f"{link['delay_node']}: {c}" for c in s["commands"]]
     console.print(links)
     console.print("[bold]shaping commands[/bold] (per direction: dropper on the sending router's egress "

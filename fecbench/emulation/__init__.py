@@ -9,7 +9,8 @@
 from fecbench.emulation.backend import netem_available, netem_probe, select_backend
 from fecbench.emulation.fidelity import rtt_ok
 from fecbench.emulation.network import Network
-from fecbench.emulation.spec import Shaping, Topology, load_topology
+from fecbench.emulation.spec import Shaping, Topology
+from fecbench.emulation.topology_file import load_topology
 
 __all__ = ["Network", "Shaping", "Topology", "load_topology", "netem_available", "netem_probe",
            "rtt_ok", "select_backend"]

@@ -13,7 +13,8 @@ from typing import Any
 
 from fecbench.emulation import traffic
 from fecbench.emulation.network import Network
-from fecbench.emulation.spec import DirectionSpec, LinkSpec, NodeSpec, Topology, load_topology
+from fecbench.emulation.spec import DirectionSpec, LinkSpec, NodeSpec, Topology
+from fecbench.emulation.topology_file import load_topology
 from fecbench.host.paths import TOPOLOGIES_DIR
 
 DELAYS_MS = (10, 50, 200, 400)

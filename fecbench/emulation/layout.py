@@ -316,8 +316,10 @@ def describe(topo: Topology, plan: Layout, resolved: dict[str, dict[str, Shaping
                     node, iface = dn.loss_point(d)
                     cmds.insert(0, ["dropper", "attach", f"{node}:{iface}", "egress"])
                 if backend == "delayline":
-                    cmds.insert(1 if link.loss else 0, ["delayline", d, f"{s.owd:g}ms"])
+                    trace = ["trace", s.trace, f"queue {s.describe_queue()}"] if s.trace else []
+                    cmds.insert(1 if link.loss else 0, ["delayline", d, f"{s.owd:g}ms", *trace])
                 entry[d] = {"bw_mbit": s.bw, "owd_ms": s.owd, "queue": s.queue, "queue_unit": s.queue_unit,
+                            "trace": s.trace,
                             "burst_bytes": tbf_burst(s.bw) if s.bw is not None else None,
                             "egress": dn.egress(d), "commands": [" ".join(c) for c in cmds]}
         out["links"].append(entry)

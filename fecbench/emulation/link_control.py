@@ -43,6 +43,9 @@ TC_ANSWER_S = 10.0
 class DelaySetter(Protocol):
     def set_delay(self, ab_ms: float | None = None, ba_ms: float | None = None) -> None: ...
 
+    def set_trace(self, side: str, path: str | None, queue: int = 0, unit: str = "packets",
+                  offset_ms: int = 0) -> None: ...
+
     def stats(self) -> dict[str, Any]: ...
 
 
@@ -207,6 +210,13 @@ class LinkControl:
             if end.backend == "delayline" and new.owd != old.owd:   # the delay element; tc for the rest
                 delays.setdefault(end.link, {})["ab_ms" if end.direction == "forward" else "ba_ms"] = new.owd
                 delayed.setdefault(end.link, []).append(key)
+            if new.trace is not None:   # a trace link: its rate and queue are the delay element's too
+                if (new.trace, new.queue, new.queue_unit) != (old.trace, old.queue, old.queue_unit):
+                    self._delay(end.link, end.delayline).set_trace("ab" if end.direction == "forward" else "ba",
+                                                                  new.trace, new.queue, new.queue_unit)
+                    in_force[key]["trace"] = time.monotonic()
+                applied[key].update(owd_applied_ms=new.owd, bw_applied_mbit=None)
+                continue
             parts = changed_parts(old, new, end.backend)
             if parts:
                 lines.setdefault(end.node, []).extend(" ".join(c) for c in shaping_commands(end.egress, new,

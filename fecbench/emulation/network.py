@@ -22,7 +22,7 @@ from fecbench.emulation import endpoints, traffic
 from fecbench.emulation.backend import select_backend
 from fecbench.emulation.layout import Layout, as_built, make_layout, shaping_commands
 from fecbench.emulation.link_control import DropperRef, LinkChange, LinkControl, LinkEnd, LinkKey, run_in_nodes
-from fecbench.emulation.spec import Topology
+from fecbench.emulation.spec import Topology, first_trace_link
 from fecbench.host import cgroups, cleanup
 from fecbench.inputs.errors import UserError, require_root
 from fecbench.timekeeping import lateness
@@ -42,27 +42,6 @@ def build_tag(n: int) -> str:
 
 # Counters that only grow: the delay element's (per side) and the shaper qdisc's; link_stats reports them
 # since the window's start. A counter below its start value was reset (a qdisc replaced): read whole.
-_DELAY_COUNTERS = ("rx", "tx", "drop_egress", "drop_queue", "errors", "rx_errors", "flushed", "gso")
-_QDISC_COUNTERS = ("bytes", "packets", "drops", "overlimits")
-
-
-def _counters_since(now: dict[str, Any], start: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    out = dict(now)
-    for key in keys:
-        if isinstance(now.get(key), int) and isinstance(start.get(key), int) and now[key] >= start[key]:
-            out[key] = now[key] - start[key]
-    return out
-
-
-def _since(delay: dict[str, Any] | None, start: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not delay or not start:
-        return delay
-    # queue_at_start: frames held when the window began, sent or dropped within it (rx + it balances the rest).
-    return {**delay, **{side: {**_counters_since(delay[side], start.get(side) or {}, _DELAY_COUNTERS),
-                               "queue_at_start": (start.get(side) or {}).get("queue", 0)}
-                        for side in ("ab", "ba") if isinstance(delay.get(side), dict)}}
-
-
 class Network:
     """A running topology. Use as a context manager; `stop()` is idempotent."""
 
@@ -114,7 +93,7 @@ class Network:
     # --- build -------------------------------------------------------------------------------
     def start(self) -> None:
         require_root("building a network")
-        self.backend = select_backend(self.requested_backend)
+        self.backend = select_backend(self.requested_backend, first_trace_link(self.shaping))
         t0 = time.perf_counter()
         self._trap_signals()
         try:
@@ -203,7 +182,7 @@ class Network:
 
     def _start_delaylines(self) -> None:
         from fecbench.host import affinity
-        from fecbench.timekeeping.delayline import DelayLine
+        from fecbench.timekeeping.delayline import SIDE_OF, DelayLine
 
         for link_id, dn in self.layout.delay_nodes.items():
             pair = self.shaping[link_id]
@@ -213,6 +192,18 @@ class Network:
                                  run_in=["mnexec", "-da", str(node.pid)], name=f"{self.base}-{link_id}",
                                  cpus=affinity.delay_cpus())
             self.delaylines[link_id] = dl   # the wrapper records (and forgets) its own process
+            for direction, s in pair.items():
+                if s.trace is not None:
+                    dl.control.set_trace(SIDE_OF[direction], s.trace, s.queue, s.queue_unit)
+
+    def restart_traces(self) -> None:
+        """Every trace link starts its trace again, its queue empty: each run meets the same link from its start."""
+        from fecbench.timekeeping.delayline import SIDE_OF
+
+        for link_id, pair in self.shaping.items():
+            for direction, s in pair.items():
+                if s.trace is not None:
+                    self.delaylines[link_id].control.restart_trace(SIDE_OF[direction])
 
     def _attach_droppers(self) -> None:
         lossy = self.topo.lossy_links()
@@ -322,11 +313,13 @@ class Network:
         self.droppers[key].set(model=model, seed=seed, stream=stream, flow_bin_ms=flow_bin_ms, min_len=min_len)
 
     def clear_lateness(self) -> None:
-        """Start a new window (a run's) for what ``link_stats`` reports: the delay elements' lateness, and the
-        counters of the delay elements and shaper qdiscs, which only grow over the network's life (fidelity
-        probes, earlier runs: read whole, a run's queue drops included the rate probe's)."""
+        """Start a new window (a run's; trace links start their traces again) for what ``link_stats`` reports: the
+        delay elements' lateness, and the counters of the delay elements and shaper qdiscs, which only grow over
+        the network's life (fidelity probes, earlier runs: read whole, a run's queue drops included the rate
+        probe's)."""
         for line in self.delaylines.values():
             line.clear_lateness()
+        self.restart_traces()
         self._window = {(row["link"], row["direction"]): row for row in self._link_counters()}
         self._window_ns = time.monotonic_ns()
 
@@ -339,9 +332,9 @@ class Network:
         for row in rows:
             start = self._window.get((row["link"], row["direction"]))
             if start:
-                row["delay"] = _since(row["delay"], start["delay"])
+                row["delay"] = lateness.delay_since(row["delay"], start["delay"])
                 started = {q.get("kind"): q for q in start["qdiscs"]}
-                row["qdiscs"] = [_counters_since(q, started.get(q.get("kind"), {}), _QDISC_COUNTERS)
+                row["qdiscs"] = [lateness.counters_since(q, started.get(q.get("kind"), {}), lateness.QDISC_COUNTERS)
                                  for q in row["qdiscs"]]
         return rows
 

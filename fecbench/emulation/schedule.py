@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +98,7 @@ class Layers:
             owd = values.get("owd_ms", owd + values.get("owd_delta_ms", 0.0))
             if bw is not None:
                 bw = values.get("bw_mbit", bw * values.get("bw_scale", 1.0))
-        return Shaping(bw=bw, owd=max(0.0, owd), queue=self.base.queue, queue_unit=self.base.queue_unit)
+        return replace(self.base, bw=bw, owd=max(0.0, owd))   # queue and trace as the run has them
 
     def loss_p(self) -> float | None:
         """The uniform loss probability in force, or None: the run's own loss model."""
@@ -217,8 +217,9 @@ class Schedule:
             for direction in change.directions:
                 spec = getattr(link, direction)
                 if ("bw_mbit" in change.settings or "bw_scale" in change.settings) and spec.bw is None:
-                    raise SpecError(self.file, f"{change.key}.bw", f"link {change.link!r} has no rate "
-                                    f"limit in the {direction} direction to change")
+                    raise SpecError(self.file, f"{change.key}.bw", f"link {change.link!r} has no rate limit in the "
+                                    f"{direction} direction to change" + (" (its trace is its rate)" if spec.trace
+                                                                          is not None else ""))
             if "loss_p" in change.settings and loss_model is not None and not MODELS[loss_model].changes_in_place:
                 where = f" (design {design})" if design else ""
                 in_place = [kind for kind, model in MODELS.items() if model.changes_in_place]

@@ -1,25 +1,20 @@
 """Topology specs: nodes, links with per-direction shaping that references design factors, paths.
 
-A spec is validated completely when loaded (names, ends, paths, factor references, literal
-values), so that nothing is built from a bad file. Values of factors are checked when resolved.
-
-Repetition: `[topology] paths = N` repeats every node, link, path and factor whose text contains
-`{i}` for i = 1..N, which is how a multipath spec says "N disjoint paths".
+The model a topology file becomes (topology_file.py reads and validates the file). Values of factors are
+checked when resolved.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections import deque
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from fecbench.emulation.repeat import expand_repetitions
 from fecbench.inputs.errors import SpecError, UserError
-from fecbench.inputs.specs import Section, load_toml
+from fecbench.inputs.traces import load_trace
 
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,15}$")
 FACTOR_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -45,6 +40,7 @@ class DirectionSpec:
     bw: float | str | None = None        # Mbit/s; None = no rate limit
     owd: float | str | None = None       # ms; None = no delay
     queue: float | str | None = None     # packets, "50ms", "30kB", "bdp", factor name, or None = one BDP
+    trace: Path | str | None = None      # a packet-delivery trace (inputs.traces): its file, or a factor's name
 
 
 @dataclass
@@ -58,7 +54,7 @@ class LinkSpec:
 
     @property
     def shaped(self) -> bool:
-        return any(getattr(d, k) is not None for d in (self.forward, self.reverse) for k in ("bw", "owd"))
+        return any(getattr(d, k) is not None for d in (self.forward, self.reverse) for k in ("bw", "owd", "trace"))
 
 
 @dataclass(frozen=True)
@@ -70,10 +66,19 @@ class Shaping:
     owd: float                # ms
     queue: int                # in queue_unit
     queue_unit: str = "packets"   # packets | bytes
+    trace: str | None = None  # a trace link's packet-delivery trace (absolute path): its rate; queue 0 = unlimited
 
     def describe_queue(self) -> str:
+        if self.queue == 0:
+            return "unlimited (mm-link's default)"
         return f"{self.queue} {'packet' if self.queue == 1 else 'packets'}" if self.queue_unit == "packets" \
             else f"{self.queue:,} bytes"
+
+
+def first_trace_link(resolved: dict[str, dict[str, Shaping]]) -> str | None:
+    """The first direction a trace drives ("link cell, forward"), if any: it needs the delay element."""
+    return next((f"link {link_id}, {d}" for link_id, pair in resolved.items() for d, s in pair.items()
+                 if s.trace is not None), None)
 
 
 def is_queue_literal(value: object) -> bool:
@@ -109,8 +114,10 @@ class Topology:
             for d in (link.forward, link.reverse):
                 for key in SHAPING_KEYS:
                     value = getattr(d, key)
-                    if isinstance(value, str) and not MS_RE.match(value):
+                    if isinstance(value, str) and not is_queue_literal(value):   # "30kB", "bdp": no factors
                         names.add(value)
+                if isinstance(d.trace, str):
+                    names.add(d.trace)
         return names
 
     def lossy_links(self) -> list[str]:
@@ -171,8 +178,11 @@ class Topology:
                 d = getattr(link, dname)
                 bw = self._number(d.bw, values, "bw", allow_zero=False) if d.bw is not None else None
                 rtt = owds["forward"] + owds["reverse"]
-                queue, unit = self._queue(d.queue, values, bw, rtt)
-                pair[dname] = Shaping(bw=bw, owd=owds[dname], queue=queue, queue_unit=unit)
+                if d.trace is not None:
+                    trace, (queue, unit) = self._trace(d.trace, values), self._trace_queue(d.queue, values)
+                else:
+                    trace, (queue, unit) = None, self._queue(d.queue, values, bw, rtt)
+                pair[dname] = Shaping(bw=bw, owd=owds[dname], queue=queue, queue_unit=unit, trace=trace)
             out[link.id] = pair
         return out
 
@@ -226,6 +236,21 @@ class Topology:
             raise UserError(f"{self.file}: {what} must be a number of packets ≥ 1, got {value!r}")
         return int(round(packets)), "packets"
 
+    def _trace(self, ref: Path | str, values: dict[str, Any]) -> str:
+        """A trace link's trace file, checked (a factor's value is a path relative to this spec, or absolute)."""
+        path = ref if isinstance(ref, Path) else Path(self.value_of(ref, values))
+        return load_trace(path if path.is_absolute() else Path(self.file).parent / path).path
+
+    def _trace_queue(self, ref: float | str | None, values: dict[str, Any]) -> tuple[int, str]:
+        """mm-link's drop-tail, in packets or bytes as written; unwritten: unlimited, mm-link's default."""
+        value = self.value_of(ref, values) if isinstance(ref, str) and not is_queue_literal(ref) else ref
+        if value is None:
+            return 0, "packets"
+        if value == "bdp" or (isinstance(value, str) and MS_RE.match(value)):
+            raise UserError(f"{self.file}: a trace link's queue {value!r} needs a rate it does not have: write it "
+                            'in packets or bytes ("30kB"), or leave it out for an unlimited one')
+        return self._queue(value, values, None, 0.0)
+
     def configured_rtt(self, index: int, resolved: dict[str, dict[str, Shaping]]) -> float:
         """Round-trip time of path `index` from the link delays alone (ms)."""
         return sum(resolved[link.id]["forward"].owd + resolved[link.id]["reverse"].owd
@@ -236,202 +261,3 @@ class Topology:
         rates = [resolved[link.id][d].bw for link, d in self.path_links(index) if link.id in resolved]
         rates = [r for r in rates if r is not None]
         return min(rates) if rates else None
-
-
-# --- loading ---------------------------------------------------------------------------------
-
-
-def _ref(sec: Section, key: str, kind: str, declared: dict[str, Any]) -> float | str | None:
-    """A shaping value: a literal number, a literal "50ms" queue, or a declared factor's name."""
-    value = sec.get(key, (float, int, str), None)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        if kind == "queue" and is_queue_literal(value):
-            return value
-        if not FACTOR_RE.match(value) or value not in declared:
-            raise sec.error(key, f"unknown factor name {value!r}", sorted(declared) or "declare it in [factors]")
-        return value
-    if kind == "owd" and value < 0:
-        raise sec.error(key, f"a delay must be ≥ 0 ms, got {value!r}")
-    if kind == "bw" and value <= 0:
-        raise sec.error(key, f"a bandwidth must be > 0 Mbit/s, got {value!r}")
-    if kind == "queue" and (value < 1 or value != int(value)):
-        raise sec.error(key, f"a queue must be a whole number of packets ≥ 1, got {value!r}")
-    return value
-
-
-def _direction(sec: Section, declared: dict[str, Any], base: DirectionSpec | None = None) -> DirectionSpec:
-    base = base or DirectionSpec()
-    out = DirectionSpec(**{k: getattr(base, k) for k in SHAPING_KEYS})
-    for key in SHAPING_KEYS:
-        if key in sec:
-            setattr(out, key, _ref(sec, key, key, declared))
-    return out
-
-
-def _check_factor_default(sec: Section, name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise sec.error(name, f"a factor default must be a number or a string, got {value!r}")
-    family = name.split("_")[0]
-    if isinstance(value, (int, float)):
-        if family == "bw" and value <= 0:
-            raise sec.error(name, f"a bandwidth must be > 0 Mbit/s, got {value!r}")
-        if value < 0:
-            raise sec.error(name, f"must be ≥ 0, got {value!r}")
-
-
-def load_topology(path: str | Path, paths: int | None = None) -> Topology:
-    """Load and validate a topology spec; `paths` overrides `[topology] paths` (N-path specs)."""
-    path = Path(path)
-    root = Section(load_toml(path), path)
-    name, description, schedule, client, server, n = _header(root.section("topology", required=True), path, paths)
-    # Expand {i} repetitions on the raw data, then validate it as if written out.
-    shared = expand_repetitions(root.data, n)
-    declared = _factors(root.section("factors"))
-    nodes = _nodes(root.sections("node", required=True))
-    roles = {nd.name: nd.role for nd in nodes}
-    for key, who in (("client", client), ("server", server)):
-        if roles.get(who) != "host":
-            raise SpecError(path, f"topology.{key}", f"{who!r} must be a node with role = \"host\"",
-                            sorted(nd for nd, r in roles.items() if r == "host"))
-    links = _links(root.sections("link", required=True), path, roles, declared)
-    path_nodes = [_path(sec, client, server, roles, links) for sec in root.sections("path", required=True)]
-    # Forward = the direction paths cross a link from the client (as in set_loss), whatever the
-    # order of `ends`: orient every link that way ([link.forward] already means client -> server).
-    for hops in path_nodes:
-        for u, v in pairwise(hops):
-            link = next(x for x in links if {x.a, x.b} == {u, v})
-            if link.b == u:
-                link.a, link.b = link.b, link.a
-    _check_connected(path, roles, links)
-    root.done()
-    return Topology(str(path), name, description, client, server, nodes, links, path_nodes, declared, schedule,
-                    shared)
-
-
-def _header(top: Section, path: Path, paths: int | None) -> tuple[str, str, str | None, str, str, int]:
-    """[topology]: name, description, schedule, the client and server nodes, the number of paths."""
-    name = top.get("name", str, path.stem)
-    description = top.get("description", str, "")
-    schedule = top.get("schedule", str, None)
-    if schedule is not None and not (path.parent / schedule).is_file() and not Path(schedule).is_file():
-        raise top.error("schedule", f"schedule file {schedule!r} not found (relative to {path.parent})")
-    client = top.get("client", str, "client")
-    server = top.get("server", str, "server")
-    n = top.get("paths", int, 1, min=1, max=16)
-    if paths is not None:
-        if paths < 1 or paths > 16:
-            raise SpecError(path, "topology.paths", f"must be between 1 and 16, got {paths}")
-        n = paths
-    top.done()
-    return name, description, schedule, client, server, n
-
-
-def _factors(fsec: Section) -> dict[str, Any]:
-    """[factors]: the factor names the links may use, with their defaults."""
-    declared: dict[str, Any] = {}
-    for fname in list(fsec.data):
-        if not FACTOR_RE.match(fname):
-            raise fsec.error(fname, "a factor name is letters, digits and _ starting with a letter")
-        declared[fname] = fsec.get(fname)
-        _check_factor_default(fsec, fname, declared[fname])
-    fsec.done()
-    return declared
-
-
-def _nodes(sections: list[Section]) -> list[NodeSpec]:
-    """[[node]]: named, once each, a host or a router."""
-    nodes: list[NodeSpec] = []
-    seen: set[str] = set()
-    for sec in sections:
-        nname = sec.get("name", str)
-        if not NAME_RE.match(nname):
-            raise sec.error("name", f"bad node name {nname!r}: letters, digits and _, at most 16 characters")
-        if nname in seen:
-            raise sec.error("name", f"duplicate node name {nname!r}")
-        seen.add(nname)
-        nodes.append(NodeSpec(nname, sec.get("role", str, "router", choices=("host", "router"))))
-        sec.done()
-    return nodes
-
-
-def _links(link_secs: list[Section], path: Path, roles: dict[str, str], declared: dict[str, Any]) -> list[LinkSpec]:
-    """[[link]]: at most MAX_LINKS, each between two known nodes, once."""
-    if len(link_secs) > MAX_LINKS:
-        raise SpecError(path, "link", f"at most {MAX_LINKS} links, got {len(link_secs)}")
-    links: list[LinkSpec] = []
-    ids: set[str] = set()
-    for sec in link_secs:
-        lid = sec.get("id", str)
-        if not NAME_RE.match(lid):
-            raise sec.error("id", f"bad link id {lid!r}: letters, digits and _, at most 16 characters")
-        if lid in ids:
-            raise sec.error("id", f"duplicate link id {lid!r}")
-        ids.add(lid)
-        links.append(_link(sec, lid, roles, declared, links))
-    return links
-
-
-def _link(sec: Section, lid: str, roles: dict[str, str], declared: dict[str, Any], links: list[LinkSpec]) -> LinkSpec:
-    """One link: its ends (not yet joined by another link) and its shaping, both ways or per direction."""
-    ends = sec.get("ends", list)
-    if len(ends) != 2 or not all(isinstance(e, str) for e in ends):
-        raise sec.error("ends", f"must be two node names, got {ends!r}")
-    for end in ends:
-        if end not in roles:
-            raise sec.error("ends", f"unknown node {end!r}", sorted(roles))
-    if ends[0] == ends[1]:
-        raise sec.error("ends", "a link joins two different nodes")
-    if any({x.a, x.b} == set(ends) for x in links):
-        raise sec.error("ends", f"a second link between {ends[0]} and {ends[1]}")
-    both = _direction(sec, declared)
-    fsec, rsec = sec.section("forward"), sec.section("reverse")
-    fwd = _direction(fsec, declared, both)
-    rev = _direction(rsec, declared, both)
-    fsec.done()
-    rsec.done()
-    link = LinkSpec(lid, ends[0], ends[1], fwd, rev, sec.get("loss", bool, False))
-    if link.loss and not link.shaped:
-        raise sec.error("loss", "losses apply on a shaped link (one with bw or owd): its delay node's egress")
-    sec.done()
-    return link
-
-
-def _path(sec: Section, client: str, server: str, roles: dict[str, str], links: list[LinkSpec]) -> list[str]:
-    """One [[path]]: from the client to the server over links, through routers, no node twice."""
-    hops = sec.get("nodes", list)
-    key = "nodes"
-    if len(hops) < 2 or hops[0] != client or hops[-1] != server:
-        raise sec.error(key, f"a path goes from the client {client!r} to the server {server!r}, got {hops!r}")
-    if len(set(hops)) != len(hops):
-        raise sec.error(key, f"a path visits a node twice: {hops!r}")
-    for u, v in pairwise(hops):
-        if u not in roles or v not in roles:
-            raise sec.error(key, f"unknown node {u if u not in roles else v!r}", sorted(roles))
-        if not any({x.a, x.b} == {u, v} for x in links):
-            raise sec.error(key, f"no link between {u!r} and {v!r}: this path does not reach the server")
-    for mid in hops[1:-1]:
-        if roles[mid] != "router":
-            raise sec.error(key, f"{mid!r} is a host: a path's inner nodes must be routers")
-    sec.done()
-    return hops
-
-
-def _check_connected(path: Path, roles: dict[str, str], links: list[LinkSpec]) -> None:
-    """Every node must be reachable (static routes are computed over the whole graph)."""
-    adj: dict[str, set[str]] = {n: set() for n in roles}
-    for x in links:
-        adj[x.a].add(x.b)
-        adj[x.b].add(x.a)
-    start = next(iter(roles))
-    seen = {start}
-    todo = deque([start])
-    while todo:
-        for nb in adj[todo.popleft()]:
-            if nb not in seen:
-                seen.add(nb)
-                todo.append(nb)
-    lonely = sorted(set(roles) - seen)
-    if lonely:
-        raise SpecError(path, "link", f"node {lonely[0]!r} is not connected to the others")

@@ -33,6 +33,8 @@ from fecbench.host import affinity, cleanup
 from fecbench.host.paths import DELAYLINE_DIR
 from fecbench.inputs.errors import UserError
 
+#: The delay element's name for each direction of a link (its if-a is the client's side): forward = a→b.
+SIDE_OF = {"forward": "ab", "reverse": "ba"}
 MAX_DELAY_MS = 60_000.0  # the binary accepts at most 60 s per direction
 # The CPUs every delay element runs on ("1", "2-3,6"; unset: the campaign's plan, fecbench.host.affinity). On a
 # machine with few CPUs the delay elements otherwise compete with the endpoints they delay for the same
@@ -130,6 +132,26 @@ class DelayControl:
         reply = self.command("set " + " ".join(parts))
         if reply != "ok":
             raise RuntimeError(f"delayline {self.name}: set refused: {reply}")
+
+    def set_trace(self, side: str, path: str | None, queue: int = 0, unit: str = "packets", offset_ms: int = 0) -> None:
+        """Drive direction `side` ("ab", "ba") by the packet-delivery trace at `path` from `offset_ms` into it, with
+        mm-link's drop-tail of `queue` packets or bytes (`unit`; 0: unlimited); None: back to its delay alone."""
+        if path is None:
+            line = f"trace {side} off"
+        else:
+            if any(c.isspace() for c in path):
+                raise UserError(f"trace {path!r}: the delay element takes a path without spaces")
+            limit = f" {unit}={queue}" if queue else ""
+            line = f"trace {side} file={path}{limit} offset_ms={int(offset_ms)}"
+        reply = self.command(line)
+        if not reply.startswith("ok"):
+            raise UserError(f"delayline {self.name}: {reply.removeprefix('error ')}")
+
+    def restart_trace(self, side: str, offset_ms: int = 0) -> None:
+        """Start direction `side`'s trace again from `offset_ms` into it, its link empty (a run's start)."""
+        reply = self.command(f"trace {side} restart offset_ms={int(offset_ms)}")
+        if reply != "ok":
+            raise RuntimeError(f"delayline {self.name}: trace restart refused: {reply}")
 
     def clear_lateness(self) -> None:
         """Start a new lateness window: the histograms and maxima ``stats`` reports count from here."""

@@ -215,3 +215,27 @@ def criterion_text(judged: dict[str, Any] | None) -> str:
         parts.append(f"{judged['few_runs']} run(s) with a direction of too few frames for the p99 criterion "
                      f"(n < {needed:,}; {how}): p99 up to {p99:.3g} ms (n = {frames:,})")
     return "; ".join(parts)
+
+
+#: The delay element's and the shaper qdiscs' counters that only grow: a run's window reports them since its start.
+DELAY_COUNTERS = ("rx", "tx", "drop_egress", "drop_queue", "drop_link", "errors", "rx_errors", "flushed", "gso")
+QDISC_COUNTERS = ("bytes", "packets", "drops", "overlimits")
+
+
+def counters_since(now: dict[str, Any], start: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """`now` with the counters `keys` less what they were at `start`."""
+    out = dict(now)
+    for key in keys:
+        if isinstance(now.get(key), int) and isinstance(start.get(key), int) and now[key] >= start[key]:
+            out[key] = now[key] - start[key]
+    return out
+
+
+def delay_since(delay: dict[str, Any] | None, start: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A delay element's stats with its counters since `start` (the stats when the window began)."""
+    if not delay or not start:
+        return delay
+    # queue_at_start: frames held when the window began, sent or dropped within it (rx + it balances the rest).
+    return {**delay, **{side: {**counters_since(delay[side], start.get(side) or {}, DELAY_COUNTERS),
+                               "queue_at_start": (start.get(side) or {}).get("queue", 0)}
+                        for side in ("ab", "ba") if isinstance(delay.get(side), dict)}}

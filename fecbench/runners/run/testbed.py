@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from fecbench.runners.run import procs
 from fecbench.timekeeping import endpoint_timing
+from fecbench.timekeeping.delayline import SIDE_OF
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,8 +30,6 @@ if TYPE_CHECKING:
     from fecbench.timekeeping.schedlat import Slot
 
 Role = Literal["server", "client"]
-#: A link direction -> the delay element's side that carries it (delayline/README.md: `ab` from the client side).
-QUEUE_SIDE = {"forward": "ab", "reverse": "ba"}
 
 
 class RunProcess(Protocol):
@@ -160,7 +159,7 @@ class MininetTestbed:
                           min_len=min_len)
         line = self.net.delaylines.get(link)
         if line is not None and (flow_bin_ms is not None or (link, direction) in self.queue_counting):
-            line.control.count_flows(QUEUE_SIDE[direction], flow_bin_ms)
+            line.control.count_flows(SIDE_OF[direction], flow_bin_ms)
             if flow_bin_ms is None:
                 self.queue_counting.discard((link, direction))
             else:
@@ -178,7 +177,7 @@ class MininetTestbed:
                 queues[link] = line.control.flow_stats()
         out = []
         for (link, direction), dropper in self.net.droppers.items():
-            queue = queues.get(link, {}).get(QUEUE_SIDE[direction])
+            queue = queues.get(link, {}).get(SIDE_OF[direction])
             out.append({"link": link, "direction": direction, **dropper.flows(),
                         "queue": queue if queue and queue.get("counting") else None})
         return out

@@ -1,0 +1,118 @@
+"""Trace links on a real network (root; issue 71 item 1): a link direction whose rate is a Mahimahi packet-delivery
+trace, replayed by the delay element with mm-link's drop-tail. A synthetic trace of 12 Mbit/s for 3 s, a 2 s gap and
+6 Mbit/s for 3 s, offered more than it carries: what the server receives in each phase is the trace's capacity, and
+the gap stalls the flow for its length."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fecbench.emulation import Network, load_topology
+from fecbench.inputs.errors import UserError
+from fecbench.inputs.traces import load_trace
+
+pytestmark = pytest.mark.require_root
+
+#: 1500-byte IP packets: each takes one delivery opportunity whole (1500 + mm-link's 4-byte tun header = 1504).
+PAYLOAD = 1500 - 28
+PPS = 1300            # offered: more than the 1000 opportunities a second of the trace's fast phase
+OWD_MS = 5.0
+
+
+def synthetic_trace(path: Path) -> Path:
+    """1 opportunity a millisecond for 3 s (12.03 Mbit/s), none for 2 s, 1 every 2 ms for 3 s (6.02 Mbit/s)."""
+    lines = [*range(1, 3001), *range(5002, 8001, 2)]
+    path.write_text("".join(f"{ms}\n" for ms in lines))
+    return path
+
+
+def trace_topology(folder: Path, trace: str, queue: str = "queue = 50", factors: str = "") -> Path:
+    """client — r1 — cell — server, the cell link's forward direction driven by `trace` (a file or a factor)."""
+    spec = folder / "trace.toml"
+    spec.write_text(f"""
+[topology]
+name = "trace"
+[factors]
+{factors}
+[[node]]
+name = "client"
+role = "host"
+[[node]]
+name = "r1"
+[[node]]
+name = "server"
+role = "host"
+[[link]]
+id = "access"
+ends = ["client", "r1"]
+[[link]]
+id = "cell"
+ends = ["r1", "server"]
+owd = {OWD_MS}
+[link.forward]
+trace = "{trace}"
+{queue}
+[[path]]
+nodes = ["client", "r1", "server"]
+""")
+    return spec
+
+
+def test_a_trace_link_carries_its_capacity_in_each_phase_and_stalls_in_its_gap(tmp_path: Path) -> None:
+    trace = load_trace(synthetic_trace(tmp_path / "steps.down"))
+    topo = load_topology(trace_topology(tmp_path, "steps.down"))
+    assert topo.resolve({})["cell"]["forward"].trace == trace.path
+    count = int(8.3 * PPS)
+    probe = [sys.executable, "-m", "fecbench.emulation.probe"]
+    with Network(topo, {}, backend="delayline") as net:
+        recv = net.server.popen([*probe, "recv", "--bind", net.server_address, "--port", "9200", "--count",
+                                 str(count), "--timeout", "60", "--idle", "4"], text=True)
+        assert recv.stdout.readline().strip() == "ready"
+        sender = net.client.popen([*probe, "send", "--dst", net.server_address, "--port", "9200", "--count",
+                                   str(count), "--pps", str(PPS), "--size", str(PAYLOAD), "--start-at", "stdin"],
+                                  text=True, stdin=subprocess.PIPE)
+        assert sender.stdout.readline().strip() == "ready"   # started: it sends from the trace's start on
+        net.restart_traces()
+        line = net.delaylines["cell"]
+        started_s = line.stats()["ab"]["trace"]["started_ns"] / 1e9
+        offset_ns = time.time_ns() - time.monotonic_ns()   # CLOCK_REALTIME − CLOCK_MONOTONIC (receive stamps)
+        sender.communicate(f"{started_s!r}\n", timeout=60)
+        seen = json.loads(recv.communicate(timeout=90)[0].strip().splitlines()[-1])
+        stats = line.stats()["ab"]
+    # the link's own clock: ms since the trace started, as the server received them (just after they left)
+    at_ms = [(t - offset_ns) / 1e6 - started_s * 1e3 for t in seen["rx_ns"]]
+    first = at_ms[0]
+    assert OWD_MS < first < OWD_MS + 5, first   # the first opportunity after the first frame's delay
+
+    def window(a: float, b: float) -> tuple[int, int]:
+        """Packets received in (a, b] ms (shifted by 0.5 ms: the path after the delay element) and the trace's
+        opportunities in (a, b]."""
+        got = sum(a + 0.5 < t <= b + 0.5 for t in at_ms)
+        return got, sum(a < ms <= b for ms in trace.offsets_ms)
+
+    for a, b in ((first, 3000.0), (5000.0, 8000.0)):
+        got, capacity = window(a, b)
+        print(f"({a:.1f}, {b:.0f}] ms: {got} packets of {capacity} opportunities ({got / capacity:.4f})")
+        assert abs(got / capacity - 1) <= 0.02, (a, b, got, capacity)
+    stall = max(b - a for a, b in zip(at_ms, at_ms[1:], strict=False))
+    print(f"longest silence {stall:.2f} ms (the trace's gap: 2002 ms); trace link stats {stats['trace']}, "
+          f"drop_link {stats['drop_link']}")
+    assert window(3000.0, 5000.0)[0] == 0 and abs(stall - 2002) <= 2, stall
+    # what the link could not carry was dropped at its queue (mm-link's drop-tail), and every frame is counted
+    assert stats["drop_link"] > 0 and stats["trace"]["dropped"] == stats["drop_link"]
+    assert stats["rx"] == stats["tx"] + stats["drop_queue"] + stats["drop_egress"] + stats["drop_link"] + \
+        stats["errors"] + stats["queue"] + stats["flushed"]
+
+
+def test_netem_refuses_a_trace_link(tmp_path: Path) -> None:
+    """No kernel qdisc serves a trace's opportunities: asked for netem, a trace topology says so and builds nothing."""
+    synthetic_trace(tmp_path / "steps.down")
+    topo = load_topology(trace_topology(tmp_path, "steps.down", ""))
+    with pytest.raises(UserError, match="trace link, which only the delay element replays"):
+        Network(topo, {}, backend="netem").start()

@@ -1,0 +1,70 @@
+"""Packet-delivery traces (Mahimahi's format) as inputs: checked as the delay element checks them, what they offer
+(capacity per bin, longest wait), and a topology's trace links: a file or a factor, the queue they accept, the
+rate beside them they refuse (issue 71 item 1; the replay itself: tests/test_trace_link.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fecbench.emulation import load_topology
+from fecbench.inputs.errors import UserError
+from fecbench.inputs.traces import load_trace
+from tests.test_trace_link import synthetic_trace, trace_topology
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("", "no delivery opportunities"), ("0\n0\n", "lasts 0 ms"), ("5\n3\n", "line 2: 3 ms is before"),
+    ("5\n\n6\n", "line 2: expected"), ("5\n-6\n", "line 2: expected"), ("1 2\n", "line 1: expected"),
+])
+def test_a_trace_that_is_not_one_is_refused_naming_its_line(tmp_path: Path, text: str, problem: str) -> None:
+    (tmp_path / "t.down").write_text(text)
+    with pytest.raises(UserError, match=problem):
+        load_trace(tmp_path / "t.down")
+
+
+def test_what_a_trace_offers(tmp_path: Path) -> None:
+    trace = load_trace(synthetic_trace(tmp_path / "steps.down"))
+    assert trace.period_ms == 8000 and len(trace.offsets_ms) == 4500 and trace.longest_wait_ms == 2002
+    assert len(trace.sha256) == 64
+    per_second = trace.capacity_mbit(bin_ms=1000)
+    assert per_second[:3] == [pytest.approx(12.032)] * 3 and per_second[3:5] == [0.0, 0.0]
+    assert per_second[5:] == [pytest.approx(6.016)] * 3
+    assert trace.mean_mbit == pytest.approx(4500 * 1504 * 8 / 8e6)
+    # looping: 1 s from 7.5 s into the trace holds the last 0.5 s of slow phase and the first 0.5 s of the fast one
+    assert trace.capacity_mbit(1000, start_ms=7500, length_ms=1000) == [pytest.approx((250 + 500) * 1504 * 8 / 1e6)]
+    assert load_trace(tmp_path / "steps.down") is trace   # read once while unchanged
+
+
+def test_a_topology_names_its_trace_by_file_or_factor(tmp_path: Path) -> None:
+    synthetic_trace(tmp_path / "steps.down")
+    slow = tmp_path / "slow.down"
+    slow.write_text("10\n")
+    topo = load_topology(trace_topology(tmp_path, "steps.down"))
+    forward = topo.resolve({})["cell"]["forward"]
+    assert forward.trace == str((tmp_path / "steps.down").resolve()) and (forward.queue, forward.queue_unit) == \
+        (50, "packets") and forward.bw is None
+    assert topo.resolve({})["cell"]["reverse"].trace is None
+    spec = trace_topology(tmp_path, "link_trace", 'queue = "30kB"', factors='link_trace = "steps.down"')
+    topo = load_topology(spec)
+    assert topo.factors() == {"link_trace"}   # a literal queue ("30kB") is no factor
+    assert topo.resolve({})["cell"]["forward"].trace.endswith("steps.down")
+    assert topo.resolve({"link_trace": "slow.down"})["cell"]["forward"].trace.endswith("slow.down")
+    assert topo.resolve({})["cell"]["forward"].queue_unit == "bytes"
+    with pytest.raises(UserError, match="missing.down: cannot read it"):
+        topo.resolve({"link_trace": "missing.down"})
+
+
+def test_trace_links_refuse_what_they_cannot_be(tmp_path: Path) -> None:
+    (tmp_path / "bad.down").write_text("5\n3\n")
+    with pytest.raises(UserError, match="line 2.*never go back"):
+        load_topology(trace_topology(tmp_path, "bad.down"))
+    synthetic_trace(tmp_path / "steps.down")
+    for queue in ('queue = "50ms"', 'queue = "bdp"'):
+        with pytest.raises(UserError, match="needs a rate it does not have"):
+            load_topology(trace_topology(tmp_path, "steps.down", queue)).resolve({})
+    with pytest.raises(UserError, match="bw or trace, not both"):
+        load_topology(trace_topology(tmp_path, "steps.down", "bw = 10"))
+    topo = load_topology(trace_topology(tmp_path, "steps.down", ""))
+    assert topo.resolve({})["cell"]["forward"].describe_queue().startswith("unlimited")

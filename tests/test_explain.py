@@ -252,3 +252,34 @@ def test_analysis_never_loads_todays_descriptors():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             found += [f"{path.name}:{node.lineno} {n}" for n in names if n.startswith("fecbench.runners")]
     assert not found, found
+
+
+def test_explain_shows_a_trace_links_capacity_beside_the_sending_rate(tmp_path):
+    """Issue 71 item 5: the run records which trace it replayed and when the trace started; the sender's qlog says
+    when its time 0 was. A trace of 1 opportunity a millisecond for 200 ms, then none for 800 ms, started 100.5 ms
+    before the sender: 12.03 Mbit/s in the first 100 ms of the run, nothing after."""
+    from fecbench.inputs.traces import load_trace, trace_used
+
+    path = tmp_path / "on-off.down"
+    path.write_text("".join(f"{ms}\n" for ms in range(1, 201)) + "1000\n")
+    # 100.5 ms before the sender's time 0 (half a millisecond off the opportunities: the wall clock's float is coarse)
+    used = {**trace_used(str(path), None), "started_unix_s": 1.7e9 - 0.1005, "offset_ms": 0, "loops": 0}
+    qlog = fec_qlog(tmp_path / "server.qlog", packets=300)
+    db = tmp_path / "trace.sqlite"
+    keys = make_db(db, [{"label": "fecq", "impl": "fecq", "qlogs": [qlog], "trace": used,
+                         "metrics": {"dct_ms": 300.0}}])
+    run = timeline.find_run(db, keys["fecq"])
+    item = timeline.build(db, run)
+    cap = item.capacity
+    assert set(cap["link"]) == {"cell"} and len(cap) == len(item.rate)
+    bin_s = float(cap["t_s"].iloc[1] - cap["t_s"].iloc[0])
+    opportunities = cap["mbit_s"] * bin_s * 1e6 / 8 / 1504
+    assert round(opportunities.sum(), 6) == 100, cap   # ms 101-200 of the trace: each counted once
+    early, late = cap[cap["t_s"] < 0.09]["mbit_s"], cap[cap["t_s"] > 0.11]["mbit_s"]
+    assert abs(early.mean() - 12.032) < 0.5 and (late == 0).all(), cap
+    assert load_trace(path).sha256 == used["sha256"]
+    text = explain.describe(item)
+    assert "trace link cell: capacity" in text and "sent" in text
+    path.write_text("1\n")   # the trace changed since the run: said, not drawn
+    assert timeline.build(db, run).capacity.empty and any("changed since the run" in n
+                                                           for n in timeline.build(db, run).notes)

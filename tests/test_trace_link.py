@@ -85,6 +85,8 @@ def test_a_trace_link_carries_its_capacity_in_each_phase_and_stalls_in_its_gap(t
         sender.communicate(f"{started_s!r}\n", timeout=60)
         seen = json.loads(recv.communicate(timeout=90)[0].strip().splitlines()[-1])
         stats = line.stats()["ab"]
+        recorded = next(row["trace"] for row in net.link_stats() if (row["link"], row["direction"]) == ("cell",
+                                                                                                      "forward"))
     # the link's own clock: ms since the trace started, as the server received them (just after they left)
     at_ms = [(t - offset_ns) / 1e6 - started_s * 1e3 for t in seen["rx_ns"]]
     first = at_ms[0]
@@ -104,6 +106,8 @@ def test_a_trace_link_carries_its_capacity_in_each_phase_and_stalls_in_its_gap(t
     print(f"longest silence {stall:.2f} ms (the trace's gap: 2002 ms); trace link stats {stats['trace']}, "
           f"drop_link {stats['drop_link']}")
     assert window(3000.0, 5000.0)[0] == 0 and abs(stall - 2002) <= 2, stall
+    # what a run records: which trace (its hash), where in it the run started, how many loops it completed
+    assert recorded["sha256"] == trace.sha256 and recorded["offset_ms"] == 0 and recorded["loops"] == 1
     # what the link could not carry was dropped at its queue (mm-link's drop-tail), and every frame is counted
     assert stats["drop_link"] > 0 and stats["trace"]["dropped"] == stats["drop_link"]
     assert stats["rx"] == stats["tx"] + stats["drop_queue"] + stats["drop_egress"] + stats["drop_link"] + \

@@ -68,3 +68,20 @@ def test_trace_links_refuse_what_they_cannot_be(tmp_path: Path) -> None:
         load_topology(trace_topology(tmp_path, "steps.down", "bw = 10"))
     topo = load_topology(trace_topology(tmp_path, "steps.down", ""))
     assert topo.resolve({})["cell"]["forward"].describe_queue().startswith("unlimited")
+
+
+def test_the_corpus_is_what_its_readme_says() -> None:
+    """traces/README.md: every trace file listed with its opportunities, loop, mean capacity and hash, and no other."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent / "traces"
+    row = r"^\| `([^`]+)` \| ([\d,]+) \| ([\d.]+) s \| ([\d.]+) Mbit/s \| ([\d,]+) ms \| `([0-9a-f]+)…` \|$"
+    rows = re.findall(row, (root / "README.md").read_text(), re.M)
+    listed = {name for name, *_ in rows}
+    on_disk = {p.name for p in (root / "mahimahi").iterdir() if p.suffix in (".down", ".up")}
+    assert listed == on_disk and rows
+    for name, count, loop_s, mbit, gap, digest in rows:
+        trace = load_trace(root / "mahimahi" / name)
+        assert len(trace.offsets_ms) == int(count.replace(",", "")) and trace.period_ms == round(float(loop_s) * 1000)
+        assert f"{trace.mean_mbit:.2f}" == mbit and trace.longest_wait_ms == int(gap.replace(",", ""))
+        assert trace.sha256.startswith(digest)

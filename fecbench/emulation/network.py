@@ -25,6 +25,7 @@ from fecbench.emulation.link_control import DropperRef, LinkChange, LinkControl,
 from fecbench.emulation.spec import Topology, first_trace_link
 from fecbench.host import cgroups, cleanup
 from fecbench.inputs.errors import UserError, require_root
+from fecbench.inputs.traces import trace_used
 from fecbench.timekeeping import lateness
 
 _build_counter = itertools.count()
@@ -364,6 +365,7 @@ class Network:
                     "qdiscs": [{k: q.get(k) for k in ("kind", "bytes", "packets", "drops", "overlimits",
                                                       "backlog", "qlen")}
                                for q in qdiscs.get(direction, [])],
+                    "trace": trace_used(self.shaping[link_id][direction].trace, counts),
                     **as_built(self.shaping[link_id][direction], shown, dn.egress(direction))})
         return out
 

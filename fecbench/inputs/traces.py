@@ -11,9 +11,12 @@ the trace offers: its identity for the run record, its capacity per time bin for
 from __future__ import annotations
 
 import hashlib
+import math
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from fecbench.inputs.errors import UserError
 
@@ -44,21 +47,35 @@ class DeliveryTrace:
         gaps = [b - a for a, b in zip(self.offsets_ms, self.offsets_ms[1:], strict=False)]
         return max([self.offsets_ms[0], *gaps])
 
-    def capacity_mbit(self, bin_ms: int = 1000, start_ms: int = 0, length_ms: int | None = None) -> list[float]:
+    def capacity_mbit(self, bin_ms: float = 1000, start_ms: float = 0, length_ms: float | None = None) -> list[float]:
         """Capacity per time bin (Mbit/s) from `start_ms` into the trace for `length_ms` (one loop by default),
-        looping as the link does: what the link could carry, beside what a run sent."""
+        looping as the link does: what the link could carry, beside what a run sent. An opportunity at a bin's
+        end counts in that bin; one at `start_ms` is missed (trace.h)."""
         length = self.period_ms if length_ms is None else length_ms
-        bins = [0] * max(1, -(-length // bin_ms))
+        bins = [0] * max(1, math.ceil(length / bin_ms - 1e-9))
         end = start_ms + length
-        loop = start_ms // self.period_ms
+        loop = int(start_ms // self.period_ms)
         while loop * self.period_ms < end:
             base = loop * self.period_ms
             for offset in self.offsets_ms:
                 at = base + offset
-                if start_ms < at <= end:   # an opportunity at the start instant is missed (trace.h)
-                    bins[min(len(bins) - 1, (at - start_ms - 1) // bin_ms)] += 1
+                if start_ms < at <= end:
+                    bins[min(len(bins) - 1, math.ceil((at - start_ms) / bin_ms - 1e-9) - 1)] += 1
             loop += 1
         return [n * OPPORTUNITY_BYTES * 8 / (bin_ms * 1e3) for n in bins]
+
+
+def trace_used(path: str | None, counts: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Which trace a trace link replayed, as a run records it: the file and its sha256, and from the delay element's
+    counts of that direction where in it the run started (offset_ms; started_ns, CLOCK_MONOTONIC, and started_unix_s,
+    the same instant on the wall clock the qlog files use) and how many loops it completed. None without a trace."""
+    if path is None:
+        return None
+    trace, used = load_trace(path), (counts or {}).get("trace") or {}
+    started = used.get("started_ns")
+    unix_s = time.time() - (time.monotonic_ns() - started) / 1e9 if isinstance(started, int) else None
+    return {"path": trace.path, "sha256": trace.sha256, "period_ms": trace.period_ms, "started_unix_s": unix_s,
+            **{k: used.get(k) for k in ("offset_ms", "started_ns", "loops")}}
 
 
 def load_trace(path: str | Path) -> DeliveryTrace:

@@ -55,7 +55,8 @@ def _key(*parts: object) -> str:
 def make_db(path: Path, runs: list[dict[str, Any]], *, listed: bool = True) -> dict[str, str]:
     """Record ``runs`` (dicts: label, impl, args, size, repetition, metrics, qlogs: files to keep, verdicts: a
     record array for the reverse direction, link_path, flows; qlog_capable: what the campaign records of its
-    implementation, default True) and return label → run key (``label#N`` for repetitions N > 0)."""
+    implementation, default True; trace: what a trace link "cell" recorded in the reverse direction,
+    `fecbench.inputs.traces.trace_used`) and return label → run key (``label#N`` for repetitions N > 0)."""
     impls = {run["label"]: {"name": run.get("impl", "fecq"), "qlog_capable": run.get("qlog_capable", True)}
              for run in runs}
     conn = dbmod.connect(path)
@@ -95,6 +96,8 @@ def make_db(path: Path, runs: list[dict[str, Any]], *, listed: bool = True) -> d
             stats.append({"link": "l1", "direction": "reverse", "seen": len(verdicts), "matched": len(verdicts),
                           "dropped": int(verdicts["verdict"].sum()),
                           "model": {"model": "uniform", "params": {"p": 0.06}, "path": run.get("link_path", 1)}})
+        if run.get("trace"):
+            stats.append({"link": "cell", "direction": "reverse", "delay": {"trace": run["trace"]}})
         run_records.finish_run(conn, key, status=run.get("status", "ok"), error=None, server_log_tail="",
                                client_log_tail="", finished_at="2026-01-01T00:00:01Z", duration_s=1.0,
                                metrics=run.get("metrics"), link_stats=stats, verdict_logs=logs,

@@ -58,6 +58,14 @@ def _window(ax, timeline: Any, path: int) -> None:
 def _rate(ax, timeline: Any, path: int) -> None:
     part = timeline.rate[timeline.rate["path"] == path]
     ax.step(part["t_s"], part["mbit_s"], where="mid", color="#2ca02c", label="sending rate")
+    links = getattr(timeline, "capacity", None)
+    if links is not None and len(links):   # a trace link's capacity on this path (one path: whichever it is on)
+        mine = links[(links["path"] == path) | (len(timeline.paths) == 1)]
+        for link, cap in mine.groupby("link"):
+            ax.step(cap["t_s"], cap["mbit_s"], where="mid", color="#7f7f7f", linewidth=1.0,
+                    label=f"capacity of trace link {link}")
+        if len(mine):
+            ax.legend(frameon=False, fontsize=7, loc="upper right")
     ax.set_ylabel("sending rate\n(Mbit/s)")
     ax.set_ylim(bottom=0)
 

@@ -73,6 +73,11 @@ def describe(item: timeline.Timeline) -> str:
              f"  packets sent ({item.sender}): {s['packets_sent']}; max cwnd: {_number(s['max_cwnd'], ' kB', 1e-3)}; "
              f"smoothed RTT min {_number(s['min_srtt_ms'], ' ms')}, median {_number(s['median_srtt_ms'], ' ms')}",
              f"  from {s['qlog']} ({s['vantage']})"]
+    for link, cap in item.capacity.groupby("link"):   # a trace link: what it could carry beside what was sent
+        sent = item.rate[item.rate["t_s"] <= float(cap["t_s"].max())]["mbit_s"]
+        lines.insert(-1, f"  trace link {link}: capacity {cap['mbit_s'].mean():.3g} Mbit/s on average over the run "
+                         f"(bins {cap['mbit_s'].min():.3g}–{cap['mbit_s'].max():.3g}), sent "
+                         f"{_number(sent.mean() if len(sent) else math.nan, ' Mbit/s')}")
     return "\n".join(lines + [f"  note: {note}" for note in item.notes])
 
 

@@ -43,7 +43,7 @@ from fecbench.analysis import baselines, results, tables
 from fecbench.analysis.results import DbLike
 from fecbench.analysis.studies import cross_stack, flows, loss_position
 from fecbench.analysis.studies.campaign_provenance import campaign_json
-from fecbench.analysis.traces import losses, qlog, wire
+from fecbench.analysis.traces import capacity, losses, qlog, wire
 from fecbench.inputs.errors import UserError
 
 #: Marks on a timeline, in the order of its legend: qlog kind (or a dropper's drop) → name.
@@ -70,6 +70,7 @@ class Timeline:
     flows: pd.DataFrame                                   # t_s, flow, mbit_s, dropped
     summary: dict[str, Any] = field(default_factory=dict)
     flow_windows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["t_s", "flow", "cwnd"]))
+    capacity: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=capacity.COLUMNS))  # trace links
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -370,8 +371,12 @@ def build(db: DbLike, run: dict[str, Any]) -> Timeline:
                                  "declared_after_rebuilt": after})
     if len(drops):
         timeline.summary.update(reconcile(dropped, events))
+    origin_abs_s = float((events["t_abs_s"] - events["t_s"]).median()) if len(events) else math.nan
     if len(timeline.flows):
-        timeline.flow_windows = flow_windows(db, key, float((events["t_abs_s"] - events["t_s"]).median()))
+        timeline.flow_windows = flow_windows(db, key, origin_abs_s)
+    timeline.capacity, capacity_notes = capacity.link_capacity(db, key, DIRECTION[sender], origin_abs_s,
+                                                               _bin_s(span), span)
+    timeline.notes += capacity_notes
     return timeline
 
 

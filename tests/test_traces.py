@@ -85,3 +85,25 @@ def test_the_corpus_is_what_its_readme_says() -> None:
         assert len(trace.offsets_ms) == int(count.replace(",", "")) and trace.period_ms == round(float(loop_s) * 1000)
         assert f"{trace.mean_mbit:.2f}" == mbit and trace.longest_wait_ms == int(gap.replace(",", ""))
         assert trace.sha256.startswith(digest)
+
+
+def test_a_rate_series_converts_to_the_trace_it_describes(tmp_path: Path) -> None:
+    """`fecbench trace convert`: 12.032 Mbit/s for 3 s, nothing for 2 s, 6.016 Mbit/s for 3 s is the synthetic trace
+    of tests/test_trace_link.py, byte for byte; units are read from the header (kbit/s and ms here), never guessed."""
+    import subprocess
+    import sys
+
+    (tmp_path / "steps.csv").write_text("# a published series\ntime_ms,kbps\n0,12032\n3000,0\n5000,6016\n8000,0\n")
+    run = [sys.executable, "-m", "fecbench", "trace", "convert", str(tmp_path / "steps.csv")]
+    out = subprocess.run([*run, "-o", str(tmp_path / "steps.down")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    expected = load_trace(synthetic_trace(tmp_path / "expected.down"))
+    assert load_trace(tmp_path / "steps.down").sha256 == expected.sha256
+    again = subprocess.run([*run, "-o", str(tmp_path / "steps.down")], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 2 and "exists" in again.stderr
+    for bad, problem in (("when,rate\n0,1\n1,1\n", "names no time column"), ("time_s,mbit_s\n0,1\n", "two rows"),
+                         ("time_s,mbit_s\n0,1\n0,2\n", "times must grow"), ("time_s,mbit_s\n0,x\n1,1\n", "row 2")):
+        (tmp_path / "bad.csv").write_text(bad)
+        out = subprocess.run([sys.executable, "-m", "fecbench", "trace", "convert", str(tmp_path / "bad.csv"), "-o",
+                              str(tmp_path / "bad.down")], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and problem in out.stderr and "Traceback" not in out.stderr, out.stderr

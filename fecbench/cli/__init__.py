@@ -21,6 +21,7 @@ from fecbench.cli.reproduce import reproduce as reproduce_command
 from fecbench.cli.run import bench_app
 from fecbench.cli.run import register as register_runner_commands
 from fecbench.cli.topo import link_app, topo_app
+from fecbench.cli.trace import trace_app
 from fecbench.inputs.errors import UserError
 from fecbench.records.provenance import version_text
 
@@ -87,6 +88,7 @@ app.command("reproduce")(reproduce_command)
 app.add_typer(dropper_app, name="dropper")
 app.add_typer(topo_app, name="topo")
 app.add_typer(link_app, name="link")
+app.add_typer(trace_app, name="trace")
 
 
 def check_environment() -> None:

@@ -111,3 +111,62 @@ def _load(path: str, _mtime_ns: int, _size: int) -> DeliveryTrace:
         raise UserError(f"trace {path}: " + ("the trace lasts 0 ms (its last line must be > 0)" if offsets
                                              else "no delivery opportunities (an empty file)"))
     return DeliveryTrace(path, hashlib.sha256(data).hexdigest(), tuple(offsets))
+
+
+#: Rate columns a CSV may name, and what one unit of each is in Mbit/s (a unit not listed is refused, never guessed).
+RATE_UNITS = {"mbit_s": 1.0, "mbps": 1.0, "kbit_s": 1e-3, "kbps": 1e-3, "bit_s": 1e-6, "bps": 1e-6}
+#: Time columns and their seconds.
+TIME_UNITS = {"time_s": 1.0, "t_s": 1.0, "time_ms": 1e-3, "t_ms": 1e-3}
+
+
+def rate_series_from_csv(text: str, name: str) -> tuple[list[float], list[float]]:
+    """A published capacity series: a header naming a time column (TIME_UNITS) and a rate column (RATE_UNITS), then
+    one row per step (the rate holds until the next row's time). (times in s, rates in Mbit/s)."""
+    import csv
+    import io
+
+    rows = [row for row in csv.reader(io.StringIO(text)) if row and not row[0].lstrip().startswith("#")]
+    if not rows:
+        raise UserError(f"{name}: empty: expected a header (e.g. time_s,mbit_s) and one row per rate step")
+    header = [cell.strip().lower() for cell in rows[0]]
+    time_col = next((i for i, h in enumerate(header) if h in TIME_UNITS), None)
+    rate_col = next((i for i, h in enumerate(header) if h in RATE_UNITS), None)
+    if time_col is None or rate_col is None:
+        raise UserError(f"{name}: the header {rows[0]} names no {'time' if time_col is None else 'rate'} column "
+                        f"(time: {', '.join(TIME_UNITS)}; rate: {', '.join(RATE_UNITS)})")
+    times, rates = [], []
+    time_unit, rate_unit = TIME_UNITS[header[time_col]], RATE_UNITS[header[rate_col]]
+    for number, row in enumerate(rows[1:], 2):
+        try:
+            t, r = float(row[time_col]) * time_unit, float(row[rate_col]) * rate_unit
+        except (ValueError, IndexError):
+            raise UserError(f"{name}, row {number}: expected numbers in {header[time_col]} and {header[rate_col]}, "
+                            f"got {row}") from None
+        if not (math.isfinite(t) and math.isfinite(r)) or r < 0 or (times and t <= times[-1]) or t < 0:
+            raise UserError(f"{name}, row {number}: times must grow from ≥ 0 and rates be ≥ 0, got {row}")
+        times.append(t)
+        rates.append(r)
+    if len(times) < 2:
+        raise UserError(f"{name}: at least two rows (a step lasts until the next row's time; the last row ends it)")
+    return times, rates
+
+
+def opportunities_from_rates(times_s: list[float], mbit: list[float]) -> list[int]:
+    """A piecewise-constant rate as delivery opportunities (ms offsets from times_s[0]): rates[i] holds from
+    times_s[i] to times_s[i + 1], the last row's time ends the trace. Each millisecond adds its rate's bytes to a
+    credit, and every whole 1,504 bytes of credit is an opportunity in that millisecond: the trace carries the
+    series' bytes to within one opportunity, and a 0 rate is a gap."""
+    out: list[int] = []
+    credit, step = 0.0, 0
+    total_ms = round((times_s[-1] - times_s[0]) * 1000)
+    for ms in range(1, total_ms + 1):
+        middle = times_s[0] + (ms - 0.5) / 1000
+        while step + 1 < len(times_s) - 1 and middle >= times_s[step + 1]:
+            step += 1
+        credit += mbit[step] * 125.0   # Mbit/s over one millisecond, in bytes
+        while credit >= OPPORTUNITY_BYTES:
+            out.append(ms)
+            credit -= OPPORTUNITY_BYTES
+    if not out or out[-1] != total_ms:
+        out.append(total_ms)   # the loop's length: the series' end (one more opportunity at its last millisecond)
+    return out

@@ -1,0 +1,62 @@
+"""`fecbench trace show|convert`: the measured link traces a topology's trace links replay (traces/README.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fecbench.inputs.errors import UserError
+
+trace_app = typer.Typer(help="Packet-delivery traces (Mahimahi's format) for trace links: show one, or convert a "
+                             "published series into one.", no_args_is_help=True)
+console = Console()
+FORMATS = ("auto", "mahimahi", "rate-csv")
+
+
+@trace_app.command("show")
+def show(path: Path = typer.Argument(..., help="A trace file in Mahimahi's format."),
+         bin_ms: int = typer.Option(1000, "--bin-ms", min=1, help="Capacity per time bin of this many ms.")) -> None:
+    """What a trace offers: its opportunities, loop, mean capacity, longest gap, sha256 and capacity per bin."""
+    from fecbench.inputs.traces import load_trace
+
+    trace = load_trace(path)
+    console.print(f"{trace.path}\n  {len(trace.offsets_ms):,} opportunities of 1,504 bytes over a loop of "
+                  f"{trace.period_ms / 1000:g} s: {trace.mean_mbit:.3f} Mbit/s on average; longest gap "
+                  f"{trace.longest_wait_ms:,} ms\n  sha256 {trace.sha256}")
+    table = Table("from (s)", "to (s)", "Mbit/s", title=f"capacity per {bin_ms:g} ms")
+    for i, mbit in enumerate(trace.capacity_mbit(bin_ms)):
+        table.add_row(f"{i * bin_ms / 1000:g}", f"{min((i + 1) * bin_ms, trace.period_ms) / 1000:g}", f"{mbit:.3f}")
+    console.print(table)
+
+
+@trace_app.command("convert")
+def convert(source: Path = typer.Argument(..., help="A published series: a CSV of time and rate, or a Mahimahi trace."),
+            output: Path = typer.Option(..., "-o", "--output", help="The trace file to write (Mahimahi's format)."),
+            source_format: str = typer.Option("auto", "--from", help="rate-csv (a header such as time_s,mbit_s: the "
+                                              "rate holds until the next row), mahimahi (checked and copied), or auto "
+                                              "(by the file's suffix: .csv is rate-csv)."),
+            force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists.")) -> None:
+    """Write SOURCE as a packet-delivery trace for a topology's `trace = "..."` (topologies/README.md)."""
+    from fecbench.inputs.traces import load_trace, opportunities_from_rates, rate_series_from_csv
+
+    if source_format not in FORMATS:
+        raise UserError(f"--from {source_format!r}: one of {', '.join(FORMATS)}")
+    if source_format == "auto":
+        source_format = "rate-csv" if source.suffix.lower() == ".csv" else "mahimahi"
+    if output.exists() and not force:
+        raise UserError(f"{output} exists: choose another name or pass --force")
+    try:
+        text = source.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read {source}: {exc}") from None
+    if source_format == "rate-csv":
+        offsets = opportunities_from_rates(*rate_series_from_csv(text, str(source)))
+    else:
+        offsets = list(load_trace(source).offsets_ms)
+    output.write_text("".join(f"{ms}\n" for ms in offsets))
+    trace = load_trace(output)
+    console.print(f"wrote {output}: {len(trace.offsets_ms):,} opportunities, loop {trace.period_ms / 1000:g} s, "
+                  f"{trace.mean_mbit:.3f} Mbit/s on average, sha256 {trace.sha256}")

@@ -34,6 +34,11 @@ def synthetic_trace(path: Path) -> Path:
 
 def trace_topology(folder: Path, trace: str, queue: str = "queue = 50", factors: str = "") -> Path:
     """client — r1 — cell — server, the cell link's forward direction driven by `trace` (a file or a factor)."""
+    return cell_topology(folder, f'owd = {OWD_MS}\n[link.forward]\ntrace = "{trace}"\n{queue}', factors)
+
+
+def cell_topology(folder: Path, cell: str, factors: str = "") -> Path:
+    """client — r1 — cell — server, the cell link's keys and tables as `cell` says."""
     spec = folder / "trace.toml"
     spec.write_text(f"""
 [topology]
@@ -54,10 +59,7 @@ ends = ["client", "r1"]
 [[link]]
 id = "cell"
 ends = ["r1", "server"]
-owd = {OWD_MS}
-[link.forward]
-trace = "{trace}"
-{queue}
+{cell}
 [[path]]
 nodes = ["client", "r1", "server"]
 """)
@@ -118,5 +120,46 @@ def test_netem_refuses_a_trace_link(tmp_path: Path) -> None:
     """No kernel qdisc serves a trace's opportunities: asked for netem, a trace topology says so and builds nothing."""
     synthetic_trace(tmp_path / "steps.down")
     topo = load_topology(trace_topology(tmp_path, "steps.down", ""))
-    with pytest.raises(UserError, match="trace link, which only the delay element replays"):
+    with pytest.raises(UserError, match="follows a trace or a delay series, which only the delay element replays"):
         Network(topo, {}, backend="netem").start()
+
+
+def test_a_delay_series_steps_the_delay_without_reordering(tmp_path: Path) -> None:
+    """Issue 71 item 2: the forward delay follows a series (20 ms, 60 ms from 1 s, 20 ms from 2 s; 3 s loop): each
+    probe's one-way delay is the step in force when it arrived, and after the step down the probes wait behind the
+    last 60 ms ones rather than overtake them (a FIFO: no reordering, as the series' README says)."""
+    (tmp_path / "steps.delays").write_text("0 20\n1000 60\n2000 20\n3000 20\n")
+    topo = load_topology(cell_topology(tmp_path, '[link.forward]\ndelays = "steps.delays"\n[link.reverse]\nowd = 5'))
+    forward = topo.resolve({})["cell"]["forward"]
+    assert forward.delays and forward.owd == 20
+    probe = [sys.executable, "-m", "fecbench.emulation.probe"]
+    pps, count = 200, 580
+    with Network(topo, {}, backend="delayline") as net:
+        recv = net.server.popen([*probe, "recv", "--bind", net.server_address, "--port", "9201", "--count",
+                                 str(count), "--timeout", "30", "--idle", "2"], text=True)
+        assert recv.stdout.readline().strip() == "ready"
+        sender = net.client.popen([*probe, "send", "--dst", net.server_address, "--port", "9201", "--count",
+                                   str(count), "--pps", str(pps), "--start-at", "stdin"], text=True,
+                                  stdin=subprocess.PIPE)
+        assert sender.stdout.readline().strip() == "ready"
+        net.restart_traces()
+        started_s = net.delaylines["cell"].stats()["ab"]["delays"]["started_ns"] / 1e9
+        sender.communicate(f"{started_s + 0.0025!r}\n", timeout=60)   # half a probe off the steps
+        seen = json.loads(recv.communicate(timeout=60)[0].strip().splitlines()[-1])
+        recorded = next(r["delays"] for r in net.link_stats() if (r["link"], r["direction"]) == ("cell", "forward"))
+    assert seen["received"] == count and seen["seq"] == list(range(count))   # all there, in order
+    sent_ms = [2.5 + 1000 * i / pps for i in range(count)]
+    owd = dict(zip(seen["seq"], seen["owd_ms"], strict=True))
+    last_60 = max(t + 60 for t in sent_ms if 1000 <= t < 2000)   # when the last 60 ms probe arrives
+
+    def expected(t: float) -> float:
+        return 60.0 if 1000 <= t < 2000 else max(20.0, last_60 - t) if t >= 2000 else 20.0
+
+    # never early (a machine's stall only adds delay); each phase, and the wait behind the 60 ms probes, on time
+    assert all(owd[i] >= expected(t) - 0.3 for i, t in enumerate(sent_ms)), owd
+    for low, high in ((0, 1000), (1000, 2000), (2000, last_60 - 20), (last_60 - 20, 3000)):
+        errors = sorted(owd[i] - expected(t) for i, t in enumerate(sent_ms) if low <= t < high)
+        print(f"sent in [{low:g}, {high:g}) ms: {len(errors)} probes, median {errors[len(errors) // 2]:+.3f} ms "
+              f"beyond the series, largest {errors[-1]:+.3f} ms")
+        assert errors and abs(errors[len(errors) // 2]) <= 0.5, (low, high, errors)
+    assert recorded["sha256"] and recorded["period_ms"] == 3000 and recorded["offset_ms"] == 0

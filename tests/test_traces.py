@@ -107,3 +107,56 @@ def test_a_rate_series_converts_to_the_trace_it_describes(tmp_path: Path) -> Non
         out = subprocess.run([sys.executable, "-m", "fecbench", "trace", "convert", str(tmp_path / "bad.csv"), "-o",
                               str(tmp_path / "bad.down")], capture_output=True, text=True, timeout=60)
         assert out.returncode == 2 and problem in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("5 10\n9 20\n", "first step starts at offset 0"), ("0 10\n9 20\n5 1\n", "line 3: offsets never go back"),
+    ("0 10\n", "at least two lines"), ("0 -1\n5 1\n", "line 1: expected"), ("0 nan\n5 1\n", "line 1"),
+    ("0 70000\n5 1\n", "line 1"), ("0 10 3\n5 1\n", "line 1"),
+])
+def test_a_delay_series_that_is_not_one_is_refused(tmp_path: Path, text: str, problem: str) -> None:
+    from fecbench.inputs.traces import load_delays
+
+    (tmp_path / "s.delays").write_text(text)
+    with pytest.raises(UserError, match=problem):
+        load_delays(tmp_path / "s.delays")
+
+
+def test_a_delay_series_and_the_ping_log_it_comes_from(tmp_path: Path) -> None:
+    """The step in force at each instant (looping), as the delay element's unit tests check it in C; a `ping -D` log
+    as a series of half each RTT, its unanswered requests counted (not converted), a log without times refused."""
+    import subprocess
+    import sys
+
+    from fecbench.inputs.traces import load_delays
+
+    (tmp_path / "s.delays").write_text("0 27.5\n15000,40\n15000 45.25\r\n30000 0\n")
+    series = load_delays(tmp_path / "s.delays")
+    assert series.span_ms == (27.5, 45.25) and series.period_ms == 30000
+    assert [series.delay_at(t) for t in (0, 14999, 15000, 29999, 30000, 45001)] == [27.5, 27.5, 45.25, 45.25, 27.5,
+                                                                                    45.25]
+    (tmp_path / "ping.log").write_text(
+        "PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.\n"
+        + "".join(f"[1700000000.{k * 20:03d}000] 64 bytes from 10.0.0.2: icmp_seq={k + 1} ttl=64 time={rtt} ms\n"
+                  for k, rtt in ((0, 40.0), (1, 41.2), (3, 90.5), (4, 44))))
+    out = subprocess.run([sys.executable, "-m", "fecbench", "trace", "convert", str(tmp_path / "ping.log"), "-o",
+                          str(tmp_path / "ping.delays")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "1 request(s) got no reply" in " ".join(out.stdout.split()), out.stderr
+    assert (tmp_path / "ping.delays").read_text() == "0 20\n20 20.6\n60 45.25\n80 22\n100 22\n"
+    (tmp_path / "bare.log").write_text("64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=40.0 ms\n" * 3)
+    out = subprocess.run([sys.executable, "-m", "fecbench", "trace", "convert", str(tmp_path / "bare.log"), "-o",
+                          str(tmp_path / "bare.delays")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "ping -D" in out.stderr
+
+
+def test_a_topology_takes_a_delay_series_instead_of_a_delay(tmp_path: Path) -> None:
+    from tests.test_trace_link import cell_topology
+
+    (tmp_path / "s.delays").write_text("0 30\n1000 70\n2000 0\n")
+    topo = load_topology(cell_topology(tmp_path, '[link.forward]\ndelays = "s.delays"\n[link.reverse]\nowd = 5'))
+    forward = topo.resolve({})["cell"]["forward"]
+    assert forward.delays.endswith("s.delays") and forward.owd == 30 and topo.configured_rtt(0, topo.resolve({})) == 35
+    with pytest.raises(UserError, match="owd or delays, not both"):
+        load_topology(cell_topology(tmp_path, 'owd = 5\n[link.forward]\ndelays = "s.delays"'))
+    with pytest.raises(UserError, match="cannot read it"):
+        load_topology(cell_topology(tmp_path, '[link.forward]\ndelays = "missing.delays"'))

@@ -41,19 +41,20 @@ static size_t next_word(const char **p, char *word, size_t n)
 }
 
 /* The words after `trace`: a direction, then file=PATH with its queue and offset, restart [offset_ms=N], or off. */
-static int parse_trace(const char *p, struct dl_command *cmd, char *err, size_t errlen)
+static int parse_trace(const char *p, struct dl_command *cmd, enum dl_command_kind kind, char *err, size_t errlen)
 {
 	char word[512];
 	int has_file = 0, has_queue = 0;
+	const char *what = kind == DL_CMD_TRACE ? "trace" : "delays";
 
-	cmd->kind = DL_CMD_TRACE;
+	cmd->kind = kind;
 	if (!next_word(&p, word, sizeof(word)) || (strcmp(word, "ab") && strcmp(word, "ba"))) {
-		snprintf(err, errlen, "trace needs a direction, ab or ba");
+		snprintf(err, errlen, "%s needs a direction, ab or ba", what);
 		return -1;
 	}
 	cmd->flow_dir = !strcmp(word, "ba");
 	if (!next_word(&p, word, sizeof(word))) {
-		snprintf(err, errlen, "trace %s needs file=PATH, restart or off", cmd->flow_dir ? "ba" : "ab");
+		snprintf(err, errlen, "%s %s needs file=PATH, restart or off", what, cmd->flow_dir ? "ba" : "ab");
 		return -1;
 	}
 	cmd->trace_action = !strcmp(word, "off") ? DL_TRACE_OFF : !strcmp(word, "restart") ? DL_TRACE_RESTART
@@ -67,12 +68,13 @@ static int parse_trace(const char *p, struct dl_command *cmd, char *err, size_t 
 			continue;
 		if (cmd->trace_action == DL_TRACE_LOAD && !strncmp(word, "file=", 5) && !has_file) {
 			if (!word[5] || strlen(word + 5) >= sizeof(cmd->trace_path)) {
-				snprintf(err, errlen, "trace: file= needs a path of at most %zu bytes", sizeof(cmd->trace_path) - 1);
+				snprintf(err, errlen, "%s: file= needs a path of at most %zu bytes", what,
+					 sizeof(cmd->trace_path) - 1);
 				return -1;
 			}
 			strcpy(cmd->trace_path, word + 5);
 			has_file = 1;
-		} else if (cmd->trace_action == DL_TRACE_LOAD && !has_queue &&
+		} else if (cmd->trace_action == DL_TRACE_LOAD && !has_queue && kind == DL_CMD_TRACE &&
 			   (!strncmp(word, "packets=", 8) || !strncmp(word, "bytes=", 6))) {
 			cmd->trace_limit_in_bytes = word[0] == 'b';
 			if (dl_parse_u64(strchr(word, '=') + 1, DL_MAX_TRACE_LIMIT, &v) < 0 || !v) {
@@ -83,18 +85,19 @@ static int parse_trace(const char *p, struct dl_command *cmd, char *err, size_t 
 			has_queue = 1;
 		} else if (cmd->trace_action != DL_TRACE_OFF && !strncmp(word, "offset_ms=", 10)) {
 			if (dl_parse_u64(word + 10, DL_MAX_TRACE_OFFSET_MS, &v) < 0) {
-				snprintf(err, errlen, "trace: offset_ms must be an integer from 0 to %llu", DL_MAX_TRACE_OFFSET_MS);
+				snprintf(err, errlen, "%s: offset_ms must be an integer from 0 to %llu", what,
+					 DL_MAX_TRACE_OFFSET_MS);
 				return -1;
 			}
 			cmd->trace_offset_ms = v;
 		} else {
-			snprintf(err, errlen, "trace: unexpected %.64s (trace ab|ba file=PATH [packets=N|bytes=N] "
-				 "[offset_ms=N], restart [offset_ms=N], off)", word);
+			snprintf(err, errlen, "%s: unexpected %.64s (%s ab|ba file=PATH%s [offset_ms=N], restart "
+				 "[offset_ms=N], off)", what, word, what, kind == DL_CMD_TRACE ? " [packets=N|bytes=N]" : "");
 			return -1;
 		}
 	} while (next_word(&p, word, sizeof(word)));
 	if (cmd->trace_action == DL_TRACE_LOAD && !has_file) {
-		snprintf(err, errlen, "trace: file=PATH, restart or off expected");
+		snprintf(err, errlen, "%s: file=PATH, restart or off expected", what);
 		return -1;
 	}
 	return 0;
@@ -116,7 +119,7 @@ int dl_parse_command(const char *line, struct dl_command *cmd, char *err, size_t
 	memset(cmd, 0, sizeof(*cmd));
 
 	if (!next_word(&p, word, sizeof(word))) {
-		snprintf(err, errlen, "empty command (commands: set, stats, clear, flush, flows, flowstats, trace)");
+		snprintf(err, errlen, "empty command (commands: set, stats, clear, flush, flows, flowstats, trace, delays)");
 		return -1;
 	}
 	if (!strcmp(word, "stats") || !strcmp(word, "clear") || !strcmp(word, "flush") || !strcmp(word, "flowstats")) {
@@ -162,10 +165,10 @@ int dl_parse_command(const char *line, struct dl_command *cmd, char *err, size_t
 		}
 		return 0;
 	}
-	if (!strcmp(word, "trace"))
-		return parse_trace(p, cmd, err, errlen);
+	if (!strcmp(word, "trace") || !strcmp(word, "delays"))
+		return parse_trace(p, cmd, word[0] == 't' ? DL_CMD_TRACE : DL_CMD_DELAYS, err, errlen);
 	if (strcmp(word, "set")) {
-		snprintf(err, errlen, "unknown command %.64s (commands: set, stats, clear, flush, flows, flowstats, trace)",
+		snprintf(err, errlen, "unknown command %.64s (commands: set, stats, clear, flush, flows, flowstats, trace, delays)",
 			 word);
 		return -1;
 	}

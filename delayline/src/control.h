@@ -15,8 +15,10 @@
 #define DL_MAX_TRACE_OFFSET_MS 1000000000ULL
 #define DL_MAX_TRACE_LIMIT 4294967295ULL
 
-enum dl_command_kind { DL_CMD_SET, DL_CMD_STATS, DL_CMD_CLEAR, DL_CMD_FLUSH, DL_CMD_FLOWS, DL_CMD_FLOWSTATS, DL_CMD_TRACE };
-/* trace ab|ba file=PATH [packets=N | bytes=N] [offset_ms=N]; trace ab|ba restart [offset_ms=N]; trace ab|ba off */
+enum dl_command_kind { DL_CMD_SET, DL_CMD_STATS, DL_CMD_CLEAR, DL_CMD_FLUSH, DL_CMD_FLOWS, DL_CMD_FLOWSTATS, DL_CMD_TRACE,
+		       DL_CMD_DELAYS };
+/* trace ab|ba file=PATH [packets=N | bytes=N] [offset_ms=N]; trace ab|ba restart [offset_ms=N]; trace ab|ba off;
+   delays: the same without a queue (a delay series, series.h) */
 enum dl_trace_action { DL_TRACE_LOAD, DL_TRACE_RESTART, DL_TRACE_OFF };
 
 struct dl_command {
@@ -26,7 +28,7 @@ struct dl_command {
 	/* flows: which direction (0 = ab, 1 = ba), off, or the bin width to count in from now */
 	int flow_dir, flows_off;
 	uint64_t flow_bin_us;
-	/* trace: direction as flow_dir; the file, mm-link's queue (0 = unlimited) and where in the trace to start */
+	/* trace, delays: direction as flow_dir; the file, mm-link's queue (trace; 0 = unlimited), where to start */
 	enum dl_trace_action trace_action;
 	char trace_path[400];
 	uint64_t trace_limit, trace_offset_ms;

@@ -36,6 +36,7 @@
 #include "control.h"
 #include "flows.h"
 #include "queue.h"
+#include "series.h"
 #include "trace.h"
 
 #define BATCH 64
@@ -83,6 +84,10 @@ struct direction {
 	bool traced; /* a trace link: frames leave at the trace's delivery opportunities (`trace` command) */
 	struct dl_trace trace;
 	char trace_file[400];
+	bool series_on; /* the delay follows a series (`delays` command) instead of delay_ns */
+	struct dl_series series;
+	char series_file[400];
+	uint64_t last_release_ns; /* the latest release time given: a series' shorter delay never reorders */
 };
 
 struct client {
@@ -107,7 +112,8 @@ static void usage(FILE *out)
 		"from B to A by delay-ba (microseconds, at most %llu). Prints 'ready' once running;\n"
 		"stops on SIGTERM or SIGINT. Control socket commands: 'set delay_ab_us=N delay_ba_us=N',\n"
 		"'stats', 'clear', 'flush', 'flows ab|ba bin_us=N|off', 'flowstats',\n"
-		"'trace ab|ba file=PATH [packets=N|bytes=N] [offset_ms=N]', 'trace ab|ba restart [offset_ms=N]|off'.\n",
+		"'trace ab|ba file=PATH [packets=N|bytes=N] [offset_ms=N]', 'trace ab|ba restart [offset_ms=N]|off',\n"
+		"'delays ab|ba file=PATH [offset_ms=N]', 'delays ab|ba restart [offset_ms=N]|off'.\n",
 		DEFAULT_MAX_QUEUE, DEFAULT_RT_PRIORITY, DL_MAX_DELAY_US);
 }
 
@@ -282,7 +288,10 @@ static void receive(struct direction *d)
 			if (((struct virtio_net_hdr *)s->buf)->gso_type != VIRTIO_NET_HDR_GSO_NONE)
 				d->c.gso++;
 			s->len = len;
-			s->release_ns = arrival + d->delay_ns;
+			s->release_ns = arrival + (d->series_on ? dl_series_delay_ns(&d->series, arrival) : d->delay_ns);
+			if (d->series_on && s->release_ns < d->last_release_ns)
+				s->release_ns = d->last_release_ns; /* a FIFO: right after the frame ahead */
+			d->last_release_ns = s->release_ns;
 			s->arrival_ns = arrival;
 			count_flow(d, s->buf, len, arrival, false);
 			if (d->traced && !leaves_by_trace(d, s)) {
@@ -398,13 +407,30 @@ static void format_trace(char *out, size_t n, const struct direction *d)
 		 t->accepted_bytes, t->dropped);
 }
 
+/* A direction's delay series as JSON (null when its delay is a constant). */
+static void format_series(char *out, size_t n, const struct direction *d)
+{
+	const struct dl_series *s = &d->series;
+
+	if (!d->series_on) {
+		snprintf(out, n, "null");
+		return;
+	}
+	snprintf(out, n,
+		 "{\"file\": \"%s\", \"steps\": %u, \"period_ms\": %" PRIu64 ", \"offset_ms\": %" PRIu64
+		 ", \"started_ns\": %" PRIu64 ", \"loops\": %" PRIu64 "}",
+		 d->series_file, s->steps, s->period_ns / 1000000, s->offset_ns / 1000000, s->started_ns,
+		 dl_series_loops(s, now_ns()));
+}
+
 static int format_counters(char *out, size_t n, const struct direction *d)
 {
 	const struct counters *c = &d->c;
-	char hist[LATE_BUCKETS * 21 + 2], trace[1024];
+	char hist[LATE_BUCKETS * 21 + 2], trace[1024], series[1024];
 	size_t used = 0;
 
 	format_trace(trace, sizeof(trace), d);
+	format_series(series, sizeof(series), d);
 	for (size_t b = 0; b < LATE_BUCKETS; b++)
 		used += (size_t)snprintf(hist + used, sizeof(hist) - used, "%s%" PRIu64, b ? ", " : "", d->late.hist[b]);
 	return snprintf(out, n,
@@ -412,10 +438,10 @@ static int format_counters(char *out, size_t n, const struct direction *d)
 			", \"drop_egress\": %" PRIu64 ", \"errors\": %" PRIu64 ", \"queue\": %u, \"max_queue\": %" PRIu64
 			", \"limit\": %u, \"gso\": %" PRIu64 ", \"rx_errors\": %" PRIu64 ", \"flushed\": %" PRIu64
 			", \"late_hist\": [%s], \"late_max_us\": %.3f, \"late_sum_us\": %.3f, \"drop_link\": %" PRIu64
-			", \"trace\": %s}",
+			", \"trace\": %s, \"delays\": %s}",
 			c->rx, c->tx, c->drop_queue, c->drop_egress, c->errors, d->q.count, c->max_queue, d->q.limit,
 			c->gso, c->rx_errors, c->flushed, hist, (double)d->late.max_ns / 1e3,
-			(double)d->late.sum_ns / 1e3, c->drop_link, trace);
+			(double)d->late.sum_ns / 1e3, c->drop_link, trace, series);
 }
 
 static void format_edges(char *out, size_t n)
@@ -518,6 +544,43 @@ static void set_trace(struct direction *d, const struct dl_command *cmd, char *r
 	snprintf(reply, n, "ok %u %" PRIu64 "\n", d->trace.lines, d->trace.period_ns / 1000000);
 }
 
+/* `delays`: load a delay series (replacing the direction's constant delay), restart it, or turn it off. */
+static void set_series(struct direction *d, const struct dl_command *cmd, char *reply, size_t n)
+{
+	char err[512];
+	struct dl_series loaded;
+
+	if (cmd->trace_action == DL_TRACE_OFF) {
+		dl_series_free(&d->series);
+		d->series_on = false;
+		snprintf(reply, n, "ok\n");
+		return;
+	}
+	if (cmd->trace_action == DL_TRACE_RESTART) {
+		if (!d->series_on) {
+			snprintf(reply, n, "error delays %s restart: this direction has no delay series\n", d->name);
+			return;
+		}
+		dl_series_start(&d->series, now_ns(), cmd->trace_offset_ms * 1000000ULL);
+		snprintf(reply, n, "ok\n");
+		return;
+	}
+	if (strchr(cmd->trace_path, '"') || strchr(cmd->trace_path, '\\')) {
+		snprintf(reply, n, "error delays: a path without quotes or backslashes, please\n");
+		return;
+	}
+	if (dl_series_load(&loaded, cmd->trace_path, err, sizeof(err)) < 0) {
+		snprintf(reply, n, "error %s\n", err);
+		return;
+	}
+	dl_series_free(&d->series);
+	d->series = loaded;
+	snprintf(d->series_file, sizeof(d->series_file), "%s", cmd->trace_path);
+	dl_series_start(&d->series, now_ns(), cmd->trace_offset_ms * 1000000ULL);
+	d->series_on = true;
+	snprintf(reply, n, "ok %u %" PRIu64 "\n", d->series.steps, d->series.period_ns / 1000000);
+}
+
 static void reply_to(struct client *cl, const char *line)
 {
 	char reply[8192];
@@ -558,9 +621,12 @@ static void reply_to(struct client *cl, const char *line)
 		dl_queue_pop(&dir_ba.q, dir_ba.q.count);
 		dl_trace_flush(&dir_ab.trace);
 		dl_trace_flush(&dir_ba.trace);
+		dir_ab.last_release_ns = dir_ba.last_release_ns = 0; /* nothing ahead of the next frame now */
 		snprintf(reply, sizeof(reply), "ok %" PRIu64 "\n", n);
 	} else if (cmd.kind == DL_CMD_TRACE) {
 		set_trace(cmd.flow_dir ? &dir_ba : &dir_ab, &cmd, reply, sizeof(reply));
+	} else if (cmd.kind == DL_CMD_DELAYS) {
+		set_series(cmd.flow_dir ? &dir_ba : &dir_ab, &cmd, reply, sizeof(reply));
 	} else {
 		char ab[3072], ba[3072], edges[256];
 
@@ -814,5 +880,7 @@ int main(int argc, char **argv)
 	dl_flows_free(&dir_ba.flows);
 	dl_trace_free(&dir_ab.trace);
 	dl_trace_free(&dir_ba.trace);
+	dl_series_free(&dir_ab.series);
+	dl_series_free(&dir_ba.series);
 	return 0;
 }

@@ -1,4 +1,5 @@
 #include "trace.h"
+#include "series.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -86,28 +87,14 @@ fail:
 
 int dl_trace_load(struct dl_trace *t, const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	char *text = NULL;
-	long size;
-	int rc = -1;
+	char *text = dl_read_text(path, err, errlen);
+	int rc;
 
 	memset(t, 0, sizeof(*t));
-	if (!f) {
-		snprintf(err, errlen, "cannot read trace %s: %s", path, strerror(errno));
+	if (!text)
 		return -1;
-	}
-	if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    (text = malloc((size_t)size + 1)) && fread(text, 1, (size_t)size, f) == (size_t)size) {
-		text[size] = '\0';
-		if (strlen(text) != (size_t)size)
-			snprintf(err, errlen, "%s: a NUL byte: not a text trace", path);
-		else
-			rc = dl_trace_parse(t, text, path, err, errlen);
-	} else {
-		snprintf(err, errlen, "cannot read trace %s: %s", path, strerror(errno ? errno : EIO));
-	}
+	rc = dl_trace_parse(t, text, path, err, errlen);
 	free(text);
-	fclose(f);
 	return rc;
 }
 

@@ -7,6 +7,7 @@
 #include "control.h"
 #include "flows.h"
 #include "queue.h"
+#include "series.h"
 #include "trace.h"
 
 static int failures;
@@ -146,6 +147,9 @@ static void test_parse_commands(void)
 	CHECK(dl_parse_command("trace ab packets=5", &c, err, sizeof(err)) < 0 && strstr(err, "file=PATH"));
 	CHECK(dl_parse_command("trace ab file=/x packets=0", &c, err, sizeof(err)) < 0);
 	CHECK(dl_parse_command("trace cd file=/x", &c, err, sizeof(err)) < 0 && strstr(err, "ab or ba"));
+	CHECK(dl_parse_command("delays ab file=/s offset_ms=3", &c, err, sizeof(err)) == 0 && c.kind == DL_CMD_DELAYS &&
+	      c.trace_offset_ms == 3 && !strcmp(c.trace_path, "/s"));
+	CHECK(dl_parse_command("delays ab file=/s packets=3", &c, err, sizeof(err)) < 0 && strstr(err, "delays"));
 
 	CHECK(dl_parse_command("", &c, err, sizeof(err)) < 0);
 	CHECK(dl_parse_command("reboot", &c, err, sizeof(err)) < 0 && strstr(err, "unknown command"));
@@ -366,6 +370,30 @@ static void test_trace_drop_tail(void)
 	dl_trace_free(&t);
 }
 
+/* A delay series: the step in force at each instant, looping; lines checked as the topology code checks them. */
+static void test_delay_series(void)
+{
+	struct dl_series s;
+	char err[256];
+
+	CHECK(dl_series_parse(&s, "5 10\n9 20\n", "x", err, sizeof(err)) < 0 && strstr(err, "offset 0"));
+	CHECK(dl_series_parse(&s, "0 10\n9 20\n5 1\n", "x", err, sizeof(err)) < 0 && strstr(err, "line 3"));
+	CHECK(dl_series_parse(&s, "0 10\n", "x", err, sizeof(err)) < 0 && strstr(err, "two lines"));
+	CHECK(dl_series_parse(&s, "0 -1\n5 1\n", "x", err, sizeof(err)) < 0 && strstr(err, "line 1"));
+	CHECK(dl_series_parse(&s, "0 x\n5 1\n", "x", err, sizeof(err)) < 0);
+	CHECK(dl_series_parse(&s, "0 70000\n5 1\n", "x", err, sizeof(err)) < 0);
+	CHECK(dl_series_parse(&s, "0 27.5\n15000,40\n15000 45.25\r\n30000 0\n", "x", err, sizeof(err)) == 0);
+	CHECK(s.steps == 4 && s.period_ns == 30000 * MS);
+	dl_series_start(&s, T0, 0);
+	CHECK(dl_series_delay_ns(&s, T0) == 27500000 && dl_series_delay_ns(&s, T0 + 15000 * MS - 1) == 27500000);
+	CHECK(dl_series_delay_ns(&s, T0 + 15000 * MS) == 45250000); /* two steps at one offset: the later one */
+	CHECK(dl_series_delay_ns(&s, T0 + 29999 * MS) == 45250000);
+	CHECK(dl_series_delay_ns(&s, T0 + 30000 * MS) == 27500000 && dl_series_loops(&s, T0 + 61000 * MS) == 2);
+	dl_series_start(&s, T0, 20000 * MS); /* 20 s in: the second step, then the loop's first after 10 s */
+	CHECK(dl_series_delay_ns(&s, T0) == 45250000 && dl_series_delay_ns(&s, T0 + 10000 * MS) == 27500000);
+	dl_series_free(&s);
+}
+
 int main(void)
 {
 	test_fifo_order_across_growth_and_wraparound();
@@ -380,6 +408,7 @@ int main(void)
 	test_trace_serves_bytes_at_opportunities();
 	test_trace_gaps_and_loops();
 	test_trace_drop_tail();
+	test_delay_series();
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;

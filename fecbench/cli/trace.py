@@ -13,7 +13,7 @@ from fecbench.inputs.errors import UserError
 trace_app = typer.Typer(help="Packet-delivery traces (Mahimahi's format) for trace links: show one, or convert a "
                              "published series into one.", no_args_is_help=True)
 console = Console()
-FORMATS = ("auto", "mahimahi", "rate-csv")
+FORMATS = ("auto", "mahimahi", "rate-csv", "ping")
 
 
 @trace_app.command("show")
@@ -36,22 +36,41 @@ def show(path: Path = typer.Argument(..., help="A trace file in Mahimahi's forma
 def convert(source: Path = typer.Argument(..., help="A published series: a CSV of time and rate, or a Mahimahi trace."),
             output: Path = typer.Option(..., "-o", "--output", help="The trace file to write (Mahimahi's format)."),
             source_format: str = typer.Option("auto", "--from", help="rate-csv (a header such as time_s,mbit_s: the "
-                                              "rate holds until the next row), mahimahi (checked and copied), or auto "
-                                              "(by the file's suffix: .csv is rate-csv)."),
+                                              "rate holds until the next row), mahimahi (checked and copied), ping (a "
+                                              "`ping -D` log: a delay series of half each RTT), or auto (by the file's "
+                                              "suffix: .csv is rate-csv, .log and .txt ping)."),
             force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists.")) -> None:
-    """Write SOURCE as a packet-delivery trace for a topology's `trace = "..."` (topologies/README.md)."""
-    from fecbench.inputs.traces import load_trace, opportunities_from_rates, rate_series_from_csv
+    """Write SOURCE as a packet-delivery trace for a topology's `trace = "..."`, or a ping log as a delay series for
+    its `delays = "..."` (topologies/README.md)."""
+    from fecbench.inputs.traces import (
+        delays_from_ping,
+        load_delays,
+        load_trace,
+        opportunities_from_rates,
+        rate_series_from_csv,
+    )
 
     if source_format not in FORMATS:
         raise UserError(f"--from {source_format!r}: one of {', '.join(FORMATS)}")
     if source_format == "auto":
-        source_format = "rate-csv" if source.suffix.lower() == ".csv" else "mahimahi"
+        suffix = source.suffix.lower()
+        source_format = "rate-csv" if suffix == ".csv" else "ping" if suffix in (".log", ".txt") else "mahimahi"
     if output.exists() and not force:
         raise UserError(f"{output} exists: choose another name or pass --force")
     try:
         text = source.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read {source}: {exc}") from None
+    if source_format == "ping":
+        offsets, delays, missing = delays_from_ping(text, str(source))
+        output.write_text("".join(f"{ms} {delay:g}\n" for ms, delay in zip(offsets, delays, strict=True)))
+        series = load_delays(output)
+        low, high = series.span_ms
+        console.print(f"wrote {output}: a delay series of {len(offsets) - 1:,} steps over "
+                      f"{series.period_ms / 1000:g} s, one-way delay {low:g}–{high:g} ms (half each RTT), sha256 "
+                      f"{series.sha256}" + (f"; {missing} request(s) got no reply: losses are not part of a delay "
+                                            "series" if missing else ""))
+        return
     if source_format == "rate-csv":
         offsets = opportunities_from_rates(*rate_series_from_csv(text, str(source)))
     else:

@@ -47,15 +47,17 @@ def delayline_available() -> tuple[bool, str]:
 
 def select_backend(requested: str | None = None, trace_link: str | None = None) -> str:
     """The backend to use: the request (or $FECBENCH_LINK_BACKEND), else netem if present, else delayline.
-    `trace_link` (a link driven by a packet-delivery trace, named) needs the delay element: the kernel has no
-    qdisc that serves a trace's delivery opportunities, and a rate limiter would only approximate one."""
+    `trace_link` (a link direction driven by a packet-delivery trace or a delay series, named) needs the delay
+    element: the kernel has no qdisc that serves a trace's delivery opportunities, and a rate limiter would only
+    approximate one."""
     choice = requested or os.environ.get(ENV_VAR) or "auto"
     if choice not in (*BACKENDS, "auto"):
         source = "--link-backend" if requested else ENV_VAR
         raise UserError(f"{source}: unknown link backend {choice!r} (allowed: auto, netem, delayline)")
     if trace_link and choice == "netem":
-        raise UserError(f"link backend netem: {trace_link} is a trace link, which only the delay element replays "
-                        "(no kernel qdisc serves a trace's delivery opportunities): use --link-backend delayline")
+        raise UserError(f"link backend netem: {trace_link} follows a trace or a delay series, which only the delay "
+                        "element replays (no kernel qdisc serves a trace's delivery opportunities or a series' "
+                        "delays): use --link-backend delayline")
     if choice in ("netem", "auto") and not trace_link:
         ok, reason = netem_probe()
         if ok:

@@ -73,12 +73,20 @@ def rtt_ok(configured_ms: float, measured_ms: float, trace_wait_ms: float = 0.0)
 
 
 def trace_wait_ms(net: Any, index: int) -> float:
-    """The longest a probe may wait for delivery opportunities on path `index`, both ways: the sum of the longest
-    gaps of the trace links it crosses (0 without any)."""
-    from fecbench.inputs.traces import load_trace
+    """How much a probe's RTT on path `index` may exceed its configured delays where links follow measured series:
+    the longest gap between opportunities of each trace link it crosses, and how far each delay series reaches
+    above its least delay (which the configured RTT counts). 0 on links written as numbers."""
+    from fecbench.inputs.traces import load_delays, load_trace
 
-    return sum(load_trace(s.trace).longest_wait_ms for link, _ in net.topo.path_links(index)
-               for s in net.shaping.get(link.id, {}).values() if s.trace is not None)
+    total = 0.0
+    for link, _ in net.topo.path_links(index):
+        for s in net.shaping.get(link.id, {}).values():
+            if s.trace is not None:
+                total += load_trace(s.trace).longest_wait_ms
+            if s.delays is not None:
+                low, high = load_delays(s.delays).span_ms
+                total += high - low
+    return total
 
 
 def quantile(values: list[float], q: float) -> float:

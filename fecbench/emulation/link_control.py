@@ -46,6 +46,8 @@ class DelaySetter(Protocol):
     def set_trace(self, side: str, path: str | None, queue: int = 0, unit: str = "packets",
                   offset_ms: int = 0) -> None: ...
 
+    def set_delays(self, side: str, path: str | None, offset_ms: int = 0) -> None: ...
+
     def stats(self) -> dict[str, Any]: ...
 
 
@@ -207,6 +209,10 @@ class LinkControl:
             if change.shaping is None:
                 continue
             end, old, new = self.ends[key], self.current[key], change.shaping
+            if new.delays != old.delays:   # a delay series (only the delay element has them: backend.select_backend)
+                self._delay(end.link, end.delayline).set_delays("ab" if end.direction == "forward" else "ba",
+                                                               new.delays)
+                in_force[key]["delays"] = time.monotonic()
             if end.backend == "delayline" and new.owd != old.owd:   # the delay element; tc for the rest
                 delays.setdefault(end.link, {})["ab_ms" if end.direction == "forward" else "ba_ms"] = new.owd
                 delayed.setdefault(end.link, []).append(key)

@@ -25,7 +25,7 @@ from fecbench.emulation.link_control import DropperRef, LinkChange, LinkControl,
 from fecbench.emulation.spec import Topology, first_trace_link
 from fecbench.host import cgroups, cleanup
 from fecbench.inputs.errors import UserError, require_root
-from fecbench.inputs.traces import trace_used
+from fecbench.inputs.traces import series_used, trace_used
 from fecbench.timekeeping import lateness
 
 _build_counter = itertools.count()
@@ -196,15 +196,19 @@ class Network:
             for direction, s in pair.items():
                 if s.trace is not None:
                     dl.control.set_trace(SIDE_OF[direction], s.trace, s.queue, s.queue_unit)
+                if s.delays is not None:
+                    dl.control.set_delays(SIDE_OF[direction], s.delays)
 
     def restart_traces(self) -> None:
-        """Every trace link starts its trace again, its queue empty: each run meets the same link from its start."""
+        """Every trace link starts its trace again, its queue empty, and every delay series its series: each run
+        meets the same link from its start."""
         from fecbench.timekeeping.delayline import SIDE_OF
 
         for link_id, pair in self.shaping.items():
             for direction, s in pair.items():
-                if s.trace is not None:
-                    self.delaylines[link_id].control.restart_trace(SIDE_OF[direction])
+                for kind, file in (("trace", s.trace), ("delays", s.delays)):
+                    if file is not None:
+                        self.delaylines[link_id].control.restart_trace(SIDE_OF[direction], kind=kind)
 
     def _attach_droppers(self) -> None:
         lossy = self.topo.lossy_links()
@@ -366,6 +370,7 @@ class Network:
                                                       "backlog", "qlen")}
                                for q in qdiscs.get(direction, [])],
                     "trace": trace_used(self.shaping[link_id][direction].trace, counts),
+                    "delays": series_used(self.shaping[link_id][direction].delays, counts),
                     **as_built(self.shaping[link_id][direction], shown, dn.egress(direction))})
         return out
 

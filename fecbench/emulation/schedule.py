@@ -216,6 +216,9 @@ class Schedule:
                                 "owd): delay and rate changes act on its delay node")
             for direction in change.directions:
                 spec = getattr(link, direction)
+                if {"owd_ms", "owd_delta_ms"} & set(change.settings) and spec.delays is not None:
+                    raise SpecError(self.file, f"{change.key}.owd", f"link {change.link!r} follows a delay series in "
+                                    f"the {direction} direction: its delay is the series'")
                 if ("bw_mbit" in change.settings or "bw_scale" in change.settings) and spec.bw is None:
                     raise SpecError(self.file, f"{change.key}.bw", f"link {change.link!r} has no rate limit in the "
                                     f"{direction} direction to change" + (" (its trace is its rate)" if spec.trace

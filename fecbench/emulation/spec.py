@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fecbench.inputs.errors import SpecError, UserError
-from fecbench.inputs.traces import load_trace
+from fecbench.inputs.traces import load_delays, load_trace
 
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,15}$")
 FACTOR_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -41,6 +41,7 @@ class DirectionSpec:
     owd: float | str | None = None       # ms; None = no delay
     queue: float | str | None = None     # packets, "50ms", "30kB", "bdp", factor name, or None = one BDP
     trace: Path | str | None = None      # a packet-delivery trace (inputs.traces): its file, or a factor's name
+    delays: Path | str | None = None     # a delay series (inputs.traces) instead of owd: its file, or a factor
 
 
 @dataclass
@@ -54,7 +55,8 @@ class LinkSpec:
 
     @property
     def shaped(self) -> bool:
-        return any(getattr(d, k) is not None for d in (self.forward, self.reverse) for k in ("bw", "owd", "trace"))
+        return any(getattr(d, k) is not None for d in (self.forward, self.reverse)
+                   for k in ("bw", "owd", "trace", "delays"))
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class Shaping:
     queue: int                # in queue_unit
     queue_unit: str = "packets"   # packets | bytes
     trace: str | None = None  # a trace link's packet-delivery trace (absolute path): its rate; queue 0 = unlimited
+    delays: str | None = None  # a delay series (absolute path) the delay follows; owd is then its least delay
 
     def describe_queue(self) -> str:
         if self.queue == 0:
@@ -76,9 +79,10 @@ class Shaping:
 
 
 def first_trace_link(resolved: dict[str, dict[str, Shaping]]) -> str | None:
-    """The first direction a trace drives ("link cell, forward"), if any: it needs the delay element."""
+    """The first direction a trace or a delay series drives ("link cell, forward"), if any: it needs the delay
+    element."""
     return next((f"link {link_id}, {d}" for link_id, pair in resolved.items() for d, s in pair.items()
-                 if s.trace is not None), None)
+                 if s.trace is not None or s.delays is not None), None)
 
 
 def is_queue_literal(value: object) -> bool:
@@ -116,8 +120,7 @@ class Topology:
                     value = getattr(d, key)
                     if isinstance(value, str) and not is_queue_literal(value):   # "30kB", "bdp": no factors
                         names.add(value)
-                if isinstance(d.trace, str):
-                    names.add(d.trace)
+                names.update(ref for ref in (d.trace, d.delays) if isinstance(ref, str))
         return names
 
     def lossy_links(self) -> list[str]:
@@ -169,20 +172,26 @@ class Topology:
         for link in self.links:
             if not link.shaped:
                 continue
-            pair = {}
-            owds = {}
+            pair: dict[str, Shaping] = {}
+            owds: dict[str, float] = {}
+            series: dict[str, str] = {}
             for dname in ("forward", "reverse"):
                 d = getattr(link, dname)
+                if d.delays is not None:   # a series: its least delay stands for it where one number must
+                    series[dname] = self._file(d.delays, values, load_delays)
+                    owds[dname] = load_delays(series[dname]).span_ms[0]
+                    continue
                 owds[dname] = self._number(d.owd, values, "owd", allow_zero=True) if d.owd is not None else 0.0
             for dname in ("forward", "reverse"):
                 d = getattr(link, dname)
                 bw = self._number(d.bw, values, "bw", allow_zero=False) if d.bw is not None else None
                 rtt = owds["forward"] + owds["reverse"]
                 if d.trace is not None:
-                    trace, (queue, unit) = self._trace(d.trace, values), self._trace_queue(d.queue, values)
+                    trace, (queue, unit) = self._file(d.trace, values, load_trace), self._trace_queue(d.queue, values)
                 else:
                     trace, (queue, unit) = None, self._queue(d.queue, values, bw, rtt)
-                pair[dname] = Shaping(bw=bw, owd=owds[dname], queue=queue, queue_unit=unit, trace=trace)
+                pair[dname] = Shaping(bw=bw, owd=owds[dname], queue=queue, queue_unit=unit, trace=trace,
+                                      delays=series.get(dname))
             out[link.id] = pair
         return out
 
@@ -236,10 +245,11 @@ class Topology:
             raise UserError(f"{self.file}: {what} must be a number of packets ≥ 1, got {value!r}")
         return int(round(packets)), "packets"
 
-    def _trace(self, ref: Path | str, values: dict[str, Any]) -> str:
-        """A trace link's trace file, checked (a factor's value is a path relative to this spec, or absolute)."""
+    def _file(self, ref: Path | str, values: dict[str, Any], load: Any) -> str:
+        """A trace's or a delay series' file, checked by `load` (a factor's value is a path relative to this spec,
+        or absolute): its absolute path."""
         path = ref if isinstance(ref, Path) else Path(self.value_of(ref, values))
-        return load_trace(path if path.is_absolute() else Path(self.file).parent / path).path
+        return load(path if path.is_absolute() else Path(self.file).parent / path).path
 
     def _trace_queue(self, ref: float | str | None, values: dict[str, Any]) -> tuple[int, str]:
         """mm-link's drop-tail, in packets or bytes as written; unwritten: unlimited, mm-link's default."""

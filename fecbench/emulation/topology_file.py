@@ -27,7 +27,7 @@ from fecbench.emulation.spec import (
 )
 from fecbench.inputs.errors import SpecError, UserError
 from fecbench.inputs.specs import Section, load_toml
-from fecbench.inputs.traces import load_trace
+from fecbench.inputs.traces import load_delays, load_trace
 
 
 def expand_repetitions(raw: dict[str, Any], n: int) -> dict[str, str]:
@@ -92,22 +92,32 @@ def _ref(sec: Section, key: str, kind: str, declared: dict[str, Any]) -> float |
 
 def _direction(sec: Section, declared: dict[str, Any], base: DirectionSpec | None = None) -> DirectionSpec:
     base = base or DirectionSpec()
-    out = DirectionSpec(**{k: getattr(base, k) for k in (*SHAPING_KEYS, "trace")})
+    out = DirectionSpec(**{k: getattr(base, k) for k in (*SHAPING_KEYS, "trace", "delays")})
     for key in SHAPING_KEYS:
         if key in sec:
             setattr(out, key, _ref(sec, key, key, declared))
-    if "trace" in sec:   # a declared factor's name, else a file (relative to the spec) checked now
-        name = sec.get("trace", str)
-        out.trace = name if name in declared else Path(name)
-        if isinstance(out.trace, Path):
-            try:
-                load_trace(out.trace if out.trace.is_absolute() else Path(str(sec.file)).parent / out.trace)
-            except UserError as exc:
-                raise sec.error("trace", str(exc), "a Mahimahi trace file, or a factor declared in [factors]") from None
+    for key, load in (("trace", load_trace), ("delays", load_delays)):
+        if key in sec:   # a declared factor's name, else a file (relative to the spec) checked now
+            setattr(out, key, _file_ref(sec, key, declared, load))
     if out.trace is not None and out.bw is not None:
         raise sec.error("trace" if "trace" in sec else "bw", "a trace link's rate is its trace: give it bw or "
                         "trace, not both")
+    if out.delays is not None and out.owd is not None:
+        raise sec.error("delays" if "delays" in sec else "owd", "a delay series is the delay: give this direction owd "
+                        "or delays, not both (a link-wide owd can move to the other direction's table)")
     return out
+
+
+def _file_ref(sec: Section, key: str, declared: dict[str, Any], load: Any) -> Path | str:
+    """A trace or delay series named in a topology: a declared factor's name, or a file checked now by `load`."""
+    name = sec.get(key, str)
+    if name in declared:
+        return name
+    try:
+        load(Path(name) if Path(name).is_absolute() else Path(str(sec.file)).parent / name)
+    except UserError as exc:
+        raise sec.error(key, str(exc), "a file, or a factor declared in [factors]") from None
+    return Path(name)
 
 
 def _check_factor_default(sec: Section, name: str, value: Any) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -63,6 +64,77 @@ class DeliveryTrace:
                     bins[min(len(bins) - 1, math.ceil((at - start_ms) / bin_ms - 1e-9) - 1)] += 1
             loop += 1
         return [n * OPPORTUNITY_BYTES * 8 / (bin_ms * 1e3) for n in bins]
+
+
+@dataclass(frozen=True)
+class DelaySeries:
+    """A checked delay series (delayline/src/series.h): `OFFSET_MS DELAY_MS` per line, each delay holding until the
+    next line's offset, the first offset 0, the last line's offset ending the series (which then loops)."""
+    path: str
+    sha256: str
+    offsets_ms: tuple[int, ...]
+    delays_ms: tuple[float, ...]
+
+    @property
+    def period_ms(self) -> int:
+        return self.offsets_ms[-1]
+
+    @property
+    def span_ms(self) -> tuple[float, float]:
+        """The least and the most delay any step asks for (the last line's delay is not used)."""
+        used = self.delays_ms[:-1]
+        return min(used), max(used)
+
+    def delay_at(self, at_ms: float) -> float:
+        """The delay in force `at_ms` into the series (looping)."""
+        within = at_ms % self.period_ms
+        return self.delays_ms[max(i for i, offset in enumerate(self.offsets_ms[:-1]) if offset <= within)]
+
+
+def load_delays(path: str | Path) -> DelaySeries:
+    """The delay series at `path`, checked as the delay element checks it; a UserError naming the file and line."""
+    resolved = Path(path).resolve()
+    try:
+        stat = resolved.stat()
+    except OSError as exc:
+        raise UserError(f"delay series {path}: cannot read it ({exc.strerror})") from None
+    return _load_delays(str(resolved), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=32)
+def _load_delays(path: str, _mtime_ns: int, _size: int) -> DelaySeries:
+    data = Path(path).read_bytes()
+    offsets: list[int] = []
+    delays: list[float] = []
+    lines = data.decode("ascii", errors="replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for number, line in enumerate(lines, 1):
+        parts = line.rstrip("\r").replace(",", " ").split()
+        try:
+            offset, delay = int(parts[0]), float(parts[1])
+            if len(parts) != 2 or not parts[0].isdigit() or not 0 <= delay <= 60_000 or delay != delay:
+                raise ValueError
+        except (ValueError, IndexError):
+            raise UserError(f"delay series {path}, line {number}: expected 'OFFSET_MS DELAY_MS' (a whole offset, a "
+                            f"delay of 0 to 60000 ms), got {line[:40]!r}") from None
+        if (not offsets and offset != 0) or (offsets and offset < offsets[-1]):
+            raise UserError(f"delay series {path}, line {number}: " + ("offsets never go back" if offsets
+                                                                       else "the first step starts at offset 0"))
+        offsets.append(offset)
+        delays.append(delay)
+    if len(offsets) < 2 or offsets[-1] == 0:
+        raise UserError(f"delay series {path}: at least two lines, the last one's offset (> 0) ending the series")
+    return DelaySeries(path, hashlib.sha256(data).hexdigest(), tuple(offsets), tuple(delays))
+
+
+def series_used(path: str | None, counts: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Which delay series a direction followed, as a run records it (as `trace_used`); None without one."""
+    if path is None:
+        return None
+    series, used = load_delays(path), (counts or {}).get("delays") or {}
+    return {"path": series.path, "sha256": series.sha256, "period_ms": series.period_ms,
+            **{k: used.get(k) for k in ("offset_ms", "started_ns", "loops")}}
 
 
 def trace_used(path: str | None, counts: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -170,3 +242,28 @@ def opportunities_from_rates(times_s: list[float], mbit: list[float]) -> list[in
     if not out or out[-1] != total_ms:
         out.append(total_ms)   # the loop's length: the series' end (one more opportunity at its last millisecond)
     return out
+
+
+PING_LINE = re.compile(r"^\[(\d+(?:\.\d+)?)\].*icmp_seq=(\d+).*time=(\d+(?:\.\d+)?) ms")
+
+
+def delays_from_ping(text: str, name: str) -> tuple[list[int], list[float], int]:
+    """A delay series from a `ping -D` log (each reply's wall-clock time and RTT): one step per reply, at its
+    offset from the first, of half its RTT (the one-way delay of a path taken as symmetric: a ping cannot tell the
+    directions apart), the series ending one median interval after the last reply. (offsets_ms, delays_ms, the
+    requests that got no reply: losses, which a delay series does not carry.)"""
+    samples = [(float(m[1]), int(m[2]), float(m[3])) for m in map(PING_LINE.match, text.splitlines()) if m]
+    if len(samples) < 2:
+        stamped = "time=" in text and not any(line.startswith("[") for line in text.splitlines())
+        raise UserError(f"{name}: " + ("its replies carry no wall-clock time: record with `ping -D`" if stamped
+                                       else "fewer than two replies of `ping -D` (lines '[time] ... icmp_seq=N ... "
+                                            "time=RTT ms')"))
+    start = samples[0][0]
+    offsets = [round((at - start) * 1000) for at, _, _ in samples]
+    if any(b < a for a, b in zip(offsets, offsets[1:], strict=False)):
+        raise UserError(f"{name}: the replies' times go back: not one ping's log in order")
+    gaps = sorted(b - a for a, b in zip(offsets, offsets[1:], strict=False))
+    delays = [rtt / 2 for _, _, rtt in samples]
+    seqs = [seq for _, seq, _ in samples]
+    missing = (max(seqs) - min(seqs) + 1) - len(set(seqs))
+    return [*offsets, offsets[-1] + max(1, gaps[len(gaps) // 2])], [*delays, delays[-1]], missing

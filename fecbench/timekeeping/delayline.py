@@ -147,11 +147,22 @@ class DelayControl:
         if not reply.startswith("ok"):
             raise UserError(f"delayline {self.name}: {reply.removeprefix('error ')}")
 
-    def restart_trace(self, side: str, offset_ms: int = 0) -> None:
-        """Start direction `side`'s trace again from `offset_ms` into it, its link empty (a run's start)."""
-        reply = self.command(f"trace {side} restart offset_ms={int(offset_ms)}")
+    def set_delays(self, side: str, path: str | None, offset_ms: int = 0) -> None:
+        """Make direction `side`'s delay follow the delay series at `path` from `offset_ms` into it (None: back to
+        its constant delay)."""
+        if path is not None and any(c.isspace() for c in path):
+            raise UserError(f"delay series {path!r}: the delay element takes a path without spaces")
+        reply = self.command(f"delays {side} off" if path is None else
+                             f"delays {side} file={path} offset_ms={int(offset_ms)}")
+        if not reply.startswith("ok"):
+            raise UserError(f"delayline {self.name}: {reply.removeprefix('error ')}")
+
+    def restart_trace(self, side: str, offset_ms: int = 0, kind: str = "trace") -> None:
+        """Start direction `side`'s trace (`kind` "trace") or delay series ("delays") again from `offset_ms` into
+        it (a run's start; a trace link's queue empty)."""
+        reply = self.command(f"{kind} {side} restart offset_ms={int(offset_ms)}")
         if reply != "ok":
-            raise RuntimeError(f"delayline {self.name}: trace restart refused: {reply}")
+            raise RuntimeError(f"delayline {self.name}: {kind} restart refused: {reply}")
 
     def clear_lateness(self) -> None:
         """Start a new lateness window: the histograms and maxima ``stats`` reports count from here."""

@@ -160,3 +160,19 @@ def test_a_topology_takes_a_delay_series_instead_of_a_delay(tmp_path: Path) -> N
         load_topology(cell_topology(tmp_path, 'owd = 5\n[link.forward]\ndelays = "s.delays"'))
     with pytest.raises(UserError, match="cannot read it"):
         load_topology(cell_topology(tmp_path, '[link.forward]\ndelays = "missing.delays"'))
+
+
+def test_logs_stamped_with_dates_and_rate_columns_named_by_unit(tmp_path: Path) -> None:
+    """Measurement logs as some studies publish them (e.g. NUWiNS' Starlink trips, which we may not redistribute):
+    ping lines stamped "[YYYY-MM-DD HH:MM:SS.ffffff]", iperf-like CSVs with an ISO `time` column and a rate column
+    named by its unit's suffix ("throughput_mbps")."""
+    from fecbench.inputs.traces import delays_from_ping, opportunities_from_rates, rate_series_from_csv
+
+    times, rates = rate_series_from_csv("time,throughput_mbps,retrans\n2024-05-27T11:48:48.000000,6.0,1\n"
+                                        "2024-05-27T11:48:48.500000,12.0,0\n2024-05-27 11:48:49.500000,0,0\n", "t.csv")
+    assert times == [0.0, 0.5, 1.5] and rates == [6.0, 12.0, 0.0]
+    offsets = opportunities_from_rates(times, rates)
+    assert offsets[-1] == 1500 and abs(len(offsets) - 15e6 / 8 / 1504) <= 2   # 15 Mbit in 1.5 s, to within one
+    log = "".join(f"[2024-05-27 11:50:5{k}.000000] 46 bytes from 10.0.0.2: icmp_seq={k + 1} ttl=58 time={40 + k} ms\n"
+                  for k in range(3))
+    assert delays_from_ping(log, "p.out") == ([0, 1000, 2000, 3000], [20.0, 20.5, 21.0, 21.0], 0)

@@ -187,8 +187,9 @@ def _load(path: str, _mtime_ns: int, _size: int) -> DeliveryTrace:
 
 #: Rate columns a CSV may name, and what one unit of each is in Mbit/s (a unit not listed is refused, never guessed).
 RATE_UNITS = {"mbit_s": 1.0, "mbps": 1.0, "kbit_s": 1e-3, "kbps": 1e-3, "bit_s": 1e-6, "bps": 1e-6}
-#: Time columns and their seconds.
+#: Time columns and their seconds; or a column of wall-clock times (ISO dates and times: CLOCK_COLUMNS).
 TIME_UNITS = {"time_s": 1.0, "t_s": 1.0, "time_ms": 1e-3, "t_ms": 1e-3}
+CLOCK_COLUMNS = ("time", "timestamp")
 
 
 def rate_series_from_csv(text: str, name: str) -> tuple[list[float], list[float]]:
@@ -201,26 +202,40 @@ def rate_series_from_csv(text: str, name: str) -> tuple[list[float], list[float]
     if not rows:
         raise UserError(f"{name}: empty: expected a header (e.g. time_s,mbit_s) and one row per rate step")
     header = [cell.strip().lower() for cell in rows[0]]
-    time_col = next((i for i, h in enumerate(header) if h in TIME_UNITS), None)
-    rate_col = next((i for i, h in enumerate(header) if h in RATE_UNITS), None)
+    time_col = next((i for i, h in enumerate(header) if h in TIME_UNITS or h in CLOCK_COLUMNS), None)
+    rate_col = next((i for i, h in enumerate(header) if _rate_unit(h) is not None), None)
     if time_col is None or rate_col is None:
         raise UserError(f"{name}: the header {rows[0]} names no {'time' if time_col is None else 'rate'} column "
                         f"(time: {', '.join(TIME_UNITS)}; rate: {', '.join(RATE_UNITS)})")
     times, rates = [], []
-    time_unit, rate_unit = TIME_UNITS[header[time_col]], RATE_UNITS[header[rate_col]]
+    rate_unit = _rate_unit(header[rate_col])
+    read_time = _clock if header[time_col] in CLOCK_COLUMNS else lambda text: float(text) * TIME_UNITS[header[time_col]]
     for number, row in enumerate(rows[1:], 2):
         try:
-            t, r = float(row[time_col]) * time_unit, float(row[rate_col]) * rate_unit
+            t, r = read_time(row[time_col]), float(row[rate_col]) * rate_unit
         except (ValueError, IndexError):
             raise UserError(f"{name}, row {number}: expected numbers in {header[time_col]} and {header[rate_col]}, "
                             f"got {row}") from None
-        if not (math.isfinite(t) and math.isfinite(r)) or r < 0 or (times and t <= times[-1]) or t < 0:
+        if not (math.isfinite(t) and math.isfinite(r)) or r < 0 or (times and t <= times[-1]):
             raise UserError(f"{name}, row {number}: times must grow from ≥ 0 and rates be ≥ 0, got {row}")
         times.append(t)
         rates.append(r)
     if len(times) < 2:
         raise UserError(f"{name}: at least two rows (a step lasts until the next row's time; the last row ends it)")
-    return times, rates
+    return [t - times[0] for t in times], rates
+
+
+def _rate_unit(column: str) -> float | None:
+    """Mbit/s per unit of a rate column named by its unit ("mbps") or ending in it ("throughput_mbps")."""
+    return next((scale for unit, scale in RATE_UNITS.items() if column == unit or column.endswith("_" + unit)), None)
+
+
+def _clock(text: str) -> float:
+    """Seconds of a wall-clock time written as an ISO date and time ("2024-05-27T11:48:48.032245" or with a space):
+    only differences between rows are used."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(text.strip()).timestamp()
 
 
 def opportunities_from_rates(times_s: list[float], mbit: list[float]) -> list[int]:
@@ -244,7 +259,9 @@ def opportunities_from_rates(times_s: list[float], mbit: list[float]) -> list[in
     return out
 
 
-PING_LINE = re.compile(r"^\[(\d+(?:\.\d+)?)\].*icmp_seq=(\d+).*time=(\d+(?:\.\d+)?) ms")
+#: A reply of `ping -D` ("[1700000000.123456] ...") or of a log stamping each line with a date and time
+#: ("[2024-05-27 11:50:53.688215] ..."): its time, sequence number and RTT.
+PING_LINE = re.compile(r"^\[(\d+(?:\.\d+)?|\d{4}-\d\d-\d\d[ T][\d:.]+)\].*icmp_seq=(\d+).*time=(\d+(?:\.\d+)?) ms")
 
 
 def delays_from_ping(text: str, name: str) -> tuple[list[int], list[float], int]:
@@ -252,7 +269,8 @@ def delays_from_ping(text: str, name: str) -> tuple[list[int], list[float], int]
     offset from the first, of half its RTT (the one-way delay of a path taken as symmetric: a ping cannot tell the
     directions apart), the series ending one median interval after the last reply. (offsets_ms, delays_ms, the
     requests that got no reply: losses, which a delay series does not carry.)"""
-    samples = [(float(m[1]), int(m[2]), float(m[3])) for m in map(PING_LINE.match, text.splitlines()) if m]
+    samples = [(_clock(m[1]) if "-" in m[1] else float(m[1]), int(m[2]), float(m[3]))
+               for m in map(PING_LINE.match, text.splitlines()) if m]
     if len(samples) < 2:
         stamped = "time=" in text and not any(line.startswith("[") for line in text.splitlines())
         raise UserError(f"{name}: " + ("its replies carry no wall-clock time: record with `ping -D`" if stamped

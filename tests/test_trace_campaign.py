@@ -1,6 +1,7 @@
 """A campaign over a measured link (issue 71, items 4 and 5): real QUIC (fecq) downloads over Verizon's LTE trace
 (topologies/lte-trace.toml), each run starting the trace from its beginning; the run records which trace it replayed
-(sha256, where it started, loops) and `fecbench explain` draws the trace's capacity beside the sending rate."""
+(sha256, where it started, loops) and `fecbench explain` draws the trace's capacity beside the sending rate. (A bulk
+download's throughput against the trace's capacity, a timing measurement: tests/test_trace_link.py.)"""
 
 from __future__ import annotations
 
@@ -16,23 +17,24 @@ pytestmark = [pytest.mark.require_root,
               pytest.mark.skipif(not FECQ.exists(), reason="fecq is not built: make fecq")]
 
 
-def test_downloads_over_an_lte_trace_record_and_explain_it(tmp_path: Path) -> None:
-    design = tmp_path / "lte.toml"
-    design.write_text(f"""
+def lte_design(path: Path, repetitions: int, size: str, queue: int = 100) -> Path:
+    """fecq downloads without losses over topologies/lte-trace.toml, qlog kept."""
+    path.write_text(f"""
 [design]
 name = "lte-trace-smoke"
 topology = "{ROOT / 'topologies' / 'lte-trace.toml'}"
-repetitions = 2
+repetitions = {repetitions}
 seed = 71
 timeout_s = 120
 [space.factors]
 p = {{ value = 0.0 }}
+queue = {{ value = {queue}, unit = "packets" }}
 [loss]
 model = "uniform"
 p = "p"
 [workload]
 kind = "download"
-sizes = ["1MiB"]
+sizes = ["{size}"]
 [capture]
 qlog = "all"
 [[impl]]
@@ -40,6 +42,11 @@ name = "fecq"
 label = "quic"
 args = {{ fec = "none" }}
 """)
+    return path
+
+
+def test_downloads_over_an_lte_trace_record_and_explain_it(tmp_path: Path) -> None:
+    design = lte_design(tmp_path / "lte.toml", 2, "1MiB")
     db = tmp_path / "lte.sqlite"
     out = fecbench("run", str(design), "--db", str(db), "--link-backend", "delayline")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -58,3 +65,4 @@ args = {{ fec = "none" }}
     summary = (tmp_path / f"{key[:12]}-summary.txt").read_text()
     assert "trace link cell: capacity" in summary, summary
     assert (tmp_path / f"{key[:12]}-timeline.png").stat().st_size > 0
+

@@ -165,6 +165,17 @@ int dl_parse_command(const char *line, struct dl_command *cmd, char *err, size_t
 		}
 		return 0;
 	}
+	if (!strcmp(word, "traceidle")) {
+		/* traceidle ab|ba: a trace link's idle opportunities per bin since its start */
+		cmd->kind = DL_CMD_TRACEIDLE;
+		if (next_word(&p, word, sizeof(word)))
+			cmd->flow_dir = !strcmp(word, "ba");
+		if ((strcmp(word, "ab") && strcmp(word, "ba")) || next_word(&p, word, sizeof(word))) {
+			snprintf(err, errlen, "traceidle needs a direction, ab or ba, and nothing else");
+			return -1;
+		}
+		return 0;
+	}
 	if (!strcmp(word, "trace") || !strcmp(word, "delays"))
 		return parse_trace(p, cmd, word[0] == 't' ? DL_CMD_TRACE : DL_CMD_DELAYS, err, errlen);
 	if (strcmp(word, "set")) {

@@ -16,7 +16,7 @@
 #define DL_MAX_TRACE_LIMIT 4294967295ULL
 
 enum dl_command_kind { DL_CMD_SET, DL_CMD_STATS, DL_CMD_CLEAR, DL_CMD_FLUSH, DL_CMD_FLOWS, DL_CMD_FLOWSTATS, DL_CMD_TRACE,
-		       DL_CMD_DELAYS };
+		       DL_CMD_DELAYS, DL_CMD_TRACEIDLE };
 /* trace ab|ba file=PATH [packets=N | bytes=N] [offset_ms=N]; trace ab|ba restart [offset_ms=N]; trace ab|ba off;
    delays: the same without a queue (a delay series, series.h) */
 enum dl_trace_action { DL_TRACE_LOAD, DL_TRACE_RESTART, DL_TRACE_OFF };

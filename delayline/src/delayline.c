@@ -479,6 +479,40 @@ static int send_all(int fd, const char *text, size_t len)
 	return 0;
 }
 
+/* `traceidle`: a trace link's idle opportunities per bin since its start, up to now (one line). */
+static void reply_idle(struct client *cl, struct direction *d)
+{
+	struct dl_trace *t = &d->trace;
+	uint64_t now = now_ns(), bins;
+	size_t cap, len;
+	char *line;
+
+	if (!d->traced || !t->idle) {
+		send(cl->fd, "error traceidle: this direction is no trace link\n", 49, MSG_NOSIGNAL | MSG_DONTWAIT);
+		return;
+	}
+	dl_trace_settle(t, now);
+	bins = (now - t->started_ns) / (DL_TRACE_IDLE_BIN_MS * 1000000ULL) + 1;
+	if (bins > DL_TRACE_IDLE_BINS)
+		bins = DL_TRACE_IDLE_BINS;
+	cap = 160 + bins * 11;
+	line = malloc(cap);
+	if (!line) {
+		send(cl->fd, "error out of memory\n", 20, MSG_NOSIGNAL | MSG_DONTWAIT);
+		return;
+	}
+	len = (size_t)snprintf(line, cap, "{\"bin_ms\": %d, \"started_ns\": %" PRIu64 ", \"total\": %" PRIu64
+			       ", \"idle\": [", DL_TRACE_IDLE_BIN_MS, t->started_ns, t->idle_total);
+	for (uint64_t b = 0; b < bins; b++)
+		len += (size_t)snprintf(line + len, cap - len, "%s%u", b ? ", " : "", t->idle[b]);
+	len += (size_t)snprintf(line + len, cap - len, "]}\n");
+	if (send_all(cl->fd, line, len) < 0) {
+		close(cl->fd);
+		cl->fd = -1;
+	}
+	free(line);
+}
+
 /* `flowstats`: both directions' per-flow counters, one line. */
 static void reply_flows(struct client *cl)
 {
@@ -591,6 +625,9 @@ static void reply_to(struct client *cl, const char *line)
 		snprintf(reply, sizeof(reply), "error %s\n", err);
 	} else if (cmd.kind == DL_CMD_FLOWSTATS) {
 		reply_flows(cl);
+		return;
+	} else if (cmd.kind == DL_CMD_TRACEIDLE) {
+		reply_idle(cl, cmd.flow_dir ? &dir_ba : &dir_ab);
 		return;
 	} else if (cmd.kind == DL_CMD_FLOWS) {
 		struct dl_flows *f = cmd.flow_dir ? &dir_ba.flows : &dir_ab.flows;

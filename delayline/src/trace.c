@@ -12,6 +12,7 @@ void dl_trace_free(struct dl_trace *t)
 {
 	free(t->opp_ms);
 	free(t->ring);
+	free(t->idle);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -148,6 +149,33 @@ void dl_trace_start(struct dl_trace *t, uint64_t now_ns, uint64_t offset_ns)
 	t->base_ns = (int64_t)now_ns - (int64_t)offset_ns;
 	t->offset_ns = offset_ns;
 	t->started_ns = t->last_entry_ns = now_ns;
+	if (!t->idle)
+		t->idle = calloc(DL_TRACE_IDLE_BINS, sizeof(*t->idle)); /* without memory: no idle counts */
+	else
+		memset(t->idle, 0, DL_TRACE_IDLE_BINS * sizeof(*t->idle));
+	t->idle_total = 0;
+	t->classified = first_after(t, now_ns);
+}
+
+/* Opportunities [t->classified, until) went by with nothing waiting: count them in their bins. */
+static void count_idle(struct dl_trace *t, int64_t until)
+{
+	for (int64_t g = t->classified; g < until; g++) {
+		uint64_t bin = (dl_trace_opportunity_ns(t, g) - t->started_ns) / (DL_TRACE_IDLE_BIN_MS * 1000000ULL);
+
+		if (t->idle && bin < DL_TRACE_IDLE_BINS)
+			t->idle[bin]++;
+		t->idle_total++;
+	}
+	if (until > t->classified)
+		t->classified = until;
+}
+
+void dl_trace_settle(struct dl_trace *t, uint64_t now_ns)
+{
+	/* the link is empty when its last frame's opportunity has passed: what came since then went unused */
+	if (t->current < 0 || dl_trace_opportunity_ns(t, t->current) <= now_ns)
+		count_idle(t, first_after(t, now_ns));
 }
 
 static struct dl_trace_frame *ring_at(const struct dl_trace *t, uint32_t i)
@@ -211,6 +239,7 @@ int dl_trace_enter(struct dl_trace *t, uint64_t entry_ns, uint32_t bytes, uint64
 		at = first_after(t, entry_ns);
 		left = DL_TRACE_OPPORTUNITY_BYTES;
 	}
+	count_idle(t, at); /* opportunities before the one it starts in went by with nothing waiting */
 	start_ns = dl_trace_opportunity_ns(t, at);
 	while (need > left) {
 		need -= left;
@@ -219,6 +248,8 @@ int dl_trace_enter(struct dl_trace *t, uint64_t entry_ns, uint32_t bytes, uint64
 	}
 	t->current = at;
 	t->left = left - need;
+	if (t->classified < at + 1)
+		t->classified = at + 1; /* used by this frame (a later frame may share its last one) */
 	*depart_ns = dl_trace_opportunity_ns(t, at);
 	if (ring_push(t, (struct dl_trace_frame){start_ns, *depart_ns, bytes}) < 0)
 		return -1;

@@ -21,6 +21,11 @@
 /* The most lines a trace may have (Mahimahi's longest published traces have a few million). */
 #define DL_TRACE_MAX_LINES 100000000U
 
+/* Idle opportunities (nothing waiting: lost) are counted per bin of this many ms since the trace's last start, for
+   as many bins (an hour): what tells a run limited by the link from one limited by its sender. */
+#define DL_TRACE_IDLE_BIN_MS 100
+#define DL_TRACE_IDLE_BINS 36000
+
 /* A frame in the link: when its service began (the opportunity it started in), when it leaves, its charge. */
 struct dl_trace_frame {
 	uint64_t start_ns, depart_ns;
@@ -47,6 +52,10 @@ struct dl_trace {
 	uint64_t waiting_bytes; /* sum of the ring's charges */
 	/* counters since load */
 	uint64_t accepted, dropped, accepted_bytes;
+	/* opportunities nobody used, per bin since the last start; `classified`: the first one not yet known used or idle */
+	uint32_t *idle;
+	int64_t classified;
+	uint64_t idle_total;
 };
 
 /* Read a Mahimahi trace file. 0, or -1 with the reason (naming the file and line) in err. */
@@ -69,6 +78,9 @@ int dl_trace_enter(struct dl_trace *t, uint64_t entry_ns, uint32_t bytes, uint64
 
 /* The CLOCK_MONOTONIC time of opportunity `index` (global: loop × lines + line). */
 uint64_t dl_trace_opportunity_ns(const struct dl_trace *t, int64_t index);
+/* Classify the opportunities up to now_ns that no frame used as idle (the rest are counted as frames use them). */
+void dl_trace_settle(struct dl_trace *t, uint64_t now_ns);
+
 /* How many whole loops of the trace have passed at now_ns since its start. */
 uint64_t dl_trace_loops(const struct dl_trace *t, uint64_t now_ns);
 

@@ -150,6 +150,9 @@ static void test_parse_commands(void)
 	CHECK(dl_parse_command("delays ab file=/s offset_ms=3", &c, err, sizeof(err)) == 0 && c.kind == DL_CMD_DELAYS &&
 	      c.trace_offset_ms == 3 && !strcmp(c.trace_path, "/s"));
 	CHECK(dl_parse_command("delays ab file=/s packets=3", &c, err, sizeof(err)) < 0 && strstr(err, "delays"));
+	CHECK(dl_parse_command("traceidle ba", &c, err, sizeof(err)) == 0 && c.kind == DL_CMD_TRACEIDLE && c.flow_dir == 1);
+	CHECK(dl_parse_command("traceidle ab x", &c, err, sizeof(err)) < 0 && dl_parse_command("traceidle", &c, err,
+												   sizeof(err)) < 0);
 
 	CHECK(dl_parse_command("", &c, err, sizeof(err)) < 0);
 	CHECK(dl_parse_command("reboot", &c, err, sizeof(err)) < 0 && strstr(err, "unknown command"));
@@ -318,6 +321,9 @@ static void test_trace_serves_bytes_at_opportunities(void)
 	CHECK(dl_trace_enter(&t, T0 + 20 * MS + 1, 100, &depart) == 0 && depart == T0 + 21 * MS);
 	/* entering at an opportunity's instant misses it (as mm-link, which delivers before it reads) */
 	CHECK(dl_trace_enter(&t, T0 + 30 * MS, 100, &depart) == 0 && depart == T0 + 31 * MS);
+	/* of the 250 opportunities in 250 ms, frames used 10 (ms 1-8, 21, 31): the rest went by idle, per 100 ms */
+	dl_trace_settle(&t, T0 + 250 * MS);
+	CHECK(t.idle_total == 240 && t.idle[0] == 89 && t.idle[1] == 100 && t.idle[2] == 51 && t.idle[3] == 0);
 	dl_trace_free(&t);
 }
 

@@ -27,6 +27,7 @@ from fecbench.host import cgroups, cleanup
 from fecbench.inputs.errors import UserError, require_root
 from fecbench.inputs.traces import series_used, trace_used
 from fecbench.timekeeping import lateness
+from fecbench.timekeeping.delayline import SIDE_OF
 
 _build_counter = itertools.count()
 
@@ -183,7 +184,7 @@ class Network:
 
     def _start_delaylines(self) -> None:
         from fecbench.host import affinity
-        from fecbench.timekeeping.delayline import SIDE_OF, DelayLine
+        from fecbench.timekeeping.delayline import DelayLine
 
         for link_id, dn in self.layout.delay_nodes.items():
             pair = self.shaping[link_id]
@@ -200,10 +201,7 @@ class Network:
                     dl.control.set_delays(SIDE_OF[direction], s.delays)
 
     def restart_traces(self) -> None:
-        """Every trace link starts its trace again, its queue empty, and every delay series its series: each run
-        meets the same link from its start."""
-        from fecbench.timekeeping.delayline import SIDE_OF
-
+        """Every trace and delay series starts again (a trace link's queue empty): each run meets the same link."""
         for link_id, pair in self.shaping.items():
             for direction, s in pair.items():
                 for kind, file in (("trace", s.trace), ("delays", s.delays)):
@@ -361,6 +359,8 @@ class Network:
                                   and q.get("kind") in ("tbf", "netem")]
                       for direction in ("forward", "reverse")}
             delay = self.delaylines[link_id].stats() if link_id in self.delaylines else None
+            idle = {d: self.delaylines[link_id].control.trace_idle(SIDE_OF[d]) for d, s in
+                    self.shaping[link_id].items() if s.trace is not None}   # trace links: where they idled
             for direction in ("forward", "reverse"):
                 counts = (delay or {}).get("ab" if direction == "forward" else "ba")
                 out.append({
@@ -369,7 +369,7 @@ class Network:
                     "qdiscs": [{k: q.get(k) for k in ("kind", "bytes", "packets", "drops", "overlimits",
                                                       "backlog", "qlen")}
                                for q in qdiscs.get(direction, [])],
-                    "trace": trace_used(self.shaping[link_id][direction].trace, counts),
+                    "trace": trace_used(self.shaping[link_id][direction].trace, counts, idle.get(direction)),
                     "delays": series_used(self.shaping[link_id][direction].delays, counts),
                     **as_built(self.shaping[link_id][direction], shown, dn.egress(direction))})
         return out

@@ -137,17 +137,21 @@ def series_used(path: str | None, counts: dict[str, Any] | None) -> dict[str, An
             **{k: used.get(k) for k in ("offset_ms", "started_ns", "loops")}}
 
 
-def trace_used(path: str | None, counts: dict[str, Any] | None) -> dict[str, Any] | None:
+def trace_used(path: str | None, counts: dict[str, Any] | None,
+               idle: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """Which trace a trace link replayed, as a run records it: the file and its sha256, and from the delay element's
     counts of that direction where in it the run started (offset_ms; started_ns, CLOCK_MONOTONIC, and started_unix_s,
-    the same instant on the wall clock the qlog files use) and how many loops it completed. None without a trace."""
+    the same instant on the wall clock the qlog files use), how many loops it completed and, from `idle`
+    (DelayControl.trace_idle), the opportunities that went by unused per bin (idle_bin_ms, idle). None without a
+    trace."""
     if path is None:
         return None
     trace, used = load_trace(path), (counts or {}).get("trace") or {}
     started = used.get("started_ns")
     unix_s = time.time() - (time.monotonic_ns() - started) / 1e9 if isinstance(started, int) else None
     return {"path": trace.path, "sha256": trace.sha256, "period_ms": trace.period_ms, "started_unix_s": unix_s,
-            **{k: used.get(k) for k in ("offset_ms", "started_ns", "loops")}}
+            **{k: used.get(k) for k in ("offset_ms", "started_ns", "loops")},
+            **({"idle_bin_ms": idle.get("bin_ms"), "idle": idle.get("idle")} if idle else {})}
 
 
 def load_trace(path: str | Path) -> DeliveryTrace:

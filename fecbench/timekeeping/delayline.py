@@ -157,6 +157,14 @@ class DelayControl:
         if not reply.startswith("ok"):
             raise UserError(f"delayline {self.name}: {reply.removeprefix('error ')}")
 
+    def trace_idle(self, side: str) -> dict[str, Any]:
+        """A trace link's opportunities that went by with nothing waiting, per bin since its start: {"bin_ms",
+        "started_ns", "total", "idle": [count per bin, up to now]} (what tells the link's limit from the sender's)."""
+        reply = self.command(f"traceidle {side}")
+        if not reply.startswith("{"):
+            raise RuntimeError(f"delayline {self.name}: traceidle refused: {reply}")
+        return json.loads(reply)
+
     def restart_trace(self, side: str, offset_ms: int = 0, kind: str = "trace") -> None:
         """Start direction `side`'s trace (`kind` "trace") or delay series ("delays") again from `offset_ms` into
         it (a run's start; a trace link's queue empty)."""

@@ -176,3 +176,29 @@ def test_logs_stamped_with_dates_and_rate_columns_named_by_unit(tmp_path: Path) 
     log = "".join(f"[2024-05-27 11:50:5{k}.000000] 46 bytes from 10.0.0.2: icmp_seq={k + 1} ttl=58 time={40 + k} ms\n"
                   for k in range(3))
     assert delays_from_ping(log, "p.out") == ([0, 1000, 2000, 3000], [20.0, 20.5, 21.0, 21.0], 0)
+
+
+def test_a_ping_logs_unanswered_requests_become_a_schedule_of_outages(tmp_path: Path) -> None:
+    """Issue 71 item 2's loss events: requests 3 and 4 of a 200 ms ping went unanswered: one outage of two intervals
+    from request 3's sending (0.36 s on the delay series' clock), as a link schedule that loads."""
+    import subprocess
+    import sys
+
+    from fecbench.emulation.schedule import load_schedule
+    from fecbench.inputs.traces import outages_from_ping
+
+    log = "".join(f"[1700000000.{ms:03d}000] 64 bytes from 10.0.0.2: icmp_seq={seq} ttl=64 time=40.0 ms\n"
+                  for seq, ms in ((1, 0), (2, 200), (5, 800), (6, 999)))
+    assert outages_from_ping(log, "l.log") == [(0.36, 400.0)]
+    (tmp_path / "l.log").write_text(log)
+    run = [sys.executable, "-m", "fecbench", "trace", "convert", str(tmp_path / "l.log"), "-o",
+           str(tmp_path / "l.delays")]
+    out = subprocess.run([*run, "--losses-to", str(tmp_path / "l.toml"), "--link", "cell"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    changes = load_schedule(tmp_path / "l.toml").changes
+    assert [(c.link, c.directions, c.times, c.outage_ms) for c in changes] == \
+        [("cell", ("forward", "reverse"), [0.36], (400.0, 400.0))], changes
+    lone = subprocess.run([*run, "--force", "--losses-to", str(tmp_path / "m.toml")], capture_output=True, text=True,
+                          timeout=60)
+    assert lone.returncode == 2 and "--losses-to and --link go together" in lone.stderr

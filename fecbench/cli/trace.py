@@ -39,7 +39,11 @@ def convert(source: Path = typer.Argument(..., help="A published series: a CSV o
                                               "rate holds until the next row), mahimahi (checked and copied), ping (a "
                                               "`ping -D` log: a delay series of half each RTT), or auto (by the file's "
                                               "suffix: .csv is rate-csv, .log and .txt ping)."),
-            force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists.")) -> None:
+            force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists."),
+            losses_to: Path | None = typer.Option(None, "--losses-to", help="ping: also write its unanswered requests "
+                                                  "as a link schedule of outages (a TOML file for [design] schedule)."),
+            link: str | None = typer.Option(None, "--link", help="The link the --losses-to schedule cuts (a "
+                                            "topology's link id, e.g. cell).")) -> None:
     """Write SOURCE as a packet-delivery trace for a topology's `trace = "..."`, or a ping log as a delay series for
     its `delays = "..."` (topologies/README.md)."""
     from fecbench.inputs.traces import (
@@ -47,16 +51,22 @@ def convert(source: Path = typer.Argument(..., help="A published series: a CSV o
         load_delays,
         load_trace,
         opportunities_from_rates,
+        outages_from_ping,
         rate_series_from_csv,
     )
 
     if source_format not in FORMATS:
         raise UserError(f"--from {source_format!r}: one of {', '.join(FORMATS)}")
+    if source_format == "auto" and losses_to is not None:
+        source_format = "ping"
     if source_format == "auto":
         suffix = source.suffix.lower()
         source_format = "rate-csv" if suffix == ".csv" else "ping" if suffix in (".log", ".txt") else "mahimahi"
-    if output.exists() and not force:
-        raise UserError(f"{output} exists: choose another name or pass --force")
+    if (losses_to is None) != (link is None) or (losses_to is not None and source_format not in ("ping", "auto")):
+        raise UserError("--losses-to and --link go together, with a ping log (--from ping)")
+    for target in (output, losses_to):
+        if target is not None and target.exists() and not force:
+            raise UserError(f"{target} exists: choose another name or pass --force")
     try:
         text = source.read_text()
     except (OSError, UnicodeDecodeError) as exc:
@@ -68,8 +78,9 @@ def convert(source: Path = typer.Argument(..., help="A published series: a CSV o
         low, high = series.span_ms
         console.print(f"wrote {output}: a delay series of {len(offsets) - 1:,} steps over "
                       f"{series.period_ms / 1000:g} s, one-way delay {low:g}–{high:g} ms (half each RTT), sha256 "
-                      f"{series.sha256}" + (f"; {missing} request(s) got no reply: losses are not part of a delay "
-                                            "series" if missing else ""))
+                      f"{series.sha256}" + (f"; {missing} request(s) got no reply" if missing else ""))
+        if losses_to is not None and link is not None:
+            _write_outages(losses_to, link, source, outages_from_ping(text, str(source)))
         return
     if source_format == "rate-csv":
         offsets = opportunities_from_rates(*rate_series_from_csv(text, str(source)))
@@ -79,3 +90,21 @@ def convert(source: Path = typer.Argument(..., help="A published series: a CSV o
     trace = load_trace(output)
     console.print(f"wrote {output}: {len(trace.offsets_ms):,} opportunities, loop {trace.period_ms / 1000:g} s, "
                   f"{trace.mean_mbit:.3f} Mbit/s on average, sha256 {trace.sha256}")
+
+
+def _write_outages(path: Path, link: str, source: Path, outages: list[tuple[float, float]]) -> None:
+    """A link schedule (fecbench/emulation/schedule.py) cutting `link` both ways at each outage, checked by loading."""
+    from fecbench.emulation.schedule import load_schedule
+
+    lines = [f"# The unanswered requests of {source.name} (fecbench trace convert --losses-to): n in a row are an",
+             "# outage of n ping intervals from the first one's sending; time 0 is its delay series' (the first",
+             "# reply), which a schedule counts from the run's client start.", "",
+             "[schedule]", f'description = "losses of {source.name}: {len(outages)} outage(s)"']
+    for at_s, length_ms in outages:
+        lines += ["", "[[change]]", f'link = "{link}"', 'direction = "both"', f"at_s = {at_s:g}",
+                  f"outage_ms = {length_ms:g}"]
+    path.write_text("\n".join(lines) + "\n")
+    if outages:
+        load_schedule(path)
+    console.print(f"wrote {path}: {len(outages)} outage(s) on link {link}, "
+                  f"{sum(length for _, length in outages) / 1000:g} s in all")

@@ -268,11 +268,8 @@ def opportunities_from_rates(times_s: list[float], mbit: list[float]) -> list[in
 PING_LINE = re.compile(r"^\[(\d+(?:\.\d+)?|\d{4}-\d\d-\d\d[ T][\d:.]+)\].*icmp_seq=(\d+).*time=(\d+(?:\.\d+)?) ms")
 
 
-def delays_from_ping(text: str, name: str) -> tuple[list[int], list[float], int]:
-    """A delay series from a `ping -D` log (each reply's wall-clock time and RTT): one step per reply, at its
-    offset from the first, of half its RTT (the one-way delay of a path taken as symmetric: a ping cannot tell the
-    directions apart), the series ending one median interval after the last reply. (offsets_ms, delays_ms, the
-    requests that got no reply: losses, which a delay series does not carry.)"""
+def _ping_samples(text: str, name: str) -> list[tuple[float, int, float]]:
+    """Each reply of a ping log: (wall-clock time in s, icmp_seq, RTT in ms), in order."""
     samples = [(_clock(m[1]) if "-" in m[1] else float(m[1]), int(m[2]), float(m[3]))
                for m in map(PING_LINE.match, text.splitlines()) if m]
     if len(samples) < 2:
@@ -280,12 +277,33 @@ def delays_from_ping(text: str, name: str) -> tuple[list[int], list[float], int]
         raise UserError(f"{name}: " + ("its replies carry no wall-clock time: record with `ping -D`" if stamped
                                        else "fewer than two replies of `ping -D` (lines '[time] ... icmp_seq=N ... "
                                             "time=RTT ms')"))
+    if any(b[0] < a[0] or b[1] <= a[1] for a, b in zip(samples, samples[1:], strict=False)):
+        raise UserError(f"{name}: the replies' times or sequence numbers go back: not one ping's log in order")
+    return samples
+
+
+def delays_from_ping(text: str, name: str) -> tuple[list[int], list[float], int]:
+    """A delay series from a `ping -D` log (each reply's wall-clock time and RTT): one step per reply, at its
+    offset from the first, of half its RTT (the one-way delay of a path taken as symmetric: a ping cannot tell the
+    directions apart), the series ending one median interval after the last reply. (offsets_ms, delays_ms, the
+    requests that got no reply: losses, which a delay series does not carry: `outages_from_ping`.)"""
+    samples = _ping_samples(text, name)
     start = samples[0][0]
     offsets = [round((at - start) * 1000) for at, _, _ in samples]
-    if any(b < a for a, b in zip(offsets, offsets[1:], strict=False)):
-        raise UserError(f"{name}: the replies' times go back: not one ping's log in order")
     gaps = sorted(b - a for a, b in zip(offsets, offsets[1:], strict=False))
     delays = [rtt / 2 for _, _, rtt in samples]
-    seqs = [seq for _, seq, _ in samples]
-    missing = (max(seqs) - min(seqs) + 1) - len(set(seqs))
+    missing = samples[-1][1] - samples[0][1] + 1 - len(samples)
     return [*offsets, offsets[-1] + max(1, gaps[len(gaps) // 2])], [*delays, delays[-1]], missing
+
+
+def outages_from_ping(text: str, name: str) -> list[tuple[float, float]]:
+    """The requests of a ping log that got no reply, as outages on the delay series' clock (its 0 is the first
+    reply): n unanswered requests in a row are an outage of n ping intervals from the first one's sending (a ping
+    samples the path once an interval; it cannot tell which direction lost). [(at_s, length_ms)]."""
+    samples = _ping_samples(text, name)
+    sent = [(at - rtt / 1000, seq) for at, seq, rtt in samples]   # when each answered request left
+    steps = sorted((b[0] - a[0]) / (b[1] - a[1]) for a, b in zip(sent, sent[1:], strict=False))
+    interval = steps[len(steps) // 2]
+    start = samples[0][0]
+    return [(round(a[0] + interval - start, 6), round((b[1] - a[1] - 1) * interval * 1000, 3))
+            for a, b in zip(sent, sent[1:], strict=False) if b[1] - a[1] > 1]

@@ -202,3 +202,18 @@ def test_a_ping_logs_unanswered_requests_become_a_schedule_of_outages(tmp_path: 
     lone = subprocess.run([*run, "--force", "--losses-to", str(tmp_path / "m.toml")], capture_output=True, text=True,
                           timeout=60)
     assert lone.returncode == 2 and "--losses-to and --link go together" in lone.stderr
+
+
+def test_the_duration_model_takes_a_trace_links_capacity_for_its_rate() -> None:
+    """A design over topologies/lte-trace.toml gives no bw: its runs' expected duration uses the slowest trace's mean
+    capacity (Verizon's downlink, 5.04 Mbit/s), not the model's 10 Mbit/s default."""
+    from fecbench.runners.experiment.prepare import prepare
+    from fecbench.runners.experiment.runs import estimate_seconds, trace_rate
+
+    root = Path(__file__).resolve().parent.parent
+    down = load_trace(root / "traces" / "mahimahi" / "Verizon-LTE-short.down")
+    assert trace_rate(str(root / "topologies" / "lte-trace.toml")) == down.mean_mbit
+    assert trace_rate(str(root / "topologies" / "single.toml")) is None
+    prepared = prepare(root / "designs" / "rquic2021-lte-trace.toml", require_built=False)
+    lossless = next(r for r in prepared.runs if float(r.values["p"]) == 0)
+    assert estimate_seconds(lossless, prepared.design) > 5 * 2**20 * 8 / (down.mean_mbit * 1e6)

@@ -8,11 +8,13 @@ implementation meets the same loss pattern at the same (point, repetition): comm
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from fecbench.dropper.models import MODELS
@@ -135,13 +137,30 @@ def mean_loss(run: Run, design: Design) -> float:
         return 0.0
 
 
+@functools.lru_cache(maxsize=16)
+def trace_rate(topology_path: str) -> float | None:
+    """The slowest trace link's mean capacity (Mbit/s) in a topology whose rates are measured traces (None without
+    one, or a trace chosen by a factor): what the duration model takes for the rate its points do not give."""
+    from fecbench.emulation import load_topology
+    from fecbench.inputs.errors import UserError
+    from fecbench.inputs.traces import load_trace
+
+    try:
+        topo = load_topology(topology_path)
+    except UserError:   # the design's own check says what is wrong with its topology
+        return None
+    files = [d.trace for link in topo.links for d in (link.forward, link.reverse) if isinstance(d.trace, Path)]
+    rates = [load_trace(f if f.is_absolute() else Path(topology_path).parent / f).mean_mbit for f in files]
+    return min(rates) if rates else None
+
+
 def estimate_seconds(run: Run, design: Design, overhead_s: float = OVERHEAD_S, capped: bool = True) -> float:
     """A run's duration: harness overhead + a lost handshake packet's timeout (times its probability) +
     handshake, request and statistics RTTs + slow start + the transfer at the bottleneck rate, slowed
     beyond SLOW_START_BYTES to the loss-limited rate when that is lower; at most the design's time limit.
     A model: `fecbench bench campaign` measures how far a real design is from it (its pilot)."""
     owd_ms = _first(run.values, ("owd", "owd_1"), 20.0)
-    bw_mbit = _first(run.values, ("bw", "bw_1"), 10.0)
+    bw_mbit = _first(run.values, ("bw", "bw_1"), trace_rate(str(design.topology_path)) or 10.0)
     rtt_s = 2 * owd_ms / 1000
     limit = design.timeout_s + grace_s(design.timeout_s) if capped else float("inf")
     if design.workload.kind == "messages":

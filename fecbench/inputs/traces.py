@@ -210,7 +210,8 @@ def rate_series_from_csv(text: str, name: str) -> tuple[list[float], list[float]
     rate_col = next((i for i, h in enumerate(header) if _rate_unit(h) is not None), None)
     if time_col is None or rate_col is None:
         raise UserError(f"{name}: the header {rows[0]} names no {'time' if time_col is None else 'rate'} column "
-                        f"(time: {', '.join(TIME_UNITS)}; rate: {', '.join(RATE_UNITS)})")
+                        f"(time: {', '.join(TIME_UNITS)}, or {' or '.join(CLOCK_COLUMNS)} holding ISO dates and "
+                        f"times; rate: {', '.join(RATE_UNITS)}, or a name ending in _ and one of them)")
     times, rates = [], []
     rate_unit = _rate_unit(header[rate_col])
     read_time = _clock if header[time_col] in CLOCK_COLUMNS else lambda text: float(text) * TIME_UNITS[header[time_col]]
@@ -218,10 +219,12 @@ def rate_series_from_csv(text: str, name: str) -> tuple[list[float], list[float]
         try:
             t, r = read_time(row[time_col]), float(row[rate_col]) * rate_unit
         except (ValueError, IndexError):
-            raise UserError(f"{name}, row {number}: expected numbers in {header[time_col]} and {header[rate_col]}, "
-                            f"got {row}") from None
+            what = "an ISO date and time" if header[time_col] in CLOCK_COLUMNS else "a number"
+            raise UserError(f"{name}, row {number}: expected {what} in {header[time_col]} and a number in "
+                            f"{header[rate_col]}, got {row} (a column of seconds is named time_s, of ms time_ms)") \
+                from None
         if not (math.isfinite(t) and math.isfinite(r)) or r < 0 or (times and t <= times[-1]):
-            raise UserError(f"{name}, row {number}: times must grow from ≥ 0 and rates be ≥ 0, got {row}")
+            raise UserError(f"{name}, row {number}: times must grow and rates be ≥ 0, got {row}")
         times.append(t)
         rates.append(r)
     if len(times) < 2:

@@ -63,6 +63,6 @@ def test_downloads_over_an_lte_trace_record_and_explain_it(tmp_path: Path) -> No
     out = fecbench("explain", str(db), key[:12], "-o", str(tmp_path))
     assert out.returncode == 0, out.stdout + out.stderr
     summary = (tmp_path / f"{key[:12]}-summary.txt").read_text()
-    assert "trace link cell: capacity" in summary, summary
+    assert "trace link cell: capacity" in summary and "idle (opportunities unused) in" in summary, summary
     assert (tmp_path / f"{key[:12]}-timeline.png").stat().st_size > 0
 

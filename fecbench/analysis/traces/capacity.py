@@ -25,7 +25,8 @@ COLUMNS = ["t_s", "path", "mbit_s", "link"]
 def link_capacity(db: DbLike, key: str, direction: str, origin_abs_s: float, bin_s: float,
                   length_s: float) -> tuple[pd.DataFrame, list[str]]:
     """Per trace link in `direction` of run `key`: its capacity (Mbit/s) per bin of `bin_s` from the sender's
-    t_s = 0 (`origin_abs_s`, wall clock) for `length_s`; and notes on what could not be drawn."""
+    t_s = 0 (`origin_abs_s`, wall clock) for `length_s`; and notes: what could not be drawn, and how often the link
+    idled during the run (`idle_note`)."""
     stats = results.frame(db, "link_stats", ["link", "direction", "model", "delay_json"], where={"run_key": key})
     frames, notes = [], []
     stats = stats[stats["direction"] == direction]
@@ -50,4 +51,17 @@ def link_capacity(db: DbLike, key: str, direction: str, origin_abs_s: float, bin
         path = tables.link_path(model)
         frames.append(pd.DataFrame({"t_s": [(i + 0.5) * bin_ms / 1000 for i in range(len(mbit))],
                                     "path": 0.0 if math.isnan(path) else path, "mbit_s": mbit, "link": link}))
+        notes += idle_note(link, used, start_ms - float(used.get("offset_ms") or 0), length_s * 1000)
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)), notes
+
+
+def idle_note(link: str, used: dict, from_ms: float, length_ms: float) -> list[str]:
+    """How many of the delay element's idle bins (`idle_bin_ms`, from the trace's start) within the run's span
+    saw opportunities go by unused: there the sender, not the link, set the pace. Nothing where not recorded."""
+    idle, bin_ms = used.get("idle"), used.get("idle_bin_ms")
+    if not idle or not bin_ms:
+        return []
+    first, last = max(0, int(from_ms // bin_ms)), min(len(idle), math.ceil((from_ms + length_ms) / bin_ms))
+    span = idle[first:last]
+    return [f"trace link {link}: idle (opportunities unused) in {sum(1 for n in span if n)} of {len(span)} "
+            f"{bin_ms} ms intervals of the run: there the sender, not the link, set the pace"] if span else []

@@ -53,10 +53,10 @@ import numpy as np
 
 from fecbench.dropper.models import MODELS
 from fecbench.emulation.spec import Shaping
+from fecbench.inputs.directions import SCHEDULE_DIRECTIONS
 from fecbench.inputs.errors import SpecError
 from fecbench.inputs.specs import Section, load_toml
 
-DIRECTIONS = ("forward", "reverse", "both")
 MAX_EVENTS = 100_000          # per run: a period of 1 ms over a 60 s run fits; a typo (every_s = 1e-6) does not
 SETTINGS = ("owd_ms", "owd_delta_ms", "bw_mbit", "bw_scale", "loss_p")
 
@@ -253,7 +253,7 @@ def _number_or_list(sec: Section, name: str, *, low: float, high: float, allow_l
 
 def _change(sec: Section) -> Change:
     link = sec.get("link", str)
-    direction = sec.get("direction", str, "both", choices=DIRECTIONS)
+    direction = sec.get("direction", str, "both", choices=SCHEDULE_DIRECTIONS)
     directions = ("forward", "reverse") if direction == "both" else (direction,)
     at = sec.get("at_s", (float, list), None)
     every = sec.get("every_s", float, None, min=0.001)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from fecbench.host.paths import REPO_ROOT
+from fecbench.inputs.directions import CLASS_DIRECTIONS
 from fecbench.inputs.errors import SpecError, UserError
 from fecbench.inputs.specs import Section, load_toml
 from fecbench.runners.experiment.design import parse_size, resolve_path
@@ -39,7 +40,6 @@ PACKS_DIR = REPO_ROOT / "reproduce"
 STATISTICS = statistics.NAMES
 COMPARISONS = ("<", ">", "approx")
 LOSS_CLASSES = ("no loss", "loss", "tail loss")
-DIRECTIONS = ("forward", "reverse", "any")
 METRICS = ("dct_ms", "client_wall_ms", "bytes_app", "bytes_sent", "rebuffering_ms", "messages_late", "messages_corrupt",
            "coding_overhead")
 
@@ -385,7 +385,7 @@ def _params(entry: Section, stat: statistics.ClaimStatistic, ref: DesignRef) -> 
     params.update(stat.read_params(entry, ref.factors if ref.present else None))
     if stat.shares:
         params["tie_margin"], params["tie_margin_source"] = ties.read(entry)
-    params["loss_direction"] = entry.get("loss_direction", str, "any", choices=DIRECTIONS)
+    params["loss_direction"] = entry.get("loss_direction", str, "any", choices=CLASS_DIRECTIONS)
     return params
 
 

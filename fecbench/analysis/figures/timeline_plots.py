@@ -18,6 +18,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from fecbench.analysis.figures.style import format_size, styled, wrap
+from fecbench.inputs.directions import SENDER_DIRECTION
 
 #: How each mark is drawn: (name, marker, colour).
 MARK_STYLE = {"drop": ("dropper drop", "x", "#c0392b"), "repair_drop": ("dropper drop (repair)", "x", "#f1948a"),
@@ -26,7 +27,6 @@ MARK_STYLE = {"drop": ("dropper drop", "x", "#c0392b"), "repair_drop": ("dropper
               "signalled": ("recovery signalled", "^", "#8e44ad"), "abandoned": ("block abandoned", "s", "#7f8c8d")}
 ROWS = ("window", "rate", "rtt", "marks")
 #: The link direction carrying a sender's packets (link_stats: forward = client → server).
-DIRECTION = {"server": "reverse", "client": "forward"}
 _HEIGHTS = {"window": 2.2, "rate": 1.6, "rtt": 1.5, "marks": 1.3, "flows": 1.8}
 
 
@@ -90,7 +90,7 @@ def _marks(ax, timeline: Any, path: int) -> None:
     ax.set_ylim(-0.7, len(names) - 0.3)
     ax.invert_yaxis()
     causes = timeline.summary.get("causes") or {}
-    queue = causes.get(f"queue_{DIRECTION.get(timeline.sender, 'reverse')}")
+    queue = causes.get(f"queue_{SENDER_DIRECTION.get(timeline.sender, 'reverse')}")
     if queue is not None and queue == queue and queue > 0:    # counted by the bottleneck, without times
         ax.text(0.99, 0.03, f"+ {int(queue)} queue drops at the bottleneck (counted, not timed)",
                 transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="#c0392b",

@@ -51,6 +51,7 @@ from fecbench.analysis import ratios, results, stats
 from fecbench.analysis.results import DbLike
 from fecbench.analysis.studies import change_verdicts as cv
 from fecbench.analysis.traces import losses
+from fecbench.inputs.directions import DATA_DIRECTION, LINK_DIRECTIONS
 
 DECLARED, REBUILT, DROPPED, NO_LOSS = "losses declared", "losses rebuilt", "link drops", "no loss"
 CLASSES = (DECLARED, REBUILT, DROPPED, NO_LOSS)
@@ -60,7 +61,8 @@ TITLES = {DECLARED: "lossy runs (losses declared)", REBUILT: "lossy runs (losses
 TAIL_PART = 5        # the tail is the worst 1/TAIL_PART of the pairs
 TAIL = "tail (worst fifth)"
 #: The direction of a workload's data, as link_stats names it (client to server: forward); other workloads: both.
-DATA_DIRECTIONS = {"download": ("reverse",), "upload": ("forward",)}
+#: The directions whose drops change a transfer's class: its data's (other workloads: both).
+DATA_DIRECTIONS = {w: (DATA_DIRECTION[w],) for w in ("download", "upload")}
 
 
 def loss_records(db: DbLike) -> pd.DataFrame:
@@ -71,7 +73,7 @@ def loss_records(db: DbLike) -> pd.DataFrame:
     workloads = dict(results.rows(db, "runs", ["key", "workload"]))
     rows = []
     for record in found.to_dict("records"):
-        directions = DATA_DIRECTIONS.get(workloads.get(record["run_key"]) or "", ("forward", "reverse"))
+        directions = DATA_DIRECTIONS.get(workloads.get(record["run_key"]) or "", LINK_DIRECTIONS)
         counts = [record[f"{cause}_{d}"] for d in directions for cause in ("dropper", "outage", "queue")]
         counts = [c for c in counts if c is not None and not pd.isna(c)]
         declared = record["declared_lost"]

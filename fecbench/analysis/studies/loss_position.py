@@ -38,15 +38,14 @@ import numpy as np
 import pandas as pd
 
 from fecbench.analysis import results, stats
+from fecbench.inputs.directions import CLASS_DIRECTIONS, DATA_DIRECTION
 
 NO_LOSS, LOSS, TAIL = "no loss", "loss", "tail loss"
 CLASSES = (NO_LOSS, LOSS, TAIL)
-DIRECTIONS = ("forward", "reverse", "any")
 DEFAULT_K = 10
 _RANK = {NO_LOSS: 0, LOSS: 1, TAIL: 2}
 # The direction that carries a workload's data: where the slides' "last 10 packets" are (a lost
 # acknowledgement is not a lost packet of the transfer). reqresp carries data both ways.
-DATA_DIRECTION = {"upload": "forward", "download": "reverse", "messages": "reverse", "reqresp": "any"}
 DIRECTION_NAMES = {"forward": "client → server", "reverse": "server → client", "any": "either direction"}
 
 
@@ -115,7 +114,7 @@ def classify_logs(logs: pd.DataFrame, k: int = DEFAULT_K, min_len: int = 0) -> p
         for field in ("packets", "drops", "tail_drops"):
             row[f"{field}_any"] = sum(row[f"{field}_{d}"] for d in seen)
         rows[str(run_key)] = row
-    columns = ["run_key"] + [f"{f}_{d}" for d in DIRECTIONS for f in ("class", "packets", "drops", "tail_drops")]
+    columns = ["run_key"] + [f"{f}_{d}" for d in CLASS_DIRECTIONS for f in ("class", "packets", "drops", "tail_drops")]
     return pd.DataFrame(list(rows.values()), columns=columns)
 
 
@@ -165,8 +164,8 @@ def starlink_table(classified: pd.DataFrame, direction: str = "any", metric: str
                    by: tuple[str, ...] = ("workload", "size")) -> pd.DataFrame:
     """Per ``by`` group and nested class: runs, median and 95th percentile of ``metric`` per label
     (columns ``runs <label>``, ``median <label>``, ``p95 <label>``; timeouts as +∞, see the module)."""
-    if direction not in DIRECTIONS:
-        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    if direction not in CLASS_DIRECTIONS:
+        raise ValueError(f"direction must be one of {', '.join(CLASS_DIRECTIONS)}, got {direction!r}")
     k = int(classified.attrs.get("k", DEFAULT_K))
     labels = sorted(classified["label"].dropna().unique()) if len(classified) else []
     keys = [c for c in by if c in classified.columns]

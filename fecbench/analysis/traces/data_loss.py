@@ -47,6 +47,7 @@ from fecbench.analysis import results
 from fecbench.analysis.results import DbLike
 from fecbench.analysis.studies import loss_position
 from fecbench.analysis.traces import qlog, timeline, wire
+from fecbench.inputs.directions import CLASS_DIRECTIONS, SENDER_DIRECTION
 
 #: How a classed direction was decided.
 DATA_QLOG = "data packets (qlog)"
@@ -54,7 +55,7 @@ NOT_CLASSED = "not classed"
 #: Why a direction is not classed when its dropper kept no log (nothing lossy there, or no verdict_log).
 NO_LOG = "no verdict log in this direction"
 #: The side whose packets a dropper direction carries.
-SENDER_OF = {direction: side for side, direction in timeline.DIRECTION.items()}
+SENDER_OF = {direction: side for side, direction in SENDER_DIRECTION.items()}
 FIELDS = ("class", "packets", "drops", "tail_drops", "how")
 
 
@@ -202,7 +203,7 @@ def wide(long: pd.DataFrame) -> pd.DataFrame:
             "class_any": loss_position.worst(r["class"] for r in judged), "how_any": DATA_QLOG,
             **{f"{f}_any": sum(int(r[f]) for r in judged) for f in ("packets", "drops", "tail_drops")}})
         rows.append(row)
-    return pd.DataFrame(rows, columns=["run_key", *[f"{f}_{d}" for d in loss_position.DIRECTIONS for f in FIELDS]])
+    return pd.DataFrame(rows, columns=["run_key", *[f"{f}_{d}" for d in CLASS_DIRECTIONS for f in FIELDS]])
 
 
 def classify_runs(db: DbLike, k: int = loss_position.DEFAULT_K) -> pd.DataFrame:

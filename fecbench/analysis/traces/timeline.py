@@ -44,6 +44,7 @@ from fecbench.analysis.results import DbLike
 from fecbench.analysis.studies import cross_stack, flows, loss_position
 from fecbench.analysis.studies.campaign_provenance import campaign_json
 from fecbench.analysis.traces import capacity, losses, qlog, wire
+from fecbench.inputs.directions import SENDER_DIRECTION
 from fecbench.inputs.errors import UserError
 
 #: Marks on a timeline, in the order of its legend: qlog kind (or a dropper's drop) → name.
@@ -52,8 +53,6 @@ MARKS = {"drop": "dropper drop", "repair_drop": "dropper drop (repair)", "lost":
          "abandoned": "block abandoned"}
 #: The side sending a workload's data (the other one only acknowledges).
 SENDER = {"download": "server", "messages": "server", "upload": "client", "reqresp": "server"}
-#: A dropper's verdict-log direction that carries a sender's packets.
-DIRECTION = {"server": "reverse", "client": "forward"}
 
 
 class NoQlog(UserError):
@@ -276,7 +275,7 @@ def dropper_marks(db: DbLike, key: str, sender: str,
     """The dropper's drops in the sender's direction placed in time (see the module's text), the packets
     each dropped datagram carried (path, type, number), and notes."""
     logs = loss_position.verdict_logs(db)
-    logs = logs[(logs["run_key"] == key) & (logs["direction"] == DIRECTION[sender])]
+    logs = logs[(logs["run_key"] == key) & (logs["direction"] == SENDER_DIRECTION[sender])]
     empty = pd.DataFrame(columns=["t_s", "path", "mark"])
     if logs.empty:
         return empty, [], ["no verdict log recorded: dropper drops are not placed in time (design: verdict_log "
@@ -374,7 +373,7 @@ def build(db: DbLike, run: dict[str, Any]) -> Timeline:
     origin_abs_s = float((events["t_abs_s"] - events["t_s"]).median()) if len(events) else math.nan
     if len(timeline.flows):
         timeline.flow_windows = flow_windows(db, key, origin_abs_s)
-    timeline.capacity, capacity_notes = capacity.link_capacity(db, key, DIRECTION[sender], origin_abs_s,
+    timeline.capacity, capacity_notes = capacity.link_capacity(db, key, SENDER_DIRECTION[sender], origin_abs_s,
                                                                _bin_s(span), span)
     timeline.notes += capacity_notes
     return timeline

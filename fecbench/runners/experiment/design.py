@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 from fecbench.dropper.models import MODELS, model_class
 from fecbench.host.paths import REPO_ROOT
+from fecbench.inputs.directions import LINK_DIRECTIONS
 from fecbench.inputs.errors import SpecError, UserError, did_you_mean
 from fecbench.inputs.specs import DEFAULT_TIMEOUT_S, Section, load_toml, parse_size, spec_hash, tomllib
 from fecbench.runners.experiment.capture import CapturePolicy, parse_capture
@@ -67,7 +68,6 @@ if TYPE_CHECKING:
     from fecbench.emulation.schedule import Schedule
 
 LABEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
-DIRECTIONS = ("forward", "reverse")
 ORDERS = ("random", "sequential")
 FIDELITY_MODES = ("per-point", "per-run", "off")
 
@@ -254,10 +254,10 @@ def _parse_loss(section: Section, file: Path) -> LossSpec:
             except UserError as exc:
                 raise section.error(parameter.name, str(exc)) from None
         params[parameter.name] = value
-    directions = section.get("directions", list, list(DIRECTIONS))
+    directions = section.get("directions", list, list(LINK_DIRECTIONS))
     for d in directions:
-        if d not in DIRECTIONS:
-            raise section.error("directions", f"unknown direction {d!r}", DIRECTIONS)
+        if d not in LINK_DIRECTIONS:
+            raise section.error("directions", f"unknown direction {d!r}", LINK_DIRECTIONS)
     links = section.get("links", list, None)
     trace_file = None
     if loss_model.file_key:

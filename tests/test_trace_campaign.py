@@ -12,6 +12,7 @@ import pytest
 
 from fecbench.inputs.traces import load_trace
 from tests.helpers.campaign import FECQ, ROOT, fecbench, rows
+from tests.helpers.designs import design_file
 
 pytestmark = [pytest.mark.require_root,
               pytest.mark.skipif(not FECQ.exists(), reason="fecq is not built: make fecq")]
@@ -19,30 +20,11 @@ pytestmark = [pytest.mark.require_root,
 
 def lte_design(path: Path, repetitions: int, size: str, queue: int = 100) -> Path:
     """fecq downloads without losses over topologies/lte-trace.toml, qlog kept."""
-    path.write_text(f"""
-[design]
-name = "lte-trace-smoke"
-topology = "{ROOT / 'topologies' / 'lte-trace.toml'}"
-repetitions = {repetitions}
-seed = 71
-timeout_s = 120
-[space.factors]
-p = {{ value = 0.0 }}
-queue = {{ value = {queue}, unit = "packets" }}
-[loss]
-model = "uniform"
-p = "p"
-[workload]
-kind = "download"
-sizes = ["{size}"]
-[capture]
-qlog = "all"
-[[impl]]
-name = "fecq"
-label = "quic"
-args = {{ fec = "none" }}
-""")
-    return path
+    return design_file(path, "lte-trace-smoke", seed=71, topology=ROOT / "topologies" / "lte-trace.toml",
+                       repetitions=repetitions, timeout_s=120, method=None,
+                       factors={"p": {"value": 0.0}, "queue": {"value": queue, "unit": "packets"}},
+                       loss={"model": "uniform", "p": "p"}, workload={"kind": "download", "sizes": [size]},
+                       impls=[("fecq", "quic", {"fec": "none"})], tail='[capture]\nqlog = "all"\n')
 
 
 def test_downloads_over_an_lte_trace_record_and_explain_it(tmp_path: Path) -> None:

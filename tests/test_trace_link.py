@@ -149,20 +149,29 @@ def test_a_delay_series_steps_the_delay_without_reordering(tmp_path: Path) -> No
         seen = json.loads(recv.communicate(timeout=60)[0].strip().splitlines()[-1])
         recorded = next(r["delays"] for r in net.link_stats() if (r["link"], r["direction"]) == ("cell", "forward"))
     assert seen["received"] == count and seen["seq"] == list(range(count))   # all there, in order
-    sent_ms = [2.5 + 1000 * i / pps for i in range(count)]
-    owd = dict(zip(seen["seq"], seen["owd_ms"], strict=True))
-    last_60 = max(t + 60 for t in sent_ms if 1000 <= t < 2000)   # when the last 60 ms probe arrives
+    sent_ms = [2.5 + 1000 * i / pps for i in range(count)]   # as scheduled: the phase each probe is in
+    owd = seen["owd_ms"]
+    rx_ms = [t / 1e6 for t in seen["rx_ns"]]
+    stamp_ms = [rx - delay for rx, delay in zip(rx_ms, owd, strict=True)]   # when each actually left the sender
+    last_60 = max(i for i, t in enumerate(sent_ms) if 1000 <= t < 2000)
 
-    def expected(t: float) -> float:
-        return 60.0 if 1000 <= t < 2000 else max(20.0, last_60 - t) if t >= 2000 else 20.0
+    def expected(i: int) -> float:
+        """The series' delay for probe i, or after the step down the wait behind the last 60 ms probe (whose arrival
+        the FIFO makes the earliest this one can arrive)."""
+        step = 60.0 if 1000 <= sent_ms[i] < 2000 else 20.0
+        return max(step, rx_ms[last_60] - stamp_ms[i]) if i > last_60 else step
 
+    waited = [i for i in range(last_60 + 1, count) if rx_ms[last_60] - stamp_ms[i] > 20.0]
+    assert 3 <= len(waited) <= 12, waited   # ~40 ms of probes at 200/s wait behind the last 60 ms one
     # never early (a machine's stall only adds delay); each phase, and the wait behind the 60 ms probes, on time
-    assert all(owd[i] >= expected(t) - 0.3 for i, t in enumerate(sent_ms)), owd
-    for low, high in ((0, 1000), (1000, 2000), (2000, last_60 - 20), (last_60 - 20, 3000)):
-        errors = sorted(owd[i] - expected(t) for i, t in enumerate(sent_ms) if low <= t < high)
-        print(f"sent in [{low:g}, {high:g}) ms: {len(errors)} probes, median {errors[len(errors) // 2]:+.3f} ms "
-              f"beyond the series, largest {errors[-1]:+.3f} ms")
-        assert errors and abs(errors[len(errors) // 2]) <= 0.5, (low, high, errors)
+    assert all(owd[i] >= expected(i) - 0.3 for i in range(count)), owd
+    phases = {"20 ms": range(0, 200), "60 ms": range(200, last_60 + 1), "behind the last 60 ms one": waited,
+              "20 ms again": range(waited[-1] + 1, count)}
+    for name, probes in phases.items():
+        errors = sorted(owd[i] - expected(i) for i in probes)
+        print(f"{name}: {len(errors)} probes, median {errors[len(errors) // 2]:+.3f} ms beyond the series, largest "
+              f"{errors[-1]:+.3f} ms")
+        assert errors and abs(errors[len(errors) // 2]) <= 0.5, (name, errors)
     assert recorded["sha256"] and recorded["period_ms"] == 3000 and recorded["offset_ms"] == 0
 
 

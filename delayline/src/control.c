@@ -72,6 +72,10 @@ static int parse_trace(const char *p, struct dl_command *cmd, enum dl_command_ki
 					 sizeof(cmd->trace_path) - 1);
 				return -1;
 			}
+			if (strpbrk(word + 5, "\"\\")) { /* the path goes into the JSON of `stats` as it is */
+				snprintf(err, errlen, "%s: a path without quotes or backslashes, please", what);
+				return -1;
+			}
 			strcpy(cmd->trace_path, word + 5);
 			has_file = 1;
 		} else if (cmd->trace_action == DL_TRACE_LOAD && !has_queue && kind == DL_CMD_TRACE &&

@@ -560,10 +560,6 @@ static void set_trace(struct direction *d, const struct dl_command *cmd, char *r
 		snprintf(reply, n, "ok\n");
 		return;
 	}
-	if (strchr(cmd->trace_path, '"') || strchr(cmd->trace_path, '\\')) {
-		snprintf(reply, n, "error trace: a path without quotes or backslashes, please\n");
-		return;
-	}
 	if (dl_trace_load(&loaded, cmd->trace_path, err, sizeof(err)) < 0) {
 		snprintf(reply, n, "error %s\n", err);
 		return;
@@ -597,10 +593,6 @@ static void set_series(struct direction *d, const struct dl_command *cmd, char *
 		}
 		dl_series_start(&d->series, now_ns(), cmd->trace_offset_ms * 1000000ULL);
 		snprintf(reply, n, "ok\n");
-		return;
-	}
-	if (strchr(cmd->trace_path, '"') || strchr(cmd->trace_path, '\\')) {
-		snprintf(reply, n, "error delays: a path without quotes or backslashes, please\n");
 		return;
 	}
 	if (dl_series_load(&loaded, cmd->trace_path, err, sizeof(err)) < 0) {

@@ -147,6 +147,7 @@ static void test_parse_commands(void)
 	CHECK(dl_parse_command("trace ab packets=5", &c, err, sizeof(err)) < 0 && strstr(err, "file=PATH"));
 	CHECK(dl_parse_command("trace ab file=/x packets=0", &c, err, sizeof(err)) < 0);
 	CHECK(dl_parse_command("trace cd file=/x", &c, err, sizeof(err)) < 0 && strstr(err, "ab or ba"));
+	CHECK(dl_parse_command("delays ab file=/a\"b", &c, err, sizeof(err)) < 0 && strstr(err, "delays: a path without"));
 	CHECK(dl_parse_command("delays ab file=/s offset_ms=3", &c, err, sizeof(err)) == 0 && c.kind == DL_CMD_DELAYS &&
 	      c.trace_offset_ms == 3 && !strcmp(c.trace_path, "/s"));
 	CHECK(dl_parse_command("delays ab file=/s packets=3", &c, err, sizeof(err)) < 0 && strstr(err, "delays"));

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from fecbench.emulation.layout import built, changed_parts, shaping_commands
 from fecbench.emulation.spec import Shaping
+from fecbench.timekeeping.delayline import SIDE_OF
 
 LinkKey = tuple[str, str]   # (link id, direction: "forward" = client → server, or "reverse")
 
@@ -210,16 +211,15 @@ class LinkControl:
                 continue
             end, old, new = self.ends[key], self.current[key], change.shaping
             if new.delays != old.delays:   # a delay series (only the delay element has them: backend.select_backend)
-                self._delay(end.link, end.delayline).set_delays("ab" if end.direction == "forward" else "ba",
-                                                               new.delays)
+                self._delay(end.link, end.delayline).set_delays(SIDE_OF[end.direction], new.delays)
                 in_force[key]["delays"] = time.monotonic()
             if end.backend == "delayline" and new.owd != old.owd:   # the delay element; tc for the rest
-                delays.setdefault(end.link, {})["ab_ms" if end.direction == "forward" else "ba_ms"] = new.owd
+                delays.setdefault(end.link, {})[f"{SIDE_OF[end.direction]}_ms"] = new.owd
                 delayed.setdefault(end.link, []).append(key)
             if new.trace is not None:   # a trace link: its rate and queue are the delay element's too
                 if (new.trace, new.queue, new.queue_unit) != (old.trace, old.queue, old.queue_unit):
-                    self._delay(end.link, end.delayline).set_trace("ab" if end.direction == "forward" else "ba",
-                                                                  new.trace, new.queue, new.queue_unit)
+                    self._delay(end.link, end.delayline).set_trace(SIDE_OF[end.direction], new.trace, new.queue,
+                                                                  new.queue_unit)
                     in_force[key]["trace"] = time.monotonic()
                 applied[key].update(owd_applied_ms=new.owd, bw_applied_mbit=None)
                 continue

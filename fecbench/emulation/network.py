@@ -362,7 +362,7 @@ class Network:
             idle = {d: self.delaylines[link_id].control.trace_idle(SIDE_OF[d]) for d, s in
                     self.shaping[link_id].items() if s.trace is not None}   # trace links: where they idled
             for direction in ("forward", "reverse"):
-                counts = (delay or {}).get("ab" if direction == "forward" else "ba")
+                counts = (delay or {}).get(SIDE_OF[direction])
                 out.append({
                     "link": link_id, "direction": direction, "backend": self.backend, "dropper": dropped[direction],
                     "delay": delay, "lateness": lateness.summary(counts, (delay or {}).get("late_edges_us"), wall_ms),

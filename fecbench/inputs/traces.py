@@ -93,23 +93,36 @@ class DelaySeries:
 
 def load_delays(path: str | Path) -> DelaySeries:
     """The delay series at `path`, checked as the delay element checks it; a UserError naming the file and line."""
+    return _cached("delay series", path, _parse_delays)
+
+
+def _cached(what: str, path: str | Path, parse: Any) -> Any:
+    """`parse(path, data)` of the file at `path`, read once while it is unchanged (its mtime and size)."""
     resolved = Path(path).resolve()
     try:
         stat = resolved.stat()
     except OSError as exc:
-        raise UserError(f"delay series {path}: cannot read it ({exc.strerror})") from None
-    return _load_delays(str(resolved), stat.st_mtime_ns, stat.st_size)
+        raise UserError(f"{what} {path}: cannot read it ({exc.strerror})") from None
+    return _read_once(parse, str(resolved), stat.st_mtime_ns, stat.st_size)
 
 
-@lru_cache(maxsize=32)
-def _load_delays(path: str, _mtime_ns: int, _size: int) -> DelaySeries:
-    data = Path(path).read_bytes()
-    offsets: list[int] = []
-    delays: list[float] = []
+@lru_cache(maxsize=64)
+def _read_once(parse: Any, path: str, _mtime_ns: int, _size: int) -> Any:
+    return parse(path, Path(path).read_bytes())
+
+
+def _text_lines(data: bytes) -> list[str]:
+    """A text file's lines (the file's final newline ends its last line: no empty line after it)."""
     lines = data.decode("ascii", errors="replace").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    for number, line in enumerate(lines, 1):
+    return lines
+
+
+def _parse_delays(path: str, data: bytes) -> DelaySeries:
+    offsets: list[int] = []
+    delays: list[float] = []
+    for number, line in enumerate(_text_lines(data), 1):
         parts = line.rstrip("\r").replace(",", " ").split()
         try:
             offset, delay = int(parts[0]), float(parts[1])
@@ -156,22 +169,12 @@ def trace_used(path: str | None, counts: dict[str, Any] | None,
 
 def load_trace(path: str | Path) -> DeliveryTrace:
     """The trace at `path`, checked as the delay element checks it; a UserError naming the file and line."""
-    resolved = Path(path).resolve()
-    try:
-        stat = resolved.stat()
-    except OSError as exc:
-        raise UserError(f"trace {path}: cannot read it ({exc.strerror})") from None
-    return _load(str(resolved), stat.st_mtime_ns, stat.st_size)
+    return _cached("trace", path, _parse_trace)
 
 
-@lru_cache(maxsize=32)
-def _load(path: str, _mtime_ns: int, _size: int) -> DeliveryTrace:
-    data = Path(path).read_bytes()
+def _parse_trace(path: str, data: bytes) -> DeliveryTrace:
     offsets: list[int] = []
-    lines = data.decode("ascii", errors="replace").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()   # the file's final newline ends its last line
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(_text_lines(data), 1):
         text = line.rstrip("\r")
         if not text.isdigit() or not text.isascii() or len(text) >= 16:
             raise UserError(f"trace {path}, line {number}: expected a millisecond offset (a whole number), "

@@ -382,6 +382,33 @@ impl<G: SocketGlue> FecSocket<G> {
         self.core.lock().unwrap().layer().paths(remote)
     }
 
+    /// `read_stack()` (the stack's own counters) with the layer's counters of `remote`'s paths
+    /// from the same moment: the stack hands each datagram to this socket under the lock its
+    /// counters are read under, so when no datagram went through the layer while the stack's
+    /// counters were read, both count the same datagrams. The connection's driver keeps sending
+    /// (ACKs, pings) while a side reads, so a read a datagram crossed is taken again.
+    pub fn paths_with<T>(
+        &self,
+        remote: SocketAddr,
+        read_stack: impl Fn() -> T,
+    ) -> (T, Vec<(PathKey, Counters)>) {
+        const ATTEMPTS: usize = 100;
+        let sent = |paths: &[(PathKey, Counters)]| -> u64 {
+            paths.iter().map(|(_, c)| c.wire_datagrams_sent).sum()
+        };
+        let mut before = self.paths(remote);
+        for _ in 1..ATTEMPTS {
+            let stack = read_stack();
+            let after = self.paths(remote);
+            if sent(&after) == sent(&before) {
+                return (stack, after);
+            }
+            before = after;
+        }
+        // Never quiet for a hundred reads: the last one, a datagram or so apart.
+        (read_stack(), self.paths(remote))
+    }
+
     /// Sum over the paths of `remote`'s connection (zero if never seen or evicted).
     pub fn counters(&self, remote: SocketAddr) -> Counters {
         self.core.lock().unwrap().layer().counters(remote)

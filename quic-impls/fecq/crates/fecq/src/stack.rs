@@ -71,8 +71,7 @@ pub trait Stack: Send + Sync + 'static {
     /// QUIC paths open now.
     fn open_paths(conn: &Self::Conn) -> usize;
 
-    /// One endpoint's view of a connection: QUIC's counters (read first: every datagram QUIC had
-    /// counted by then has reached the FEC layer, so the layer's wire count, read second, is not
-    /// behind QUIC's), then the layer's, per path with multipath framing.
+    /// One endpoint's view of a connection: QUIC's counters and the layer's (per path with
+    /// multipath framing), both from one moment (`FecSocket::paths_with`).
     fn side_stats(conn: &Self::Conn, socket: &SocketOf<Self>) -> SideStats;
 }

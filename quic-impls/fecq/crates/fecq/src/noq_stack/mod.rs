@@ -194,10 +194,9 @@ impl Stack for Noq {
     }
 
     fn side_stats(conn: &Connection, socket: &SocketOf<Noq>) -> SideStats {
-        // QUIC's counters before the layer's (Stack::side_stats).
-        let s = conn.stats();
-        let quic = quic_paths(conn);
-        let layer = socket.paths(remote_address(conn));
+        // QUIC's and the layer's counters from one moment (FecSocket::paths_with).
+        let ((s, quic), layer) =
+            socket.paths_with(remote_address(conn), || (conn.stats(), quic_paths(conn)));
         let mut side = SideStats {
             quic_packets_sent: s.udp_tx.datagrams,
             quic_bytes_sent: s.udp_tx.bytes,

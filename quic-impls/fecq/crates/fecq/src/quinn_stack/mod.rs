@@ -16,7 +16,7 @@ use std::sync::Arc;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{ClientConfig, Endpoint, EndpointConfig, ServerConfig};
 
-use crate::layer::Multipath;
+use crate::layer::{Counters, Multipath};
 use crate::options::config::Common;
 use crate::options::metrics::{MultipathInfo, SideStats};
 use crate::options::qlog::ConnLog;
@@ -194,10 +194,12 @@ impl Stack for Quinn {
     }
 
     fn side_stats(conn: &quinn::Connection, socket: &SocketOf<Quinn>) -> SideStats {
-        // QUIC's counters first (Stack::side_stats): the connection driver hands each datagram
-        // over under the lock `stats` takes; only one refused by a full socket waits in quinn.
-        let s = conn.stats();
-        let fec = socket.counters(conn.remote_address());
+        // QUIC's and the layer's counters from one moment (FecSocket::paths_with).
+        let (s, paths) = socket.paths_with(conn.remote_address(), || conn.stats());
+        let mut fec = Counters::default();
+        for (_, c) in &paths {
+            fec.add(c);
+        }
         SideStats {
             packets_sent: fec.wire_datagrams_sent,
             bytes_sent: fec.wire_bytes_sent,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from fecbench.inputs.errors import SpecError
@@ -72,13 +71,6 @@ def test_rquics_predictability_claim_is_runnable() -> None:
     claim = next(c for c in load_pack("rquic2021").claims if c.id == "abstract-bulk-more-predictable")
     assert claim.statistic == "median_point_spread_ratio" and claim.params["spread"] == "relative"
     assert not claim.needs
-
-
-def test_coding_overhead_is_repairs_over_every_datagram_the_sender_wrote() -> None:
-    frame = pd.DataFrame({"repair_sent": [25, 0, None, 5], "packets_sent": [100, 80, 90, 0]})
-    derived = samples.with_derived_metrics(frame)["coding_overhead"].to_numpy(float)
-    assert derived[:2].tolist() == [0.25, 0.0] and np.isnan(derived[2:]).all()
-    assert "coding_overhead" not in samples.with_derived_metrics(pd.DataFrame({"dct_ms": [1.0]}))
 
 
 def _level_rows(medians: dict[int, float], n: int) -> list[dict]:

@@ -74,6 +74,7 @@ COLUMNS: dict[str, tuple[str, str, str]] = {
     "cc": ("", "metrics JSON", "the congestion controller the run used"),
     "repair_cc": ("", "metrics JSON", "how repairs count for congestion control"),
     "setup_ms": ("ms", "metrics JSON", "client start to first request: handshake and paths opened (multipath)"),
+    "exchanges": ("", "metrics JSON", "request/response workload: the exchanges (files) the run planned"),
     "endpoint_wakeup_p50_ms": ("ms", "endpoint_timing", "the endpoints' median wait for a CPU after a wake-up"),
     "endpoint_wakeup_p99_ms": ("ms", "endpoint_timing", "its 99th percentile (recorded, not judged: "
                                                         "fecbench.timekeeping.endpoint_timing)"),
@@ -81,6 +82,10 @@ COLUMNS: dict[str, tuple[str, str, str]] = {
     "endpoint_runq_share": ("share", "endpoint_timing", "time the endpoints waited runnable over the run's wall "
                                                          "time"),
     "lateness_p99_ms": ("ms", "link_stats.delay_json", "the worst p99 lateness of the run's delay elements"),
+    "coding_overhead": ("share", "derived", "repair datagrams ÷ all datagrams the data sender sent "
+                                            "(fecbench.analysis.derived)"),
+    "file_e2e_ms": ("ms", "derived", "a file's mean end-to-end time: (setup_ms + dct_ms) ÷ files fetched "
+                                     "(fecbench.analysis.derived)"),
     "flagged": ("bool", "runs.status", "the run was flagged fidelity (its metrics may be wrong: kept, not used)"),
     "flag": ("", "runs.error", "why it was flagged"),
     "database": ("", "results.load", "the database a row came from (several loaded together)"),

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fecbench.analysis import derived
 from fecbench.inputs.errors import UserError
 from fecbench.records import db as dbmod
 from fecbench.timekeeping.lateness import from_delay_json
@@ -39,15 +40,14 @@ RUN_COLUMNS = ["key", "campaign_id", "point", "impl", "label", "impl_args", "wor
                "duration_s", "attempts", "link_backend", "host"]
 #: Typed metric columns (the client's whole JSON stays in the database).
 METRIC_COLUMNS = list(dbmod.METRIC_COLUMNS)
-#: Metrics read from the client's metrics JSON (``metrics.json``) rather than a typed column: the
-#: messages workload's accounting (quic-impls/fecq/README.md, "Messages"; NULL where a run's JSON
-#: lacks the key), the congestion-control options the run used, and fecq's set-up time (``setup_ms``: client start
-#: to its first request, the paths' opening included; quic-impls/fecq/README.md).
+#: Metrics read from the client's metrics JSON (``metrics.json``; NULL where a run's JSON lacks the key): the messages
+#: workload's accounting (quic-impls/fecq/README.md, "Messages"), the congestion-control options the run used, fecq's
+#: set-up time (``setup_ms``: client start to its first request, paths opened) and a request/response's ``exchanges``.
 JSON_METRICS = ("messages_sent", "messages_on_time", "messages_corrupted", "messages_lost",
                 "rebuffering_events", "msg_packets_sent", "msg_packets_on_time", "msg_packets_late",
                 "msg_packets_missing", "bad_msg_packets_late", "bad_msg_packets_missing",
                 "missing_not_sent", "missing_sender_dropped", "missing_in_network", "stall_ms", "cc", "repair_cc",
-                "setup_ms")
+                "setup_ms", "exchanges")
 #: Aliases accepted in ``paired(by=...)``.
 KEY_ALIASES = {"rep": "repetition"}
 
@@ -202,7 +202,8 @@ def load(db: DbLike | Sequence[DbLike], *, status: str | Iterable[str] | None = 
     frame["network"] = _networks(frame, applied, dict(zip(camps["campaign_id"], camp_settings, strict=True)))
     frame = frame.merge(points, on=["campaign_id", "point"], how="left")
     frame = frame.merge(metrics, left_on="key", right_on="run_key", how="left").drop(columns="run_key")
-    frame = frame.merge(timing, left_on="key", right_on="run_key", how="left").drop(columns="run_key")
+    frame = derived.with_derived_metrics(
+        frame.merge(timing, left_on="key", right_on="run_key", how="left").drop(columns="run_key"))
     for col in ("size", "repetition", "point", "loss_seed", "attempts"):
         if col in frame:
             frame[col] = frame[col].astype("Int64")
@@ -225,7 +226,8 @@ def load(db: DbLike | Sequence[DbLike], *, status: str | Iterable[str] | None = 
 
 
 #: Columns ``load`` derives (besides the tables' own): a factor of the same name becomes ``factor_<name>``.
-DERIVED_COLUMNS = ("campaign", "design_hash", "timeout_s", "network", "flagged", "flag", "database")
+DERIVED_COLUMNS = ("campaign", "design_hash", "timeout_s", "network", "flagged", "flag", "database",
+                   *derived.METRICS)
 
 
 def _own_status(error: object) -> str:

@@ -40,8 +40,8 @@ PACKS_DIR = REPO_ROOT / "reproduce"
 STATISTICS = statistics.NAMES
 COMPARISONS = ("<", ">", "approx")
 LOSS_CLASSES = ("no loss", "loss", "tail loss")
-METRICS = ("dct_ms", "client_wall_ms", "bytes_app", "bytes_sent", "rebuffering_ms", "messages_late", "messages_corrupt",
-           "coding_overhead")
+METRICS = ("dct_ms", "client_wall_ms", "file_e2e_ms", "bytes_app", "bytes_sent", "rebuffering_ms", "messages_late",
+           "messages_corrupt", "coding_overhead")
 
 
 @dataclass

@@ -42,7 +42,7 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from fecbench.analysis import ratios, results
+from fecbench.analysis import derived, ratios, results
 from fecbench.analysis.studies import flows, loss_position
 from fecbench.analysis.traces import data_loss
 from fecbench.verdicts import statistics as st
@@ -69,18 +69,6 @@ class Recording(Protocol):
     def flows(self) -> pd.DataFrame: ...         # the per-flow table (``flows.flows``)
 
 
-def with_derived_metrics(frame: pd.DataFrame) -> pd.DataFrame:
-    """The runs with the claim metrics that stacks report through others: ``coding_overhead``, the data sender's
-    coded (repair) datagrams ÷ every datagram it sent (``repair_sent ÷ packets_sent``; rQUIC's Eq. 5 counts only the
-    protected and coded ones, a few handshake and ACK-only datagrams fewer); unknown where either is."""
-    if {"repair_sent", "packets_sent"} <= set(frame.columns):
-        sent = pd.to_numeric(frame["packets_sent"], errors="coerce").to_numpy(float)
-        repairs = pd.to_numeric(frame["repair_sent"], errors="coerce").to_numpy(float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frame = frame.assign(coding_overhead=np.where(sent > 0, repairs / sent, np.nan))
-    return frame
-
-
 class Data:
     """The runs of one campaign database, loaded once for all its claims, and found by unit."""
 
@@ -88,7 +76,7 @@ class Data:
         self.db = db
         if frame is None:
             frame = results.load(db) if db.is_file() else pd.DataFrame()
-        self.frame = with_derived_metrics(frame)
+        self.frame = derived.with_derived_metrics(frame)
         self.recording = recording
         self._classified: pd.DataFrame | None = None
         self._flows: pd.DataFrame | None = None

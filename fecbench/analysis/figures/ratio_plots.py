@@ -34,7 +34,8 @@ from fecbench.analysis.figures.style import (
 )
 
 #: Short metric names for axis labels that carry a label pair.
-SHORT_NAMES = {"dct_ms": "DCT", "client_wall_ms": "client wall time", "rebuffering_ms": "re-buffering time"}
+SHORT_NAMES = {"dct_ms": "DCT", "client_wall_ms": "client wall time", "rebuffering_ms": "re-buffering time",
+               "file_e2e_ms": "file e2e time"}
 
 
 def _metric_name(frame: pd.DataFrame) -> str:

@@ -39,6 +39,7 @@ METRIC_TITLES = {
     "client_wall_ms": "client wall time (ms)", "messages_late": "late messages",
     "messages_corrupt": "corrupted messages", "lost": "lost packets", "recovered": "recovered packets",
     "rtt_ms": "RTT (ms)", "bytes_sent": "bytes sent", "packets_sent": "packets sent",
+    "file_e2e_ms": "a file's end-to-end time (ms)", "coding_overhead": "coding overhead (repairs ÷ datagrams)",
 }
 FACTOR_TITLES = {"bw": "bandwidth (Mbit/s)", "owd": "one-way delay (ms)", "p": "p", "r": "r", "k": "k",
                  "h": "h", "loss": "loss rate", "bw_1/bw_2": "bandwidth ratio path 1 / path 2",

@@ -425,3 +425,31 @@ def test_no_module_outside_the_statistics_tests_a_statistic_name() -> None:
         ["2: k = T.get(c.statistic)"]
     assert _name_tests("w = {'trend': 1}\n", {"trend"}) == ["1: 'trend'"]
     assert _name_tests("stat = statistics.get(self.statistic)\n", set()) == []
+
+
+def _definitions(source: str) -> tuple[list[str], list[str]]:
+    """The classes a module defines and the names it assigns at its top level."""
+    tree = ast.parse(source)
+    classes = [node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    assigned = [target.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                if isinstance(target, ast.Name)]
+    return classes, assigned
+
+
+def test_one_name_per_class_and_one_vocabulary_for_directions() -> None:
+    """Issue 72, item 6: a class name says which class it is anywhere in the package (8 names stood for 2-3
+    classes each), and the link's directions have one home (fecbench/inputs/directions.py; `DIRECTIONS` stood
+    five times for different sets)."""
+    where: dict[str, list[str]] = {}
+    directions: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        classes, assigned = _definitions(path.read_text())
+        for name in classes:
+            where.setdefault(name, []).append(str(path.relative_to(REPO_ROOT)))
+        directions += [f"{path.relative_to(REPO_ROOT)}: {name}" for name in assigned if name == "DIRECTIONS"]
+    twice = {name: files for name, files in where.items() if len(files) > 1}
+    assert not twice, f"class names defined more than once: {twice}"
+    assert not directions, f"link directions are fecbench.inputs.directions' names: {directions}"
+    assert _definitions("class A:\n    class B:\n        pass\nDIRECTIONS = 1\nx: int = 2\n") == (["A", "B"],
+                                                                                               ["DIRECTIONS", "x"])

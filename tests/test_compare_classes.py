@@ -269,7 +269,7 @@ def test_a_class_that_moved_by_an_undecided_amount_is_said_not_hidden() -> None:
     median = stat(cv.ALL, (0.999, 1.002))
     group = cc.Group(label="quic-fec", label_b="quic-fec", size=20_000, by={}, median=median,
                      parts=[stat(ch.TITLES[ch.REBUILT], (1.004, 1.206))])
-    comparison = cc.Comparison(metric="dct_ms", kind="ratio", margin=cv.Margin.parse("5%"), level=0.95,
+    comparison = cc.ChangeComparison(metric="dct_ms", kind="ratio", margin=cv.Margin.parse("5%"), level=0.95,
                                groups=[group])
     cc.judge(comparison)
     assert (median.verdict, group.verdict, comparison.exit_code) == (cc.SAME, cc.MOVED_UNSIZED, cc.UNDECIDED)

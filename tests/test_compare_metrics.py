@@ -48,12 +48,12 @@ def smoke_like(path: Path, *, points: int = 4, reps: int = 2, scale: float = 1.0
     return make_table_db(path, rows, name="smoke")
 
 
-def run(a: Path, b: Path, **kwargs) -> cc.Comparison:
+def run(a: Path, b: Path, **kwargs) -> cc.ChangeComparison:
     kwargs.setdefault("margin", cc.Margin.parse("5%"))
     return cc.compare(results.load(a), results.load(b), **kwargs)
 
 
-def verdicts(comparison: cc.Comparison) -> dict[str, str]:
+def verdicts(comparison: cc.ChangeComparison) -> dict[str, str]:
     return {g.name: g.verdict for g in comparison.groups}
 
 

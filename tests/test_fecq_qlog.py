@@ -17,7 +17,7 @@ FECQ = ROOT / "quic-impls" / "fecq" / "target" / "release" / "fecq"
 pytestmark = pytest.mark.skipif(not FECQ.exists(), reason="fecq is not built (make fecq)")
 
 
-def _loopback(tmp_path: Path, *args: str) -> dict[str, qlog.Trace]:
+def _loopback(tmp_path: Path, *args: str) -> dict[str, qlog.QlogTrace]:
     folder = tmp_path / "qlog"
     out = subprocess.run([str(FECQ), "loopback", "--size", "400000", "--loss", "0.05", "--seed", "7",
                           "--qlog-dir", str(folder), "--out", str(tmp_path / "m.json"), *args],
@@ -33,7 +33,7 @@ def _loopback(tmp_path: Path, *args: str) -> dict[str, qlog.Trace]:
     return traces
 
 
-def _kinds(trace: qlog.Trace) -> dict[str, int]:
+def _kinds(trace: qlog.QlogTrace) -> dict[str, int]:
     return trace.events["kind"].value_counts().to_dict()
 
 

@@ -47,7 +47,7 @@ def test_a_min_bytes_that_is_no_frame_length_is_refused(tmp_path: Path) -> None:
 def test_compare_says_where_the_same_verdicts_fell_on_other_packets() -> None:
     import numpy as np
 
-    from fecbench.cli.compare import Comparison, _moved_drop, _moved_text
+    from fecbench.cli.compare import KeyComparison, _moved_drop, _moved_text
     from fecbench.dropper.dropper import RECORD_DTYPE
 
     def log(lengths: list[int], drops: list[int]) -> np.ndarray:
@@ -61,6 +61,6 @@ def test_compare_says_where_the_same_verdicts_fell_on_other_packets() -> None:
     twin = [1294, 1294, 62, 1294, 1294]       # an ACK-only packet more at index 2: every later packet shifted
     assert _moved_drop(log(run, [1]), log(twin, [1])) is None          # dropped before the shift: the same
     assert _moved_drop(log(run, [2, 4]), log(twin, [2, 4])) == (2, 1294, 62)
-    text = _moved_text(Comparison(keys=(1, 1), common=1, logged=1, drops_moved=[("k", "reverse", 2, 1294, 62)]))
+    text = _moved_text(KeyComparison(keys=(1, 1), common=1, logged=1, drops_moved=[("k", "reverse", 2, 1294, 62)]))
     assert "another packet at a dropped index in 1 of 1" in text and "index 2 of reverse" in text, text
-    assert "the same lengths" in _moved_text(Comparison(keys=(1, 1), common=1, logged=1))
+    assert "the same lengths" in _moved_text(KeyComparison(keys=(1, 1), common=1, logged=1))

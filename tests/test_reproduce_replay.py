@@ -34,7 +34,7 @@ class _Run:
 
 
 def test_a_world_keeps_its_recordings_and_draws_beyond_them() -> None:
-    world = replay.World(_recorded(), np.random.default_rng(1))
+    world = replay.RecordedWorld(_recorded(), np.random.default_rng(1))
     own = world.answer(_Run(1, 2, "a"), order=7)
     assert own is not None and own["dct_ms"] == 102.0 and own["repetition"] == 2 and own["started_at"].endswith("7")
     beyond_a, beyond_b = world.answer(_Run(1, 9, "a"), 8), world.answer(_Run(1, 9, "b"), 9)
@@ -48,7 +48,7 @@ def test_a_design_point_with_no_recording_is_answered_by_the_nearest_recorded_on
     of the nearest recorded point, as its own point (without that it got nothing, at no cost, for ever)."""
     frame = _recorded()
     frame["bw"], frame["owd"] = frame["point"] * 2.0 + 1.0, 100.0 + frame["point"] * 10.0   # points 0..3
-    world = replay.World(frame, np.random.default_rng(1))
+    world = replay.RecordedWorld(frame, np.random.default_rng(1))
     run = _Run(99, 0, "b")
     run.values = {"bw": 5.4, "owd": 118.0}                  # nearest: point 2 (bw 5, owd 120)
     row = world.answer(run, 1)
@@ -58,14 +58,14 @@ def test_a_design_point_with_no_recording_is_answered_by_the_nearest_recorded_on
 
 
 def test_an_aa_world_swaps_both_labels_of_a_unit_together() -> None:
-    world = replay.World(_recorded(), np.random.default_rng(2), resample=True, swap=("a", "b"))
+    world = replay.RecordedWorld(_recorded(), np.random.default_rng(2), resample=True, swap=("a", "b"))
     swapped = 0
     for rep in range(200):
         a, b = world.answer(_Run(0, rep, "a"), 1), world.answer(_Run(0, rep, "b"), 2)
         assert a is not None and b is not None and abs(a["dct_ms"] - b["dct_ms"]) == 100.0
         swapped += a["dct_ms"] > b["dct_ms"]
     assert 70 < swapped < 130                                          # about half: symmetric by construction
-    effect = replay.World(_recorded(), np.random.default_rng(2), effect={"a": 0.5})
+    effect = replay.RecordedWorld(_recorded(), np.random.default_rng(2), effect={"a": 0.5})
     assert effect.answer(_Run(0, 0, "a"), 1)["dct_ms"] == 50.0
 
 
@@ -94,7 +94,7 @@ def test_the_old_and_the_new_allocator_replay_the_same_recorded_runs(tmp_path: P
     frame["bw"] = frame["point"].map(lambda p: campaign.prepared.points[p]["bw"])
     frame.attrs.update(factors=["bw"], labels=["a", "b"], sizes=[5000, 50000])
     for allocator in ("old", "new"):
-        world = replay.World(frame, np.random.default_rng(3))
+        world = replay.RecordedWorld(frame, np.random.default_rng(3))
         looks = replay.simulate(pack, "defaults", {("defaults", "aa"): campaign}, {"aa": world}, 120.0, allocator)
         assert looks[0].machine_s == 0 and looks[-1].machine_s <= 120.0 + 0.4
         # Identical stacks on identical values: no claim on the threshold holds or fails; the new allocator's
@@ -109,7 +109,7 @@ def test_a_replay_reads_loss_classes_and_flows_of_the_runs_it_drew_only() -> Non
     """Per-run tables of the recording (loss classes, competing flows) follow the runs a replay drew, under
     the replay's keys: nothing else of the recording counts (it read the whole recording from the first look)."""
     recorded = _recorded(points=2, reps=2)
-    world = replay.World(recorded, np.random.default_rng(1))
+    world = replay.RecordedWorld(recorded, np.random.default_rng(1))
     world.classes = pd.DataFrame({"run_key": recorded["key"], "class_any": ["loss"] * len(recorded)})
     world.flows = pd.DataFrame({"run_key": list(recorded["key"]) * 2, "role": ["foreground"] * len(recorded)
                                  + ["competing"] * len(recorded), "label": list(recorded["label"]) * 2,

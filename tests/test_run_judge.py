@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from fecbench.runners.run import judge
-from fecbench.runners.run.judge import Seen, Verdict, metrics_wanted
+from fecbench.runners.run.judge import RunVerdict, Seen, metrics_wanted
 from fecbench.runners.run.outcome import PhaseOutcome
 from fecbench.timekeeping import checks, endpoint_timing
 
@@ -58,7 +58,7 @@ def ran(**changes: object) -> Seen:
 
 def test_1_an_undeclared_workload_is_unsupported_before_anything() -> None:
     seen = Seen(unsupported="implementation 'q' does not declare workload 'upload'", fidelity=[BAD_PATH])
-    assert judge.judge(seen) == Verdict("unsupported", "implementation 'q' does not declare workload 'upload'",
+    assert judge.judge(seen) == RunVerdict("unsupported", "implementation 'q' does not declare workload 'upload'",
                                         "workload")
     assert judge.stopped(seen) == judge.judge(seen)
 
@@ -68,7 +68,7 @@ def test_2_a_network_unlike_the_design_is_fidelity_before_the_run_starts() -> No
                           {**BAD_PATH, "path": 3, "rate_configured_mbit": 10.0, "rate_measured_mbit": 8.0,
                            "probes_sent": 10, "probes_received": 9}],
                 setup=PhaseOutcome("setup", exit_code=1, error="server setup command openssl exited with status 1"))
-    assert judge.judge(seen) == Verdict(
+    assert judge.judge(seen) == RunVerdict(
         "fidelity", "network does not match the design: path 1: RTT 30.000 ms measured, 20.000 ms configured; "
         "path 3: RTT 30.000 ms measured, 20.000 ms configured, rate 8.000 Mbit/s measured, 10.000 configured, "
         "9 of 10 probes back", "network")
@@ -79,14 +79,14 @@ def test_3_a_failed_setup_command_fails_the_run() -> None:
     seen = Seen(setup=PhaseOutcome("setup", exit_code=127, error="server setup command openssl exited with "
                                                                   "status 127: not found"),
                 server=PhaseOutcome("server", exit_code=127, error="server exited with status 127 before being ready"))
-    assert judge.judge(seen) == Verdict("failed", "server setup command openssl exited with status 127: not found",
+    assert judge.judge(seen) == RunVerdict("failed", "server setup command openssl exited with status 127: not found",
                                         "setup")
 
 
 def test_4_a_server_never_ready_fails_the_run_or_says_unsupported() -> None:
     not_ready = PhaseOutcome("server", error="server not ready after 3 s (no output matching '^listening')")
     flows = PhaseOutcome("flows", error="flow f1: server not ready")
-    assert judge.judge(Seen(setup=PhaseOutcome("setup"), server=not_ready, flows=flows)) == Verdict(
+    assert judge.judge(Seen(setup=PhaseOutcome("setup"), server=not_ready, flows=flows)) == RunVerdict(
         "failed", "server not ready after 3 s (no output matching '^listening')", "server")
     said = PhaseOutcome("server", exit_code=127, error="server exited with status 127 before being ready")
     assert judge.judge(Seen(server=said)).status == "unsupported"
@@ -95,12 +95,12 @@ def test_4_a_server_never_ready_fails_the_run_or_says_unsupported() -> None:
 
 def test_5_a_competing_flow_that_did_not_start_fails_the_run() -> None:
     seen = ran(flows=PhaseOutcome("flows", error="flow f1: server not ready"), client=None, stop=None)
-    assert judge.judge(seen) == Verdict("failed", "flow f1: server not ready", "flows")
+    assert judge.judge(seen) == RunVerdict("failed", "flow f1: server not ready", "flows")
 
 
 def test_6_a_client_past_its_time_limit_is_a_timeout_with_what_arrived() -> None:
     killed = ran(client=PhaseOutcome("client", timed_out=True, wall_ms=5012.0), stop=SERVER_DIED, collect=PARTIAL)
-    assert judge.judge(killed) == Verdict(
+    assert judge.judge(killed) == RunVerdict(
         "timeout", "client still running 2 s after timeout_s = 3 s (killed): 333 of 1000 bytes received, after 5.0 s",
         "client-timeout")
     gave_up = ran(client=PhaseOutcome("client", exit_code=124, wall_ms=3001.0), stop=SERVER_DIED,
@@ -113,34 +113,34 @@ def test_6_a_client_past_its_time_limit_is_a_timeout_with_what_arrived() -> None
 
 def test_7_a_client_exiting_127_is_unsupported() -> None:
     seen = ran(client=PhaseOutcome("client", exit_code=127, wall_ms=20.0), stop=SERVER_DIED, collect=BAD_METRICS)
-    assert judge.judge(seen) == Verdict("unsupported", "client exited with status 127 (unsupported combination)",
+    assert judge.judge(seen) == RunVerdict("unsupported", "client exited with status 127 (unsupported combination)",
                                         "client-unsupported")
 
 
 def test_8_a_client_exiting_non_zero_fails_with_its_own_words() -> None:
     seen = ran(client=PhaseOutcome("client", exit_code=2, wall_ms=900.0), stop=SERVER_DIED, collect=PARTIAL)
-    assert judge.judge(seen) == Verdict("failed", "client exited with status 2: connection lost", "client-exit")
+    assert judge.judge(seen) == RunVerdict("failed", "client exited with status 2: connection lost", "client-exit")
     silent = ran(client=PhaseOutcome("client", exit_code=-9), collect=PhaseOutcome("collect"))
     assert judge.judge(silent).why == "client exited with status -9"
 
 
 def test_9_a_server_that_died_during_the_run_fails_it() -> None:
     seen = ran(stop=SERVER_DIED, collect=BAD_METRICS)
-    assert judge.judge(seen) == Verdict("failed", "server exited with status 1 during the run", "server-exit")
+    assert judge.judge(seen) == RunVerdict("failed", "server exited with status 1 during the run", "server-exit")
 
 
 def test_10_unusable_metrics_fail_the_run() -> None:
-    assert judge.judge(ran(collect=BAD_METRICS)) == Verdict("failed", "metrics: no metrics.json", "metrics")
+    assert judge.judge(ran(collect=BAD_METRICS)) == RunVerdict("failed", "metrics: no metrics.json", "metrics")
 
 
 def test_11_a_run_whose_phases_went_well_is_ok() -> None:
-    assert judge.judge(ran()) == Verdict("ok", None, "ok")
+    assert judge.judge(ran()) == RunVerdict("ok", None, "ok")
     with pytest.raises(ValueError, match="once its client has run"):
         judge.judge(ran(client=None))
 
 
 def test_12_a_failed_competing_flow_fails_an_ok_run_only() -> None:
-    assert judge.judge(ran(flows_failure="flow f1 failed: client exited with status 1")) == Verdict(
+    assert judge.judge(ran(flows_failure="flow f1 failed: client exited with status 1")) == RunVerdict(
         "failed", "flow f1 failed: client exited with status 1", "flow-failed")
     timed_out = ran(client=PhaseOutcome("client", timed_out=True), flows_failure="flow f1 failed: x")
     assert judge.judge(timed_out).status == "timeout"
@@ -149,10 +149,10 @@ def test_12_a_failed_competing_flow_fails_an_ok_run_only() -> None:
 
 
 def test_13_a_check_after_the_run_flags_an_ok_or_timed_out_run_as_fidelity() -> None:
-    assert judge.judge(ran(endpoints=LATE_ENDPOINTS)) == Verdict("fidelity", ENDPOINTS_WHY, "endpoints")
+    assert judge.judge(ran(endpoints=LATE_ENDPOINTS)) == RunVerdict("fidelity", ENDPOINTS_WHY, "endpoints")
     killed = ran(client=PhaseOutcome("client", timed_out=True, wall_ms=5000.0), collect=PhaseOutcome("collect"),
                  link_stats=[LATE_LINK])
-    assert judge.judge(killed) == Verdict(
+    assert judge.judge(killed) == RunVerdict(
         "fidelity", f"{LATE_WHY} (the run itself ended timeout: client still running 2 s after timeout_s = 3 s "
         "(killed): after 5.0 s)", "delay-lateness")
     failed = ran(collect=BAD_METRICS, endpoints=LATE_ENDPOINTS, link_stats=[LATE_LINK], link_events=LATE_CHANGE)
@@ -169,7 +169,7 @@ def test_the_reasons_come_in_the_order_of_what_they_are_about() -> None:
     endpoint_timing.judge said them before the checks were named."""
     seen = ran(endpoints=LATE_ENDPOINTS, link_stats=[MISSHAPEN_LINK, LATE_LINK], link_events=LATE_CHANGE)
     why = f"{ENDPOINTS_WHY}; {MISSHAPEN_WHY}; {LATE_WHY}; {SCHEDULE_WHY}"
-    assert judge.judge(seen) == Verdict("fidelity", why, "endpoints, link-shaping, delay-lateness, link-schedule")
+    assert judge.judge(seen) == RunVerdict("fidelity", why, "endpoints, link-shaping, delay-lateness, link-schedule")
     assert endpoint_timing.judge("ok", LATE_ENDPOINTS, [MISSHAPEN_LINK, LATE_LINK], LATE_CHANGE) == why
     assert endpoint_timing.judge("failed", LATE_ENDPOINTS, [LATE_LINK]) is None
 

@@ -22,7 +22,7 @@ from fecbench.verdicts import campaign as cp
 from fecbench.verdicts import evaluate as ev
 from fecbench.verdicts import sequential as sq
 from fecbench.verdicts.pack import load_pack
-from fecbench.verdicts.session import Runs, TailFill
+from fecbench.verdicts.session import ReproductionRuns, TailFill
 from tests.helpers.campaign import fake_design, rows
 from tests.helpers.fake_testbed import FakeTestbed
 
@@ -84,7 +84,7 @@ def test_the_tail_fills_what_the_longest_run_in_flight_leaves_and_never_what_is_
     pack, campaign, verdicts = smoke
     runs = sorted(campaign.prepared.runs, key=campaign.seconds)
     longest, held = runs[-1], {runs[-1].key, runs[0].key}
-    fill = TailFill(pack, Runs(planned={"batches": 1, "runs": 0, "estimated_s": 0.0}))
+    fill = TailFill(pack, ReproductionRuns(planned={"batches": 1, "runs": 0, "estimated_s": 0.0}))
     fill.verdicts = verdicts
     left = campaign.seconds(longest)   # just started
     chosen = fill(campaign, Tail(running={longest.key: 0.0}, held=held, idle=2))

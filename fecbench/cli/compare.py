@@ -34,7 +34,7 @@ import typer
 
 
 @dataclass
-class Comparison:
+class KeyComparison:
     """What two databases say by key."""
 
     keys: tuple[int, int]
@@ -102,11 +102,11 @@ def _moved_drop(a: Any, b: Any) -> tuple[int, int, int] | None:
     return (int(hit[0]), int(a["len"][hit[0]]), int(b["len"][hit[0]])) if hit.size else None
 
 
-def compare(a: Path, b: Path) -> Comparison:
+def compare(a: Path, b: Path) -> KeyComparison:
     runs_a, logs_a = _load(a)
     runs_b, logs_b = _load(b)
     common = sorted(runs_a.keys() & runs_b.keys())
-    out = Comparison(keys=(len(runs_a), len(runs_b)), common=len(common),
+    out = KeyComparison(keys=(len(runs_a), len(runs_b)), common=len(common),
                      only_a=sorted(runs_a.keys() - runs_b.keys()), only_b=sorted(runs_b.keys() - runs_a.keys()))
     if not common:   # no key to pair by (another experiment hash): are the losses the same all the same?
         seeds_a = {(r["point"], r["repetition"]): r["loss_seed"] for r in runs_a.values()}
@@ -144,7 +144,7 @@ def _few(keys: list[str]) -> str:
     return ", ".join(k[:12] for k in keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
 
 
-def text(c: Comparison, a: Path, b: Path) -> list[str]:
+def text(c: KeyComparison, a: Path, b: Path) -> list[str]:
     lines = [f"A {a}: {c.keys[0]} run(s) on " + ", ".join(f"{h} ({n})" for h, n in sorted(c.hosts[0].items())),
              f"B {b}: {c.keys[1]} run(s) on " + ", ".join(f"{h} ({n})" for h, n in sorted(c.hosts[1].items())),
              f"keys: {c.common} in both" + (f"; only in A: {len(c.only_a)} ({_few(c.only_a)})" if c.only_a else "")
@@ -173,7 +173,7 @@ def text(c: Comparison, a: Path, b: Path) -> list[str]:
     return lines
 
 
-def _moved_text(c: Comparison) -> str:
+def _moved_text(c: KeyComparison) -> str:
     """Where the same verdicts fell on other packets (a frame of another length at a dropped index)."""
     if not c.drops_moved:
         return f"dropped frames: the same lengths in A and B at every drop of the {c.logged} logged key(s)"
@@ -193,7 +193,7 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
 
 def _metric_lines(result: Any) -> list[str]:
     """The metric comparison as two short tables, all runs then classes and tails
-    (fecbench.analysis.studies.campaign_change.Comparison), and what it says."""
+    (fecbench.analysis.studies.campaign_change.ChangeComparison), and what it says."""
     from fecbench.analysis import stats
     from fecbench.analysis.studies import campaign_change as cc
 

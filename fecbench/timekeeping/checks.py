@@ -38,7 +38,7 @@ class Measured:
 
 
 @dataclass(frozen=True)
-class Check:
+class RunCheck:
     """One check that can flag a run: what it is called, which runs and records it judges, and why it flags."""
     name: str
     subject: str                          # the kind of record it judges: path, endpoints, link or schedule (`subjects`)
@@ -125,23 +125,23 @@ def schedule_says(schedule: dict[str, Any]) -> str:
 
 
 #: Every check that can flag a run, in the order their reasons are said.
-CHECKS: tuple[Check, ...] = (
+CHECKS: tuple[RunCheck, ...] = (
     # The network as built against the design, measured before the run (ping RTT, rate probe): the run does
     # not start on a network that is not the designed one.
-    Check("network", "path", _always, path_flags, path_mismatch),
+    RunCheck("network", "path", _always, path_flags, path_mismatch),
     # The endpoints waited for a CPU long enough to change the run's times (endpoint_timing).
-    Check("endpoints", "endpoints", _after, endpoints_flags, endpoints_reason),
+    RunCheck("endpoints", "endpoints", _after, endpoints_flags, endpoints_reason),
     # A delay element sent frames later than its bound (lateness.summary; the record is a link direction's
     # statistics: its ``delay.lateness``).
-    Check("delay-lateness", "link", _after, late_flags, late_says),
+    RunCheck("delay-lateness", "link", _after, late_flags, late_says),
     # The kernel did not hold a link's rate limiter or queue as asked (read back after the run).
-    Check("link-shaping", "link", _after, shaping_flags, shaping_says),
+    RunCheck("link-shaping", "link", _after, shaping_flags, shaping_says),
     # A link schedule's change came in force later than its bound (lateness.schedule_summary).
-    Check("link-schedule", "schedule", _after, schedule_flags, schedule_says),
+    RunCheck("link-schedule", "schedule", _after, schedule_flags, schedule_says),
 )
 
 
-def named(name: str) -> Check:
+def named(name: str) -> RunCheck:
     """The check called `name`."""
     for check in CHECKS:
         if check.name == name:

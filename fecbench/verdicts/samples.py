@@ -45,6 +45,7 @@ import pandas as pd
 from fecbench.analysis import derived, ratios, results
 from fecbench.analysis.studies import flows, loss_position
 from fecbench.analysis.traces import data_loss
+from fecbench.verdicts import sequential as sq
 from fecbench.verdicts import statistics as st
 from fecbench.verdicts.draws import Draw
 from fecbench.verdicts.pack import Claim
@@ -188,16 +189,6 @@ def _bounds(row: dict[str, Any], metric: str, unclassed: bool = False) -> tuple[
     return value, value, value
 
 
-def _divide(a: float, b: float) -> float:
-    if math.isnan(a) or math.isnan(b):
-        return math.nan
-    if b == 0:
-        return math.inf if a > 0 else math.nan
-    if math.isinf(a) and math.isinf(b):
-        return math.nan
-    return a / b
-
-
 def sample(claim: Claim, data: Data, claim_draws: list[Draw]) -> Sample:
     """The claim's sample from its draws (see the module)."""
     index = data.index()
@@ -246,8 +237,8 @@ def sample(claim: Claim, data: Data, claim_draws: list[Draw]) -> Sample:
                          "factor": float(mine[factor]) if factor and mine.get(factor) is not None else math.nan,
                          "value": v, "base": b, "ratio": _ratio_point(v, b, mine, base),
                          "value_lo": v_lo, "value_hi": v_hi, "base_lo": b_lo, "base_hi": b_hi,
-                         "ratio_lo": _divide(max(v_lo, 0.0), b_hi) if b_hi > 0 else 0.0,
-                         "ratio_hi": _divide(v_hi, max(b_lo, 0.0)) if b_lo > 0 else math.inf,
+                         "ratio_lo": sq.divide(max(v_lo, 0.0), b_hi) if b_hi > 0 else 0.0,
+                         "ratio_hi": sq.divide(v_hi, max(b_lo, 0.0)) if b_lo > 0 else math.inf,
                          "imputed": imputed})
     out.rows = pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
     for column in ("ratio_lo", "ratio_hi"):
@@ -275,7 +266,7 @@ def at_limits(rows: pd.DataFrame, label_high: bool) -> pd.DataFrame:
         missing = out[side].isna() & (out["imputed"] > 0)
         pick = f"{side}_hi" if (side == "value") == label_high else f"{side}_lo"
         out.loc[missing, side] = out.loc[missing, pick]
-    out["ratio"] = [_divide(v, b) for v, b in zip(out["value"], out["base"], strict=True)]
+    out["ratio"] = [sq.divide(v, b) for v, b in zip(out["value"], out["base"], strict=True)]
     out.attrs.update(rows.attrs)
     return out
 
@@ -325,7 +316,7 @@ def _ratio_point(v: float, b: float, mine: dict, base: dict) -> float:
     """The pair's ratio for the fixed-sample estimate: +∞ (0) when only the label (baseline) timed out."""
     if mine["status"] == "timeout" and base["status"] == "timeout":
         return math.nan
-    return _divide(v, b)
+    return sq.divide(v, b)
 
 
 @dataclass

@@ -196,7 +196,8 @@ def sample_quantile(values: np.ndarray, q: float) -> float:
     return float(np.quantile(values, q, method="inverted_cdf")) if len(values) else math.nan
 
 
-def _divide(a: float, b: float) -> float:
+def divide(a: float, b: float) -> float:
+    """a ÷ b for bounds: +∞ for a positive over 0, NaN where undefined (0 ÷ 0, ∞ ÷ ∞, a NaN)."""
     if b == 0 or (math.isinf(a) and math.isinf(b)) or math.isnan(a) or math.isnan(b):
         return math.nan if not (b == 0 and a > 0) else math.inf
     return a / b
@@ -205,11 +206,7 @@ def _divide(a: float, b: float) -> float:
 def _censored_state(value: float, lows: np.ndarray, highs: np.ndarray) -> Sequence:
     """The running intersection of per-prefix bounds, and where it first became empty."""
     low, high = running(lows, highs)
-    n = len(lows)
-    crossed = np.flatnonzero(low > high)
-    if crossed.size:
-        return Sequence(value, float(value), float(value), n, empty=True, empty_at=int(crossed[0]) + 1)
-    return Sequence(value, float(low[-1]), float(high[-1]), n)
+    return prefix_sequence(value, len(lows), lambda k: (float(low[k - 1]), float(high[k - 1])))
 
 
 def share_censored(lo: np.ndarray, hi: np.ndarray, alpha: float) -> Sequence:
@@ -261,9 +258,9 @@ def two_quantiles_censored(top: tuple[np.ndarray, np.ndarray], bottom: tuple[np.
         return Sequence(math.nan, math.nan, math.nan, 0)
     empty_at = max(a.empty_at, b.empty_at)
     if how == "ratio":
-        value = _divide(a.value, b.value)
-        low = _divide(max(a.low, 0.0), b.high) if b.high > 0 else math.nan
-        high = _divide(a.high, max(b.low, 0.0)) if not math.isinf(b.high) or b.low > 0 else math.inf
+        value = divide(a.value, b.value)
+        low = divide(max(a.low, 0.0), b.high) if b.high > 0 else math.nan
+        high = divide(a.high, max(b.low, 0.0)) if not math.isinf(b.high) or b.low > 0 else math.inf
         low = 0.0 if math.isnan(low) else low
         high = math.inf if math.isnan(high) else high
     else:

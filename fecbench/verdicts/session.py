@@ -59,7 +59,7 @@ class Reproduction:
 
 
 @dataclass
-class Runs:
+class ReproductionRuns:
     """What the runs of a reproduction did: each campaign's batches (one row per campaign: one count of runs left
     pending), the last selection, why claims took no run in
     the last batch, and what was planned."""
@@ -145,7 +145,7 @@ def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool,
     started = time.monotonic() if started is None else started
     targets, campaigns = prepare_campaigns(pack, names, root, checks=run)
     looks = root / pack.name / "looks.json"
-    runs = Runs()
+    runs = ReproductionRuns()
     if run and budget is None:
         runs = _full(pack, targets, campaigns, full, machine, console)
     elif run:
@@ -163,12 +163,12 @@ def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool,
                         planned=runs.planned, idle=runs.idle)
 
 
-def _full(pack: Pack, targets: dict, campaigns: dict, full: bool, machine: Machine, console: Any) -> Runs:
+def _full(pack: Pack, targets: dict, campaigns: dict, full: bool, machine: Machine, console: Any) -> ReproductionRuns:
     """``--full``: every run the designs list, in one go (no look before the verdicts)."""
     selection = budgeting.select(pack.claims, campaigns, None, full=full)
     planned = {"runs": sum(len(r) for r in selection.runs.values()), "estimated_s": sum(selection.seconds.values())}
     ran = execute.run_all(_items(targets, campaigns, selection), machine=machine, deadline=None, console=console)
-    return Runs(ran, selection=selection, planned=planned)
+    return ReproductionRuns(ran, selection=selection, planned=planned)
 
 
 @dataclass
@@ -180,7 +180,7 @@ class TailFill:
     end: the networks stay busy until the next look. No look in between: evaluating claims would take the CPU the
     runs in flight keep time with."""
     pack: Pack
-    runs: Runs
+    runs: ReproductionRuns
     verdicts: list[ev.Verdict] = field(default_factory=list)
     taken: dict[str, int] = field(default_factory=dict)
     until: float = 0.0
@@ -213,12 +213,12 @@ class TailFill:
 
 
 def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadline: float, machine: Machine,
-             console: Any, looks: Path, rule: str) -> Runs:
+             console: Any, looks: Path, rule: str) -> ReproductionRuns:
     """Batch after batch until every claim stopped or the time is spent: evaluate (a look) → allocate the next
     batch → execute it (networks idle in a campaign's tail take more of its runs: ``TailFill``), each outcome
     recorded in its campaign as it ends."""
     dbs = _dbs(targets)
-    runs = Runs(planned={"batches": 0, "runs": 0, "estimated_s": 0.0})
+    runs = ReproductionRuns(planned={"batches": 0, "runs": 0, "estimated_s": 0.0})
     fill = TailFill(pack, runs)
     while True:
         verdicts = _evaluate(pack, names, dbs, campaigns, looks, rule)

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from fecbench.analysis.tables import endpoint_timing, lateness
-from fecbench.timekeeping.checks import Check, named
+from fecbench.timekeeping.checks import RunCheck, named
 from fecbench.timekeeping.lateness import criterion_text, judge
 
 
@@ -25,7 +25,7 @@ def _missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
-def flagged_runs(rows: pd.DataFrame, check: Check, record: Callable[[dict], Any] = lambda row: row) -> int:
+def flagged_runs(rows: pd.DataFrame, check: RunCheck, record: Callable[[dict], Any] = lambda row: row) -> int:
     """The runs of `rows` (tables' rows: one per run, or per run and link direction) whose record `check` flags,
     however the run ended; `record`: a row as the record the check judges."""
     return len({row["run_key"] for row in rows.to_dict("records")

@@ -139,7 +139,7 @@ def _value_text(value: object) -> str:
 
 
 @dataclass
-class Comparison:
+class ChangeComparison:
     """Every group's comparison (and every label's pooled classes), and what they rest on."""
 
     metric: str
@@ -331,7 +331,7 @@ def _unpaired(group: Group, a: pd.DataFrame, b: pd.DataFrame, kind: str, seed: i
         median.compute = compute
 
 
-def judge(comparison: Comparison) -> None:
+def judge(comparison: ChangeComparison) -> None:
     """Every statistic at the family's level (Bonferroni over those with an interval), then each group's verdict."""
     every = [s for g in comparison.groups if g.mode not in (ONLY_A, ONLY_B) for s in (g.median, *g.parts)]
     every += [s for p in comparison.pools for s in p.parts]
@@ -384,7 +384,7 @@ def _one_group(group: Group, a: pd.DataFrame, b: pd.DataFrame, mine: pd.DataFram
 
 def compare(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, metric: str = "dct_ms", margin: Margin,
             by: Sequence[str] = (), labels: dict[str, str] | None = None, seed: int = 0, n_boot: int = 2000,
-            level: float = 0.95, losses: pd.DataFrame | None = None) -> Comparison:
+            level: float = 0.95, losses: pd.DataFrame | None = None) -> ChangeComparison:
     """Every group of A and B (two ``results.load`` frames) compared on ``metric`` against ``margin``, every
     statistic at one family-wise ``level``. ``losses``: ``change_classes.loss_records`` of A's database (spurious
     losses, the link's drops); without it, A's runs are classed by their ``lost`` and ``recovered`` alone."""
@@ -421,7 +421,7 @@ def compare(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, metric: str = "dct_
     if all(g.mode in (ONLY_A, ONLY_B) for g in groups):
         raise UserError("not the same design: A and B have no group (label, size) in common (A: "
                         f"{', '.join(sorted(set(frame_a['label'])))}; B: {', '.join(sorted(set(frame_b['label'])))})")
-    comparison = Comparison(metric=metric, kind=kind, margin=margin, level=level, groups=groups,
+    comparison = ChangeComparison(metric=metric, kind=kind, margin=margin, level=level, groups=groups,
                             pools=classes.pools(paired, loss, kind, metric))
     judge(comparison)
     return comparison

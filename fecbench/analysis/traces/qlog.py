@@ -30,7 +30,7 @@ seconds since the trace's first event; ``t_abs_s`` (since the epoch) where the t
 numbered as fecbench numbers a topology's paths, from 1: the event's multipath path id (``path_id`` or
 ``path``, in its data or header; 0 is the first path) + 1, a loss naming none taking its packet's path; 0
 where the stack names no path at all (single path, or a stack that does not say). Anything a stack left
-out is NaN; an event that does not parse is counted in ``Trace.skipped``, never fatal.
+out is NaN; an event that does not parse is counted in ``QlogTrace.skipped``, never fatal.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ _EPOCH_MS = 1e11   # a time above this many ms is since the epoch (1973), not si
 
 
 @dataclass
-class Trace:
+class QlogTrace:
     """One connection as one endpoint saw it: where it came from, who wrote it, its events."""
     file: Path
     vantage: str                     # client, server or unknown
@@ -85,7 +85,7 @@ def is_qlog(path: Path) -> bool:
     return any(name.endswith(s) for s in SUFFIXES)
 
 
-def read(path: str | Path) -> list[Trace]:
+def read(path: str | Path) -> list[QlogTrace]:
     """Every trace of a qlog file (one for JSON-SEQ); ValueError when the file is no qlog at all."""
     path = Path(path)
     raw = path.read_bytes()
@@ -106,7 +106,7 @@ def read(path: str | Path) -> list[Trace]:
     return [_trace(path, t, t.get("events") or [], i) for i, t in enumerate(traces) if isinstance(t, dict)]
 
 
-def _from_records(path: Path, text: str) -> Trace:
+def _from_records(path: Path, text: str) -> QlogTrace:
     separator = "\x1e" if "\x1e" in text else "\n"
     records, skipped = [], 0
     for chunk in text.split(separator):
@@ -235,7 +235,7 @@ def _row(kind: str, data: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _trace(path: Path, trace: dict[str, Any], events: list[Any], index: int) -> Trace:
+def _trace(path: Path, trace: dict[str, Any], events: list[Any], index: int) -> QlogTrace:
     common = trace.get("common_fields") if isinstance(trace.get("common_fields"), dict) else {}
     configuration = trace.get("configuration") if isinstance(trace.get("configuration"), dict) else {}
     fields = [str(f) for f in trace.get("event_fields") or []]
@@ -272,11 +272,11 @@ def _trace(path: Path, trace: dict[str, Any], events: list[Any], index: int) -> 
                                                                                      "trigger")})
     frame = frame.sort_values("t_s", kind="stable").reset_index(drop=True)
     frame["path"] = _number_paths(frame)
-    return Trace(path, str(vantage.get("type") or vantage.get("name") or "unknown"), connection, frame, skipped,
+    return QlogTrace(path, str(vantage.get("type") or vantage.get("name") or "unknown"), connection, frame, skipped,
                  names)
 
 
-def read_all(files: list[Path]) -> tuple[list[Trace], list[str]]:
+def read_all(files: list[Path]) -> tuple[list[QlogTrace], list[str]]:
     """The traces of every qlog file among ``files``, and a note per file that could not be read."""
     traces, notes = [], []
     for file in files:

@@ -173,15 +173,15 @@ def has_qlog(db: DbLike, key: str) -> bool:
         return False
 
 
-def sender_trace(traces: list[qlog.Trace], sender: str) -> qlog.Trace | None:
+def sender_trace(traces: list[qlog.QlogTrace], sender: str) -> qlog.QlogTrace | None:
     """The sender's connection with the most packets sent (another endpoint's or a retried one's aside)."""
-    def sent(t: qlog.Trace) -> int:
+    def sent(t: qlog.QlogTrace) -> int:
         return int((t.events["kind"] == "sent").sum())
     mine = [t for t in traces if t.vantage == sender] or [t for t in traces if t.vantage == "unknown"]
     return max(mine, key=sent) if mine else None
 
 
-def _receiver_trace(traces: list[qlog.Trace], sender: str) -> qlog.Trace | None:
+def _receiver_trace(traces: list[qlog.QlogTrace], sender: str) -> qlog.QlogTrace | None:
     """The other end's connection with the most packets received: where FEC rebuilds what was lost."""
     other = "client" if sender == "server" else "server"
     theirs = [t for t in traces if t.vantage == other]
@@ -192,7 +192,7 @@ def _receiver_trace(traces: list[qlog.Trace], sender: str) -> qlog.Trace | None:
 RECEIVER_MARKS = ("recovered", "signalled", "abandoned")
 
 
-def _receiver_marks(events: pd.DataFrame, receiver: qlog.Trace | None) -> pd.DataFrame | None:
+def _receiver_marks(events: pd.DataFrame, receiver: qlog.QlogTrace | None) -> pd.DataFrame | None:
     """The receiver's recoveries, signals and abandoned blocks on the sender's time axis (both traces on
     the wall clock), or None where they cannot be placed."""
     if receiver is None or events["t_abs_s"].isna().all() or receiver.events["t_abs_s"].isna().all():
@@ -384,7 +384,7 @@ def _count(marks: pd.DataFrame, mark: str) -> int:
 
 
 def summarise(run: dict[str, Any], events: pd.DataFrame, marks: pd.DataFrame, causes: dict[str, Any],
-              trace: qlog.Trace) -> dict[str, Any]:
+              trace: qlog.QlogTrace) -> dict[str, Any]:
     metrics = events[events["kind"] == "metrics"]
     srtt, cwnd = metrics["srtt_ms"].dropna(), metrics["cwnd"].dropna()
 

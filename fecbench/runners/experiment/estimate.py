@@ -83,7 +83,7 @@ class History:
 
 
 @dataclass
-class Measured:
+class MeasuredDurations:
     """What the campaign's own runs already done measured (its database): durations per point, label, workload and
     size, and measured ÷ modelled per label, workload and size."""
     at_point: dict[tuple, list[float]] = field(default_factory=lambda: defaultdict(list))
@@ -99,9 +99,9 @@ class Measured:
         return prepared.estimate(run) * median(ratios) if len(ratios) >= MIN_RUNS else None
 
 
-def measured_here(prepared: Prepared, db_path: Path | None) -> Measured:
+def measured_here(prepared: Prepared, db_path: Path | None) -> MeasuredDurations:
     """The campaign's runs its database holds a duration of (ok, timeout or flagged)."""
-    measured = Measured()
+    measured = MeasuredDurations()
     durations = measured_durations(db_path) if db_path is not None and db_path.is_file() else {}
     for run in prepared.runs if durations else []:
         seconds = durations.get(run.key)
@@ -221,7 +221,7 @@ def _duration(seconds: float) -> str:
 
 
 def run_seconds(prepared: Prepared, run: Run, history: History, jobs: int,
-                own: Measured | None = None) -> tuple[float, float, int]:
+                own: MeasuredDurations | None = None) -> tuple[float, float, int]:
     """(estimate, uncapped estimate, runs measured on this machine: 0 when `own`, the campaign's own measured runs,
     gave it) of one run with `jobs` networks busy."""
     seconds = own.seconds(prepared, run) if own is not None and run.impl.supports(run.workload) else None

@@ -50,7 +50,7 @@ FLOW_WORKLOADS = ("bulk", "download", "upload", "messages")
 TOOLS = ("iperf3",)
 PROTOCOLS = ("tcp", "udp")
 TCP_CCS = ("cubic", "bbr", "reno")
-DIRECTIONS = ("download", "upload")
+FLOW_DIRECTIONS = ("download", "upload")
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 BULK_SIZE = 10**9                       # a bulk flow's download: more than any run carries
 _RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(bit|kbit|Mbit|Gbit)/s\s*$")
@@ -211,7 +211,7 @@ def _parse_flow(entry: Section, path: Path, where: str, impl_dirs: list[Path], s
     if tool is not None:
         spec.tool = tool
         spec.protocol = entry.get("protocol", str, "tcp", choices=PROTOCOLS)
-        spec.direction = entry.get("direction", str, "download", choices=DIRECTIONS)
+        spec.direction = entry.get("direction", str, "download", choices=FLOW_DIRECTIONS)
         if spec.protocol == "tcp":
             spec.cc = entry.get("cc", str, "cubic", choices=TCP_CCS)
         else:

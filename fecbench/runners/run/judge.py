@@ -1,7 +1,7 @@
 """A run's status and why, decided by one pure function (`judge`) of what its phases returned (`Seen`) and what
 it measured: no IO, no processes (tests/test_run_judge.py tests each rule without either).
 
-The rules, first that holds decides (each named: `Verdict.by`):
+The rules, first that holds decides (each named: `RunVerdict.by`):
 
 - ``workload``: the implementation does not declare the run's workload: ``unsupported``, nothing started;
 - ``network``: the network measured before the run is not the designed one: ``fidelity`` (the `network` check of
@@ -55,28 +55,28 @@ class Seen:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class RunVerdict:
     status: str           # a Status value
     why: str | None       # the run's error (None when ok)
     by: str               # the rule or checks that decided it
 
 
-def stopped(seen: Seen) -> Verdict | None:
+def stopped(seen: Seen) -> RunVerdict | None:
     """The rules before the client: what stopped the run before it started, or None (it goes on)."""
     if seen.unsupported:
-        return Verdict(Status.UNSUPPORTED, seen.unsupported, "workload")
+        return RunVerdict(Status.UNSUPPORTED, seen.unsupported, "workload")
     network = checks.network_why(seen.fidelity)
     if network:
-        return Verdict(checks.FLAGGED, network, "network")
+        return RunVerdict(checks.FLAGGED, network, "network")
     for phase in (seen.setup, seen.server, seen.flows):
         if phase is not None and phase.error:
             # Only the server's 127 says "unsupported": a setup command's 127 is a missing tool.
             said = phase.phase == "server" and phase.exit_code == EXIT_UNSUPPORTED
-            return Verdict(Status.UNSUPPORTED if said else Status.FAILED, phase.error, phase.phase)
+            return RunVerdict(Status.UNSUPPORTED if said else Status.FAILED, phase.error, phase.phase)
     return None
 
 
-def ended(seen: Seen) -> Verdict:
+def ended(seen: Seen) -> RunVerdict:
     """How the run's own processes ended (the rules up to ``ok``), before its competing flows and the checks."""
     early = stopped(seen)
     if early is not None:
@@ -91,29 +91,29 @@ def ended(seen: Seen) -> Verdict:
         why = (f"client still running {seen.grace_s:g} s after timeout_s = {timeout:g} s (killed)"
                if client.timed_out else
                f"client gave up at timeout_s = {timeout:g} s (exit status {EXIT_TIMEOUT})")
-        return Verdict(Status.TIMEOUT, why + so_far(metrics, seen.expected_bytes, client.wall_ms), "client-timeout")
+        return RunVerdict(Status.TIMEOUT, why + so_far(metrics, seen.expected_bytes, client.wall_ms), "client-timeout")
     if client.exit_code == EXIT_UNSUPPORTED:
-        return Verdict(Status.UNSUPPORTED, "client exited with status 127 (unsupported combination)",
+        return RunVerdict(Status.UNSUPPORTED, "client exited with status 127 (unsupported combination)",
                        "client-unsupported")
     if client.exit_code != 0:
         why = f"client exited with status {client.exit_code}"
         reason = (metrics or {}).get("error")
         if isinstance(reason, str) and reason.strip():
             why += f": {reason.strip()[:500]}"
-        return Verdict(Status.FAILED, why, "client-exit")
+        return RunVerdict(Status.FAILED, why, "client-exit")
     if server.exit_code is not None:
-        return Verdict(Status.FAILED, f"server exited with status {server.exit_code} during the run", "server-exit")
+        return RunVerdict(Status.FAILED, f"server exited with status {server.exit_code} during the run", "server-exit")
     if seen.collect is not None and seen.collect.error:
-        return Verdict(Status.FAILED, f"metrics: {seen.collect.error}", "metrics")
-    return Verdict(Status.OK, None, "ok")
+        return RunVerdict(Status.FAILED, f"metrics: {seen.collect.error}", "metrics")
+    return RunVerdict(Status.OK, None, "ok")
 
 
-def judge(seen: Seen) -> Verdict:
+def judge(seen: Seen) -> RunVerdict:
     """The run's status and why: how its processes ended, a competing flow that failed, then the checks after
     a run (a flagged run keeps, in its words, how it ended)."""
     verdict = ended(seen)
     if seen.flows_failure and verdict.status == Status.OK:
-        verdict = Verdict(Status.FAILED, seen.flows_failure, "flow-failed")
+        verdict = RunVerdict(Status.FAILED, seen.flows_failure, "flow-failed")
     measured = checks.Measured(status=verdict.status, endpoints=seen.endpoints, link_stats=seen.link_stats,
                                link_events=seen.link_events)
     found = checks.findings(measured, checks.AFTER)
@@ -121,7 +121,7 @@ def judge(seen: Seen) -> Verdict:
         return verdict
     # Kept with its metrics, but not as a result: excluded from ratios, re-run by --retry fidelity.
     was = f" (the run itself ended {verdict.status}: {verdict.why})" if verdict.why else ""
-    return Verdict(checks.FLAGGED, "; ".join(why for _, why in found) + was,
+    return RunVerdict(checks.FLAGGED, "; ".join(why for _, why in found) + was,
                    ", ".join(dict.fromkeys(name for name, _ in found)))
 
 

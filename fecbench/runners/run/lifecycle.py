@@ -177,7 +177,7 @@ class Runner:
         # The run's own accuracy: the delay elements count lateness, the tracer the endpoints' waits, from here.
         self.testbed.clear_lateness()
         self.testbed.clear_endpoint_timing()
-        started = phases.Started(processes=self.processes)
+        started = phases.RunningProcesses(processes=self.processes)
         try:
             self.run_processes(run, plan, seen, started)
         finally:
@@ -208,7 +208,7 @@ class Runner:
         phases.write_files(plan)
         return plan
 
-    def run_processes(self, run: Run, plan: phases.RunPlan, seen: Seen, started: phases.Started) -> None:
+    def run_processes(self, run: Run, plan: phases.RunPlan, seen: Seen, started: phases.RunningProcesses) -> None:
         """Server, competing flows, link schedule and client, each phase's observation in `seen`; returns early
         when one stops the run. The caller stops what was started, whatever happened."""
         seen.server = phases.start_server(self.testbed, plan, started)
@@ -227,7 +227,7 @@ class Runner:
             started.competing.finish(started.client.started + plan.timeout_s + plan.grace_s)
         seen.link_events = started.applier.stop() if started.applier else []
 
-    def collect(self, run: Run, plan: phases.RunPlan, seen: Seen, started: phases.Started) -> Outcome:
+    def collect(self, run: Run, plan: phases.RunPlan, seen: Seen, started: phases.RunningProcesses) -> Outcome:
         """What the run leaves: endpoint timing, link statistics (and verdict logs), its metrics as the way its
         processes ended asks (`judge.metrics_wanted`), its competing flows; then its verdict (`judge.judge`)."""
         client, server = started.client, started.server
@@ -293,7 +293,7 @@ class Runner:
             outcome.error = f"{outcome.error}; {note}" if outcome.error else None
 
     def record_flows(self, outcome: Outcome, competing: CompetingFlows, run: Run, values: dict[str, Any],
-                     client: RunProcess, ended: judge.Verdict) -> None:
+                     client: RunProcess, ended: judge.RunVerdict) -> None:
         """The run's flows table (the foreground's row with how its processes ended, and its DCT); a flow that
         failed fails the run (`judge.judge`: the ``flow-failed`` rule)."""
         outcome.flows = competing.records({"label": run.label, "impl": run.impl.name, "workload": run.workload,

@@ -68,7 +68,7 @@ def write_files(plan: RunPlan) -> None:
 
 
 @dataclass
-class Started:
+class RunningProcesses:
     """What a run has running, for the stop step to end whatever happened."""
     server: RunProcess | None = None
     client: RunProcess | None = None
@@ -96,7 +96,7 @@ def run_setup(testbed: Testbed, plan: RunPlan, processes: list[RunProcess]) -> P
     return PhaseOutcome("setup")
 
 
-def start_server(testbed: Testbed, plan: RunPlan, started: Started) -> PhaseOutcome:
+def start_server(testbed: Testbed, plan: RunPlan, started: RunningProcesses) -> PhaseOutcome:
     """Start the server and wait until it is ready; not ready: why, and its exit status if it exited (left
     running otherwise: the stop step ends it)."""
     started.server = server = testbed.start_process("server", "server", plan.server_argv, plan.run_dir,
@@ -106,7 +106,7 @@ def start_server(testbed: Testbed, plan: RunPlan, started: Started) -> PhaseOutc
     return PhaseOutcome("server", exit_code=server.poll() if not_ready else None, error=not_ready)
 
 
-def run_client(testbed: Testbed, plan: RunPlan, started: Started) -> PhaseOutcome:
+def run_client(testbed: Testbed, plan: RunPlan, started: RunningProcesses) -> PhaseOutcome:
     """Start the client and wait for it (and the competing flows due meanwhile) up to the time limit and its
     grace; still running then: timed out (the stop step kills it)."""
     started.client = client = testbed.start_process("client", "client", plan.client_argv, plan.run_dir,
@@ -118,7 +118,7 @@ def run_client(testbed: Testbed, plan: RunPlan, started: Started) -> PhaseOutcom
     return PhaseOutcome("client", exit_code=code, timed_out=code is None)
 
 
-def stop(testbed: Testbed, started: Started) -> PhaseOutcome:
+def stop(testbed: Testbed, started: RunningProcesses) -> PhaseOutcome:
     """End whatever the run started, whatever happened: the server's exit status first (a server that died
     while the client ran), then client and server, the link schedule's changes undone, the competing flows,
     the packet captures (what they said: the notes)."""

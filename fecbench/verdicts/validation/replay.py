@@ -47,7 +47,7 @@ DECIDED = ("holds", "fails", ev.AT_THRESHOLD)
 
 
 @dataclass
-class World:
+class RecordedWorld:
     """Recorded runs of one campaign (see the module)."""
     frame: pd.DataFrame
     rng: np.random.Generator
@@ -150,7 +150,7 @@ def fresh(campaign: cp.Campaign) -> cp.Campaign:
 
 
 def simulate(pack: Pack, profile: str, campaigns: dict[tuple[str, str], cp.Campaign],
-             worlds: dict[str, World], budget_s: float, allocator: str = "new",
+             worlds: dict[str, RecordedWorld], budget_s: float, allocator: str = "new",
              look_every_s: float | None = None, rule: str = ec.FAMILY_WISE) -> list[Look]:
     """Machine time and verdicts at each look until the budget is spent (or no claim takes runs); ``rule``: how the
     page's verdicts share its α (``error_control``)."""
@@ -202,7 +202,7 @@ def simulate(pack: Pack, profile: str, campaigns: dict[tuple[str, str], cp.Campa
     return looks
 
 
-def _judge(pack: Pack, profile: str, campaigns: dict, worlds: dict[str, World], frames: dict[str, list[dict]],
+def _judge(pack: Pack, profile: str, campaigns: dict, worlds: dict[str, RecordedWorld], frames: dict[str, list[dict]],
            alpha: float, rule: str) -> list[ev.Verdict]:
     out = []
     data = {}
@@ -226,11 +226,11 @@ def _judge(pack: Pack, profile: str, campaigns: dict, worlds: dict[str, World], 
     return out
 
 
-def load_world(db: Path, rng: np.random.Generator, **kw) -> World:
+def load_world(db: Path, rng: np.random.Generator, **kw) -> RecordedWorld:
     frame = results.load(db)
     if frame.empty:
         raise ValueError(f"{db}: no runs recorded")
-    return World(frame, rng, db=db, **kw)
+    return RecordedWorld(frame, rng, db=db, **kw)
 
 
 def decided_at(looks: list[Look], times: list[float]) -> list[int]:

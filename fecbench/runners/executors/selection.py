@@ -75,21 +75,43 @@ def sample_runs(todo: list[Run], k: int | None, seed: int) -> list[Run]:
     return [run for run in todo if run.key in chosen]
 
 
+#: The repetitions `--only` tries a key under when the design's own keying has no run of it (a design raised since).
+ONLY_REKEY_MAX = 100
+
+
+def _matches(prepared: Prepared, prefixes: list[str]) -> dict[str, list[Run]]:
+    return {prefix: [run for run in prepared.runs if run.key.startswith(prefix)] for prefix in prefixes}
+
+
 def only_keys(prepared: Prepared, text: str | None) -> list[Run] | None:
     """`--only KEY[,KEY…]`: the design's runs whose keys start with these prefixes, one run each (a prefix that
     matches none or several is refused, exit 2): one run again with its key and loss seed, e.g. into a new database
-    with its captures kept (`fecbench explain`'s advice)."""
+    with its captures kept (`fecbench explain`'s advice). A key made while the design wrote another `repetitions`
+    (its campaign then given more) is found under that keying (`Prepared.rekey`, up to ONLY_REKEY_MAX), which the
+    runs then keep: the same key and loss seed as the run recorded."""
     if not text:
         return None
-    out = []
-    for prefix in (part.strip() for part in text.split(",") if part.strip()):
-        found = [run for run in prepared.runs if run.key.startswith(prefix)]
-        if len(found) != 1:
-            raise UserError(f"--only {prefix!r}: {'no run' if not found else f'{len(found)} runs'} of "
-                            f"{prepared.design.path.name} with a key starting so (give a key, or enough of it to be "
-                            "one run's: `fecbench status DB` and the report name keys)")
-        out += found
-    return out
+    prefixes = [part.strip() for part in text.split(",") if part.strip()]
+    found = _matches(prepared, prefixes)
+    if any(not runs for runs in found.values()):
+        own = prepared.repetitions_as
+        for written in range(ONLY_REKEY_MAX + 1):
+            if written == own or written == prepared.design.repetitions:
+                continue
+            prepared.rekey(written)
+            if all(len(runs) == 1 for runs in _matches(prepared, prefixes).values()):
+                found = _matches(prepared, prefixes)
+                break
+        else:
+            prepared.rekey(own)
+    for prefix, runs in found.items():
+        if len(runs) != 1:
+            raise UserError(f"--only {prefix!r}: {'no run' if not runs else f'{len(runs)} runs'} of "
+                            f"{prepared.design.path.name} with a key starting so, under its own repetitions or any of "
+                            f"0-{ONLY_REKEY_MAX} (give a key, or enough of it to be one run's: `fecbench status DB` and "
+                            "the report name keys; a run of a repetition the design no longer has needs that many "
+                            "again)")
+    return [runs[0] for runs in found.values()]
 
 
 def parse_retry(text: str | None) -> set[str]:

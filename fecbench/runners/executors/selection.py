@@ -107,9 +107,9 @@ def only_keys(prepared: Prepared, text: str | None) -> list[Run] | None:
     for prefix, runs in found.items():
         if len(runs) != 1:
             raise UserError(f"--only {prefix!r}: {'no run' if not runs else f'{len(runs)} runs'} of "
-                            f"{prepared.design.path.name} with a key starting so, under its own repetitions or any of "
-                            f"0-{ONLY_REKEY_MAX} (give a key, or enough of it to be one run's: `fecbench status DB` and "
-                            "the report name keys; a run of a repetition the design no longer has needs that many "
+                            f"{prepared.design.path.name} with a key starting so, under its own repetitions or any "
+                            f"of 0-{ONLY_REKEY_MAX} (give a key, or enough of it to be one run's: `fecbench status DB` "
+                            "and the report name keys; a run of a repetition the design no longer has needs that many "
                             "again)")
     return [runs[0] for runs in found.values()]
 

@@ -253,3 +253,17 @@ def test_the_download_notebook_compares_as_the_report_on_a_two_stack_multipath_d
                            table[["label", "size", "median ratio over points"]].astype(str).values.tolist()})
     assert notebook == report and len(report) >= 8, (notebook, report)
     assert {"fecq-mp ÷ fecq-sp", "xquic-mp ÷ xquic-sp"} <= {label for label, _ in notebook}
+
+
+def test_a_comparison_says_what_else_the_stack_changed_with_fec() -> None:
+    """Issue 72 items 5 and 7: XQUIC's FEC labels on two paths run the backup_fec scheduler (recorded as
+    ``implied``), so their no-FEC twin differs in the scheduler too, and the comparison says so."""
+    why = "XQUIC's test programs schedule multipath FEC with backup_fec (with fec xor/rs/pm, multipath on)"
+    impls = _impls()
+    impls["xquic-mp-rs"]["implied"] = {"scheduler": {"value": "backup_fec", "why": why}}
+    found = {(c.label, c.kind): c for c in twins(impls, default="fecq-mp")}
+    rs = found[("xquic-mp-rs", FEC)]
+    assert rs.baseline == "xquic-mp"
+    assert rs.why.endswith("; as the stack runs them they differ in scheduler backup_fec against (unset) too "
+                           f"({why})"), rs.why
+    assert "differ in" not in found[("fecq-mp-rs", FEC)].why and "differ in" not in found[("xquic-mp-xor", FEC)].why

@@ -141,3 +141,37 @@ def test_failure_reported_by_the_client_fails_the_run(tmp_path: Path) -> None:
         collect(tmp_path, "download", "", DOWNLOAD_SERVER, 50000)
     with pytest.raises(MetricsError, match="bytes_app = 50000, expected the requested 60000"):
         collect(tmp_path, "download", DOWNLOAD_CLIENT, DOWNLOAD_SERVER, 60000)
+
+
+def test_fec_on_two_paths_implies_the_backup_fec_scheduler_and_refuses_another() -> None:
+    """Issue 72 items 5 and 7: XQUIC's test programs schedule multipath FEC with backup_fec whatever `scheduler`
+    says; the descriptor states it ([[implies]]), the dry run and the record show it, a design writing another
+    scheduler beside FEC is refused, and the argv (and so the keys) stay as written."""
+    from fecbench.runners.experiment import implied
+
+    fec_mp = XQUIC.validate_args({"fec": "rs", "multipath": "on"}, "design.toml", "impl")
+    assert implied.effective(XQUIC.implies, fec_mp)["scheduler"] == "backup_fec" and fec_mp["scheduler"] == "minrtt"
+    made = implied.implied(XQUIC.implies, fec_mp)
+    assert made["scheduler"]["value"] == "backup_fec" and "fec xor/rs/pm, multipath on" in made["scheduler"]["why"]
+    assert "scheduler=backup_fec [implied: XQUIC's test programs" in implied.shown(XQUIC.implies, fec_mp)
+    for args in ({"fec": "rs"}, {"fec": "none", "multipath": "on"}, {"multipath": "on", "scheduler": "backup"}):
+        filled = XQUIC.validate_args(args, "design.toml", "impl")
+        assert implied.implied(XQUIC.implies, filled) == {}, args   # one path, or no FEC: the scheduler as written
+    with pytest.raises(SpecError, match=r"impl\.scheduler.*does not use scheduler = 'backup' with fec "
+                                        r"xor/rs/pm, multipath on: it uses 'backup_fec'"):
+        XQUIC.validate_args({"fec": "xor", "multipath": "on", "scheduler": "backup"}, "design.toml", "impl")
+    server, client = argv("download", fec="rs", multipath="on")   # the programs choose it: no argument says so
+    assert "-y" not in server + client and client[client.index("-M"):client.index("-M") + 3] == \
+        ["-M", "-i", "10.0.1.1,10.0.2.1"]
+
+
+def test_an_implication_names_declared_arguments_only(tmp_path: Path) -> None:
+    text = (ROOT / "quic-impls" / "xquic" / "impl.toml").read_text()
+    bad = tmp_path / "xquic" / "impl.toml"
+    bad.parent.mkdir()
+    bad.write_text(text.replace('set = { scheduler = "backup_fec" }', 'set = { schedular = "backup_fec" }'))
+    with pytest.raises(SpecError, match=r"implies\[0\]\.set.*'schedular' is none"):
+        load_descriptor(bad)
+    bad.write_text(text.replace('when = { fec = ["xor", "rs", "pm"], multipath = ["on"] }', 'when = { fec = "rs" }'))
+    with pytest.raises(SpecError, match=r"implies\[0\]\.when.*a list of the values"):
+        load_descriptor(bad)

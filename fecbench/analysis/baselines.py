@@ -112,6 +112,23 @@ def _differs(a: dict[str, Any], b: dict[str, Any]) -> str:
     return ", ".join(f"{k} {a.get(k, '(unset)')} against {b.get(k, '(unset)')}" for k in keys)
 
 
+def _implied_too(impl: dict[str, Any], other: dict[str, Any]) -> str:
+    """What else two labels differ in as their stack runs them (``implied`` in the campaign's record: values its
+    descriptor's [[implies]] set, e.g. XQUIC's backup_fec scheduler with FEC), as a clause of a comparison's why."""
+    def used(entry: dict[str, Any]) -> dict[str, Any]:
+        return {**entry.get("args", {}), **{k: v["value"] for k, v in (entry.get("implied") or {}).items()}}
+
+    mine, theirs = used(impl), used(other)
+    names = sorted(k for k in set(impl.get("implied") or {}) | set(other.get("implied") or {})
+                   if mine.get(k) != theirs.get(k))
+    if not names:
+        return ""
+    why = "; ".join(dict.fromkeys(v["why"] for e in (impl, other) for k, v in (e.get("implied") or {}).items()
+                                  if k in names))
+    return "; as the stack runs them they differ in " + ", ".join(
+        f"{k} {mine.get(k, '(unset)')} against {theirs.get(k, '(unset)')}" for k in names) + f" too ({why})"
+
+
 def fec_twin(label: str, impls: dict[str, dict[str, Any]]) -> Comparison:
     """A FEC label's no-FEC twin (see above)."""
     impl = impls[label]
@@ -119,7 +136,8 @@ def fec_twin(label: str, impls: dict[str, dict[str, Any]]) -> Comparison:
     mine = [o for o, other in impls.items() if o != label and other.get("name") == name and not has_fec(other)]
     twins = [o for o in mine if _rest(impls[o]) == _rest(impl)]
     if len(twins) == 1:
-        return Comparison(label, FEC, twins[0], f"the {name} label without FEC and the same other arguments")
+        return Comparison(label, FEC, twins[0], f"the {name} label without FEC and the same other arguments"
+                          + _implied_too(impl, impls[twins[0]]))
     why = (f"no {name} label without FEC" if not mine else
            f"no {name} label without FEC and the same other arguments (closest: " + "; ".join(
                f"{o} differs in {_differs(_rest(impl), _rest(impls[o]))}" for o in mine[:3]) + ")")
@@ -137,7 +155,7 @@ def single_path_twin(label: str, impls: dict[str, dict[str, Any]]) -> Comparison
     closest = sorted(fits, key=lambda o: -len(impls[o].get("args", {})))
     if closest and (len(closest) == 1 or len(impls[closest[0]]["args"]) > len(impls[closest[1]]["args"])):
         return Comparison(label, SINGLE_PATH, closest[0], f"the {name} label with the same FEC arguments and "
-                          "multipath off")
+                          "multipath off" + _implied_too(impl, impls[closest[0]]))
     if closest:
         return Comparison(label, SINGLE_PATH, None, f"{name} labels with the same FEC arguments and multipath off "
                           f"equally close: {', '.join(closest)} (name one: baseline = \"LABEL\")")

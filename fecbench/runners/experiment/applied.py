@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from fecbench.runners.experiment import implied
 from fecbench.runners.experiment.argv_template import render
 from fecbench.runners.experiment.prepare import Prepared, loss_link_paths
 from fecbench.runners.experiment.runs import Run
@@ -178,7 +179,7 @@ def describe_impls(prepared: Prepared) -> list[str]:
     for run in sorted(prepared.runs, key=lambda r: r.index):
         first.setdefault(run.label, run)
     for label, run in first.items():
-        lines.append(f"{label}: {run.impl.name} " + " ".join(f"{k}={v}" for k, v in sorted(run.impl.args.items())))
+        lines.append(f"{label}: {run.impl.name} " + implied.shown(run.impl.descriptor.implies, run.impl.args))
         if not run.impl.supports(run.workload):
             lines.append(f"  does not declare workload {run.workload!r}: its runs are recorded unsupported")
             continue

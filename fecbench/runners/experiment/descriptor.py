@@ -21,6 +21,7 @@ from fecbench.host.paths import REPO_ROOT
 from fecbench.inputs.errors import SpecError, did_you_mean
 from fecbench.inputs.specs import Section, load_toml
 from fecbench.records.db import METRIC_COLUMNS
+from fecbench.runners.experiment import implied
 from fecbench.runners.experiment.argv_template import (
     PATH_LISTS,
     PLACEHOLDERS,
@@ -82,6 +83,7 @@ class Descriptor:
     metric_files: list[str] = field(default_factory=list)   # more text for the patterns, after the client's
     check_argv: list[list[str]] = field(default_factory=list)   # [check] argv: validate arguments first
     capture: CaptureArgs = field(default_factory=CaptureArgs)   # [capture]: how to ask for qlog and keys
+    implies: list[implied.Implication] = field(default_factory=list)   # [[implies]]: what arguments imply
 
     @property
     def dir(self) -> Path:
@@ -138,6 +140,7 @@ class Descriptor:
                                 f"value {value!r} does not match {spec.pattern!r} ({self.path})")
         filled = {name: spec.default for name, spec in self.args.items() if spec.default is not None}
         filled.update(args)
+        implied.refuse_overridden(self.implies, args, filled, self.name, file, key)
         return filled
 
     def check_paths(self, args: dict[str, Any], paths: int, file: Path | str, key: str) -> None:
@@ -253,9 +256,10 @@ def load_descriptor(path: str | Path, name: str | None = None) -> Descriptor:
     for kind, sides in (("qlog", capture.qlog), ("keylog", capture.keylog), ("off", capture.off)):
         for side, argv in sides.items():   # formatted like the argvs (run placeholders, the capture's two)
             check_template(argv, path, f"capture.{kind}.{side}", allowed | {"qlog_dir", "keylog_file"})
+    implies = implied.parse(top, path, set(args))
     top.done()
     return Descriptor(name=name, path=path, text=text, **impl, **caps, args=args, **server, **client, **metrics,
-                      check_argv=check_argv, capture=capture)
+                      check_argv=check_argv, capture=capture, implies=implies)
 
 
 def _impl_table(impl: Section, path: Path) -> dict[str, Any]:

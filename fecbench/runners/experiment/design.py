@@ -59,6 +59,7 @@ from fecbench.host.paths import REPO_ROOT
 from fecbench.inputs.directions import LINK_DIRECTIONS
 from fecbench.inputs.errors import SpecError, UserError, did_you_mean
 from fecbench.inputs.specs import DEFAULT_TIMEOUT_S, Section, load_toml, parse_size, spec_hash, tomllib
+from fecbench.runners.experiment import implied
 from fecbench.runners.experiment.capture import CapturePolicy, parse_capture
 from fecbench.runners.experiment.descriptor import Descriptor, find_descriptor
 from fecbench.runners.experiment.flows import Flows, parse_flows
@@ -220,6 +221,8 @@ class Design:
                          "links": self.loss.links},
                 "impls": {e.label: {"name": e.name, "args": e.args, "fec_args": e.descriptor.fec_args,
                                     **({"baseline": e.baseline} if e.baseline else {}),
+                                    **({"implied": made} if (made := implied.implied(e.descriptor.implies, e.args))
+                                       else {}),
                                     **({"unavailable": e.descriptor.unavailable_metrics}
                                        if e.descriptor.unavailable_metrics else {})} for e in self.impls},
                 "flows": self.flows.canonical() if self.flows else None, "capture": self.capture.settings(),

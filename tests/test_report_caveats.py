@@ -42,3 +42,15 @@ def test_set_up_time_queue_drops_and_repairs_are_said(monkeypatch: pytest.Monkey
     assert not any(s.startswith("fecq-mp-rs against") for s in said)
     assert any(s.startswith("fecq-mp-rs: its path shares count its FEC repairs") for s in said)
     assert not any(s.startswith("fecq-sp") for s in said)   # single path: nothing left out
+
+
+def test_the_repair_caveat_is_said_without_a_single_path_twin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 72 item 5: XQUIC's FEC labels on two paths had no single-path FEC twin, and the repair caveat was
+    skipped with the comparison it does not need."""
+    runs = _runs()
+    runs = runs[runs["label"] != "fecq-sp-rs"]
+    monkeypatch.setattr(losses, "run_losses", lambda db: pd.DataFrame(
+        {"run_key": runs["key"], "queue_reverse": runs["queue"], "queue_forward": 0}))
+    impls = {k: v for k, v in IMPLS.items() if k != "fecq-sp-rs"}
+    said = caveats.multipath(Path("unused.sqlite"), runs, impls)
+    assert any(s.startswith("fecq-mp-rs: its path shares count its FEC repairs") for s in said), said

@@ -35,6 +35,9 @@ def multipath(db: Path, downloads: pd.DataFrame, impls: dict[str, dict]) -> list
     for label in sorted(set(ok["label"])):
         if label not in impls or not baselines.is_multipath(impls[label]):
             continue
+        if baselines.has_fec(impls[label]):    # whether or not it has a single-path twin to set beside it
+            out.append(f"{label}: its path shares count its FEC repairs as traffic of the path that carried them "
+                       "(a stack may keep a path for repairs): a path's share is not its share of the data.")
         twin = baselines.single_path_twin(label, impls).baseline
         if twin is None or twin not in set(ok["label"]):
             continue
@@ -43,9 +46,6 @@ def multipath(db: Path, downloads: pd.DataFrame, impls: dict[str, dict]) -> list
             said = [s for s in (_setup(mine, theirs, twin), _queue(dropped, mine, theirs, twin)) if s]
             if said:
                 out.append(f"{label} against {twin} for {format_size(size)}: " + "; ".join(said) + ".")
-        if baselines.has_fec(impls[label]):
-            out.append(f"{label}: its path shares count its FEC repairs as traffic of the path that carried them "
-                       "(a stack may keep a path for repairs): a path's share is not its share of the data.")
     return out
 
 

@@ -84,6 +84,10 @@ def _check_qlogs(db: Path, runs: list[dict]) -> None:
         sent = sender.events[sender.events["kind"] == "sent"]
         assert sent["bytes"].sum() > 200_000 and (sender.events["cwnd"] > 0).any()
         assert set(sent["path"]) == ({1} if run["label"] == "xquic-sp" else {1, 2}), run["label"]
+        # each path's congestion controller on its own panel (fecbench.patch: the metrics line names its path)
+        updated = sender.events.loc[sender.events["kind"] == "metrics", "path"]
+        assert updated.notna().all() and set(updated) == ({1} if run["label"] == "xquic-sp" else {1, 2}), \
+            (run["label"], updated.value_counts(dropna=False).to_dict())
 
 
 def test_upload_and_missing_server(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """XQUIC's text qlog turned into JSON-SEQ (fecbench.runners.run.xquic_qlog): the lines as XQUIC's format strings
-print them (src/common/xqc_log_event_callback.c of the pinned commit with fecbench.patch), read back by fecbench's qlog reader.
+print them (src/common/xqc_log_event_callback.c of the pinned commit with fecbench.patch), read back by fecbench's
+qlog reader.
 The real programs' output is checked by tests/test_xquic_campaign.py (--capture qlog=all)."""
 
 from __future__ import annotations

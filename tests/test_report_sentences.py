@@ -61,3 +61,16 @@ def test_faster_only_when_an_interval_says_so() -> None:
     edge = sentences.downloads(six, pairs, "quic")[0]
     assert edge.startswith("rs was faster than quic at 6 of 6 design points")
     assert "95 % interval over the 6 design points [0.9, 0.98] (the estimate at its interval's edge" in edge
+
+
+def test_the_readme_states_the_reports_minimums_as_the_code_has_them() -> None:
+    """Issue 72 item 5: the minimums were in the code only (and the module said 7 seeds where the code needs 10)."""
+    from fecbench.analysis import stats
+    from fecbench.analysis.report import sentences as s
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    said = " ".join(readme.split())
+    assert f"at least {s.MIN_PAIRS} usable pairs" in said
+    assert f"needs {stats.fewest_for_median_interval(0.95)} points at 95 %" in said
+    assert f"needs {stats.MIN_SEEDS_FOR_INTERVAL} seeds" in said
+    assert f"{stats.MIN_SEEDS_FOR_INTERVAL} seeds" in " ".join((s.__doc__ or "").split())

@@ -12,7 +12,8 @@ otherwise. The median ratio is the median over the points (as the headline table
 design points, said so: two order statistics of the points' ratios (``stats.median_order_interval``,
 distribution-free; a point whose label median timed out counts at +inf, one whose baseline median did at 0, an
 undefined one not at all), none under the 6 points it needs at 95 %. With fewer points, each point's own interval
-over its seeds decides instead (none under 7 seeds: "too few seeds"), and the label is faster or slower only at
+over its seeds decides instead (none under ``stats.MIN_SEEDS_FOR_INTERVAL`` = 10 seeds: "too few seeds"; README.md,
+"Using it", says both minimums), and the label is faster or slower only at
 the points whose own interval says so. "Faster" and "slower" are said only when an interval says so; an estimate
 at its interval's edge is said to be. Then what was left out: pairs excluded and why, pairs censored by the time
 limit.

@@ -167,6 +167,16 @@ def calibrate(items: list[tuple[Target, Campaign, list[Run]]], machine: Machine,
     return True
 
 
+def share_ends(started: float, deadline: float | None, estimated: float, saved: float, *, typical_s: float,
+               later: int) -> float | None:
+    """When a campaign may start no more runs (the module's time rule; None: no deadline): its estimate a quarter
+    more (``SHARE_MARGIN``) and what earlier campaigns saved (never what they overspent) after its start, and no
+    later than leaves a typical run of it and the ``later`` campaigns' starts before the deadline."""
+    if deadline is None:
+        return None
+    return min(deadline - typical_s - later * CAMPAIGN_START_S, started + estimated * SHARE_MARGIN + max(0.0, saved))
+
+
 def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine, deadline: float | None,
             console: Any, fill: Callable[..., list[Run]] | None = None) -> list[Ran]:
     """Run each campaign's chosen runs in turn (see the module for the time rules), each outcome recorded in its
@@ -185,15 +195,12 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine
         n = networks(machine, campaign)
         estimated = sum(campaign.seconds(r) for r in runs) / parallel(machine, campaign, runs) + CAMPAIGN_START_S
         started = time.monotonic()
-        stop_at = None
-        if deadline is not None:
-            later = sum(1 for _, _, r in items[index + 1:] if r)
-            typical = sorted(campaign.seconds(r) for r in runs)[len(runs) // 2]
-            stop_at = min(deadline - typical - later * CAMPAIGN_START_S,
-                          started + estimated * SHARE_MARGIN + max(0.0, saved))
-            if stop_at <= started:
-                done.append(Ran(target, len(runs), {}, 0.0, estimated, out_of_time=len(runs), jobs=n))
-                continue
+        stop_at = share_ends(started, deadline, estimated, saved,
+                             typical_s=sorted(campaign.seconds(r) for r in runs)[len(runs) // 2],
+                             later=sum(1 for _, _, r in items[index + 1:] if r))
+        if stop_at is not None and stop_at <= started:
+            done.append(Ran(target, len(runs), {}, 0.0, estimated, out_of_time=len(runs), jobs=n))
+            continue
         console.print(f"[bold]{target.profile} / {campaign.prepared.design.name}[/]: {len(runs)} run(s), "
                       f"estimated {estimated / 60:.1f} min → {target.db}")
         calibration = _calibration(machine, campaign)

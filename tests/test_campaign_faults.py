@@ -73,7 +73,11 @@ def test_fault_statuses_resume_and_retry(tmp_path: Path) -> None:
         assert after[run["key"]]["status"] == run["status"]
     # One metrics row per run at most (retries replace theirs); client metrics for the ok runs, and what a
     # failing client still reported (partial bytes, its error) for the record.
-    assert len(rows(db, "SELECT * FROM metrics")) == len(runs)
+    # A server that dies at once ("serverdies") may die before the client starts (no client: no metrics row) or
+    # while it runs, as the machine's load orders them; both are recorded failed with the server's exit status.
+    measured = [r["label"] for r in rows(db, "SELECT r.label FROM metrics m JOIN runs r ON r.key = m.run_key")]
+    assert sorted(label for label in measured if label != "serverdies") == \
+        sorted(r["label"] for r in runs if r["label"] != "serverdies")
     reported = rows(db, "SELECT r.label, m.bytes_app FROM metrics m JOIN runs r ON r.key = m.run_key "
                         "WHERE m.json IS NOT NULL")
     assert sorted(r["label"] for r in reported) == ["failreport", "failreport", "ok", "ok"]

@@ -254,8 +254,8 @@ def test_a_run_with_cpu_hogs_beside_its_endpoints_is_flagged(tmp_path: Path) -> 
             if hog is not None:
                 hog.kill()
                 hog.wait()
-        (got[case],) = rows(db, "SELECT r.status, r.error, e.wakeups, e.wakeup_p99_ms, e.ok, e.runq_share, "
-                                "e.bound_ms FROM runs r JOIN endpoint_timing e ON e.run_key = r.key")
+        (got[case],) = rows(db, "SELECT r.status, r.error, r.decided_by, e.wakeups, e.wakeup_p99_ms, e.ok, "
+                                "e.runq_share, e.bound_ms FROM runs r JOIN endpoint_timing e ON e.run_key = r.key")
         assert not endpoint_leftovers(pid)   # the campaign left no tracer pinned and no cgroup behind
         got[case]["db"] = db
     idle, hogged = got["idle"], got["hogged"]
@@ -266,8 +266,11 @@ def test_a_run_with_cpu_hogs_beside_its_endpoints_is_flagged(tmp_path: Path) -> 
     assert idle["status"] == "ok" and idle["ok"] == 1 and idle["wakeups"] >= 270, idle
     assert hogged["status"] == "fidelity" and hogged["ok"] == 0 and hogged["error"].startswith("endpoints:"), hogged
     assert hogged["wakeup_p99_ms"] > idle["wakeup_p99_ms"] and hogged["runq_share"] > idle["runq_share"]
+    # which rule decided, as the judge said when the run ended (issue 72 item 1): status reads it back
+    assert (idle["decided_by"], hogged["decided_by"]) == ("ok", "endpoints")
     status = json.loads(fecbench("status", str(hogged["db"]), "--json").stdout)
     assert status["endpoint_warnings"]["runs"] == 1 and status["endpoint_warnings"]["bound_ms"] == 5
+    assert status["flagged_by"] == {"endpoints": 1}
 
 
 def test_status_says_running_for_runs_in_flight(tmp_path: Path) -> None:

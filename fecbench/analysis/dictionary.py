@@ -36,6 +36,8 @@ COLUMNS: dict[str, tuple[str, str, str]] = {
     "attempts": ("", "runs.attempts", "times it was started (re-runs included)"),
     "link_backend": ("", "runs.link_backend", "delayline or netem"),
     "host": ("", "runs.host", "the host that ran it"),
+    "decided_by": ("", "runs.decided_by", "the judge's rule that decided the status, or the checks that flagged it, "
+                                          "as judged when it ran (NULL before schema 10)"),
     "timeout_s": ("s", "campaigns.settings_json", "the design's time limit: a timed-out duration is censored there"),
     "network": ("", "runs.applied_json", "digest of the conditions the run ran under (topology, links, loss model, "
                                          "workload, point values, schedule, flows): what pairs runs"),

@@ -37,7 +37,7 @@ from fecbench.timekeeping.lateness import from_delay_json
 #: Columns of the runs table kept in the tidy frame (logs tails are left to ``run_logs``).
 RUN_COLUMNS = ["key", "campaign_id", "point", "impl", "label", "impl_args", "workload", "size",
                "repetition", "loss_seed", "status", "error", "started_at", "finished_at",
-               "duration_s", "attempts", "link_backend", "host"]
+               "duration_s", "attempts", "link_backend", "host", "decided_by"]
 #: Typed metric columns (the client's whole JSON stays in the database).
 METRIC_COLUMNS = list(dbmod.METRIC_COLUMNS)
 #: Metrics read from the client's metrics JSON (``metrics.json``; NULL where a run's JSON lacks the key): the messages

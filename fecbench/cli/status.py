@@ -34,7 +34,7 @@ def status(db: Path | None = typer.Argument(None, help="Results database (defaul
     conn = dbmod.open_readonly(path)
     try:
         columns = {col[1] for col in conn.execute("PRAGMA table_info(runs)")}
-        optional = "".join(f", r.{c}" for c in ("phases_json", "runner") if c in columns)
+        optional = "".join(f", r.{c}" for c in ("phases_json", "runner", "decided_by") if c in columns)
         rows = [dict(r) for r in conn.execute(
             "SELECT r.key, r.label, r.status, r.error, r.size, r.duration_s, r.finished_at, m.dct_ms, "
             "m.client_wall_ms" + optional + " FROM runs r LEFT JOIN metrics m ON m.run_key = r.key")]
@@ -151,7 +151,10 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             for place, value in zip(seen, values, strict=False):
                 place.append(value)
     totals = Counter(row["status"] for row in rows)
-    return {"total": len(rows), "statuses": dict(totals),
+    # Which checks flagged the flagged runs, as judged when they ran (runs.decided_by): never today's bounds.
+    flagged_by = Counter(name.strip() for row in rows if row["status"] == Status.FIDELITY and row.get("decided_by")
+                         for name in row["decided_by"].split(","))
+    return {"total": len(rows), "statuses": dict(totals), "flagged_by": dict(flagged_by.most_common()),
             "per_label": {label: dict(c) for label, c in sorted(per_label.items())},
             "failures": [{"status": s, "error": with_ranges(e, measured[(s, e)]), "count": n}
                          for (s, e), n in failures.most_common()]}
@@ -252,6 +255,9 @@ def _print_status(path: Path, summary: dict[str, Any]) -> None:
         console.print(f"[red]circuit breaker (campaign {b['campaign_id']}, {b['tripped_at']}): {b['label']}: its "
                       f"first {b['runs']} runs all ended {b['status']} ({b['error']}); {b['skipped']} more were "
                       "not run (pending: fix the cause, then fecbench run again)[/]")
+    if summary["flagged_by"]:
+        console.print("flagged, by the check that flagged them when they ran: "
+                      + ", ".join(f"{name} {n}" for name, n in summary["flagged_by"].items()), highlight=False)
     if summary["fidelity_warnings"]:
         console.print(f"[magenta]fidelity warnings: {summary['fidelity_warnings']} run(s) measured a network "
                       "that did not match the design[/]")

@@ -1,10 +1,10 @@
 """The results database (SQLite, WAL): schema, versioning and the runner's writes.
 
 One writer (the runner) and any number of readers (`open_readonly`, which uses a `mode=ro` URI so
-a report can run while a campaign is writing). Schema version 9 (version 1 without link_events,
+a report can run while a campaign is writing). Schema version 10 (version 1 without link_events,
 version 2 without breakers, version 3 without fidelity.checks and fidelity.json, version 4 without
 runs.phases_json, version 5 without endpoint_timing, version 6 without sessions and earlier_outcomes, version 7
-without artifacts, version 8 without twins):
+without artifacts, version 8 without twins, version 9 without runs.decided_by):
 
 meta(key TEXT PRIMARY KEY, value TEXT)                 -- 'schema_version' = '1'
 campaigns(id, name, design_path, design_text, design_hash, fecbench_version, git_sha, created_at,
@@ -21,7 +21,10 @@ runs(key TEXT PRIMARY KEY, campaign_id, point, impl, label, impl_args (JSON), wo
      attempts, link_backend, host,
      phases_json  -- where the run's wall time went: seconds per phase (runners.run.lifecycle.PHASES)
      runner  -- "<hostname> <pid>:<start time>" of the campaign process that started it: a run still
-                'running' whose runner is gone was interrupted (fecbench status; the next campaign records it so))
+                'running' whose runner is gone was interrupted (fecbench status; the next campaign records it so)
+     decided_by  -- the rule of runners.run.judge that decided its status, or the checks that flagged it
+                    (timekeeping.checks names, comma-separated) under the bounds of its own run; NULL before
+                    version 10 and for a run no judge saw (a harness fault))
 metrics(run_key PRIMARY KEY REFERENCES runs(key), dct_ms, handshake_ms, bytes_app, packets_sent,
         bytes_sent, repair_sent, recovered, lost, retransmitted_bytes, congestion_events,
         cwnd_final, rtt_ms, rebuffering_ms, messages_late, messages_corrupt,
@@ -87,7 +90,7 @@ from urllib.parse import quote
 from fecbench.inputs.errors import UserError
 from fecbench.inputs.specs import DEFAULT_TIMEOUT_S, tomllib
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 # Metrics stored as typed columns (the rest stays in metrics.json).
@@ -218,12 +221,18 @@ def _add_twins(conn: sqlite3.Connection) -> None:
                  "client_log_tail TEXT, PRIMARY KEY (run_key, twin, attempt))")
 
 
+def _add_decided_by(conn: sqlite3.Connection) -> None:
+    """Version 10: which rule decided a run's status, or which checks flagged it, as judged when it ran."""
+    if "decided_by" not in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}:
+        conn.execute("ALTER TABLE runs ADD COLUMN decided_by TEXT")
+
+
 # MIGRATIONS[v] upgrades a database at version v to v + 1 (a new database is made at version 1, then upgraded).
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_link_events, 2: _add_breakers,
                                                                 3: _add_fidelity_checks, 4: _add_run_phases,
                                                                 5: _add_endpoint_timing,
                                                                 6: _add_applied_and_sessions, 7: _add_artifacts,
-                                                                8: _add_twins}
+                                                                8: _add_twins, 9: _add_decided_by}
 
 
 class SchemaError(Exception):

@@ -128,15 +128,17 @@ def finish_run(conn: sqlite3.Connection, key: str, *, status: str, error: str | 
                verdict_logs: list[tuple[str, str, bytes]] | None = None,
                link_events: list[dict[str, Any]] | None = None,
                phases: dict[str, float] | None = None, endpoints: dict[str, Any] | None = None,
-               flows: list[dict[str, Any]] | None = None, artifacts: list[dict[str, Any]] | None = None) -> None:
-    """Record a run's outcome and everything measured, in one transaction."""
+               flows: list[dict[str, Any]] | None = None, artifacts: list[dict[str, Any]] | None = None,
+               decided_by: str | None = None) -> None:
+    """Record a run's outcome and everything measured, in one transaction; ``decided_by``: the judge's rule or the
+    checks that flagged it (``runs.decided_by``)."""
     if status not in STATUSES:
         raise ValueError(f"unknown run status {status!r}")
     with dbmod.transaction(conn):
         conn.execute("UPDATE runs SET status=?, error=?, server_log_tail=?, client_log_tail=?, "
-                     "finished_at=?, duration_s=?, phases_json=? WHERE key=?",
+                     "finished_at=?, duration_s=?, phases_json=?, decided_by=? WHERE key=?",
                      (status, error, server_log_tail, client_log_tail, finished_at, duration_s,
-                      json.dumps(phases) if phases else None, key))
+                      json.dumps(phases) if phases else None, decided_by, key))
         _delete_results(conn, key)
         if metrics is not None or client_wall_ms is not None:
             values = dict.fromkeys(dbmod.METRIC_COLUMNS)

@@ -25,11 +25,18 @@ def _missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
-def flagged_runs(rows: pd.DataFrame, check: RunCheck, record: Callable[[dict], Any] = lambda row: row) -> int:
-    """The runs of `rows` (tables' rows: one per run, or per run and link direction) whose record `check` flags,
-    however the run ended; `record`: a row as the record the check judges."""
-    return len({row["run_key"] for row in rows.to_dict("records")
-                if check.flags(record({k: v for k, v in row.items() if not _missing(v)}))})
+def flagged_runs(rows: pd.DataFrame, check: RunCheck, record: Callable[[dict], Any] = lambda row: row,
+                 decided: pd.DataFrame | None = None) -> int:
+    """The runs of `rows` (tables' rows: one per run, or per run and link direction) that `check` flagged: as judged
+    when they ran where `decided` (a runs frame: ``key``, ``decided_by``) recorded it, so that a bound changed since
+    never re-decides them; a run recorded before that (no ``decided_by``) judged from its record, however it ended
+    (`record`: a row as the record the check judges)."""
+    recorded = {} if decided is None or "decided_by" not in decided else \
+        {k: str(v) for k, v in zip(decided["key"], decided["decided_by"], strict=True) if not _missing(v)}
+    keys = {row["run_key"] for row in rows.to_dict("records") if row["run_key"] not in recorded
+            and check.flags(record({k: v for k, v in row.items() if not _missing(v)}))}
+    mine = set(rows["run_key"]) & set(recorded)
+    return len(keys) + sum(check.name in [n.strip() for n in recorded[key].split(",")] for key in mine)
 
 
 def accuracy_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db: Path, frame: pd.DataFrame,
@@ -43,7 +50,7 @@ def accuracy_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db:
     measured = ends[ends["wakeup_p99_ms"].notna()]
     if len(ends):
         rows.append({"what": "endpoints: p99 wake-up latency", "runs": len(measured),
-                     "above the bound": flagged_runs(measured, named("endpoints")),
+                     "above the bound": flagged_runs(measured, named("endpoints"), decided=frame),
                      "bound ms": measured["bound_ms"].max(), "median ms": measured["wakeup_p99_ms"].median(),
                      "worst ms": measured["wakeup_p99_ms"].max(),
                      "median run-queue share": measured["runq_share"].median(),
@@ -54,7 +61,7 @@ def accuracy_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db:
         rows.append({"what": "delay elements: p99 lateness", "runs": late["run_key"].nunique(),
                      # the check judges a link direction's statistics: a row here is their delay.lateness
                      "above the bound": flagged_runs(late, named("delay-lateness"),
-                                                     lambda row: {"delay": {"lateness": row}}),
+                                                     lambda row: {"delay": {"lateness": row}}, decided=frame),
                      "bound ms": late["bound_ms"].max(), "median ms": late["p99_us"].median() / 1000,
                      "worst ms": late["p99_us"].max() / 1000, "criterion": criterion_text(judged)})
     if not rows:

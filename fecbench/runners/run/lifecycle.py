@@ -195,7 +195,7 @@ class Runner:
     def stopped_outcome(self, seen: Seen, server: RunProcess | None) -> Outcome:
         """The outcome of a run a phase stopped before its client ran."""
         verdict = judge.judge(seen)
-        return Outcome(status=verdict.status, error=verdict.why, fidelity=seen.fidelity,
+        return Outcome(status=verdict.status, error=verdict.why, decided_by=verdict.by, fidelity=seen.fidelity,
                        server_log=server.log_tail() if server is not None else None)
 
     def plan(self, run: Run, run_dir: Path) -> phases.RunPlan:
@@ -245,7 +245,7 @@ class Runner:
             self.record_flows(outcome, started.competing, run, plan.values, client, judge.ended(seen))
             seen.flows_failure = started.competing.failure()
         verdict = judge.judge(seen)
-        outcome.status, outcome.error = verdict.status, verdict.why
+        outcome.status, outcome.error, outcome.decided_by = verdict.status, verdict.why, verdict.by
         return outcome
 
     def add_capture_args(self, run: Run, run_dir: Path, values: dict[str, Any],

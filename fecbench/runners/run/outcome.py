@@ -11,6 +11,7 @@ from typing import Any
 class Outcome:
     status: str                              # a fecbench.records.status.Status value
     error: str | None = None
+    decided_by: str | None = None            # runners.run.judge's rule, or the checks that flagged it (RunVerdict.by)
     metrics: dict[str, Any] | None = None
     client_wall_ms: float | None = None
     server_log: str | None = None

@@ -135,7 +135,7 @@ class Recorder:
                metrics=outcome.metrics, client_wall_ms=outcome.client_wall_ms,
                link_stats=outcome.link_stats, fidelity=outcome.fidelity, verdict_logs=outcome.verdict_logs,
                link_events=outcome.link_events, phases=outcome.phases, endpoints=outcome.endpoints,
-               flows=outcome.flows, artifacts=outcome.artifacts)
+               flows=outcome.flows, artifacts=outcome.artifacts, decided_by=outcome.decided_by)
 
     def keep_earlier(self, run: Run, why_again: str) -> None:
         """A finished run about to run again: its outcome copied aside (earlier_outcomes)."""

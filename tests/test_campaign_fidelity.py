@@ -20,19 +20,20 @@ def scripted_checks(monkeypatch: pytest.MonkeyPatch, readings: list[list[float]]
     taken: list[int] = []
 
     def once(net: object, rate_probe: bool, probes: int) -> list[dict]:
-        rtts = readings[len(taken)]
+        rtts = readings[taken.count(1)]
         taken.append(1)
         return [{"path": i + 1, "rtt_configured_ms": 10.0, "rtt_measured_ms": rtt, "probes_received": 40,
                  "ok": fidelity.rtt_ok(10.0, rtt)} for i, rtt in enumerate(rtts)]
 
     monkeypatch.setattr(fidelity, "measure_once", once)
+    monkeypatch.setattr(fidelity.time, "sleep", lambda s: taken.append(-s))   # waits between checks, not slept
     return taken
 
 
 def test_a_passing_disturbance_is_measured_again_and_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
     taken = scripted_checks(monkeypatch, [[10.2, 17.0], [10.3, 10.2]])
     rows_ = fidelity.measure(object())
-    assert len(taken) == 2 and all(row["ok"] and row["checks"] == 2 for row in rows_)
+    assert taken == [1, -1.0, 1] and all(row["ok"] and row["checks"] == 2 for row in rows_)
     # Only path 2's first measurement failed; it stays on record.
     assert rows_[0]["failed_checks"] == [] and rows_[1]["failed_checks"] == [
         {"rtt_measured_ms": 17.0, "probes_received": 40}]
@@ -41,7 +42,8 @@ def test_a_passing_disturbance_is_measured_again_and_recorded(monkeypatch: pytes
 def test_a_wrong_delay_fails_every_measurement(monkeypatch: pytest.MonkeyPatch) -> None:
     taken = scripted_checks(monkeypatch, [[12.1], [12.0], [12.2], [10.0]])
     (row,) = fidelity.measure(object())
-    assert len(taken) == fidelity.CHECKS == 3 and not row["ok"] and row["checks"] == 3
+    # three measurements, spaced so that a passing disturbance of a second or two is outlasted
+    assert taken == [1, -1.0, 1, -2.0, 1] and fidelity.CHECKS == 3 and not row["ok"] and row["checks"] == 3
     assert [r["rtt_measured_ms"] for r in row["failed_checks"]] == [12.1, 12.0]
 
 

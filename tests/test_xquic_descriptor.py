@@ -150,8 +150,8 @@ def test_fec_on_two_paths_implies_the_backup_fec_scheduler_and_refuses_another()
     from fecbench.runners.experiment import implied
 
     fec_mp = XQUIC.validate_args({"fec": "rs", "multipath": "on"}, "design.toml", "impl")
-    assert implied.effective(XQUIC.implies, fec_mp)["scheduler"] == "backup_fec" and fec_mp["scheduler"] == "minrtt"
     made = implied.implied(XQUIC.implies, fec_mp)
+    assert fec_mp["scheduler"] == "minrtt"
     assert made["scheduler"]["value"] == "backup_fec" and "fec xor/rs/pm, multipath on" in made["scheduler"]["why"]
     assert "scheduler=backup_fec [implied: XQUIC's test programs" in implied.shown(XQUIC.implies, fec_mp)
     for args in ({"fec": "rs"}, {"fec": "none", "multipath": "on"}, {"multipath": "on", "scheduler": "backup"}):

@@ -99,8 +99,9 @@ def only_keys(prepared: Prepared, text: str | None) -> list[Run] | None:
             if written == own or written == prepared.design.repetitions:
                 continue
             prepared.rekey(written)
-            if all(len(runs) == 1 for runs in _matches(prepared, prefixes).values()):
-                found = _matches(prepared, prefixes)
+            again = _matches(prepared, prefixes)
+            if all(len(runs) == 1 for runs in again.values()):
+                found = again
                 break
         else:
             prepared.rekey(own)

@@ -9,10 +9,10 @@ descriptor states it::
     set = { scheduler = "backup_fec" }                          # what the stack then uses
     why = "its test programs schedule multipath FEC with backup_fec"
 
-The arguments a label runs with stay as written (its keys and argv); its *effective* values (``effective``) are what
-the dry run shows, the campaign records (``implied`` in its settings' impls) and the report compares, so that a FEC
-label's no-FEC twin that differs in the scheduler too says so. A design that writes a value an implication
-overrides is refused (the stack would not use it).
+The arguments a label runs with stay as written (its keys and argv); the values implications change (``implied``)
+are what the dry run shows, the campaign records (``implied`` in its settings' impls) and the report compares, so
+that a FEC label's no-FEC twin that differs in the scheduler too says so. A design that writes a value an
+implication overrides is refused (the stack would not use it).
 """
 
 from __future__ import annotations
@@ -55,15 +55,6 @@ def parse(top: Section, path: Path, declared: set[str]) -> list[Implication]:
             raise SpecError(path, entry.key("set"), "each argument takes the value (a string) the stack then uses")
         out.append(Implication({k: tuple(v) for k, v in when.items()}, dict(sets), entry.get("why", str)))
         entry.done()
-    return out
-
-
-def effective(implications: list[Implication], args: dict[str, Any]) -> dict[str, Any]:
-    """The values a stack runs with: ``args`` with what every implication that holds sets."""
-    out = dict(args)
-    for implication in implications:
-        if implication.holds(args):
-            out.update(implication.sets)
     return out
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.campaign import ROOT, fecbench, rows
+from tests.helpers.campaign import ROOT, fecbench, rows, unexplained_attempts
 
 pytestmark = [pytest.mark.require_root, pytest.mark.slow]
 
@@ -26,6 +26,7 @@ def test_smoke_all_ok_with_metrics(smoke_db: Path) -> None:
     runs = rows(smoke_db, "SELECT * FROM runs")
     assert len(runs) == _expected_runs() == 16
     assert [r for r in runs if r["status"] != "ok"] == []
+    assert unexplained_attempts(smoke_db) == []
     assert {r["label"] for r in runs} == {"quic", "quic-fec-rs"}
     assert {r["size"] for r in runs} == {1000, 50000}
     metrics = {m["run_key"]: m for m in rows(smoke_db, "SELECT * FROM metrics")}

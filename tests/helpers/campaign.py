@@ -52,6 +52,18 @@ def rows(db: Path, sql: str, *params: Any) -> list[dict[str, Any]]:
         conn.close()
 
 
+def unexplained_attempts(db: Path) -> list[dict[str, Any]]:
+    """Runs started more often than once plus their re-runs after a flag: a run a check of
+    timekeeping.checks flagged (a loaded machine can) is run again at the campaign's end with its first outcome
+    kept in earlier_outcomes, which is allowed; any other extra start (a run executed twice) is returned."""
+    reruns: dict[str, int] = {}
+    for r in rows(db, "SELECT run_key, why_again FROM earlier_outcomes"):
+        if (r["why_again"] or "").startswith("fidelity: re-run"):
+            reruns[r["run_key"]] = reruns.get(r["run_key"], 0) + 1
+    return [r for r in rows(db, "SELECT key, status, attempts, decided_by FROM runs")
+            if r["attempts"] != 1 + reruns.get(r["key"], 0)]
+
+
 def queue_drops(db: Path) -> dict[tuple[str, str, str], int]:
     """Datagrams each link's qdiscs dropped (queue overflow), per (run key, link, direction)."""
     return {(r["run_key"], r["link"], r["direction"]):

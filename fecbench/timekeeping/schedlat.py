@@ -84,13 +84,18 @@ class SharedLayout:
     hist_size: int
     buckets_offset: int
     upper_ns: tuple[int, ...]    # each bucket's upper edge (exclusive)
+    spans: int                   # long waits kept per slot as [start, end] spans
+    span_min_ns: int             # how long a wait is to be kept
+    spans_seen_offset: int
+    spans_offset: int
 
     @classmethod
     def read(cls) -> SharedLayout:
         data = json.loads(_loader("layout"))
         return cls(slots=data["slots"], buckets=data["buckets"], slot_size=data["slot_size"],
                    hist_size=data["hist_size"], buckets_offset=data["buckets_offset"],
-                   upper_ns=tuple(data["upper_ns"]))
+                   upper_ns=tuple(data["upper_ns"]), spans=data["spans"], span_min_ns=data["span_min_ns"],
+                   spans_seen_offset=data["spans_seen_offset"], spans_offset=data["spans_offset"])
 
 
 class Tracer:
@@ -173,15 +178,21 @@ class Slot:
         size = self.tracer.layout.slot_size
         self.tracer.view[self.offset:self.offset + size] = bytes(size)
 
-    def read(self) -> dict[str, dict[str, Any]]:
-        """Per kind (wake, preempt): count, sum_ns, max_ns and the bucket counts since the last clear."""
-        layout = self.tracer.layout
-        out = {}
+    def read(self) -> dict[str, Any]:
+        """Per kind (wake, preempt): count, sum_ns, max_ns and the bucket counts since the last clear; and the
+        long waits (at least ``span_min_ns``) as [start, end] spans: ``spans_seen`` of them, the first
+        ``layout.spans`` kept."""
+        layout, view = self.tracer.layout, self.tracer.view
+        out: dict[str, Any] = {}
         for i, kind in enumerate(KINDS):
             base = self.offset + i * layout.hist_size
-            count, sum_ns, max_ns = struct.unpack_from("<3Q", self.tracer.view, base)
-            buckets = struct.unpack_from(f"<{layout.buckets}Q", self.tracer.view, base + layout.buckets_offset)
+            count, sum_ns, max_ns = struct.unpack_from("<3Q", view, base)
+            buckets = struct.unpack_from(f"<{layout.buckets}Q", view, base + layout.buckets_offset)
             out[kind] = {"count": count, "sum_ns": sum_ns, "max_ns": max_ns, "buckets": list(buckets)}
+        (seen,) = struct.unpack_from("<Q", view, self.offset + layout.spans_seen_offset)
+        kept = struct.unpack_from(f"<{2 * min(seen, layout.spans)}Q", view, self.offset + layout.spans_offset)
+        out.update(spans_seen=seen, spans=[list(kept[i:i + 2]) for i in range(0, len(kept), 2)],
+                   span_min_ns=layout.span_min_ns)
         return out
 
     def release(self) -> None:

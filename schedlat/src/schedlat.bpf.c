@@ -98,18 +98,30 @@ static __always_inline void atomic_max(__u64 *where, __u64 value)
 	}
 }
 
+/* A long wait's span, in the next free place (a place is taken once: writers on two CPUs never share one). */
+static __always_inline void keep_span(struct sl_slot *slot, __u64 start_ns, __u64 end_ns)
+{
+	__u64 index = __sync_fetch_and_add(&slot->spans_seen, 1);
+
+	if (index >= SL_SPANS)
+		return;
+	slot->spans[index].start_ns = start_ns;
+	slot->spans[index].end_ns = end_ns;
+}
+
 static __always_inline void account(struct task_struct *t)
 {
 	__u32 tid = BPF_CORE_READ(t, pid);
 	struct sl_start *start = bpf_map_lookup_elem(&starts, &tid);
 	struct sl_slot *slot;
 	struct sl_hist *hist;
-	__u64 wait;
+	__u64 wait, start_ns;
 	__u32 index, kind;
 
 	if (!start)
 		return;
-	wait = bpf_ktime_get_ns() - start->ns;
+	start_ns = start->ns;
+	wait = bpf_ktime_get_ns() - start_ns;
 	index = start->slot;
 	kind = start->kind;
 	bpf_map_delete_elem(&starts, &tid);
@@ -121,6 +133,8 @@ static __always_inline void account(struct task_struct *t)
 	__sync_fetch_and_add(&hist->count, 1);
 	__sync_fetch_and_add(&hist->sum_ns, wait);
 	atomic_max(&hist->max_ns, wait);
+	if (wait >= SL_SPAN_MIN_NS)
+		keep_span(slot, start_ns, start_ns + wait);
 }
 
 SEC("tp_btf/sched_wakeup")

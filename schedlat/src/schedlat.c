@@ -6,7 +6,7 @@
  *                                  this command exits; removing DIR detaches them
  *   schedlat track DIR CGID SLOT   count the threads of the cgroup whose v2 id is CGID in slot SLOT
  *   schedlat untrack DIR CGID      stop counting that cgroup
- *   schedlat read DIR SLOT         the slot's histograms as JSON
+ *   schedlat read DIR SLOT         the slot's histograms and long waits' spans as JSON
  *   schedlat clear DIR SLOT        zero the slot
  *   schedlat layout                the shared layout as JSON (fecbench.timekeeping.schedlat checks it), any user
  *   schedlat selftest              known answers of the bucket function, any user
@@ -193,16 +193,22 @@ static int read_slot(const char *dir, const char *slot_text, int clear)
 	print_hist("wake", &slots[slot].kind[SL_WAKE]);
 	printf(", ");
 	print_hist("preempt", &slots[slot].kind[SL_PREEMPT]);
-	printf("}\n");
+	printf(", \"spans_seen\": %llu, \"spans\": [", (unsigned long long)slots[slot].spans_seen);
+	for (__u64 i = 0; i < slots[slot].spans_seen && i < SL_SPANS; i++)
+		printf("%s[%llu, %llu]", i ? ", " : "", (unsigned long long)slots[slot].spans[i].start_ns,
+		       (unsigned long long)slots[slot].spans[i].end_ns);
+	printf("]}\n");
 	return 0;
 }
 
 static int layout(void)
 {
 	printf("{\"slots\": %d, \"buckets\": %d, \"slot_size\": %zu, \"kinds\": [\"wake\", \"preempt\"], "
-	       "\"hist_size\": %zu, \"buckets_offset\": %zu, \"upper_ns\": [",
+	       "\"hist_size\": %zu, \"buckets_offset\": %zu, \"spans\": %d, \"span_min_ns\": %llu, "
+	       "\"spans_seen_offset\": %zu, \"spans_offset\": %zu, \"upper_ns\": [",
 	       SL_SLOTS, SL_BUCKETS, sizeof(struct sl_slot), sizeof(struct sl_hist),
-	       (size_t)__builtin_offsetof(struct sl_hist, buckets));
+	       (size_t)__builtin_offsetof(struct sl_hist, buckets), SL_SPANS, SL_SPAN_MIN_NS,
+	       (size_t)__builtin_offsetof(struct sl_slot, spans_seen), (size_t)__builtin_offsetof(struct sl_slot, spans));
 	for (int b = 0; b < SL_BUCKETS; b++)
 		printf("%s%llu", b ? ", " : "", (unsigned long long)sl_upper_ns(b));
 	printf("]}\n");

@@ -7,7 +7,11 @@
  *            context switch that put it on a CPU (as the well-known runqlat tool measures);
  *   preempt: from being switched out while still runnable (preempted) to running again.
  * Each kind: a log-linear histogram of the waits (8 buckets per power of two, from 1 µs up to 34 s),
- * their count, sum and maximum. */
+ * their count, sum and maximum.
+ * Both kinds: the first SL_SPANS waits of at least SL_SPAN_MIN_NS as [start, end] spans, and how many such
+ * waits there were (more than SL_SPANS: not all kept). The harness takes the union of the spans' parts beyond
+ * its bound: the time during which at least one thread of the group waited too long, which waits of several
+ * threads at once count once (fecbench.timekeeping.endpoint_timing). */
 #ifndef SCHEDLAT_H
 #define SCHEDLAT_H
 
@@ -23,6 +27,14 @@
 #define SL_PREEMPT 1
 #define SL_KINDS 2
 
+#define SL_SPANS 256
+#define SL_SPAN_MIN_NS 1000000ULL   /* 1 ms: a bound below it is judged on the summed waits */
+
+struct sl_span {
+	__u64 start_ns;
+	__u64 end_ns;
+};
+
 struct sl_hist {
 	__u64 count;
 	__u64 sum_ns;
@@ -33,6 +45,9 @@ struct sl_hist {
 
 struct sl_slot {
 	struct sl_hist kind[SL_KINDS];
+	__u64 spans_seen;   /* waits of at least SL_SPAN_MIN_NS, kept or not */
+	__u64 pad;
+	struct sl_span spans[SL_SPANS];
 };
 
 /* When a tracked thread became ready to run, and what it is counted as. */

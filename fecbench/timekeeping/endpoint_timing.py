@@ -20,7 +20,8 @@ running again (`preempt`). A run's summary:
   waits too long, and waits of several threads at once delay it once). ``excess_summed_ms`` is the same
   waits summed over threads (each wait at its histogram bucket's upper edge, never above the largest wait
   seen): what a run was judged by before (issue 67), and what it is judged by when the spans do not hold
-  every long wait (more than the tracer keeps, a bound below 1 ms; ``excess_rule`` says which);
+  every long wait (more than the tracer keeps, a bound below 1 ms; ``excess_rule`` says which; ``long_waits``:
+  how many waits of 1 ms or more there were);
 - ``ok``: ``excess_share`` within `EXCESS_SHARE` (1 %, ``FECBENCH_EXCESS_SHARE`` replaces it). The bound is
   the design's ``endpoint_bound_ms`` if it sets one, else ``FECBENCH_ENDPOINT_BOUND_MS``, else
   `ENDPOINT_BOUND_MS`. A run above it is flagged as a failed fidelity check is (`judge`): status
@@ -140,7 +141,8 @@ def summary(reading: dict[str, Any], upper_ns: Sequence[int], wall_ns: int,
         "excess_ms": ms(excess),
         "excess_share": round(excess / wall, 5),
         "excess_summed_ms": ms(summed),
-        "excess_rule": "summed" if union is None or summed <= union else "union",
+        "excess_rule": "summed" if union is None else "union",
+        "long_waits": reading.get("spans_seen"),
         "excess_limit": limit,
         "ok": None if not wake["count"] + preempt["count"] else excess <= limit * wall,
         "wake_hist": sparse(wake["buckets"], upper_ns),

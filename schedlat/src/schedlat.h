@@ -27,7 +27,7 @@
 #define SL_PREEMPT 1
 #define SL_KINDS 2
 
-#define SL_SPANS 256
+#define SL_SPANS 1024
 #define SL_SPAN_MIN_NS 1000000ULL   /* 1 ms: a bound below it is judged on the summed waits */
 
 struct sl_span {

@@ -28,7 +28,7 @@ SERIAL_FILES = {
     # how a burst spreads over blocks follows how the sender's datagrams alternate between paths, which
     # other tests' load changes (it batches a message's datagrams to one path: 1 block instead of 2-9)
     "test_fecq_multipath_burst.py",
-    "test_trace_link.py",
+    "test_trace_link.py", "test_page_timing.py",
 }
 
 GENEROUS_BOUND_MS = "1000"

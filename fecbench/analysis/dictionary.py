@@ -21,8 +21,8 @@ COLUMNS: dict[str, tuple[str, str, str]] = {
     "impl": ("", "runs.impl", "the implementation (quic-impls/<impl>/impl.toml)"),
     "label": ("", "runs.label", "the design's label for an implementation with its arguments"),
     "impl_args": ("JSON", "runs.impl_args", "the label's arguments"),
-    "workload": ("", "runs.workload", "download, upload, reqresp or messages"),
-    "size": ("bytes", "runs.size", "the transfer's size (empty for messages)"),
+    "workload": ("", "runs.workload", "download, upload, reqresp, messages or page"),
+    "size": ("bytes", "runs.size", "the transfer's size (empty for messages; page: the page's bytes)"),
     "repetition": ("", "runs.repetition", "the repetition at the point (0-based)"),
     "loss_seed": ("", "runs.loss_seed", "the seed of the run's loss pattern: the same for every label of a "
                                         "point and repetition"),
@@ -41,7 +41,8 @@ COLUMNS: dict[str, tuple[str, str, str]] = {
     "timeout_s": ("s", "campaigns.settings_json", "the design's time limit: a timed-out duration is censored there"),
     "network": ("", "runs.applied_json", "digest of the conditions the run ran under (topology, links, loss model, "
                                          "workload, point values, schedule, flows): what pairs runs"),
-    "dct_ms": ("ms", "metrics (client)", "completion time: request to last byte (all exchanges for reqresp)"),
+    "dct_ms": ("ms", "metrics (client)", "completion time: request to last byte (reqresp: all exchanges; page: "
+                                         "the page load time)"),
     "handshake_ms": ("ms", "metrics (client)", "the QUIC handshake's duration"),
     "bytes_app": ("bytes", "metrics (client)", "application bytes received"),
     "packets_sent": ("packets", "metrics (sender)", "UDP datagrams the data sender sent"),

@@ -16,4 +16,5 @@ CLASS_DIRECTIONS = (*LINK_DIRECTIONS, "any")
 #: The direction a side's packets cross.
 SENDER_DIRECTION = {"client": "forward", "server": "reverse"}
 #: The direction a workload's data crosses ("any": both carry it, a request/response's).
-DATA_DIRECTION = {"upload": "forward", "download": "reverse", "messages": "reverse", "reqresp": "any"}
+DATA_DIRECTION = {"upload": "forward", "download": "reverse", "messages": "reverse", "reqresp": "any",
+                  "page": "reverse"}

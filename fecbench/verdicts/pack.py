@@ -329,7 +329,7 @@ def _claim(entry: Section, papers: dict[str, str], designs: dict[str, DesignRef]
     baseline = entry.get("baseline", str, label) if one_label else entry.get("baseline", str)
     if one_label and baseline != label:
         raise entry.error("baseline", f"{statistic} reads the label's own runs: it has no baseline (leave it out)")
-    default_metric = "dct_ms" if ref.workload in ("download", "upload", "reqresp", "") else "bytes_app"
+    default_metric = "dct_ms" if ref.workload in ("download", "upload", "reqresp", "page", "") else "bytes_app"
     metric = entry.get("metric", str, default_metric, choices=METRICS)
     compare = entry.get("compare", str, choices=COMPARISONS)
     threshold = float(entry.get("threshold", float))

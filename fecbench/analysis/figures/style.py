@@ -246,7 +246,7 @@ def censored_ecdf(ax, values: np.ndarray, below: int, above: int, xlim: tuple[fl
 
 #: dct_ms by workload: what the DCT measures (quic-impls/README.md defines each).
 DCT_TITLES = {"download": "download completion time (ms)", "upload": "upload completion time (ms)",
-              "reqresp": "request/response completion time (ms)"}
+              "reqresp": "request/response completion time (ms)", "page": "page load time (ms)"}
 
 
 def metric_title(metric: str, frame: pd.DataFrame | None = None) -> str:

@@ -59,7 +59,8 @@ def downloads(points: pd.DataFrame, pairs: pd.DataFrame, base: str, twins: pd.Da
     ``twins`` (``evidence.twin_spreads``): how far a run of the label or the baseline repeats itself, said beside
     the effect."""
     out = []
-    what = {"download": "downloads", "upload": "uploads", "reqresp": "request/response sequences"}
+    what = {"download": "downloads", "upload": "uploads", "reqresp": "request/response sequences",
+            "page": "page loads"}
     for (label, size), every in points.groupby(["label", "size"], sort=True):
         group = every[every["seeds"] > 0]
         kind = what.get(str(every["workload"].iloc[0]), "transfers")

@@ -27,7 +27,7 @@ from fecbench.analysis import ratios, results, stats
 from fecbench.analysis.studies import campaign_change, campaign_provenance
 from fecbench.inputs.errors import UserError
 
-WORKLOADS = ("download", "upload", "reqresp")   # the workloads with a DCT (the report's downloads)
+WORKLOADS = ("download", "upload", "reqresp", "page")   # the workloads with a DCT (the report's downloads)
 RATIO_NOTE = ("Per-run DCT ratio label / baseline in each campaign (runs on the same point, loss seed and size), "
               "medians over the pairs that finished (a timeout counted as a bound); change by key: the median over "
               "run keys of this campaign's DCT ÷ the other's (same key and loss seed: the pairs of fecbench compare), "

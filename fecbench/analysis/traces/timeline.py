@@ -52,7 +52,7 @@ MARKS = {"drop": "dropper drop", "repair_drop": "dropper drop (repair)", "lost":
          "repair_sent": "repair sent", "recovered": "source recovered", "signalled": "recovery signalled",
          "abandoned": "block abandoned"}
 #: The side sending a workload's data (the other one only acknowledges).
-SENDER = {"download": "server", "messages": "server", "upload": "client", "reqresp": "server"}
+SENDER = {"download": "server", "messages": "server", "upload": "client", "reqresp": "server", "page": "server"}
 
 
 class NoQlog(UserError):

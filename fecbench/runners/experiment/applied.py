@@ -70,7 +70,7 @@ def argv_of(prepared: Prepared, run: Run, layout: Layout | None = None) -> dict[
         "packets": workload.packets, "duration": f"{workload.duration:g}", "buffer": workload.buffer,
         "metrics_path": f"{RUN_DIR}/metrics.json", "download_path": f"{RUN_DIR}/download", "run_dir": RUN_DIR,
         "www_dir": f"{RUN_DIR}/www", "seed": run.loss_seed, "timeout_s": f"{design.timeout_s:g}",
-        **workload.placeholders(run.size),
+        "page_file": workload.page_file(RUN_DIR), **workload.placeholders(run.size),
     }
     descriptor = entry.descriptor
     values.update({key: str(path or descriptor.resolve(getattr(descriptor, key)) or getattr(descriptor, key))

@@ -18,7 +18,7 @@ from fecbench.inputs.errors import SpecError
 PLACEHOLDERS = frozenset({
     "binary", "client_binary", "dir", "server_address", "server_addresses", "client_address",
     "client_addresses", "port",
-    "workload", "size", "rate", "packets", "duration", "buffer", "exchanges", "request", "response",
+    "workload", "size", "rate", "packets", "duration", "buffer", "exchanges", "request", "response", "page_file",
     "metrics_path", "download_path",
     "run_dir", "www_dir", "seed", "timeout_s",
 })

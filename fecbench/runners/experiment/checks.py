@@ -29,6 +29,7 @@ from statistics import NormalDist
 from typing import Any
 
 from fecbench.inputs.errors import UserError
+from fecbench.pages.graph import PageGraph
 from fecbench.runners.experiment.argv_template import render
 from fecbench.runners.experiment.design import Design, ImplEntry
 from fecbench.runners.experiment.prepare import Prepared
@@ -50,14 +51,17 @@ _CHECK_SERVER = "198.51.100.1"
 
 
 def min_duration_s(kind: str, size: int | None, rtt_ms: float, rate_mbit: float | None,
-                   duration_s: float = 0.0, exchanges: int = 1) -> float:
+                   duration_s: float = 0.0, exchanges: int = 1, page: PageGraph | None = None) -> float:
     """The least time one run can take: the handshake (1 RTT), the request (1 RTT) and a queue's worth
     of delay (a one-BDP buffer: 1 RTT), plus the bytes at the bottleneck rate (no rate limit: none);
     a messages run lasts its duration after the handshake; a reqresp run of `exchanges` sequential
-    exchanges of `size` bytes (request + response) takes 1 RTT and its bytes' time per exchange."""
+    exchanges of `size` bytes (request + response) takes 1 RTT and its bytes' time per exchange; a page load,
+    its critical path with 1 RTT and its bytes' time per download (PageGraph.modelled_load_ms)."""
     rtt_s = max(0.0, rtt_ms) / 1000
     if kind == "messages":
         return 2 * rtt_s + duration_s
+    if kind == "page" and page is not None:
+        return 2 * rtt_s + page.modelled_load_ms(rtt_ms, rate_mbit * 1e3 / 8 if rate_mbit else None) / 1000
     transfer = (size or 0) * 8 / (rate_mbit * 1e6) if rate_mbit else 0.0
     return 2 * rtt_s + exchanges * (rtt_s + transfer)
 
@@ -102,7 +106,7 @@ def short_timeouts(prepared: Prepared) -> list[dict[str, Any]]:
             workload = design.workload
             per_exchange = sum(workload.exchange_sizes(size)) if workload.kind == "reqresp" else size
             least = min_duration_s(workload.kind, per_exchange, rtt, rate, workload.duration,
-                                   workload.exchanges if workload.kind == "reqresp" else 1)
+                                   workload.exchanges if workload.kind == "reqresp" else 1, workload.page_graph)
             row = {"point": point, "size": size, "min_s": least, "needs_s": SAFE_MULTIPLE * least,
                    "values": prepared.points[point]}
             if (point, size) in expected:
@@ -158,7 +162,7 @@ def _check_values(design: Design, prepared: Prepared, run_dir: Path) -> dict[str
             "buffer": workload.buffer, **workload.placeholders(workload.sizes[0]),
             "metrics_path": str(run_dir / "metrics.json"),
             "download_path": str(run_dir / "download"), "run_dir": str(run_dir), "www_dir": str(run_dir / "www"),
-            "seed": 1, "timeout_s": f"{design.timeout_s:g}"}
+            "seed": 1, "timeout_s": f"{design.timeout_s:g}", "page_file": workload.page_file(run_dir)}
 
 
 def run_check(entry: ImplEntry, prepared: Prepared) -> str | None:

@@ -31,7 +31,7 @@ from fecbench.runners.experiment.argv_template import (
 )
 from fecbench.runners.experiment.capture import CaptureArgs, parse_capture_args
 
-WORKLOADS = ("download", "upload", "reqresp", "messages")
+WORKLOADS = ("download", "upload", "reqresp", "messages", "page")
 METRIC_SOURCES = ("json", "regex", "measured")
 ARG_TARGETS = ("server", "client", "both")
 

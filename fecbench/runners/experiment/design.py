@@ -32,10 +32,11 @@ directions = ["forward", "reverse"]
 # trace: file = "traces/x.txt" (packet indices to drop)
 
 [workload]
-kind = "download"                       # download | upload | reqresp | messages
+kind = "download"                       # download | upload | reqresp | messages | page
 sizes = ["1kB", "50kB"]                 # download, upload, reqresp: kB = 1000 B, KiB = 1024 B
 # reqresp: exchanges = 10, request = "size", response = "100B" ("size": the run's size)
 # messages: rate = 30, packets = 8, duration = 25, buffer = 4
+# page: page = "corpus:nghttp2.org" (or a HAR / Epload / fecbench-page-1 file; pages/README.md), no sizes
 
 [[impl]]
 name = "fecq"                           # a descriptor in quic-impls/<name>/impl.toml
@@ -59,6 +60,8 @@ from fecbench.host.paths import REPO_ROOT
 from fecbench.inputs.directions import LINK_DIRECTIONS
 from fecbench.inputs.errors import SpecError, UserError, did_you_mean
 from fecbench.inputs.specs import DEFAULT_TIMEOUT_S, Section, load_toml, parse_size, spec_hash, tomllib
+from fecbench.pages import corpus
+from fecbench.pages.graph import PageError, PageGraph
 from fecbench.runners.experiment import implied
 from fecbench.runners.experiment.capture import CapturePolicy, parse_capture
 from fecbench.runners.experiment.descriptor import Descriptor, find_descriptor
@@ -105,7 +108,7 @@ class LossSpec:
         return model_class(self.model).from_params(self.values(point, path), file=self.trace_file)
 
 
-WORKLOAD_KINDS = ("download", "upload", "reqresp", "messages")
+WORKLOAD_KINDS = ("download", "upload", "reqresp", "messages", "page")
 
 
 @dataclass
@@ -119,10 +122,14 @@ class Workload:
     exchanges: int = 10                   # reqresp: sequential exchanges per run
     request: int | None = None            # reqresp: bytes per request/response; None = the run's size
     response: int | None = None
+    page: str = ""                        # page: the design's value (corpus:NAME or a file)
+    page_graph: PageGraph | None = None   # page: the graph it names (its bytes are the run's size)
 
     def params(self) -> dict[str, Any]:
         if self.kind in ("download", "upload"):
             return {"kind": self.kind}
+        if self.kind == "page" and self.page_graph is not None:
+            return {"kind": self.kind, "page": self.page, "page_sha256": self.page_graph.digest()}
         if self.kind == "reqresp":
             return {"kind": self.kind, "exchanges": self.exchanges,
                     "request": "size" if self.request is None else self.request,
@@ -134,6 +141,10 @@ class Workload:
         """reqresp: (request, response) bytes of a run of this size."""
         return (size or 0) if self.request is None else self.request, \
             (size or 0) if self.response is None else self.response
+
+    def page_file(self, run_dir: Path | str) -> str:
+        """page: where a run's graph is written for its client ({page_file}, fecbench-page-1); "" otherwise."""
+        return str(Path(run_dir) / "page.json") if self.kind == "page" else ""
 
     def placeholders(self, size: int | None) -> dict[str, Any]:
         """A run's {exchanges}, {request}, {response} (bytes) for reqresp; "" for other workloads."""
@@ -298,6 +309,8 @@ def _parse_workload(section: Section, file: Path) -> Workload:
                 raise section.error("request", "one of request and response must be \"size\" (the sizes vary it)")
         section.done()
         return workload
+    if kind == "page":
+        return _parse_page(section, file)
     workload = Workload(
         kind=kind, sizes=[None],
         rate=section.get("rate", int, 30, min=1, max=10000),
@@ -307,6 +320,19 @@ def _parse_workload(section: Section, file: Path) -> Workload:
     )
     section.done()
     return workload
+
+
+def _parse_page(section: Section, file: Path) -> Workload:
+    """A page-load workload: `page` names the corpus's page or a file (HAR, Epload, fecbench-page-1);
+    `page_objects`, an Epload graph's objects' folder. The run's size is the page's bytes."""
+    value = section.get("page", str)
+    objects = section.get("page_objects", str, None)
+    try:
+        graph, _ = corpus.resolve(value, resolve_path(value, file), resolve_path(objects, file) if objects else None)
+    except PageError as exc:
+        raise section.error("page", str(exc)) from None
+    section.done()
+    return Workload(kind="page", sizes=[graph.app_bytes()], page=value, page_graph=graph)
 
 
 def written_repetitions(text: str) -> int:

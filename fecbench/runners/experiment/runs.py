@@ -176,6 +176,9 @@ def estimate_seconds(run: Run, design: Design, overhead_s: float = OVERHEAD_S, c
         per_exchange = sum(design.workload.exchange_sizes(run.size)) * 8 / slow_bps
         return min(limit, overhead_s + handshake + 2 * rtt_s
                    + design.workload.exchanges * (1.5 * rtt_s + 1.2 * per_exchange))
+    if design.workload.page_graph is not None:   # its critical path, 1.5 RTT and the bytes' time per download
+        load_ms = design.workload.page_graph.modelled_load_ms(rtt_s * 1000, slow_bps / 8000, rtts=1.5)
+        return min(limit, overhead_s + handshake + 2 * rtt_s + load_ms / 1000)
     size = run.size or 0
     slow_start_rtts = max(0.0, math.log2(max(1.0, size / 12000)))
     transfer = size * 8 / rate_bps + max(0, size - SLOW_START_BYTES) * 8 * (1 / slow_bps - 1 / rate_bps)

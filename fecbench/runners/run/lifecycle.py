@@ -134,7 +134,7 @@ class Runner:
             "packets": workload.packets, "duration": f"{workload.duration:g}", "buffer": workload.buffer,
             "metrics_path": str(run_dir / "metrics.json"), "download_path": str(run_dir / "download"),
             "run_dir": str(run_dir), "www_dir": str(run_dir / "www"), "seed": run.loss_seed,
-            "timeout_s": f"{self.design.timeout_s:g}",
+            "timeout_s": f"{self.design.timeout_s:g}", "page_file": workload.page_file(run_dir),
             **workload.placeholders(run.size),
         }
         values.update({key: str(path) for key, path in self.binaries[entry.label].items()})
@@ -199,13 +199,15 @@ class Runner:
                        server_log=server.log_tail() if server is not None else None)
 
     def plan(self, run: Run, run_dir: Path) -> phases.RunPlan:
-        """What the run starts (runners.run.phases.RunPlan), its capture folders and served file made."""
+        """What the run starts (runners.run.phases.RunPlan), its capture folders, served file and page graph made."""
         descriptor = run.impl.descriptor
         values = self.placeholders(run, run_dir)
         arg_lists = descriptor.arg_lists(run.impl.args, values)
         self.add_capture_args(run, run_dir, values, arg_lists)
         plan = phases.plan_run(descriptor, run, values, arg_lists, run_dir, self.design.timeout_s)
         phases.write_files(plan)
+        if self.design.workload.page_graph is not None:
+            Path(values["page_file"]).write_text(self.design.workload.page_graph.to_json())
         return plan
 
     def run_processes(self, run: Run, plan: phases.RunPlan, seen: Seen, started: phases.RunningProcesses) -> None:

@@ -126,7 +126,7 @@ def collect_metrics(descriptor: Descriptor, run: Run, values: dict[str, Any], cl
     _check_types(metrics)
     _check_required(metrics, descriptor.required_metrics)
     expected = expected_bytes(run, values)
-    if run.workload in ("upload", "reqresp") and not isinstance(metrics.get("bytes_app"), int):
+    if run.workload in ("upload", "reqresp", "page") and not isinstance(metrics.get("bytes_app"), int):
         # Only the implementation sees the data arrive: it must say it verified all of it.
         raise MetricsError(f"an {run.workload} run must report bytes_app (the bytes the receiving side verified)")
     if expected is not None and isinstance(metrics.get("bytes_app"), int) and metrics["bytes_app"] != expected:
@@ -154,7 +154,7 @@ def _exchange_stats(metrics: dict[str, Any], exchanges: int) -> None:
 
 def expected_bytes(run: Run, values: dict[str, Any]) -> int | None:
     """The application bytes a complete run delivers: the size (download, upload), exchanges ×
-    (request + response) (reqresp), None (messages)."""
+    (request + response) (reqresp), the page's bytes (page: its size), None (messages)."""
     if run.workload == "reqresp":
         return int(values["exchanges"]) * (int(values["request"]) + int(values["response"]))
     return run.size

@@ -57,7 +57,8 @@ def pngs(out: Path) -> dict[str, bytes]:
 def test_notebooks_committed_with_parameters_and_without_outputs():
     assert [p.name for p in NOTEBOOKS] == ["01-campaign-overview.ipynb", "02-download-ratios.ipynb",
                                            "03-realtime.ipynb", "04-multipath.ipynb",
-                                           "05-loss-position.ipynb", "06-competing-flows.ipynb"]
+                                           "05-loss-position.ipynb", "06-competing-flows.ipynb",
+                                           "07-page-loads.ipynb"]
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
@@ -91,6 +92,8 @@ def test_notebooks_on_download_campaign(download_db, tmp_path):
             assert "no run with competing flows" in text_output(nb)
         if notebook.stem == "05-loss-position":
             assert "no verdict logs" in text_output(nb)
+        if notebook.stem == "07-page-loads":
+            assert "no ok page loads" in text_output(nb)
     assert set(pngs(outs["01-campaign-overview"])) == {"status", "fidelity", "loss-fidelity"}
     assert set(pngs(outs["02-download-ratios"])) == {
         "dct-ecdf", "dct-point-ratio-ecdf", "dct-ratio-ecdf", "dct-ratio-vs-factors-quic-fec-rlc",
@@ -98,6 +101,7 @@ def test_notebooks_on_download_campaign(download_db, tmp_path):
     assert pngs(outs["03-realtime"]) == {}
     assert pngs(outs["04-multipath"]) == {}
     assert pngs(outs["05-loss-position"]) == {}
+    assert pngs(outs["07-page-loads"]) == {}
 
 
 def test_notebooks_headless_from_the_environment_on_flags_a_schedule_and_a_label_added_later(
@@ -183,6 +187,8 @@ def test_notebooks_on_real_smoke_campaign(request, tmp_path):
             assert "no verdict logs" in text_output(nb)
         elif notebook.stem == "06-competing-flows":  # no competing flows in the smoke design
             assert not figures and "no run with competing flows" in text_output(nb)
+        elif notebook.stem == "07-page-loads":  # downloads only in the smoke design
+            assert not figures and "no ok page loads" in text_output(nb)
         else:
             assert figures, f"{notebook.name} wrote no figure"
     assert {"status", "fidelity"} <= set(pngs(tmp_path / "01-campaign-overview"))

@@ -31,7 +31,8 @@ label spread its packets over the paths, from ``results.path_traffic``); ``class
 DCT per loss-position class from the verdict logs: no loss, loss, loss among the last k packets; with
 ``loss_position.starlink_table``); ``run_timeline`` (``fecbench explain``: one run's congestion window, bytes in
 flight, sending rate and smoothed RTT over time per path, with its drops, losses, repairs and recoveries as
-marks, beside its twin without FEC with ``--pair``). ``save`` writes a PNG.
+marks, beside its twin without FEC with ``--pair``); ``page_waterfall`` (``page_plots``: a page load's activities
+over time, from ``studies.pages``). ``save`` writes a PNG.
 """
 
 from fecbench.analysis.figures.checks import (
@@ -45,6 +46,7 @@ from fecbench.analysis.figures.distributions import metric_ecdf, metric_vs_facto
 from fecbench.analysis.figures.flow_plots import flow_shares, foreground_dct_box, jain_box
 from fecbench.analysis.figures.loss_position_plots import class_ecdf
 from fecbench.analysis.figures.message_plots import message_fate
+from fecbench.analysis.figures.page_plots import page_waterfall
 from fecbench.analysis.figures.path_plots import path_share, path_share_vs_capacity
 from fecbench.analysis.figures.ratio_plots import point_ratio_ecdf, ratio_ecdf, ratio_vs_factors, versions_ratio_ecdf
 from fecbench.analysis.figures.style import (
@@ -71,7 +73,7 @@ __all__ = [
     "exclusion_bars",
     "factor_title", "fidelity_scatter", "flow_shares", "foreground_dct_box", "format_bytes_axis", "format_size",
     "jain_box", "label_palette", "labels_of",
-    "loss_fidelity", "message_fate", "metric_ecdf", "metric_title", "metric_vs_factor", "path_share",
+    "loss_fidelity", "message_fate", "metric_ecdf", "metric_title", "metric_vs_factor", "page_waterfall", "path_share",
     "path_share_vs_capacity", "point_ratio_ecdf", "ratio_ecdf", "ratio_vs_factors", "run_accuracy", "run_timeline",
     "save",
     "size_palette", "status_bars", "styled", "versions_ratio_ecdf",

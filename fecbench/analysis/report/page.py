@@ -19,6 +19,7 @@ from fecbench.analysis.report import caveats, evidence, sentences, versions
 from fecbench.analysis.report import messages as report_messages
 from fecbench.analysis.report import settings as report_settings
 from fecbench.analysis.report.flows import flows_section
+from fecbench.analysis.report.pages import pages_section
 from fecbench.analysis.report.ratio_tables import headline_table, pivot_medians, point_table, share_text
 from fecbench.analysis.studies import cross_stack, path_metrics
 from fecbench.host.paths import slug
@@ -124,7 +125,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
         notes[name] = note or FIGURE_NOTES.get(name.split("-vs-")[0], "")   # -vs-BASE: one per baseline
 
     _what_ran(report, db, frame, figure)
-    downloads = frame[frame["workload"].isin(("download", "upload", "reqresp"))]  # every workload with a DCT
+    downloads = frame[frame["workload"].isin(("download", "upload", "reqresp", "page"))]  # every workload with a DCT
     _paths(report, db, figure)
     groups: dict[str, list[str]] = {}
     if (downloads["status"] == "ok").any():
@@ -137,6 +138,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
 
     evidence.attempts_section(report.tables, report.notes, db, frame)
     flows_section(report.tables, report.notes, db, figure)
+    pages_section(report.tables, report.notes, db, frame, figure, REPORT_SEED)
     report_settings.losses_section(report.tables, report.notes, db, frame)
     report_settings.settings_section(report.tables, report.notes, db)
     report_settings.timelines_section(report.tables, report.notes, db, outdir, step)

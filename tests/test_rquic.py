@@ -40,7 +40,7 @@ def argv(**args: str) -> tuple[list[str], list[str]]:
 def test_descriptor_argv() -> None:
     """Without FEC both ends run rQUIC off (the baseline from the same binary); FEC options go to both ends;
     each end's rQUIC configuration is written into the run's own folder."""
-    assert RQUIC.workloads == ["download"] and not RQUIC.multipath and RQUIC.codes == ["none", "xor", "rlc"]
+    assert RQUIC.workloads == ["download", "page"] and not RQUIC.multipath and RQUIC.codes == ["none", "xor", "rlc"]
     server, client = argv()
     assert server == ["/b", "server", "--listen", "10.0.9.2:4433", "--workload", "download", "--timeout", "30",
                       "--conf", "/r/rquic-server.json", "--fec", "none"]
@@ -78,6 +78,12 @@ def test_program_checks_and_exit_statuses(tmp_path: Path) -> None:
                       "--workload", "upload")
     assert unsupported.code == 127 and "not supported" in unsupported.text
     assert run("--version").text.startswith("rquic-fecbench rquic f6427deb6d07")
+    page = run("client", "--server", "192.0.2.1:9", "--workload", "page", "--out", str(tmp_path / "m.json"))
+    assert page.code == 2 and "--page FILE is required" in page.text
+    (tmp_path / "bad.json").write_text('{"format": "fecbench-page-1", "activities": [{"id": "a", "kind": "x"}]}')
+    page = run("client", "--server", "192.0.2.1:9", "--workload", "page", "--page", str(tmp_path / "bad.json"),
+               "--out", str(tmp_path / "m.json"))
+    assert page.code == 2 and "kind download or compute" in page.text
 
 
 def test_impls_check_lists_the_build() -> None:
@@ -153,3 +159,30 @@ def _check_qlogs(db: Path, runs: list[dict]) -> None:
         assert len(sent) >= 240 and (sender.events["cwnd"] > 0).any()
         names = {f.name for f in mine}
         assert {"server_rquic.csv.gz", "client_rquic.csv.gz", "client.keys.gz", "server.keys.gz"} <= names, names
+
+
+@pytest.mark.require_root
+def test_page_loads_with_and_without_fec(tmp_path: Path) -> None:
+    """A page of the corpus loaded by rQUIC's own stack with and without its coding, under loss: every run ok,
+    every object of the page downloaded (its bytes verified), the load time the critical path's end."""
+    from fecbench.pages import corpus
+    from tests.helpers.designs import design_file
+
+    built()
+    graph, _ = corpus.resolve("corpus:nghttp2.org", Path("unused"))
+    factors = {"bw": {"levels": [10], "unit": "Mbit/s"}, "owd": {"levels": [20], "unit": "ms"},
+               "p": {"levels": [0.0, 0.03]}}
+    design = design_file(tmp_path / "pages.toml", seed=70, timeout_s=60, method="factorial", factors=factors,
+                         loss={"model": "uniform", "p": "p"}, workload={"kind": "page", "page": "corpus:nghttp2.org"},
+                         impls=[("rquic", "rquic", {"fec": "none"}), ("rquic", "rquic-xor", {"fec": "xor"})])
+    db = tmp_path / "pages.sqlite"
+    out = fecbench("run", str(design), "--db", str(db))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    runs = rows(db, "SELECT r.label, r.status, r.error, m.dct_ms, m.bytes_app, m.json FROM runs r "
+                    "LEFT JOIN metrics m ON m.run_key = r.key")
+    assert len(runs) == 4 and [r for r in runs if r["status"] != "ok"] == []
+    for run in runs:
+        page = json.loads(run["json"])["page"]
+        assert run["bytes_app"] == graph.app_bytes() and page["load_ms"] == run["dct_ms"]
+        ends = [a["end_ms"] for a in page["activities"]]
+        assert len(ends) == len(graph.activities) and max(ends) == pytest.approx(run["dct_ms"])

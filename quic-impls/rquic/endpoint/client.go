@@ -75,29 +75,19 @@ func runClient(o *options) int {
 		rLogger.Stop()
 	}
 
-	// The download: request sent → its last byte received.
-	str, err := sess.OpenStreamSync(ctx)
+	what, err := "", error(nil)
+	if o.workload == "page" {
+		m["size"] = nil
+		what, err = loadPage(ctx, sess, o.pageGraph, m)
+	} else {
+		what, err = download(ctx, sess, o, m, deadline)
+	}
 	if err != nil {
 		closeSession(time.Second)
-		return failed("opening the stream", err)
-	}
-	requested := time.Now()
-	if _, err := fmt.Fprintf(str, "GET %d\n", o.size); err != nil {
-		closeSession(time.Second)
-		return failed("sending the request", err)
-	}
-	str.Close()
-	str.SetReadDeadline(deadline)
-	got, err := io.Copy(ioutil.Discard, str)
-	m["bytes_app"] = got
-	if err != nil {
-		closeSession(time.Second)
-		return failed(fmt.Sprintf("download (%d of %d bytes)", got, o.size), err)
-	}
-	m["dct_ms"] = ms(time.Since(requested))
-	if got != o.size {
-		closeSession(time.Second)
-		return finish(exitFailed, fmt.Errorf("download ended after %d of %d bytes", got, o.size))
+		if what == "" { // complete, but not what was asked
+			return finish(exitFailed, err)
+		}
+		return failed(what, err)
 	}
 
 	// What the data sender did: the server's counters.
@@ -126,6 +116,32 @@ func runClient(o *options) int {
 	m["recovered"], m["repair_received"] = client["recovered"], client["repair_received"]
 	m["packets_received"] = client["quic_packets_received"]
 	return finish(0, nil)
+}
+
+// download: request sent → its last byte received (dct_ms); what failed and why, or ("", err) for a
+// download that ended short.
+func download(ctx context.Context, sess quic.Session, o *options, m map[string]interface{},
+	deadline time.Time) (string, error) {
+	str, err := sess.OpenStreamSync(ctx)
+	if err != nil {
+		return "opening the stream", err
+	}
+	requested := time.Now()
+	if _, err := fmt.Fprintf(str, "GET %d\n", o.size); err != nil {
+		return "sending the request", err
+	}
+	str.Close()
+	str.SetReadDeadline(deadline)
+	got, err := io.Copy(ioutil.Discard, str)
+	m["bytes_app"] = got
+	if err != nil {
+		return fmt.Sprintf("download (%d of %d bytes)", got, o.size), err
+	}
+	m["dct_ms"] = ms(time.Since(requested))
+	if got != o.size {
+		return "", fmt.Errorf("download ended after %d of %d bytes", got, o.size)
+	}
+	return "", nil
 }
 
 func fetchStats(sess quic.Session, until time.Time) (map[string]interface{}, error) {

@@ -6,11 +6,12 @@
 //
 //	rquic-fecbench server --listen ADDR:PORT --conf FILE [coding options] [--qlog-dir DIR] [--keylog-file FILE]
 //	rquic-fecbench client --server ADDR:PORT --size BYTES --out FILE --timeout S --conf FILE [coding options] [...]
+//	rquic-fecbench client --server ADDR:PORT --workload page --page FILE --out FILE ... (a page load: page.go)
 //	rquic-fecbench check-args server|client [options]   (exit 0: accepted; 2: refused, naming the value)
 //	rquic-fecbench --version
 //
 // Exit status: 0 done, 1 failed, 2 bad arguments, 124 the client gave up at --timeout, 127 unsupported
-// (a workload other than download).
+// (a workload other than download and page).
 package main
 
 import (
@@ -44,6 +45,8 @@ type options struct {
 	server     string
 	workload   string
 	size       int64
+	page       string
+	pageGraph  *pageGraph
 	out        string
 	timeoutS   float64
 	conf       string
@@ -71,7 +74,8 @@ func parse(role string, args []string) (*options, error) {
 	fs.SetOutput(ioutil.Discard)
 	fs.StringVar(&o.listen, "listen", "", "server: ADDR:PORT to listen on (UDP)")
 	fs.StringVar(&o.server, "server", "", "client: the server's ADDR:PORT")
-	fs.StringVar(&o.workload, "workload", "download", "download (the only workload served)")
+	fs.StringVar(&o.workload, "workload", "download", "download or page")
+	fs.StringVar(&o.page, "page", "", "client, page workload: the page graph (fecbench-page-1 JSON)")
 	fs.Int64Var(&o.size, "size", -1, "client: bytes to download")
 	fs.StringVar(&o.out, "out", "", "client: where to write the metrics JSON")
 	fs.Float64Var(&o.timeoutS, "timeout", 60, "seconds: the client gives up then (exit 124); both: handshake and idle timeouts")
@@ -97,6 +101,26 @@ func parse(role string, args []string) (*options, error) {
 	return o, o.check()
 }
 
+// checkWorkload: a download's size, a page's graph (read here: a bad one is a usage error).
+func (o *options) checkWorkload() error {
+	switch o.workload {
+	case "download":
+		if o.size < 0 {
+			return usageError("--size BYTES is required (>= 0)")
+		}
+	case "page":
+		if o.page == "" {
+			return usageError("--page FILE is required with --workload page")
+		}
+		g, err := readPage(o.page)
+		if err != nil {
+			return usageError("--page %s: %v", o.page, err)
+		}
+		o.pageGraph = g
+	}
+	return nil
+}
+
 // check refuses values rQUIC would not use as asked (it would clamp or ignore them silently).
 func (o *options) check() error {
 	switch o.role {
@@ -108,8 +132,8 @@ func (o *options) check() error {
 		if o.server == "" {
 			return usageError("--server ADDR:PORT is required")
 		}
-		if o.size < 0 {
-			return usageError("--size BYTES is required (>= 0)")
+		if err := o.checkWorkload(); err != nil {
+			return err
 		}
 		if o.out == "" {
 			return usageError("--out FILE is required")
@@ -236,8 +260,8 @@ func main() {
 			fmt.Fprintf(os.Stderr, "rquic-fecbench %s: %v\n", cmd, err)
 			os.Exit(exitUsage)
 		}
-		if o.workload != "download" {
-			fmt.Fprintf(os.Stderr, "rquic-fecbench %s: workload %q is not supported (download only)\n", cmd, o.workload)
+		if o.workload != "download" && o.workload != "page" {
+			fmt.Fprintf(os.Stderr, "rquic-fecbench %s: workload %q is not supported (download, page)\n", cmd, o.workload)
 			os.Exit(exitUnsupported)
 		}
 		if cmd == "server" {

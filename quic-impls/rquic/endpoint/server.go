@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/ioutil"
 	"os"
 	"os/signal"
 	"strconv"
@@ -20,7 +21,9 @@ import (
 // The application protocol, one bidirectional stream per request, opened by the client:
 //
 //	"GET <n>\n"  → n bytes, then the end of the stream (the download);
+//	"PAGE <q> <n>\n" + q bytes → n bytes, then the end of the stream (a page's object: page.go);
 //	"STATS\n"    → this server's counters as one JSON object (asked once the download is complete).
+// Streams are served concurrently: a page's downloads run at once, as a browser's do.
 const maxRequest = 64
 
 func runServer(o *options) int {
@@ -100,10 +103,12 @@ func serveSession(sess quic.Session, s *setup) {
 		if err != nil {
 			return
 		}
-		if err := serveStream(str, s); err != nil {
-			fmt.Fprintf(os.Stderr, "rquic-fecbench server: stream %d: %v\n", str.StreamID(), err)
-			str.CancelWrite(1)
-		}
+		go func(str quic.Stream) {
+			if err := serveStream(str, s); err != nil {
+				fmt.Fprintf(os.Stderr, "rquic-fecbench server: stream %d: %v\n", str.StreamID(), err)
+				str.CancelWrite(1)
+			}
+		}(str)
 	}
 }
 
@@ -124,6 +129,17 @@ func serveStream(str quic.Stream, s *setup) error {
 			return fmt.Errorf("bad request %q", request)
 		}
 		if err := writeBytes(str, n); err != nil {
+			return err
+		}
+	case strings.HasPrefix(request, "PAGE "):
+		var up, down int64
+		if n, err := fmt.Sscanf(request, "PAGE %d %d", &up, &down); n != 2 || err != nil || up < 0 || down < 0 {
+			return fmt.Errorf("bad request %q", request)
+		}
+		if got, err := io.CopyN(ioutil.Discard, str, up); err != nil {
+			return fmt.Errorf("request of %d bytes: %d read: %v", up, got, err)
+		}
+		if err := writeBytes(str, down); err != nil {
 			return err
 		}
 	default:

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 
 use crate::app::messages::{self, Mode};
+use crate::app::page;
 use crate::app::transfer::ReqResp;
 use crate::app::{self, Workload};
 use crate::link::loss::LossModel;
@@ -118,9 +119,12 @@ enum Command {
 
 #[derive(Args, Debug, Clone)]
 struct WorkloadArgs {
-    /// download | upload | reqresp | messages
+    /// download | upload | reqresp | messages | page
     #[arg(long, default_value = "download")]
     workload: String,
+    /// page: the page graph (fecbench-page-1 JSON, written by the harness; app/page.rs)
+    #[arg(long)]
+    page: Option<String>,
     /// Bytes to download or upload
     #[arg(long)]
     size: Option<u64>,
@@ -173,6 +177,10 @@ impl WorkloadArgs {
                 }
                 _ => Err("--workload reqresp needs --request BYTES and --response BYTES".into()),
             },
+            "page" => match &self.page {
+                Some(path) => Ok(Workload::Page(Arc::new(page::Page::load(path)?))),
+                None => Err("--workload page needs --page FILE".into()),
+            },
             "messages" => {
                 let p = messages::Params {
                     mode: self.mode,
@@ -207,7 +215,7 @@ fn unsupported_workload(w: &WorkloadArgs) -> Option<i32> {
 }
 
 /// The workloads this build has (impl.toml `capabilities.workloads`).
-pub const WORKLOADS: [&str; 4] = ["download", "upload", "reqresp", "messages"];
+pub const WORKLOADS: [&str; 5] = ["download", "upload", "reqresp", "messages", "page"];
 
 fn usage(msg: &str) -> i32 {
     eprintln!("fecq: {msg}");
@@ -353,7 +361,16 @@ fn check_args(role: &str, args: &[String]) -> i32 {
             common,
             mp,
             ..
-        } => check_client(*server, *bind, workload, common, mp).map(|_| ()),
+        } => {
+            // A page's graph is each run's own file, written after the options were checked:
+            // without --page, the other options are checked as a download's (--page FILE: the
+            // graph is read and checked too).
+            let mut workload = workload.clone();
+            if workload.workload == "page" && workload.page.is_none() {
+                workload.workload = "download".into();
+            }
+            check_client(*server, *bind, &workload, common, mp).map(|_| ())
+        }
         _ => unreachable!("check-args builds a server or client command line"),
     };
     match checked {

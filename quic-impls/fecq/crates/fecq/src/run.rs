@@ -226,7 +226,7 @@ async fn run_client<S: Stack>(
     // client's wait for its paths included).
     m.setup_ms = Some(ms(started.elapsed()));
     let result = tokio::select! {
-        r = app::run_workload(&conn, workload, m) => r.map_err(|e| {
+        r = app::run_workload(&conn, workload.clone(), m) => r.map_err(|e| {
             explain_lost_connection::<S>(e, &conn, socket, server, common.idle_timeout())
         }),
         _ = stop.requested() => {

@@ -340,7 +340,7 @@ fn check_args_accepts_good_options_and_names_a_bad_value() {
         .output()
         .unwrap();
     assert_eq!(good.status.code(), Some(0));
-    for workload in ["upload", "reqresp"] {
+    for workload in ["upload", "reqresp", "page"] {
         let good = fecq()
             .args([
                 "check-args",
@@ -364,6 +364,16 @@ fn check_args_accepts_good_options_and_names_a_bad_value() {
             "--exchanges 0",
         ),
         (vec!["client", "--paths", "2"], "--paths"),
+        (
+            vec![
+                "client",
+                "--workload",
+                "page",
+                "--page",
+                "/nonexistent.json",
+            ],
+            "/nonexistent.json",
+        ),
         (vec!["router"], "router"),
     ] {
         let out = fecq().arg("check-args").args(&args).output().unwrap();
@@ -480,6 +490,81 @@ fn upload_and_reqresp_between_processes() {
     std::fs::remove_file(out).ok();
     server.kill().ok();
     server.wait().ok();
+}
+
+/// A page load between processes: the graph read from its file, the metrics' `page` report; a
+/// graph that cannot load is refused by check-args and the client alike (exit 2, naming the file
+/// and why).
+#[test]
+fn a_page_loads_between_processes_and_a_bad_graph_is_refused() {
+    let (graph, out) = (tmp("page.json"), tmp("page-metrics.json"));
+    let mut page = serde_json::json!({
+        "format": "fecbench-page-1", "name": "three",
+        "activities": [
+            {"id": "html", "kind": "download", "request": 300, "response": 20000},
+            {"id": "parse", "kind": "compute", "ms": 10.0},
+            {"id": "img", "kind": "download", "request": 300, "response": 50000}],
+        "deps": [
+            {"after": "html", "then": "parse", "on": "first_byte"},
+            {"after": "parse", "then": "img"}],
+        "load": "parse"
+    });
+    std::fs::write(&graph, page.to_string()).unwrap();
+    let (mut server, addr) = server(&["--fec", "xor:5"]);
+    let client = |graph: &std::path::Path| {
+        fecq()
+            .args([
+                "client",
+                "--server",
+                &addr,
+                "--fec",
+                "xor:5",
+                "--timeout",
+                "20",
+            ])
+            .args(["--workload", "page", "--page"])
+            .arg(graph)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(client(&graph).status.code(), Some(0));
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(m["ok"], true);
+    assert_eq!(m["workload"], "page");
+    assert!(m["size"].is_null());
+    assert_eq!(m["bytes_app"], 20300 + 50300);
+    let activities = m["page"]["activities"].as_array().unwrap();
+    assert_eq!(activities.len(), 3);
+    assert!(activities.iter().all(|a| a["end_ms"].as_f64().is_some()));
+    // The load is the parse's end, before the image's.
+    assert_eq!(m["dct_ms"], activities[1]["end_ms"]);
+    assert_eq!(m["page"]["load_ms"], m["dct_ms"]);
+    assert!(m["dct_ms"].as_f64() < activities[2]["end_ms"].as_f64());
+    server.kill().ok();
+    server.wait().ok();
+
+    page["deps"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"after": "img", "then": "html"}));
+    std::fs::write(&graph, page.to_string()).unwrap();
+    let check = fecq()
+        .args(["check-args", "client", "--workload", "page", "--page"])
+        .arg(&graph)
+        .output()
+        .unwrap();
+    for refused in [check, client(&graph)] {
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{said}");
+        assert!(
+            said.contains(graph.to_str().unwrap()) && said.contains("nothing can start"),
+            "{said}"
+        );
+    }
+    std::fs::remove_file(graph).ok();
+    std::fs::remove_file(out).ok();
 }
 
 /// A client stopped by SIGTERM mid-download (the harness stops a competing bulk flow that way):

@@ -4,11 +4,13 @@
 //!   `exchange REQ RESP` + REQ pattern bytes -> RESP pattern bytes (request/response, transfer.rs)
 //!   `messages MODE RATE PACKETS DURATION` -> the real-time workload (see messages.rs)
 //!   `stats`                               -> the server's SideStats for this connection (JSON)
+//! A page load (page.rs) is `exchange` requests on concurrent streams, as its graph starts them.
 //!
 //! Both sides are generic over the QUIC stack (crate::quic); the roles that set up endpoints and
 //! connections are crate::run.
 
 pub mod messages;
+pub mod page;
 pub mod pattern;
 pub mod transfer;
 
@@ -21,12 +23,13 @@ use crate::quic::{QuicConn, QuicRecv, QuicSend};
 use pattern::{first_mismatch, send_pattern};
 use transfer::ReqResp;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Workload {
     Download { size: u64 },
     Messages(messages::Params),
     Upload { size: u64 },
     ReqResp(ReqResp),
+    Page(Arc<page::Page>),
 }
 
 impl Workload {
@@ -36,6 +39,7 @@ impl Workload {
             Workload::Messages(_) => "messages",
             Workload::Upload { .. } => "upload",
             Workload::ReqResp(_) => "reqresp",
+            Workload::Page(_) => "page",
         }
     }
 
@@ -147,7 +151,7 @@ pub fn metrics_header(common: &Common, workload: &Workload) -> Metrics {
         keepalive_s: common.keepalive,
         size: match workload {
             Workload::Download { size } | Workload::Upload { size } => Some(*size),
-            Workload::Messages(_) | Workload::ReqResp(_) => None,
+            Workload::Messages(_) | Workload::ReqResp(_) | Workload::Page(_) => None,
         },
         ..Default::default()
     }
@@ -207,6 +211,14 @@ pub async fn run_workload<C: QuicConn>(
             m.bytes_app = u64::from(report.exchanges_done) * (p.request + p.response);
             res?;
             m.dct_ms = Some(ms(t_req.elapsed()));
+        }
+        Workload::Page(graph) => {
+            // The report and bytes_app (the downloads ended, all verified) fill in as the load
+            // goes, so a failure or a timeout keeps what happened.
+            let report = m.page.insert(graph.report());
+            page::load(conn, &graph, report, &mut m.bytes_app).await?;
+            // dct_ms: the page load time (the load activity's end), not the last byte's arrival.
+            m.dct_ms = report.load_ms;
         }
     }
     Ok(())

@@ -12,7 +12,7 @@
 //! handshake gave the stream credit, nothing waits for the network), and ends when the server's
 //! confirmation has been read to its FIN. An exchange's time likewise runs from opening its
 //! stream to the response's FIN; exchanges are sequential (the next stream is opened after the
-//! previous response ended).
+//! previous response ended). A page load (page.rs) makes its downloads exchanges, concurrently.
 
 use crate::app::pattern::{receive_pattern, send_pattern};
 use crate::options::metrics::{ms, ExchangeReport};
@@ -121,7 +121,7 @@ pub async fn exchanges<C: QuicConn>(
 ) -> Result<(), String> {
     for i in 0..p.exchanges {
         let t0 = std::time::Instant::now();
-        exchange(conn, p)
+        exchange(conn, p.request, p.response, |_| {})
             .await
             .map_err(|e| format!("exchange {} of {}: {e}", i + 1, p.exchanges))?;
         report.record(ms(t0.elapsed()));
@@ -129,16 +129,23 @@ pub async fn exchanges<C: QuicConn>(
     Ok(())
 }
 
-async fn exchange<C: QuicConn>(conn: &C, p: ReqResp) -> Result<(), String> {
+/// One exchange on a new stream: `request` bytes up, `response` bytes down, both checked;
+/// `progress` gets the response's verified byte count as it grows (page.rs notes a first byte).
+pub async fn exchange<C: QuicConn>(
+    conn: &C,
+    request: u64,
+    response: u64,
+    progress: impl FnMut(u64),
+) -> Result<(), String> {
     let (mut send, mut recv) = conn.open_bi().await?;
-    send.write_all(format!("exchange {} {}\n", p.request, p.response).as_bytes())
+    send.write_all(format!("exchange {request} {response}\n").as_bytes())
         .await
         .map_err(|e| format!("request: {e}"))?;
-    send_pattern(&mut send, p.request)
+    send_pattern(&mut send, request)
         .await
         .map_err(|e| format!("request: {e}"))?;
     send.finish().map_err(|e| format!("request: {e}"))?;
-    receive_pattern(&mut recv, &[], p.response, |_| {})
+    receive_pattern(&mut recv, &[], response, progress)
         .await
         .map_err(|e| format!("response: {e}"))?;
     Ok(())

@@ -1,7 +1,7 @@
 //! The metrics JSON the client writes, every key of it (README.md, "Metrics JSON"): what one
 //! endpoint knows about a connection (`SideStats`, per path `PathSide`), the multipath settings
-//! and per-path report, the workloads' own reports (messages, request/response), and the file.
-//! Filled by the stacks' glue (`side_stats`), the workloads and the roles (crate::run).
+//! and per-path report, the workloads' own reports (messages, request/response, page load), and
+//! the file. Filled by the stacks' glue (`side_stats`), the workloads and the roles (crate::run).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -167,6 +167,9 @@ pub struct Metrics {
     /// Request/response workload only (transfer.rs): its keys sit at the top level.
     #[serde(flatten)]
     pub exchanges: Option<ExchangeReport>,
+    /// Page-load workload only (app/page.rs): each activity's times and the load time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page: Option<PageReport>,
     pub sender: Option<SideStats>,
     pub client: Option<SideStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -370,6 +373,29 @@ impl ExchangeReport {
         self.exchange_median_ms = median(&self.exchange_ms);
         self.exchange_p95_ms = nearest_rank(&self.exchange_ms, 0.95);
     }
+}
+
+/// What a page load reports (the metrics JSON's `page`; app/page.rs).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct PageReport {
+    pub name: String,
+    /// The page load time (= `dct_ms`): the load activity's end, else the last activity's end;
+    /// null unless every activity ended.
+    pub load_ms: Option<f64>,
+    /// Every activity of the graph, in the file's order.
+    pub activities: Vec<ActivityTimes>,
+}
+
+/// When an activity started, had its first response byte (downloads) and ended, in ms from the
+/// workload's start (after the handshake); null for what did not happen.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct ActivityTimes {
+    pub id: String,
+    /// download | compute
+    pub kind: String,
+    pub start_ms: Option<f64>,
+    pub first_byte_ms: Option<f64>,
+    pub end_ms: Option<f64>,
 }
 
 pub fn median(values: &[f64]) -> Option<f64> {

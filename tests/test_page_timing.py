@@ -55,10 +55,10 @@ def test_a_three_object_page_loads_in_the_time_computed_by_hand(tmp_path: Path) 
         assert m["bytes_app"] == graph.app_bytes() == 24900
         report = {a["id"]: a for a in json.loads(m["json"])["page"]["activities"]}
         # The client kept the graph's rules: replayed with the downloads' own measured times, the schedule
-        # starts every activity when the client did (its timers and tasks add well under a millisecond each).
+        # starts every activity when the client did (its timers wait in 1 ms steps: a few ms over three of them).
         fetched = {k: (a["first_byte_ms"] - a["start_ms"], a["end_ms"] - a["start_ms"]) for k, a in report.items()
                    if a["kind"] == "download"}
         replay = graph.schedule(lambda act, fetched=fetched: fetched[act.id])
         for name, times in replay.items():
-            assert report[name]["start_ms"] == pytest.approx(times.start, abs=3.0), (name, report[name], times)
-        assert report["parse"]["end_ms"] - report["parse"]["start_ms"] == pytest.approx(150, abs=3.0)
+            assert report[name]["start_ms"] == pytest.approx(times.start, abs=5.0), (name, report[name], times)
+        assert report["parse"]["end_ms"] - report["parse"]["start_ms"] == pytest.approx(150, abs=4.0)

@@ -63,7 +63,7 @@ REQRESP = 'kind = "reqresp"\nsizes = ["1kB", "16kB"]\nexchanges = 5\nresponse = 
 
 def test_descriptors_declare_workloads() -> None:
     assert set(load_descriptor(ROOT / "quic-impls" / "fecq" / "impl.toml").workloads) == \
-        {"download", "upload", "reqresp", "messages"}
+        {"download", "upload", "reqresp", "messages", "page"}
     assert load_descriptor(TQUIC).workloads == ["download"]
     assert load_descriptor(FAKE_DIR / "fake" / "impl.toml").workloads == ["download"]
 

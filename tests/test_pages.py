@@ -60,6 +60,7 @@ def test_the_critical_path_by_hand() -> None:
     ({"colour": 1}, "unknown key(s) ['colour']"),
     ({"deps": [{"after": "html_d", "then": "html_c", "on": "middle"}]}, "\"on\" must be one of"),
     ({"deps": [{"after": "html_d", "then": "html_c", "ms": -1}]}, "\"ms\" must be a number >= 0"),
+    ({"deps": [{"after": "html_d", "then": "html_c", "ms": 1e9}]}, "\"ms\" 1e+09 is more than a day"),
 ])
 def test_a_graph_that_cannot_load_says_why(change: dict, says: str) -> None:
     with pytest.raises(PageError, match=re.escape(says)):

@@ -32,6 +32,8 @@ KINDS = ("download", "compute")
 EVENTS = ("start", "first_byte", "end")
 #: Bytes of a request when the source does not say (an HTTP/3 GET's headers, compressed, are about this size).
 REQUEST_BYTES = 300
+#: The longest computation or dependency delay (ms): a day, as the clients' timers take (fecq's page.rs).
+MAX_MS = 86_400_000.0
 
 
 class PageError(ValueError):
@@ -170,6 +172,8 @@ def _number(entry: dict[str, Any], key: str, where: str, default: float | None =
     value = entry.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise PageError(f"{where}: \"{key}\" must be a number >= 0, not {value!r}")
+    if key == "ms" and value > MAX_MS:
+        raise PageError(f"{where}: \"ms\" {value:g} is more than a day ({MAX_MS:g} ms)")
     return value
 
 

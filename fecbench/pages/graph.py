@@ -24,7 +24,8 @@ import hashlib
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 FORMAT = "fecbench-page-1"
@@ -72,7 +73,11 @@ class PageGraph:
     deps: tuple[Dep, ...]
     load: str | None = None
     source: str = ""
-    order: tuple[str, ...] = field(default=(), compare=False)   # a topological order (set by `check`)
+
+    @cached_property
+    def order(self) -> tuple[str, ...]:
+        """Every activity after those it waits for; PageError when a cycle leaves some never started."""
+        return _topological(self)
 
     @property
     def downloads(self) -> list[Activity]:
@@ -202,7 +207,7 @@ def _dep(entry: Any, where: str) -> Dep:
 
 def check(graph: PageGraph) -> PageGraph:
     """The graph's consistency: unique ids, dependencies between known activities, first_byte only of a download,
-    no cycle (an activity that could never start), a known load activity; returns it with a topological order."""
+    no cycle (an activity that could never start), a known load activity; returns it, its order computed."""
     kinds = {}
     for activity in graph.activities:
         if activity.id in kinds:
@@ -216,7 +221,8 @@ def check(graph: PageGraph) -> PageGraph:
             raise PageError(f"{graph.name}: {dep.then!r} waits for the first byte of {dep.after!r}, a computation")
     if graph.load is not None and graph.load not in kinds:
         raise PageError(f"{graph.name}: the load activity {graph.load!r} is no activity")
-    return PageGraph(graph.name, graph.activities, graph.deps, graph.load, graph.source, _topological(graph))
+    graph.order   # noqa: B018 (computed here: a cycle is refused where the graph is read)
+    return graph
 
 
 def _topological(graph: PageGraph) -> tuple[str, ...]:

@@ -125,7 +125,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
         notes[name] = note or FIGURE_NOTES.get(name.split("-vs-")[0], "")   # -vs-BASE: one per baseline
 
     _what_ran(report, db, frame, figure)
-    downloads = frame[frame["workload"].isin(("download", "upload", "reqresp", "page"))]  # every workload with a DCT
+    downloads = frame[frame["workload"].isin(versions.WORKLOADS)]  # every workload with a DCT
     _paths(report, db, figure)
     groups: dict[str, list[str]] = {}
     if (downloads["status"] == "ok").any():

@@ -17,11 +17,10 @@ LEVEL = 0.95
 
 def pages_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db: Path, frame: pd.DataFrame,
                   figure: Callable[..., None], seed: int) -> None:
-    loads = frame[frame["workload"] == "page"]
-    if not (loads["status"] == "ok").any():
+    ok = pages.ok_loads(frame)
+    if ok.empty:
         return
-    spread = pages.load_spread(loads, by_point=True)
-    ok = loads[(loads["status"] == "ok") & loads["dct_ms"].notna()]
+    spread = pages.load_spread(ok, by_point=True)
     intervals = [stats.bootstrap_median(ok.loc[(ok["label"] == row.label) & (ok["point"] == row.point),
                                                "dct_ms"].to_numpy(float),
                                         level=LEVEL, seed=stats.group_seed(seed, (row.label, row.point)))
@@ -36,10 +35,9 @@ def pages_section(tables: dict[str, pd.DataFrame], notes: dict[str, str], db: Pa
                    "interquartile range and p90 ÷ p10 (how dispersed the loads are: rQUIC 2021 §VI-C finds QUIC's "
                    "more dispersed). A timed-out load is not in these numbers; the status table counts it.")
     name = "page load spread per label"
-    tables[name] = pages.load_spread(loads)
+    tables[name] = pages.load_spread(ok)
     notes[name] = "The same over every point of the design."
-    median = pages.median_runs(loads)
+    median = pages.median_runs(ok)
     figure("page-waterfall", figures.page_waterfall(pages.activities(db), list(median.values())),
            "Each label's median page load, activity by activity: a download light while it waits for its first byte "
            "and dark while it arrives, a computation hatched, the load time dashed.")
-

@@ -7,6 +7,7 @@ load times.
 - ``load_spread(runs)``: per label (and point with ``by_point``): the runs that loaded, the median load time and
   the 10th, 25th, 75th and 90th percentiles, the interquartile range and the p90 ÷ p10 ratio: how dispersed a
   label's page loads are (rQUIC 2021 §VI-C: "QUIC more dispersed"), over ok runs;
+- ``ok_loads(runs)``: the page loads that ended ok with a load time, what the two below and the report read;
 - ``median_runs(runs)``: per label, the run whose load time is its median's (the lower one of an even count),
   the run a waterfall shows (``figures.page_waterfall``).
 """
@@ -43,9 +44,14 @@ def activities(db: DbLike) -> pd.DataFrame:
     return frame.merge(runs[keep], left_on="run_key", right_on="key", how="left").drop(columns="key")
 
 
+def ok_loads(runs: pd.DataFrame) -> pd.DataFrame:
+    """The page loads of ``runs`` that ended ok with a load time."""
+    return runs[(runs["workload"] == "page") & (runs["status"] == "ok") & runs["dct_ms"].notna()]
+
+
 def load_spread(runs: pd.DataFrame, by_point: bool = False) -> pd.DataFrame:
     """Per label (and point): how the ok page loads' times spread (see the module's doc)."""
-    loads = runs[(runs["workload"] == "page") & (runs["status"] == "ok") & runs["dct_ms"].notna()]
+    loads = ok_loads(runs)
     keys = ["label", "point"] if by_point else ["label"]
     rows = []
     for group, part in loads.groupby(keys, sort=True):
@@ -59,9 +65,8 @@ def load_spread(runs: pd.DataFrame, by_point: bool = False) -> pd.DataFrame:
 
 def median_runs(runs: pd.DataFrame) -> dict[str, str]:
     """Per label, the key of its ok page load whose time is the median (the lower middle of an even count)."""
-    loads = runs[(runs["workload"] == "page") & (runs["status"] == "ok") & runs["dct_ms"].notna()]
     out = {}
-    for label, part in loads.groupby("label", sort=True):
+    for label, part in ok_loads(runs).groupby("label", sort=True):
         ordered = part.sort_values(["dct_ms", "key"])
         out[str(label)] = str(ordered["key"].iloc[(len(ordered) - 1) // 2])
     return out

@@ -74,6 +74,9 @@ def test_program_checks_and_exit_statuses(tmp_path: Path) -> None:
     assert refused.code == 2 and "--reduns must be 1 with --fec xor" in refused.text
     refused = run("check-args", "server", "--gamma", "2")
     assert refused.code == 2 and "--gamma" in refused.text
+    assert run("check-args", "client", "--fec", "xor", "--bto-rtts", "1").code == 0
+    refused = run("check-args", "client", "--fec", "xor", "--bto-ms", "100", "--bto-rtts", "1")
+    assert refused.code == 2 and "--bto-ms and --bto-rtts set the same timeout" in refused.text
     unsupported = run("client", "--server", "192.0.2.1:9", "--size", "1", "--out", str(tmp_path / "m.json"),
                       "--workload", "upload")
     assert unsupported.code == 127 and "not supported" in unsupported.text
@@ -186,3 +189,31 @@ def test_page_loads_with_and_without_fec(tmp_path: Path) -> None:
         assert run["bytes_app"] == graph.app_bytes() and page["load_ms"] == run["dct_ms"]
         ends = [a["end_ms"] for a in page["activities"]]
         assert len(ends) == len(graph.activities) and max(ends) == pytest.approx(run["dct_ms"])
+
+
+@pytest.mark.require_root
+def test_buffer_timeout_is_the_one_asked(tmp_path: Path) -> None:
+    """`bto_ms` / `bto_rtts` (fecbench.patch) set the decoder's buffer timeout: the same lossy download with a 1 ms BTO
+    releases packets from the buffer by its timeout far more often than with 3 s (counted by the patch:
+    bto_releases); the metrics say which rule ran."""
+    from tests.helpers.designs import design_file
+
+    built()
+    factors = {"bw": {"levels": [10], "unit": "Mbit/s"}, "owd": {"levels": [50], "unit": "ms"}, "p": {"levels": [0.03]}}
+    labels = {"bto-1ms": {"bto_ms": "1"}, "bto-3s": {"bto_ms": "3000"}, "bto-rtt": {"bto_rtts": "1"}}
+    design = design_file(tmp_path / "bto.toml", seed=13, timeout_s=60, method="factorial", factors=factors,
+                         loss={"model": "uniform", "p": "p"}, workload={"kind": "download", "sizes": ["2MiB"]},
+                         repetitions=2,
+                         impls=[("rquic", label, {"fec": "xor", **args}) for label, args in labels.items()])
+    db = tmp_path / "bto.sqlite"
+    out = fecbench("run", str(design), "--db", str(db))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    runs = rows(db, "SELECT r.label, r.status, m.json FROM runs r LEFT JOIN metrics m ON m.run_key = r.key")
+    assert len(runs) == 6 and [r for r in runs if r["status"] != "ok"] == []
+    released = {label: 0 for label in labels}
+    for run in runs:
+        metrics = json.loads(run["json"])
+        released[run["label"]] += metrics["bto_releases"]
+        said = {"bto-1ms": "BTO 1 ms", "bto-3s": "BTO 3000 ms", "bto-rtt": "BTO 1 RTT"}[run["label"]]
+        assert metrics["rquic"].endswith(said) or said + " (" in metrics["rquic"], metrics["rquic"]
+    assert released["bto-1ms"] >= 10 and released["bto-1ms"] > 5 * max(1, released["bto-3s"]), released

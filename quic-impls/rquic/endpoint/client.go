@@ -29,6 +29,7 @@ func runClient(o *options) int {
 		m["ratio_initial"], m["dynamic"], m["reduns"], m["overlap"] = o.ratio, o.dynamic, o.reduns, o.overlap
 		m["tperiod_ms"], m["periods"], m["gamma"], m["delta"] = o.tperiodMS, o.periods, o.gamma, o.delta
 		m["tperiod_rtts"] = o.tperiodRTT
+		m["bto_ms"], m["bto_rtts"] = o.btoMS, o.btoRTT
 	}
 	finish := func(code int, err error) int {
 		m["elapsed_ms"] = ms(time.Since(start))
@@ -114,6 +115,7 @@ func runClient(o *options) int {
 	}
 	m["client"] = client
 	m["recovered"], m["repair_received"] = client["recovered"], client["repair_received"]
+	m["bto_releases"] = client["bto_releases"]
 	m["packets_received"] = client["quic_packets_received"]
 	return finish(0, nil)
 }

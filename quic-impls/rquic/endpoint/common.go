@@ -79,6 +79,8 @@ func newSetup(o *options) (*setup, error) {
 	// The period of rQUIC's residual-loss measurement in smoothed RTTs (fecbench.patch), a process-wide
 	// switch as rQUIC's own (BTOMargin, PauseEncodingWith): one connection per process here.
 	rquic.TPeriodRTTs = o.tperiodRTT
+	// The decoder's buffer timeout, fixed or in smoothed RTTs (fecbench.patch; 0: rQUIC's rule), likewise.
+	rquic.BTOMs, rquic.BTORTTs = o.btoMS, o.btoRTT
 	s := &setup{tracers: &tracers{}}
 	// fecbench's one time limit is the design's timeout_s: neither end gives up earlier on its own (the
 	// client's own deadline is timeout_s; its QUIC timers are set a little beyond, so that it is the one).
@@ -111,12 +113,13 @@ func newSetup(o *options) (*setup, error) {
 
 // rquicCounters: rQUIC's own per-process counters (rLogger; one connection per process in a run):
 // source and coded packets sent, losses its ratio adaptation was told of, source and coded packets
-// received by the decoder, packets it recovered.
+// received by the decoder, packets it recovered; and packets its buffer released after waiting a BTO
+// (fecbench.patch).
 func rquicCounters() map[string]int64 {
 	var txSrc, txCod, txRet, rxSrc, rxCod, rxRec int64
 	fmt.Sscanf(rLogger.CountersReport(), "%d,%d,%d,%d,%d,%d", &txSrc, &txCod, &txRet, &rxSrc, &rxCod, &rxRec)
 	return map[string]int64{"source_sent": txSrc, "repair_sent": txCod, "losses_seen_by_ratio": txRet,
-		"source_received": rxSrc, "repair_received": rxCod, "recovered": rxRec}
+		"source_received": rxSrc, "repair_received": rxCod, "recovered": rxRec, "bto_releases": rquic.BTOReleases}
 }
 
 // serverTLS: a throwaway self-signed certificate made in memory (no file a second instance would share).

@@ -57,6 +57,8 @@ type options struct {
 	overlap    int
 	tperiodMS  int
 	tperiodRTT float64
+	btoMS      float64
+	btoRTT     float64
 	periods    int
 	gamma      float64
 	delta      float64
@@ -87,6 +89,8 @@ func parse(role string, args []string) (*options, error) {
 	fs.IntVar(&o.overlap, "overlap", rquic.DefaultOverlap, "overlapping generations (phi)")
 	fs.IntVar(&o.tperiodMS, "tperiod-ms", int(rquic.DefaultTPeriod/time.Millisecond), "residual-loss measurement period T in ms")
 	fs.Float64Var(&o.tperiodRTT, "tperiod-rtts", 0, "T in smoothed RTTs (the paper's T = 3 RTT; fecbench.patch); 0: --tperiod-ms")
+	fs.Float64Var(&o.btoMS, "bto-ms", 0, "the decoder's buffer timeout (BTO) in ms (fecbench.patch); 0: rQUIC's max_ack_delay - 1 ms")
+	fs.Float64Var(&o.btoRTT, "bto-rtts", 0, "BTO in smoothed RTTs (Figs. 12, 13: BTO = RTT; fecbench.patch); 0: --bto-ms")
 	fs.IntVar(&o.periods, "periods", rquic.DefaultNumPeriods, "periods averaged (N)")
 	fs.Float64Var(&o.gamma, "gamma", rquic.DefaultGammaTarget, "residual-loss target (gamma)")
 	fs.Float64Var(&o.delta, "delta", rquic.DefaultDeltaRatio, "ratio change per period (delta)")
@@ -167,6 +171,15 @@ func (o *options) check() error {
 	if o.tperiodRTT < 0 || o.tperiodRTT > 100 {
 		return usageError("--tperiod-rtts must be in [0, 100] (0: --tperiod-ms): %g", o.tperiodRTT)
 	}
+	if !(o.btoMS >= 0 && o.btoMS <= 600000) {
+		return usageError("--bto-ms must be in [0, 600000] (0: rQUIC's rule, max_ack_delay - 1 ms): %g", o.btoMS)
+	}
+	if !(o.btoRTT >= 0 && o.btoRTT <= 100) {
+		return usageError("--bto-rtts must be in [0, 100] (0: --bto-ms): %g", o.btoRTT)
+	}
+	if o.btoMS > 0 && o.btoRTT > 0 {
+		return usageError("--bto-ms and --bto-rtts set the same timeout: give one (%g ms, %g RTTs)", o.btoMS, o.btoRTT)
+	}
 	if o.periods < 1 || o.periods > 100 {
 		return usageError("--periods must be in 1..100: %d", o.periods)
 	}
@@ -242,8 +255,16 @@ func (o *options) describe() string {
 	if o.tperiodRTT > 0 {
 		period = fmt.Sprintf("%g RTT (%d ms before an RTT sample)", o.tperiodRTT, o.tperiodMS)
 	}
-	return fmt.Sprintf("%s ratio %s dynamic %s r %d overlap %d T %s N %d gamma %g delta %g", o.fec,
-		strconv.FormatFloat(o.ratio, 'g', -1, 64), o.dynamic, o.reduns, o.overlap, period, o.periods, o.gamma, o.delta)
+	bto := "max_ack_delay - 1 ms"
+	if o.btoMS > 0 {
+		bto = fmt.Sprintf("%g ms", o.btoMS)
+	}
+	if o.btoRTT > 0 {
+		bto = fmt.Sprintf("%g RTT (max_ack_delay - 1 ms before an RTT sample)", o.btoRTT)
+	}
+	return fmt.Sprintf("%s ratio %s dynamic %s r %d overlap %d T %s N %d gamma %g delta %g BTO %s", o.fec,
+		strconv.FormatFloat(o.ratio, 'g', -1, 64), o.dynamic, o.reduns, o.overlap, period, o.periods, o.gamma, o.delta,
+		bto)
 }
 
 func main() {

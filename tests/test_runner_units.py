@@ -372,7 +372,8 @@ def test_shipped_designs_validate() -> None:
                 "explain-fairness": 3 * 1 * 1 * 1, "explain-rquic-wifi": 1 * 4 * 3 * 1,
                 "da2gc-1kB-protect": 1 * 12 * 3 * 1, "twins-sources": 2 * 6 * 2 * 2,
                 "rquic2021-lte-trace": 5 * 10 * 4 * 1, "pageload-small": 6 * 1 * 2 * 1,
-                "rquic2021-pages": 15 * 10 * 5 * 1, "rquic2021-bto": 3 * 10 * 10 * 1}
+                "rquic2021-pages": 15 * 10 * 5 * 1, "rquic2021-bto": 3 * 10 * 10 * 1,
+                "rquic2021-bto-pages": 3 * 10 * 10 * 1}
     for name, count in expected.items():
         # As far as it can be without an optional stack built (XQUIC, rQUIC: not part of `make demo`); whether
         # each is runnable here: the test below.

@@ -32,9 +32,11 @@ DCT per loss-position class from the verdict logs: no loss, loss, loss among the
 ``loss_position.starlink_table``); ``run_timeline`` (``fecbench explain``: one run's congestion window, bytes in
 flight, sending rate and smoothed RTT over time per path, with its drops, losses, repairs and recoveries as
 marks, beside its twin without FEC with ``--pair``); ``page_waterfall`` (``page_plots``: a page load's activities
-over time, from ``studies.pages``). ``save`` writes a PNG.
+over time, from ``studies.pages``); ``bto_sweep`` (``bto_plots``: rQUIC's completion rate against its
+buffer timeout per network, from ``studies.bto``: Figs. 12, 13). ``save`` writes a PNG.
 """
 
+from fecbench.analysis.figures.bto_plots import bto_sweep
 from fecbench.analysis.figures.checks import (
     exclusion_bars,
     fidelity_scatter,
@@ -69,7 +71,8 @@ from fecbench.analysis.figures.style import (
 from fecbench.analysis.figures.timeline_plots import run_timeline
 
 __all__ = [
-    "FACTOR_TITLES", "LABEL_PALETTE", "METRIC_TITLES", "PAPER_RC", "SIZE_PALETTE", "STATUS_COLORS", "class_ecdf",
+    "FACTOR_TITLES", "LABEL_PALETTE", "METRIC_TITLES", "PAPER_RC", "SIZE_PALETTE", "STATUS_COLORS", "bto_sweep",
+    "class_ecdf",
     "exclusion_bars",
     "factor_title", "fidelity_scatter", "flow_shares", "foreground_dct_box", "format_bytes_axis", "format_size",
     "jain_box", "label_palette", "labels_of",

@@ -435,9 +435,10 @@ def test_synthetic_worlds_give_no_false_verdict() -> None:
     assert skewed["capped-mean-below-1-skewed"] == {"fails": 1}, skewed
 
 
-def test_a_drifting_truth_is_judged_over_the_look_interval_that_ends_at_the_look() -> None:
-    """A crossing between two looks is the next look's to find: at 58 % of the budget (the truth 1.15 → 0.87 crossed
-    1 at 54 %) a "fails" of "< 1" still agrees with a truth of the interval; at 77 % it contradicts them all."""
+def test_a_drifting_truth_is_judged_at_the_instant_of_the_look() -> None:
+    """Issue 69 item 6: no window forgives a placement. The truth 1.15 → 0.87 crosses 1 at 54 % of the budget: a
+    "fails" of "< 1" shown at 58 % is false (the truth then is below 1), at 50 % it is not; the truth between two of
+    the times it was computed at is interpolated; an unchanging world has one truth."""
     from fecbench.verdicts.validation import worlds
 
     truth = [1.15 - 0.28 * t for t in worlds.TIMES]
@@ -446,7 +447,8 @@ def test_a_drifting_truth_is_judged_over_the_look_interval_that_ends_at_the_look
     fails = ev.Verdict(claim, "p", "fails", None)
 
     def false(when: float) -> bool:
-        return all(worlds.false_against(fails, t) for t in worlds.truths_of_look(truth, when))
+        return worlds.false_against(fails, worlds.truth_at(truth, when))
 
-    assert not false(0.58) and false(0.77) and not false(0.3)
-    assert worlds.truths_of_look([0.5], 0.9) == [0.5]   # an unchanging world: its one truth
+    assert false(0.58) and false(0.77) and not false(0.5) and not false(0.3)
+    assert worlds.truth_at(truth, 0.55) == pytest.approx(1.15 - 0.28 * 0.55)
+    assert worlds.truth_at([0.5], 0.9) == 0.5

@@ -84,8 +84,9 @@ class World:
     follows the baseline's; ``point_scale`` / ``point_spread``: per design point (in the order of p), a factor on
     the median and the log ratio's sd (default 1 and ``SPREAD``); ``size_correlation``: the correlation of a
     point and repetition's log ratios across sizes (one loss seed for every size: runs of one repetition share a
-    loss pattern); ``time_correlation``: the share of a log ratio's variance that wanders slowly with the order the
-    units are measured in (an AR(1) over new units, ``WANDER``: a machine whose state comes and goes, each unit's
+    loss pattern); ``drift_scale``: ``drift_to`` reached linearly in the median (default) or in its log;
+    ``time_correlation``: the share of a log ratio's variance that wanders slowly with the order the units are
+    measured in (an AR(1) over new units, ``WANDER``: a machine whose state comes and goes, each unit's
     marginal unchanged, so the truth is too)."""
     name: str
     text: str
@@ -97,6 +98,7 @@ class World:
     fail_chance: float | None = None
     base_fails: float = 0.0
     skew: bool = False
+    drift_scale: str = "linear"                     # how ``drift_to`` is reached: linear in the median, or in its log
     point_scale: tuple[float, ...] = ()
     point_spread: tuple[float, ...] = ()
     size_correlation: float = 0.0
@@ -118,7 +120,10 @@ class World:
     def medians_at(self, when: float) -> dict[int, float]:
         """The cells' medians by size at a fraction ``when`` of the budget."""
         if self.drift_to is not None:
-            return {size: m + (self.drift_to[size] - m) * min(max(when, 0.0), 1.0) for size, m in self.median.items()}
+            t = min(max(when, 0.0), 1.0)
+            if self.drift_scale == "log":
+                return {size: m * (self.drift_to[size] / m) ** t for size, m in self.median.items()}
+            return {size: m + (self.drift_to[size] - m) * t for size, m in self.median.items()}
         return self.after if self.after is not None and when >= 0.5 else self.median
 
     def spread(self, point: int) -> float:
@@ -239,6 +244,7 @@ def catalogue(path: Path = WORLDS) -> list[World]:
                             fails=w.get("fails", float, None), fail_chance=w.get("fail_chance", float, None),
                             base_fails=w.get("base_fails", float, 0.0),
                             skew=w.get("skew", bool, False),
+                            drift_scale=w.get("drift_scale", str, "linear", choices=["linear", "log"]),
                             point_scale=tuple(float(v) for v in w.get("point_scale", list, [])),
                             point_spread=tuple(float(v) for v in w.get("point_spread", list, [])),
                             size_correlation=w.get("size_correlation", float, 0.0, min=0.0, max=1.0),
@@ -320,16 +326,14 @@ def truths(world: World, campaign: cp.Campaign) -> dict[str, list[float]]:
     return out
 
 
-def truths_of_look(truth: list[float], when: float) -> list[float]:
-    """A claim's truths over the look interval that ends at a fraction ``when`` of the budget (the times it was
-    computed at from one look interval before ``when`` to ``when``, else the nearest): a verdict is false only when
-    it contradicts all of them. No change test sees a change before there are data after it: a drift that crosses
-    the threshold between two looks is the next look's to find (issue 58's audit), not this one's."""
+def truth_at(truth: list[float], when: float) -> float:
+    """A claim's truth at a fraction ``when`` of the budget: its value at ``TIMES`` interpolated linearly between them
+    (an unchanging world: its one truth). A verdict shown at a look is judged against the truth of that instant alone
+    (issue 69 item 6): no window forgives a verdict taken on draws from before a drift crossed its threshold; only
+    re-opening it (the audit, the exchangeability test) keeps such a verdict off the page."""
     if len(truth) == 1:
-        return truth
-    step = TIMES[1]
-    window = [t for time, t in zip(TIMES, truth, strict=True) if when - step - 1e-9 <= time <= when + 1e-9]
-    return window or [truth[min(range(len(truth)), key=lambda i: abs(TIMES[i] - when))]]
+        return truth[0]
+    return float(np.interp(min(max(when, 0.0), 1.0), TIMES, truth))
 
 
 def false_against(verdict: ev.Verdict, truth: float) -> bool:
@@ -388,15 +392,14 @@ def run_world(world: World, campaign: cp.Campaign, replays: int, budget_s: float
         world.answers = int(budget_s / RUN_S)
         looks = replay.simulate(pack, "synthetic", {("synthetic", "worlds"): campaign}, {"worlds": world}, budget_s,
                                 "new", look_every_s=budget_s / 15, rule=rule)
-        # Each look's verdicts against the truths of their look interval (a drifting world's change as the budget goes).
-        false += any(all(false_against(v, t) for t in truths_of_look(truth[v.claim.id], look.machine_s / budget_s))
+        # Each look's verdicts against the truth of its instant (a drifting world's changes as the budget goes).
+        false += any(false_against(v, truth_at(truth[v.claim.id], look.machine_s / budget_s))
                      for look in looks for v in look.verdicts)
         for v in looks[-1].verdicts:
             finals[v.claim.id][v.verdict] = finals[v.claim.id].get(v.verdict, 0) + 1
         last = looks[-1]
         shown = [v for v in last.verdicts if v.verdict in replay.DECIDED]
-        wrong = sum(all(false_against(v, t) for t in truths_of_look(truth[v.claim.id], last.machine_s / budget_s))
-                    for v in shown)
+        wrong = sum(false_against(v, truth_at(truth[v.claim.id], last.machine_s / budget_s)) for v in shown)
         fdp += wrong / max(1, len(shown))
     return Result(world, replays, false, truth, finals, fdp / max(1, replays))
 

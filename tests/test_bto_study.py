@@ -53,3 +53,20 @@ def test_the_sweep_figure_draws_a_panel_per_network_with_its_fit() -> None:
         assert ax.get_xscale() == "log"
     empty = figures.bto_sweep(bto.completion_rates(_runs().iloc[:0]))
     assert not any(ax.axison for ax in empty.axes)
+
+
+def test_the_report_shows_a_sweep_and_nothing_without_one() -> None:
+    """`fecbench report`'s BTO section: the ξ table and the sweep figure where the rQUIC labels ran with two BTOs or
+    more; nothing where they did not (every design but the sweeps)."""
+    from fecbench.analysis.report.bto import bto_section
+
+    tables: dict[str, pd.DataFrame] = {}
+    notes: dict[str, str] = {}
+    drawn: list[str] = []
+    bto_section(tables, notes, _runs(), lambda name, fig, note: drawn.append(name))
+    assert drawn == ["bto-sweep"] and len(tables["completion rate per buffer timeout"]) == 10
+    one_bto = _runs()[_runs()["label"].isin(["rquic", "rquic-xor"])]
+    tables.clear()
+    drawn.clear()
+    bto_section(tables, notes, one_bto, lambda name, fig, note: drawn.append(name))
+    assert tables == {} and drawn == []

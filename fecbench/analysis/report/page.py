@@ -18,6 +18,7 @@ from fecbench.analysis.report import accuracy as report_accuracy
 from fecbench.analysis.report import caveats, evidence, sentences, versions
 from fecbench.analysis.report import messages as report_messages
 from fecbench.analysis.report import settings as report_settings
+from fecbench.analysis.report.bto import bto_section
 from fecbench.analysis.report.flows import flows_section
 from fecbench.analysis.report.pages import pages_section
 from fecbench.analysis.report.ratio_tables import headline_table, pivot_medians, point_table, share_text
@@ -139,6 +140,7 @@ def build(db: str | Path, outdir: str | Path | None = None, *, baseline: str | N
     evidence.attempts_section(report.tables, report.notes, db, frame)
     flows_section(report.tables, report.notes, db, figure)
     pages_section(report.tables, report.notes, db, frame, figure, REPORT_SEED)
+    bto_section(report.tables, report.notes, frame, figure)
     report_settings.losses_section(report.tables, report.notes, db, frame)
     report_settings.settings_section(report.tables, report.notes, db)
     report_settings.timelines_section(report.tables, report.notes, db, outdir, step)

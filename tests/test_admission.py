@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from fecbench.host import cleanup
 from fecbench.runners.executors import calibrate, jobs
 from fecbench.runners.executors.engine import Engine
 from fecbench.runners.executors.jobs import CpuModel, JobsExecutor, PilotRun
+from fecbench.runners.executors.progress import SilentReporter
 from fecbench.runners.experiment.prepare import prepare
 from tests.helpers.campaign import fake_design, rows
 from tests.helpers.fake_testbed import FakeTestbed
@@ -128,7 +128,7 @@ def test_networks_start_runs_only_within_the_cpu_budget(tmp_path: Path, monkeypa
         db = tmp_path / f"adm-{most}.sqlite"
         executor = JobsExecutor(prepared, db, 6, link_backend=None, calibration=model,
                                 testbed_factory=lambda t, v, b: FakeTestbed(t, v, b))
-        summary = Engine(prepared, db, executor, Console(quiet=True)).run(set())
+        summary = Engine(prepared, db, executor, SilentReporter()).run(set())
         assert summary.counts == {"ok": 12} and len(rows(db, "SELECT key FROM runs")) == 12
         assert watch.most == 2 if model else watch.most > 2
     assert "CPU-weighted" in JobsExecutor(prepared, tmp_path / "x.sqlite", 6, link_backend=None,
@@ -136,23 +136,30 @@ def test_networks_start_runs_only_within_the_cpu_budget(tmp_path: Path, monkeypa
 
 
 def test_runs_start_a_gap_apart_while_others_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Four networks, runs that last ~0.7 s: no two starts closer than the gap while a run is in flight."""
+    """Four networks, runs that last ~0.7 s: no two starts closer than the gap while a run is in flight. A start is
+    when the executor hands the run to its network (``Starts.started``, where the gap is kept), not when that
+    network's thread first runs: on a loaded machine a thread may begin late and two begin closer together."""
     monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path / "state")
     monkeypatch.setattr(jobs, "START_GAP_S", 0.25)
     prepared = _prepared(tmp_path, points=4)
     starts: list[float] = []
-    real = jobs.run_one
+    real, started = jobs.run_one, jobs.Starts.started
+
+    def recorded(self: jobs.Starts) -> float:
+        starts.append(started(self))
+        return starts[-1]
 
     def slow(*args: Any) -> Any:
-        starts.append(time.monotonic())
         time.sleep(0.7)
         return real(*args)
+
+    monkeypatch.setattr(jobs.Starts, "started", recorded)
 
     watch = _Concurrency(slow)
     monkeypatch.setattr(jobs, "run_one", watch)
     db = tmp_path / "gap.sqlite"
     executor = JobsExecutor(prepared, db, 4, link_backend=None, testbed_factory=lambda t, v, b: FakeTestbed(t, v, b))
-    assert Engine(prepared, db, executor, Console(quiet=True)).run(set()).counts == {"ok": 8}
+    assert Engine(prepared, db, executor, SilentReporter()).run(set()).counts == {"ok": 8}
     gaps = [later - first for first, later in zip(starts, starts[1:], strict=False)]
     assert len(starts) == 8 and min(gaps) >= 0.25 and watch.most >= 2
 

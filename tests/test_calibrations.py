@@ -5,17 +5,16 @@ them on real networks."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from fecbench.host import cleanup
 from fecbench.runners.executors import calibrate, calibrations
+from fecbench.runners.executors.progress import SilentReporter
 from fecbench.runners.experiment.prepare import prepare
 from tests.helpers.campaign import fake_design, rows
 from tests.helpers.fake_testbed import FakeTestbed
@@ -252,8 +251,7 @@ def test_the_serial_pilot_is_recorded_as_results_of_the_campaign(tmp_path: Path,
     def factory(topology: Any, values: dict[str, Any], backend: str | None) -> FakeTestbed:
         return FakeTestbed(topology, values, backend)
 
-    console = Console(file=io.StringIO(), width=200)
-    serial = calibrate.RecordedSerialPilot(prepared, db, None, console, factory)
+    serial = calibrate.RecordedSerialPilot(prepared, db, None, SilentReporter(), factory)
     result = calibrations.auto_jobs(prepared, None, runs=prepared.runs[:6], serial_pilot=serial, factory=factory,
                                     pilot_runs=3)
     recorded = rows(db, "SELECT key, status FROM runs WHERE status != 'pending'")

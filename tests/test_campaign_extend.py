@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from fecbench.host import cleanup
 from fecbench.host.paths import REPO_ROOT
@@ -18,6 +17,7 @@ from fecbench.records.status import Status
 from fecbench.runners.commands.pipeline import choose_runs
 from fecbench.runners.executors.dask_worker import identity
 from fecbench.runners.executors.engine import Engine
+from fecbench.runners.executors.progress import SilentReporter
 from fecbench.runners.executors.selection import continue_recorded
 from fecbench.runners.executors.serial import SerialExecutor
 from fecbench.runners.experiment.prepare import prepare
@@ -107,7 +107,7 @@ def test_extending_a_campaign_runs_only_the_new_repetitions_with_reproduces_keys
         executor = SerialExecutor(prepared, db, link_backend=None,
                                   testbed_factory=lambda topology, values, backend: FakeTestbed(topology, values,
                                                                                                backend))
-        return prepared, Engine(prepared, db, executor, Console(quiet=True), todo=todo).run(set())
+        return prepared, Engine(prepared, db, executor, SilentReporter(), todo=todo).run(set())
 
     first_prepared, summary = run(design)
     assert summary.selected == 4

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from fecbench.host import cleanup
 from fecbench.records.status import Status
 from fecbench.runners.executors.engine import BREAKER_RUNS, MAX_HARNESS_ERRORS, Engine
+from fecbench.runners.executors.progress import SilentReporter
 from fecbench.runners.executors.quiet import Quiet
 from fecbench.runners.executors.selection import RunQueue, parse_retry
 from fecbench.runners.executors.serial import SerialExecutor, log_root_for
@@ -57,7 +57,7 @@ class Campaign:
 
     def run(self, retry: str | None = None, breaker_runs: int = BREAKER_RUNS, sample: int | None = None) -> Any:
         executor = SerialExecutor(self.prepared, self.db, link_backend=None, testbed_factory=self.factory)
-        return Engine(self.prepared, self.db, executor, Console(quiet=True),
+        return Engine(self.prepared, self.db, executor, SilentReporter(),
                       breaker_runs=breaker_runs, sample=sample).run(parse_retry(retry))
 
     def runs(self) -> dict[str, dict[str, Any]]:
@@ -164,7 +164,7 @@ def test_flagged_runs_rerun_in_rounds_one_at_a_time_after_waiting_keeping_every_
     camp = Campaign(tmp_path, {"ok": {}}, points=2, wake_ns=flagged_twice)
     first_bw = next(iter(camp.prepared.points.values()))["bw"]
     executor = SerialExecutor(camp.prepared, camp.db, link_backend=None, testbed_factory=camp.factory)
-    engine = Engine(camp.prepared, camp.db, executor, Console(quiet=True), fidelity_reruns=3,
+    engine = Engine(camp.prepared, camp.db, executor, SilentReporter(), fidelity_reruns=3,
                     quiet_wait=lambda: waits.append(1) or Quiet(4.0, 0.05, True))
     summary = engine.run(set())
     runs = {r["point"]: r for r in camp.runs().values()}
@@ -186,7 +186,7 @@ def test_a_rerun_never_reached_before_the_stop_time_keeps_its_outcome(tmp_path: 
     """The stop time comes before the re-runs: nothing is kept aside for a run that did not run again."""
     camp = Campaign(tmp_path, {"ok": {}}, measured_rtt=lambda values: 1000.0)
     executor = SerialExecutor(camp.prepared, camp.db, link_backend=None, testbed_factory=camp.factory)
-    engine = Engine(camp.prepared, camp.db, executor, Console(quiet=True), quiet_wait=lambda: Quiet(0.0, None, False))
+    engine = Engine(camp.prepared, camp.db, executor, SilentReporter(), quiet_wait=lambda: Quiet(0.0, None, False))
     original = engine._cycle
 
     def cycle(todo, summary, one_at_a_time=False):   # the stop time passes as the re-runs begin
@@ -204,7 +204,7 @@ def test_a_rerun_never_reached_before_the_stop_time_keeps_its_outcome(tmp_path: 
 def test_no_retry_keeps_fidelity_flagged_runs_flagged(tmp_path: Path) -> None:
     camp = Campaign(tmp_path, {"ok": {}}, measured_rtt=lambda values: 1000.0)
     executor = SerialExecutor(camp.prepared, camp.db, link_backend=None, testbed_factory=camp.factory)
-    summary = Engine(camp.prepared, camp.db, executor, Console(quiet=True), fidelity_reruns=0).run(set())
+    summary = Engine(camp.prepared, camp.db, executor, SilentReporter(), fidelity_reruns=0).run(set())
     assert summary.retried == 0 and all(r["attempts"] == 1 and r["status"] == Status.FIDELITY
                                         for r in camp.runs().values())
     assert rows(camp.db, "SELECT * FROM earlier_outcomes") == []

@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rich.console import Console
 
 from fecbench.host import cleanup
 from fecbench.inputs.errors import UserError
 from fecbench.runners.executors import jobs
 from fecbench.runners.executors.engine import Engine
 from fecbench.runners.executors.jobs import JobsExecutor, parse_jobs
+from fecbench.runners.executors.progress import SilentReporter
 from fecbench.runners.experiment.prepare import prepare
 from tests.helpers.campaign import fake_design, fecbench, rows, smoke_copy
 from tests.helpers.fake_testbed import FakeTestbed
@@ -59,7 +59,7 @@ def test_every_run_once_on_three_networks(tmp_path: Path, monkeypatch: pytest.Mo
         return testbeds[-1]
 
     executor = JobsExecutor(prepared, db, 3, link_backend=None, testbed_factory=factory)
-    summary = Engine(prepared, db, executor, Console(quiet=True)).run(set())
+    summary = Engine(prepared, db, executor, SilentReporter()).run(set())
     runs = rows(db, "SELECT * FROM runs")
     assert len(runs) == 12 and all(r["attempts"] == 1 for r in runs)
     assert Counter(r["status"] for r in runs) == Counter({"ok": 8, "failed": 4}) == summary.counts

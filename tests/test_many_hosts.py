@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rich.console import Console
 
 from fecbench.cli.compare import compare
 from fecbench.host import cleanup
 from fecbench.records import db as dbmod
 from fecbench.records.status import Status
 from fecbench.runners.executors.engine import Engine, Finished, Started
+from fecbench.runners.executors.progress import SilentReporter
 from fecbench.runners.executors.selection import RunQueue
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.runners.experiment.runs import Run
@@ -117,7 +117,7 @@ def test_a_run_lost_with_its_worker_runs_once_more_in_the_same_campaign(tmp_path
             return done
 
     executor = LoseOnce({lost.key})
-    summary = Engine(prepared, db, executor, Console(quiet=True)).run(set())
+    summary = Engine(prepared, db, executor, SilentReporter()).run(set())
     runs = {r["key"]: r for r in rows(db, "SELECT key, status, attempts, error FROM runs")}
     assert len(runs) == len(prepared.runs) and all(r["status"] == "ok" for r in runs.values())
     assert runs[lost.key]["attempts"] == 2 and sorted(r["attempts"] for r in runs.values()).count(1) == len(runs) - 1
@@ -132,7 +132,7 @@ def test_a_run_lost_with_its_worker_runs_once_more_in_the_same_campaign(tmp_path
 def test_a_run_lost_twice_stays_interrupted(tmp_path: Path) -> None:
     prepared, db = _campaign(tmp_path)
     lost = prepared.runs[0]
-    summary = Engine(prepared, db, LosingExecutor({lost.key}), Console(quiet=True)).run(set())
+    summary = Engine(prepared, db, LosingExecutor({lost.key}), SilentReporter()).run(set())
     runs = {r["key"]: r for r in rows(db, "SELECT key, status, attempts FROM runs")}
     assert runs[lost.key]["status"] == "interrupted" and runs[lost.key]["attempts"] == 2
     assert all(r["status"] == "ok" for k, r in runs.items() if k != lost.key)

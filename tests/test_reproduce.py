@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from rich.console import Console
 
 from fecbench.host import cleanup
 from fecbench.inputs.errors import SpecError, UserError
 from fecbench.runners.executors.engine import Engine
+from fecbench.runners.executors.progress import SilentReporter
 from fecbench.runners.executors.serial import SerialExecutor
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.verdicts import budgeting, profiles
@@ -439,7 +439,7 @@ def test_engine_runs_only_the_listed_runs_and_stops_in_time(tmp_path: Path, monk
     def engine(**kw) -> Engine:
         executor = SerialExecutor(prepared, db, link_backend=None,
                                   testbed_factory=lambda t, v, b: FakeTestbed(t, v, b))
-        return Engine(prepared, db, executor, Console(quiet=True), **kw)
+        return Engine(prepared, db, executor, SilentReporter(), **kw)
 
     summary = engine(only=chosen).run(set())
     assert summary.selected == 3 and summary.counts["ok"] == 3

@@ -10,12 +10,12 @@ import math
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from fecbench.host import cleanup
 from fecbench.records.status import Status
 from fecbench.runners.executors.engine import Engine, Tail
 from fecbench.runners.executors.jobs import JobsExecutor
+from fecbench.runners.executors.progress import SilentReporter
 from fecbench.runners.experiment.prepare import prepare
 from fecbench.verdicts import allocate, profiles
 from fecbench.verdicts import campaign as cp
@@ -45,7 +45,7 @@ def test_an_idle_network_takes_the_runs_the_tail_gives(tmp_path: Path, monkeypat
 
     executor = JobsExecutor(prepared, db, 2, link_backend=None,
                             testbed_factory=lambda topo, values, backend: FakeTestbed(topo, values, backend))
-    summary = Engine(prepared, db, executor, Console(quiet=True), todo=[hang, first], fill_tail=fill_tail).run(set())
+    summary = Engine(prepared, db, executor, SilentReporter(), todo=[hang, first], fill_tail=fill_tail).run(set())
     assert asked and set(asked[0].running) == {hang.key} and asked[0].idle == 1 and hang.key in asked[0].held
     recorded = {r["key"]: r for r in rows(db, "SELECT key, status, attempts FROM runs")}
     assert recorded[hang.key]["status"] == Status.TIMEOUT and recorded[hang.key]["attempts"] == 1

@@ -29,12 +29,13 @@ from fecbench.records import db as dbmod
 from fecbench.runners.commands import pipeline
 from fecbench.runners.executors import Machine, make_executor, selection, serial
 from fecbench.runners.executors.engine import Engine
+from fecbench.runners.executors.progress import SilentReporter
 from fecbench.runners.experiment.prepare import Prepared, prepare
 from fecbench.verdicts import samples
 from tests.helpers.campaign import fake_design, rows
 from tests.helpers.fake_testbed import FakeTestbed
 
-QUIET = Console(quiet=True)
+QUIET = SilentReporter()
 #: Every table whose rows are a run's (keyed by run_key), and the runs table itself.
 RUN_TABLES = ("runs", "metrics", "link_stats", "fidelity", "endpoint_timing", "link_events", "flows", "artifacts",
               "earlier_outcomes")

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from fecbench.host import cleanup
 from fecbench.inputs.errors import SpecError
 from fecbench.runners.executors.engine import Engine
+from fecbench.runners.executors.progress import SilentReporter
 from fecbench.runners.executors.selection import parse_retry
 from fecbench.runners.executors.serial import SerialExecutor
 from fecbench.runners.experiment.checks import min_duration_s
@@ -152,7 +152,7 @@ def test_runs_without_the_workload_are_recorded_unsupported(tmp_path: Path) -> N
 
     db = tmp_path / "w.sqlite"
     executor = SerialExecutor(prepared, db, link_backend=None, testbed_factory=factory)
-    Engine(prepared, db, executor, Console(quiet=True)).run(parse_retry(None))
+    Engine(prepared, db, executor, SilentReporter()).run(parse_retry(None))
     runs = rows(db, "SELECT label, workload, status, error FROM runs")
     assert len(runs) == 8 and {r["workload"] for r in runs} == {"upload"}
     assert {r["status"] for r in runs if r["label"] == "fakeup"} == {"ok"}

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from fecbench.cli.compare import compare_command
 from fecbench.runners.commands.ab import CHUNK_RUNS
+from fecbench.runners.executors.progress import RichReporter
 from fecbench.runners.executors.quiet import FIDELITY_RERUNS
 
 console = Console()
@@ -44,7 +45,7 @@ def ab(base: Path = typer.Argument(..., metavar="BASE_DESIGN", help="The base bu
     ab_mod.same_runs(sides[0].prepared, sides[1].prepared)
     confine()
     out.mkdir(parents=True, exist_ok=True)
-    stopped = ab_mod.interleave(*sides, pipeline.Machine(), console, chunk=chunk, reruns=reruns)
+    stopped = ab_mod.interleave(*sides, pipeline.Machine(), RichReporter(console), chunk=chunk, reruns=reruns)
     for side in sides:
         done = ", ".join(f"{k} {v}" for k, v in sorted(side.counts.items())) or "nothing to do"
         console.print(f"{side.name} ({side.db}): {done}")

@@ -23,6 +23,7 @@ from rich.table import Table
 
 from fecbench.cli.options import error_rule
 from fecbench.inputs.errors import UserError
+from fecbench.runners.executors.progress import RichReporter
 
 console = Console()
 POWER_TIMES_S = (1800.0, 3600.0, 7200.0)
@@ -232,4 +233,5 @@ def bench_worlds(
         raise UserError(f"--world {unknown[0]!r}: no such world (worlds: {', '.join(known)})")
     if replays < 1:
         raise UserError("--replays: at least 1")
-    worlds.bench_worlds(replays, budgeting.parse_budget(budget), list(world) if world else None, console, error)
+    worlds.bench_worlds(replays, budgeting.parse_budget(budget), list(world) if world else None,
+                        RichReporter(console), error)

@@ -10,9 +10,8 @@ import typer
 from fecbench.inputs.errors import UserError
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from fecbench.runners.executors.dask_security import CampaignSecurity
+    from fecbench.runners.executors.progress import Reporter
 
 DASK = typer.Option(None, "--dask", help="Run on a Dask cluster: tls://SCHEDULER:8786, or local:N (N worker "
                     "processes here, TLS with per-campaign credentials).")
@@ -41,7 +40,7 @@ def error_rule(error: str | None) -> str | None:
 
 def machine_options(*, link_backend: str | None, jobs: str | None, recalibrate: bool, dask: str | None,
                     tls_ca_file: Path | None, tls_cert: Path | None, tls_key: Path | None, insecure: bool,
-                    dashboard: bool, console: Console) -> tuple[int | None, CampaignSecurity | None]:
+                    dashboard: bool, reporter: Reporter) -> tuple[int | None, CampaignSecurity | None]:
     """`--link-backend`, `--jobs`, `--recalibrate` and the --dask options, checked together as `run` and
     `reproduce` take them: the number of networks (default 1; None: auto) and the campaign's Dask credentials
     (None without --dask). Bad values and combinations: UserError."""
@@ -60,4 +59,4 @@ def machine_options(*, link_backend: str | None, jobs: str | None, recalibrate: 
         return count, None      # distributed.py (and Dask) not imported by a command on this machine only
     from fecbench.runners.executors.distributed import dask_options
 
-    return count, dask_options(dask, insecure, dashboard, tls, console)
+    return count, dask_options(dask, insecure, dashboard, tls, reporter)

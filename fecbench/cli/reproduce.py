@@ -11,6 +11,7 @@ from rich.table import Table
 
 from fecbench.cli import options
 from fecbench.inputs.errors import UserError
+from fecbench.runners.executors.progress import RichReporter
 
 console = Console()
 VERDICT_STYLE = {"holds": "green", "fails": "red", "at the threshold": "blue", "inconclusive": "yellow",
@@ -77,7 +78,7 @@ def reproduce(
 
     count, security = options.machine_options(
         link_backend=link_backend, jobs=jobs, recalibrate=recalibrate, dask=dask, tls_ca_file=tls_ca_file,
-        tls_cert=tls_cert, tls_key=tls_key, insecure=insecure, dashboard=dashboard, console=console)
+        tls_cert=tls_cert, tls_key=tls_key, insecure=insecure, dashboard=dashboard, reporter=RichReporter(console))
     machine = Machine(jobs=count, link_backend=link_backend, dask=dask, security=security, dashboard=dashboard,
                         recalibrate=recalibrate)
     from fecbench.host.paths import check_output_dir
@@ -95,7 +96,7 @@ def reproduce(
         if warning:
             console.print(f"[yellow]warning: {warning}[/]")
     outcome = session.reproduce(loaded, names, budget=seconds, full=full, machine=machine, root=root,
-                                console=console, run=not no_run, started=started, rule=error)
+                                reporter=RichReporter(console), run=not no_run, started=started, rule=error)
     _print_verdicts(outcome)
 
 

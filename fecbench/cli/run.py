@@ -15,6 +15,7 @@ from rich.text import Text
 
 from fecbench.cli import options
 from fecbench.inputs.errors import UserError
+from fecbench.runners.executors.progress import RichReporter
 from fecbench.runners.executors.quiet import FIDELITY_RERUNS
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def run(design: Path = typer.Argument(..., help="The design file (TOML)."),
     retry_set = parse_retry(retry)
     jobs_count, security = options.machine_options(
         link_backend=link_backend, jobs=jobs, recalibrate=recalibrate, dask=dask, tls_ca_file=tls_ca_file,
-        tls_cert=tls_cert, tls_key=tls_key, insecure=insecure, dashboard=dashboard, console=console)
+        tls_cert=tls_cert, tls_key=tls_key, insecure=insecure, dashboard=dashboard, reporter=RichReporter(console))
     machine = pipeline.Machine(jobs=jobs_count, dask=dask, link_backend=link_backend, keep_logs=keep_logs,
                                security=security, dashboard=dashboard, recalibrate=recalibrate, jobs_pilot=jobs_pilot)
     # 1. check the inputs, 2. plan the runs, 3. estimate ...
@@ -143,8 +144,9 @@ def _execute(prepared: Prepared, db_path: Path, todo: list[Run], machine: Machin
     from fecbench.runners.commands import pipeline
 
     try:
-        execution = pipeline.decide_execution(prepared, db_path, todo, machine, console)
-        summary = pipeline.execute(prepared, db_path, execution, console, retry=retry_set, breaker=breaker,
+        reporter = RichReporter(console)
+        execution = pipeline.decide_execution(prepared, db_path, todo, machine, reporter)
+        summary = pipeline.execute(prepared, db_path, execution, reporter, retry=retry_set, breaker=breaker,
                                    reruns=reruns)
     except KeyboardInterrupt:
         # sys.__stderr__: the progress display may still be redirecting sys.stderr.
@@ -160,7 +162,7 @@ def _twins(prepared: Prepared, db_path: Path, twins: int, machine: Machine, jobs
     of the campaign's twins (`twin_spread`)."""
     from fecbench.runners.commands import pipeline
 
-    twinned = pipeline.twins(prepared, db_path, twins, machine, jobs, console, reruns=reruns)
+    twinned = pipeline.twins(prepared, db_path, twins, machine, jobs, RichReporter(console), reruns=reruns)
     done = "no ok run left to twin" if twinned is None else \
         ", ".join(f"{k} {v}" for k, v in sorted(twinned.counts.items())) or "none ran"
     console.print(Text(f"twins: {twins} asked, {0 if twinned is None else twinned.selected} run again under their "

@@ -35,6 +35,7 @@ from fecbench.runners.commands.pipeline import Execution, execute
 from fecbench.runners.executors import Machine, make_executor
 from fecbench.runners.executors.engine import Executor, Finished
 from fecbench.runners.executors.jobs import CpuModel
+from fecbench.runners.executors.progress import Reporter
 from fecbench.runners.executors.quiet import FIDELITY_RERUNS
 from fecbench.runners.executors.selection import runs_to_do
 from fecbench.runners.experiment.runs import Run
@@ -129,7 +130,7 @@ def parallel(machine: Machine, campaign: Campaign | None = None, runs: list[Run]
     return n * 0.8 if n > 1 else 1.0
 
 
-def settle(machine: Machine, campaign: Campaign, target: Target, runs: list[Run], console: Any) -> bool:
+def settle(machine: Machine, campaign: Campaign, target: Target, runs: list[Run], reporter: Reporter) -> bool:
     """``--jobs auto`` is calibrated once per workload class, on the first campaign of the class that runs: the
     calibration ``runners.executors.calibrations`` makes (or reuses) on its design, its serial pilot drawn from
     ``runs`` (those the budget chose) and recorded as results. The machine keeps each class's calibration (and the
@@ -142,7 +143,7 @@ def settle(machine: Machine, campaign: Campaign, target: Target, runs: list[Run]
     if key in machine.by_class:
         return False
     todo = runs_to_do(campaign.prepared, target.db, set(), only=runs)
-    calibration = for_campaign(campaign.prepared, target.db, machine.link_backend, console, runs=todo,
+    calibration = for_campaign(campaign.prepared, target.db, machine.link_backend, reporter, runs=todo,
                                pilot_runs=PILOT_RUNS, recalibrate=machine.recalibrate)
     machine.by_class[key] = calibration
     if machine.jobs is None:
@@ -151,16 +152,16 @@ def settle(machine: Machine, campaign: Campaign, target: Target, runs: list[Run]
 
 
 def calibrate(items: list[tuple[Target, Campaign, list[Run]]], machine: Machine, deadline: float | None,
-              console: Any) -> bool:
+              reporter: Reporter) -> bool:
     """--jobs auto: ``settle`` on the first campaign that has runs to do (its serial pilot's runs are results);
     False when the budget ended first."""
     target, campaign, runs = next(item for item in items if item[2])
     try:
         with deadline_alarm(deadline):
-            settle(machine, campaign, target, runs, console)
+            settle(machine, campaign, target, runs, reporter)
     except BudgetSpent:
-        console.print("[yellow]time budget spent while calibrating --jobs auto: the pilot's runs in "
-                      "flight are recorded interrupted (redone next time)[/]")
+        reporter.say("[yellow]time budget spent while calibrating --jobs auto: the pilot's runs in "
+                     "flight are recorded interrupted (redone next time)[/]")
         return False
     # The calibration records its pilot's runs itself and hands back no outcomes: what they did is read back.
     read(campaign)
@@ -178,7 +179,7 @@ def share_ends(started: float, deadline: float | None, estimated: float, saved: 
 
 
 def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine, deadline: float | None,
-            console: Any, fill: Callable[..., list[Run]] | None = None) -> list[Ran]:
+            reporter: Reporter, fill: Callable[..., list[Run]] | None = None) -> list[Ran]:
     """Run each campaign's chosen runs in turn (see the module for the time rules), each outcome recorded in its
     campaign as the engine reports it; ``fill(campaign, tail, last=)``: more of a campaign's runs for its networks
     idle in its tail (``last``: the batch's last campaign with runs)."""
@@ -190,7 +191,7 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine
             continue
         if machine.jobs is None or (machine.by_class and _class_calibration(machine, campaign) is None):
             # --jobs auto, this workload class not calibrated yet (its pilot's runs are then done: runs_to_do skips)
-            if not calibrate([(target, campaign, runs)], machine, deadline, console):
+            if not calibrate([(target, campaign, runs)], machine, deadline, reporter):
                 break
         n = networks(machine, campaign)
         estimated = sum(campaign.seconds(r) for r in runs) / parallel(machine, campaign, runs) + CAMPAIGN_START_S
@@ -201,10 +202,10 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine
         if stop_at is not None and stop_at <= started:
             done.append(Ran(target, len(runs), {}, 0.0, estimated, out_of_time=len(runs), jobs=n))
             continue
-        console.print(f"[bold]{target.profile} / {campaign.prepared.design.name}[/]: {len(runs)} run(s), "
-                      f"estimated {estimated / 60:.1f} min → {target.db}")
+        reporter.say(f"[bold]{target.profile} / {campaign.prepared.design.name}[/]: {len(runs)} run(s), "
+                     f"estimated {estimated / 60:.1f} min → {target.db}")
         calibration = _calibration(machine, campaign)
-        executor = make_executor(campaign.prepared, target.db, machine, n, calibration, console)
+        executor = make_executor(campaign.prepared, target.db, machine, n, calibration, reporter)
         finished: list[Finished] = []
         more = None if fill is None else partial(fill, campaign, last=index == last)
         try:
@@ -212,14 +213,14 @@ def run_all(items: list[tuple[Target, Campaign, list[Run]]], *, machine: Machine
                 # A flagged run the allocator chose runs once more (its first outcome kept aside).
                 todo = runs_to_do(campaign.prepared, target.db, set(RUN_AGAIN), only=runs)
                 summary = execute(campaign.prepared, target.db, Execution(executor, todo, calibration, n),
-                                  console, retry=set(RUN_AGAIN), reruns=FIDELITY_RERUNS, stop_at=stop_at,
+                                  reporter, retry=set(RUN_AGAIN), reruns=FIDELITY_RERUNS, stop_at=stop_at,
                                   on_finished=partial(_recorded, finished, campaign), fill_tail=more)
             _ran_on(machine, executor)
         except BudgetSpent:
             done.append(Ran(target, len(runs), {}, time.monotonic() - started, estimated, stopped=True, jobs=n,
                             finished=finished))
-            console.print("[yellow]time budget spent: the runs in flight are recorded interrupted (redone next "
-                          "time)[/]")
+            reporter.say("[yellow]time budget spent: the runs in flight are recorded interrupted (redone next "
+                         "time)[/]")
             break
         took = time.monotonic() - started
         saved += estimated - took

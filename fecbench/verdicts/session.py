@@ -28,6 +28,7 @@ from typing import Any
 
 from fecbench.runners.executors import Machine
 from fecbench.runners.executors.engine import Tail
+from fecbench.runners.executors.progress import Reporter
 from fecbench.runners.executors.selection import continue_recorded
 from fecbench.runners.experiment.runs import Run
 from fecbench.verdicts import allocate, budgeting, execute, page, profiles, seeds
@@ -137,7 +138,7 @@ def first_batch(pack: Pack, names: list[str], budget: float | None, full: bool, 
 
 
 def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool, machine: Machine,
-              root: Path, console: Any, run: bool = True, started: float | None = None,
+              root: Path, reporter: Reporter, run: bool = True, started: float | None = None,
               rule: str = FAMILY_WISE) -> Reproduction:
     """The whole command (see the module). ``budget`` in seconds from ``started`` (time.monotonic()),
     None with ``full``; ``machine``: where the runs run (`fecbench run`'s ``Machine``); ``rule``: how the page's
@@ -147,11 +148,11 @@ def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool,
     looks = root / pack.name / "looks.json"
     runs = ReproductionRuns()
     if run and budget is None:
-        runs = _full(pack, targets, campaigns, full, machine, console)
+        runs = _full(pack, targets, campaigns, full, machine, reporter)
     elif run:
         assert budget is not None
         deadline = started + budget - reserve_s(pack, names)
-        runs = _batches(pack, names, targets, campaigns, deadline, machine, console, looks, rule)
+        runs = _batches(pack, names, targets, campaigns, deadline, machine, reporter, looks, rule)
     verdicts = ev.evaluate(pack, _dbs(targets), names, _prepared(campaigns), rule=rule)
     ev.count_looks(looks, verdicts)
     allocate.explain_undecided(verdicts, campaigns, runs.idle, "budget" if run and budget is not None else
@@ -163,11 +164,12 @@ def reproduce(pack: Pack, names: list[str], *, budget: float | None, full: bool,
                         planned=runs.planned, idle=runs.idle)
 
 
-def _full(pack: Pack, targets: dict, campaigns: dict, full: bool, machine: Machine, console: Any) -> ReproductionRuns:
+def _full(pack: Pack, targets: dict, campaigns: dict, full: bool, machine: Machine,
+          reporter: Reporter) -> ReproductionRuns:
     """``--full``: every run the designs list, in one go (no look before the verdicts)."""
     selection = budgeting.select(pack.claims, campaigns, None, full=full)
     planned = {"runs": sum(len(r) for r in selection.runs.values()), "estimated_s": sum(selection.seconds.values())}
-    ran = execute.run_all(_items(targets, campaigns, selection), machine=machine, deadline=None, console=console)
+    ran = execute.run_all(_items(targets, campaigns, selection), machine=machine, deadline=None, reporter=reporter)
     return ReproductionRuns(ran, selection=selection, planned=planned)
 
 
@@ -213,7 +215,7 @@ class TailFill:
 
 
 def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadline: float, machine: Machine,
-             console: Any, looks: Path, rule: str) -> ReproductionRuns:
+             reporter: Reporter, looks: Path, rule: str) -> ReproductionRuns:
     """Batch after batch until every claim stopped or the time is spent: evaluate (a look) → allocate the next
     batch → execute it (networks idle in a campaign's tail take more of its runs: ``TailFill``), each outcome
     recorded in its campaign as it ends."""
@@ -229,14 +231,14 @@ def _batches(pack: Pack, names: list[str], targets: dict, campaigns: dict, deadl
         if not any(runs.selection.runs.values()):
             break
         if machine.jobs is None:   # --jobs auto, not calibrated yet (with --dask, jobs is 1)
-            if not execute.calibrate(_items(targets, campaigns, runs.selection), machine, deadline, console):
+            if not execute.calibrate(_items(targets, campaigns, runs.selection), machine, deadline, reporter):
                 break
             cp.share_factors(list(campaigns.values()))
             continue   # the batch planned again for the networks chosen
         runs.add_batch(runs.selection)
         fill.look(verdicts, runs.selection, batch_seconds(left))
         done = execute.run_all(_items(targets, campaigns, runs.selection), machine=machine, deadline=deadline,
-                               console=console, fill=fill)
+                               reporter=reporter, fill=fill)
         runs.ran = execute.merge(runs.ran + done)   # one row per campaign over its batches
         cp.share_factors(list(campaigns.values()))
         if any(r.stopped for r in done) or not any(r.counts for r in done):

@@ -23,9 +23,8 @@ from typing import TYPE_CHECKING
 from fecbench.inputs.errors import UserError
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from fecbench.runners.executors import Machine
+    from fecbench.runners.executors.progress import Reporter
     from fecbench.runners.experiment.prepare import Prepared
     from fecbench.runners.experiment.runs import Run
 
@@ -68,7 +67,7 @@ def order(index: int, base: Side, head: Side) -> tuple[Side, Side]:
     return (base, head) if index % 2 == 0 else (head, base)
 
 
-def interleave(base: Side, head: Side, machine: Machine, console: Console, *, chunk: int = CHUNK_RUNS,
+def interleave(base: Side, head: Side, machine: Machine, reporter: Reporter, *, chunk: int = CHUNK_RUNS,
                reruns: int = 0) -> str | None:
     """Run both sides' runs still to do, chunk by chunk (``order``), each side on its own executor built per chunk
     (its networks torn down before the other side runs); each side's ``counts`` gets its outcomes. Returns why
@@ -87,9 +86,9 @@ def interleave(base: Side, head: Side, machine: Machine, console: Console, *, ch
             runs = [todo[side.name][key] for key in keys if key in todo[side.name]]
             if not runs:
                 continue
-            console.print(f"chunk {index + 1}/{len(parts)}: {side.name}, {len(runs)} run(s)")
-            executor = make_executor(side.prepared, side.db, machine, jobs, None, console)
-            summary = pipeline.execute(side.prepared, side.db, Execution(executor, runs, None, jobs), console,
+            reporter.say(f"chunk {index + 1}/{len(parts)}: {side.name}, {len(runs)} run(s)")
+            executor = make_executor(side.prepared, side.db, machine, jobs, None, reporter)
+            summary = pipeline.execute(side.prepared, side.db, Execution(executor, runs, None, jobs), reporter,
                                        retry=set(), reruns=reruns)
             side.counts.update(summary.counts)
             if summary.aborted:

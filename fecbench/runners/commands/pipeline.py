@@ -14,9 +14,8 @@ from fecbench.runners.executors import Machine, make_executor
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from rich.console import Console
-
     from fecbench.runners.executors.engine import Executor, Finished, Summary, Tail
+    from fecbench.runners.executors.progress import Reporter
     from fecbench.runners.experiment.estimate import CampaignEstimate
     from fecbench.runners.experiment.prepare import Prepared
     from fecbench.runners.experiment.runs import Run
@@ -72,7 +71,7 @@ def estimate(prepared: Prepared, todo: list[Run], machine: Machine, db_path: Pat
 
 
 def decide_execution(prepared: Prepared, db_path: Path, todo: list[Run], machine: Machine,
-                     console: Console) -> Execution:
+                     reporter: Reporter) -> Execution:
     """The executor for the machine chosen; --jobs auto calibrates first (its serial pilot's runs are kept)."""
     jobs, calibration = machine.jobs, None
     if jobs is None and not todo:
@@ -80,17 +79,17 @@ def decide_execution(prepared: Prepared, db_path: Path, todo: list[Run], machine
     if jobs is None:
         from fecbench.runners.executors.calibrations import for_campaign
 
-        calibration = for_campaign(prepared, db_path, machine.link_backend, console, runs=todo,
+        calibration = for_campaign(prepared, db_path, machine.link_backend, reporter, runs=todo,
                                    pilot_runs=machine.jobs_pilot, recalibrate=machine.recalibrate)
         jobs = int(calibration["chosen"])
         kept = set(calibration["recorded"])
         todo = [run for run in todo if run.key not in kept]
-    executor = make_executor(prepared, db_path, machine, jobs, calibration, console)
+    executor = make_executor(prepared, db_path, machine, jobs, calibration, reporter)
     return Execution(executor, todo, calibration, jobs)
 
 
 # --- 4. execute --------------------------------------------------------------------------------------------
-def execute(prepared: Prepared, db_path: Path, execution: Execution, console: Console, *, retry: set[str],
+def execute(prepared: Prepared, db_path: Path, execution: Execution, reporter: Reporter, *, retry: set[str],
             breaker: int = 5, reruns: int = 0, stop_at: float | None = None,
             on_finished: Callable[[Finished], None] | None = None,
             fill_tail: Callable[[Tail], list[Run]] | None = None) -> Summary:
@@ -98,11 +97,11 @@ def execute(prepared: Prepared, db_path: Path, execution: Execution, console: Co
     told of each outcome the engine records as the run's; ``fill_tail``: more runs for idle networks)."""
     from fecbench.runners.executors.engine import Engine
 
-    return Engine(prepared, db_path, execution.executor, console, breaker_runs=breaker, todo=execution.todo,
+    return Engine(prepared, db_path, execution.executor, reporter, breaker_runs=breaker, todo=execution.todo,
                   fidelity_reruns=reruns, stop_at=stop_at, on_finished=on_finished, fill_tail=fill_tail).run(retry)
 
 
-def twins(prepared: Prepared, db_path: Path, n: int, machine: Machine, jobs: int, console: Console, *,
+def twins(prepared: Prepared, db_path: Path, n: int, machine: Machine, jobs: int, reporter: Reporter, *,
           reruns: int = 0) -> Summary | None:
     """``--twins N``: N of the campaign's ok runs run again under their keys on as many networks as the campaign
     used (``selection.twins``: seeded, none twinned twice), each recorded beside its run (the twins table), never in
@@ -113,8 +112,8 @@ def twins(prepared: Prepared, db_path: Path, n: int, machine: Machine, jobs: int
     todo = selection.twins(prepared, db_path, n)
     if not todo:
         return None
-    executor = make_executor(prepared, db_path, machine, jobs, None, console, twins=True)
-    return Engine(prepared, db_path, executor, console, todo=todo, fidelity_reruns=reruns, twins=True).run(set())
+    executor = make_executor(prepared, db_path, machine, jobs, None, reporter, twins=True)
+    return Engine(prepared, db_path, executor, reporter, todo=todo, fidelity_reruns=reruns, twins=True).run(set())
 
 
 # --- 5. summarise ------------------------------------------------------------------------------------------

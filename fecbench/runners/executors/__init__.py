@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from fecbench.runners.executors.dask_security import CampaignSecurity
     from fecbench.runners.executors.engine import Executor
+    from fecbench.runners.executors.progress import Reporter
     from fecbench.runners.experiment.prepare import Prepared
 
 
@@ -41,7 +40,7 @@ class Machine:
 
 
 def make_executor(prepared: Prepared, db_path: Path, machine: Machine, jobs: int,
-                  calibration: dict[str, Any] | None, console: Console, *, twins: bool = False) -> Executor:
+                  calibration: dict[str, Any] | None, reporter: Reporter, *, twins: bool = False) -> Executor:
     """A Dask executor when a cluster is named; N networks here when N > 1 or a calibration chose (its choice is
     recorded, even of one network); else one network here. ``twins``: its runs are twins (`fecbench run --twins`),
     whose run folders and artifacts go apart from their runs' (`serial.twin_log_root`)."""
@@ -52,7 +51,7 @@ def make_executor(prepared: Prepared, db_path: Path, machine: Machine, jobs: int
         from fecbench.runners.executors.distributed import DaskExecutor
 
         executor = DaskExecutor(prepared, db_path, machine.dask, link_backend=machine.link_backend,
-                                keep_logs=machine.keep_logs, console=console, security=machine.security,
+                                keep_logs=machine.keep_logs, reporter=reporter, security=machine.security,
                                 dashboard=machine.dashboard)
     elif jobs > 1 or calibration is not None:
         from fecbench.runners.executors.jobs import JobsExecutor

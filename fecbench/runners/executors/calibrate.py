@@ -74,7 +74,7 @@ from fecbench.runners.run.testbed import MininetTestbed, Testbed
 from fecbench.timekeeping import endpoint_timing, lateness
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from fecbench.runners.executors.progress import Reporter
 
 CANDIDATES = (1, 2, 4, 8, 16, 32)  # up to jobs.MAX_JOBS
 PILOT_RUNS = 16
@@ -188,9 +188,9 @@ class RecordedSerialPilot:
     """The serial reference run as an ordinary session of the campaign on `db_path` (progress, records,
     fidelity re-runs): its runs are results of the campaign, and the calibration reads their outcomes."""
 
-    def __init__(self, prepared: Prepared, db_path: Path, link_backend: str | None, console: Console | None = None,
+    def __init__(self, prepared: Prepared, db_path: Path, link_backend: str | None, reporter: Reporter | None = None,
                  factory: TestbedFactory = MininetTestbed) -> None:
-        self.prepared, self.db_path, self.link_backend, self.console = prepared, db_path, link_backend, console
+        self.prepared, self.db_path, self.link_backend, self.reporter = prepared, db_path, link_backend, reporter
         self.factory = factory
         self.host: tuple[str, dict[str, Any]] | None = None   # backend and host information of its last session
 
@@ -203,7 +203,7 @@ class RecordedSerialPilot:
 
         executor = SerialExecutor(self.prepared, self.db_path, link_backend=self.link_backend,
                                   testbed_factory=self.factory)
-        engine = Engine(self.prepared, self.db_path, executor, self.console, todo=pilot, on_finished=keep)
+        engine = Engine(self.prepared, self.db_path, executor, self.reporter, todo=pilot, on_finished=keep)
         engine.run(set())
         if engine.recorder is not None:
             self.host = (executor.backend(), executor.host_info())

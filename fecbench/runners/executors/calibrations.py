@@ -40,9 +40,8 @@ from fecbench.runners.run.testbed import MininetTestbed
 from fecbench.timekeeping.lateness import QUANTILE_FRAMES, criterion_text
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from fecbench.runners.executors.calibrate import SerialPilot
+    from fecbench.runners.executors.progress import Reporter
 
 MAX_AGE_H = 7 * 24
 CONFIRM_RUNS = 6
@@ -170,18 +169,18 @@ def auto_jobs(prepared: Prepared, link_backend: str | None, *, runs: list[Run] |
     return {**calibration, "reused": None, "confirmation": confirmation, "recorded": pilots if recorded else []}
 
 
-def for_campaign(prepared: Prepared, db_path: Path, link_backend: str | None, console: Console, *, runs: list[Run],
+def for_campaign(prepared: Prepared, db_path: Path, link_backend: str | None, reporter: Reporter, *, runs: list[Run],
                  pilot_runs: int, recalibrate: bool) -> dict[str, Any]:
     """`--jobs auto` for a campaign (`fecbench run`, `fecbench reproduce`): `auto_jobs` with its serial pilots
-    drawn from `runs` and recorded in the campaign's database, each measurement said on the console, and the
+    drawn from `runs` and recorded in the campaign's database, each measurement said to the reporter, and the
     result recorded with the campaign."""
-    console.print(f"--jobs auto: calibrating on {prepared.design.name} (the serial pilot's runs are kept as "
-                  "results of the campaign)")
-    serial = full.RecordedSerialPilot(prepared, db_path, link_backend, console)
+    reporter.say(f"--jobs auto: calibrating on {prepared.design.name} (the serial pilot's runs are kept as "
+                 "results of the campaign)")
+    serial = full.RecordedSerialPilot(prepared, db_path, link_backend, reporter)
     calibration = auto_jobs(prepared, link_backend, runs=runs, serial_pilot=serial, pilot_runs=pilot_runs,
-                            recalibrate=recalibrate, report=lambda row: console.print(row_text(row)))
+                            recalibrate=recalibrate, report=lambda row: reporter.say(row_text(row)))
     serial.record(calibration)
-    console.print(choice_text(calibration))
+    reporter.say(choice_text(calibration))
     return calibration
 
 
@@ -224,7 +223,7 @@ def plan_text(prepared: Prepared, link_backend: str | None, runs: list[Run], sec
 
 
 def row_text(row: dict[str, Any]) -> str:
-    """One measured row of a calibration or confirmation, for the console."""
+    """One measured row of a calibration or confirmation, for the reporter."""
     def ms(value: float | None) -> str:
         return "-" if value is None else f"{value:.3g} ms"
 

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from distributed import Client, Worker, WorkerPlugin
-    from rich.console import Console
+
+    from fecbench.runners.executors.progress import Reporter
 
 INSTALL_HINT = "pip install 'fecbench[cluster]'"
 CONNECT_TIMEOUT_S = 10
@@ -62,7 +63,7 @@ def teardown_plugin(ignore_sigint: bool = False) -> WorkerPlugin:
 
 @contextlib.contextmanager
 def connect(kind: str, value: int | str, security: CampaignSecurity, dashboard: bool,
-            console: Console) -> Iterator[Client]:
+            reporter: Reporter) -> Iterator[Client]:
     """A Dask client on the given scheduler, or on a LocalCluster of `value` processes that lives as long.
     The local cluster listens on 127.0.0.1 only and speaks mutual TLS with the campaign's own credentials."""
     distributed = require_distributed()
@@ -84,7 +85,7 @@ def connect(kind: str, value: int | str, security: CampaignSecurity, dashboard: 
                                                silence_logs=silence)
         try:
             if dashboard:
-                console.print(f"Dask dashboard (this machine only): {cluster.dashboard_link}")
+                reporter.say(f"Dask dashboard (this machine only): {cluster.dashboard_link}")
             with distributed.Client(cluster, security=security.security) as client:
                 yield client
         finally:

@@ -39,6 +39,7 @@ from fecbench.runners.executors.dask_client import connect, require_distributed,
 from fecbench.runners.executors.dask_security import CampaignSecurity, TlsFiles
 from fecbench.runners.executors.dask_worker import WorkerRefused, identity, worker_run, worker_setup, worker_teardown
 from fecbench.runners.executors.engine import Finished, Started
+from fecbench.runners.executors.progress import Reporter, RichReporter
 from fecbench.runners.executors.selection import RunQueue
 from fecbench.runners.executors.serial import log_root_for
 from fecbench.runners.experiment.prepare import Prepared
@@ -48,7 +49,6 @@ from fecbench.runners.run.recorder import impls_fingerprint
 
 if TYPE_CHECKING:
     from distributed import Client, Future
-    from rich.console import Console
 
 WORKER_WAIT_S = 60          # how long to wait for a first (or, after all died, a new) worker
 POLL_S = 0.5                # how often the coordinator looks for dead and new workers
@@ -112,15 +112,13 @@ class DaskExecutor:
     """Hands runs to Dask workers (grouped by point, one in flight per worker); returns their outcomes."""
 
     def __init__(self, prepared: Prepared, db_path: Path, target: str, *, link_backend: str | None,
-                 keep_logs: bool = False, console: Console | None = None, security: CampaignSecurity | None = None,
+                 keep_logs: bool = False, reporter: Reporter | None = None, security: CampaignSecurity | None = None,
                  dashboard: bool = False) -> None:
-        from rich.console import Console
-
         self.prepared, self.target = prepared, target
         self.kind, self.value = parse_target(target)
         self.security = security or campaign_security(target)
         self.link_backend, self.keep_logs, self.dashboard = link_backend, keep_logs, dashboard
-        self.console = console or Console()
+        self.reporter = reporter or RichReporter()
         self.name = f"Dask {target}"
         self.token = uuid.uuid4().hex
         self.identity = identity(prepared, impls_fingerprint(prepared.design))
@@ -147,7 +145,7 @@ class DaskExecutor:
 
     def __enter__(self) -> DaskExecutor:
         self.client = self._stack.enter_context(connect(self.kind, self.value, self.security, self.dashboard,
-                                                        self.console))
+                                                        self.reporter))
         self.client.register_plugin(teardown_plugin(ignore_sigint=self.kind == "local"), name="fecbench-teardown")
         return self
 
@@ -291,7 +289,7 @@ class DaskExecutor:
         return lost
 
     def _worker_gone(self, worker: _Worker) -> None:
-        self.console.print(f"[yellow]worker {worker.address} ({worker.host}, pid {worker.pid}) left the cluster[/]")
+        self.reporter.say(f"[yellow]worker {worker.address} ({worker.host}, pid {worker.pid}) left the cluster[/]")
         self.seen.discard(worker.address)  # a worker restarted on a fixed port comes back: set it up again
         if worker.host == socket.gethostname():
             self.dead_local_pids.add(worker.pid)
@@ -365,7 +363,7 @@ class DaskExecutor:
             except WorkerLeft:
                 self._setup_void(future, address)
             except Exception as exc:  # a late worker that is not comparable is left out, not fatal
-                self.console.print(f"[yellow]worker {address} left out: {exc}[/]")
+                self.reporter.say(f"[yellow]worker {address} left out: {exc}[/]")
             return []
         if future not in self.inflight:
             return []
@@ -434,7 +432,7 @@ def campaign_security(target: str, insecure: bool = False, tls: TlsFiles | None 
 
 
 def dask_options(dask: str | None, insecure: bool, dashboard: bool, tls: TlsFiles,
-                 console: Console) -> CampaignSecurity | None:
+                 reporter: Reporter) -> CampaignSecurity | None:
     """The --dask options of a command, checked together: the campaign's credentials (None without --dask);
     an unauthenticated cluster is allowed with --insecure only, and said."""
     if dask is None:
@@ -445,6 +443,6 @@ def dask_options(dask: str | None, insecure: bool, dashboard: bool, tls: TlsFile
     if dashboard and not dask.startswith("local:"):
         raise UserError("--dashboard is for --dask local:N (a cluster's own scheduler serves its dashboard)")
     if not security.authenticated:
-        console.print(f"[yellow]warning: --dask {dask} is unauthenticated: anyone who can reach it can run code "
-                      "as root on its workers; the campaign records this[/]")
+        reporter.say(f"[yellow]warning: --dask {dask} is unauthenticated: anyone who can reach it can run code "
+                     "as root on its workers; the campaign records this[/]")
     return security

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fecbench.records.status import Status
-from fecbench.runners.executors.progress import counts_text, progress_bar
+from fecbench.runners.executors.progress import Reporter, RichReporter, counts_text
 from fecbench.runners.executors.quiet import FIDELITY_RERUNS, Quiet, wait_for_quiet
 from fecbench.runners.executors.selection import RunQueue, runs_to_do
 from fecbench.runners.experiment.prepare import Prepared
@@ -40,8 +40,6 @@ from fecbench.timekeeping.checks import FLAGGED
 
 if TYPE_CHECKING:
     from types import FrameType
-
-    from rich.console import Console
 
 # Consecutive harness errors (not implementation failures) after which the campaign stops.
 MAX_HARNESS_ERRORS = 5
@@ -161,16 +159,14 @@ class Summary:
 class Engine:
     """Runs a prepared campaign's selected runs on an executor and records every start and outcome."""
 
-    def __init__(self, prepared: Prepared, db_path: Path, executor: Executor, console: Console | None = None,
+    def __init__(self, prepared: Prepared, db_path: Path, executor: Executor, reporter: Reporter | None = None,
                  breaker_runs: int = BREAKER_RUNS, sample: int | None = None, only: list[Run] | None = None,
                  stop_at: float | None = None, todo: list[Run] | None = None,
                  fidelity_reruns: int = FIDELITY_RERUNS, on_finished: Callable[[Finished], None] | None = None,
                  quiet_wait: Callable[[], Quiet] = wait_for_quiet, asked: str | None = None, twins: bool = False,
                  fill_tail: Callable[[Tail], list[Run]] | None = None) -> None:
-        from rich.console import Console
-
         self.prepared, self.db_path, self.executor = prepared, db_path, executor
-        self.console = console or Console()
+        self.reporter = reporter or RichReporter()
         self.recorder: Recorder | None = None
         self.started_at: dict[str, float] = {}
         self.harness_errors = 0
@@ -256,9 +252,9 @@ class Engine:
             why = (f"fidelity: re-run {round_no} of at most {self.fidelity_reruns} at the end of the campaign, one "
                    f"at a time ({quiet.text()})")
             self.again_why = {run.key: (why, True) for run in again}
-            self.console.print(f"re-running {len(again)} fidelity-flagged run(s), round {round_no} of at most "
-                               f"{self.fidelity_reruns}, one at a time ({quiet.text()}; --reruns 0: keep them "
-                               "flagged)")
+            self.reporter.say(f"re-running {len(again)} fidelity-flagged run(s), round {round_no} of at most "
+                              f"{self.fidelity_reruns}, one at a time ({quiet.text()}; --reruns 0: keep them "
+                              "flagged)")
             before = summary.retried
             self._cycle(again, summary, one_at_a_time=True)
             still = sum(self.finished_statuses.get(run.key) == FLAGGED for run in again)
@@ -296,16 +292,14 @@ class Engine:
         ``one_at_a_time`` (re-runs of flagged runs), the next only once none is in flight."""
         executor = self.executor
         queue = self.queue = RunQueue(todo)
-        progress = progress_bar(self.console)
         name = self.prepared.design.name
-        with progress:
-            if not one_at_a_time:
-                from fecbench.runners.experiment.estimate import estimate_campaign
+        if not one_at_a_time:
+            from fecbench.runners.experiment.estimate import estimate_campaign
 
-                estimate = estimate_campaign(self.prepared, todo, getattr(executor, "jobs", 1), self.db_path)
-                self.estimated_wall_s = estimate.wall_s
-                self.console.print(f"{len(todo)} run(s) to do on {executor.name}, {estimate.text()}")
-            task = progress.add_task(name if not one_at_a_time else f"{name} (re-runs)", total=len(todo), counts="")
+            estimate = estimate_campaign(self.prepared, todo, getattr(executor, "jobs", 1), self.db_path)
+            self.estimated_wall_s = estimate.wall_s
+            self.reporter.say(f"{len(todo)} run(s) to do on {executor.name}, {estimate.text()}")
+        with self.reporter.bar(name if not one_at_a_time else f"{name} (re-runs)", len(todo)) as progress:
             done_runs, left_out = 0, 0
             while (queue or executor.busy()) and not summary.aborted:
                 if self.stop_at is not None and queue and time.monotonic() >= self.stop_at:
@@ -315,13 +309,13 @@ class Engine:
                         summary.out_of_time += drained
                 for started in self._dispatch(queue, one_at_a_time):
                     run = started.run
-                    progress.update(task, description=f"{name} [{run.label} p{run.point} r{run.repetition}]")
+                    progress.update(description=f"{name} [{run.label} p{run.point} r{run.repetition}]")
                 done = executor.collect(POLL_S)
                 done_runs += sum(f.again is None for f in done)   # a lost run counts when it ends again
                 self._record_all(done, summary)
                 if done and not queue and not one_at_a_time and executor.busy():
                     self._fill(queue, todo, summary)
-                progress.update(task, completed=done_runs, counts=counts_text(summary.counts),
+                progress.update(completed=done_runs, counts=counts_text(summary.counts),
                                 total=len(todo) - sum(b.skipped for b in summary.breakers) - left_out)
                 if executor.host_info_changed():
                     assert self.recorder is not None
@@ -376,7 +370,7 @@ class Engine:
         todo.extend(more)
         summary.selected += len(more)
         self.selected += len(more)
-        self.console.print(f"{len(more)} more run(s) for the idle network(s) while {len(running)} run(s) finish")
+        self.reporter.say(f"{len(more)} more run(s) for the idle network(s) while {len(running)} run(s) finish")
 
     def _record_all(self, done: list[Finished], summary: Summary) -> None:
         for finished in done:
@@ -428,7 +422,7 @@ class Engine:
         summary.breakers.append(breaker)
         assert self.recorder is not None
         self.recorder.breaker(breaker.label, breaker.runs, breaker.status, breaker.error, breaker.skipped)
-        self.console.print(f"[red]circuit breaker: {breaker.text()}[/]")
+        self.reporter.say(f"[red]circuit breaker: {breaker.text()}[/]")
 
 
 def summary_done(summary: Summary) -> int:

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from fecbench.host.paths import REPO_ROOT
+from fecbench.runners.executors.progress import Reporter, RichReporter
 from fecbench.verdicts import campaign as cp
 from fecbench.verdicts import draws as dr
 from fecbench.verdicts import evaluate as ev
@@ -413,12 +414,11 @@ def _claim_line(cid: str, r: Result) -> str:
 
 
 def bench_worlds(replays: int = 200, budget_s: float = 900.0, only: list[str] | None = None,
-                 console: Any = None, rule: str = ec.FAMILY_WISE) -> list[Result]:
+                 reporter: Reporter | None = None, rule: str = ec.FAMILY_WISE) -> list[Result]:
     """Every world of the catalogue (or ``only`` those), ``replays`` each: the rows of README's table."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    reporter = reporter or RichReporter()
     worlds = [w for w in catalogue() if not only or w.name in only]
     results = []
     with tempfile.TemporaryDirectory() as folder:
@@ -433,5 +433,5 @@ def bench_worlds(replays: int = 200, budget_s: float = 900.0, only: list[str] | 
         low, high = replay.wilson(r.false, r.replays)
         table.add_row(r.world.name, "; ".join(_claim_line(cid, r) for cid in r.finals), f"{r.false}/{r.replays}",
                       f"{r.rate:.3f} [{low:.3f}, {high:.3f}]", f"{r.fdp:.3f}", f"{r.undecided:.2f}")
-    console.print(table)
+    reporter.say(table)
     return results

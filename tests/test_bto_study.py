@@ -65,7 +65,8 @@ def test_the_report_shows_a_sweep_and_nothing_without_one() -> None:
     drawn: list[str] = []
     bto_section(tables, notes, _runs(), lambda name, fig, note: drawn.append(name))
     assert drawn == ["bto-sweep"] and len(tables["completion rate per buffer timeout"]) == 10
-    one_bto = _runs()[_runs()["label"].isin(["rquic", "rquic-xor"])]
+    runs = _runs()
+    one_bto = runs[runs["label"].isin(["rquic", "rquic-xor"])]
     tables.clear()
     drawn.clear()
     bto_section(tables, notes, one_bto, lambda name, fig, note: drawn.append(name))

@@ -31,7 +31,7 @@ def bto_sweep(rates: pd.DataFrame) -> Figure:
             fit = np.polyfit(x, means.to_numpy(float), FIT_ORDER)
             grid_x = np.linspace(x.min(), x.max(), 100)
             ax.plot(10 ** grid_x, np.polyval(fit, grid_x), color="C0", lw=2, alpha=0.6, label="3rd-order fit")
-        rtt = 2.0 * float(part["owd"].iloc[0])
+        rtt = float(part["rtt_ms"].iloc[0])
         ax.axvline(rtt, color="0.2", ls="--", lw=0.8, label=f"RTT {rtt:g} ms")
         ax.axhline(1.0, color="0.5", lw=0.6)
         ax.set_xscale("log")
